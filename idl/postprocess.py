@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Repairs the C code that thrift 0.17's c_glib generator writes.
+
+Run by idl/regen.sh on every generated .c file; never edit gen-c_glib/ by hand.
+
+1. Struct finalizers do not chain up to the parent class, so GObject's own
+   finalize never runs and every struct instance leaks its GObject bookkeeping
+   (about 68 bytes each with GLib 2.74; about 200 bytes per GetRank call).
+   We append the chain-up call to each generated *_finalize.
+
+2. The hand-rolled *_get_type functions register the type behind an
+   unsynchronised `static GType type = 0` check: two threads creating the
+   first instance at once can both try to register it, and one fails. We
+   wrap the registration in g_once_init_enter/g_once_init_leave.
+
+3. A missing required field is reported as "missing field", naming none.
+   We name it, so a client's TApplicationException says what to fix.
+"""
+import re
+import sys
+
+FINALIZE = re.compile(
+    r"^(?P<fn>[a-z0-9_]+)_finalize \(GObject \*object\)\n\{\n(?P<body>.*?)^\}\n",
+    re.S | re.M,
+)
+GET_TYPE = re.compile(
+    r"^(?P<fn>[a-z0-9_]+)_get_type \(void\)\n\{\n"
+    r"  static GType type = 0;\n\n?"
+    r"  if \(type == 0\) ?\n"
+    r"  \{\n(?P<body>.*?)^  \}\n",
+    re.S | re.M,
+)
+MISSING = re.compile(
+    r'(  if \(!isset_(?P<field>[a-z0-9_]+)\)\n  \{\n'
+    r'    g_set_error \(error, THRIFT_PROTOCOL_ERROR,\n'
+    r'                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,\n'
+    r'                 )"missing field"\);'
+)
+
+
+def name_missing(m):
+    return m.group(1) + f'"missing required field \'{m.group("field")}\'");'
+
+
+def chain_up(m):
+    fn = m.group("fn")
+    return (
+        f"{fn}_finalize (GObject *object)\n{{\n{m.group('body')}"
+        "\n  /* rankd postprocess: chain up, or GObject's finalize never runs */\n"
+        f"  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek ({fn}_get_type ())))->finalize (object);\n"
+        "}\n"
+    )
+
+
+def once(m):
+    fn = m.group("fn")
+    body = m.group("body")
+    return (
+        f"{fn}_get_type (void)\n{{\n"
+        "  /* rankd postprocess: register once, even with many threads */\n"
+        "  static gsize type_once = 0;\n"
+        "  static GType type = 0;\n\n"
+        "  if (g_once_init_enter (&type_once))\n"
+        f"  {{\n{body}"
+        "    g_once_init_leave (&type_once, 1);\n"
+        "  }\n"
+    )
+
+
+def main(paths):
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        text, n_final = FINALIZE.subn(chain_up, text)
+        text, n_type = GET_TYPE.subn(once, text)
+        text = MISSING.sub(name_missing, text)
+        expected_final = 1 if path.endswith("_types.c") else 0
+        if (expected_final and n_final == 0) or n_type == 0:
+            sys.exit(f"postprocess: {path}: expected patterns not found "
+                     f"(finalize {n_final}, get_type {n_type}); "
+                     "has the thrift compiler changed?")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,111 @@
+/*
+ * rankd: a leaderboard service over Apache Thrift.
+ *
+ * This file is the contract between rankd and its clients in every language.
+ * Names and field ids are fixed once released: later additions take new ids,
+ * existing ones never change meaning.
+ *
+ * Ordering on a board: higher score first; equal scores are ranked by who
+ * reached that score first (the timestamp of the update that last changed the
+ * score); equal score and time by member id, ascending bytewise.
+ *
+ * Limits (InvalidArgument names the field and the limit when one is broken):
+ *   board       1-200 bytes of UTF-8, no control characters, no '{' or '}'
+ *   member      1-256 bytes of UTF-8, no NUL
+ *   request_id  1-128 bytes of UTF-8, no NUL
+ *   scores      integers with |score| <= 2^53-1 (9007199254740991)
+ *   timestamps  Unix milliseconds from 0 (1970-01-01T00:00:00.000Z)
+ *               to 7289654399999 (2200-12-31T23:59:59.999Z)
+ */
+
+namespace c_glib rank
+namespace py ranking
+namespace js ranking
+namespace cpp ranking
+namespace java ranking
+namespace go ranking
+
+/** How Update combines the request's value with the member's current score. */
+enum UpdateMode {
+  /** Add value (a delta, may be negative) to the current score; absent members start at 0. */
+  INCREMENT = 1,
+  /** Keep the better of the current score and value (higher on ordinary boards). */
+  BEST = 2,
+  /** Replace the current score with value. */
+  SET = 3
+}
+
+struct UpdateRequest {
+  /** The board to update; created on first use. */
+  1: required string board
+  /** The member whose score changes. */
+  2: required string member
+  /** The delta for INCREMENT; the new score for BEST and SET. |value| <= 2^53-1. */
+  3: required i64 value
+  /**
+   * Idempotency key, scoped to the board. A retry must reuse it: a request_id
+   * seen on this board within the dedup window (default 1 hour) is not applied
+   * again. Reusing it with another member, value or mode is InvalidArgument.
+   */
+  4: required string request_id
+  /** Default INCREMENT. */
+  5: optional UpdateMode mode = UpdateMode.INCREMENT
+  /**
+   * When the score was achieved, in Unix milliseconds; it breaks ties between
+   * equal scores (earlier ranks higher). Default: the server's clock.
+   */
+  6: optional i64 timestamp_ms
+}
+
+struct UpdateResponse {
+  /** The member's score after the update. */
+  1: required i64 score
+  /** The member's 1-based rank after the update (set on ordinary boards). */
+  2: optional i64 rank
+  /** False: this request_id was already applied; nothing changed, score and rank are current. */
+  3: required bool applied
+}
+
+/** One member's place on a board. */
+struct Entry {
+  1: required string member
+  2: required i64 score
+  /** 1-based. */
+  3: required i64 rank
+}
+
+/** A field broke a documented limit or rule; the message names the field. Nothing changed. */
+exception InvalidArgument {
+  1: required string message
+}
+
+/** The member is not on the board. */
+exception NotFound {
+  1: required string message
+}
+
+/**
+ * The storage could not be reached or did not answer in time. Safe to retry:
+ * an Update retried with the same request_id is applied at most once.
+ */
+exception Unavailable {
+  1: required string message
+}
+
+service Ranking {
+  /** Records a score change; idempotent by request_id. */
+  UpdateResponse Update(1: UpdateRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /** The member's score and 1-based rank; NotFound if it is not on the board. */
+  Entry GetRank(1: string board, 2: string member)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+
+  /**
+   * The entries ranked offset+1 .. offset+n, best first. 1 <= n <= 1000,
+   * offset >= 0. A board with no members (or an offset past its end) gives an
+   * empty list.
+   */
+  list<Entry> GetTopN(1: string board, 2: i32 n, 3: i32 offset)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+}
