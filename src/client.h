@@ -1,0 +1,29 @@
+/* client.h -- a Ranking client over rankd's own transport and protocols.
+ *
+ * For C callers of rankd (the tests, rank-bench, rankctl): the generated
+ * client on top of RankTransport, which unlike c_glib's stock socket and
+ * framed transports neither leaks nor stalls on replies over 512 bytes.
+ */
+#ifndef RANK_CLIENT_H
+#define RANK_CLIENT_H
+
+#include "protocol.h"
+#include "rank_ranking.h"
+
+typedef struct _RankClient RankClient;
+
+/* timeout_ms bounds the connect and every wait for rankd (0: none). */
+RankClient *rank_client_connect (const char *host, guint16 port,
+                                 gboolean framed, RankProtocolKind protocol,
+                                 int timeout_ms, GError **error);
+
+/* The generated interface: rank_ranking_if_update (iface, ...), etc. */
+rankRankingIf *rank_client_iface (RankClient *client);
+
+RankTransport *rank_client_transport (RankClient *client);
+
+void rank_client_free (RankClient *client);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RankClient, rank_client_free)
+
+#endif /* RANK_CLIENT_H */

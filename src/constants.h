@@ -1,0 +1,77 @@
+/* constants.h -- every limit, default and key-layout constant of rankd.
+ *
+ * One place, so the README's tables can be checked against it. Changing a
+ * value here changes behaviour; the README must change with it.
+ */
+#ifndef RANK_CONSTANTS_H
+#define RANK_CONSTANTS_H
+
+#include <glib.h>
+
+/* Names (bytes of UTF-8). */
+#define RANK_BOARD_MAX_BYTES 200
+#define RANK_MEMBER_MAX_BYTES 256
+#define RANK_REQUEST_ID_MAX_BYTES 128
+
+/* Scores are integers a double holds exactly: |score| <= 2^53 - 1. */
+#define RANK_SCORE_MAX G_GINT64_CONSTANT (9007199254740991)
+
+/* Timestamps: Unix ms, 1970-01-01T00:00:00.000Z .. 2200-12-31T23:59:59.999Z. */
+#define RANK_TIMESTAMP_MIN_MS G_GINT64_CONSTANT (0)
+#define RANK_TIMESTAMP_MAX_MS G_GINT64_CONSTANT (7289654399999)
+
+/* GetTopN page size. */
+#define RANK_TOP_N_MAX 1000
+
+/* Server defaults (each has a command-line option). */
+#define RANK_DEFAULT_LISTEN "127.0.0.1:9090"
+#define RANK_DEFAULT_PORT 9090
+#define RANK_DEFAULT_DATA_DIR "./rankd-data"
+#define RANK_DEFAULT_DEDUP_WINDOW_S 3600
+#define RANK_DEDUP_WINDOW_MAX_S (30 * 24 * 3600)
+#define RANK_DEFAULT_REDIS_TIMEOUT_MS 2000
+#define RANK_DEFAULT_IDLE_TIMEOUT_S 60
+#define RANK_DEFAULT_MAX_CONNECTIONS 1024
+#define RANK_DEFAULT_MAX_FRAME (1024 * 1024)
+#define RANK_MIN_MAX_FRAME 1024
+#define RANK_MAX_MAX_FRAME (64 * 1024 * 1024)
+
+/* A request must arrive whole within this time once its first byte has
+ * arrived; a client that sends half a frame and stalls is dropped. */
+#define RANK_REQUEST_READ_TIMEOUT_MS 10000
+
+/* Nesting of structs and containers in one message. */
+#define RANK_MAX_NESTING 64
+
+/* Thrift method names are short; longer ones are garbage. */
+#define RANK_METHOD_NAME_MAX_BYTES 64
+
+/* Per-connection read buffer kept between requests; larger ones are freed. */
+#define RANK_CONN_BUFFER_BYTES 4096
+
+/* Connection threads need little stack; 1,000 of them must stay small. */
+#define RANK_CONN_STACK_BYTES (256 * 1024)
+
+/* Drain on SIGINT/SIGTERM: calls in flight get this long to finish. */
+#define RANK_DRAIN_TIMEOUT_MS 10000
+
+/* Redis key layout: RANK_KEY_PREFIX ":{" board "}:" suffix. The braces make
+ * the board a Redis Cluster hash tag: all keys of a board share one slot. */
+#define RANK_KEY_PREFIX "rk"
+#define RANK_KEY_SUFFIX_SCORES "z"  /* sorted set: order key -> score */
+#define RANK_KEY_SUFFIX_TIMES "t"   /* hash: member -> time prefix */
+#define RANK_KEY_SUFFIX_REQUEST "q" /* string per request id, with expiry */
+
+/* Embedded Redis. */
+#define RANK_EMBEDDED_SOCKET "redis.sock"
+#define RANK_EMBEDDED_START_TIMEOUT_MS 10000
+#define RANK_EMBEDDED_STOP_TIMEOUT_MS 10000
+
+/* Reconnect back-off towards Redis. */
+#define RANK_RECONNECT_MIN_MS 50
+#define RANK_RECONNECT_MAX_MS 2000
+
+/* A Redis connection whose oldest request waited this long is replaced. */
+#define RANK_REDIS_STALL_MS 30000
+
+#endif /* RANK_CONSTANTS_H */

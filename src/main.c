@@ -1,0 +1,283 @@
+/* main.c -- rankd: command line, start-up order, signals, shutdown.
+ *
+ * Start-up: bind the listening port (fail fast if taken), start the embedded
+ * Redis unless --redis was given, connect, serve. SIGINT/SIGTERM: stop
+ * accepting, let calls in flight finish, stop the embedded Redis, exit 0.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "address.h"
+#include "embedded_redis.h"
+#include "error.h"
+#include "handler.h"
+#include "constants.h"
+#include "protocol.h"
+#include "redis_link.h"
+#include "server.h"
+#include "store.h"
+#include "thrift_fixes.h"
+
+#ifndef RANKD_VERSION
+#define RANKD_VERSION "dev"
+#endif
+
+typedef struct
+{
+  char *listen;
+  char *redis;
+  char *data_dir;
+  int dedup_window_s;
+  double redis_timeout_s;
+  int idle_timeout_s;
+  int max_connections;
+  int max_frame;
+  char *transport;
+  char *protocol;
+  gboolean version;
+} Options;
+
+static void
+options_clear (Options *o)
+{
+  g_free (o->listen);
+  g_free (o->redis);
+  g_free (o->data_dir);
+  g_free (o->transport);
+  g_free (o->protocol);
+}
+
+static gboolean usage_error (GError **error, const char *fmt, ...)
+    G_GNUC_PRINTF (2, 3);
+
+static gboolean
+usage_error (GError **error, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  g_propagate_error (
+      error, g_error_new_valist (RANK_ERROR, RANK_ERROR_INVALID, fmt, ap));
+  va_end (ap);
+  return FALSE;
+}
+
+static gboolean
+parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
+               GError **error)
+{
+  GOptionEntry entries[] = {
+    { "listen", 'l', 0, G_OPTION_ARG_STRING, &o->listen,
+      "Address to serve Thrift on (default " RANK_DEFAULT_LISTEN ")",
+      "HOST:PORT" },
+    { "redis", 'r', 0, G_OPTION_ARG_STRING, &o->redis,
+      "Redis to use instead of the embedded one", "HOST:PORT|unix:PATH" },
+    { "data-dir", 'd', 0, G_OPTION_ARG_FILENAME, &o->data_dir,
+      "Directory of the embedded Redis (default " RANK_DEFAULT_DATA_DIR ")",
+      "DIR" },
+    { "dedup-window", 0, 0, G_OPTION_ARG_INT, &o->dedup_window_s,
+      "How long a request_id is remembered (default 3600)", "SECONDS" },
+    { "redis-timeout", 0, 0, G_OPTION_ARG_DOUBLE, &o->redis_timeout_s,
+      "Answer Unavailable when Redis has not replied within this (default 2)",
+      "SECONDS" },
+    { "idle-timeout", 0, 0, G_OPTION_ARG_INT, &o->idle_timeout_s,
+      "Close connections idle this long (default 60)", "SECONDS" },
+    { "max-connections", 0, 0, G_OPTION_ARG_INT, &o->max_connections,
+      "Refuse connections beyond this many (default 1024)", "N" },
+    { "max-frame", 0, 0, G_OPTION_ARG_INT, &o->max_frame,
+      "Largest request accepted, in bytes (default 1048576)", "BYTES" },
+    { "transport", 't', 0, G_OPTION_ARG_STRING, &o->transport,
+      "Thrift transport: framed (default) or buffered", "framed|buffered" },
+    { "protocol", 'p', 0, G_OPTION_ARG_STRING, &o->protocol,
+      "Thrift protocol: binary (default) or compact", "binary|compact" },
+    { "version", 'V', 0, G_OPTION_ARG_NONE, &o->version,
+      "Print the version and exit", NULL },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) context
+      = g_option_context_new ("- leaderboard service over Apache Thrift");
+
+  g_option_context_set_summary (
+      context,
+      "Serves the Ranking service of idl/ranking.thrift. Without --redis, "
+      "starts its own\nredis-server in --data-dir (append-only, unix socket) "
+      "and stops it on exit.");
+  g_option_context_set_description (
+      context, "Examples:\n"
+               "  rankd                                  embedded Redis in "
+               "./rankd-data\n"
+               "  rankd --redis 127.0.0.1:6379 --listen 0.0.0.0:9090\n"
+               "  rankd --transport buffered --protocol compact\n");
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!g_option_context_parse (context, argc, argv, error))
+    return FALSE;
+  if (*argc > 1)
+    return usage_error (error, "unexpected argument '%s'", (*argv)[1]);
+  if (o->version)
+    return TRUE;
+
+  if (!rank_address_parse (o->listen ? o->listen : RANK_DEFAULT_LISTEN,
+                           RANK_DEFAULT_PORT, &server->listen, error))
+    return FALSE;
+  if (server->listen.path != NULL)
+    return usage_error (error, "--listen: unix sockets are not supported");
+  if (o->transport == NULL || g_strcmp0 (o->transport, "framed") == 0)
+    server->framed = TRUE;
+  else if (g_strcmp0 (o->transport, "buffered") == 0)
+    server->framed = FALSE;
+  else
+    return usage_error (error, "--transport: '%s' is not framed or buffered",
+                        o->transport);
+  if (!rank_protocol_kind_parse (o->protocol ? o->protocol : "binary",
+                                 &server->protocol))
+    return usage_error (error, "--protocol: '%s' is not binary or compact",
+                        o->protocol);
+  if (o->dedup_window_s < 1 || o->dedup_window_s > RANK_DEDUP_WINDOW_MAX_S)
+    return usage_error (error, "--dedup-window: must be 1-%d seconds, got %d",
+                        RANK_DEDUP_WINDOW_MAX_S, o->dedup_window_s);
+  if (!(o->redis_timeout_s >= 0.01 && o->redis_timeout_s <= 600))
+    return usage_error (error, "--redis-timeout: must be 0.01-600 seconds");
+  if (o->idle_timeout_s < 1)
+    return usage_error (error, "--idle-timeout: must be at least 1 second");
+  if (o->max_connections < 1)
+    return usage_error (error, "--max-connections: must be at least 1");
+  if (o->max_frame < RANK_MIN_MAX_FRAME || o->max_frame > RANK_MAX_MAX_FRAME)
+    return usage_error (error, "--max-frame: must be %d-%d bytes, got %d",
+                        RANK_MIN_MAX_FRAME, RANK_MAX_MAX_FRAME, o->max_frame);
+  server->idle_timeout_ms = o->idle_timeout_s * 1000;
+  server->max_connections = (guint) o->max_connections;
+  server->max_frame = (guint32) o->max_frame;
+  return TRUE;
+}
+
+/* SIGINT and SIGTERM arrive through a signalfd the accept loop polls; they
+ * are blocked in every thread (threads inherit the mask). */
+static int
+signals_setup (void)
+{
+  sigset_t set;
+
+  signal (SIGPIPE, SIG_IGN);
+  sigemptyset (&set);
+  sigaddset (&set, SIGINT);
+  sigaddset (&set, SIGTERM);
+  pthread_sigmask (SIG_BLOCK, &set, NULL);
+  return signalfd (-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+static int
+run (Options *o, RankServerConfig *config)
+{
+  g_autoptr (GError) error = NULL;
+  RankEmbeddedRedis *embedded = NULL;
+  RankAddress redis_address = { 0 };
+  const RankAddress *redis = &redis_address;
+  RankRedisLink *link = NULL;
+  RankStore *store = NULL;
+  RankHandler *handler = NULL;
+  ThriftDispatchProcessor *processor = NULL;
+  RankServer *server = NULL;
+  int sfd = signals_setup ();
+  int status = EXIT_FAILURE;
+  int timeout_ms = (int) (o->redis_timeout_s * 1000);
+
+  server = rank_server_new (config, &error);
+  if (server == NULL)
+    goto out;
+
+  if (o->redis != NULL)
+    {
+      if (!rank_address_parse (o->redis, 6379, &redis_address, &error))
+        goto out;
+    }
+  else
+    {
+      embedded = rank_embedded_redis_start (
+          o->data_dir ? o->data_dir : RANK_DEFAULT_DATA_DIR, &error);
+      if (embedded == NULL)
+        goto out;
+      redis = rank_embedded_redis_address (embedded);
+    }
+
+  link = rank_redis_link_new (redis, timeout_ms);
+  store = rank_store_new (link, (gint64) o->dedup_window_s * 1000);
+  handler = rank_handler_new (store);
+  processor
+      = g_object_new (RANK_TYPE_RANKING_PROCESSOR, "handler", handler, NULL);
+  rank_redis_link_start (link);
+  if (!rank_redis_link_wait_ready (link, timeout_ms, &error))
+    {
+      /* Not fatal: calls answer Unavailable until Redis comes back. */
+      g_warning ("%s; serving anyway", error->message);
+      g_clear_error (&error);
+    }
+
+  {
+    g_autofree char *redis_name = rank_address_to_string (redis);
+
+    g_message ("rankd %s listening on %s:%u (%s, %s); redis %s%s; "
+               "dedup window %d s; redis timeout %d ms; idle timeout %d s; "
+               "max %u connections; max frame %u bytes",
+               RANKD_VERSION, config->listen.host, rank_server_port (server),
+               config->framed ? "framed" : "buffered",
+               config->protocol == RANK_PROTOCOL_COMPACT ? "compact" : "binary",
+               redis_name, embedded ? " (embedded)" : "", o->dedup_window_s,
+               timeout_ms, o->idle_timeout_s, config->max_connections,
+               config->max_frame);
+  }
+  rank_server_run (server, processor, sfd);
+  g_message ("stopped serving; shutting down");
+  status = EXIT_SUCCESS;
+
+out:
+  if (error != NULL)
+    g_printerr ("rankd: %s\n", error->message);
+  rank_server_free (server);
+  rank_redis_link_free (link);
+  rank_store_free (store);
+  g_clear_object (&processor);
+  g_clear_object (&handler);
+  rank_embedded_redis_stop (embedded);
+  rank_address_clear (&redis_address);
+  if (sfd >= 0)
+    close (sfd);
+  return status;
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  Options o = {
+    .dedup_window_s = RANK_DEFAULT_DEDUP_WINDOW_S,
+    .redis_timeout_s = RANK_DEFAULT_REDIS_TIMEOUT_MS / 1000.0,
+    .idle_timeout_s = RANK_DEFAULT_IDLE_TIMEOUT_S,
+    .max_connections = RANK_DEFAULT_MAX_CONNECTIONS,
+    .max_frame = RANK_DEFAULT_MAX_FRAME,
+  };
+  RankServerConfig config = { 0 };
+  int status;
+
+  rank_thrift_fixes_apply ();
+  if (!parse_options (&argc, &argv, &o, &config, &error))
+    {
+      g_printerr ("rankd: %s\nTry 'rankd --help'.\n", error->message);
+      options_clear (&o);
+      rank_address_clear (&config.listen);
+      return 2;
+    }
+  if (o.version)
+    {
+      printf ("rankd %s\n", RANKD_VERSION);
+      options_clear (&o);
+      return EXIT_SUCCESS;
+    }
+  status = run (&o, &config);
+  options_clear (&o);
+  rank_address_clear (&config.listen);
+  return status;
+}

@@ -1,0 +1,56 @@
+/* orderkey.c -- sorted-set encoding of rank order (see orderkey.h). */
+#include "orderkey.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "constants.h"
+
+void
+rank_orderkey_encode_time (gint64 ms, guint8 out[RANK_ORDERKEY_TIME_BYTES])
+{
+  guint64 v = (guint64) ms;
+
+  for (int i = RANK_ORDERKEY_TIME_BYTES - 1; i >= 0; i--)
+    {
+      out[i] = (guint8) (v & 0xff);
+      v >>= 8;
+    }
+}
+
+gint64
+rank_orderkey_decode_time (const guint8 in[RANK_ORDERKEY_TIME_BYTES])
+{
+  guint64 v = 0;
+
+  for (int i = 0; i < RANK_ORDERKEY_TIME_BYTES; i++)
+    v = (v << 8) | in[i];
+  return (gint64) v;
+}
+
+double
+rank_orderkey_zscore (gint64 score)
+{
+  return -(double) score;
+}
+
+gboolean
+rank_orderkey_parse_zscore (const char *text, gsize len, gint64 *score)
+{
+  char buf[64];
+  char *end = NULL;
+  double d;
+
+  if (len == 0 || len >= sizeof buf)
+    return FALSE;
+  memcpy (buf, text, len);
+  buf[len] = '\0';
+  d = g_ascii_strtod (buf, &end);
+  if (end != buf + len || !isfinite (d) || d != floor (d)
+      || fabs (d) > (double) RANK_SCORE_MAX)
+    return FALSE;
+  /* -0.0 comes back for a score of 0; the cast turns it into 0. */
+  *score = -(gint64) d;
+  return TRUE;
+}

@@ -1,0 +1,34 @@
+/* orderkey.h -- how a (score, time, member) triple becomes a sorted-set entry.
+ *
+ * Redis orders a sorted set by its double score, then by member bytes
+ * (memcmp, shorter first). rankd stores:
+ *
+ *   zset score  = -score          exact: |score| <= 2^53-1 fits a double
+ *   zset member = time(6) member  time = Unix ms, 48-bit big-endian
+ *
+ * so ascending sorted-set order is rank order: higher score first, then the
+ * earlier time, then member id ascending bytewise. One double cannot carry
+ * score and time exactly (53 + 43 bits); the time lives in the member instead.
+ */
+#ifndef RANK_ORDERKEY_H
+#define RANK_ORDERKEY_H
+
+#include <glib.h>
+
+#define RANK_ORDERKEY_TIME_BYTES 6
+
+/* Writes ms (0 <= ms < 2^48) big-endian into out. */
+void rank_orderkey_encode_time (gint64 ms,
+                                guint8 out[RANK_ORDERKEY_TIME_BYTES]);
+gint64 rank_orderkey_decode_time (const guint8 in[RANK_ORDERKEY_TIME_BYTES]);
+
+/* The sorted-set score stored for a score. */
+double rank_orderkey_zscore (gint64 score);
+
+/* Parses a sorted-set score as Redis prints it ("-42",
+ * "-9.007199254740991e+15") back into the score; FALSE if it is not an exact
+ * integer in range. */
+gboolean rank_orderkey_parse_zscore (const char *text, gsize len,
+                                     gint64 *score);
+
+#endif /* RANK_ORDERKEY_H */

@@ -1,0 +1,489 @@
+/* protocol.c -- size- and depth-limited binary and compact protocols
+ * (see protocol.h).
+ *
+ * Every size read off the wire is checked against
+ * rank_transport_remaining() before memory is allocated for it: a string can
+ * never be longer than the bytes left in its message, a container never has
+ * more elements than bytes left. Depth counts structs and containers being
+ * read; it is reset at each message header, so an error half-way through a
+ * message cannot leak into the next one.
+ */
+#include "protocol.h"
+
+#include <string.h>
+
+#include "constants.h"
+
+struct _RankBinaryProtocol
+{
+  ThriftBinaryProtocol parent;
+  guint depth;
+};
+
+struct _RankCompactProtocol
+{
+  ThriftCompactProtocol parent;
+  guint depth;
+};
+
+G_DEFINE_TYPE (RankBinaryProtocol, rank_binary_protocol,
+               THRIFT_TYPE_BINARY_PROTOCOL)
+G_DEFINE_TYPE (RankCompactProtocol, rank_compact_protocol,
+               THRIFT_TYPE_COMPACT_PROTOCOL)
+
+#define BINARY_VERSION_MASK 0xffff0000u
+#define BINARY_VERSION_1 0x80010000u
+
+static guint *
+depth_of (ThriftProtocol *protocol)
+{
+  if (RANK_IS_BINARY_PROTOCOL (protocol))
+    return &RANK_BINARY_PROTOCOL (protocol)->depth;
+  return &RANK_COMPACT_PROTOCOL (protocol)->depth;
+}
+
+static gsize
+remaining (ThriftProtocol *protocol)
+{
+  return rank_transport_remaining (RANK_TRANSPORT (protocol->transport));
+}
+
+static gboolean
+enter (ThriftProtocol *protocol, GError **error)
+{
+  guint *depth = depth_of (protocol);
+
+  if (*depth >= RANK_MAX_NESTING)
+    {
+      g_set_error (
+          error, THRIFT_PROTOCOL_ERROR, THRIFT_PROTOCOL_ERROR_DEPTH_LIMIT,
+          "structs and containers nested deeper than %d", RANK_MAX_NESTING);
+      return FALSE;
+    }
+  (*depth)++;
+  return TRUE;
+}
+
+static void
+leave (ThriftProtocol *protocol)
+{
+  guint *depth = depth_of (protocol);
+
+  if (*depth > 0)
+    (*depth)--;
+}
+
+/* Checks that count elements of at least min_bytes each can still be in the
+ * message. */
+static gboolean
+check_count (ThriftProtocol *protocol, gint64 count, gint64 min_bytes,
+             GError **error)
+{
+  if (count < 0)
+    {
+      g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                   THRIFT_PROTOCOL_ERROR_NEGATIVE_SIZE,
+                   "negative size %" G_GINT64_FORMAT, count);
+      return FALSE;
+    }
+  if ((guint64) (count * min_bytes) > remaining (protocol))
+    {
+      g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                   THRIFT_PROTOCOL_ERROR_SIZE_LIMIT,
+                   "size %" G_GINT64_FORMAT
+                   " claims more than the %zu bytes left in the message",
+                   count, remaining (protocol));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Reads len bytes of a string or binary whose length was already read. */
+static gint32
+read_body (ThriftProtocol *protocol, gint64 len, gboolean text, gpointer *out,
+           GError **error)
+{
+  guint8 *buf;
+
+  if (!check_count (protocol, len, 1, error))
+    return -1;
+  buf = g_malloc ((gsize) len + 1);
+  if (len > 0
+      && thrift_transport_read_all (protocol->transport, buf, (guint32) len,
+                                    error)
+             < 0)
+    {
+      g_free (buf);
+      return -1;
+    }
+  buf[len] = '\0';
+  if (text)
+    for (guint8 *p = memchr (buf, 0, (gsize) len); p != NULL;
+         p = memchr (p, 0, (gsize) (buf + len - p)))
+      *p = 0xff;
+  *out = buf;
+  return (gint32) len;
+}
+
+/* ---- binary ---- */
+
+static gint32
+binary_read_string (ThriftProtocol *protocol, gchar **str, GError **error)
+{
+  gint32 len, ret;
+
+  *str = NULL;
+  if (thrift_protocol_read_i32 (protocol, &len, error) < 0)
+    return -1;
+  ret = read_body (protocol, len, TRUE, (gpointer *) str, error);
+  return ret < 0 ? -1 : ret + 4;
+}
+
+static gint32
+binary_read_binary (ThriftProtocol *protocol, gpointer *buf, guint32 *len,
+                    GError **error)
+{
+  gint32 n, ret;
+
+  *buf = NULL;
+  *len = 0;
+  if (thrift_protocol_read_i32 (protocol, &n, error) < 0)
+    return -1;
+  if (n == 0)
+    return 4;
+  ret = read_body (protocol, n, FALSE, buf, error);
+  if (ret < 0)
+    return -1;
+  *len = (guint32) n;
+  return ret + 4;
+}
+
+static gint32
+binary_read_message_begin (ThriftProtocol *protocol, gchar **name,
+                           ThriftMessageType *type, gint32 *seqid,
+                           GError **error)
+{
+  gint32 header, ret, xfer;
+
+  *name = NULL;
+  RANK_BINARY_PROTOCOL (protocol)->depth = 0;
+  if (thrift_protocol_read_i32 (protocol, &header, error) < 0)
+    return -1;
+  if (header >= 0
+      || ((guint32) header & BINARY_VERSION_MASK) != BINARY_VERSION_1)
+    {
+      g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                   THRIFT_PROTOCOL_ERROR_BAD_VERSION,
+                   "not a strict binary-protocol message header (0x%08x)",
+                   (guint32) header);
+      return -1;
+    }
+  *type = (ThriftMessageType) ((guint32) header & 0xff);
+  if ((ret = binary_read_string (protocol, name, error)) < 0)
+    return -1;
+  xfer = 4 + ret;
+  if (thrift_protocol_read_i32 (protocol, seqid, error) < 0)
+    {
+      g_clear_pointer (name, g_free);
+      return -1;
+    }
+  return xfer + 4;
+}
+
+static gint32
+binary_read_struct_begin (ThriftProtocol *protocol, gchar **name,
+                          GError **error)
+{
+  *name = NULL;
+  return enter (protocol, error) ? 0 : -1;
+}
+
+static gint32
+binary_read_struct_end (ThriftProtocol *protocol, GError **error)
+{
+  (void) error;
+  leave (protocol);
+  return 0;
+}
+
+static gint32
+binary_read_list_begin (ThriftProtocol *protocol, ThriftType *element_type,
+                        guint32 *size, GError **error)
+{
+  gint8 type;
+  gint32 n;
+
+  if (thrift_protocol_read_byte (protocol, &type, error) < 0
+      || thrift_protocol_read_i32 (protocol, &n, error) < 0
+      || !check_count (protocol, n, 1, error) || !enter (protocol, error))
+    return -1;
+  *element_type = (ThriftType) type;
+  *size = (guint32) n;
+  return 5;
+}
+
+static gint32
+binary_read_container_end (ThriftProtocol *protocol, GError **error)
+{
+  (void) error;
+  leave (protocol);
+  return 0;
+}
+
+static gint32
+binary_read_map_begin (ThriftProtocol *protocol, ThriftType *key_type,
+                       ThriftType *value_type, guint32 *size, GError **error)
+{
+  gint8 kt, vt;
+  gint32 n;
+
+  if (thrift_protocol_read_byte (protocol, &kt, error) < 0
+      || thrift_protocol_read_byte (protocol, &vt, error) < 0
+      || thrift_protocol_read_i32 (protocol, &n, error) < 0
+      || !check_count (protocol, n, 2, error) || !enter (protocol, error))
+    return -1;
+  *key_type = (ThriftType) kt;
+  *value_type = (ThriftType) vt;
+  *size = (guint32) n;
+  return 6;
+}
+
+static void
+rank_binary_protocol_class_init (RankBinaryProtocolClass *klass)
+{
+  ThriftProtocolClass *p = THRIFT_PROTOCOL_CLASS (klass);
+
+  p->read_message_begin = binary_read_message_begin;
+  p->read_string = binary_read_string;
+  p->read_binary = binary_read_binary;
+  p->read_struct_begin = binary_read_struct_begin;
+  p->read_struct_end = binary_read_struct_end;
+  p->read_list_begin = binary_read_list_begin;
+  p->read_list_end = binary_read_container_end;
+  p->read_set_begin = binary_read_list_begin;
+  p->read_set_end = binary_read_container_end;
+  p->read_map_begin = binary_read_map_begin;
+  p->read_map_end = binary_read_container_end;
+}
+
+static void
+rank_binary_protocol_init (RankBinaryProtocol *self)
+{
+  (void) self;
+}
+
+/* ---- compact ---- */
+
+#define COMPACT_PARENT                                                         \
+  THRIFT_PROTOCOL_CLASS (rank_compact_protocol_parent_class)
+
+/* Unsigned LEB128, at most 5 bytes for 32 bits. */
+static gint32
+compact_read_length (ThriftProtocol *protocol, gint64 *len, GError **error)
+{
+  guint64 v = 0;
+
+  for (gint32 i = 0; i < 5; i++)
+    {
+      guint8 b;
+
+      if (thrift_transport_read_all (protocol->transport, &b, 1, error) < 0)
+        return -1;
+      v |= (guint64) (b & 0x7f) << (7 * i);
+      if (!(b & 0x80))
+        {
+          *len = (gint64) v;
+          return i + 1;
+        }
+    }
+  g_set_error (error, THRIFT_PROTOCOL_ERROR, THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+               "length varint longer than 5 bytes");
+  return -1;
+}
+
+static gint32
+compact_read_string (ThriftProtocol *protocol, gchar **str, GError **error)
+{
+  gint64 len;
+  gint32 hdr, ret;
+
+  *str = NULL;
+  if ((hdr = compact_read_length (protocol, &len, error)) < 0)
+    return -1;
+  ret = read_body (protocol, len, TRUE, (gpointer *) str, error);
+  return ret < 0 ? -1 : ret + hdr;
+}
+
+static gint32
+compact_read_binary (ThriftProtocol *protocol, gpointer *buf, guint32 *len,
+                     GError **error)
+{
+  gint64 n;
+  gint32 hdr, ret;
+
+  *buf = NULL;
+  *len = 0;
+  if ((hdr = compact_read_length (protocol, &n, error)) < 0)
+    return -1;
+  if (n == 0)
+    return hdr;
+  ret = read_body (protocol, n, FALSE, buf, error);
+  if (ret < 0)
+    return -1;
+  *len = (guint32) n;
+  return ret + hdr;
+}
+
+static gint32
+compact_read_message_begin (ThriftProtocol *protocol, gchar **name,
+                            ThriftMessageType *type, gint32 *seqid,
+                            GError **error)
+{
+  RankCompactProtocol *self = RANK_COMPACT_PROTOCOL (protocol);
+  ThriftCompactProtocol *cp = THRIFT_COMPACT_PROTOCOL (protocol);
+  gint32 ret;
+
+  *name = NULL;
+  self->depth = 0;
+  g_queue_clear (&cp->_last_field);
+  cp->_last_field_id = 0;
+  cp->_has_bool_value = FALSE;
+  cp->container_limit = (gint32) MIN (remaining (protocol), (gsize) G_MAXINT32);
+  cp->string_limit = cp->container_limit;
+  ret = COMPACT_PARENT->read_message_begin (protocol, name, type, seqid, error);
+  if (ret < 0)
+    g_clear_pointer (name, g_free);
+  return ret;
+}
+
+static gint32
+compact_read_struct_begin (ThriftProtocol *protocol, gchar **name,
+                           GError **error)
+{
+  *name = NULL;
+  if (!enter (protocol, error))
+    return -1;
+  return COMPACT_PARENT->read_struct_begin (protocol, name, error);
+}
+
+static gint32
+compact_read_struct_end (ThriftProtocol *protocol, GError **error)
+{
+  leave (protocol);
+  return COMPACT_PARENT->read_struct_end (protocol, error);
+}
+
+static gint32
+compact_read_list_begin (ThriftProtocol *protocol, ThriftType *element_type,
+                         guint32 *size, GError **error)
+{
+  gint32 ret
+      = COMPACT_PARENT->read_list_begin (protocol, element_type, size, error);
+
+  if (ret < 0 || !check_count (protocol, *size, 1, error)
+      || !enter (protocol, error))
+    return -1;
+  return ret;
+}
+
+static gint32
+compact_read_set_begin (ThriftProtocol *protocol, ThriftType *element_type,
+                        guint32 *size, GError **error)
+{
+  gint32 ret
+      = COMPACT_PARENT->read_set_begin (protocol, element_type, size, error);
+
+  if (ret < 0 || !check_count (protocol, *size, 1, error)
+      || !enter (protocol, error))
+    return -1;
+  return ret;
+}
+
+static gint32
+compact_read_map_begin (ThriftProtocol *protocol, ThriftType *key_type,
+                        ThriftType *value_type, guint32 *size, GError **error)
+{
+  gint32 ret = COMPACT_PARENT->read_map_begin (protocol, key_type, value_type,
+                                               size, error);
+
+  if (ret < 0 || !check_count (protocol, *size, 2, error)
+      || !enter (protocol, error))
+    return -1;
+  return ret;
+}
+
+static gint32
+compact_read_list_end (ThriftProtocol *protocol, GError **error)
+{
+  leave (protocol);
+  return COMPACT_PARENT->read_list_end (protocol, error);
+}
+
+static gint32
+compact_read_set_end (ThriftProtocol *protocol, GError **error)
+{
+  leave (protocol);
+  return COMPACT_PARENT->read_set_end (protocol, error);
+}
+
+static gint32
+compact_read_map_end (ThriftProtocol *protocol, GError **error)
+{
+  leave (protocol);
+  return COMPACT_PARENT->read_map_end (protocol, error);
+}
+
+static void
+rank_compact_protocol_finalize (GObject *object)
+{
+  g_queue_clear (&THRIFT_COMPACT_PROTOCOL (object)->_last_field);
+  G_OBJECT_CLASS (rank_compact_protocol_parent_class)->finalize (object);
+}
+
+static void
+rank_compact_protocol_class_init (RankCompactProtocolClass *klass)
+{
+  ThriftProtocolClass *p = THRIFT_PROTOCOL_CLASS (klass);
+
+  G_OBJECT_CLASS (klass)->finalize = rank_compact_protocol_finalize;
+  p->read_message_begin = compact_read_message_begin;
+  p->read_string = compact_read_string;
+  p->read_binary = compact_read_binary;
+  p->read_struct_begin = compact_read_struct_begin;
+  p->read_struct_end = compact_read_struct_end;
+  p->read_list_begin = compact_read_list_begin;
+  p->read_list_end = compact_read_list_end;
+  p->read_set_begin = compact_read_set_begin;
+  p->read_set_end = compact_read_set_end;
+  p->read_map_begin = compact_read_map_begin;
+  p->read_map_end = compact_read_map_end;
+}
+
+static void
+rank_compact_protocol_init (RankCompactProtocol *self)
+{
+  (void) self;
+}
+
+/* ---- public ---- */
+
+ThriftProtocol *
+rank_protocol_new (RankProtocolKind kind, RankTransport *transport)
+{
+  GType type = kind == RANK_PROTOCOL_COMPACT ? RANK_TYPE_COMPACT_PROTOCOL
+                                             : RANK_TYPE_BINARY_PROTOCOL;
+
+  return THRIFT_PROTOCOL (g_object_new (type, "transport", transport, NULL));
+}
+
+gboolean
+rank_protocol_kind_parse (const char *name, RankProtocolKind *kind)
+{
+  if (g_strcmp0 (name, "binary") == 0)
+    *kind = RANK_PROTOCOL_BINARY;
+  else if (g_strcmp0 (name, "compact") == 0)
+    *kind = RANK_PROTOCOL_COMPACT;
+  else
+    return FALSE;
+  return TRUE;
+}

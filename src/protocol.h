@@ -1,0 +1,50 @@
+/* protocol.h -- c_glib's binary and compact protocols with limits.
+ *
+ * The stock 0.17 protocols allocate whatever a length prefix claims, skip
+ * unknown fields with unbounded recursion and accept unversioned binary
+ * headers with an uninitialised message type. These subclasses check every
+ * string and container size against what is left of the message (the
+ * transport knows) before allocating, cap nesting at RANK_MAX_NESTING, and
+ * require strict message headers.
+ *
+ * Strings: an embedded NUL byte would silently truncate a C string, so it is
+ * replaced by 0xFF (never valid UTF-8) and validation refuses the field.
+ */
+#ifndef RANK_PROTOCOL_H
+#define RANK_PROTOCOL_H
+
+#include <thrift/c_glib/protocol/thrift_binary_protocol.h>
+#include <thrift/c_glib/protocol/thrift_compact_protocol.h>
+
+#include "transport.h"
+
+G_BEGIN_DECLS
+
+typedef enum
+{
+  RANK_PROTOCOL_BINARY,
+  RANK_PROTOCOL_COMPACT,
+} RankProtocolKind;
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ThriftProtocol, g_object_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ThriftBinaryProtocol, g_object_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ThriftCompactProtocol, g_object_unref)
+
+#define RANK_TYPE_BINARY_PROTOCOL (rank_binary_protocol_get_type ())
+G_DECLARE_FINAL_TYPE (RankBinaryProtocol, rank_binary_protocol, RANK,
+                      BINARY_PROTOCOL, ThriftBinaryProtocol)
+
+#define RANK_TYPE_COMPACT_PROTOCOL (rank_compact_protocol_get_type ())
+G_DECLARE_FINAL_TYPE (RankCompactProtocol, rank_compact_protocol, RANK,
+                      COMPACT_PROTOCOL, ThriftCompactProtocol)
+
+/* A protocol of the given kind over transport (which it references). */
+ThriftProtocol *rank_protocol_new (RankProtocolKind kind,
+                                   RankTransport *transport);
+
+/* Parses "binary" or "compact". */
+gboolean rank_protocol_kind_parse (const char *name, RankProtocolKind *kind);
+
+G_END_DECLS
+
+#endif /* RANK_PROTOCOL_H */

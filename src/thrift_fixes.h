@@ -1,0 +1,15 @@
+/* thrift_fixes.h -- run-time repairs to the c_glib 0.17 library classes.
+ *
+ * Several library classes (the application exception, sockets, the
+ * buffered, framed and memory transports) have finalize functions that do
+ * not chain up to their parent, so GObject's own finalize never runs and
+ * each instance leaks. rank_thrift_fixes_apply() wraps each such finalize so
+ * that it chains up. Call it once, early in main, before any thread starts;
+ * it is idempotent.
+ */
+#ifndef RANK_THRIFT_FIXES_H
+#define RANK_THRIFT_FIXES_H
+
+void rank_thrift_fixes_apply (void);
+
+#endif /* RANK_THRIFT_FIXES_H */

@@ -1,0 +1,583 @@
+/* transport.c -- socket transport with a real read buffer (see transport.h).
+ *
+ * Invariants:
+ *   rbuf[rpos, rlen) holds received bytes not yet consumed.
+ *   Framed: while in_frame, frame_left bytes of the current frame remain and
+ *   all of them are already in rbuf (the frame was read whole).
+ *   Buffered: msg_used counts the bytes consumed by the current message.
+ *   wbuf starts with 4 reserved bytes in framed mode for the length.
+ */
+#include "transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "address.h"
+#include "constants.h"
+
+struct _RankTransport
+{
+  ThriftTransport parent;
+
+  int fd;
+  int wake_fd;
+  gboolean framed;
+  guint32 max_frame;
+  int timeout_ms;
+
+  guint8 *rbuf;
+  gsize rcap, rpos, rlen;
+  gboolean in_frame;
+  gsize frame_left;
+  gsize msg_used;
+
+  GByteArray *wbuf;
+};
+
+G_DEFINE_TYPE (RankTransport, rank_transport, THRIFT_TYPE_TRANSPORT)
+
+#define FRAME_HEADER 4
+
+static void set_error (GError **error, int code, const char *fmt, ...)
+    G_GNUC_PRINTF (3, 4);
+
+static void
+set_error (GError **error, int code, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  if (error != NULL && *error == NULL)
+    *error = g_error_new_valist (THRIFT_TRANSPORT_ERROR, code, fmt, ap);
+  va_end (ap);
+}
+
+static void
+reset_write (RankTransport *self)
+{
+  g_byte_array_set_size (self->wbuf, self->framed ? FRAME_HEADER : 0);
+}
+
+/* Waits for fd to become ready for events. Returns 1 ready, 0 timed out,
+ * -1 woken by wake_fd or failed. */
+static int
+wait_fd (RankTransport *self, short events, int timeout_ms)
+{
+  struct pollfd pfd[2]
+      = { { self->fd, events, 0 }, { self->wake_fd, POLLIN, 0 } };
+  int n = self->wake_fd >= 0 ? 2 : 1;
+
+  for (;;)
+    {
+      int rc = poll (pfd, (nfds_t) n, timeout_ms > 0 ? timeout_ms : -1);
+
+      if (rc < 0 && errno == EINTR)
+        continue;
+      if (rc < 0)
+        return -1;
+      if (rc == 0)
+        return 0;
+      if (n == 2 && (pfd[1].revents & POLLIN) && !(pfd[0].revents & events))
+        return -1;
+      return 1;
+    }
+}
+
+/* After EAGAIN: waits until the socket is ready again. FALSE with error
+ * when the peer took longer than the timeout or shutdown began. */
+static gboolean
+await_ready (RankTransport *self, short events, GError **error)
+{
+  int code = events == POLLIN ? THRIFT_TRANSPORT_ERROR_RECEIVE
+                              : THRIFT_TRANSPORT_ERROR_SEND;
+  const char *what = events == POLLIN ? "waiting for the peer to send"
+                                      : "waiting for the peer to read";
+  int rc = wait_fd (self, events, self->timeout_ms);
+
+  if (rc > 0)
+    return TRUE;
+  if (rc == 0)
+    set_error (error, code, "timed out after %d ms %s", self->timeout_ms, what);
+  else
+    set_error (error, code, "interrupted by shutdown while %s", what);
+  return FALSE;
+}
+
+static void
+ensure_capacity (RankTransport *self, gsize need)
+{
+  if (self->rpos > 0 && self->rpos == self->rlen)
+    self->rpos = self->rlen = 0;
+  if (self->rcap - self->rlen >= need)
+    return;
+  if (self->rpos > 0)
+    {
+      memmove (self->rbuf, self->rbuf + self->rpos, self->rlen - self->rpos);
+      self->rlen -= self->rpos;
+      self->rpos = 0;
+    }
+  if (self->rcap - self->rlen < need)
+    {
+      gsize cap = MAX (self->rcap, (gsize) RANK_CONN_BUFFER_BYTES);
+
+      while (cap - self->rlen < need)
+        cap *= 2;
+      self->rbuf = g_realloc (self->rbuf, cap);
+      self->rcap = cap;
+    }
+}
+
+/* Receives more bytes, at least one, into rbuf. */
+static gboolean
+fill (RankTransport *self, gsize want, GError **error)
+{
+  ensure_capacity (self, MAX (want, (gsize) 1));
+  for (;;)
+    {
+      ssize_t n = recv (self->fd, self->rbuf + self->rlen,
+                        self->rcap - self->rlen, 0);
+
+      if (n > 0)
+        {
+          self->rlen += (gsize) n;
+          return TRUE;
+        }
+      if (n == 0)
+        {
+          set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                     "connection closed by peer");
+          return FALSE;
+        }
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        {
+          if (!await_ready (self, POLLIN, error))
+            return FALSE;
+          continue;
+        }
+      set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE, "recv failed: %s",
+                 g_strerror (errno));
+      return FALSE;
+    }
+}
+
+/* Makes sure n bytes are buffered. */
+static gboolean
+fill_to (RankTransport *self, gsize n, GError **error)
+{
+  while (self->rlen - self->rpos < n)
+    if (!fill (self, n - (self->rlen - self->rpos), error))
+      return FALSE;
+  return TRUE;
+}
+
+/* Shrinks the read buffer after a large message, so idle connections stay
+ * cheap. */
+static void
+trim_buffer (RankTransport *self)
+{
+  if (self->rcap > 16 * RANK_CONN_BUFFER_BYTES
+      && self->rlen - self->rpos <= RANK_CONN_BUFFER_BYTES)
+    {
+      gsize left = self->rlen - self->rpos;
+      guint8 *nb = g_malloc (RANK_CONN_BUFFER_BYTES);
+
+      memcpy (nb, self->rbuf + self->rpos, left);
+      g_free (self->rbuf);
+      self->rbuf = nb;
+      self->rcap = RANK_CONN_BUFFER_BYTES;
+      self->rpos = 0;
+      self->rlen = left;
+    }
+}
+
+static gboolean
+read_frame (RankTransport *self, GError **error)
+{
+  guint32 len;
+
+  if (!fill_to (self, FRAME_HEADER, error))
+    return FALSE;
+  len = ((guint32) self->rbuf[self->rpos] << 24)
+        | ((guint32) self->rbuf[self->rpos + 1] << 16)
+        | ((guint32) self->rbuf[self->rpos + 2] << 8)
+        | (guint32) self->rbuf[self->rpos + 3];
+  if (len == 0 || len > self->max_frame)
+    {
+      set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                 "frame length %u is outside 1..%u", len, self->max_frame);
+      return FALSE;
+    }
+  if (!fill_to (self, FRAME_HEADER + (gsize) len, error))
+    return FALSE;
+  self->rpos += FRAME_HEADER;
+  self->in_frame = TRUE;
+  self->frame_left = len;
+  return TRUE;
+}
+
+gboolean
+rank_transport_begin_message (RankTransport *self, GError **error)
+{
+  self->msg_used = 0;
+  reset_write (self);
+  if (self->framed)
+    {
+      self->in_frame = FALSE;
+      return read_frame (self, error);
+    }
+  return TRUE;
+}
+
+void
+rank_transport_abort_message (RankTransport *self)
+{
+  if (self->framed && self->in_frame)
+    {
+      self->rpos += self->frame_left;
+      self->frame_left = 0;
+      self->in_frame = FALSE;
+    }
+  reset_write (self);
+  trim_buffer (self);
+}
+
+gsize
+rank_transport_remaining (RankTransport *self)
+{
+  if (self->framed)
+    return self->in_frame ? self->frame_left : self->max_frame;
+  return self->max_frame - MIN (self->msg_used, (gsize) self->max_frame);
+}
+
+RankWaitResult
+rank_transport_wait_message (RankTransport *self, int idle_ms)
+{
+  char probe;
+
+  if (self->rlen > self->rpos)
+    return RANK_WAIT_READY;
+  for (;;)
+    {
+      int rc = wait_fd (self, POLLIN, idle_ms);
+
+      if (rc == 0)
+        return RANK_WAIT_IDLE;
+      if (rc < 0)
+        return RANK_WAIT_WOKEN;
+      ssize_t n = recv (self->fd, &probe, 1, MSG_PEEK);
+      if (n > 0)
+        return RANK_WAIT_READY;
+      if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        continue;
+      return RANK_WAIT_CLOSED;
+    }
+}
+
+static gint32
+rank_transport_read (ThriftTransport *transport, gpointer buf, guint32 len,
+                     GError **error)
+{
+  RankTransport *self = RANK_TRANSPORT (transport);
+
+  if (len == 0)
+    return 0;
+  if (self->framed)
+    {
+      if (!self->in_frame && !read_frame (self, error))
+        return -1;
+      if (len > self->frame_left)
+        {
+          set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                     "message reads %u bytes past the end of its frame",
+                     (guint) (len - self->frame_left));
+          return -1;
+        }
+      memcpy (buf, self->rbuf + self->rpos, len);
+      self->rpos += len;
+      self->frame_left -= len;
+      return (gint32) len;
+    }
+  if (self->msg_used + len > self->max_frame)
+    {
+      set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                 "message is longer than the %u-byte limit", self->max_frame);
+      return -1;
+    }
+  if (!fill_to (self, 1, error))
+    return -1;
+  gsize n = MIN ((gsize) len, self->rlen - self->rpos);
+  memcpy (buf, self->rbuf + self->rpos, n);
+  self->rpos += n;
+  self->msg_used += n;
+  return (gint32) n;
+}
+
+static gint32
+rank_transport_read_all (ThriftTransport *transport, gpointer buf, guint32 len,
+                         GError **error)
+{
+  guint32 have = 0;
+
+  while (have < len)
+    {
+      gint32 n = rank_transport_read (transport, (guint8 *) buf + have,
+                                      len - have, error);
+      if (n < 0)
+        return -1;
+      have += (guint32) n;
+    }
+  return (gint32) have;
+}
+
+static gboolean
+rank_transport_read_end (ThriftTransport *transport, GError **error)
+{
+  RankTransport *self = RANK_TRANSPORT (transport);
+
+  (void) error;
+  if (self->framed && self->in_frame)
+    {
+      /* Bytes the reader did not ask for (unknown trailing data) are
+       * dropped with the frame. */
+      self->rpos += self->frame_left;
+      self->frame_left = 0;
+      self->in_frame = FALSE;
+    }
+  self->msg_used = 0;
+  trim_buffer (self);
+  return TRUE;
+}
+
+static gboolean
+rank_transport_write (ThriftTransport *transport, const gpointer buf,
+                      const guint32 len, GError **error)
+{
+  RankTransport *self = RANK_TRANSPORT (transport);
+
+  if ((gsize) self->wbuf->len + len > (gsize) self->max_frame + FRAME_HEADER)
+    {
+      set_error (error, THRIFT_TRANSPORT_ERROR_SEND,
+                 "message is longer than the %u-byte limit", self->max_frame);
+      return FALSE;
+    }
+  g_byte_array_append (self->wbuf, buf, len);
+  return TRUE;
+}
+
+static gboolean
+send_all (RankTransport *self, const guint8 *data, gsize len, GError **error)
+{
+  while (len > 0)
+    {
+      ssize_t n = send (self->fd, data, len, MSG_NOSIGNAL);
+
+      if (n >= 0)
+        {
+          data += n;
+          len -= (gsize) n;
+          continue;
+        }
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        {
+          if (!await_ready (self, POLLOUT, error))
+            return FALSE;
+          continue;
+        }
+      set_error (error, THRIFT_TRANSPORT_ERROR_SEND, "send failed: %s",
+                 g_strerror (errno));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+rank_transport_flush (ThriftTransport *transport, GError **error)
+{
+  RankTransport *self = RANK_TRANSPORT (transport);
+  gboolean ok;
+  guint sent;
+
+  if (self->framed)
+    {
+      guint32 len = self->wbuf->len - FRAME_HEADER;
+
+      if (len == 0)
+        return TRUE;
+      self->wbuf->data[0] = (guint8) (len >> 24);
+      self->wbuf->data[1] = (guint8) (len >> 16);
+      self->wbuf->data[2] = (guint8) (len >> 8);
+      self->wbuf->data[3] = (guint8) len;
+    }
+  else if (self->wbuf->len == 0)
+    return TRUE;
+  sent = self->wbuf->len;
+  ok = send_all (self, self->wbuf->data, self->wbuf->len, error);
+  /* A large reply's buffer is not kept: idle connections stay small. */
+  if (sent > 16 * RANK_CONN_BUFFER_BYTES)
+    {
+      g_byte_array_unref (self->wbuf);
+      self->wbuf = g_byte_array_sized_new (256);
+    }
+  reset_write (self);
+  return ok;
+}
+
+static gboolean
+rank_transport_write_end (ThriftTransport *transport, GError **error)
+{
+  (void) transport;
+  (void) error;
+  return TRUE;
+}
+
+static gboolean
+rank_transport_is_open (ThriftTransport *transport)
+{
+  return RANK_TRANSPORT (transport)->fd >= 0;
+}
+
+static gboolean
+rank_transport_open (ThriftTransport *transport, GError **error)
+{
+  if (RANK_TRANSPORT (transport)->fd >= 0)
+    return TRUE;
+  set_error (error, THRIFT_TRANSPORT_ERROR_CONNECT,
+             "transport has no socket; use rank_transport_connect");
+  return FALSE;
+}
+
+static gboolean
+rank_transport_close (ThriftTransport *transport, GError **error)
+{
+  RankTransport *self = RANK_TRANSPORT (transport);
+
+  (void) error;
+  if (self->fd >= 0)
+    {
+      close (self->fd);
+      self->fd = -1;
+    }
+  return TRUE;
+}
+
+/* The protocols ask before reading a container whether its minimum size
+ * fits in what is left of the message. */
+static gboolean
+rank_transport_check_available (ThriftTransport *transport, glong num_bytes,
+                                GError **error)
+{
+  RankTransport *self = RANK_TRANSPORT (transport);
+
+  if (num_bytes < 0 || (gsize) num_bytes > rank_transport_remaining (self))
+    {
+      set_error (error, THRIFT_TRANSPORT_ERROR_MAX_MESSAGE_SIZE_REACHED,
+                 "container claims more bytes than the message holds");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+rank_transport_finalize (GObject *object)
+{
+  RankTransport *self = RANK_TRANSPORT (object);
+
+  if (self->fd >= 0)
+    close (self->fd);
+  g_free (self->rbuf);
+  g_byte_array_unref (self->wbuf);
+  G_OBJECT_CLASS (rank_transport_parent_class)->finalize (object);
+}
+
+static void
+rank_transport_class_init (RankTransportClass *klass)
+{
+  ThriftTransportClass *tt = THRIFT_TRANSPORT_CLASS (klass);
+
+  G_OBJECT_CLASS (klass)->finalize = rank_transport_finalize;
+  tt->is_open = rank_transport_is_open;
+  tt->open = rank_transport_open;
+  tt->close = rank_transport_close;
+  tt->read = rank_transport_read;
+  tt->read_all = rank_transport_read_all;
+  tt->read_end = rank_transport_read_end;
+  tt->write = rank_transport_write;
+  tt->write_end = rank_transport_write_end;
+  tt->flush = rank_transport_flush;
+  tt->checkReadBytesAvailable = rank_transport_check_available;
+}
+
+static void
+rank_transport_init (RankTransport *self)
+{
+  self->fd = -1;
+  self->wake_fd = -1;
+  self->wbuf = g_byte_array_sized_new (256);
+}
+
+RankTransport *
+rank_transport_new (int fd, gboolean framed, guint32 max_frame)
+{
+  RankTransport *self = g_object_new (RANK_TYPE_TRANSPORT, NULL);
+  int one = 1;
+  int flags = fcntl (fd, F_GETFL);
+
+  if (flags >= 0)
+    (void) fcntl (fd, F_SETFL, flags | O_NONBLOCK);
+  (void) setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  self->fd = fd;
+  self->framed = framed;
+  self->max_frame = max_frame;
+  self->timeout_ms = RANK_REQUEST_READ_TIMEOUT_MS;
+  reset_write (self);
+  return self;
+}
+
+RankTransport *
+rank_transport_connect (const char *host, guint16 port, gboolean framed,
+                        int timeout_ms, GError **error)
+{
+  RankAddress address = { (char *) host, port, NULL };
+  RankTransport *self;
+  int fd = rank_address_connect (&address, timeout_ms, error);
+
+  if (fd < 0)
+    return NULL;
+  self = rank_transport_new (fd, framed, RANK_MAX_MAX_FRAME);
+  self->timeout_ms = timeout_ms;
+  return self;
+}
+
+void
+rank_transport_set_timeout (RankTransport *self, int timeout_ms)
+{
+  self->timeout_ms = timeout_ms;
+}
+
+void
+rank_transport_set_wake_fd (RankTransport *self, int fd)
+{
+  self->wake_fd = fd;
+}
+
+int
+rank_transport_get_fd (RankTransport *self)
+{
+  return self->fd;
+}
+
+gsize
+rank_transport_buffer_bytes (RankTransport *self)
+{
+  return self->rcap + self->wbuf->len;
+}

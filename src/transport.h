@@ -1,0 +1,73 @@
+/* transport.h -- rankd's Thrift transport: one socket, one read buffer, one
+ * write per message.
+ *
+ * Replaces c_glib's socket + framed/buffered transports, which leak, copy
+ * the wrong bytes when a frame spans reads, trust any frame length, send in
+ * 512-byte pieces without TCP_NODELAY and let SIGPIPE kill the process.
+ *
+ * Framed mode: a 4-byte big-endian length, then the message. A frame is
+ * read whole (0 < length <= max_frame, checked before anything is
+ * allocated) before the protocol sees any of it; the protocol cannot read
+ * past its end. Buffered mode: the bare message; at most max_frame bytes per
+ * message.
+ *
+ * The same class serves both ends: rankd's connections and the C clients
+ * (tests, bench, rankctl).
+ */
+#ifndef RANK_TRANSPORT_H
+#define RANK_TRANSPORT_H
+
+#include <thrift/c_glib/transport/thrift_transport.h>
+
+G_BEGIN_DECLS
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ThriftTransport, g_object_unref)
+
+#define RANK_TYPE_TRANSPORT (rank_transport_get_type ())
+G_DECLARE_FINAL_TYPE (RankTransport, rank_transport, RANK, TRANSPORT,
+                      ThriftTransport)
+
+typedef enum
+{
+  RANK_WAIT_READY,  /* request bytes are available */
+  RANK_WAIT_IDLE,   /* nothing arrived within the idle timeout */
+  RANK_WAIT_CLOSED, /* the peer closed or the socket failed */
+  RANK_WAIT_WOKEN,  /* the wake fd became readable (shutdown) */
+} RankWaitResult;
+
+/* Takes ownership of fd (closed on finalize); makes it non-blocking and sets
+ * TCP_NODELAY where it applies. */
+RankTransport *rank_transport_new (int fd, gboolean framed, guint32 max_frame);
+
+/* Connects a client transport to host:port (TCP). timeout_ms bounds connect
+ * and each later wait for the peer; 0 means no bound. */
+RankTransport *rank_transport_connect (const char *host, guint16 port,
+                                       gboolean framed, int timeout_ms,
+                                       GError **error);
+
+/* Bound on each wait for the peer while a message is read or written. */
+void rank_transport_set_timeout (RankTransport *self, int timeout_ms);
+
+/* A file descriptor that, once readable, ends every wait (server shutdown). */
+void rank_transport_set_wake_fd (RankTransport *self, int fd);
+
+/* Server side, between messages: waits until the next request starts. */
+RankWaitResult rank_transport_wait_message (RankTransport *self, int idle_ms);
+
+/* Server side: starts the next message (framed: reads the whole frame). */
+gboolean rank_transport_begin_message (RankTransport *self, GError **error);
+
+/* Drops what is left of the current message and any unsent reply. */
+void rank_transport_abort_message (RankTransport *self);
+
+/* Bytes the protocol may still read from the current message. */
+gsize rank_transport_remaining (RankTransport *self);
+
+int rank_transport_get_fd (RankTransport *self);
+
+/* Bytes of memory held by buffers (for tests of per-connection cost). */
+gsize rank_transport_buffer_bytes (RankTransport *self);
+
+G_END_DECLS
+
+#endif /* RANK_TRANSPORT_H */
