@@ -1,0 +1,298 @@
+/* test_protocol.c -- the transport and protocols refuse hostile sizes and
+ * nesting before allocating, and never read past a frame. Runs over a
+ * socketpair: the test writes raw bytes, the library reads them. */
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "constants.h"
+#include "protocol.h"
+#include "thrift_fixes.h"
+#include "transport.h"
+
+typedef struct
+{
+  int peer;
+  RankTransport *transport;
+  ThriftProtocol *protocol;
+} Pair;
+
+static void
+pair_open (Pair *p, gboolean framed, RankProtocolKind kind, guint32 max_frame)
+{
+  int sv[2];
+
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM, 0, sv), ==, 0);
+  p->peer = sv[1];
+  p->transport = rank_transport_new (sv[0], framed, max_frame);
+  rank_transport_set_timeout (p->transport, 2000);
+  p->protocol = rank_protocol_new (kind, p->transport);
+}
+
+static void
+pair_close (Pair *p)
+{
+  g_object_unref (p->protocol);
+  g_object_unref (p->transport);
+  close (p->peer);
+}
+
+static void
+put (Pair *p, const void *data, gsize len)
+{
+  g_assert_cmpint (write (p->peer, data, len), ==, (gssize) len);
+}
+
+static void
+put_frame (Pair *p, const void *data, guint32 len)
+{
+  guint8 hdr[4] = { len >> 24, len >> 16, len >> 8, len };
+
+  put (p, hdr, 4);
+  put (p, data, len);
+}
+
+static void
+test_zero_frame (void)
+{
+  Pair p;
+  g_autoptr (GError) error = NULL;
+
+  pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
+  put (&p, "\0\0\0\0", 4);
+  g_assert_false (rank_transport_begin_message (p.transport, &error));
+  g_assert_nonnull (strstr (error->message, "frame length 0 is outside"));
+  pair_close (&p);
+}
+
+static void
+test_huge_frame (void)
+{
+  Pair p;
+  g_autoptr (GError) error = NULL;
+
+  pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
+  put (&p, "\x80\0\0\0", 4); /* 2 GiB */
+  g_assert_false (rank_transport_begin_message (p.transport, &error));
+  g_assert_nonnull (strstr (error->message, "outside 1..1048576"));
+  /* Nothing of that size was allocated. */
+  g_assert_cmpuint (rank_transport_buffer_bytes (p.transport), <, 64 * 1024);
+  pair_close (&p);
+}
+
+static void
+test_stalled_half_frame (void)
+{
+  Pair p;
+  g_autoptr (GError) error = NULL;
+
+  pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
+  rank_transport_set_timeout (p.transport, 200);
+  put (&p,
+       "\0\0\0\x10"
+       "abc",
+       7);
+  g_assert_false (rank_transport_begin_message (p.transport, &error));
+  g_assert_nonnull (strstr (error->message, "timed out"));
+  pair_close (&p);
+}
+
+/* A string claiming 1 GiB inside a 12-byte frame. */
+static void
+test_string_claim (void)
+{
+  static const guint8 msg[] = { 0x80, 0x01, 0x00, 0x01, 0x00, 0x00,
+                                0x00, 0x01, 'x',  0x40, 0x00, 0x00 };
+  Pair p;
+  g_autoptr (GError) error = NULL;
+  gchar *name = NULL;
+  ThriftMessageType type;
+  gint32 seqid;
+
+  pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
+  put_frame (&p, msg, sizeof msg);
+  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  /* name "x" reads, then seqid would need 4 bytes: only 3 are left. */
+  g_assert_cmpint (thrift_protocol_read_message_begin (p.protocol, &name, &type,
+                                                       &seqid, &error),
+                   <, 0);
+  g_assert_null (name);
+  pair_close (&p);
+
+  /* A string length of 0x40000000 at the start of a frame. */
+  static const guint8 str[] = { 0x40, 0x00, 0x00, 0x00, 'a', 'b' };
+  g_clear_error (&error);
+  pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
+  put_frame (&p, str, sizeof str);
+  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_cmpint (thrift_protocol_read_string (p.protocol, &name, &error), <,
+                   0);
+  g_assert_error (error, THRIFT_PROTOCOL_ERROR,
+                  THRIFT_PROTOCOL_ERROR_SIZE_LIMIT);
+  g_assert_null (name);
+  pair_close (&p);
+}
+
+static void
+test_compact_string_claim (void)
+{
+  /* varint 0x7fffffff then two bytes. */
+  static const guint8 str[] = { 0xff, 0xff, 0xff, 0xff, 0x07, 'a', 'b' };
+  Pair p;
+  g_autoptr (GError) error = NULL;
+  gchar *s = NULL;
+
+  pair_open (&p, TRUE, RANK_PROTOCOL_COMPACT, RANK_DEFAULT_MAX_FRAME);
+  put_frame (&p, str, sizeof str);
+  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_cmpint (thrift_protocol_read_string (p.protocol, &s, &error), <, 0);
+  g_assert_error (error, THRIFT_PROTOCOL_ERROR,
+                  THRIFT_PROTOCOL_ERROR_SIZE_LIMIT);
+  pair_close (&p);
+}
+
+static void
+test_unversioned_header (void)
+{
+  static const guint8 msg[] = { 0x00, 0x00, 0x00, 0x06, 'U', 'p', 'd', 'a',
+                                't',  'e',  0x01, 0,    0,   0,   1,   0 };
+  Pair p;
+  g_autoptr (GError) error = NULL;
+  gchar *name = NULL;
+  ThriftMessageType type;
+  gint32 seqid;
+
+  pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
+  put_frame (&p, msg, sizeof msg);
+  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_cmpint (thrift_protocol_read_message_begin (p.protocol, &name, &type,
+                                                       &seqid, &error),
+                   <, 0);
+  g_assert_error (error, THRIFT_PROTOCOL_ERROR,
+                  THRIFT_PROTOCOL_ERROR_BAD_VERSION);
+  pair_close (&p);
+}
+
+/* 200 nested lists: skipping them must stop at the depth limit rather
+ * than recurse 200 deep. */
+static void
+test_nesting (void)
+{
+  GByteArray *msg = g_byte_array_new ();
+  Pair p;
+  g_autoptr (GError) error = NULL;
+
+  for (int i = 0; i < 200; i++)
+    {
+      static const guint8 list_of_one_list[] = { 15, 0, 0, 0, 1 };
+
+      g_byte_array_append (msg, list_of_one_list, sizeof list_of_one_list);
+    }
+  pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
+  put_frame (&p, msg->data, msg->len);
+  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_cmpint (thrift_protocol_skip (p.protocol, T_LIST, &error), <, 0);
+  g_assert_error (error, THRIFT_PROTOCOL_ERROR,
+                  THRIFT_PROTOCOL_ERROR_DEPTH_LIMIT);
+  pair_close (&p);
+  g_byte_array_unref (msg);
+}
+
+static void
+test_container_claim (void)
+{
+  /* list<i64> claiming 100 million elements in a 5-byte frame */
+  static const guint8 msg[] = { 10, 0x05, 0xf5, 0xe1, 0x00 };
+  Pair p;
+  g_autoptr (GError) error = NULL;
+  ThriftType type;
+  guint32 size;
+
+  pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
+  put_frame (&p, msg, sizeof msg);
+  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_cmpint (
+      thrift_protocol_read_list_begin (p.protocol, &type, &size, &error), <, 0);
+  g_assert_error (error, THRIFT_PROTOCOL_ERROR,
+                  THRIFT_PROTOCOL_ERROR_SIZE_LIMIT);
+  pair_close (&p);
+}
+
+static void
+test_nul_in_string (void)
+{
+  static const guint8 str[] = { 0, 0, 0, 3, 'a', 0, 'b' };
+  Pair p;
+  gchar *s = NULL;
+
+  pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
+  put_frame (&p, str, sizeof str);
+  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_cmpint (thrift_protocol_read_string (p.protocol, &s, NULL), ==, 7);
+  /* The NUL became 0xFF: the string keeps its length and fails UTF-8
+   * validation instead of silently becoming "a". */
+  g_assert_cmpmem (s, 3,
+                   "a\xff"
+                   "b",
+                   3);
+  g_free (s);
+  pair_close (&p);
+}
+
+static void
+test_buffered_cap (void)
+{
+  guint8 big[2048];
+  Pair p;
+  g_autoptr (GError) error = NULL;
+  gchar *s = NULL;
+
+  memset (big, 'x', sizeof big);
+  big[0] = 0;
+  big[1] = 0;
+  big[2] = 0x07;
+  big[3] = 0xf0; /* a 2032-byte string */
+  pair_open (&p, FALSE, RANK_PROTOCOL_BINARY, 1024);
+  put (&p, big, sizeof big);
+  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_cmpint (thrift_protocol_read_string (p.protocol, &s, &error), <, 0);
+  g_assert_null (s);
+  pair_close (&p);
+}
+
+/* Writes go out as one frame with its length. */
+static void
+test_frame_write (void)
+{
+  Pair p;
+  guint8 buf[64];
+
+  pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
+  g_assert_cmpint (thrift_protocol_write_i32 (p.protocol, 0x01020304, NULL), ==,
+                   4);
+  g_assert_true (thrift_transport_flush (THRIFT_TRANSPORT (p.transport), NULL));
+  g_assert_cmpint (read (p.peer, buf, sizeof buf), ==, 8);
+  g_assert_cmpmem (buf, 8, "\0\0\0\x04\x01\x02\x03\x04", 8);
+  pair_close (&p);
+}
+
+int
+main (int argc, char **argv)
+{
+  rank_thrift_fixes_apply ();
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/transport/frame/zero-length", test_zero_frame);
+  g_test_add_func ("/transport/frame/2GiB-prefix", test_huge_frame);
+  g_test_add_func ("/transport/frame/stalled-half-frame",
+                   test_stalled_half_frame);
+  g_test_add_func ("/transport/frame/write", test_frame_write);
+  g_test_add_func ("/transport/buffered/message-cap", test_buffered_cap);
+  g_test_add_func ("/protocol/binary/string-claim", test_string_claim);
+  g_test_add_func ("/protocol/binary/container-claim", test_container_claim);
+  g_test_add_func ("/protocol/binary/unversioned-header",
+                   test_unversioned_header);
+  g_test_add_func ("/protocol/binary/nesting-limit", test_nesting);
+  g_test_add_func ("/protocol/binary/nul-in-string", test_nul_in_string);
+  g_test_add_func ("/protocol/compact/string-claim", test_compact_string_claim);
+  return g_test_run ();
+}

@@ -1,0 +1,206 @@
+"""rankd from Python: the generated Python client against a real rankd.
+
+Usage: test_python_client.py RANKD STUBS_DIR
+Starts its own redis-server and rankd on free loopback ports.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+RANKD = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+del sys.argv[1:3]
+
+from thrift.protocol import TBinaryProtocol, TCompactProtocol  # noqa: E402
+from thrift.transport import TSocket, TTransport  # noqa: E402
+
+from ranking import Ranking  # noqa: E402
+from ranking.ttypes import (  # noqa: E402
+    InvalidArgument, NotFound, UpdateMode, UpdateRequest)
+
+MAX = 2**53 - 1
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, deadline=30.0):
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return False
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.01)  # polling a condition, with a deadline
+    raise RuntimeError(f"port {port} did not open")
+
+
+def start(argv_for_port, workdir):
+    for _ in range(5):
+        port = free_port()
+        with open(os.path.join(workdir, f"log-{port}"), "w") as log:
+            proc = subprocess.Popen(argv_for_port(port), cwd=workdir,
+                                    stdout=log, stderr=subprocess.STDOUT)
+        if wait_port(port, proc):
+            return proc, port
+    raise RuntimeError(f"could not start {argv_for_port(0)[0]}")
+
+
+def connect(port, framed=True, compact=False):
+    sock = TSocket.TSocket("127.0.0.1", port)
+    sock.setTimeout(30000)
+    transport = (TTransport.TFramedTransport(sock) if framed
+                 else TTransport.TBufferedTransport(sock))
+    protocol = (TCompactProtocol.TCompactProtocol(transport) if compact
+                else TBinaryProtocol.TBinaryProtocol(transport))
+    transport.open()
+    return Ranking.Client(protocol), transport
+
+
+class RankdTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rankd-py-")
+        cls.redis, cls.redis_port = start(
+            lambda p: ["redis-server", "--bind", "127.0.0.1", "--port", str(p),
+                       "--save", "", "--appendonly", "no"], cls.dir)
+        cls.rankd, cls.port = start(
+            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}",
+                       "--redis", f"127.0.0.1:{cls.redis_port}"], cls.dir)
+        cls.client, cls.transport = connect(cls.port)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.transport.close()
+        cls.rankd.terminate()
+        assert cls.rankd.wait(30) == 0, "rankd did not exit cleanly"
+        cls.redis.terminate()
+        cls.redis.wait(30)
+        shutil.rmtree(cls.dir)
+
+    def board(self):
+        RankdTest.counter = getattr(RankdTest, "counter", 0) + 1
+        return f"py-{RankdTest.counter}"
+
+    def test_update_rank_top(self):
+        b, c = self.board(), self.client
+        r = c.Update(UpdateRequest(board=b, member="alice", value=10,
+                                   request_id="a1"))
+        self.assertEqual((r.score, r.rank, r.applied), (10, 1, True))
+        c.Update(UpdateRequest(board=b, member="bob", value=30, request_id="b1",
+                               mode=UpdateMode.BEST))
+        c.Update(UpdateRequest(board=b, member="carol", value=20,
+                               request_id="c1", mode=UpdateMode.SET))
+        e = c.GetRank(b, "carol")
+        self.assertEqual((e.member, e.score, e.rank), ("carol", 20, 2))
+        page = c.GetTopN(b, 10, 0)
+        self.assertEqual([(x.member, x.score, x.rank) for x in page],
+                         [("bob", 30, 1), ("carol", 20, 2), ("alice", 10, 3)])
+        self.assertEqual([x.member for x in c.GetTopN(b, 2, 1)],
+                         ["carol", "alice"])
+        self.assertEqual(c.GetTopN(self.board(), 10, 0), [])
+
+    def test_retry_is_not_counted_twice(self):
+        b, c = self.board(), self.client
+        req = UpdateRequest(board=b, member="alice", value=5, request_id="once")
+        self.assertTrue(c.Update(req).applied)
+        again = c.Update(req)
+        self.assertFalse(again.applied)
+        self.assertEqual(again.score, 5)
+        with self.assertRaises(InvalidArgument) as ctx:
+            c.Update(UpdateRequest(board=b, member="alice", value=6,
+                                   request_id="once"))
+        self.assertIn("request_id", ctx.exception.message)
+
+    def test_exact_large_scores(self):
+        b, c = self.board(), self.client
+        for i, v in enumerate([MAX, MAX - 1, -MAX]):
+            c.Update(UpdateRequest(board=b, member=f"m{i}", value=v,
+                                   request_id=f"r{i}", mode=UpdateMode.SET))
+        self.assertEqual([x.score for x in c.GetTopN(b, 10, 0)],
+                         [MAX, MAX - 1, -MAX])
+        with self.assertRaises(InvalidArgument) as ctx:
+            c.Update(UpdateRequest(board=b, member="m0", value=1,
+                                   request_id="over"))
+        self.assertIn("value", ctx.exception.message)
+        self.assertEqual(c.GetRank(b, "m0").score, MAX)
+
+    def test_ties_first_come(self):
+        b, c = self.board(), self.client
+        t = 1763800000000
+        c.Update(UpdateRequest(board=b, member="zed", value=7, request_id="1",
+                               timestamp_ms=t))
+        c.Update(UpdateRequest(board=b, member="amy", value=7, request_id="2",
+                               timestamp_ms=t + 1))
+        self.assertEqual([x.member for x in c.GetTopN(b, 10, 0)],
+                         ["zed", "amy"])
+
+    def test_errors_name_the_field(self):
+        c = self.client
+        cases = [
+            (dict(board="b" * 201), "board"),
+            (dict(board="a{b"), "board"),
+            (dict(member="m" * 257), "member"),
+            (dict(member="nul\x00inside"), "member"),
+            (dict(request_id="r" * 129), "request_id"),
+            (dict(value=MAX + 1), "value"),
+            (dict(timestamp_ms=-5), "timestamp_ms"),
+        ]
+        for override, field in cases:
+            args = dict(board=self.board(), member="m", value=1,
+                        request_id="x")
+            args.update(override)
+            with self.assertRaises(InvalidArgument) as ctx:
+                c.Update(UpdateRequest(**args))
+            self.assertTrue(ctx.exception.message.startswith(field + ":"),
+                            ctx.exception.message)
+        with self.assertRaises(NotFound):
+            c.GetRank(self.board(), "nobody")
+        with self.assertRaises(InvalidArgument) as ctx:
+            c.GetTopN(self.board(), 1001, 0)
+        self.assertIn("n: must be 1-1000", ctx.exception.message)
+
+    def test_unicode_members(self):
+        b, c = self.board(), self.client
+        for i, m in enumerate(["Zoë", "日本", "🏃 runner"]):
+            c.Update(UpdateRequest(board=b, member=m, value=i,
+                                   request_id=str(i)))
+        self.assertEqual([x.member for x in c.GetTopN(b, 10, 0)],
+                         ["🏃 runner", "日本", "Zoë"])
+        self.assertEqual(c.GetRank(b, "日本").rank, 2)
+
+    def test_buffered_compact(self):
+        proc, port = start(
+            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}",
+                       "--redis", f"127.0.0.1:{self.redis_port}",
+                       "--transport", "buffered", "--protocol", "compact"],
+            self.dir)
+        try:
+            c, t = connect(port, framed=False, compact=True)
+            b = self.board()
+            c.Update(UpdateRequest(board=b, member="x" * 200, value=MAX,
+                                   request_id="1"))
+            for i in range(100):
+                c.Update(UpdateRequest(board=b, member=f"{i:0200d}", value=i,
+                                       request_id=f"r{i}"))
+            page = c.GetTopN(b, 101, 0)
+            self.assertEqual(len(page), 101)
+            self.assertEqual(page[0].score, MAX)
+            t.close()
+        finally:
+            proc.terminate()
+            self.assertEqual(proc.wait(30), 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

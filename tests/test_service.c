@@ -1,0 +1,1287 @@
+/* test_service.c -- rankd end to end: a real redis-server, a real rankd,
+ * the generated c_glib client.
+ *
+ * Most tests share one redis-server and one rankd and keep apart by board
+ * name; tests that need other flags or that kill processes start their own.
+ * Run under valgrind by setting RANKD_TEST_WRAPPER (see tests/CMakeLists.txt).
+ */
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thrift/c_glib/thrift_application_exception.h>
+
+#include "harness.h"
+#include "constants.h"
+#include "orderkey.h"
+
+static RankTestProcess *redis;
+static RankTestProcess *rankd;
+static RankClient *client;
+
+/* ---- calling rankd ---- */
+
+typedef enum
+{
+  OK,
+  INVALID,
+  NOT_FOUND,
+  UNAVAILABLE,
+  APP_ERROR,
+} Kind;
+
+static const char *const kind_names[]
+    = { "OK", "InvalidArgument", "NotFound", "Unavailable",
+        "TApplicationException" };
+
+typedef struct
+{
+  Kind kind;
+  char *message;
+  gint64 score;
+  gint64 rank;
+  gboolean has_rank;
+  gboolean applied;
+} Result;
+
+static void
+result_clear (Result *r)
+{
+  g_clear_pointer (&r->message, g_free);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Result, result_clear)
+
+#define NO_MODE 0
+#define NO_TIME G_MININT64
+
+static void
+take_exception (Result *r, GObject *x, Kind kind)
+{
+  r->kind = kind;
+  g_object_get (x, "message", &r->message, NULL);
+  g_object_unref (x);
+}
+
+static void
+take_error (Result *r, GError *error)
+{
+  g_assert_nonnull (error);
+  if (error->domain != THRIFT_APPLICATION_EXCEPTION_ERROR)
+    g_error ("transport failure: %s", error->message);
+  r->kind = APP_ERROR;
+  r->message = g_strdup (error->message);
+  g_error_free (error);
+}
+
+static Result
+update_on (RankClient *c, const char *board, const char *member, gint64 value,
+           const char *rid, int mode, gint64 ts)
+{
+  Result r = { 0 };
+  rankUpdateRequest *req
+      = g_object_new (RANK_TYPE_UPDATE_REQUEST, "board", board, "member",
+                      member, "value", value, "request_id", rid, NULL);
+  rankUpdateResponse *resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  GError *error = NULL;
+
+  /* Fields, not properties: the properties refuse out-of-range values, and
+   * the tests send those on purpose. */
+  if (mode != NO_MODE)
+    {
+      req->mode = (rankUpdateMode) mode;
+      req->__isset_mode = TRUE;
+    }
+  if (ts != NO_TIME)
+    {
+      req->timestamp_ms = ts;
+      req->__isset_timestamp_ms = TRUE;
+    }
+  if (rank_ranking_if_update (rank_client_iface (c), &resp, req, &invalid,
+                              &unavailable, &error))
+    {
+      r.kind = OK;
+      r.score = resp->score;
+      r.rank = resp->rank;
+      r.has_rank = resp->__isset_rank;
+      r.applied = resp->applied;
+    }
+  else if (invalid != NULL)
+    take_exception (&r, G_OBJECT (invalid), INVALID);
+  else if (unavailable != NULL)
+    take_exception (&r, G_OBJECT (unavailable), UNAVAILABLE);
+  else
+    take_error (&r, error);
+  g_object_unref (resp);
+  g_object_unref (req);
+  return r;
+}
+
+static Result
+update (const char *board, const char *member, gint64 value, const char *rid,
+        int mode, gint64 ts)
+{
+  return update_on (client, board, member, value, rid, mode, ts);
+}
+
+static Result
+get_rank_on (RankClient *c, const char *board, const char *member)
+{
+  Result r = { 0 };
+  rankEntry *entry = g_object_new (RANK_TYPE_ENTRY, NULL);
+  rankInvalidArgument *invalid = NULL;
+  rankNotFound *not_found = NULL;
+  rankUnavailable *unavailable = NULL;
+  GError *error = NULL;
+
+  if (rank_ranking_if_get_rank (rank_client_iface (c), &entry, board, member,
+                                &invalid, &not_found, &unavailable, &error))
+    {
+      r.kind = OK;
+      g_assert_cmpstr (entry->member, ==, member);
+      r.score = entry->score;
+      r.rank = entry->rank;
+      r.has_rank = TRUE;
+    }
+  else if (invalid != NULL)
+    take_exception (&r, G_OBJECT (invalid), INVALID);
+  else if (not_found != NULL)
+    take_exception (&r, G_OBJECT (not_found), NOT_FOUND);
+  else if (unavailable != NULL)
+    take_exception (&r, G_OBJECT (unavailable), UNAVAILABLE);
+  else
+    take_error (&r, error);
+  g_object_unref (entry);
+  return r;
+}
+
+static Result
+get_rank (const char *board, const char *member)
+{
+  return get_rank_on (client, board, member);
+}
+
+/* Returns the page (rankEntry objects), or NULL with r describing why. */
+static GPtrArray *
+top_on (RankClient *c, const char *board, gint32 n, gint32 offset, Result *r)
+{
+  GPtrArray *page = g_ptr_array_new_with_free_func (g_object_unref);
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  GError *error = NULL;
+
+  memset (r, 0, sizeof *r);
+  if (rank_ranking_if_get_top_n (rank_client_iface (c), &page, board, n, offset,
+                                 &invalid, &unavailable, &error))
+    return page;
+  g_ptr_array_unref (page);
+  if (invalid != NULL)
+    take_exception (r, G_OBJECT (invalid), INVALID);
+  else if (unavailable != NULL)
+    take_exception (r, G_OBJECT (unavailable), UNAVAILABLE);
+  else
+    take_error (r, error);
+  return NULL;
+}
+
+static GPtrArray *
+top (const char *board, gint32 n, gint32 offset)
+{
+  g_auto (Result) r = { 0 };
+  GPtrArray *page = top_on (client, board, n, offset, &r);
+
+  if (page == NULL)
+    g_error ("GetTopN(%s, %d, %d) failed: %s: %s", board, n, offset,
+             kind_names[r.kind], r.message);
+  return page;
+}
+
+static void
+assert_ok (const Result *r)
+{
+  if (r->kind != OK)
+    g_error ("expected success, got %s: %s", kind_names[r->kind], r->message);
+}
+
+static void
+assert_fails (const Result *r, Kind kind, const char *want)
+{
+  if (r->kind != kind)
+    g_error ("expected %s, got %s (%s)", kind_names[kind], kind_names[r->kind],
+             r->message ? r->message : "");
+  if (want != NULL && strstr (r->message, want) == NULL)
+    g_error ("%s message '%s' lacks '%s'", kind_names[kind], r->message, want);
+}
+
+static void
+assert_update (Result r, gint64 score, gint64 rank, gboolean applied)
+{
+  assert_ok (&r);
+  g_assert_cmpint (r.score, ==, score);
+  g_assert_true (r.has_rank);
+  g_assert_cmpint (r.rank, ==, rank);
+  g_assert_cmpint (r.applied, ==, applied);
+  result_clear (&r);
+}
+
+static void
+assert_rank (const char *board, const char *member, gint64 score, gint64 rank)
+{
+  g_auto (Result) r = get_rank (board, member);
+
+  assert_ok (&r);
+  g_assert_cmpint (r.score, ==, score);
+  g_assert_cmpint (r.rank, ==, rank);
+}
+
+/* Asserts the board's members, best first, are exactly `members`. */
+static void
+assert_order (const char *board, const char *const *members)
+{
+  g_autoptr (GPtrArray) page = top (board, RANK_TOP_N_MAX, 0);
+  guint n = g_strv_length ((char **) members);
+
+  g_assert_cmpuint (page->len, ==, n);
+  for (guint i = 0; i < n; i++)
+    {
+      rankEntry *e = g_ptr_array_index (page, i);
+
+      g_assert_cmpstr (e->member, ==, members[i]);
+      g_assert_cmpint (e->rank, ==, i + 1);
+    }
+}
+
+static redisContext *
+redis_connect (guint16 port)
+{
+  redisContext *c = redisConnect ("127.0.0.1", port);
+
+  g_assert_nonnull (c);
+  g_assert_cmpint (c->err, ==, 0);
+  return c;
+}
+
+static void
+stop_checked (RankTestProcess *p)
+{
+  int status = rank_test_stop (p);
+
+  /* 0 also means valgrind found nothing, when it wraps rankd. */
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+}
+
+/* ---- updates ---- */
+
+static void
+test_modes (void)
+{
+  g_autofree char *b = rank_test_unique ("modes");
+
+  assert_update (update (b, "ann", 10, "r1", NO_MODE, NO_TIME), 10, 1, TRUE);
+  assert_update (
+      update (b, "ann", -3, "r2", RANK_UPDATE_MODE_INCREMENT, NO_TIME), 7, 1,
+      TRUE);
+  assert_update (update (b, "ann", 5, "r3", RANK_UPDATE_MODE_BEST, NO_TIME), 7,
+                 1, TRUE);
+  assert_update (update (b, "ann", 12, "r4", RANK_UPDATE_MODE_BEST, NO_TIME),
+                 12, 1, TRUE);
+  assert_update (update (b, "ann", -40, "r5", RANK_UPDATE_MODE_SET, NO_TIME),
+                 -40, 1, TRUE);
+  assert_update (update (b, "bob", 0, "r6", NO_MODE, NO_TIME), 0, 1, TRUE);
+  assert_update (update (b, "cid", -41, "r7", RANK_UPDATE_MODE_BEST, NO_TIME),
+                 -41, 3, TRUE);
+  assert_rank (b, "ann", -40, 2);
+  assert_order (b, (const char *[]){ "bob", "ann", "cid", NULL });
+}
+
+static void
+test_invalid_mode (void)
+{
+  g_autofree char *b = rank_test_unique ("mode");
+  g_auto (Result) r = update (b, "ann", 1, "r1", 7, NO_TIME);
+  g_auto (Result) gone = get_rank (b, "ann");
+
+  assert_fails (&r, INVALID, "mode: 7 is not an UpdateMode");
+  assert_fails (&gone, NOT_FOUND, NULL);
+}
+
+/* Equal scores: who got there first ranks higher; equal time: member id. */
+static void
+test_ties (void)
+{
+  g_autofree char *b = rank_test_unique ("ties");
+  const gint64 t = 1763800000000;
+
+  assert_update (update (b, "late", 50, "1", RANK_UPDATE_MODE_SET, t + 1), 50,
+                 1, TRUE);
+  assert_update (update (b, "early", 50, "2", RANK_UPDATE_MODE_SET, t), 50, 1,
+                 TRUE);
+  assert_update (update (b, "b", 50, "3", RANK_UPDATE_MODE_SET, t), 50, 1,
+                 TRUE);
+  assert_update (update (b, "ab", 50, "4", RANK_UPDATE_MODE_SET, t), 50, 1,
+                 TRUE);
+  assert_update (update (b, "a", 50, "5", RANK_UPDATE_MODE_SET, t), 50, 1,
+                 TRUE);
+  assert_update (update (b, "top", 51, "6", RANK_UPDATE_MODE_SET, t + 5), 51, 1,
+                 TRUE);
+  /* Time beats member id: "aaa" sorts first by name but got there 1 ms
+   * after "early". */
+  assert_update (update (b, "aaa", 50, "7", RANK_UPDATE_MODE_SET, t + 1), 50, 6,
+                 TRUE);
+  assert_order (b, (const char *[]){ "top", "a", "ab", "b", "early", "aaa",
+                                     "late", NULL });
+  assert_rank (b, "late", 50, 7);
+}
+
+/* An update that leaves the score unchanged keeps the old time. */
+static void
+test_unchanged_keeps_time (void)
+{
+  g_autofree char *b = rank_test_unique ("keep");
+  const gint64 t = 1763800000000;
+
+  assert_update (update (b, "first", 10, "1", NO_MODE, t), 10, 1, TRUE);
+  assert_update (update (b, "second", 10, "2", NO_MODE, t + 1000), 10, 2, TRUE);
+  assert_update (update (b, "first", 0, "3", NO_MODE, t + 2000), 10, 1, TRUE);
+  assert_update (update (b, "first", 10, "4", RANK_UPDATE_MODE_SET, t + 3000),
+                 10, 1, TRUE);
+  assert_update (update (b, "first", 9, "5", RANK_UPDATE_MODE_BEST, t + 4000),
+                 10, 1, TRUE);
+  assert_update (update (b, "first", 10, "6", RANK_UPDATE_MODE_BEST, t + 4000),
+                 10, 1, TRUE);
+  /* A real change takes the new time: now "second" was there first. */
+  assert_update (update (b, "first", 11, "7", RANK_UPDATE_MODE_SET, t + 5000),
+                 11, 1, TRUE);
+  assert_update (update (b, "first", 10, "8", RANK_UPDATE_MODE_SET, t + 6000),
+                 10, 2, TRUE);
+  assert_order (b, (const char *[]){ "second", "first", NULL });
+}
+
+static void
+test_exact_extremes (void)
+{
+  g_autofree char *b = rank_test_unique ("exact");
+  const gint64 max = RANK_SCORE_MAX;
+  const gint64 t = RANK_TIMESTAMP_MAX_MS;
+  g_autoptr (GPtrArray) page = NULL;
+  const gint64 want[] = { max, max - 1, 1, 0, -1, -max + 1, -max };
+  const char *names[]
+      = { "max", "max-1", "one", "zero", "minus-one", "min+1", "min" };
+
+  /* All at the last valid millisecond and the first: time at both ends. */
+  for (gsize i = 0; i < G_N_ELEMENTS (want); i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("r%zu", i);
+      g_auto (Result) r = update (b, names[i], want[i], rid,
+                                  RANK_UPDATE_MODE_SET, i % 2 ? 0 : t);
+
+      assert_ok (&r);
+      g_assert_cmpint (r.score, ==, want[i]);
+    }
+  page = top (b, 10, 0);
+  g_assert_cmpuint (page->len, ==, G_N_ELEMENTS (want));
+  for (gsize i = 0; i < G_N_ELEMENTS (want); i++)
+    {
+      rankEntry *e = g_ptr_array_index (page, i);
+
+      g_assert_cmpstr (e->member, ==, names[i]);
+      g_assert_cmpint (e->score, ==, want[i]);
+    }
+  /* Ties at the extremes, 1 ms apart, at the far end of the time range. */
+  assert_update (
+      update (b, "max-tie", max, "tie1", RANK_UPDATE_MODE_SET, t - 1), max, 1,
+      TRUE);
+  assert_rank (b, "max", max, 2);
+  assert_update (update (b, "max-tie2", max, "tie2", RANK_UPDATE_MODE_SET, t),
+                 max, 3, TRUE);
+  /* Increments up to the edge are exact. */
+  assert_update (update (b, "edge", max - 2, "e1", NO_MODE, t), max - 2, 5,
+                 TRUE);
+  assert_update (update (b, "edge", 2, "e2", NO_MODE, t), max, 2, TRUE);
+}
+
+static void
+test_range_refused (void)
+{
+  g_autofree char *b = rank_test_unique ("range");
+  const gint64 max = RANK_SCORE_MAX;
+
+  assert_update (update (b, "m", max - 1, "r1", RANK_UPDATE_MODE_SET, NO_TIME),
+                 max - 1, 1, TRUE);
+  {
+    g_auto (Result) r = update (b, "m", 2, "r2", NO_MODE, NO_TIME);
+    assert_fails (&r, INVALID,
+                  "value: current score 9007199254740990 + 2 is outside");
+  }
+  {
+    g_auto (Result) r
+        = update (b, "m", -max - 1, "r3", RANK_UPDATE_MODE_SET, NO_TIME);
+    assert_fails (&r, INVALID, "value: -9007199254740992 is outside");
+  }
+  {
+    g_auto (Result) r
+        = update (b, "m", max + 1, "r4", RANK_UPDATE_MODE_BEST, NO_TIME);
+    assert_fails (&r, INVALID, "value");
+  }
+  {
+    g_auto (Result) r = update (b, "m", 1, "r5", NO_MODE, -1);
+    assert_fails (&r, INVALID, "timestamp_ms: -1 is outside");
+  }
+  {
+    g_auto (Result) r
+        = update (b, "m", 1, "r6", NO_MODE, RANK_TIMESTAMP_MAX_MS + 1);
+    assert_fails (&r, INVALID, "timestamp_ms");
+  }
+  /* Nothing changed, and the refused request ids were not recorded. */
+  assert_rank (b, "m", max - 1, 1);
+  assert_update (update (b, "m", -5, "r2", NO_MODE, NO_TIME), max - 6, 1, TRUE);
+}
+
+/* ---- idempotency ---- */
+
+static void
+test_retry_counts_once (void)
+{
+  g_autofree char *b = rank_test_unique ("retry");
+
+  assert_update (update (b, "ann", 5, "once", NO_MODE, NO_TIME), 5, 1, TRUE);
+  assert_update (update (b, "bob", 9, "b1", NO_MODE, NO_TIME), 9, 1, TRUE);
+  /* The retry reports the current score and rank, and applies nothing. */
+  assert_update (update (b, "ann", 5, "once", NO_MODE, NO_TIME), 5, 2, FALSE);
+  assert_update (update (b, "ann", 5, "once", NO_MODE, NO_TIME), 5, 2, FALSE);
+  assert_update (update (b, "ann", 1, "a2", NO_MODE, NO_TIME), 6, 2, TRUE);
+  assert_update (update (b, "ann", 5, "once", NO_MODE, NO_TIME), 6, 2, FALSE);
+  /* A retry of SET after other changes does not undo them. */
+  assert_update (update (b, "bob", 100, "set", RANK_UPDATE_MODE_SET, NO_TIME),
+                 100, 1, TRUE);
+  assert_update (update (b, "bob", 1, "b2", NO_MODE, NO_TIME), 101, 1, TRUE);
+  assert_update (update (b, "bob", 100, "set", RANK_UPDATE_MODE_SET, NO_TIME),
+                 101, 1, FALSE);
+  /* A retry with another timestamp is still the same request. */
+  assert_update (update (b, "ann", 1, "a2", NO_MODE, 1000), 6, 2, FALSE);
+}
+
+static void
+test_request_id_reuse_refused (void)
+{
+  g_autofree char *b = rank_test_unique ("reuse");
+  g_autofree char *other = rank_test_unique ("reuse-other");
+
+  assert_update (update (b, "ann", 5, "id", NO_MODE, NO_TIME), 5, 1, TRUE);
+  {
+    g_auto (Result) r = update (b, "ann", 6, "id", NO_MODE, NO_TIME);
+    assert_fails (&r, INVALID, "request_id: already used");
+  }
+  {
+    g_auto (Result) r = update (b, "bob", 5, "id", NO_MODE, NO_TIME);
+    assert_fails (&r, INVALID, "request_id");
+  }
+  {
+    g_auto (Result) r
+        = update (b, "ann", 5, "id", RANK_UPDATE_MODE_SET, NO_TIME);
+    assert_fails (&r, INVALID, "request_id");
+  }
+  assert_rank (b, "ann", 5, 1);
+  {
+    g_auto (Result) r = get_rank (b, "bob");
+    assert_fails (&r, NOT_FOUND, NULL);
+  }
+  /* Request ids are scoped to their board. */
+  assert_update (update (other, "ann", 7, "id", NO_MODE, NO_TIME), 7, 1, TRUE);
+}
+
+/* The key layout the README documents, and the record's expiry. */
+static void
+test_key_layout (void)
+{
+  g_autofree char *b = rank_test_unique ("layout");
+  g_autofree char *zkey = g_strdup_printf ("rk:{%s}:z", b);
+  g_autofree char *tkey = g_strdup_printf ("rk:{%s}:t", b);
+  g_autofree char *qkey = g_strdup_printf ("rk:{%s}:q:req-1", b);
+  redisContext *c = redis_connect (redis->port);
+  redisReply *r;
+  guint8 prefix[RANK_ORDERKEY_TIME_BYTES];
+
+  assert_update (update (b, "ann", 42, "req-1", NO_MODE, 1763800000123), 42, 1,
+                 TRUE);
+  rank_orderkey_encode_time (1763800000123, prefix);
+
+  r = redisCommand (c, "HGET %s ann", tkey);
+  g_assert_cmpint (r->type, ==, REDIS_REPLY_STRING);
+  g_assert_cmpmem (r->str, r->len, prefix, sizeof prefix);
+  freeReplyObject (r);
+
+  r = redisCommand (c, "ZRANGE %s 0 -1 WITHSCORES", zkey);
+  g_assert_cmpint (r->elements, ==, 2);
+  g_assert_cmpuint (r->element[0]->len, ==, sizeof prefix + 3);
+  g_assert_cmpmem (r->element[0]->str, sizeof prefix, prefix, sizeof prefix);
+  g_assert_cmpmem (r->element[0]->str + sizeof prefix, 3, "ann", 3);
+  g_assert_cmpstr (r->element[1]->str, ==, "-42");
+  freeReplyObject (r);
+
+  r = redisCommand (c, "PTTL %s", qkey);
+  g_assert_cmpint (r->type, ==, REDIS_REPLY_INTEGER);
+  g_assert_cmpint (r->integer, >, 3500 * 1000);
+  g_assert_cmpint (r->integer, <=, 3600 * 1000);
+  freeReplyObject (r);
+  redisFree (c);
+}
+
+/* After the window a request id is forgotten: the same id applies again. */
+static void
+test_dedup_window (void)
+{
+  const char *args[] = { "--dedup-window", "1", NULL };
+  RankTestProcess *own = rank_test_rankd_start (redis->port, args);
+  g_autoptr (RankClient) c
+      = rank_test_client (own->port, TRUE, RANK_PROTOCOL_BINARY);
+  g_autofree char *b = rank_test_unique ("window");
+  g_autofree char *qkey = g_strdup_printf ("rk:{%s}:q:w", b);
+  redisContext *rc = redis_connect (redis->port);
+  redisReply *r;
+  gint64 end;
+
+  {
+    g_auto (Result) u = update_on (c, b, "ann", 3, "w", NO_MODE, NO_TIME);
+    assert_ok (&u);
+    g_assert_true (u.applied);
+  }
+  r = redisCommand (rc, "PTTL %s", qkey);
+  g_assert_cmpint (r->integer, >, 0);
+  g_assert_cmpint (r->integer, <=, 1000);
+  freeReplyObject (r);
+  /* Wait for the condition (the record expired), not for a fixed time. */
+  end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+  for (;;)
+    {
+      r = redisCommand (rc, "EXISTS %s", qkey);
+      gboolean gone = r->integer == 0;
+      freeReplyObject (r);
+      if (gone)
+        break;
+      g_assert_cmpint (g_get_monotonic_time (), <, end);
+      g_usleep (20 * 1000);
+    }
+  {
+    g_auto (Result) u = update_on (c, b, "ann", 3, "w", NO_MODE, NO_TIME);
+    assert_ok (&u);
+    g_assert_true (u.applied);
+    g_assert_cmpint (u.score, ==, 6);
+  }
+  redisFree (rc);
+  g_clear_pointer (&c, rank_client_free);
+  stop_checked (own);
+  rank_test_process_free (own);
+}
+
+/* ---- names ---- */
+
+static char *
+repeat (char ch, gsize n)
+{
+  char *s = g_malloc (n + 1);
+
+  memset (s, ch, n);
+  s[n] = '\0';
+  return s;
+}
+
+static void
+test_name_limits (void)
+{
+  g_autofree char *board200 = repeat ('B', RANK_BOARD_MAX_BYTES);
+  g_autofree char *board201 = repeat ('B', RANK_BOARD_MAX_BYTES + 1);
+  g_autofree char *member256 = repeat ('m', RANK_MEMBER_MAX_BYTES);
+  g_autofree char *member257 = repeat ('m', RANK_MEMBER_MAX_BYTES + 1);
+  g_autofree char *rid128 = repeat ('r', RANK_REQUEST_ID_MAX_BYTES);
+  g_autofree char *rid129 = repeat ('r', RANK_REQUEST_ID_MAX_BYTES + 1);
+  g_autofree char *b = rank_test_unique ("names");
+
+  assert_update (update (board200, member256, 1, rid128, NO_MODE, NO_TIME), 1,
+                 1, TRUE);
+  assert_rank (board200, member256, 1, 1);
+  struct
+  {
+    const char *board, *member, *rid, *want;
+  } bad[] = {
+    { board201, "m", "r", "board: must be 1-200 bytes, got 201" },
+    { "", "m", "r", "board: must be 1-200 bytes" },
+    { "a{b}", "m", "r", "board: must not contain '{' or '}'" },
+    { "tab\there", "m", "r", "board: must not contain control characters" },
+    { "bad\xff", "m", "r", "board: must be valid UTF-8" },
+    { b, member257, "r", "member: must be 1-256 bytes, got 257" },
+    { b, "", "r", "member: must be 1-256 bytes" },
+    { b, "bad\xc3", "r", "member: must be valid UTF-8" },
+    { b, "m", rid129, "request_id: must be 1-128 bytes, got 129" },
+    { b, "m", "", "request_id: must be 1-128 bytes" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_auto (Result) r = update (bad[i].board, bad[i].member, 1, bad[i].rid,
+                                  NO_MODE, NO_TIME);
+      assert_fails (&r, INVALID, bad[i].want);
+    }
+  {
+    g_auto (Result) r = get_rank (board201, "m");
+    assert_fails (&r, INVALID, "board");
+  }
+  {
+    g_auto (Result) r = get_rank (b, member257);
+    assert_fails (&r, INVALID, "member");
+  }
+  {
+    g_auto (Result) r = { 0 };
+    g_assert_null (top_on (client, "x}", 1, 0, &r));
+    assert_fails (&r, INVALID, "board");
+  }
+  /* None of the refused updates created anything. */
+  {
+    g_autoptr (GPtrArray) page = top (b, 10, 0);
+    g_assert_cmpuint (page->len, ==, 0);
+  }
+}
+
+/* ---- reads ---- */
+
+static void
+test_get_rank_not_found (void)
+{
+  g_autofree char *b = rank_test_unique ("nf");
+  g_auto (Result) empty = get_rank (b, "nobody");
+
+  assert_fails (&empty, NOT_FOUND, "member 'nobody' is not on board");
+  assert_update (update (b, "ann", 1, "1", NO_MODE, NO_TIME), 1, 1, TRUE);
+  {
+    g_auto (Result) r = get_rank (b, "nobody");
+    assert_fails (&r, NOT_FOUND, "nobody");
+  }
+}
+
+static void
+test_top_bounds (void)
+{
+  g_autofree char *b = rank_test_unique ("bounds");
+  struct
+  {
+    gint32 n, offset;
+    const char *want;
+  } bad[] = {
+    { 0, 0, "n: must be 1-1000, got 0" },
+    { 1001, 0, "n: must be 1-1000, got 1001" },
+    { -5, 0, "n: must be 1-1000" },
+    { 10, -1, "offset: must be >= 0, got -1" },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_auto (Result) r = { 0 };
+
+      g_assert_null (top_on (client, b, bad[i].n, bad[i].offset, &r));
+      assert_fails (&r, INVALID, bad[i].want);
+    }
+  {
+    g_autoptr (GPtrArray) page = top (b, RANK_TOP_N_MAX, 0);
+    g_assert_cmpuint (page->len, ==, 0);
+  }
+  assert_update (update (b, "ann", 1, "1", NO_MODE, NO_TIME), 1, 1, TRUE);
+  {
+    g_autoptr (GPtrArray) page = top (b, 10, 1);
+    g_assert_cmpuint (page->len, ==, 0);
+  }
+  {
+    g_autoptr (GPtrArray) page = top (b, 10, G_MAXINT32);
+    g_assert_cmpuint (page->len, ==, 0);
+  }
+}
+
+static void
+test_top_paging (void)
+{
+  g_autofree char *b = rank_test_unique ("paging");
+  g_autoptr (GPtrArray) all = NULL;
+  guint seen = 0;
+
+  for (int i = 0; i < 25; i++)
+    {
+      g_autofree char *m = g_strdup_printf ("member-%02d", i);
+      g_autofree char *rid = g_strdup_printf ("p%d", i);
+      g_auto (Result) r
+          = update (b, m, (i * 7) % 5, rid, NO_MODE, 1763800000000 + i % 3);
+      assert_ok (&r);
+    }
+  all = top (b, 1000, 0);
+  g_assert_cmpuint (all->len, ==, 25);
+  for (gint32 offset = 0; offset < 25; offset += 10)
+    {
+      g_autoptr (GPtrArray) page = top (b, 10, offset);
+
+      for (guint i = 0; i < page->len; i++, seen++)
+        {
+          rankEntry *e = g_ptr_array_index (page, i);
+          rankEntry *want = g_ptr_array_index (all, seen);
+
+          g_assert_cmpstr (e->member, ==, want->member);
+          g_assert_cmpint (e->score, ==, want->score);
+          g_assert_cmpint (e->rank, ==, seen + 1);
+          assert_rank (b, e->member, e->score, e->rank);
+        }
+    }
+  g_assert_cmpuint (seen, ==, 25);
+  for (guint i = 1; i < all->len; i++)
+    {
+      rankEntry *prev = g_ptr_array_index (all, i - 1);
+      rankEntry *cur = g_ptr_array_index (all, i);
+
+      g_assert_cmpint (prev->score, >=, cur->score);
+    }
+}
+
+/* ---- concurrency ---- */
+
+#define THREADS 16
+#define PER_THREAD 500
+#define MEMBERS 20
+
+typedef struct
+{
+  const char *board;
+  int thread;
+  gboolean repeat;
+  guint applied;
+} Worker;
+
+static gint64
+delta_of (int thread, int i)
+{
+  return (thread * 7919 + i * 104729) % 1000 - 300;
+}
+
+static gpointer
+worker_main (gpointer data)
+{
+  Worker *w = data;
+  g_autoptr (RankClient) c
+      = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
+
+  for (int i = 0; i < PER_THREAD; i++)
+    {
+      char member[16], rid[32];
+
+      g_snprintf (member, sizeof member, "m%d", (w->thread + i) % MEMBERS);
+      g_snprintf (rid, sizeof rid, "t%d-%d", w->thread, i);
+      g_auto (Result) r = update_on (
+          c, w->board, member, delta_of (w->thread, i), rid, NO_MODE, NO_TIME);
+      assert_ok (&r);
+      w->applied += r.applied;
+    }
+  return NULL;
+}
+
+static void
+run_workers (const char *board, gboolean repeat, guint *applied)
+{
+  Worker workers[THREADS];
+  GThread *threads[THREADS];
+
+  *applied = 0;
+  for (int t = 0; t < THREADS; t++)
+    {
+      workers[t] = (Worker){ board, t, repeat, 0 };
+      threads[t] = g_thread_new ("worker", worker_main, &workers[t]);
+    }
+  for (int t = 0; t < THREADS; t++)
+    {
+      g_thread_join (threads[t]);
+      *applied += workers[t].applied;
+    }
+}
+
+static void
+assert_totals (const char *board)
+{
+  gint64 want[MEMBERS] = { 0 };
+
+  for (int t = 0; t < THREADS; t++)
+    for (int i = 0; i < PER_THREAD; i++)
+      want[(t + i) % MEMBERS] += delta_of (t, i);
+  for (int m = 0; m < MEMBERS; m++)
+    {
+      g_autofree char *member = g_strdup_printf ("m%d", m);
+      g_auto (Result) r = get_rank (board, member);
+
+      assert_ok (&r);
+      g_assert_cmpint (r.score, ==, want[m]);
+    }
+}
+
+static void
+test_concurrent_exact (void)
+{
+  g_autofree char *b = rank_test_unique ("concurrent");
+  guint applied;
+
+  run_workers (b, FALSE, &applied);
+  g_assert_cmpuint (applied, ==, THREADS * PER_THREAD);
+  assert_totals (b);
+  /* Every request again: nothing counts twice. */
+  run_workers (b, TRUE, &applied);
+  g_assert_cmpuint (applied, ==, 0);
+  assert_totals (b);
+}
+
+/* ---- bad input on the socket ---- */
+
+static gsize
+rankd_rss (void)
+{
+  return rank_test_rss_kib (rankd->pid);
+}
+
+static void
+assert_still_serving (void)
+{
+  g_autofree char *b = rank_test_unique ("alive");
+  g_autoptr (RankClient) c
+      = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
+  g_auto (Result) r = update_on (c, b, "ann", 1, "x", NO_MODE, NO_TIME);
+
+  assert_ok (&r);
+}
+
+static void
+send_and_expect_close (const void *bytes, gsize len)
+{
+  int fd = rank_test_connect_raw (rankd->port);
+  g_autoptr (RankClient) bystander
+      = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
+  g_autofree char *b = rank_test_unique ("bystander");
+
+  g_assert_cmpint (send (fd, bytes, len, MSG_NOSIGNAL), ==, (gssize) len);
+  g_assert_true (rank_test_wait_closed (fd, 20000));
+  close (fd);
+  /* A connection opened before the bad one is still served. */
+  {
+    g_auto (Result) r
+        = update_on (bystander, b, "ann", 1, "x", NO_MODE, NO_TIME);
+    assert_ok (&r);
+  }
+  assert_still_serving ();
+}
+
+static void
+test_hostile_random_bytes (void)
+{
+  GRand *rand = g_rand_new_with_seed (7);
+  guint8 junk[4096];
+
+  for (int round = 0; round < 5; round++)
+    {
+      for (gsize i = 0; i < sizeof junk; i++)
+        junk[i] = (guint8) g_rand_int (rand);
+      /* A plausible small frame header, so the junk reaches the protocol. */
+      junk[0] = 0;
+      junk[1] = 0;
+      junk[2] = 0x0f;
+      junk[3] = 0xfc;
+      send_and_expect_close (junk, sizeof junk);
+    }
+  g_rand_free (rand);
+}
+
+static void
+test_hostile_zero_frame (void)
+{
+  send_and_expect_close ("\0\0\0\0", 4);
+}
+
+static void
+test_hostile_huge_prefix (void)
+{
+  gsize before = rankd_rss ();
+
+  for (int i = 0; i < 5; i++)
+    send_and_expect_close ("\x7f\xff\xff\xff"
+                           "abcdef",
+                           10);
+  send_and_expect_close ("\x80\x00\x00\x00", 4);
+  /* Nothing near 2 GiB (or even the 1 MiB cap) was allocated. */
+  g_assert_cmpuint (rankd_rss (), <, before + 8 * 1024);
+}
+
+static void
+test_hostile_http (void)
+{
+  const char *get = "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
+
+  send_and_expect_close (get, strlen (get));
+}
+
+/* Reads a reply that must be a TApplicationException of type with
+ * message (NULL: any). */
+static void
+expect_app_exception (ThriftProtocol *p, gint32 want_seqid,
+                      ThriftApplicationExceptionError want_type,
+                      const char *want_message)
+{
+  g_autoptr (GError) error = NULL;
+  ThriftApplicationException *x;
+  gchar *name = NULL;
+  ThriftMessageType type;
+  gint32 seqid;
+
+  g_assert_cmpint (
+      thrift_protocol_read_message_begin (p, &name, &type, &seqid, &error), >,
+      0);
+  g_assert_cmpint (type, ==, T_EXCEPTION);
+  g_assert_cmpint (seqid, ==, want_seqid);
+  g_free (name);
+  x = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+  g_assert_cmpint (thrift_struct_read (THRIFT_STRUCT (x), p, &error), >, 0);
+  thrift_transport_read_end (p->transport, NULL);
+  g_assert_cmpint (x->type, ==, want_type);
+  if (want_message != NULL)
+    g_assert_cmpstr (x->message, ==, want_message);
+  g_object_unref (x);
+}
+
+/* A call whose arguments do not decode gets an error that says why; with
+ * framing the connection stays usable. */
+static void
+test_missing_required_field (void)
+{
+  g_autoptr (RankClient) c
+      = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
+  RankTransport *t = rank_client_transport (c);
+  g_autoptr (ThriftProtocol) p = rank_protocol_new (RANK_PROTOCOL_BINARY, t);
+
+  /* Update(request = {board: "b"}) -- member, value, request_id missing. */
+  thrift_protocol_write_message_begin (p, "Update", T_CALL, 7, NULL);
+  thrift_protocol_write_struct_begin (p, "args", NULL);
+  thrift_protocol_write_field_begin (p, "request", T_STRUCT, 1, NULL);
+  thrift_protocol_write_struct_begin (p, "UpdateRequest", NULL);
+  thrift_protocol_write_field_begin (p, "board", T_STRING, 1, NULL);
+  thrift_protocol_write_string (p, "b", NULL);
+  thrift_protocol_write_field_end (p, NULL);
+  thrift_protocol_write_field_stop (p, NULL);
+  thrift_protocol_write_struct_end (p, NULL);
+  thrift_protocol_write_field_end (p, NULL);
+  thrift_protocol_write_field_stop (p, NULL);
+  thrift_protocol_write_struct_end (p, NULL);
+  thrift_protocol_write_message_end (p, NULL);
+  g_assert_true (thrift_transport_flush (THRIFT_TRANSPORT (t), NULL));
+  expect_app_exception (p, 7, THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR,
+                        "missing required field 'member'");
+
+  /* Same connection, next call. */
+  {
+    g_autofree char *b = rank_test_unique ("after-bad");
+    g_auto (Result) r = update_on (c, b, "ann", 2, "y", NO_MODE, NO_TIME);
+    assert_ok (&r);
+  }
+}
+
+static void
+test_unknown_method (void)
+{
+  g_autoptr (RankClient) c
+      = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
+  RankTransport *t = rank_client_transport (c);
+  g_autoptr (ThriftProtocol) p = rank_protocol_new (RANK_PROTOCOL_BINARY, t);
+
+  thrift_protocol_write_message_begin (p, "Explode", T_CALL, 3, NULL);
+  thrift_protocol_write_struct_begin (p, "args", NULL);
+  thrift_protocol_write_field_stop (p, NULL);
+  thrift_protocol_write_struct_end (p, NULL);
+  thrift_protocol_write_message_end (p, NULL);
+  g_assert_true (thrift_transport_flush (THRIFT_TRANSPORT (t), NULL));
+  expect_app_exception (p, 3, THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN_METHOD,
+                        NULL);
+  {
+    g_autofree char *b = rank_test_unique ("after-unknown");
+    g_auto (Result) r = get_rank_on (c, b, "ann");
+    assert_fails (&r, NOT_FOUND, NULL);
+  }
+}
+
+/* ---- Redis trouble ---- */
+
+static void
+test_redis_unreachable (void)
+{
+  /* A port nothing listens on: grab one, then close it. */
+  RankTestProcess *gone = rank_test_redis_start (NULL);
+  guint16 port = gone->port;
+  const char *args[] = { "--redis-timeout", "0.5", NULL };
+  RankTestProcess *own;
+  gint64 start;
+
+  rank_test_process_free (gone);
+  own = rank_test_rankd_start (port, args);
+  {
+    g_autoptr (RankClient) c
+        = rank_test_client (own->port, TRUE, RANK_PROTOCOL_BINARY);
+    start = g_get_monotonic_time ();
+    g_auto (Result) u = update_on (c, "b", "ann", 1, "r", NO_MODE, NO_TIME);
+    g_auto (Result) r = get_rank_on (c, "b", "ann");
+    g_auto (Result) t = { 0 };
+
+    g_assert_null (top_on (c, "b", 10, 0, &t));
+    assert_fails (&u, UNAVAILABLE, "127.0.0.1");
+    assert_fails (&r, UNAVAILABLE, NULL);
+    assert_fails (&t, UNAVAILABLE, NULL);
+    /* Bounded: no hang waiting for a Redis that is not there. */
+    g_assert_cmpint (g_get_monotonic_time () - start, <, 5 * G_USEC_PER_SEC);
+  }
+  stop_checked (own);
+  rank_test_process_free (own);
+}
+
+static void
+test_redis_restarted (void)
+{
+  RankTestProcess *own_redis = rank_test_redis_start (NULL);
+  const char *args[] = { "--redis-timeout", "0.5", NULL };
+  RankTestProcess *own = rank_test_rankd_start (own_redis->port, args);
+  g_autoptr (RankClient) c
+      = rank_test_client (own->port, TRUE, RANK_PROTOCOL_BINARY);
+  gint64 end;
+
+  {
+    g_auto (Result) u = update_on (c, "b", "ann", 1, "r1", NO_MODE, NO_TIME);
+    assert_ok (&u);
+  }
+  rank_test_kill (own_redis);
+  {
+    g_auto (Result) u = update_on (c, "b", "ann", 1, "r2", NO_MODE, NO_TIME);
+    assert_fails (&u, UNAVAILABLE, NULL);
+  }
+  rank_test_restart (own_redis);
+  /* rankd reconnects (with back-off) and reloads its scripts by itself. */
+  end = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
+  for (;;)
+    {
+      g_auto (Result) u = update_on (c, "b", "ann", 1, "r2", NO_MODE, NO_TIME);
+
+      if (u.kind == OK)
+        {
+          /* The first Redis had no persistence: a fresh board. */
+          g_assert_cmpint (u.score, ==, 1);
+          break;
+        }
+      assert_fails (&u, UNAVAILABLE, NULL);
+      g_assert_cmpint (g_get_monotonic_time (), <, end);
+      g_usleep (50 * 1000);
+    }
+  g_clear_pointer (&c, rank_client_free);
+  stop_checked (own);
+  rank_test_process_free (own);
+  rank_test_process_free (own_redis);
+}
+
+/* ---- transports and protocols ---- */
+
+static void
+check_transport (const char *transport, const char *protocol)
+{
+  const char *args[]
+      = { "--transport", transport, "--protocol", protocol, NULL };
+  RankTestProcess *own = rank_test_rankd_start (redis->port, args);
+  RankProtocolKind kind;
+  g_autofree char *b = rank_test_unique (transport);
+
+  g_assert_true (rank_protocol_kind_parse (protocol, &kind));
+  {
+    g_autoptr (RankClient) c
+        = rank_test_client (own->port, g_str_equal (transport, "framed"), kind);
+
+    /* 200 members with long names: replies far over 512 bytes. */
+    for (int i = 0; i < 200; i++)
+      {
+        g_autofree char *m = g_strdup_printf ("%0200d", i);
+        g_autofree char *rid = g_strdup_printf ("r%d", i);
+        g_auto (Result) u = update_on (c, b, m, i, rid, NO_MODE, NO_TIME);
+
+        assert_ok (&u);
+        g_assert_cmpint (u.rank, ==, 1);
+      }
+    g_auto (Result) r = { 0 };
+    g_autoptr (GPtrArray) page = top_on (c, b, 200, 0, &r);
+    g_assert_nonnull (page);
+    g_assert_cmpuint (page->len, ==, 200);
+    g_assert_cmpint (((rankEntry *) page->pdata[0])->score, ==, 199);
+    g_auto (Result) g
+        = get_rank_on (c, b, ((rankEntry *) page->pdata[5])->member);
+    assert_ok (&g);
+    g_assert_cmpint (g.rank, ==, 6);
+  }
+  stop_checked (own);
+  rank_test_process_free (own);
+}
+
+static void
+test_transport_framed_binary (void)
+{
+  check_transport ("framed", "binary");
+}
+
+static void
+test_transport_framed_compact (void)
+{
+  check_transport ("framed", "compact");
+}
+
+static void
+test_transport_buffered_binary (void)
+{
+  check_transport ("buffered", "binary");
+}
+
+static void
+test_transport_buffered_compact (void)
+{
+  check_transport ("buffered", "compact");
+}
+
+/* ---- the embedded Redis ---- */
+
+static void
+test_embedded_persists (void)
+{
+  RankTestProcess *own = rank_test_rankd_start (0, NULL);
+  g_autofree char *sock
+      = g_build_filename (own->dir, "data", "redis.sock", NULL);
+
+  {
+    g_autoptr (RankClient) c
+        = rank_test_client (own->port, TRUE, RANK_PROTOCOL_BINARY);
+    g_auto (Result) u
+        = update_on (c, "kept", "ann", 77, "p1", NO_MODE, NO_TIME);
+
+    assert_ok (&u);
+    g_assert_true (g_file_test (sock, G_FILE_TEST_EXISTS));
+  }
+  stop_checked (own);
+  /* The embedded Redis was stopped with rankd (it removes its socket). */
+  g_assert_false (g_file_test (sock, G_FILE_TEST_EXISTS));
+  rank_test_restart (own);
+  {
+    g_autoptr (RankClient) c
+        = rank_test_client (own->port, TRUE, RANK_PROTOCOL_BINARY);
+    g_auto (Result) r = get_rank_on (c, "kept", "ann");
+    g_auto (Result) u
+        = update_on (c, "kept", "ann", 77, "p1", NO_MODE, NO_TIME);
+
+    assert_ok (&r);
+    g_assert_cmpint (r.score, ==, 77);
+    /* The idempotency record survived too. */
+    assert_ok (&u);
+    g_assert_false (u.applied);
+  }
+  stop_checked (own);
+  rank_test_process_free (own);
+}
+
+/* ---- memory ---- */
+
+static void
+test_rss_flat (void)
+{
+  g_autofree char *b = rank_test_unique ("rss");
+  gsize warm, after;
+
+#ifdef RANKD_SANITIZE
+  g_test_skip ("AddressSanitizer's quarantine holds freed memory on purpose");
+  return;
+#endif
+  for (int i = 0; i < 100; i++)
+    {
+      g_autofree char *m = g_strdup_printf ("m%d", i);
+      g_autofree char *rid = g_strdup_printf ("r%d", i);
+      g_auto (Result) u = update (b, m, i, rid, NO_MODE, NO_TIME);
+      assert_ok (&u);
+    }
+  for (int i = 0; i < 10000; i++)
+    {
+      g_auto (Result) r = get_rank (b, "m5");
+      assert_ok (&r);
+    }
+  warm = rankd_rss ();
+  for (int i = 0; i < 100000; i++)
+    {
+      if (i % 10 == 0)
+        {
+          g_autoptr (GPtrArray) page = top (b, 100, 0);
+          g_assert_cmpuint (page->len, ==, 100);
+        }
+      else
+        {
+          g_auto (Result) r = get_rank (b, "m5");
+          assert_ok (&r);
+        }
+    }
+  after = rankd_rss ();
+  g_test_message (
+      "rankd RSS after 10k calls: %zu KiB, after 100k more: %zu KiB", warm,
+      after);
+  /* The stock library leaks ~200 B per GetRank and ~7 KB per GetTopN(100):
+   * 90k + 10k calls would add ~80 MB. Allow allocator noise only. */
+  g_assert_cmpuint (after, <, warm + 2048);
+}
+
+int
+main (int argc, char **argv)
+{
+  int status;
+
+  g_test_init (&argc, &argv, NULL);
+  redis = rank_test_redis_start (NULL);
+  rankd = rank_test_rankd_start (redis->port, NULL);
+  client = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
+
+  g_test_add_func ("/update/modes", test_modes);
+  g_test_add_func ("/update/invalid-mode", test_invalid_mode);
+  g_test_add_func ("/update/ties-first-come", test_ties);
+  g_test_add_func ("/update/unchanged-keeps-time", test_unchanged_keeps_time);
+  g_test_add_func ("/update/exact-extremes", test_exact_extremes);
+  g_test_add_func ("/update/range-refused", test_range_refused);
+  g_test_add_func ("/idempotency/retry-counts-once", test_retry_counts_once);
+  g_test_add_func ("/idempotency/reuse-refused", test_request_id_reuse_refused);
+  g_test_add_func ("/idempotency/key-layout", test_key_layout);
+  g_test_add_func ("/idempotency/window", test_dedup_window);
+  g_test_add_func ("/names/limits", test_name_limits);
+  g_test_add_func ("/read/get-rank-not-found", test_get_rank_not_found);
+  g_test_add_func ("/read/top-bounds", test_top_bounds);
+  g_test_add_func ("/read/top-paging", test_top_paging);
+  g_test_add_func ("/concurrency/16x500-exact-then-repeated",
+                   test_concurrent_exact);
+  g_test_add_func ("/hostile/random-bytes", test_hostile_random_bytes);
+  g_test_add_func ("/hostile/zero-length-frame", test_hostile_zero_frame);
+  g_test_add_func ("/hostile/2GiB-length-prefix", test_hostile_huge_prefix);
+  g_test_add_func ("/hostile/http-request", test_hostile_http);
+  g_test_add_func ("/hostile/missing-required-field",
+                   test_missing_required_field);
+  g_test_add_func ("/hostile/unknown-method", test_unknown_method);
+  g_test_add_func ("/redis/unreachable", test_redis_unreachable);
+  g_test_add_func ("/redis/restarted", test_redis_restarted);
+  g_test_add_func ("/transport/framed-binary", test_transport_framed_binary);
+  g_test_add_func ("/transport/framed-compact", test_transport_framed_compact);
+  g_test_add_func ("/transport/buffered-binary",
+                   test_transport_buffered_binary);
+  g_test_add_func ("/transport/buffered-compact",
+                   test_transport_buffered_compact);
+  g_test_add_func ("/embedded/persists-across-restart", test_embedded_persists);
+  g_test_add_func ("/memory/rss-flat-over-100k-calls", test_rss_flat);
+  status = g_test_run ();
+
+  g_clear_pointer (&client, rank_client_free);
+  stop_checked (rankd);
+  rank_test_process_free (rankd);
+  rank_test_process_free (redis);
+  return status;
+}
