@@ -1084,6 +1084,102 @@ test_redis_restarted (void)
   rank_test_process_free (own_redis);
 }
 
+/* Redis forgot the scripts (SCRIPT FLUSH, a restart without persistence of
+ * its script cache): rankd loads them again and the call succeeds. */
+static void
+test_noscript_reload (void)
+{
+  g_autofree char *b = rank_test_unique ("noscript");
+  redisContext *rc = redis_connect (redis->port);
+  redisReply *r = redisCommand (rc, "SCRIPT FLUSH");
+
+  g_assert_cmpint (r->type, ==, REDIS_REPLY_STATUS);
+  freeReplyObject (r);
+  assert_update (update (b, "ann", 4, "n1", NO_MODE, NO_TIME), 4, 1, TRUE);
+  r = redisCommand (rc, "SCRIPT FLUSH");
+  freeReplyObject (r);
+  assert_rank (b, "ann", 4, 1);
+  redisFree (rc);
+}
+
+typedef struct
+{
+  guint16 port;
+  const char *board;
+  GMutex lock;
+  GCond cond;
+  gboolean sent;
+  gboolean ok;
+  gint64 score;
+} SlowCall;
+
+/* Sends an Update, reports that it is sent, then waits for the reply. */
+static gpointer
+slow_update (gpointer data)
+{
+  SlowCall *call = data;
+  g_autoptr (RankClient) c
+      = rank_test_client (call->port, TRUE, RANK_PROTOCOL_BINARY);
+  rankRankingIf *iface = rank_client_iface (c);
+  rankUpdateRequest *req
+      = g_object_new (RANK_TYPE_UPDATE_REQUEST, "board", call->board, "member",
+                      "ann", "value", (gint64) 5, "request_id", "slow", NULL);
+  rankUpdateResponse *resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  gboolean sent = rank_ranking_client_send_update (iface, req, NULL);
+
+  g_mutex_lock (&call->lock);
+  call->sent = TRUE;
+  g_cond_signal (&call->cond);
+  g_mutex_unlock (&call->lock);
+  call->ok = sent
+             && rank_ranking_client_recv_update (iface, &resp, &invalid,
+                                                 &unavailable, NULL);
+  call->score = resp->score;
+  g_object_unref (resp);
+  g_object_unref (req);
+  return NULL;
+}
+
+/* SIGTERM while a call waits on a slow Redis (DEBUG SLEEP from another
+ * connection): the call is answered, then rankd exits 0. The request is
+ * in rankd's socket before the signal (loopback send has completed), so
+ * rankd must answer it however the timing falls. */
+static void
+test_sigterm_drains (void)
+{
+  RankTestProcess *own = rank_test_rankd_start (redis->port, NULL);
+  g_autofree char *b = rank_test_unique ("drain");
+  SlowCall call = { .port = own->port, .board = b };
+  redisContext *sleeper = redis_connect (redis->port);
+  GThread *thread;
+  redisReply *r;
+  int done = 0;
+
+  g_mutex_init (&call.lock);
+  g_cond_init (&call.cond);
+  redisAppendCommand (sleeper, "DEBUG SLEEP 1");
+  while (!done)
+    g_assert_cmpint (redisBufferWrite (sleeper, &done), ==, REDIS_OK);
+  thread = g_thread_new ("slow", slow_update, &call);
+  g_mutex_lock (&call.lock);
+  while (!call.sent)
+    g_cond_wait (&call.cond, &call.lock);
+  g_mutex_unlock (&call.lock);
+
+  stop_checked (own);
+  g_thread_join (thread);
+  g_assert_true (call.ok);
+  g_assert_cmpint (call.score, ==, 5);
+  g_assert_cmpint (redisGetReply (sleeper, (void **) &r), ==, REDIS_OK);
+  freeReplyObject (r);
+  redisFree (sleeper);
+  g_mutex_clear (&call.lock);
+  g_cond_clear (&call.cond);
+  rank_test_process_free (own);
+}
+
 /* ---- transports and protocols ---- */
 
 static void
@@ -1269,6 +1365,9 @@ main (int argc, char **argv)
   g_test_add_func ("/hostile/unknown-method", test_unknown_method);
   g_test_add_func ("/redis/unreachable", test_redis_unreachable);
   g_test_add_func ("/redis/restarted", test_redis_restarted);
+  g_test_add_func ("/redis/noscript-reload", test_noscript_reload);
+  g_test_add_func ("/shutdown/sigterm-drains-calls-in-flight",
+                   test_sigterm_drains);
   g_test_add_func ("/transport/framed-binary", test_transport_framed_binary);
   g_test_add_func ("/transport/framed-compact", test_transport_framed_compact);
   g_test_add_func ("/transport/buffered-binary",
