@@ -1,0 +1,766 @@
+/* rank_bench.c -- rank-bench: a load generator for rankd, and the same
+ * logical operations straight against Redis as the baseline.
+ *
+ * Targets:
+ *   rankd (default)    --host/--port: Update (BEST, a fresh request id each),
+ *                      GetRank, GetTopN through the generated c_glib client.
+ *   --direct HOST:PORT what a team writes by hand with hiredis, one
+ *                      connection per thread, no pipelining: EVALSHA of
+ *                      rankd's own update.lua for updates; ZREVRANK then
+ *                      ZSCORE for a rank; ZREVRANGE ... WITHSCORES for top-N,
+ *                      on a plain sorted set of the same members.
+ *
+ * Every connection is a thread in a closed loop: pick an operation by the
+ * --mix weights, a member uniformly from the population, a board from
+ * --boards; time it; record it unless still warming up.
+ */
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "error.h"
+#include "histogram.h"
+#include "lua_scripts.h"
+#include "orderkey.h"
+
+enum
+{
+  OP_UPDATE,
+  OP_RANK,
+  OP_TOP,
+  N_OPS
+};
+
+static const char *const op_names[N_OPS] = { "update", "rank", "top" };
+
+typedef struct
+{
+  char *host;
+  int port;
+  char *direct;
+  int connections;
+  double duration;
+  double warmup;
+  gint64 requests;
+  char *mix;
+  int weights[N_OPS];
+  int members;
+  int boards;
+  char *board_prefix;
+  gboolean preload;
+  gboolean preload_only;
+  char *transport;
+  char *protocol;
+  int top_n;
+  gboolean json;
+  gint64 seed;
+  /* derived */
+  gboolean framed;
+  RankProtocolKind kind;
+  char *direct_host;
+  int direct_port;
+  char sha[41];
+  guint64 nonce;
+} Options;
+
+typedef struct
+{
+  RankHistogram hist[N_OPS];
+  guint64 errors[N_OPS];
+  char last_error[256];
+} Stats;
+
+typedef struct
+{
+  const Options *o;
+  int id;
+  GRand *rand;
+  RankClient *client;
+  redisContext *redis;
+  guint64 counter;
+  Stats stats;
+  /* preload: this worker loads members [first, last) */
+  int first, last;
+} Worker;
+
+static volatile gint phase; /* 0 warm-up, 1 measuring, 2 stop */
+static gint64 requests_left;
+static gint preloaded;
+
+/* ---- the operations ---- */
+
+static void
+board_name (const Options *o, int b, char *out, gsize len)
+{
+  g_snprintf (out, len, "%s-%d", o->board_prefix, b);
+}
+
+static void
+note_error (Worker *w, const char *msg)
+{
+  g_strlcpy (w->stats.last_error, msg, sizeof w->stats.last_error);
+}
+
+static gboolean
+rankd_update (Worker *w, const char *board, const char *member, gint64 score,
+              int mode)
+{
+  char rid[64];
+  rankUpdateRequest *req;
+  rankUpdateResponse *resp;
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  GError *error = NULL;
+  gboolean ok;
+
+  g_snprintf (rid, sizeof rid,
+              "%016" G_GINT64_MODIFIER "x-%d-%" G_GUINT64_FORMAT, w->o->nonce,
+              w->id, w->counter++);
+  req = g_object_new (RANK_TYPE_UPDATE_REQUEST, "board", board, "member",
+                      member, "value", score, "request_id", rid, NULL);
+  req->mode = mode;
+  req->__isset_mode = TRUE;
+  resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
+  ok = rank_ranking_if_update (rank_client_iface (w->client), &resp, req,
+                               &invalid, &unavailable, &error);
+  if (!ok)
+    {
+      GObject *x = invalid ? G_OBJECT (invalid) : G_OBJECT (unavailable);
+      char *msg = NULL;
+
+      if (x != NULL)
+        {
+          g_object_get (x, "message", &msg, NULL);
+          note_error (w, msg);
+          g_free (msg);
+          g_object_unref (x);
+        }
+      else
+        note_error (w, error ? error->message : "?");
+      g_clear_error (&error);
+    }
+  g_object_unref (resp);
+  g_object_unref (req);
+  return ok;
+}
+
+static gboolean
+rankd_rank (Worker *w, const char *board, const char *member)
+{
+  rankEntry *entry = g_object_new (RANK_TYPE_ENTRY, NULL);
+  rankInvalidArgument *invalid = NULL;
+  rankNotFound *not_found = NULL;
+  rankUnavailable *unavailable = NULL;
+  GError *error = NULL;
+  gboolean ok = rank_ranking_if_get_rank (rank_client_iface (w->client), &entry,
+                                          board, member, &invalid, &not_found,
+                                          &unavailable, &error);
+
+  /* NotFound is an answer (a member not loaded yet), not a failure. */
+  if (not_found != NULL)
+    {
+      ok = TRUE;
+      g_object_unref (not_found);
+    }
+  if (!ok)
+    note_error (w, error ? error->message : "InvalidArgument or Unavailable");
+  g_clear_object (&invalid);
+  g_clear_object (&unavailable);
+  g_clear_error (&error);
+  g_object_unref (entry);
+  return ok;
+}
+
+static gboolean
+rankd_top (Worker *w, const char *board)
+{
+  GPtrArray *page = g_ptr_array_new_with_free_func (g_object_unref);
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  GError *error = NULL;
+  gboolean ok = rank_ranking_if_get_top_n (rank_client_iface (w->client), &page,
+                                           board, w->o->top_n, 0, &invalid,
+                                           &unavailable, &error);
+
+  if (!ok)
+    note_error (w, error ? error->message : "InvalidArgument or Unavailable");
+  g_clear_object (&invalid);
+  g_clear_object (&unavailable);
+  g_clear_error (&error);
+  g_ptr_array_unref (page);
+  return ok;
+}
+
+static gboolean
+redis_ok (Worker *w, redisReply *r)
+{
+  gboolean ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+
+  if (!ok)
+    note_error (w, r ? r->str : w->redis->errstr);
+  if (r != NULL)
+    freeReplyObject (r);
+  return ok;
+}
+
+/* The update a hand-written service would send: rankd's own script, on
+ * keys of the same layout under "direct-<board>". */
+static void
+direct_update_append (Worker *w, const char *board, const char *member,
+                      gint64 score, int mode)
+{
+  char z[300], t[300], q[400], value[24], modes[4], rid[64];
+  guint8 prefix[RANK_ORDERKEY_TIME_BYTES];
+  guint64 fp = w->o->nonce ^ w->counter;
+
+  g_snprintf (rid, sizeof rid, "%d-%" G_GUINT64_FORMAT, w->id, w->counter++);
+  g_snprintf (z, sizeof z, "rk:{direct-%s}:z", board);
+  g_snprintf (t, sizeof t, "rk:{direct-%s}:t", board);
+  g_snprintf (q, sizeof q, "rk:{direct-%s}:q:%016" G_GINT64_MODIFIER "x-%s",
+              board, w->o->nonce, rid);
+  g_snprintf (value, sizeof value, "%" G_GINT64_FORMAT, score);
+  g_snprintf (modes, sizeof modes, "%d", mode);
+  rank_orderkey_encode_time (g_get_real_time () / 1000, prefix);
+  redisAppendCommand (w->redis, "EVALSHA %s 3 %s %s %s %s %s %s %b 3600000 %b",
+                      w->o->sha, z, t, q, member, modes, value, prefix,
+                      sizeof prefix, &fp, sizeof fp);
+}
+
+static gboolean
+direct_update (Worker *w, const char *board, const char *member, gint64 score)
+{
+  redisReply *r = NULL;
+
+  direct_update_append (w, board, member, score, RANK_UPDATE_MODE_BEST);
+  if (redisGetReply (w->redis, (void **) &r) != REDIS_OK)
+    r = NULL;
+  return redis_ok (w, r);
+}
+
+static gboolean
+direct_rank (Worker *w, const char *board, const char *member)
+{
+  redisReply *rank
+      = redisCommand (w->redis, "ZREVRANK direct:{%s} %s", board, member);
+
+  if (!redis_ok (w, rank))
+    return FALSE;
+  return redis_ok (
+      w, redisCommand (w->redis, "ZSCORE direct:{%s} %s", board, member));
+}
+
+static gboolean
+direct_top (Worker *w, const char *board)
+{
+  return redis_ok (w, redisCommand (w->redis,
+                                    "ZREVRANGE direct:{%s} 0 %d WITHSCORES",
+                                    board, w->o->top_n - 1));
+}
+
+static int
+pick_op (Worker *w)
+{
+  int total = w->o->weights[0] + w->o->weights[1] + w->o->weights[2];
+  int x = g_rand_int_range (w->rand, 0, total);
+
+  for (int op = 0; op < N_OPS; op++)
+    {
+      if (x < w->o->weights[op])
+        return op;
+      x -= w->o->weights[op];
+    }
+  return OP_UPDATE;
+}
+
+static gboolean
+run_op (Worker *w, int op)
+{
+  char board[128], member[32];
+  gint64 score = g_rand_int_range (w->rand, 0, 1000000000);
+
+  board_name (w->o, g_rand_int_range (w->rand, 0, w->o->boards), board,
+              sizeof board);
+  g_snprintf (member, sizeof member, "m%d",
+              g_rand_int_range (w->rand, 0, w->o->members));
+  if (w->o->direct != NULL)
+    switch (op)
+      {
+      case OP_UPDATE:
+        return direct_update (w, board, member, score);
+      case OP_RANK:
+        return direct_rank (w, board, member);
+      default:
+        return direct_top (w, board);
+      }
+  switch (op)
+    {
+    case OP_UPDATE:
+      return rankd_update (w, board, member, score, RANK_UPDATE_MODE_BEST);
+    case OP_RANK:
+      return rankd_rank (w, board, member);
+    default:
+      return rankd_top (w, board);
+    }
+}
+
+/* ---- workers ---- */
+
+static gboolean
+worker_connect (Worker *w, GError **error)
+{
+  if (w->o->direct != NULL)
+    {
+      w->redis = redisConnect (w->o->direct_host, w->o->direct_port);
+      if (w->redis == NULL || w->redis->err)
+        {
+          g_set_error (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                       "cannot connect to Redis at %s: %s", w->o->direct,
+                       w->redis ? w->redis->errstr : "out of memory");
+          return FALSE;
+        }
+      return TRUE;
+    }
+  w->client = rank_client_connect (w->o->host, (guint16) w->o->port,
+                                   w->o->framed, w->o->kind, 30000, error);
+  return w->client != NULL;
+}
+
+static gpointer
+worker_main (gpointer data)
+{
+  Worker *w = data;
+
+  while (g_atomic_int_get (&phase) < 2)
+    {
+      int op = pick_op (w);
+      gint64 start, took;
+      gboolean ok;
+
+      if (w->o->requests > 0 && g_atomic_int_get (&phase) == 1
+          && __atomic_sub_fetch (&requests_left, 1, __ATOMIC_RELAXED) < 0)
+        break;
+      start = g_get_monotonic_time ();
+      ok = run_op (w, op);
+      took = g_get_monotonic_time () - start;
+      if (g_atomic_int_get (&phase) != 1)
+        continue;
+      rank_histogram_record (&w->stats.hist[op], (guint64) took * 1000);
+      if (!ok)
+        w->stats.errors[op]++;
+    }
+  return NULL;
+}
+
+/* Preload: SET every member to a random score, from all connections. */
+static gpointer
+preload_main (gpointer data)
+{
+  Worker *w = data;
+  const int batch = 500;
+
+  for (int b = 0; b < w->o->boards; b++)
+    {
+      char board[128];
+
+      board_name (w->o, b, board, sizeof board);
+      for (int i = w->first; i < w->last; i += batch)
+        {
+          int end = MIN (i + batch, w->last);
+
+          for (int m = i; m < end; m++)
+            {
+              char member[32];
+              gint64 score = g_rand_int_range (w->rand, 0, 1000000000);
+
+              g_snprintf (member, sizeof member, "m%d", m);
+              if (w->o->direct == NULL)
+                {
+                  if (!rankd_update (w, board, member, score,
+                                     RANK_UPDATE_MODE_SET))
+                    w->stats.errors[OP_UPDATE]++;
+                  continue;
+                }
+              direct_update_append (w, board, member, score,
+                                    RANK_UPDATE_MODE_SET);
+              redisAppendCommand (w->redis, "ZADD direct:{%s} %lld %s", board,
+                                  (long long) score, member);
+            }
+          if (w->o->direct != NULL)
+            for (int m = i; m < end; m++)
+              for (int k = 0; k < 2; k++)
+                {
+                  redisReply *r = NULL;
+
+                  if (redisGetReply (w->redis, (void **) &r) != REDIS_OK)
+                    r = NULL;
+                  if (!redis_ok (w, r))
+                    w->stats.errors[OP_UPDATE]++;
+                }
+          g_atomic_int_add (&preloaded, end - i);
+        }
+    }
+  return NULL;
+}
+
+static void
+progress (const Options *o, gint64 started)
+{
+  int total = o->members * o->boards;
+  int done = g_atomic_int_get (&preloaded);
+  double secs = (double) (g_get_monotonic_time () - started) / 1e6;
+  int width = 40,
+      filled = total ? (int) ((gint64) width * done / total) : width;
+
+  fprintf (stderr, "\rpreload [%.*s%*s] %3d%% %d/%d %.0f/s ", filled,
+           "########################################", width - filled, "",
+           total ? (int) (100LL * done / total) : 100, done, total,
+           secs > 0 ? done / secs : 0.0);
+}
+
+/* ---- options ---- */
+
+static gboolean
+parse_mix (Options *o, GError **error)
+{
+  g_auto (GStrv) parts = g_strsplit (o->mix, ",", -1);
+
+  memset (o->weights, 0, sizeof o->weights);
+  for (char **p = parts; *p; p++)
+    {
+      g_auto (GStrv) kv = g_strsplit (*p, "=", 2);
+      int op;
+
+      for (op = 0; op < N_OPS; op++)
+        if (kv[0] && g_str_equal (g_strstrip (kv[0]), op_names[op]))
+          break;
+      if (op == N_OPS || kv[1] == NULL || atoi (kv[1]) < 0)
+        {
+          g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                       "--mix: '%s' is not OP=WEIGHT with OP update, rank or "
+                       "top",
+                       *p);
+          return FALSE;
+        }
+      o->weights[op] = atoi (kv[1]);
+    }
+  if (o->weights[0] + o->weights[1] + o->weights[2] <= 0)
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--mix: weights add up to 0");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+parse_options (int *argc, char ***argv, Options *o, GError **error)
+{
+  GOptionEntry entries[] = {
+    { "host", 'h', 0, G_OPTION_ARG_STRING, &o->host, "rankd host (127.0.0.1)",
+      "HOST" },
+    { "port", 'p', 0, G_OPTION_ARG_INT, &o->port, "rankd port (9090)", "PORT" },
+    { "direct", 0, 0, G_OPTION_ARG_STRING, &o->direct,
+      "Run against Redis directly (the hand-written baseline)", "HOST:PORT" },
+    { "connections", 'c', 0, G_OPTION_ARG_INT, &o->connections,
+      "Connections, one thread each (64)", "N" },
+    { "duration", 'd', 0, G_OPTION_ARG_DOUBLE, &o->duration,
+      "Seconds to measure (10)", "S" },
+    { "requests", 'n', 0, G_OPTION_ARG_INT64, &o->requests,
+      "Stop after this many measured requests instead", "N" },
+    { "warmup", 'w', 0, G_OPTION_ARG_DOUBLE, &o->warmup,
+      "Seconds of load before measuring (2)", "S" },
+    { "mix", 'm', 0, G_OPTION_ARG_STRING, &o->mix,
+      "Operation weights (update=80,rank=10,top=10)", "OP=W,..." },
+    { "members", 0, 0, G_OPTION_ARG_INT, &o->members,
+      "Member population per board (1000000)", "N" },
+    { "boards", 'b', 0, G_OPTION_ARG_INT, &o->boards, "Boards (1)", "N" },
+    { "board-prefix", 0, 0, G_OPTION_ARG_STRING, &o->board_prefix,
+      "Board names are PREFIX-0, PREFIX-1, ... (bench)", "PREFIX" },
+    { "preload", 0, 0, G_OPTION_ARG_NONE, &o->preload,
+      "Give every member a score first", NULL },
+    { "preload-only", 0, 0, G_OPTION_ARG_NONE, &o->preload_only,
+      "Preload, then exit", NULL },
+    { "transport", 't', 0, G_OPTION_ARG_STRING, &o->transport,
+      "framed (default) or buffered, as rankd runs", "T" },
+    { "protocol", 'P', 0, G_OPTION_ARG_STRING, &o->protocol,
+      "binary (default) or compact, as rankd runs", "P" },
+    { "top-n", 0, 0, G_OPTION_ARG_INT, &o->top_n, "GetTopN size (10)", "N" },
+    { "json", 'j', 0, G_OPTION_ARG_NONE, &o->json, "Print JSON", NULL },
+    { "seed", 0, 0, G_OPTION_ARG_INT64, &o->seed, "Random seed (1)", "N" },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) ctx
+      = g_option_context_new ("- load generator for rankd");
+
+  g_option_context_set_help_enabled (ctx, TRUE);
+  g_option_context_set_description (
+      ctx, "Examples:\n"
+           "  rank-bench --preload --members 100000 -c 64 -d 10\n"
+           "  rank-bench --mix rank=1 -c 64 -d 10 --json\n"
+           "  rank-bench --direct 127.0.0.1:6379 --preload --mix update=1\n");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!g_option_context_parse (ctx, argc, argv, error))
+    return FALSE;
+  if (o->preload_only)
+    o->preload = TRUE;
+  if (o->host == NULL)
+    o->host = g_strdup ("127.0.0.1");
+  if (o->mix == NULL)
+    o->mix = g_strdup ("update=80,rank=10,top=10");
+  if (o->board_prefix == NULL)
+    o->board_prefix = g_strdup ("bench");
+  if (o->protocol == NULL)
+    o->protocol = g_strdup ("binary");
+  if (!parse_mix (o, error))
+    return FALSE;
+  if (o->connections < 1 || o->members < 1 || o->boards < 1 || o->top_n < 1
+      || o->duration <= 0 || o->warmup < 0)
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--connections, --members, --boards, --top-n and "
+                   "--duration must be positive");
+      return FALSE;
+    }
+  o->framed = g_strcmp0 (o->transport, "buffered") != 0;
+  if (!rank_protocol_kind_parse (o->protocol, &o->kind))
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--protocol: binary or compact");
+      return FALSE;
+    }
+  if (o->direct != NULL)
+    {
+      const char *colon = strrchr (o->direct, ':');
+
+      if (colon == NULL)
+        {
+          g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                       "--direct: HOST:PORT");
+          return FALSE;
+        }
+      o->direct_host = g_strndup (o->direct, (gsize) (colon - o->direct));
+      o->direct_port = atoi (colon + 1);
+    }
+  return TRUE;
+}
+
+/* ---- main ---- */
+
+static gboolean
+load_script (Options *o, GError **error)
+{
+  redisContext *c = redisConnect (o->direct_host, o->direct_port);
+  redisReply *r;
+
+  if (c == NULL || c->err)
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                   "cannot connect to Redis at %s", o->direct);
+      if (c)
+        redisFree (c);
+      return FALSE;
+    }
+  r = redisCommand (c, "SCRIPT LOAD %s", rank_lua_update);
+  if (r == NULL || r->type != REDIS_REPLY_STRING)
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                   "SCRIPT LOAD failed");
+      if (r)
+        freeReplyObject (r);
+      redisFree (c);
+      return FALSE;
+    }
+  g_strlcpy (o->sha, r->str, sizeof o->sha);
+  freeReplyObject (r);
+  redisFree (c);
+  return TRUE;
+}
+
+static void
+report (const Options *o, Worker *workers, double seconds)
+{
+  Stats total = { 0 };
+  const char *target = o->direct ? "direct" : "rankd";
+
+  for (int i = 0; i < o->connections; i++)
+    for (int op = 0; op < N_OPS; op++)
+      {
+        rank_histogram_merge (&total.hist[op], &workers[i].stats.hist[op]);
+        total.errors[op] += workers[i].stats.errors[op];
+      }
+  if (o->json)
+    {
+      gboolean first = TRUE;
+
+      printf ("{\"target\":\"%s\",\"connections\":%d,\"duration_s\":%.3f,"
+              "\"ops\":{",
+              target, o->connections, seconds);
+      for (int op = 0; op < N_OPS; op++)
+        {
+          const RankHistogram *h = &total.hist[op];
+
+          if (h->total == 0)
+            continue;
+          printf ("%s\"%s\":{\"count\":%" G_GUINT64_FORMAT
+                  ",\"errors\":%" G_GUINT64_FORMAT
+                  ",\"ops_per_sec\":%.1f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
+                  "\"p999_us\":%.1f,\"max_us\":%.1f}",
+                  first ? "" : ",", op_names[op], h->total, total.errors[op],
+                  (double) h->total / seconds,
+                  rank_histogram_quantile (h, 0.5) / 1e3,
+                  rank_histogram_quantile (h, 0.99) / 1e3,
+                  rank_histogram_quantile (h, 0.999) / 1e3, h->max / 1e3);
+          first = FALSE;
+        }
+      printf ("}}\n");
+    }
+  else
+    {
+      printf ("target %s  connections %d  measured %.1f s\n", target,
+              o->connections, seconds);
+      printf ("%-8s %10s %10s %9s %9s %9s %9s %7s\n", "op", "count", "ops/s",
+              "p50 us", "p99 us", "p99.9 us", "max us", "errors");
+      for (int op = 0; op < N_OPS; op++)
+        {
+          const RankHistogram *h = &total.hist[op];
+
+          if (h->total == 0)
+            continue;
+          printf ("%-8s %10" G_GUINT64_FORMAT " %10.0f %9.0f %9.0f %9.0f "
+                  "%9.0f %7" G_GUINT64_FORMAT "\n",
+                  op_names[op], h->total, (double) h->total / seconds,
+                  rank_histogram_quantile (h, 0.5) / 1e3,
+                  rank_histogram_quantile (h, 0.99) / 1e3,
+                  rank_histogram_quantile (h, 0.999) / 1e3, h->max / 1e3,
+                  total.errors[op]);
+        }
+    }
+  for (int i = 0; i < o->connections; i++)
+    if (workers[i].stats.last_error[0])
+      {
+        fprintf (stderr, "rank-bench: last error: %s\n",
+                 workers[i].stats.last_error);
+        break;
+      }
+}
+
+int
+main (int argc, char **argv)
+{
+  Options o = { .port = 9090,
+                .connections = 64,
+                .duration = 10,
+                .warmup = 2,
+                .members = 1000000,
+                .boards = 1,
+                .top_n = 10,
+                .seed = 1 };
+  g_autoptr (GError) error = NULL;
+  Worker *workers;
+  GThread **threads;
+  gint64 started, errors = 0;
+  double seconds;
+
+  if (!parse_options (&argc, &argv, &o, &error))
+    {
+      fprintf (stderr, "rank-bench: %s\n", error->message);
+      return 2;
+    }
+  o.nonce = ((guint64) g_random_int () << 32) | g_random_int ();
+  if (o.direct != NULL && !load_script (&o, &error))
+    {
+      fprintf (stderr, "rank-bench: %s\n", error->message);
+      return 1;
+    }
+
+  workers = g_new0 (Worker, o.connections);
+  threads = g_new0 (GThread *, o.connections);
+  for (int i = 0; i < o.connections; i++)
+    {
+      workers[i].o = &o;
+      workers[i].id = i;
+      workers[i].rand = g_rand_new_with_seed ((guint32) (o.seed * 7919 + i));
+      if (!worker_connect (&workers[i], &error))
+        {
+          fprintf (stderr, "rank-bench: %s\n", error->message);
+          return 1;
+        }
+    }
+
+  if (o.preload)
+    {
+      int per = (o.members + o.connections - 1) / o.connections;
+
+      started = g_get_monotonic_time ();
+      for (int i = 0; i < o.connections; i++)
+        {
+          workers[i].first = MIN (i * per, o.members);
+          workers[i].last = MIN ((i + 1) * per, o.members);
+          threads[i] = g_thread_new ("preload", preload_main, &workers[i]);
+        }
+      /* Workers count every member they handled, failed or not. */
+      while (g_atomic_int_get (&preloaded) < o.members * o.boards)
+        {
+          progress (&o, started);
+          g_usleep (200 * 1000); /* progress display only */
+        }
+      for (int i = 0; i < o.connections; i++)
+        {
+          g_thread_join (threads[i]);
+          errors += (gint64) workers[i].stats.errors[OP_UPDATE];
+          workers[i].stats.errors[OP_UPDATE] = 0;
+        }
+      progress (&o, started);
+      fprintf (stderr, "\n");
+      if (errors > 0)
+        {
+          fprintf (stderr,
+                   "rank-bench: %" G_GINT64_FORMAT
+                   " preload errors; last: %s\n",
+                   errors, workers[0].stats.last_error);
+          return 1;
+        }
+      if (o.preload_only)
+        return 0;
+    }
+
+  requests_left = o.requests;
+  g_atomic_int_set (&phase, o.warmup > 0 ? 0 : 1);
+  for (int i = 0; i < o.connections; i++)
+    threads[i] = g_thread_new ("load", worker_main, &workers[i]);
+  if (o.warmup > 0)
+    {
+      g_usleep ((gulong) (o.warmup * G_USEC_PER_SEC)); /* the warm-up itself */
+      g_atomic_int_set (&phase, 1);
+    }
+  started = g_get_monotonic_time ();
+  if (o.requests > 0)
+    while (__atomic_load_n (&requests_left, __ATOMIC_RELAXED) > 0)
+      g_usleep (1000);
+  else
+    g_usleep ((gulong) (o.duration * G_USEC_PER_SEC)); /* the measurement */
+  seconds = (double) (g_get_monotonic_time () - started) / 1e6;
+  g_atomic_int_set (&phase, 2);
+  for (int i = 0; i < o.connections; i++)
+    g_thread_join (threads[i]);
+  report (&o, workers, seconds);
+
+  for (int i = 0; i < o.connections; i++)
+    {
+      errors
+          += (gint64) (workers[i].stats.errors[0] + workers[i].stats.errors[1]
+                       + workers[i].stats.errors[2]);
+      if (workers[i].client)
+        rank_client_free (workers[i].client);
+      if (workers[i].redis)
+        redisFree (workers[i].redis);
+      g_rand_free (workers[i].rand);
+    }
+  g_free (workers);
+  g_free (threads);
+  return errors > 0 ? 1 : 0;
+}
