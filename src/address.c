@@ -180,6 +180,59 @@ rank_address_connect (const RankAddress *address, int timeout_ms,
 }
 
 int
+rank_address_connect_start (const RankAddress *address, GError **error)
+{
+  g_autofree char *name = rank_address_to_string (address);
+  int fd = -1, saved = 0, one = 1;
+
+  if (address->path != NULL)
+    {
+      struct sockaddr_un sun = { .sun_family = AF_UNIX };
+
+      g_strlcpy (sun.sun_path, address->path, sizeof sun.sun_path);
+      fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (fd >= 0 && connect (fd, (struct sockaddr *) &sun, sizeof sun) < 0)
+        {
+          saved = errno;
+          close (fd);
+          fd = -1;
+        }
+    }
+  else
+    {
+      struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+      char service[8];
+      int rc;
+
+      g_snprintf (service, sizeof service, "%u", address->port);
+      rc = getaddrinfo (address->host, service, &hints, &res);
+      if (rc != 0)
+        {
+          g_set_error (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                       "cannot resolve %s: %s", name, gai_strerror (rc));
+          return -1;
+        }
+      fd = socket (res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                   0);
+      if (fd >= 0 && connect (fd, res->ai_addr, res->ai_addrlen) < 0
+          && errno != EINPROGRESS)
+        {
+          saved = errno;
+          close (fd);
+          fd = -1;
+        }
+      freeaddrinfo (res);
+      if (fd >= 0)
+        (void) setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+  if (fd < 0)
+    g_set_error (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                 "cannot connect to %s: %s", name,
+                 g_strerror (saved ? saved : errno));
+  return fd;
+}
+
+int
 rank_address_listen (const RankAddress *address, int backlog, GError **error)
 {
   g_autofree char *name = rank_address_to_string (address);

@@ -27,6 +27,10 @@ char *rank_address_to_string (const RankAddress *address);
 int rank_address_connect (const RankAddress *address, int timeout_ms,
                           GError **error);
 
+/* Starts a non-blocking connect: returns the socket, connected or with the
+ * connection under way (watch it for writability, then read SO_ERROR). */
+int rank_address_connect_start (const RankAddress *address, GError **error);
+
 /* Opens a listening socket (SO_REUSEADDR, close-on-exec). */
 int rank_address_listen (const RankAddress *address, int backlog,
                          GError **error);

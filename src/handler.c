@@ -1,10 +1,9 @@
 /* handler.c -- Ranking methods (see handler.h).
  *
- * The generated processor owns the arguments and hands in allocated result
- * objects; a method fills them in place. A declared exception is created and
- * returned through its out-parameter with FALSE and no GError; anything else
- * (RANK_ERROR_INTERNAL) becomes a GError, which the processor sends as a
- * TApplicationException.
+ * A call in flight is a Call: the connection, the method, the sequence id
+ * and the decoded arguments. Every outcome (result, declared exception,
+ * TApplicationException for an internal error or an unknown method) is
+ * written by reply() and ends with sink->finished().
  */
 #include "handler.h"
 
@@ -12,41 +11,124 @@
 
 #include <thrift/c_glib/thrift_application_exception.h>
 
-#include "error.h"
 #include "constants.h"
+#include "error.h"
+#include "rank_ranking_types.h"
 #include "validate.h"
 
 struct _RankHandler
 {
-  rankRankingHandler parent;
   RankStore *store;
+  RankReplySink sink;
 };
 
-G_DEFINE_TYPE (RankHandler, rank_handler, RANK_TYPE_RANKING_HANDLER)
-
-/* Maps err (consumed) onto the method's exceptions. A method without a
- * NotFound exception passes NULL for not_found. Always returns FALSE. */
-static gboolean
-fail_with (GError *err, rankInvalidArgument **invalid, rankNotFound **not_found,
-           rankUnavailable **unavailable, GError **error)
+typedef enum
 {
-  if (err->domain == RANK_ERROR && err->code == RANK_ERROR_INVALID)
-    *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, "message",
-                             err->message, NULL);
-  else if (err->domain == RANK_ERROR && err->code == RANK_ERROR_NOT_FOUND
-           && not_found != NULL)
-    *not_found
-        = g_object_new (RANK_TYPE_NOT_FOUND, "message", err->message, NULL);
-  else if (err->domain == RANK_ERROR && err->code == RANK_ERROR_UNAVAILABLE)
-    *unavailable
-        = g_object_new (RANK_TYPE_UNAVAILABLE, "message", err->message, NULL);
+  METHOD_UPDATE,
+  METHOD_GET_RANK,
+  METHOD_GET_TOP_N,
+  METHOD_UNKNOWN,
+} Method;
+
+static const char *const method_names[] = { "Update", "GetRank", "GetTopN" };
+
+typedef struct
+{
+  RankHandler *handler;
+  gpointer conn;
+  Method method;
+  gint32 seqid;
+  ThriftStruct *args;
+  char *unknown_name; /* METHOD_UNKNOWN only */
+} Call;
+
+/* ---- replies ---- */
+
+/* Writes result (a generated *Result struct) or, when result is NULL, a
+ * TApplicationException of type with message; then ends the call. */
+static void
+reply (Call *call, ThriftStruct *result, ThriftApplicationExceptionError type,
+       const char *message)
+{
+  RankHandler *h = call->handler;
+  ThriftProtocol *out = h->sink.protocol (call->conn);
+  const char *name = call->method == METHOD_UNKNOWN
+                         ? call->unknown_name
+                         : method_names[call->method];
+  g_autoptr (GError) error = NULL;
+  gboolean ok;
+
+  if (result != NULL)
+    ok = thrift_protocol_write_message_begin (out, name, T_REPLY, call->seqid,
+                                              &error)
+             >= 0
+         && thrift_struct_write (result, out, &error) >= 0;
   else
-    g_set_error_literal (error, THRIFT_APPLICATION_EXCEPTION_ERROR,
-                         THRIFT_APPLICATION_EXCEPTION_ERROR_INTERNAL_ERROR,
-                         err->message);
-  g_error_free (err);
-  return FALSE;
+    {
+      ThriftApplicationException *x
+          = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, "type", type,
+                          "message", message, NULL);
+
+      ok = thrift_protocol_write_message_begin (out, name, T_EXCEPTION,
+                                                call->seqid, &error)
+               >= 0
+           && thrift_struct_write (THRIFT_STRUCT (x), out, &error) >= 0;
+      g_object_unref (x);
+    }
+  ok = ok && thrift_protocol_write_message_end (out, &error) >= 0
+       && thrift_transport_flush (out->transport, &error);
+  if (!ok)
+    g_debug ("cannot send the reply to %s: %s", name,
+             error ? error->message : "?");
+  h->sink.finished (call->conn, ok);
+  g_clear_object (&call->args);
+  g_free (call->unknown_name);
+  g_free (call);
 }
+
+/* Puts err into the result's matching exception field; FALSE if the method
+ * has none for it (then it is an internal error). */
+static gboolean
+set_exception (GObject *result, const GError *err)
+{
+  const char *field = NULL;
+  GType type = G_TYPE_INVALID;
+  GParamSpec *spec;
+  GObject *x;
+
+  if (err->domain == RANK_ERROR && err->code == RANK_ERROR_INVALID)
+    field = "invalid", type = RANK_TYPE_INVALID_ARGUMENT;
+  else if (err->domain == RANK_ERROR && err->code == RANK_ERROR_NOT_FOUND)
+    field = "not_found", type = RANK_TYPE_NOT_FOUND;
+  else if (err->domain == RANK_ERROR && err->code == RANK_ERROR_UNAVAILABLE)
+    field = "unavailable", type = RANK_TYPE_UNAVAILABLE;
+  if (field == NULL)
+    return FALSE;
+  spec = g_object_class_find_property (G_OBJECT_GET_CLASS (result), field);
+  if (spec == NULL)
+    return FALSE;
+  x = g_object_new (type, "message", err->message, NULL);
+  g_object_set (result, field, x, NULL);
+  g_object_unref (x);
+  return TRUE;
+}
+
+/* Replies with err as the method's declared exception, or as an internal
+ * error. */
+static void
+reply_error (Call *call, GType result_type, const GError *err)
+{
+  GObject *result = g_object_new (result_type, NULL);
+
+  if (set_exception (result, err))
+    reply (call, THRIFT_STRUCT (result), 0, NULL);
+  else
+    reply (call, NULL, THRIFT_APPLICATION_EXCEPTION_ERROR_INTERNAL_ERROR,
+           err->message);
+  g_object_unref (result);
+}
+
+/* ---- Update ---- */
 
 static gboolean
 parse_mode (const rankUpdateRequest *request, RankMode *mode, GError **error)
@@ -101,112 +183,219 @@ check_update (const rankUpdateRequest *request, RankUpdate *update,
   return TRUE;
 }
 
-static gboolean
-rank_handler_update (rankRankingIf *iface, rankUpdateResponse **_return,
-                     const rankUpdateRequest *request,
-                     rankInvalidArgument **invalid,
-                     rankUnavailable **unavailable, GError **error)
+static void
+update_done (const RankUpdateResult *r, const GError *error, gpointer data)
 {
-  RankHandler *self = RANK_HANDLER (iface);
+  Call *call = data;
+  rankRankingUpdateResult *result;
+
+  if (error != NULL)
+    {
+      reply_error (call, RANK_TYPE_RANKING_UPDATE_RESULT, error);
+      return;
+    }
+  result = g_object_new (RANK_TYPE_RANKING_UPDATE_RESULT, NULL);
+  result->success->score = r->score;
+  result->success->applied = r->applied;
+  result->success->rank = r->rank;
+  result->success->__isset_rank = r->rank > 0;
+  result->__isset_success = TRUE;
+  reply (call, THRIFT_STRUCT (result), 0, NULL);
+  g_object_unref (result);
+}
+
+static void
+start_update (Call *call)
+{
+  rankRankingUpdateArgs *args = RANK_RANKING_UPDATE_ARGS (call->args);
+  g_autoptr (GError) error = NULL;
   RankUpdate update;
-  RankUpdateResult result;
-  GError *err = NULL;
 
-  if (!check_update (request, &update, &err)
-      || !rank_store_update (self->store, &update, &result, &err))
-    return fail_with (err, invalid, NULL, unavailable, error);
-  (*_return)->score = result.score;
-  (*_return)->applied = result.applied;
-  (*_return)->rank = result.rank;
-  (*_return)->__isset_rank = result.rank > 0;
-  return TRUE;
+  if (!check_update (args->request, &update, &error))
+    {
+      update_done (NULL, error, call);
+      return;
+    }
+  rank_store_update (call->handler->store, &update, update_done, call);
+}
+
+/* ---- GetRank ---- */
+
+static void
+rank_done (gint64 score, gint64 rank, const GError *error, gpointer data)
+{
+  Call *call = data;
+  rankRankingGetRankArgs *args = RANK_RANKING_GET_RANK_ARGS (call->args);
+  rankRankingGetRankResult *result;
+
+  if (error != NULL)
+    {
+      reply_error (call, RANK_TYPE_RANKING_GET_RANK_RESULT, error);
+      return;
+    }
+  result = g_object_new (RANK_TYPE_RANKING_GET_RANK_RESULT, NULL);
+  g_free (result->success->member);
+  result->success->member = g_strdup (args->member);
+  result->success->score = score;
+  result->success->rank = rank;
+  result->__isset_success = TRUE;
+  reply (call, THRIFT_STRUCT (result), 0, NULL);
+  g_object_unref (result);
+}
+
+static void
+start_get_rank (Call *call)
+{
+  rankRankingGetRankArgs *args = RANK_RANKING_GET_RANK_ARGS (call->args);
+  g_autoptr (GError) error = NULL;
+
+  if (!rank_validate_board (args->board, &error)
+      || !rank_validate_member (args->member, &error))
+    {
+      rank_done (0, 0, error, call);
+      return;
+    }
+  rank_store_get_rank (call->handler->store, args->board, args->member,
+                       rank_done, call);
+}
+
+/* ---- GetTopN ---- */
+
+static void
+top_done (const RankEntry *entries, gsize n, const GError *error, gpointer data)
+{
+  Call *call = data;
+  rankRankingGetTopNResult *result;
+
+  if (error != NULL)
+    {
+      reply_error (call, RANK_TYPE_RANKING_GET_TOP_N_RESULT, error);
+      return;
+    }
+  result = g_object_new (RANK_TYPE_RANKING_GET_TOP_N_RESULT, NULL);
+  for (gsize i = 0; i < n; i++)
+    {
+      rankEntry *e = g_object_new (RANK_TYPE_ENTRY, NULL);
+
+      g_free (e->member);
+      e->member = g_strndup (entries[i].member, entries[i].member_len);
+      e->score = entries[i].score;
+      e->rank = entries[i].rank;
+      g_ptr_array_add (result->success, e);
+    }
+  result->__isset_success = TRUE;
+  reply (call, THRIFT_STRUCT (result), 0, NULL);
+  g_object_unref (result);
 }
 
 static gboolean
-rank_handler_get_rank (rankRankingIf *iface, rankEntry **_return,
-                       const gchar *board, const gchar *member,
-                       rankInvalidArgument **invalid, rankNotFound **not_found,
-                       rankUnavailable **unavailable, GError **error)
+check_top (const rankRankingGetTopNArgs *args, GError **error)
 {
-  RankHandler *self = RANK_HANDLER (iface);
-  GError *err = NULL;
-  gint64 score, rank;
-
-  if (!rank_validate_board (board, &err) || !rank_validate_member (member, &err)
-      || !rank_store_get_rank (self->store, board, member, &score, &rank, &err))
-    return fail_with (err, invalid, not_found, unavailable, error);
-  g_free ((*_return)->member);
-  (*_return)->member = g_strdup (member);
-  (*_return)->score = score;
-  (*_return)->rank = rank;
-  return TRUE;
-}
-
-static void
-append_entry (const char *member, gsize member_len, gint64 score, gint64 rank,
-              gpointer data)
-{
-  rankEntry *entry = g_object_new (RANK_TYPE_ENTRY, NULL);
-
-  entry->member = g_strndup (member, member_len);
-  entry->score = score;
-  entry->rank = rank;
-  g_ptr_array_add (data, entry);
-}
-
-static gboolean
-rank_handler_get_top_n (rankRankingIf *iface, GPtrArray **_return,
-                        const gchar *board, const gint32 n, const gint32 offset,
-                        rankInvalidArgument **invalid,
-                        rankUnavailable **unavailable, GError **error)
-{
-  RankHandler *self = RANK_HANDLER (iface);
-  GError *err = NULL;
-
-  if (!rank_validate_board (board, &err))
-    return fail_with (err, invalid, NULL, unavailable, error);
-  if (n < 1 || n > RANK_TOP_N_MAX)
+  if (!rank_validate_board (args->board, error))
+    return FALSE;
+  if (args->n < 1 || args->n > RANK_TOP_N_MAX)
     {
-      g_set_error (&err, RANK_ERROR, RANK_ERROR_INVALID,
-                   "n: must be 1-%d, got %d", RANK_TOP_N_MAX, n);
-      return fail_with (err, invalid, NULL, unavailable, error);
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                   "n: must be 1-%d, got %d", RANK_TOP_N_MAX, args->n);
+      return FALSE;
     }
-  if (offset < 0)
+  if (args->offset < 0)
     {
-      g_set_error (&err, RANK_ERROR, RANK_ERROR_INVALID,
-                   "offset: must be >= 0, got %d", offset);
-      return fail_with (err, invalid, NULL, unavailable, error);
-    }
-  if (!rank_store_get_top (self->store, board, offset, n, append_entry,
-                           *_return, &err))
-    {
-      g_ptr_array_set_size (*_return, 0);
-      return fail_with (err, invalid, NULL, unavailable, error);
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                   "offset: must be >= 0, got %d", args->offset);
+      return FALSE;
     }
   return TRUE;
 }
 
 static void
-rank_handler_class_init (RankHandlerClass *klass)
+start_get_top_n (Call *call)
 {
-  rankRankingHandlerClass *h = RANK_RANKING_HANDLER_CLASS (klass);
+  rankRankingGetTopNArgs *args = RANK_RANKING_GET_TOP_N_ARGS (call->args);
+  g_autoptr (GError) error = NULL;
 
-  h->update = rank_handler_update;
-  h->get_rank = rank_handler_get_rank;
-  h->get_top_n = rank_handler_get_top_n;
+  if (!check_top (args, &error))
+    {
+      top_done (NULL, 0, error, call);
+      return;
+    }
+  rank_store_get_top (call->handler->store, args->board, args->offset, args->n,
+                      top_done, call);
 }
 
-static void
-rank_handler_init (RankHandler *self)
+/* ---- dispatch ---- */
+
+RankDispatch
+rank_handler_dispatch (RankHandler *handler, gpointer conn, const char *method,
+                       gint32 seqid, ThriftProtocol *in, GError **error)
 {
-  (void) self;
+  GType types[]
+      = { RANK_TYPE_RANKING_UPDATE_ARGS, RANK_TYPE_RANKING_GET_RANK_ARGS,
+          RANK_TYPE_RANKING_GET_TOP_N_ARGS };
+  Call *call = g_new0 (Call, 1);
+
+  call->handler = handler;
+  call->conn = conn;
+  call->seqid = seqid;
+  call->method = METHOD_UNKNOWN;
+  for (int m = 0; m < METHOD_UNKNOWN; m++)
+    if (strcmp (method, method_names[m]) == 0)
+      call->method = (Method) m;
+
+  if (call->method == METHOD_UNKNOWN)
+    {
+      g_autofree char *message
+          = g_strdup_printf ("Invalid method name: '%s'", method);
+
+      if (thrift_protocol_skip (in, T_STRUCT, error) < 0
+          || thrift_protocol_read_message_end (in, error) < 0)
+        {
+          g_free (call);
+          return RANK_DISPATCH_FAILED;
+        }
+      thrift_transport_read_end (in->transport, NULL);
+      call->unknown_name = g_strdup (method);
+      reply (call, NULL, THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN_METHOD,
+             message);
+      return RANK_DISPATCH_PENDING;
+    }
+
+  call->args = g_object_new (types[call->method], NULL);
+  if (thrift_struct_read (call->args, in, error) < 0
+      || thrift_protocol_read_message_end (in, error) < 0)
+    {
+      g_object_unref (call->args);
+      g_free (call);
+      return RANK_DISPATCH_FAILED;
+    }
+  thrift_transport_read_end (in->transport, NULL);
+  switch (call->method)
+    {
+    case METHOD_UPDATE:
+      start_update (call);
+      break;
+    case METHOD_GET_RANK:
+      start_get_rank (call);
+      break;
+    default:
+      start_get_top_n (call);
+      break;
+    }
+  return RANK_DISPATCH_PENDING;
 }
 
 RankHandler *
-rank_handler_new (RankStore *store)
+rank_handler_new (RankStore *store, const RankReplySink *sink)
 {
-  RankHandler *self = g_object_new (RANK_TYPE_HANDLER, NULL);
+  RankHandler *handler = g_new0 (RankHandler, 1);
 
-  self->store = store;
-  return self;
+  handler->store = store;
+  handler->sink = *sink;
+  return handler;
+}
+
+void
+rank_handler_free (RankHandler *handler)
+{
+  g_free (handler);
 }

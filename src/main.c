@@ -14,12 +14,9 @@
 #include "address.h"
 #include "embedded_redis.h"
 #include "error.h"
-#include "handler.h"
 #include "constants.h"
 #include "protocol.h"
-#include "redis_link.h"
 #include "server.h"
-#include "store.h"
 #include "thrift_fixes.h"
 
 #ifndef RANKD_VERSION
@@ -36,6 +33,7 @@ typedef struct
   int idle_timeout_s;
   int max_connections;
   int max_frame;
+  int io_threads;
   char *transport;
   char *protocol;
   gboolean version;
@@ -90,6 +88,9 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
       "Refuse connections beyond this many (default 1024)", "N" },
     { "max-frame", 0, 0, G_OPTION_ARG_INT, &o->max_frame,
       "Largest request accepted, in bytes (default 1048576)", "BYTES" },
+    { "io-threads", 0, 0, G_OPTION_ARG_INT, &o->io_threads,
+      "Event-loop threads, each with its own Redis connection (default 1)",
+      "N" },
     { "transport", 't', 0, G_OPTION_ARG_STRING, &o->transport,
       "Thrift transport: framed (default) or buffered", "framed|buffered" },
     { "protocol", 'p', 0, G_OPTION_ARG_STRING, &o->protocol,
@@ -145,12 +146,18 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
     return usage_error (error, "--idle-timeout: must be at least 1 second");
   if (o->max_connections < 1)
     return usage_error (error, "--max-connections: must be at least 1");
+  if (o->io_threads < 1 || o->io_threads > 64)
+    return usage_error (error, "--io-threads: must be 1-64, got %d",
+                        o->io_threads);
   if (o->max_frame < RANK_MIN_MAX_FRAME || o->max_frame > RANK_MAX_MAX_FRAME)
     return usage_error (error, "--max-frame: must be %d-%d bytes, got %d",
                         RANK_MIN_MAX_FRAME, RANK_MAX_MAX_FRAME, o->max_frame);
   server->idle_timeout_ms = o->idle_timeout_s * 1000;
   server->max_connections = (guint) o->max_connections;
   server->max_frame = (guint32) o->max_frame;
+  server->io_threads = (guint) o->io_threads;
+  server->redis_timeout_ms = (int) (o->redis_timeout_s * 1000);
+  server->dedup_window_ms = (gint64) o->dedup_window_s * 1000;
   return TRUE;
 }
 
@@ -174,24 +181,17 @@ run (Options *o, RankServerConfig *config)
 {
   g_autoptr (GError) error = NULL;
   RankEmbeddedRedis *embedded = NULL;
-  RankAddress redis_address = { 0 };
-  const RankAddress *redis = &redis_address;
-  RankRedisLink *link = NULL;
-  RankStore *store = NULL;
-  RankHandler *handler = NULL;
-  ThriftDispatchProcessor *processor = NULL;
+  RankAddress redis = { 0 };
   RankServer *server = NULL;
   int sfd = signals_setup ();
   int status = EXIT_FAILURE;
-  int timeout_ms = (int) (o->redis_timeout_s * 1000);
 
   server = rank_server_new (config, &error);
   if (server == NULL)
     goto out;
-
   if (o->redis != NULL)
     {
-      if (!rank_address_parse (o->redis, 6379, &redis_address, &error))
+      if (!rank_address_parse (o->redis, 6379, &redis, &error))
         goto out;
     }
   else
@@ -200,16 +200,10 @@ run (Options *o, RankServerConfig *config)
           o->data_dir ? o->data_dir : RANK_DEFAULT_DATA_DIR, &error);
       if (embedded == NULL)
         goto out;
-      redis = rank_embedded_redis_address (embedded);
+      redis.path = g_strdup (rank_embedded_redis_address (embedded)->path);
     }
-
-  link = rank_redis_link_new (redis, timeout_ms);
-  store = rank_store_new (link, (gint64) o->dedup_window_s * 1000);
-  handler = rank_handler_new (store);
-  processor
-      = g_object_new (RANK_TYPE_RANKING_PROCESSOR, "handler", handler, NULL);
-  rank_redis_link_start (link);
-  if (!rank_redis_link_wait_ready (link, timeout_ms, &error))
+  rank_server_start (server, &redis);
+  if (!rank_server_wait_redis (server, config->redis_timeout_ms, &error))
     {
       /* Not fatal: calls answer Unavailable until Redis comes back. */
       g_warning ("%s; serving anyway", error->message);
@@ -217,19 +211,19 @@ run (Options *o, RankServerConfig *config)
     }
 
   {
-    g_autofree char *redis_name = rank_address_to_string (redis);
+    g_autofree char *redis_name = rank_address_to_string (&redis);
 
     g_message ("rankd %s listening on %s:%u (%s, %s); redis %s%s; "
-               "dedup window %d s; redis timeout %d ms; idle timeout %d s; "
-               "max %u connections; max frame %u bytes",
+               "%u io threads; dedup window %d s; redis timeout %d ms; "
+               "idle timeout %d s; max %u connections; max frame %u bytes",
                RANKD_VERSION, config->listen.host, rank_server_port (server),
                config->framed ? "framed" : "buffered",
                config->protocol == RANK_PROTOCOL_COMPACT ? "compact" : "binary",
-               redis_name, embedded ? " (embedded)" : "", o->dedup_window_s,
-               timeout_ms, o->idle_timeout_s, config->max_connections,
-               config->max_frame);
+               redis_name, embedded ? " (embedded)" : "", config->io_threads,
+               o->dedup_window_s, config->redis_timeout_ms, o->idle_timeout_s,
+               config->max_connections, config->max_frame);
   }
-  rank_server_run (server, processor, sfd);
+  rank_server_run (server, sfd);
   g_message ("stopped serving; shutting down");
   status = EXIT_SUCCESS;
 
@@ -237,12 +231,8 @@ out:
   if (error != NULL)
     g_printerr ("rankd: %s\n", error->message);
   rank_server_free (server);
-  rank_redis_link_free (link);
-  rank_store_free (store);
-  g_clear_object (&processor);
-  g_clear_object (&handler);
   rank_embedded_redis_stop (embedded);
-  rank_address_clear (&redis_address);
+  rank_address_clear (&redis);
   if (sfd >= 0)
     close (sfd);
   return status;
@@ -258,6 +248,7 @@ main (int argc, char **argv)
     .idle_timeout_s = RANK_DEFAULT_IDLE_TIMEOUT_S,
     .max_connections = RANK_DEFAULT_MAX_CONNECTIONS,
     .max_frame = RANK_DEFAULT_MAX_FRAME,
+    .io_threads = 1,
   };
   RankServerConfig config = { 0 };
   int status;

@@ -1,74 +1,72 @@
-/* redis_link.c -- the shared pipelined Redis connection (see redis_link.h).
+/* redis_link.c -- a pipelined Redis connection on an event loop
+ * (see redis_link.h).
  *
- * Threads: callers only touch the submit queue (under lock) and their own
- * call's state word; everything else belongs to the I/O thread.
+ * State: CONNECTING (a non-blocking connect is under way; commands queue),
+ * UP, or DOWN (the last attempt failed; commands fail at once until the
+ * back-off ends and the next attempt starts).
  *
- * Calls move: submit queue -> (I/O thread) formatted into obuf and recorded
- * in the ring of slots awaiting replies -> completed when their reply, an
- * error or their deadline comes. A slot whose deadline passed keeps its place
- * in the ring (its reply will still come and is dropped) but its call is
- * completed with an error and forgotten. If the oldest slot waits longer than
- * RANK_REDIS_STALL_MS, the connection is presumed dead and replaced.
- *
- * A caller sleeps on a futex in its own call: state PENDING -> SLEEPING by
- * the caller, -> DONE by the I/O thread, which wakes only sleeping callers.
+ * Commands are formatted into obuf and recorded in a ring of slots awaiting
+ * replies; the prepare hook writes obuf just before the loop sleeps, so a
+ * whole iteration's commands go out in one send. A slot whose deadline
+ * passed has its callback failed and stays in the ring without it (its
+ * reply still comes and is dropped). If the oldest slot has waited longer
+ * than RANK_REDIS_STALL_MS, the connection is presumed dead and replaced.
  */
 #include "redis_link.h"
 
 #include <errno.h>
-#include <linux/futex.h>
-#include <poll.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include "error.h"
 #include "constants.h"
-
-enum
-{
-  CALL_PENDING = 0,
-  CALL_DONE = 1,
-  CALL_SLEEPING = 2,
-};
+#include "error.h"
 
 typedef enum
 {
-  LINK_CONNECTING, /* calls queue and wait for the attempt */
+  LINK_CONNECTING,
   LINK_UP,
-  LINK_DOWN, /* last attempt failed: calls fail at once until the next */
+  LINK_DOWN,
 } LinkState;
 
 typedef struct
 {
-  RankRedisCall *call; /* NULL: startup command, or abandoned after timeout */
-  gint64 deadline;     /* monotonic us */
+  RankRedisReplyFunc func; /* NULL: start-up command, or abandoned */
+  gpointer data;
+  gint64 deadline; /* monotonic us */
   gboolean startup;
 } Slot;
 
+typedef struct
+{
+  RankRedisReplyFunc func;
+  gpointer data;
+  GError *error;
+} Failure;
+
 struct _RankRedisLink
 {
+  RankLoop *loop;
   RankAddress address;
   char *name;
   int timeout_ms;
   GPtrArray *startup; /* GString: formatted commands */
 
-  GMutex lock; /* guards the fields up to the I/O-thread-only ones */
+  /* Shared with rank_redis_link_wait_ready's thread. */
+  GMutex lock;
   GCond changed;
-  RankRedisCall *queue_head, *queue_tail;
-  gboolean io_sleeping;
   LinkState state;
   gboolean attempted;
-  gboolean stopping;
   char *last_error;
 
-  int event_fd;
-  GThread *thread;
-
-  /* I/O thread only */
+  /* Loop thread only. */
   int fd;
+  RankLoopWatch *watch;
+  gboolean want_write;
+  gint64 connect_deadline;
+  gint64 retry_at;
+  int backoff_ms;
   redisReader *reader;
   GString *obuf;
   gsize opos;
@@ -78,45 +76,68 @@ struct _RankRedisLink
   char rbuf[64 * 1024];
 };
 
-/* ---- waiting ---- */
+static void io_ready (gpointer data, guint32 events);
 
-static void
-futex_wait (int *addr, int val)
+/* ---- state ---- */
+
+static LinkState
+get_state (RankRedisLink *link)
 {
-  syscall (SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+  LinkState s;
+
+  g_mutex_lock (&link->lock);
+  s = link->state;
+  g_mutex_unlock (&link->lock);
+  return s;
 }
 
 static void
-futex_wake (int *addr)
+set_state (RankRedisLink *link, LinkState state, const char *why)
 {
-  syscall (SYS_futex, addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
-void
-rank_redis_call_wait (RankRedisCall *call)
-{
-  int expected = CALL_PENDING;
-
-  if (__atomic_compare_exchange_n (&call->state, &expected, CALL_SLEEPING,
-                                   FALSE, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
-    expected = CALL_SLEEPING;
-  while (expected != CALL_DONE)
+  g_mutex_lock (&link->lock);
+  if (state != link->state)
     {
-      futex_wait (&call->state, CALL_SLEEPING);
-      expected = __atomic_load_n (&call->state, __ATOMIC_ACQUIRE);
+      if (state == LINK_UP)
+        g_message ("redis %s: connected", link->name);
+      else if (why != NULL && (link->state == LINK_UP || !link->attempted))
+        g_warning ("redis %s: unavailable: %s", link->name, why);
     }
+  link->state = state;
+  if (state != LINK_CONNECTING)
+    link->attempted = TRUE;
+  if (why != NULL)
+    {
+      g_free (link->last_error);
+      link->last_error = g_strdup (why);
+    }
+  g_cond_broadcast (&link->changed);
+  g_mutex_unlock (&link->lock);
 }
 
+/* ---- callbacks ---- */
+
 static void
-complete (RankRedisCall *call, redisReply *reply, GError *error)
+run_failure (gpointer data)
 {
-  call->reply = reply;
-  call->error = error;
-  /* The caller may return (and reuse the call's memory) as soon as it sees
-   * DONE; a wake on a reused address is harmless, waiters re-check. */
-  if (__atomic_exchange_n (&call->state, CALL_DONE, __ATOMIC_RELEASE)
-      == CALL_SLEEPING)
-    futex_wake (&call->state);
+  Failure *f = data;
+
+  f->func (NULL, f->error, f->data);
+  g_error_free (f->error);
+  g_free (f);
+}
+
+/* Fails a command later in this loop iteration, never inside the caller's
+ * own rank_redis_link_send. */
+static void
+fail_later (RankRedisLink *link, RankRedisReplyFunc func, gpointer data,
+            GError *error)
+{
+  Failure *f = g_new (Failure, 1);
+
+  f->func = func;
+  f->data = data;
+  f->error = error;
+  rank_loop_post (link->loop, run_failure, f);
 }
 
 static GError *unavailable (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
@@ -133,88 +154,7 @@ unavailable (const char *fmt, ...)
   return error;
 }
 
-static void
-fail (RankRedisCall *call, GError *error)
-{
-  complete (call, NULL, error);
-}
-
-/* ---- submit side ---- */
-
-static void
-wake_io (RankRedisLink *link)
-{
-  guint64 one = 1;
-
-  if (write (link->event_fd, &one, sizeof one) < 0 && errno != EAGAIN)
-    g_warning ("redis link %s: cannot wake I/O thread: %s", link->name,
-               g_strerror (errno));
-}
-
-void
-rank_redis_link_submit (RankRedisLink *link, RankRedisCall *call)
-{
-  gboolean wake;
-
-  call->reply = NULL;
-  call->error = NULL;
-  call->state = CALL_PENDING;
-  call->next = NULL;
-  g_mutex_lock (&link->lock);
-  if (link->state == LINK_DOWN || link->stopping)
-    {
-      g_autofree char *why
-          = g_strdup (link->stopping ? "rankd is stopping" : link->last_error);
-
-      g_mutex_unlock (&link->lock);
-      fail (call,
-            unavailable ("Redis at %s is unavailable: %s", link->name, why));
-      return;
-    }
-  if (link->queue_tail != NULL)
-    link->queue_tail->next = call;
-  else
-    link->queue_head = call;
-  link->queue_tail = call;
-  wake = link->io_sleeping;
-  link->io_sleeping = FALSE;
-  g_mutex_unlock (&link->lock);
-  if (wake)
-    wake_io (link);
-}
-
-redisReply *
-rank_redis_link_command (RankRedisLink *link, int argc, const char **argv,
-                         const size_t *argvlen, GError **error)
-{
-  RankRedisCall call = { .argc = argc, .argv = argv, .argvlen = argvlen };
-
-  rank_redis_link_submit (link, &call);
-  rank_redis_call_wait (&call);
-  if (call.error != NULL)
-    {
-      g_propagate_error (error, call.error);
-      return NULL;
-    }
-  return call.reply;
-}
-
-/* ---- I/O thread ---- */
-
-static void
-format_command (GString *out, int argc, const char **argv,
-                const size_t *argvlen)
-{
-  g_string_append_printf (out, "*%d\r\n", argc);
-  for (int i = 0; i < argc; i++)
-    {
-      size_t len = argvlen != NULL ? argvlen[i] : strlen (argv[i]);
-
-      g_string_append_printf (out, "$%zu\r\n", len);
-      g_string_append_len (out, argv[i], (gssize) len);
-      g_string_append_len (out, "\r\n", 2);
-    }
-}
+/* ---- slots ---- */
 
 static Slot *
 slot_at (RankRedisLink *link, gsize i)
@@ -223,8 +163,11 @@ slot_at (RankRedisLink *link, gsize i)
 }
 
 static void
-push_slot (RankRedisLink *link, RankRedisCall *call, gboolean startup)
+push_slot (RankRedisLink *link, RankRedisReplyFunc func, gpointer data,
+           gboolean startup)
 {
+  Slot *s;
+
   if (link->ring_len == link->ring_cap)
     {
       gsize cap = MAX (link->ring_cap * 2, (gsize) 256);
@@ -237,8 +180,9 @@ push_slot (RankRedisLink *link, RankRedisCall *call, gboolean startup)
       link->ring_cap = cap;
       link->ring_head = 0;
     }
-  Slot *s = &link->ring[(link->ring_head + link->ring_len) % link->ring_cap];
-  s->call = call;
+  s = slot_at (link, link->ring_len);
+  s->func = func;
+  s->data = data;
   s->startup = startup;
   s->deadline = g_get_monotonic_time () + (gint64) link->timeout_ms * 1000;
   link->ring_len++;
@@ -257,60 +201,38 @@ pop_slot (RankRedisLink *link)
 }
 
 static void
-set_state (RankRedisLink *link, LinkState state, const char *why)
+format_command (GString *out, int argc, const char **argv,
+                const size_t *argvlen)
 {
-  g_mutex_lock (&link->lock);
-  if (state != link->state)
+  g_string_append_printf (out, "*%d\r\n", argc);
+  for (int i = 0; i < argc; i++)
     {
-      if (state == LINK_UP)
-        g_message ("redis %s: connected", link->name);
-      else if (link->stopping)
-        g_message ("redis %s: disconnected: %s", link->name, why);
-      else if (link->state == LINK_UP || !link->attempted)
-        g_warning ("redis %s: unavailable: %s", link->name, why);
+      size_t len = argvlen != NULL ? argvlen[i] : strlen (argv[i]);
+
+      g_string_append_printf (out, "$%zu\r\n", len);
+      g_string_append_len (out, argv[i], (gssize) len);
+      g_string_append_len (out, "\r\n", 2);
     }
-  link->state = state;
-  if (state != LINK_CONNECTING)
-    link->attempted = TRUE;
-  if (why != NULL)
-    {
-      g_free (link->last_error);
-      link->last_error = g_strdup (why);
-    }
-  g_cond_broadcast (&link->changed);
-  g_mutex_unlock (&link->lock);
 }
 
-static RankRedisCall *
-take_queue (RankRedisLink *link)
-{
-  RankRedisCall *head;
-
-  g_mutex_lock (&link->lock);
-  head = link->queue_head;
-  link->queue_head = link->queue_tail = NULL;
-  g_mutex_unlock (&link->lock);
-  return head;
-}
+/* ---- connection ---- */
 
 static void
-fail_queue (RankRedisLink *link, const char *why)
+set_write_interest (RankRedisLink *link, gboolean want)
 {
-  RankRedisCall *call = take_queue (link);
-
-  while (call != NULL)
+  if (link->watch != NULL && want != link->want_write)
     {
-      RankRedisCall *next = call->next;
-
-      fail (call,
-            unavailable ("Redis at %s is unavailable: %s", link->name, why));
-      call = next;
+      link->want_write = want;
+      rank_loop_modify (link->watch, EPOLLIN | (want ? EPOLLOUT : 0));
     }
 }
 
 static void
-disconnect (RankRedisLink *link, const char *why)
+disconnect (RankRedisLink *link, LinkState next, const char *why)
 {
+  rank_loop_unwatch (link->watch);
+  link->watch = NULL;
+  link->want_write = FALSE;
   if (link->fd >= 0)
     close (link->fd);
   link->fd = -1;
@@ -321,48 +243,88 @@ disconnect (RankRedisLink *link, const char *why)
     {
       Slot s = pop_slot (link);
 
-      if (s.call != NULL)
-        fail (s.call, unavailable ("lost the connection to Redis at %s: %s",
-                                   link->name, why));
+      if (s.func != NULL)
+        fail_later (link, s.func, s.data,
+                    unavailable ("lost the connection to Redis at %s: %s",
+                                 link->name, why));
     }
   link->expired = 0;
-  set_state (link, LINK_CONNECTING, why);
+  if (next == LINK_DOWN)
+    {
+      link->retry_at
+          = g_get_monotonic_time () + (gint64) link->backoff_ms * 1000;
+      link->backoff_ms = MIN (link->backoff_ms * 2, RANK_RECONNECT_MAX_MS);
+    }
+  else
+    link->retry_at = 0; /* reconnect at once */
+  set_state (link, next, why);
 }
 
-static gboolean
-connect_link (RankRedisLink *link)
+static void
+begin_connect (RankRedisLink *link)
 {
   g_autoptr (GError) error = NULL;
 
-  link->fd = rank_address_connect (&link->address, link->timeout_ms, &error);
+  link->fd = rank_address_connect_start (&link->address, &error);
   if (link->fd < 0)
     {
-      set_state (link, LINK_DOWN, error->message);
-      fail_queue (link, error->message);
-      return FALSE;
+      disconnect (link, LINK_DOWN, error->message);
+      return;
     }
+  set_state (link, LINK_CONNECTING, NULL);
+  link->connect_deadline
+      = g_get_monotonic_time () + (gint64) link->timeout_ms * 1000;
+  link->watch = rank_loop_watch (link->loop, link->fd, EPOLLIN | EPOLLOUT,
+                                 io_ready, link);
+  link->want_write = TRUE;
   link->reader = redisReaderCreate ();
-  for (guint i = 0; i < link->startup->len; i++)
+  /* The start-up commands go first, ahead of anything already queued. */
+  for (guint i = link->startup->len; i > 0; i--)
     {
-      GString *cmd = g_ptr_array_index (link->startup, i);
+      GString *cmd = g_ptr_array_index (link->startup, i - 1);
 
-      g_string_append_len (link->obuf, cmd->str, (gssize) cmd->len);
-      push_slot (link, NULL, TRUE);
+      g_string_prepend_len (link->obuf, cmd->str, (gssize) cmd->len);
     }
-  set_state (link, LINK_UP, NULL);
-  return TRUE;
+  {
+    /* Matching slots, in front of the queued ones. */
+    gsize queued = link->ring_len;
+    Slot *old = g_new (Slot, MAX (queued, (gsize) 1));
+
+    for (gsize i = 0; i < queued; i++)
+      old[i] = *slot_at (link, i);
+    link->ring_len = 0;
+    link->ring_head = 0;
+    for (guint i = 0; i < link->startup->len; i++)
+      push_slot (link, NULL, NULL, TRUE);
+    for (gsize i = 0; i < queued; i++)
+      {
+        push_slot (link, old[i].func, old[i].data, FALSE);
+        slot_at (link, link->ring_len - 1)->deadline = old[i].deadline;
+      }
+    g_free (old);
+  }
 }
 
-/* Sleeps for ms or until stopped. */
 static void
-backoff_sleep (RankRedisLink *link, int ms)
+finish_connect (RankRedisLink *link)
 {
-  struct pollfd pfd = { link->event_fd, POLLIN, 0 };
-  guint64 drain;
+  int err = 0;
+  socklen_t len = sizeof err;
 
-  if (poll (&pfd, 1, ms) > 0)
-    (void) read (link->event_fd, &drain, sizeof drain);
+  if (getsockopt (link->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+    err = errno;
+  if (err != 0)
+    {
+      g_autofree char *why = g_strdup_printf ("cannot connect to %s: %s",
+                                              link->name, g_strerror (err));
+      disconnect (link, LINK_DOWN, why);
+      return;
+    }
+  link->backoff_ms = RANK_RECONNECT_MIN_MS;
+  set_state (link, LINK_UP, NULL);
 }
+
+/* ---- I/O ---- */
 
 static gboolean
 flush_output (RankRedisLink *link)
@@ -378,17 +340,21 @@ flush_output (RankRedisLink *link)
       else if (n < 0 && errno == EINTR)
         continue;
       else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return TRUE;
+        {
+          set_write_interest (link, TRUE);
+          return TRUE;
+        }
       else
         {
           g_autofree char *why
               = g_strdup_printf ("write failed: %s", g_strerror (errno));
-          disconnect (link, why);
+          disconnect (link, LINK_CONNECTING, why);
           return FALSE;
         }
     }
   g_string_truncate (link->obuf, 0);
   link->opos = 0;
+  set_write_interest (link, FALSE);
   return TRUE;
 }
 
@@ -400,21 +366,18 @@ deliver (RankRedisLink *link, redisReply *reply)
   if (link->ring_len == 0)
     {
       freeReplyObject (reply);
-      disconnect (link, "reply without a request");
+      disconnect (link, LINK_CONNECTING, "reply without a request");
       return;
     }
   s = pop_slot (link);
-  if (s.call != NULL)
-    {
-      complete (s.call, reply, NULL);
-      return;
-    }
-  if (s.startup && reply->type == REDIS_REPLY_ERROR)
+  if (s.func != NULL)
+    s.func (reply, NULL, s.data);
+  else if (s.startup && reply->type == REDIS_REPLY_ERROR)
     g_warning ("redis %s: start-up command failed: %s", link->name, reply->str);
   freeReplyObject (reply);
 }
 
-static gboolean
+static void
 read_input (RankRedisLink *link)
 {
   for (;;)
@@ -424,24 +387,25 @@ read_input (RankRedisLink *link)
 
       if (n == 0)
         {
-          disconnect (link, "connection closed by Redis");
-          return FALSE;
+          disconnect (link, LINK_CONNECTING, "connection closed by Redis");
+          return;
         }
       if (n < 0)
         {
           if (errno == EINTR)
             continue;
-          if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return TRUE;
-          g_autofree char *why
-              = g_strdup_printf ("read failed: %s", g_strerror (errno));
-          disconnect (link, why);
-          return FALSE;
+          if (errno != EAGAIN && errno != EWOULDBLOCK)
+            {
+              g_autofree char *why
+                  = g_strdup_printf ("read failed: %s", g_strerror (errno));
+              disconnect (link, LINK_CONNECTING, why);
+            }
+          return;
         }
       if (redisReaderFeed (link->reader, link->rbuf, (size_t) n) != REDIS_OK)
         {
-          disconnect (link, "reply buffer error");
-          return FALSE;
+          disconnect (link, LINK_CONNECTING, "reply buffer error");
+          return;
         }
       while (link->fd >= 0)
         {
@@ -449,38 +413,54 @@ read_input (RankRedisLink *link)
             {
               g_autofree char *why = g_strdup_printf ("protocol error: %s",
                                                       link->reader->errstr);
-              disconnect (link, why);
-              return FALSE;
+              disconnect (link, LINK_CONNECTING, why);
+              return;
             }
           if (reply == NULL)
             break;
           deliver (link, reply);
         }
-      if (link->fd < 0)
-        return FALSE;
-      if ((size_t) n < sizeof link->rbuf)
-        return TRUE;
+      if (link->fd < 0 || (size_t) n < sizeof link->rbuf)
+        return;
     }
 }
 
-/* Completes calls whose deadline passed; returns the poll timeout in ms
- * until the next deadline (-1: none). */
-static int
-expire (RankRedisLink *link)
+static void
+io_ready (gpointer data, guint32 events)
 {
-  gint64 now = g_get_monotonic_time ();
+  RankRedisLink *link = data;
 
+  if (get_state (link) == LINK_CONNECTING)
+    {
+      if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+        return;
+      finish_connect (link);
+      if (link->fd < 0)
+        return;
+    }
+  if (events & EPOLLOUT)
+    if (!flush_output (link))
+      return;
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+    read_input (link);
+}
+
+/* Expires deadlines; returns ms until the next one (-1: none). */
+static int
+expire (RankRedisLink *link, gint64 now)
+{
   while (link->expired < link->ring_len)
     {
       Slot *s = slot_at (link, link->expired);
 
       if (s->deadline > now)
         break;
-      if (s->call != NULL)
+      if (s->func != NULL)
         {
-          fail (s->call, unavailable ("Redis at %s did not answer within %d ms",
-                                      link->name, link->timeout_ms));
-          s->call = NULL;
+          fail_later (link, s->func, s->data,
+                      unavailable ("Redis at %s did not answer within %d ms",
+                                   link->name, link->timeout_ms));
+          s->func = NULL;
         }
       link->expired++;
     }
@@ -488,7 +468,7 @@ expire (RankRedisLink *link)
       && slot_at (link, 0)->deadline + (gint64) RANK_REDIS_STALL_MS * 1000
              < now)
     {
-      disconnect (link, "no reply for too long");
+      disconnect (link, LINK_CONNECTING, "no reply for too long");
       return 0;
     }
   if (link->expired < link->ring_len)
@@ -501,94 +481,73 @@ expire (RankRedisLink *link)
   return -1;
 }
 
-static gboolean
-stopping (RankRedisLink *link)
-{
-  gboolean stop;
-
-  g_mutex_lock (&link->lock);
-  stop = link->stopping;
-  g_mutex_unlock (&link->lock);
-  return stop;
-}
-
-static void
-send_queued (RankRedisLink *link)
-{
-  RankRedisCall *call = take_queue (link);
-
-  while (call != NULL)
-    {
-      RankRedisCall *next = call->next;
-
-      format_command (link->obuf, call->argc, call->argv, call->argvlen);
-      push_slot (link, call, FALSE);
-      call = next;
-    }
-}
-
-static gpointer
-io_main (gpointer data)
+/* Before the loop sleeps: connect if due, write what this iteration
+ * queued, expire deadlines. */
+static int
+prepare (gpointer data)
 {
   RankRedisLink *link = data;
-  int backoff = RANK_RECONNECT_MIN_MS;
+  gint64 now = g_get_monotonic_time ();
+  LinkState state = get_state (link);
+  int timeout;
 
-  while (!stopping (link))
+  if (link->fd < 0)
     {
+      if (link->retry_at > now)
+        return (int) ((link->retry_at - now) / 1000) + 1;
+      begin_connect (link);
       if (link->fd < 0)
-        {
-          if (!connect_link (link))
-            {
-              backoff_sleep (link, backoff);
-              backoff = MIN (backoff * 2, RANK_RECONNECT_MAX_MS);
-              continue;
-            }
-          backoff = RANK_RECONNECT_MIN_MS;
-        }
-      send_queued (link);
-      if (!flush_output (link))
-        continue;
-
-      int timeout = expire (link);
-      if (link->fd < 0)
-        continue;
-      g_mutex_lock (&link->lock);
-      if (link->queue_head != NULL || link->stopping)
-        timeout = 0;
-      else
-        link->io_sleeping = TRUE;
-      g_mutex_unlock (&link->lock);
-
-      struct pollfd pfd[2] = {
-        { link->fd, POLLIN | (link->obuf->len > 0 ? POLLOUT : 0), 0 },
-        { link->event_fd, POLLIN, 0 },
-      };
-      int rc = poll (pfd, 2, timeout);
-
-      g_mutex_lock (&link->lock);
-      link->io_sleeping = FALSE;
-      g_mutex_unlock (&link->lock);
-      if (rc < 0 && errno != EINTR)
-        g_error ("redis link %s: poll failed: %s", link->name,
-                 g_strerror (errno));
-      if (rc <= 0)
-        continue;
-      if (pfd[1].revents & POLLIN)
-        {
-          guint64 drain;
-
-          (void) read (link->event_fd, &drain, sizeof drain);
-        }
-      if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))
-        read_input (link);
+        return RANK_RECONNECT_MIN_MS;
+      state = LINK_CONNECTING;
     }
-  if (link->fd >= 0)
-    disconnect (link, "rankd is stopping");
-  fail_queue (link, "rankd is stopping");
-  return NULL;
+  if (state == LINK_CONNECTING)
+    {
+      if (now > link->connect_deadline)
+        {
+          g_autofree char *why
+              = g_strdup_printf ("cannot connect to %s: no answer within %d ms",
+                                 link->name, link->timeout_ms);
+          disconnect (link, LINK_DOWN, why);
+          return (int) (link->backoff_ms);
+        }
+    }
+  else if (link->obuf->len > link->opos && !link->want_write
+           && !flush_output (link))
+    return 0;
+  timeout = expire (link, now);
+  if (state == LINK_CONNECTING)
+    {
+      int until = (int) ((link->connect_deadline - now) / 1000) + 1;
+
+      timeout = timeout < 0 ? until : MIN (timeout, until);
+    }
+  return timeout;
 }
 
-/* ---- life cycle ---- */
+/* ---- public ---- */
+
+void
+rank_redis_link_send (RankRedisLink *link, int argc, const char **argv,
+                      const size_t *argvlen, RankRedisReplyFunc func,
+                      gpointer data)
+{
+  if (get_state (link) == LINK_DOWN)
+    {
+      g_autofree char *why = NULL;
+
+      if (func == NULL)
+        return;
+      g_mutex_lock (&link->lock);
+      why = g_strdup (link->last_error);
+      g_mutex_unlock (&link->lock);
+      fail_later (
+          link, func, data,
+          unavailable ("Redis at %s is unavailable: %s", link->name, why));
+      return;
+    }
+  format_command (link->obuf, argc, argv, argvlen);
+  push_slot (link, func, data, FALSE);
+}
 
 static void
 free_string (gpointer s)
@@ -597,10 +556,11 @@ free_string (gpointer s)
 }
 
 RankRedisLink *
-rank_redis_link_new (const RankAddress *address, int timeout_ms)
+rank_redis_link_new (RankLoop *loop, const RankAddress *address, int timeout_ms)
 {
   RankRedisLink *link = g_new0 (RankRedisLink, 1);
 
+  link->loop = loop;
   link->address.host = g_strdup (address->host);
   link->address.port = address->port;
   link->address.path = g_strdup (address->path);
@@ -609,13 +569,13 @@ rank_redis_link_new (const RankAddress *address, int timeout_ms)
   link->startup = g_ptr_array_new_with_free_func (free_string);
   g_mutex_init (&link->lock);
   g_cond_init (&link->changed);
-  link->state = LINK_CONNECTING;
+  link->state = LINK_DOWN;
   link->last_error = g_strdup ("not connected yet");
-  link->event_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (link->event_fd < 0)
-    g_error ("eventfd: %s", g_strerror (errno));
   link->fd = -1;
+  link->retry_at = G_MAXINT64; /* until started */
+  link->backoff_ms = RANK_RECONNECT_MIN_MS;
   link->obuf = g_string_sized_new (64 * 1024);
+  rank_loop_add_prepare (loop, prepare, link);
   return link;
 }
 
@@ -629,13 +589,18 @@ rank_redis_link_add_startup (RankRedisLink *link, int argc, const char **argv,
   g_ptr_array_add (link->startup, cmd);
 }
 
+static void
+start_now (gpointer data)
+{
+  RankRedisLink *link = data;
+
+  link->retry_at = 0;
+}
+
 void
 rank_redis_link_start (RankRedisLink *link)
 {
-  g_mutex_lock (&link->lock);
-  if (link->thread == NULL)
-    link->thread = g_thread_new ("redis-link", io_main, link);
-  g_mutex_unlock (&link->lock);
+  rank_loop_post (link->loop, start_now, link);
 }
 
 gboolean
@@ -668,17 +633,20 @@ rank_redis_link_free (RankRedisLink *link)
 {
   if (link == NULL)
     return;
-  g_mutex_lock (&link->lock);
-  link->stopping = TRUE;
-  g_mutex_unlock (&link->lock);
-  if (link->thread != NULL)
+  g_message ("redis %s: disconnected: rankd is stopping", link->name);
+  while (link->ring_len > 0)
     {
-      wake_io (link);
-      g_thread_join (link->thread);
+      Slot s = pop_slot (link);
+      g_autoptr (GError) error
+          = unavailable ("Redis at %s: rankd is stopping", link->name);
+
+      if (s.func != NULL)
+        s.func (NULL, error, s.data);
     }
-  else
-    fail_queue (link, "rankd is stopping");
-  close (link->event_fd);
+  rank_loop_unwatch (link->watch); /* freed with the loop */
+  if (link->fd >= 0)
+    close (link->fd);
+  g_clear_pointer (&link->reader, redisReaderFree);
   g_free (link->ring);
   g_string_free (link->obuf, TRUE);
   g_ptr_array_unref (link->startup);

@@ -1,25 +1,29 @@
-/* server.c -- accept loop, connection threads, message dispatch
- * (see server.h).
+/* server.c -- accept loop, event-loop workers, connections (see server.h).
  *
- * Each connection: wait for a request (idle timeout, or shutdown), read it
- * whole, check its header ourselves (c_glib's own check lets garbage
- * through), then call the generated processor's dispatch_call directly.
- * A request whose arguments do not decode gets a TApplicationException
- * naming the problem; with framing the connection goes on (the frame
- * boundary is known), without it the connection closes. Hostile or broken
- * bytes only ever close their own connection.
+ * A connection serves one request at a time, in order: when a whole
+ * request is buffered it is decoded and dispatched; while it is in flight
+ * (waiting for Redis) or its reply is still being sent, the connection reads
+ * nothing more. So each connection holds at most one request and one reply,
+ * however fast or slow its client is.
  *
- * Shutdown: the stop event wakes the accept loop and every connection
- * waiting between requests; a call in flight finishes and sends its reply
- * first.
+ * Requests are decoded with the c_glib protocols over the connection's
+ * event-driven transport. The message header is checked here (c_glib's own
+ * check lets garbage through); a request whose arguments do not decode gets a
+ * TApplicationException naming the problem, and with framing the connection
+ * goes on. Hostile bytes close only their own connection.
+ *
+ * Shutdown: the accept loop stops; each worker closes idle connections,
+ * serves requests already received, closes the rest as their calls finish;
+ * then the workers stop.
  */
 #include "server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <pthread.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -27,138 +31,425 @@
 #include <thrift/c_glib/thrift_application_exception.h>
 
 #include "constants.h"
+#include "handler.h"
+#include "loop.h"
+#include "redis_link.h"
+#include "store.h"
 #include "transport.h"
+
+typedef struct _Worker Worker;
+
+typedef struct
+{
+  Worker *worker;
+  GList node; /* in worker->conns */
+  RankTransport *transport;
+  ThriftProtocol *protocol;
+  RankLoopWatch *watch;
+  gboolean input_parked; /* stopped reading: enough is buffered already */
+  gboolean busy;         /* a call is in flight */
+  gboolean processing;   /* inside process(): finished() must not recurse */
+  gboolean closing;      /* close once the call and its reply are done */
+  gint64 last_io;        /* monotonic us: last bytes in, or last reply */
+} Conn;
+
+struct _Worker
+{
+  RankServer *server;
+  RankLoop *loop;
+  RankRedisLink *link;
+  RankStore *store;
+  RankHandler *handler;
+  GQueue conns;
+  gboolean draining;
+  gint64 next_sweep;
+};
 
 struct _RankServer
 {
   RankServerConfig config;
-  ThriftDispatchProcessor *processor;
+  RankAddress redis;
   int listen_fd;
   guint16 port;
-  int stop_event;     /* wakes the accept loop */
-  int shutdown_event; /* wakes connection threads: stop after this call */
+  int stop_event;
+  Worker *workers;
+  guint next_worker;
+  gint connections; /* atomic */
 
   GMutex lock;
-  GCond drained;
-  guint connections;
+  GCond drained_cond;
+  guint drained; /* workers with no connection left after drain */
   gint64 last_refusal_log;
 };
 
-typedef struct
-{
-  RankServer *server;
-  int fd;
-} Connection;
+static void process (Conn *c);
+
+/* ---- connections ---- */
 
 static void
-signal_event (int fd)
+conn_free (Conn *c)
 {
-  guint64 one = 1;
+  Worker *w = c->worker;
 
-  if (write (fd, &one, sizeof one) < 0 && errno != EAGAIN)
-    g_warning ("cannot signal event: %s", g_strerror (errno));
+  rank_loop_unwatch (c->watch);
+  g_queue_unlink (&w->conns, &c->node);
+  g_object_unref (c->protocol);
+  g_object_unref (c->transport); /* closes the socket */
+  g_free (c);
+  g_atomic_int_add (&w->server->connections, -1);
+  if (w->draining && w->conns.length == 0)
+    {
+      g_mutex_lock (&w->server->lock);
+      w->server->drained++;
+      g_cond_broadcast (&w->server->drained_cond);
+      g_mutex_unlock (&w->server->lock);
+    }
 }
+
+/* Closes now, or as soon as the call in flight and its reply are done.
+ * Inside process() only marks it: process() frees it on the way out. */
+static void
+conn_close (Conn *c)
+{
+  c->closing = TRUE;
+  if (!c->processing && !c->busy
+      && !rank_transport_output_pending (c->transport))
+    conn_free (c);
+}
+
+/* Frees the connection if it is closing and done. Returns FALSE if c was
+ * freed. (The watch is edge-triggered for both directions and never
+ * changes: no epoll_ctl per request.) */
+static gboolean
+update_interest (Conn *c)
+{
+  if (c->closing && !c->busy && !rank_transport_output_pending (c->transport))
+    {
+      conn_free (c);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Reads what the socket has, unless a whole request or more is already
+ * buffered (a client cannot make us buffer more than one max-size frame).
+ * With an edge-triggered watch a parked read must be resumed by hand. */
+static gboolean
+receive (Conn *c)
+{
+  RankIoResult r;
+
+  if (rank_transport_buffered_input (c->transport)
+      > (gsize) c->worker->server->config.max_frame + 4)
+    {
+      c->input_parked = TRUE;
+      return TRUE;
+    }
+  c->input_parked = FALSE;
+  r = rank_transport_receive (c->transport);
+  if (r != RANK_IO_OK)
+    return FALSE;
+  c->last_io = g_get_monotonic_time ();
+  return TRUE;
+}
+
+static ThriftProtocol *
+sink_protocol (gpointer conn)
+{
+  return ((Conn *) conn)->protocol;
+}
+
+static void
+sink_finished (gpointer conn, gboolean reply_ok)
+{
+  Conn *c = conn;
+
+  c->busy = FALSE;
+  c->last_io = g_get_monotonic_time ();
+  if (!reply_ok || c->worker->draining)
+    c->closing = TRUE;
+  if (c->processing)
+    return; /* process() goes on with the next request itself */
+  if (!update_interest (c))
+    return;
+  process (c);
+}
+
+static const RankReplySink sink = { sink_protocol, sink_finished };
 
 /* Replies to a request whose arguments did not decode. */
 static gboolean
-reply_exception (RankTransport *transport, ThriftProtocol *protocol,
-                 const char *method, gint32 seqid,
-                 ThriftApplicationExceptionError type, const char *message)
+reply_protocol_error (Conn *c, const char *method, gint32 seqid,
+                      const char *message)
 {
   g_autoptr (GError) error = NULL;
   ThriftApplicationException *x;
   gboolean ok;
 
-  rank_transport_abort_message (transport);
-  x = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, "type", type, "message",
-                    message, NULL);
-  ok = thrift_protocol_write_message_begin (protocol, method, T_EXCEPTION,
+  rank_transport_abort_message (c->transport);
+  x = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, "type",
+                    THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR,
+                    "message", message, NULL);
+  ok = thrift_protocol_write_message_begin (c->protocol, method, T_EXCEPTION,
                                             seqid, &error)
            >= 0
-       && thrift_struct_write (THRIFT_STRUCT (x), protocol, &error) >= 0
-       && thrift_protocol_write_message_end (protocol, &error) >= 0
-       && thrift_transport_flush (THRIFT_TRANSPORT (transport), &error);
+       && thrift_struct_write (THRIFT_STRUCT (x), c->protocol, &error) >= 0
+       && thrift_protocol_write_message_end (c->protocol, &error) >= 0
+       && thrift_transport_flush (THRIFT_TRANSPORT (c->transport), &error);
   g_object_unref (x);
   return ok;
 }
 
-/* Serves one request; FALSE when the connection must close. */
+/* Serves the next buffered request. FALSE: stop for now (wait for more
+ * bytes, or the connection is closing). */
 static gboolean
-serve_one (RankServer *server, RankTransport *transport,
-           ThriftProtocol *protocol)
+serve_one (Conn *c)
 {
+  Worker *w = c->worker;
   g_autoptr (GError) error = NULL;
   char method[RANK_METHOD_NAME_MAX_BYTES + 1];
   gchar *name = NULL;
   ThriftMessageType type;
   gint32 seqid;
-  gboolean ok;
+  RankDispatch d;
 
-  if (!rank_transport_begin_message (transport, &error)
-      || thrift_protocol_read_message_begin (protocol, &name, &type, &seqid,
+  if (!rank_transport_begin_message (c->transport, &error)
+      || thrift_protocol_read_message_begin (c->protocol, &name, &type, &seqid,
                                              &error)
              < 0)
     {
-      g_debug ("closing connection: %s", error ? error->message : "?");
       g_free (name);
+      if (rank_transport_starved (c->transport))
+        {
+          rank_transport_rewind_message (c->transport);
+          return FALSE;
+        }
+      g_debug ("closing connection: %s", error ? error->message : "?");
+      conn_close (c);
       return FALSE;
     }
-  if (type != T_CALL || name == NULL
-      || strlen (name) > RANK_METHOD_NAME_MAX_BYTES)
+  if (type != T_CALL || strlen (name) > RANK_METHOD_NAME_MAX_BYTES)
     {
       g_debug ("closing connection: message type %d is not a call", type);
       g_free (name);
+      conn_close (c);
       return FALSE;
     }
   g_strlcpy (method, name, sizeof method);
-  /* dispatch_call takes ownership of name. */
-  ok = THRIFT_DISPATCH_PROCESSOR_GET_CLASS (server->processor)
-           ->dispatch_call (server->processor, protocol, protocol, name, seqid,
-                            &error);
-  if (ok)
+  g_free (name);
+
+  c->busy = TRUE;
+  d = rank_handler_dispatch (w->handler, c, method, seqid, c->protocol, &error);
+  if (d == RANK_DISPATCH_PENDING)
     return TRUE;
+  c->busy = FALSE;
+  if (rank_transport_starved (c->transport))
+    {
+      rank_transport_rewind_message (c->transport);
+      return FALSE;
+    }
   if (error != NULL && error->domain == THRIFT_PROTOCOL_ERROR)
     {
       g_debug ("bad arguments to %s: %s", method, error->message);
-      return reply_exception (transport, protocol, method, seqid,
-                              THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR,
-                              error->message)
-             && server->config.framed;
+      if (!reply_protocol_error (c, method, seqid, error->message)
+          || !w->server->config.framed)
+        c->closing = TRUE; /* unframed: the next message's start is lost */
+      return !c->closing;
     }
   g_debug ("closing connection during %s: %s", method,
            error ? error->message : "?");
+  conn_close (c);
   return FALSE;
 }
 
-static void *
-connection_main (void *data)
+static void
+process (Conn *c)
 {
-  Connection *conn = data;
-  RankServer *server = conn->server;
-  RankTransport *transport = rank_transport_new (
-      conn->fd, server->config.framed, server->config.max_frame);
-  ThriftProtocol *protocol
-      = rank_protocol_new (server->config.protocol, transport);
-
-  rank_transport_set_wake_fd (transport, server->shutdown_event);
-  for (;;)
+  c->processing = TRUE;
+  while (!c->busy && !c->closing
+         && !rank_transport_output_pending (c->transport))
     {
-      RankWaitResult wait = rank_transport_wait_message (
-          transport, server->config.idle_timeout_ms);
+      if (c->input_parked && !receive (c))
+        {
+          c->closing = TRUE;
+          break;
+        }
+      g_autoptr (GError) error = NULL;
 
-      if (wait != RANK_WAIT_READY || !serve_one (server, transport, protocol))
+      if (!rank_transport_message_ready (c->transport, &error))
+        {
+          if (error != NULL)
+            {
+              g_debug ("closing connection: %s", error->message);
+              c->closing = TRUE;
+            }
+          break;
+        }
+      if (!serve_one (c))
         break;
     }
-  g_object_unref (protocol);
-  g_object_unref (transport); /* closes the socket */
-  g_free (conn);
-
-  g_mutex_lock (&server->lock);
-  server->connections--;
-  g_cond_broadcast (&server->drained);
-  g_mutex_unlock (&server->lock);
-  return NULL;
+  c->processing = FALSE;
+  update_interest (c);
 }
+
+static void
+conn_io (gpointer data, guint32 events)
+{
+  Conn *c = data;
+
+  if (events & EPOLLOUT)
+    {
+      if (rank_transport_send_pending (c->transport) == RANK_IO_FAILED)
+        {
+          c->closing = TRUE;
+          rank_transport_abort_message (c->transport);
+          update_interest (c);
+          return;
+        }
+      c->last_io = g_get_monotonic_time ();
+    }
+  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !receive (c))
+    {
+      /* The peer is gone or half-closed: nothing more will come. */
+      conn_close (c);
+      return;
+    }
+  process (c);
+}
+
+static void
+conn_add (Worker *w, int fd)
+{
+  Conn *c = g_new0 (Conn, 1);
+
+  c->worker = w;
+  c->node.data = c;
+  c->transport = rank_transport_new_event_driven (fd, w->server->config.framed,
+                                                  w->server->config.max_frame);
+  c->protocol = rank_protocol_new (w->server->config.protocol, c->transport);
+  c->last_io = g_get_monotonic_time ();
+  c->watch
+      = rank_loop_watch (w->loop, fd, EPOLLIN | EPOLLOUT | EPOLLET, conn_io, c);
+  g_queue_push_tail_link (&w->conns, &c->node);
+  if (w->draining)
+    conn_close (c);
+}
+
+/* ---- workers ---- */
+
+typedef struct
+{
+  Worker *worker;
+  int fd;
+} NewConn;
+
+static void
+take_conn (gpointer data)
+{
+  NewConn *n = data;
+
+  conn_add (n->worker, n->fd);
+  g_free (n);
+}
+
+/* Closes connections idle past --idle-timeout, and those whose request
+ * stalled half-way. At most once a second. */
+static int
+sweep (gpointer data)
+{
+  Worker *w = data;
+  gint64 now = g_get_monotonic_time ();
+  gint64 idle = (gint64) w->server->config.idle_timeout_ms * 1000;
+  gint64 stalled = (gint64) RANK_REQUEST_READ_TIMEOUT_MS * 1000;
+  GList *l = w->conns.head;
+
+  if (now < w->next_sweep)
+    return (int) ((w->next_sweep - now) / 1000) + 1;
+  w->next_sweep = now + G_USEC_PER_SEC;
+  while (l != NULL)
+    {
+      Conn *c = l->data;
+
+      l = l->next;
+      if (c->busy)
+        continue;
+      if (rank_transport_has_buffered_input (c->transport)
+              ? now - c->last_io > stalled
+              : now - c->last_io > idle)
+        {
+          rank_transport_abort_message (c->transport);
+          conn_close (c);
+        }
+    }
+  return 1000;
+}
+
+static void
+start_drain (gpointer data)
+{
+  Worker *w = data;
+  GList *l = w->conns.head;
+
+  w->draining = TRUE;
+  if (w->conns.length == 0)
+    {
+      g_mutex_lock (&w->server->lock);
+      w->server->drained++;
+      g_cond_broadcast (&w->server->drained_cond);
+      g_mutex_unlock (&w->server->lock);
+      return;
+    }
+  while (l != NULL)
+    {
+      Conn *c = l->data;
+
+      l = l->next;
+      /* Serve what was already sent to us, then close. */
+      if (!c->busy && receive (c))
+        process (c);
+      if (g_queue_find (&w->conns, c) != NULL)
+        conn_close (c);
+    }
+}
+
+static void
+worker_init (Worker *w, RankServer *server, guint index)
+{
+  g_autofree char *name = g_strdup_printf ("rankd-io-%u", index);
+
+  w->server = server;
+  w->loop = rank_loop_new ();
+  w->link = rank_redis_link_new (w->loop, &server->redis,
+                                 server->config.redis_timeout_ms);
+  w->store = rank_store_new (w->link, server->config.dedup_window_ms);
+  w->handler = rank_handler_new (w->store, &sink);
+  g_queue_init (&w->conns);
+  rank_loop_add_prepare (w->loop, sweep, w);
+  rank_redis_link_start (w->link);
+  rank_loop_start (w->loop, name);
+}
+
+/* After the loop stopped: what is still pending runs now (calls in flight
+ * fail with Unavailable), then everything is freed. */
+static void
+worker_clear (Worker *w)
+{
+  rank_loop_run_pending (w->loop);
+  rank_redis_link_free (w->link);
+  rank_loop_run_pending (w->loop);
+  while (w->conns.head != NULL)
+    {
+      Conn *c = w->conns.head->data;
+
+      c->busy = FALSE;
+      conn_free (c);
+    }
+  rank_handler_free (w->handler);
+  rank_store_free (w->store);
+  rank_loop_free (w->loop);
+}
+
+/* ---- accepting ---- */
 
 static void
 refuse (RankServer *server, int fd, const char *why)
@@ -177,11 +468,8 @@ refuse (RankServer *server, int fd, const char *why)
 static void
 accept_one (RankServer *server)
 {
-  pthread_attr_t attr;
-  pthread_t thread;
-  Connection *conn;
+  NewConn *n;
   int fd = accept4 (server->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-  int rc;
 
   if (fd < 0)
     {
@@ -193,32 +481,18 @@ accept_one (RankServer *server)
         }
       return;
     }
-  g_mutex_lock (&server->lock);
-  if (server->connections >= server->config.max_connections)
+  if ((guint) g_atomic_int_add (&server->connections, 1)
+      >= server->config.max_connections)
     {
-      g_mutex_unlock (&server->lock);
+      g_atomic_int_add (&server->connections, -1);
       refuse (server, fd, "--max-connections reached");
       return;
     }
-  server->connections++;
-  g_mutex_unlock (&server->lock);
-
-  conn = g_new (Connection, 1);
-  conn->server = server;
-  conn->fd = fd;
-  pthread_attr_init (&attr);
-  pthread_attr_setstacksize (&attr, RANK_CONN_STACK_BYTES);
-  pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
-  rc = pthread_create (&thread, &attr, connection_main, conn);
-  pthread_attr_destroy (&attr);
-  if (rc != 0)
-    {
-      g_free (conn);
-      g_mutex_lock (&server->lock);
-      server->connections--;
-      g_mutex_unlock (&server->lock);
-      refuse (server, fd, g_strerror (rc));
-    }
+  n = g_new (NewConn, 1);
+  n->worker
+      = &server->workers[server->next_worker++ % server->config.io_threads];
+  n->fd = fd;
+  rank_loop_post (n->worker->loop, take_conn, n);
 }
 
 RankServer *
@@ -235,16 +509,38 @@ rank_server_new (const RankServerConfig *config, GError **error)
   server->config = *config;
   server->config.listen.host = g_strdup (config->listen.host);
   server->config.listen.path = NULL;
+  if (server->config.io_threads < 1)
+    server->config.io_threads = 1;
   server->listen_fd = fd;
   if (getsockname (fd, (struct sockaddr *) &ss, &len) == 0)
     server->port = ntohs (ss.ss_family == AF_INET6
                               ? ((struct sockaddr_in6 *) &ss)->sin6_port
                               : ((struct sockaddr_in *) &ss)->sin_port);
   server->stop_event = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
-  server->shutdown_event = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
   g_mutex_init (&server->lock);
-  g_cond_init (&server->drained);
+  g_cond_init (&server->drained_cond);
   return server;
+}
+
+void
+rank_server_start (RankServer *server, const RankAddress *redis)
+{
+  server->redis.host = g_strdup (redis->host);
+  server->redis.port = redis->port;
+  server->redis.path = g_strdup (redis->path);
+  server->workers = g_new0 (Worker, server->config.io_threads);
+  for (guint i = 0; i < server->config.io_threads; i++)
+    worker_init (&server->workers[i], server, i);
+}
+
+gboolean
+rank_server_wait_redis (RankServer *server, int timeout_ms, GError **error)
+{
+  for (guint i = 0; i < server->config.io_threads; i++)
+    if (!rank_redis_link_wait_ready (server->workers[i].link, timeout_ms,
+                                     error))
+      return FALSE;
+  return TRUE;
 }
 
 guint16
@@ -256,23 +552,20 @@ rank_server_port (RankServer *server)
 guint
 rank_server_connections (RankServer *server)
 {
-  guint n;
-
-  g_mutex_lock (&server->lock);
-  n = server->connections;
-  g_mutex_unlock (&server->lock);
-  return n;
+  return (guint) g_atomic_int_get (&server->connections);
 }
 
 void
 rank_server_stop (RankServer *server)
 {
-  signal_event (server->stop_event);
+  guint64 one = 1;
+
+  if (write (server->stop_event, &one, sizeof one) < 0)
+    g_warning ("cannot signal stop: %s", g_strerror (errno));
 }
 
 void
-rank_server_run (RankServer *server, ThriftDispatchProcessor *processor,
-                 int stop_fd)
+rank_server_run (RankServer *server, int stop_fd)
 {
   struct pollfd pfd[3] = {
     { server->listen_fd, POLLIN, 0 },
@@ -280,8 +573,8 @@ rank_server_run (RankServer *server, ThriftDispatchProcessor *processor,
     { stop_fd, POLLIN, 0 },
   };
   gint64 deadline;
+  guint n = server->config.io_threads;
 
-  server->processor = g_object_ref (processor);
   for (;;)
     {
       int rc = poll (pfd, stop_fd >= 0 ? 3 : 2, -1);
@@ -297,20 +590,35 @@ rank_server_run (RankServer *server, ThriftDispatchProcessor *processor,
         accept_one (server);
     }
 
+  /* Connections the kernel already accepted may carry requests sent before
+   * the signal: take them too, so that draining answers them. */
+  fcntl (server->listen_fd, F_SETFL,
+         fcntl (server->listen_fd, F_GETFL) | O_NONBLOCK);
+  for (;;)
+    {
+      struct pollfd last = { server->listen_fd, POLLIN, 0 };
+
+      if (poll (&last, 1, 0) <= 0)
+        break;
+      accept_one (server);
+    }
   close (server->listen_fd);
   server->listen_fd = -1;
-  signal_event (server->shutdown_event);
+  if (rank_server_connections (server) > 0)
+    g_message ("draining %u connections", rank_server_connections (server));
+  for (guint i = 0; i < n; i++)
+    rank_loop_post (server->workers[i].loop, start_drain, &server->workers[i]);
   deadline = g_get_monotonic_time () + RANK_DRAIN_TIMEOUT_MS * 1000;
   g_mutex_lock (&server->lock);
-  if (server->connections > 0)
-    g_message ("draining %u connections", server->connections);
-  while (server->connections > 0
-         && g_cond_wait_until (&server->drained, &server->lock, deadline))
+  while (server->drained < n
+         && g_cond_wait_until (&server->drained_cond, &server->lock, deadline))
     ;
-  if (server->connections > 0)
-    g_warning ("%u connections still busy after %d ms; leaving them",
-               server->connections, RANK_DRAIN_TIMEOUT_MS);
+  if (server->drained < n)
+    g_warning ("%u connections still busy after %d ms; closing them",
+               rank_server_connections (server), RANK_DRAIN_TIMEOUT_MS);
   g_mutex_unlock (&server->lock);
+  for (guint i = 0; i < n; i++)
+    rank_loop_quit_and_join (server->workers[i].loop);
 }
 
 void
@@ -320,16 +628,19 @@ rank_server_free (RankServer *server)
     return;
   if (server->listen_fd >= 0)
     close (server->listen_fd);
-  /* Connection threads still running (drain timed out) keep using the
-   * events and the processor: leave those to process exit. */
-  if (rank_server_connections (server) == 0)
+  if (server->workers != NULL)
     {
-      close (server->stop_event);
-      close (server->shutdown_event);
-      g_clear_object (&server->processor);
-      rank_address_clear (&server->config.listen);
-      g_mutex_clear (&server->lock);
-      g_cond_clear (&server->drained);
-      g_free (server);
+      for (guint i = 0; i < server->config.io_threads; i++)
+        {
+          rank_loop_quit_and_join (server->workers[i].loop);
+          worker_clear (&server->workers[i]);
+        }
+      g_free (server->workers);
     }
+  close (server->stop_event);
+  rank_address_clear (&server->config.listen);
+  rank_address_clear (&server->redis);
+  g_mutex_clear (&server->lock);
+  g_cond_clear (&server->drained_cond);
+  g_free (server);
 }

@@ -1,15 +1,12 @@
-/* server.h -- rankd's accept loop and connection threads.
+/* server.h -- rankd's accept loop and event-loop workers.
  *
- * c_glib ships only a server that serves one connection at a time. This one
- * gives every connection its own thread (small stack, blocking I/O with
- * timeouts) running the generated processor, which threads may share. The
- * Redis traffic of all threads meets in the shared links, where it is
- * pipelined.
+ * One thread accepts; --io-threads workers each run an event loop with its
+ * own connections, its own pipelined Redis link and store. A connection
+ * lives on one worker for its whole life, so nothing a request touches is
+ * shared between threads.
  */
 #ifndef RANK_SERVER_H
 #define RANK_SERVER_H
-
-#include <thrift/c_glib/processor/thrift_dispatch_processor.h>
 
 #include "address.h"
 #include "protocol.h"
@@ -22,22 +19,32 @@ typedef struct
   guint32 max_frame;
   int idle_timeout_ms;
   guint max_connections;
+  guint io_threads;
+  int redis_timeout_ms;
+  gint64 dedup_window_ms;
 } RankServerConfig;
 
 typedef struct _RankServer RankServer;
 
-/* Binds the listening socket. */
+/* Binds the listening socket (nothing is served yet): a taken port fails
+ * before an embedded Redis is started. */
 RankServer *rank_server_new (const RankServerConfig *config, GError **error);
+
+/* Starts the workers, each with a link to Redis at redis. */
+void rank_server_start (RankServer *server, const RankAddress *redis);
+
+/* Waits up to timeout_ms until every worker's Redis link is connected. */
+gboolean rank_server_wait_redis (RankServer *server, int timeout_ms,
+                                 GError **error);
 
 /* The bound port (useful with port 0). */
 guint16 rank_server_port (RankServer *server);
 
-/* Serves calls with processor (referenced) until rank_server_stop is
- * called or stop_fd (if >= 0) becomes readable; then stops accepting, lets
- * calls in flight finish (at most RANK_DRAIN_TIMEOUT_MS) and closes every
- * connection. */
-void rank_server_run (RankServer *server, ThriftDispatchProcessor *processor,
-                      int stop_fd);
+/* Accepts connections until rank_server_stop is called or stop_fd (if >= 0)
+ * becomes readable; then stops accepting, lets calls in flight finish (at
+ * most RANK_DRAIN_TIMEOUT_MS), closes every connection and stops the
+ * workers. */
+void rank_server_run (RankServer *server, int stop_fd);
 
 /* Makes rank_server_run return; callable from any thread. */
 void rank_server_stop (RankServer *server);

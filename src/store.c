@@ -7,6 +7,9 @@
  * loaded with SCRIPT LOAD on every new Redis connection and, should Redis
  * still answer NOSCRIPT (a SCRIPT FLUSH, a failover), loaded again and the
  * call repeated: NOSCRIPT means the script did not run.
+ *
+ * An operation in flight is an Op: the callback, and a private copy of the
+ * command's arguments (for the NOSCRIPT retry and for messages).
  */
 #include "store.h"
 
@@ -83,9 +86,9 @@ rank_store_free (RankStore *store)
   g_free (store);
 }
 
-/* Turns a Redis error reply into a GError; consumes reply. */
-static gboolean
-reply_error (redisReply *reply, GError **error)
+/* Turns a Redis error reply into a GError. */
+static GError *
+reply_error (const redisReply *reply)
 {
   static const char *const unavailable[] = {
     "OOM ",      "READONLY ",    "BUSY ",       "LOADING ", "MASTERDOWN ",
@@ -94,86 +97,23 @@ reply_error (redisReply *reply, GError **error)
   const char *msg = reply->str;
 
   if (g_str_has_prefix (msg, "RANK_INVALID "))
-    g_set_error_literal (error, RANK_ERROR, RANK_ERROR_INVALID,
-                         msg + strlen ("RANK_INVALID "));
-  else
-    {
-      for (gsize i = 0; i < G_N_ELEMENTS (unavailable); i++)
-        if (g_str_has_prefix (msg, unavailable[i]))
-          {
-            g_set_error (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
-                         "Redis refused the command: %s", msg);
-            freeReplyObject (reply);
-            return FALSE;
-          }
-      g_warning ("unexpected Redis error: %s", msg);
-      g_set_error (error, RANK_ERROR, RANK_ERROR_INTERNAL,
-                   "unexpected Redis error: %s", msg);
-    }
-  freeReplyObject (reply);
-  return FALSE;
+    return g_error_new_literal (RANK_ERROR, RANK_ERROR_INVALID,
+                                msg + strlen ("RANK_INVALID "));
+  for (gsize i = 0; i < G_N_ELEMENTS (unavailable); i++)
+    if (g_str_has_prefix (msg, unavailable[i]))
+      return g_error_new (RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                          "Redis refused the command: %s", msg);
+  g_warning ("unexpected Redis error: %s", msg);
+  return g_error_new (RANK_ERROR, RANK_ERROR_INTERNAL,
+                      "unexpected Redis error: %s", msg);
 }
 
-static void
-unexpected (redisReply *reply, const char *what, GError **error)
+static GError *
+unexpected (const redisReply *reply, const char *what)
 {
   g_warning ("unexpected Redis reply (type %d) to %s", reply->type, what);
-  g_set_error (error, RANK_ERROR, RANK_ERROR_INTERNAL,
-               "unexpected Redis reply to %s", what);
-  freeReplyObject (reply);
-}
-
-/* Runs script with keys and args (argv holds both, keys first). Returns the
- * reply, or NULL with error set; error replies become errors. */
-static redisReply *
-eval (RankStore *store, const Script *script, int nkeys, int argc,
-      const char **argv, const size_t *argvlen, GError **error)
-{
-  const char *cmd[16];
-  size_t len[16];
-  char numkeys[8];
-
-  g_assert (argc + 3 <= (int) G_N_ELEMENTS (cmd));
-  g_snprintf (numkeys, sizeof numkeys, "%d", nkeys);
-  cmd[0] = "EVALSHA";
-  cmd[1] = script->sha;
-  cmd[2] = numkeys;
-  len[0] = 7;
-  len[1] = 40;
-  len[2] = strlen (numkeys);
-  memcpy (cmd + 3, argv, sizeof *argv * (gsize) argc);
-  memcpy (len + 3, argvlen, sizeof *argvlen * (gsize) argc);
-
-  for (int attempt = 0;; attempt++)
-    {
-      redisReply *reply
-          = rank_redis_link_command (store->link, argc + 3, cmd, len, error);
-
-      if (reply == NULL)
-        return NULL;
-      if (reply->type != REDIS_REPLY_ERROR)
-        return reply;
-      if (attempt == 0 && g_str_has_prefix (reply->str, "NOSCRIPT"))
-        {
-          const char *load[] = { "SCRIPT", "LOAD", script->source };
-
-          freeReplyObject (reply);
-          g_message ("redis %s: reloading %s after NOSCRIPT",
-                     rank_redis_link_name (store->link), script->name);
-          reply = rank_redis_link_command (store->link, 3, load, NULL, error);
-          if (reply == NULL)
-            return NULL;
-          if (reply->type == REDIS_REPLY_ERROR)
-            {
-              reply_error (reply, error);
-              return NULL;
-            }
-          freeReplyObject (reply);
-          continue;
-        }
-      reply_error (reply, error);
-      return NULL;
-    }
+  return g_error_new (RANK_ERROR, RANK_ERROR_INTERNAL,
+                      "unexpected Redis reply to %s", what);
 }
 
 /* Fingerprint of what a request id stands for: a retry must carry the same
@@ -195,8 +135,111 @@ fingerprint (const RankUpdate *update, guint8 out[8])
   memcpy (out, digest, 8);
 }
 
+typedef enum
+{
+  OP_UPDATE,
+  OP_RANK,
+  OP_TOP,
+} OpKind;
+
+#define OP_MAX_ARGS 16
+
+typedef struct
+{
+  RankStore *store;
+  const Script *script; /* NULL: not a script */
+  OpKind kind;
+  gboolean retried;
+  gint64 offset;
+  union
+  {
+    RankStoreUpdateFunc update;
+    RankStoreRankFunc rank;
+    RankStoreTopFunc top;
+  } func;
+  gpointer data;
+  int argc;
+  const char *argv[OP_MAX_ARGS];
+  size_t argvlen[OP_MAX_ARGS];
+  char args[]; /* the bytes argv points into */
+} Op;
+
+/* An Op with a copy of the command: cmd[0..n) then, for scripts, the
+ * EVALSHA prefix is prepended. */
+static Op *
+op_new (RankStore *store, OpKind kind, const Script *script, int nkeys,
+        int argc, const char **argv, const size_t *argvlen)
+{
+  char numkeys[8];
+  const char *all[OP_MAX_ARGS];
+  size_t lens[OP_MAX_ARGS];
+  int n = 0;
+  gsize total = 0;
+  Op *op;
+  char *p;
+
+  if (script != NULL)
+    {
+      g_snprintf (numkeys, sizeof numkeys, "%d", nkeys);
+      all[n] = "EVALSHA", lens[n++] = 7;
+      all[n] = script->sha, lens[n++] = 40;
+      all[n] = numkeys, lens[n++] = strlen (numkeys);
+    }
+  g_assert (n + argc <= OP_MAX_ARGS);
+  for (int i = 0; i < argc; i++, n++)
+    {
+      all[n] = argv[i];
+      lens[n] = argvlen[i];
+    }
+  for (int i = 0; i < n; i++)
+    total += lens[i] + 1;
+  op = g_malloc0 (sizeof (Op) + total);
+  op->store = store;
+  op->kind = kind;
+  op->script = script;
+  op->argc = n;
+  p = op->args;
+  for (int i = 0; i < n; i++)
+    {
+      memcpy (p, all[i], lens[i]);
+      p[lens[i]] = '\0';
+      op->argv[i] = p;
+      op->argvlen[i] = lens[i];
+      p += lens[i] + 1;
+    }
+  return op;
+}
+
+static void on_reply (redisReply *reply, const GError *error, gpointer data);
+
+static void
+op_send (Op *op)
+{
+  rank_redis_link_send (op->store->link, op->argc, op->argv, op->argvlen,
+                        on_reply, op);
+}
+
+/* Finishes op with an error. */
+static void
+op_fail (Op *op, const GError *error)
+{
+  switch (op->kind)
+    {
+    case OP_UPDATE:
+      op->func.update (NULL, error, op->data);
+      break;
+    case OP_RANK:
+      op->func.rank (0, 0, error, op->data);
+      break;
+    case OP_TOP:
+      op->func.top (NULL, 0, error, op->data);
+      break;
+    }
+  g_free (op);
+}
+
 static gboolean
-int_element (redisReply *reply, gsize i, gint64 *out)
+int_element (const redisReply *reply, gsize i, gint64 *out)
 {
   if (i >= reply->elements || reply->element[i]->type != REDIS_REPLY_INTEGER)
     return FALSE;
@@ -204,15 +247,132 @@ int_element (redisReply *reply, gsize i, gint64 *out)
   return TRUE;
 }
 
-gboolean
+static GError *
+finish_update (Op *op, const redisReply *reply)
+{
+  RankUpdateResult result;
+  gint64 applied;
+
+  if (reply->type != REDIS_REPLY_ARRAY || !int_element (reply, 0, &result.score)
+      || !int_element (reply, 1, &result.rank)
+      || !int_element (reply, 2, &applied))
+    return unexpected (reply, "update.lua");
+  result.applied = applied != 0;
+  op->func.update (&result, NULL, op->data);
+  return NULL;
+}
+
+/* argv of rank.lua: EVALSHA sha 2 zkey tkey member */
+#define RANK_ARG_MEMBER 5
+#define RANK_ARG_ZKEY 3
+
+static GError *
+finish_rank (Op *op, const redisReply *reply)
+{
+  gint64 score, rank;
+
+  if (reply->type == REDIS_REPLY_NIL)
+    {
+      const char *zkey = op->argv[RANK_ARG_ZKEY];
+      /* zkey is rk:{board}:z -- the board sits between the braces. */
+      const char *open = strchr (zkey, '{'), *close = strrchr (zkey, '}');
+      g_autoptr (GError) nf = g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND,
+                                           "member '%s' is not on board '%.*s'",
+                                           op->argv[RANK_ARG_MEMBER],
+                                           (int) (close - open - 1), open + 1);
+
+      op->func.rank (0, 0, nf, op->data);
+      return NULL;
+    }
+  if (reply->type != REDIS_REPLY_ARRAY || !int_element (reply, 0, &score)
+      || !int_element (reply, 1, &rank))
+    return unexpected (reply, "rank.lua");
+  op->func.rank (score, rank, NULL, op->data);
+  return NULL;
+}
+
+static GError *
+finish_top (Op *op, const redisReply *reply)
+{
+  RankEntry entries[RANK_TOP_N_MAX];
+  gsize n = 0;
+
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements % 2 != 0
+      || reply->elements / 2 > RANK_TOP_N_MAX)
+    return unexpected (reply, "ZRANGE");
+  for (gsize i = 0; i < reply->elements; i += 2, n++)
+    {
+      const redisReply *key = reply->element[i], *sc = reply->element[i + 1];
+
+      if (key->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING
+          || key->len <= RANK_ORDERKEY_TIME_BYTES
+          || !rank_orderkey_parse_zscore (sc->str, sc->len, &entries[n].score))
+        return unexpected (reply, "ZRANGE (malformed entry)");
+      entries[n].member = key->str + RANK_ORDERKEY_TIME_BYTES;
+      entries[n].member_len = key->len - RANK_ORDERKEY_TIME_BYTES;
+      entries[n].rank = op->offset + (gint64) n + 1;
+    }
+  op->func.top (entries, n, NULL, op->data);
+  return NULL;
+}
+
+static void
+on_reply (redisReply *reply, const GError *error, gpointer data)
+{
+  Op *op = data;
+  g_autoptr (GError) failure = NULL;
+
+  if (error != NULL)
+    {
+      op_fail (op, error);
+      return;
+    }
+  if (reply->type == REDIS_REPLY_ERROR)
+    {
+      if (op->script != NULL && !op->retried
+          && g_str_has_prefix (reply->str, "NOSCRIPT"))
+        {
+          const char *load[] = { "SCRIPT", "LOAD", op->script->source };
+
+          /* The load goes first on the same connection, so the retry that
+           * follows it finds the script. */
+          g_message ("redis %s: reloading %s after NOSCRIPT",
+                     rank_redis_link_name (op->store->link), op->script->name);
+          rank_redis_link_send (op->store->link, 3, load, NULL, NULL, NULL);
+          op->retried = TRUE;
+          op_send (op);
+          return;
+        }
+      failure = reply_error (reply);
+      op_fail (op, failure);
+      return;
+    }
+  switch (op->kind)
+    {
+    case OP_UPDATE:
+      failure = finish_update (op, reply);
+      break;
+    case OP_RANK:
+      failure = finish_rank (op, reply);
+      break;
+    case OP_TOP:
+      failure = finish_top (op, reply);
+      break;
+    }
+  if (failure != NULL)
+    op_fail (op, failure);
+  else
+    g_free (op);
+}
+
+void
 rank_store_update (RankStore *store, const RankUpdate *update,
-                   RankUpdateResult *result, GError **error)
+                   RankStoreUpdateFunc func, gpointer data)
 {
   char zkey[KEY_MAX], tkey[KEY_MAX], qkey[KEY_MAX], mode[4], value[24],
       window[24];
   guint8 prefix[RANK_ORDERKEY_TIME_BYTES], fp[8];
-  gint64 applied;
-  redisReply *reply;
+  Op *op;
 
   rank_orderkey_encode_time (update->timestamp_ms, prefix);
   fingerprint (update, fp);
@@ -246,26 +406,16 @@ rank_store_update (RankStore *store, const RankUpdate *update,
     sizeof fp,
   };
 
-  reply = eval (store, &store->update, 3, G_N_ELEMENTS (argv), argv, argvlen,
-                error);
-  if (reply == NULL)
-    return FALSE;
-  if (reply->type != REDIS_REPLY_ARRAY
-      || !int_element (reply, 0, &result->score)
-      || !int_element (reply, 1, &result->rank)
-      || !int_element (reply, 2, &applied))
-    {
-      unexpected (reply, "update.lua", error);
-      return FALSE;
-    }
-  result->applied = applied != 0;
-  freeReplyObject (reply);
-  return TRUE;
+  op = op_new (store, OP_UPDATE, &store->update, 3, G_N_ELEMENTS (argv), argv,
+               argvlen);
+  op->func.update = func;
+  op->data = data;
+  op_send (op);
 }
 
-gboolean
+void
 rank_store_get_rank (RankStore *store, const char *board, const char *member,
-                     gint64 *score, gint64 *rank, GError **error)
+                     RankStoreRankFunc func, gpointer data)
 {
   char zkey[KEY_MAX], tkey[KEY_MAX];
   const char *argv[] = { zkey, tkey, member };
@@ -274,32 +424,17 @@ rank_store_get_rank (RankStore *store, const char *board, const char *member,
     board_key (tkey, board, RANK_KEY_SUFFIX_TIMES),
     strlen (member),
   };
-  redisReply *reply;
+  Op *op = op_new (store, OP_RANK, &store->rank, 2, G_N_ELEMENTS (argv), argv,
+                   argvlen);
 
-  reply = eval (store, &store->rank, 2, G_N_ELEMENTS (argv), argv, argvlen,
-                error);
-  if (reply == NULL)
-    return FALSE;
-  if (reply->type == REDIS_REPLY_NIL)
-    {
-      freeReplyObject (reply);
-      g_set_error (error, RANK_ERROR, RANK_ERROR_NOT_FOUND,
-                   "member '%s' is not on board '%s'", member, board);
-      return FALSE;
-    }
-  if (reply->type != REDIS_REPLY_ARRAY || !int_element (reply, 0, score)
-      || !int_element (reply, 1, rank))
-    {
-      unexpected (reply, "rank.lua", error);
-      return FALSE;
-    }
-  freeReplyObject (reply);
-  return TRUE;
+  op->func.rank = func;
+  op->data = data;
+  op_send (op);
 }
 
-gboolean
+void
 rank_store_get_top (RankStore *store, const char *board, gint64 offset, gint n,
-                    RankEntryFunc func, gpointer data, GError **error)
+                    RankStoreTopFunc func, gpointer data)
 {
   char zkey[KEY_MAX], start[24], stop[24];
   const char *argv[] = { "ZRANGE", zkey, start, stop, "WITHSCORES" };
@@ -311,43 +446,10 @@ rank_store_get_top (RankStore *store, const char *board, gint64 offset, gint n,
                          offset + n - 1),
     10,
   };
-  redisReply *reply;
+  Op *op = op_new (store, OP_TOP, NULL, 0, G_N_ELEMENTS (argv), argv, argvlen);
 
-  reply = rank_redis_link_command (store->link, G_N_ELEMENTS (argv), argv,
-                                   argvlen, error);
-  if (reply == NULL)
-    return FALSE;
-  if (reply->type == REDIS_REPLY_ERROR)
-    return reply_error (reply, error);
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements % 2 != 0)
-    {
-      unexpected (reply, "ZRANGE", error);
-      return FALSE;
-    }
-  /* Validate the whole page before handing out any of it. */
-  for (gsize i = 0; i < reply->elements; i += 2)
-    {
-      redisReply *key = reply->element[i], *sc = reply->element[i + 1];
-      gint64 score;
-
-      if (key->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING
-          || key->len <= RANK_ORDERKEY_TIME_BYTES
-          || !rank_orderkey_parse_zscore (sc->str, sc->len, &score))
-        {
-          unexpected (reply, "ZRANGE (malformed entry)", error);
-          return FALSE;
-        }
-    }
-  for (gsize i = 0; i < reply->elements; i += 2)
-    {
-      redisReply *key = reply->element[i], *sc = reply->element[i + 1];
-      gint64 score;
-
-      rank_orderkey_parse_zscore (sc->str, sc->len, &score);
-      func (key->str + RANK_ORDERKEY_TIME_BYTES,
-            key->len - RANK_ORDERKEY_TIME_BYTES, score,
-            offset + (gint64) (i / 2) + 1, data);
-    }
-  freeReplyObject (reply);
-  return TRUE;
+  op->func.top = func;
+  op->data = data;
+  op->offset = offset;
+  op_send (op);
 }

@@ -1,5 +1,8 @@
-/* store.h -- boards in Redis: key layout, scripts, and the three core
- * operations.
+/* store.h -- boards in Redis: key layout, scripts, and the core operations.
+ *
+ * A store belongs to one event loop and talks to Redis through that loop's
+ * link. Operations are asynchronous: each calls its callback exactly once,
+ * in the loop's thread, never from inside the call that started it.
  *
  * Inputs are assumed valid (the handler validates); the store checks only
  * what needs the stored data (an increment's result range, a reused request
@@ -38,25 +41,35 @@ typedef struct
   gboolean applied;
 } RankUpdateResult;
 
-/* Called for each entry of a page, best first. member is not
- * NUL-terminated. */
-typedef void (*RankEntryFunc) (const char *member, gsize member_len,
-                               gint64 score, gint64 rank, gpointer data);
+/* One entry of a page; member is not NUL-terminated and lives only during
+ * the callback. */
+typedef struct
+{
+  const char *member;
+  gsize member_len;
+  gint64 score;
+  gint64 rank;
+} RankEntry;
 
-/* The store uses link (not owned) and registers its scripts on it; call
- * before rank_redis_link_start. */
+typedef void (*RankStoreUpdateFunc) (const RankUpdateResult *result,
+                                     const GError *error, gpointer data);
+typedef void (*RankStoreRankFunc) (gint64 score, gint64 rank,
+                                   const GError *error, gpointer data);
+typedef void (*RankStoreTopFunc) (const RankEntry *entries, gsize n,
+                                  const GError *error, gpointer data);
+
+/* Registers the scripts on link (call before rank_redis_link_start). */
 RankStore *rank_store_new (RankRedisLink *link, gint64 dedup_window_ms);
 void rank_store_free (RankStore *store);
 
-gboolean rank_store_update (RankStore *store, const RankUpdate *update,
-                            RankUpdateResult *result, GError **error);
+void rank_store_update (RankStore *store, const RankUpdate *update,
+                        RankStoreUpdateFunc func, gpointer data);
 
-gboolean rank_store_get_rank (RankStore *store, const char *board,
-                              const char *member, gint64 *score, gint64 *rank,
-                              GError **error);
+void rank_store_get_rank (RankStore *store, const char *board,
+                          const char *member, RankStoreRankFunc func,
+                          gpointer data);
 
-gboolean rank_store_get_top (RankStore *store, const char *board, gint64 offset,
-                             gint n, RankEntryFunc func, gpointer data,
-                             GError **error);
+void rank_store_get_top (RankStore *store, const char *board, gint64 offset,
+                         gint n, RankStoreTopFunc func, gpointer data);
 
 #endif /* RANK_STORE_H */

@@ -27,6 +27,8 @@ struct _RankTransport
 
   int fd;
   int wake_fd;
+  gboolean event_driven; /* never wait: an event loop owns the socket */
+  gboolean starved;      /* the last read wanted bytes not yet received */
   gboolean framed;
   guint32 max_frame;
   int timeout_ms;
@@ -36,8 +38,11 @@ struct _RankTransport
   gboolean in_frame;
   gsize frame_left;
   gsize msg_used;
+  gsize msg_start; /* buffered, event-driven: where the message began */
 
   GByteArray *wbuf;
+  GByteArray *pending; /* event-driven: reply bytes the socket did not take */
+  gsize pending_pos;
 };
 
 G_DEFINE_TYPE (RankTransport, rank_transport, THRIFT_TYPE_TRANSPORT)
@@ -156,6 +161,13 @@ fill (RankTransport *self, gsize want, GError **error)
         }
       if (errno == EINTR)
         continue;
+      if ((errno == EAGAIN || errno == EWOULDBLOCK) && self->event_driven)
+        {
+          self->starved = TRUE;
+          set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                     "message incomplete");
+          return FALSE;
+        }
       if (errno == EAGAIN || errno == EWOULDBLOCK)
         {
           if (!await_ready (self, POLLIN, error))
@@ -227,6 +239,8 @@ gboolean
 rank_transport_begin_message (RankTransport *self, GError **error)
 {
   self->msg_used = 0;
+  self->starved = FALSE;
+  self->msg_start = self->rpos;
   reset_write (self);
   if (self->framed)
     {
@@ -279,6 +293,129 @@ rank_transport_wait_message (RankTransport *self, int idle_ms)
         continue;
       return RANK_WAIT_CLOSED;
     }
+}
+
+RankIoResult
+rank_transport_receive (RankTransport *self)
+{
+  for (;;)
+    {
+      ssize_t n;
+      gsize room;
+
+      ensure_capacity (self, RANK_CONN_BUFFER_BYTES / 2);
+      room = self->rcap - self->rlen;
+      n = recv (self->fd, self->rbuf + self->rlen, room, 0);
+      if (n > 0)
+        {
+          self->rlen += (gsize) n;
+          /* A short read drained the socket: bytes arriving later raise a
+           * new edge-triggered event, so no probe for EAGAIN is needed. */
+          if ((gsize) n < room
+              || self->rlen - self->rpos
+                     > self->max_frame + (gsize) FRAME_HEADER)
+            return RANK_IO_OK;
+          continue;
+        }
+      if (n == 0)
+        return RANK_IO_CLOSED;
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return RANK_IO_OK;
+      return RANK_IO_FAILED;
+    }
+}
+
+gboolean
+rank_transport_message_ready (RankTransport *self, GError **error)
+{
+  gsize have = self->rlen - self->rpos;
+  guint32 len;
+
+  if (!self->framed)
+    return have > 0;
+  if (have < FRAME_HEADER)
+    return FALSE;
+  len = ((guint32) self->rbuf[self->rpos] << 24)
+        | ((guint32) self->rbuf[self->rpos + 1] << 16)
+        | ((guint32) self->rbuf[self->rpos + 2] << 8)
+        | (guint32) self->rbuf[self->rpos + 3];
+  if (len == 0 || len > self->max_frame)
+    {
+      /* Refused before a byte of the body is buffered or allocated. */
+      set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                 "frame length %u is outside 1..%u", len, self->max_frame);
+      return FALSE;
+    }
+  if (have < FRAME_HEADER + (gsize) len)
+    {
+      ensure_capacity (self, FRAME_HEADER + (gsize) len - have);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+rank_transport_starved (RankTransport *self)
+{
+  return self->starved;
+}
+
+void
+rank_transport_rewind_message (RankTransport *self)
+{
+  self->rpos = self->msg_start;
+  self->msg_used = 0;
+  self->starved = FALSE;
+  reset_write (self);
+}
+
+gboolean
+rank_transport_has_buffered_input (RankTransport *self)
+{
+  return self->rlen > self->rpos;
+}
+
+gsize
+rank_transport_buffered_input (RankTransport *self)
+{
+  return self->rlen - self->rpos;
+}
+
+RankIoResult
+rank_transport_send_pending (RankTransport *self)
+{
+  while (self->pending_pos < self->pending->len)
+    {
+      ssize_t n = send (self->fd, self->pending->data + self->pending_pos,
+                        self->pending->len - self->pending_pos,
+                        MSG_NOSIGNAL | MSG_DONTWAIT);
+
+      if (n > 0)
+        self->pending_pos += (gsize) n;
+      else if (n < 0 && errno == EINTR)
+        continue;
+      else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return RANK_IO_AGAIN;
+      else
+        return RANK_IO_FAILED;
+    }
+  g_byte_array_set_size (self->pending, 0);
+  self->pending_pos = 0;
+  if (self->pending->len == 0 && self->wbuf->len > 16 * RANK_CONN_BUFFER_BYTES)
+    {
+      g_byte_array_unref (self->wbuf);
+      self->wbuf = g_byte_array_sized_new (256);
+      reset_write (self);
+    }
+  return RANK_IO_OK;
+}
+
+gboolean
+rank_transport_output_pending (RankTransport *self)
+{
+  return self->pending_pos < self->pending->len;
 }
 
 static gint32
@@ -420,6 +557,20 @@ rank_transport_flush (ThriftTransport *transport, GError **error)
     }
   else if (self->wbuf->len == 0)
     return TRUE;
+  if (self->event_driven)
+    {
+      /* Never wait: what the socket does not take now goes out when the
+       * loop sees it writable. */
+      g_byte_array_append (self->pending, self->wbuf->data, self->wbuf->len);
+      reset_write (self);
+      if (rank_transport_send_pending (self) == RANK_IO_FAILED)
+        {
+          set_error (error, THRIFT_TRANSPORT_ERROR_SEND, "send failed: %s",
+                     g_strerror (errno));
+          return FALSE;
+        }
+      return TRUE;
+    }
   sent = self->wbuf->len;
   ok = send_all (self, self->wbuf->data, self->wbuf->len, error);
   /* A large reply's buffer is not kept: idle connections stay small. */
@@ -496,6 +647,7 @@ rank_transport_finalize (GObject *object)
     close (self->fd);
   g_free (self->rbuf);
   g_byte_array_unref (self->wbuf);
+  g_byte_array_unref (self->pending);
   G_OBJECT_CLASS (rank_transport_parent_class)->finalize (object);
 }
 
@@ -523,6 +675,7 @@ rank_transport_init (RankTransport *self)
   self->fd = -1;
   self->wake_fd = -1;
   self->wbuf = g_byte_array_sized_new (256);
+  self->pending = g_byte_array_new ();
 }
 
 RankTransport *
@@ -558,6 +711,15 @@ rank_transport_connect (const char *host, guint16 port, gboolean framed,
   return self;
 }
 
+RankTransport *
+rank_transport_new_event_driven (int fd, gboolean framed, guint32 max_frame)
+{
+  RankTransport *self = rank_transport_new (fd, framed, max_frame);
+
+  self->event_driven = TRUE;
+  return self;
+}
+
 void
 rank_transport_set_timeout (RankTransport *self, int timeout_ms)
 {
@@ -579,5 +741,5 @@ rank_transport_get_fd (RankTransport *self)
 gsize
 rank_transport_buffer_bytes (RankTransport *self)
 {
-  return self->rcap + self->wbuf->len;
+  return self->rcap + self->wbuf->len + self->pending->len;
 }

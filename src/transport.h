@@ -35,6 +35,14 @@ typedef enum
   RANK_WAIT_WOKEN,  /* the wake fd became readable (shutdown) */
 } RankWaitResult;
 
+typedef enum
+{
+  RANK_IO_OK,     /* done, or nothing more to read now */
+  RANK_IO_AGAIN,  /* output left: wait until the socket is writable */
+  RANK_IO_CLOSED, /* the peer closed */
+  RANK_IO_FAILED, /* the socket failed (errno) */
+} RankIoResult;
+
 /* Takes ownership of fd (closed on finalize); makes it non-blocking and sets
  * TCP_NODELAY where it applies. */
 RankTransport *rank_transport_new (int fd, gboolean framed, guint32 max_frame);
@@ -44,6 +52,31 @@ RankTransport *rank_transport_new (int fd, gboolean framed, guint32 max_frame);
 RankTransport *rank_transport_connect (const char *host, guint16 port,
                                        gboolean framed, int timeout_ms,
                                        GError **error);
+
+/* For an event loop: reads and writes never wait. A read that needs bytes
+ * not yet received fails and rank_transport_starved() says so; a reply the
+ * socket does not take at once stays pending. */
+RankTransport *rank_transport_new_event_driven (int fd, gboolean framed,
+                                                guint32 max_frame);
+
+/* Event-driven: receives what the socket has. */
+RankIoResult rank_transport_receive (RankTransport *self);
+
+/* Event-driven: TRUE when a whole request is buffered (framed), or any
+ * bytes are (buffered: decoding tells). FALSE with error set for a frame
+ * length outside 1..max_frame. */
+gboolean rank_transport_message_ready (RankTransport *self, GError **error);
+
+/* Event-driven: the last read failed only for want of bytes; rewind and
+ * try again when more arrive. */
+gboolean rank_transport_starved (RankTransport *self);
+void rank_transport_rewind_message (RankTransport *self);
+gboolean rank_transport_has_buffered_input (RankTransport *self);
+gsize rank_transport_buffered_input (RankTransport *self);
+
+/* Event-driven: sends what is pending; RANK_IO_AGAIN if some remains. */
+RankIoResult rank_transport_send_pending (RankTransport *self);
+gboolean rank_transport_output_pending (RankTransport *self);
 
 /* Bound on each wait for the peer while a message is read or written. */
 void rank_transport_set_timeout (RankTransport *self, int timeout_ms);
