@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -26,7 +25,6 @@ struct _RankTransport
   ThriftTransport parent;
 
   int fd;
-  int wake_fd;
   gboolean event_driven; /* never wait: an event loop owns the socket */
   gboolean starved;      /* the last read wanted bytes not yet received */
   gboolean framed;
@@ -67,51 +65,6 @@ static void
 reset_write (RankTransport *self)
 {
   g_byte_array_set_size (self->wbuf, self->framed ? FRAME_HEADER : 0);
-}
-
-/* Waits for fd to become ready for events. Returns 1 ready, 0 timed out,
- * -1 woken by wake_fd or failed. */
-static int
-wait_fd (RankTransport *self, short events, int timeout_ms)
-{
-  struct pollfd pfd[2]
-      = { { self->fd, events, 0 }, { self->wake_fd, POLLIN, 0 } };
-  int n = self->wake_fd >= 0 ? 2 : 1;
-
-  for (;;)
-    {
-      int rc = poll (pfd, (nfds_t) n, timeout_ms > 0 ? timeout_ms : -1);
-
-      if (rc < 0 && errno == EINTR)
-        continue;
-      if (rc < 0)
-        return -1;
-      if (rc == 0)
-        return 0;
-      if (n == 2 && (pfd[1].revents & POLLIN) && !(pfd[0].revents & events))
-        return -1;
-      return 1;
-    }
-}
-
-/* After EAGAIN: waits until the socket is ready again. FALSE with error
- * when the peer took longer than the timeout or shutdown began. */
-static gboolean
-await_ready (RankTransport *self, short events, GError **error)
-{
-  int code = events == POLLIN ? THRIFT_TRANSPORT_ERROR_RECEIVE
-                              : THRIFT_TRANSPORT_ERROR_SEND;
-  const char *what = events == POLLIN ? "waiting for the peer to send"
-                                      : "waiting for the peer to read";
-  int rc = wait_fd (self, events, self->timeout_ms);
-
-  if (rc > 0)
-    return TRUE;
-  if (rc == 0)
-    set_error (error, code, "timed out after %d ms %s", self->timeout_ms, what);
-  else
-    set_error (error, code, "interrupted by shutdown while %s", what);
-  return FALSE;
 }
 
 static void
@@ -170,9 +123,10 @@ fill (RankTransport *self, gsize want, GError **error)
         }
       if (errno == EAGAIN || errno == EWOULDBLOCK)
         {
-          if (!await_ready (self, POLLIN, error))
-            return FALSE;
-          continue;
+          set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                     "timed out after %d ms waiting for the peer to send",
+                     self->timeout_ms);
+          return FALSE;
         }
       set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE, "recv failed: %s",
                  g_strerror (errno));
@@ -269,30 +223,6 @@ rank_transport_remaining (RankTransport *self)
   if (self->framed)
     return self->in_frame ? self->frame_left : self->max_frame;
   return self->max_frame - MIN (self->msg_used, (gsize) self->max_frame);
-}
-
-RankWaitResult
-rank_transport_wait_message (RankTransport *self, int idle_ms)
-{
-  char probe;
-
-  if (self->rlen > self->rpos)
-    return RANK_WAIT_READY;
-  for (;;)
-    {
-      int rc = wait_fd (self, POLLIN, idle_ms);
-
-      if (rc == 0)
-        return RANK_WAIT_IDLE;
-      if (rc < 0)
-        return RANK_WAIT_WOKEN;
-      ssize_t n = recv (self->fd, &probe, 1, MSG_PEEK);
-      if (n > 0)
-        return RANK_WAIT_READY;
-      if (n < 0 && (errno == EINTR || errno == EAGAIN))
-        continue;
-      return RANK_WAIT_CLOSED;
-    }
 }
 
 RankIoResult
@@ -526,9 +456,10 @@ send_all (RankTransport *self, const guint8 *data, gsize len, GError **error)
         continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK)
         {
-          if (!await_ready (self, POLLOUT, error))
-            return FALSE;
-          continue;
+          set_error (error, THRIFT_TRANSPORT_ERROR_SEND,
+                     "timed out after %d ms waiting for the peer to read",
+                     self->timeout_ms);
+          return FALSE;
         }
       set_error (error, THRIFT_TRANSPORT_ERROR_SEND, "send failed: %s",
                  g_strerror (errno));
@@ -673,7 +604,6 @@ static void
 rank_transport_init (RankTransport *self)
 {
   self->fd = -1;
-  self->wake_fd = -1;
   self->wbuf = g_byte_array_sized_new (256);
   self->pending = g_byte_array_new ();
 }
@@ -685,14 +615,16 @@ rank_transport_new (int fd, gboolean framed, guint32 max_frame)
   int one = 1;
   int flags = fcntl (fd, F_GETFL);
 
+  /* Blocking, with SO_RCVTIMEO/SO_SNDTIMEO as the bound: one recv per
+   * reply instead of recv, poll, recv. */
   if (flags >= 0)
-    (void) fcntl (fd, F_SETFL, flags | O_NONBLOCK);
+    (void) fcntl (fd, F_SETFL, flags & ~O_NONBLOCK);
   (void) setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   self->fd = fd;
   self->framed = framed;
   self->max_frame = max_frame;
-  self->timeout_ms = RANK_REQUEST_READ_TIMEOUT_MS;
   reset_write (self);
+  rank_transport_set_timeout (self, RANK_REQUEST_READ_TIMEOUT_MS);
   return self;
 }
 
@@ -707,7 +639,7 @@ rank_transport_connect (const char *host, guint16 port, gboolean framed,
   if (fd < 0)
     return NULL;
   self = rank_transport_new (fd, framed, RANK_MAX_MAX_FRAME);
-  self->timeout_ms = timeout_ms;
+  rank_transport_set_timeout (self, timeout_ms);
   return self;
 }
 
@@ -715,7 +647,10 @@ RankTransport *
 rank_transport_new_event_driven (int fd, gboolean framed, guint32 max_frame)
 {
   RankTransport *self = rank_transport_new (fd, framed, max_frame);
+  int flags = fcntl (fd, F_GETFL);
 
+  if (flags >= 0)
+    (void) fcntl (fd, F_SETFL, flags | O_NONBLOCK);
   self->event_driven = TRUE;
   return self;
 }
@@ -723,13 +658,11 @@ rank_transport_new_event_driven (int fd, gboolean framed, guint32 max_frame)
 void
 rank_transport_set_timeout (RankTransport *self, int timeout_ms)
 {
-  self->timeout_ms = timeout_ms;
-}
+  struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
 
-void
-rank_transport_set_wake_fd (RankTransport *self, int fd)
-{
-  self->wake_fd = fd;
+  self->timeout_ms = timeout_ms;
+  (void) setsockopt (self->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  (void) setsockopt (self->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
 int

@@ -29,14 +29,6 @@ G_DECLARE_FINAL_TYPE (RankTransport, rank_transport, RANK, TRANSPORT,
 
 typedef enum
 {
-  RANK_WAIT_READY,  /* request bytes are available */
-  RANK_WAIT_IDLE,   /* nothing arrived within the idle timeout */
-  RANK_WAIT_CLOSED, /* the peer closed or the socket failed */
-  RANK_WAIT_WOKEN,  /* the wake fd became readable (shutdown) */
-} RankWaitResult;
-
-typedef enum
-{
   RANK_IO_OK,     /* done, or nothing more to read now */
   RANK_IO_AGAIN,  /* output left: wait until the socket is writable */
   RANK_IO_CLOSED, /* the peer closed */
@@ -78,14 +70,8 @@ gsize rank_transport_buffered_input (RankTransport *self);
 RankIoResult rank_transport_send_pending (RankTransport *self);
 gboolean rank_transport_output_pending (RankTransport *self);
 
-/* Bound on each wait for the peer while a message is read or written. */
+/* Blocking mode: bound on each wait for the peer (0: none). */
 void rank_transport_set_timeout (RankTransport *self, int timeout_ms);
-
-/* A file descriptor that, once readable, ends every wait (server shutdown). */
-void rank_transport_set_wake_fd (RankTransport *self, int fd);
-
-/* Server side, between messages: waits until the next request starts. */
-RankWaitResult rank_transport_wait_message (RankTransport *self, int idle_ms);
 
 /* Server side: starts the next message (framed: reads the whole frame). */
 gboolean rank_transport_begin_message (RankTransport *self, GError **error);
