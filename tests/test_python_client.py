@@ -5,55 +5,24 @@ Starts its own redis-server and rankd on free loopback ports.
 """
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 RANKD = sys.argv[1]
 sys.path.insert(0, sys.argv[2])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 del sys.argv[1:3]
 
 from thrift.protocol import TBinaryProtocol, TCompactProtocol  # noqa: E402
 from thrift.transport import TSocket, TTransport  # noqa: E402
 
 from ranking import Ranking  # noqa: E402
+from servers import start  # noqa: E402
 from ranking.ttypes import (  # noqa: E402
     InvalidArgument, NotFound, UpdateMode, UpdateRequest)
 
 MAX = 2**53 - 1
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, deadline=30.0):
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            return False
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return True
-        except OSError:
-            time.sleep(0.01)  # polling a condition, with a deadline
-    raise RuntimeError(f"port {port} did not open")
-
-
-def start(argv_for_port, workdir):
-    for _ in range(5):
-        port = free_port()
-        with open(os.path.join(workdir, f"log-{port}"), "w") as log:
-            proc = subprocess.Popen(argv_for_port(port), cwd=workdir,
-                                    stdout=log, stderr=subprocess.STDOUT)
-        if wait_port(port, proc):
-            return proc, port
-    raise RuntimeError(f"could not start {argv_for_port(0)[0]}")
 
 
 def connect(port, framed=True, compact=False):
