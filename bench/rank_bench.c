@@ -213,21 +213,28 @@ static void
 direct_update_append (Worker *w, const char *board, const char *member,
                       gint64 score, int mode)
 {
-  char z[300], t[300], q[400], value[24], modes[4], rid[64];
-  guint8 prefix[RANK_ORDERKEY_TIME_BYTES];
-  guint64 fp = w->o->nonce ^ w->counter;
+  char z[300], t[300], q[300], value[24], modes[4], selector[16], now[24];
+  guint8 prefix[RANK_ORDERKEY_TIME_BYTES], idhash[10] = { 0 };
+  guint32 fp = (guint32) (w->o->nonce ^ w->counter);
+  guint64 id = w->counter++;
 
-  g_snprintf (rid, sizeof rid, "%d-%" G_GUINT64_FORMAT, w->id, w->counter++);
+  /* A unique request id per update, as rankd would hash it: 10 bytes. */
+  memcpy (idhash, &w->o->nonce, 2);
+  memcpy (idhash + 2, &id, 8);
+  idhash[0] ^= (guint8) w->id;
   g_snprintf (z, sizeof z, "rk:{direct-%s}:z", board);
   g_snprintf (t, sizeof t, "rk:{direct-%s}:t", board);
-  g_snprintf (q, sizeof q, "rk:{direct-%s}:q:%016" G_GINT64_MODIFIER "x-%s",
-              board, w->o->nonce, rid);
+  g_snprintf (q, sizeof q, "rk:{direct-%s}:q", board);
   g_snprintf (value, sizeof value, "%" G_GINT64_FORMAT, score);
   g_snprintf (modes, sizeof modes, "%d", mode);
+  g_snprintf (selector, sizeof selector, "%u",
+              (guint32) (id * 2654435761u) ^ (guint32) w->id);
+  g_snprintf (now, sizeof now, "%" G_GINT64_FORMAT, g_get_real_time () / 1000);
   rank_orderkey_encode_time (g_get_real_time () / 1000, prefix);
-  redisAppendCommand (w->redis, "EVALSHA %s 3 %s %s %s %s %s %s %b 3600000 %b",
-                      w->o->sha, z, t, q, member, modes, value, prefix,
-                      sizeof prefix, &fp, sizeof fp);
+  redisAppendCommand (
+      w->redis, "EVALSHA %s 3 %s %s %s %s %s %s %b 3600000 %b %b %s %s",
+      w->o->sha, z, t, q, member, modes, value, prefix, sizeof prefix, &fp,
+      sizeof fp, idhash, sizeof idhash, selector, now);
 }
 
 static gboolean

@@ -60,7 +60,7 @@
 #define RANK_KEY_PREFIX "rk"
 #define RANK_KEY_SUFFIX_SCORES "z"  /* sorted set: order key -> score */
 #define RANK_KEY_SUFFIX_TIMES "t"   /* hash: member -> time prefix */
-#define RANK_KEY_SUFFIX_REQUEST "q" /* string per request id, with expiry */
+#define RANK_KEY_SUFFIX_REQUEST "q" /* request-id records (update.lua) */
 
 /* Embedded Redis. */
 #define RANK_EMBEDDED_SOCKET "redis.sock"

@@ -2,22 +2,79 @@
 --
 -- KEYS[1]  sorted set  rk:{board}:z    member = time prefix .. member id, score = -score
 -- KEYS[2]  hash        rk:{board}:t    member id -> its time prefix (6 bytes, big-endian ms)
--- KEYS[3]  string      rk:{board}:q:<request id> -> fingerprint; expires after the window
+-- KEYS[3]  key prefix  rk:{board}:q    of the request-id records (see below)
 -- ARGV     member, mode (1 INCREMENT, 2 BEST, 3 SET), value, time prefix,
---          window (ms), fingerprint of (member, mode, value)
+--          window (ms), fingerprint (4 bytes) of (member, mode, value),
+--          request-id hash (10 bytes), request-id selector (0..2^32-1), now (ms)
+--
+-- Request-id records are packed: a record is one field (the 10-byte hash of
+-- the request id) -> value (the fingerprint) of a small hash. Time is cut
+-- into buckets of window/4; bucket k has a meta hash rk:{board}:q:<k>
+-- holding S (its number of record hashes) and n (records so far), and
+-- record hashes rk:{board}:q:<k>:<selector mod S>. S is chosen when the
+-- bucket opens, from the previous bucket's n, for about 64 records per
+-- hash: small enough for Redis's compact listpack encoding at any rate.
+-- A request id is looked up in the current bucket and the 4 before it, so
+-- it is remembered for at least the window; every key of bucket k expires
+-- at the end of bucket k+4.
 --
 -- Returns {score, rank, applied}: applied is 0 when the request id was already
 -- used (nothing changes; score and rank are current, rank 0 if the member is gone).
 -- A refusal is an error reply starting with "RANK_INVALID "; every check runs
 -- before the first write, so a refused update changes nothing.
 --
--- Try it: redis-cli EVAL "$(cat update.lua)" 3 'rk:{b}:z' 'rk:{b}:t' 'rk:{b}:q:r1' \
---           alice 1 10 "$(printf '\0\0\0\0\0\1')" 3600000 fp1
+-- Try it: redis-cli EVAL "$(cat update.lua)" 3 'rk:{b}:z' 'rk:{b}:t' 'rk:{b}:q' \
+--   alice 1 10 "$(printf '\0\0\0\0\0\1')" 3600000 fp01 request-1- 12345 1763800000000
 
-local zkey, tkey, qkey = KEYS[1], KEYS[2], KEYS[3]
+local zkey, tkey, qprefix = KEYS[1], KEYS[2], KEYS[3]
 local member, mode, value = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local prefix, window, fingerprint = ARGV[4], ARGV[5], ARGV[6]
+local prefix, window, fingerprint = ARGV[4], tonumber(ARGV[5]), ARGV[6]
+local idhash, selector, now = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
 local LIMIT = 9007199254740991
+local BUCKETS = 4          -- buckets per window
+local PER_HASH = 64        -- records aimed at per record hash
+local MAX_HASHES = 1048576
+
+local width = math.ceil(window / BUCKETS)
+local current = math.floor(now / width)
+
+local function meta_key(k)
+  return qprefix .. ':' .. string.format('%d', k)
+end
+
+-- The fingerprint recorded for this request id, or nil.
+local function recorded()
+  for k = current, current - BUCKETS, -1 do
+    local meta = meta_key(k)
+    local s = redis.call('HGET', meta, 's')
+    if s then
+      local v = redis.call('HGET', meta .. ':' .. string.format('%d', selector % tonumber(s)), idhash)
+      if v then
+        return v
+      end
+    end
+  end
+  return nil
+end
+
+local function record()
+  local meta = meta_key(current)
+  local expire_at = (current + BUCKETS + 1) * width
+  local s = tonumber(redis.call('HGET', meta, 's'))
+  if not s then
+    local previous = tonumber(redis.call('HGET', meta_key(current - 1), 'n') or '0')
+    s = 1
+    while s * PER_HASH < previous and s < MAX_HASHES do
+      s = s * 2
+    end
+    redis.call('HSET', meta, 's', s, 'n', 0)
+    redis.call('PEXPIREAT', meta, expire_at)
+  end
+  redis.call('HINCRBY', meta, 'n', 1)
+  local hash = meta .. ':' .. string.format('%d', selector % s)
+  redis.call('HSET', hash, idhash, fingerprint)
+  redis.call('PEXPIREAT', hash, expire_at)
+end
 
 -- The member's sorted-set key and score, or nil if it is not on the board.
 local function place()
@@ -29,7 +86,7 @@ local function place()
   return key, -tonumber(redis.call('ZSCORE', zkey, key))
 end
 
-local seen = redis.call('GET', qkey)
+local seen = recorded()
 if seen then
   if seen ~= fingerprint then
     return redis.error_reply('RANK_INVALID request_id: already used on this board ' ..
@@ -72,5 +129,5 @@ if new ~= old then
   redis.call('ZADD', zkey, string.format('%d', -new), key)
   redis.call('HSET', tkey, member, prefix)
 end
-redis.call('SET', qkey, fingerprint, 'PX', window)
+record()
 return {new, redis.call('ZRANK', zkey, key) + 1, 1}
