@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -56,6 +57,15 @@ read_log (const RankTestProcess *p)
   return text;
 }
 
+/* In the child: die with the test, so an aborted test leaves no servers
+ * behind. */
+static void
+die_with_parent (gpointer data)
+{
+  (void) data;
+  prctl (PR_SET_PDEATHSIG, SIGKILL);
+}
+
 static void
 spawn (RankTestProcess *p)
 {
@@ -65,7 +75,7 @@ spawn (RankTestProcess *p)
   g_assert_cmpint (log_fd, >=, 0);
   if (!g_spawn_async_with_fds (p->dir, p->argv, NULL,
                                G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH,
-                               NULL, NULL, &p->pid, -1, log_fd, log_fd, &error))
+                               die_with_parent, NULL, &p->pid, -1, log_fd, log_fd, &error))
     g_error ("cannot start %s: %s", p->argv[0], error->message);
   close (log_fd);
 }

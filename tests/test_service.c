@@ -541,18 +541,20 @@ test_key_layout (void)
       g_assert_cmpint (r->integer, >, 3600 * 1000 - 900 * 1000);
       g_assert_cmpint (r->integer, <=, 3600 * 1250);
       freeReplyObject (r);
-      r = redisCommand (c, "HGETALL %s", key);
       if (meta)
         {
           metas++;
-          g_assert_cmpint (r->elements, ==, 4);
-          g_assert_cmpstr (r->element[0]->str, ==, "s");
-          g_assert_cmpstr (r->element[1]->str, ==, "1");
+          r = redisCommand (c, "HMGET %s g s0 n0 n", key);
+          g_assert_cmpstr (r->element[0]->str, ==, "1");
+          g_assert_cmpstr (r->element[1]->str, ==, "1"); /* a new board */
+          g_assert_cmpstr (r->element[2]->str, ==, "2");
           g_assert_cmpstr (r->element[3]->str, ==, "2");
         }
       else
         {
           records++;
+          g_assert_true (g_str_has_suffix (key, ":0:0"));
+          r = redisCommand (c, "HGETALL %s", key);
           g_assert_cmpint (r->elements, ==, 4);
           for (gsize j = 0; j < 4; j += 2)
             {
@@ -565,6 +567,63 @@ test_key_layout (void)
   freeReplyObject (keys);
   g_assert_cmpuint (metas, ==, 1);
   g_assert_cmpuint (records, ==, 1);
+  redisFree (c);
+}
+
+/* A burst on a new board fills the first generation of record hashes
+ * (one hash): later records go to a generation of 32 hashes, every hash
+ * stays listpack-encoded, and every request id is still recognised. */
+static void
+test_packed_records (void)
+{
+  g_autofree char *b = rank_test_unique ("packed");
+  g_autofree char *pattern = g_strdup_printf ("rk:{%s}:q:*", b);
+  redisContext *c = redis_connect (redis->port);
+  redisReply *keys;
+  const int n = 300;
+  guint metas = 0;
+
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < n; i++)
+      {
+        g_autofree char *rid = g_strdup_printf ("burst-%d", i);
+        g_auto (Result) u = update (b, "ann", 1, rid, NO_MODE, NO_TIME);
+
+        assert_ok (&u);
+        g_assert_cmpint (u.applied, ==, pass == 0);
+        g_assert_cmpint (u.score, ==, pass == 0 ? i + 1 : n);
+      }
+  keys = redisCommand (c, "KEYS %s", pattern);
+  for (gsize i = 0; i < keys->elements; i++)
+    if (g_regex_match_simple (":q:[0-9]+$", keys->element[i]->str, 0, 0))
+      metas++;
+  for (gsize i = 0; i < keys->elements; i++)
+    {
+      const char *key = keys->element[i]->str;
+      redisReply *r;
+
+      if (g_regex_match_simple (":q:[0-9]+$", key, 0, 0))
+        {
+          r = redisCommand (c, "HMGET %s g s0 s1 n", key);
+          /* Exact only if the burst did not straddle a 15-minute bucket
+           * boundary (then each bucket holds part of it). */
+          if (metas == 1)
+            {
+              g_assert_cmpstr (r->element[0]->str, ==, "2");
+              g_assert_cmpstr (r->element[1]->str, ==, "1");
+              g_assert_cmpstr (r->element[2]->str, ==, "32");
+              g_assert_cmpstr (r->element[3]->str, ==, "300");
+            }
+        }
+      else
+        {
+          r = redisCommand (c, "OBJECT ENCODING %s", key);
+          g_assert_cmpstr (r->str, ==, "listpack");
+        }
+      freeReplyObject (r);
+    }
+  g_assert_cmpuint (metas, >=, 1);
+  freeReplyObject (keys);
   redisFree (c);
 }
 
@@ -1381,6 +1440,7 @@ main (int argc, char **argv)
   g_test_add_func ("/idempotency/reuse-refused", test_request_id_reuse_refused);
   g_test_add_func ("/idempotency/key-layout", test_key_layout);
   g_test_add_func ("/idempotency/window", test_dedup_window);
+  g_test_add_func ("/idempotency/packed-records", test_packed_records);
   g_test_add_func ("/names/limits", test_name_limits);
   g_test_add_func ("/read/get-rank-not-found", test_get_rank_not_found);
   g_test_add_func ("/read/top-bounds", test_top_bounds);

@@ -9,14 +9,15 @@
 --
 -- Request-id records are packed: a record is one field (the 10-byte hash of
 -- the request id) -> value (the fingerprint) of a small hash. Time is cut
--- into buckets of window/4; bucket k has a meta hash rk:{board}:q:<k>
--- holding S (its number of record hashes) and n (records so far), and
--- record hashes rk:{board}:q:<k>:<selector mod S>. S is chosen when the
--- bucket opens, from the previous bucket's n, for about 64 records per
--- hash: small enough for Redis's compact listpack encoding at any rate.
--- A request id is looked up in the current bucket and the 4 before it, so
--- it is remembered for at least the window; every key of bucket k expires
--- at the end of bucket k+4.
+-- into buckets of window/4. Bucket k has a meta hash rk:{board}:q:<k>
+-- (g: generations, s<i>: record hashes of generation i, n<i>: its records,
+-- n: all records) and record hashes rk:{board}:q:<k>:<i>:<selector mod s<i>>.
+-- A bucket opens with one generation sized from the previous bucket's n,
+-- about 64 records per hash: small enough for Redis's compact listpack
+-- encoding at any steady rate. When a generation fills (96 per hash: a new
+-- board, a burst), the next has 32 times the hashes. A request id is looked
+-- up in the current bucket and the 4 before it, so it is remembered for at
+-- least the window; every key of bucket k expires at the end of bucket k+4.
 --
 -- Returns {score, rank, applied}: applied is 0 when the request id was already
 -- used (nothing changes; score and rank are current, rank 0 if the member is gone).
@@ -33,7 +34,9 @@ local idhash, selector, now = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
 local LIMIT = 9007199254740991
 local BUCKETS = 4          -- buckets per window
 local PER_HASH = 64        -- records aimed at per record hash
+local FULL_HASH = 96       -- records per hash that open a new generation
 local MAX_HASHES = 1048576
+local MAX_GENERATIONS = 5
 
 local width = math.ceil(window / BUCKETS)
 local current = math.floor(now / width)
@@ -42,15 +45,22 @@ local function meta_key(k)
   return qprefix .. ':' .. string.format('%d', k)
 end
 
+local function record_hash(meta, generation, hashes)
+  return meta .. ':' .. generation .. ':' .. string.format('%d', selector % hashes)
+end
+
 -- The fingerprint recorded for this request id, or nil.
 local function recorded()
   for k = current, current - BUCKETS, -1 do
     local meta = meta_key(k)
-    local s = redis.call('HGET', meta, 's')
-    if s then
-      local v = redis.call('HGET', meta .. ':' .. string.format('%d', selector % tonumber(s)), idhash)
-      if v then
-        return v
+    local m = redis.call('HMGET', meta, 'g', 's0', 's1', 's2', 's3', 's4')
+    local generations = tonumber(m[1])
+    if generations then
+      for g = generations - 1, 0, -1 do
+        local v = redis.call('HGET', record_hash(meta, g, tonumber(m[g + 2])), idhash)
+        if v then
+          return v
+        end
       end
     end
   end
@@ -60,18 +70,33 @@ end
 local function record()
   local meta = meta_key(current)
   local expire_at = (current + BUCKETS + 1) * width
-  local s = tonumber(redis.call('HGET', meta, 's'))
-  if not s then
+  local generations = tonumber(redis.call('HGET', meta, 'g'))
+  local g, hashes
+  if not generations then
+    -- A new bucket: size it from the previous one.
     local previous = tonumber(redis.call('HGET', meta_key(current - 1), 'n') or '0')
-    s = 1
-    while s * PER_HASH < previous and s < MAX_HASHES do
-      s = s * 2
+    hashes = 1
+    while hashes * PER_HASH < previous and hashes < MAX_HASHES do
+      hashes = hashes * 2
     end
-    redis.call('HSET', meta, 's', s, 'n', 0)
+    g = 0
+    redis.call('HSET', meta, 'g', 1, 's0', hashes, 'n0', 0, 'n', 0)
     redis.call('PEXPIREAT', meta, expire_at)
+  else
+    g = generations - 1
+    local m = redis.call('HMGET', meta, 's' .. g, 'n' .. g)
+    hashes = tonumber(m[1])
+    -- More records than the hashes hold compactly (a new board, a burst):
+    -- open a generation with 32 times the hashes.
+    if tonumber(m[2]) >= hashes * FULL_HASH and generations < MAX_GENERATIONS then
+      g = generations
+      hashes = math.min(hashes * 32, MAX_HASHES)
+      redis.call('HSET', meta, 'g', generations + 1, 's' .. g, hashes, 'n' .. g, 0)
+    end
   end
+  redis.call('HINCRBY', meta, 'n' .. g, 1)
   redis.call('HINCRBY', meta, 'n', 1)
-  local hash = meta .. ':' .. string.format('%d', selector % s)
+  local hash = record_hash(meta, g, hashes)
   redis.call('HSET', hash, idhash, fingerprint)
   redis.call('PEXPIREAT', hash, expire_at)
 end
