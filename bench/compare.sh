@@ -10,7 +10,7 @@
 #
 # Usage: bench/compare.sh            (after building into build/)
 # Environment: BUILD=build MEMBERS=1000000 ROUNDS=3 DURATION=10 WARMUP=2
-#              CONNECTIONS=64 IO_THREADS=1 OUT=bench/results/<date>
+#              CONNECTIONS=64 IO_THREADS=$(nproc) OUT=bench/results/<date>
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -20,7 +20,7 @@ rounds=${ROUNDS:-3}
 duration=${DURATION:-10}
 warmup=${WARMUP:-2}
 conns=${CONNECTIONS:-64}
-io_threads=${IO_THREADS:-1}
+io_threads=${IO_THREADS:-$(nproc)}
 out=${OUT:-$here/results/$(date -u +%Y%m%dT%H%M%SZ)}
 bench=$build/bench/rank-bench
 rankd=$build/rankd

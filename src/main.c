@@ -89,7 +89,8 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
     { "max-frame", 0, 0, G_OPTION_ARG_INT, &o->max_frame,
       "Largest request accepted, in bytes (default 1048576)", "BYTES" },
     { "io-threads", 0, 0, G_OPTION_ARG_INT, &o->io_threads,
-      "Event-loop threads, each with its own Redis connection (default 1)",
+      "Event-loop threads, each with its own Redis connection (default: "
+      "the number of CPUs, at most 8)",
       "N" },
     { "transport", 't', 0, G_OPTION_ARG_STRING, &o->transport,
       "Thrift transport: framed (default) or buffered", "framed|buffered" },
@@ -248,7 +249,7 @@ main (int argc, char **argv)
     .idle_timeout_s = RANK_DEFAULT_IDLE_TIMEOUT_S,
     .max_connections = RANK_DEFAULT_MAX_CONNECTIONS,
     .max_frame = RANK_DEFAULT_MAX_FRAME,
-    .io_threads = 1,
+    .io_threads = (int) MIN (g_get_num_processors (), 8),
   };
   RankServerConfig config = { 0 };
   int status;
