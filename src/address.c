@@ -98,87 +98,6 @@ rank_address_to_string (const RankAddress *address)
   return g_strdup_printf ("%s:%u", address->host, address->port);
 }
 
-static int
-connect_one (int family, const struct sockaddr *sa, socklen_t len,
-             int timeout_ms)
-{
-  int fd = socket (family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  int err = 0;
-  socklen_t elen = sizeof err;
-
-  if (fd < 0)
-    return -1;
-  if (connect (fd, sa, len) == 0)
-    return fd;
-  if (errno == EINPROGRESS)
-    {
-      struct pollfd pfd = { fd, POLLOUT, 0 };
-      int rc;
-
-      do
-        rc = poll (&pfd, 1, timeout_ms > 0 ? timeout_ms : -1);
-      while (rc < 0 && errno == EINTR);
-      if (rc == 1 && getsockopt (fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0
-          && err == 0)
-        return fd;
-      errno = rc == 0 ? ETIMEDOUT : (err != 0 ? err : errno);
-    }
-  err = errno;
-  close (fd);
-  errno = err;
-  return -1;
-}
-
-int
-rank_address_connect (const RankAddress *address, int timeout_ms,
-                      GError **error)
-{
-  g_autofree char *name = rank_address_to_string (address);
-  int fd = -1, saved = 0;
-
-  if (address->path != NULL)
-    {
-      struct sockaddr_un sun = { .sun_family = AF_UNIX };
-
-      g_strlcpy (sun.sun_path, address->path, sizeof sun.sun_path);
-      fd = connect_one (AF_UNIX, (struct sockaddr *) &sun, sizeof sun,
-                        timeout_ms);
-      saved = errno;
-    }
-  else
-    {
-      struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
-      char service[8];
-      int rc;
-
-      g_snprintf (service, sizeof service, "%u", address->port);
-      rc = getaddrinfo (address->host, service, &hints, &res);
-      if (rc != 0)
-        {
-          g_set_error (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
-                       "cannot resolve %s: %s", name, gai_strerror (rc));
-          return -1;
-        }
-      for (struct addrinfo *ai = res; ai != NULL && fd < 0; ai = ai->ai_next)
-        {
-          fd = connect_one (ai->ai_family, ai->ai_addr, ai->ai_addrlen,
-                            timeout_ms);
-          saved = errno;
-        }
-      freeaddrinfo (res);
-      if (fd >= 0)
-        {
-          int one = 1;
-
-          (void) setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        }
-    }
-  if (fd < 0)
-    g_set_error (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
-                 "cannot connect to %s: %s", name, g_strerror (saved));
-  return fd;
-}
-
 int
 rank_address_connect_start (const RankAddress *address, GError **error)
 {
@@ -230,6 +149,35 @@ rank_address_connect_start (const RankAddress *address, GError **error)
                  "cannot connect to %s: %s", name,
                  g_strerror (saved ? saved : errno));
   return fd;
+}
+
+int
+rank_address_connect (const RankAddress *address, int timeout_ms,
+                      GError **error)
+{
+  struct pollfd pfd;
+  int fd = rank_address_connect_start (address, error);
+  int err = 0, rc;
+  socklen_t len = sizeof err;
+
+  if (fd < 0)
+    return -1;
+  pfd = (struct pollfd){ fd, POLLOUT, 0 };
+  do
+    rc = poll (&pfd, 1, timeout_ms > 0 ? timeout_ms : -1);
+  while (rc < 0 && errno == EINTR);
+  if (rc == 1 && getsockopt (fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0
+      && err == 0)
+    return fd;
+  close (fd);
+  {
+    g_autofree char *name = rank_address_to_string (address);
+
+    g_set_error (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                 "cannot connect to %s: %s", name,
+                 rc == 0 ? "timed out" : g_strerror (err ? err : errno));
+  }
+  return -1;
 }
 
 int
