@@ -1270,6 +1270,100 @@ test_sigterm_drains (void)
   rank_test_process_free (own);
 }
 
+/* ---- connection limits ---- */
+
+/* A client whose connection rankd serves. Connecting may be refused
+ * while rankd still counts a connection that just closed (the harness's
+ * readiness probe, say): then try again, within a deadline. */
+static RankClient *
+served_client (guint16 port)
+{
+  gint64 end = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+
+  for (;;)
+    {
+      RankClient *c = rank_test_client (port, TRUE, RANK_PROTOCOL_BINARY);
+      rankEntry *entry = g_object_new (RANK_TYPE_ENTRY, NULL);
+      rankInvalidArgument *invalid = NULL;
+      rankNotFound *not_found = NULL;
+      rankUnavailable *unavailable = NULL;
+      GError *error = NULL;
+
+      rank_ranking_if_get_rank (rank_client_iface (c), &entry, "b", "m",
+                                &invalid, &not_found, &unavailable, &error);
+      g_object_unref (entry);
+      g_clear_object (&invalid);
+      g_clear_object (&unavailable);
+      if (not_found != NULL)
+        {
+          g_object_unref (not_found);
+          return c;
+        }
+      g_clear_error (&error);
+      rank_client_free (c);
+      g_assert_cmpint (g_get_monotonic_time (), <, end);
+      g_usleep (20 * 1000);
+    }
+}
+
+static void
+test_max_connections (void)
+{
+  const char *args[] = { "--max-connections", "3", NULL };
+  RankTestProcess *own = rank_test_rankd_start (redis->port, args);
+  RankClient *clients[3];
+  g_autofree char *b = rank_test_unique ("maxconn");
+  int extra;
+
+  for (int i = 0; i < 3; i++)
+    clients[i] = served_client (own->port);
+  extra = rank_test_connect_raw (own->port);
+  /* Refused: closed at once, without a byte. */
+  g_assert_true (rank_test_wait_closed (extra, 5000));
+  close (extra);
+  for (int i = 0; i < 3; i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("c%d", i);
+      g_auto (Result) u = update_on (clients[i], b, "ann", 1, rid, NO_MODE,
+                                     NO_TIME);
+      assert_ok (&u);
+      g_assert_cmpint (u.score, ==, i + 1);
+      rank_client_free (clients[i]);
+    }
+  stop_checked (own);
+  rank_test_process_free (own);
+}
+
+static void
+test_idle_timeout (void)
+{
+  const char *args[] = { "--idle-timeout", "1", NULL };
+  RankTestProcess *own = rank_test_rankd_start (redis->port, args);
+  g_autoptr (RankClient) busy
+      = rank_test_client (own->port, TRUE, RANK_PROTOCOL_BINARY);
+  g_autofree char *b = rank_test_unique ("idle");
+  int idle = rank_test_connect_raw (own->port);
+  gint64 start = g_get_monotonic_time ();
+
+  /* The idle one is closed after about a second (the sweep runs once a
+   * second); the busy one, calling every 100 ms, stays. */
+  while (g_get_monotonic_time () - start < 2500 * 1000)
+    {
+      g_auto (Result) r = get_rank_on (busy, b, "nobody");
+      assert_fails (&r, NOT_FOUND, NULL);
+      g_usleep (100 * 1000); /* the client's own pace, not a wait */
+    }
+  g_assert_true (rank_test_wait_closed (idle, 3000));
+  close (idle);
+  {
+    g_auto (Result) r = get_rank_on (busy, b, "nobody");
+    assert_fails (&r, NOT_FOUND, NULL);
+  }
+  g_clear_pointer (&busy, rank_client_free);
+  stop_checked (own);
+  rank_test_process_free (own);
+}
+
 /* ---- transports and protocols ---- */
 
 static void
@@ -1459,6 +1553,8 @@ main (int argc, char **argv)
   g_test_add_func ("/redis/noscript-reload", test_noscript_reload);
   g_test_add_func ("/shutdown/sigterm-drains-calls-in-flight",
                    test_sigterm_drains);
+  g_test_add_func ("/limits/max-connections", test_max_connections);
+  g_test_add_func ("/limits/idle-timeout", test_idle_timeout);
   g_test_add_func ("/transport/framed-binary", test_transport_framed_binary);
   g_test_add_func ("/transport/framed-compact", test_transport_framed_compact);
   g_test_add_func ("/transport/buffered-binary",
