@@ -664,6 +664,35 @@ report (const Options *o, Worker *workers, double seconds)
       }
 }
 
+/* Frees everything and returns status, on every way out of main. */
+static int
+finish (Options *o, Worker *workers, GThread **threads, int status)
+{
+  for (int i = 0; workers != NULL && i < o->connections; i++)
+    {
+      if (workers[i].client)
+        rank_client_free (workers[i].client);
+      g_clear_object (&workers[i].req);
+      g_clear_object (&workers[i].resp);
+      g_clear_object (&workers[i].entry);
+      g_clear_pointer (&workers[i].page, g_ptr_array_unref);
+      if (workers[i].redis)
+        redisFree (workers[i].redis);
+      if (workers[i].rand)
+        g_rand_free (workers[i].rand);
+    }
+  g_free (workers);
+  g_free (threads);
+  g_free (o->host);
+  g_free (o->direct);
+  g_free (o->direct_host);
+  g_free (o->mix);
+  g_free (o->board_prefix);
+  g_free (o->transport);
+  g_free (o->protocol);
+  return status;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -684,13 +713,13 @@ main (int argc, char **argv)
   if (!parse_options (&argc, &argv, &o, &error))
     {
       fprintf (stderr, "rank-bench: %s\n", error->message);
-      return 2;
+      return finish (&o, NULL, NULL, 2);
     }
   o.nonce = ((guint64) g_random_int () << 32) | g_random_int ();
   if (o.direct != NULL && !load_script (&o, &error))
     {
       fprintf (stderr, "rank-bench: %s\n", error->message);
-      return 1;
+      return finish (&o, NULL, NULL, 1);
     }
 
   workers = g_new0 (Worker, o.connections);
@@ -703,7 +732,7 @@ main (int argc, char **argv)
       if (!worker_connect (&workers[i], &error))
         {
           fprintf (stderr, "rank-bench: %s\n", error->message);
-          return 1;
+          return finish (&o, workers, threads, 1);
         }
     }
 
@@ -738,10 +767,10 @@ main (int argc, char **argv)
                    "rank-bench: %" G_GINT64_FORMAT
                    " preload errors; last: %s\n",
                    errors, workers[0].stats.last_error);
-          return 1;
+          return finish (&o, workers, threads, 1);
         }
       if (o.preload_only)
-        return 0;
+        return finish (&o, workers, threads, 0);
     }
 
   requests_left = o.requests;
@@ -766,21 +795,7 @@ main (int argc, char **argv)
   report (&o, workers, seconds);
 
   for (int i = 0; i < o.connections; i++)
-    {
-      errors
-          += (gint64) (workers[i].stats.errors[0] + workers[i].stats.errors[1]
-                       + workers[i].stats.errors[2]);
-      if (workers[i].client)
-        rank_client_free (workers[i].client);
-      g_clear_object (&workers[i].req);
-      g_clear_object (&workers[i].resp);
-      g_clear_object (&workers[i].entry);
-      g_clear_pointer (&workers[i].page, g_ptr_array_unref);
-      if (workers[i].redis)
-        redisFree (workers[i].redis);
-      g_rand_free (workers[i].rand);
-    }
-  g_free (workers);
-  g_free (threads);
-  return errors > 0 ? 1 : 0;
+    errors += (gint64) (workers[i].stats.errors[0] + workers[i].stats.errors[1]
+                        + workers[i].stats.errors[2]);
+  return finish (&o, workers, threads, errors > 0 ? 1 : 0);
 }
