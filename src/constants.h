@@ -49,9 +49,6 @@
 /* Per-connection read buffer kept between requests; larger ones are freed. */
 #define RANK_CONN_BUFFER_BYTES 4096
 
-/* Connection threads need little stack; 1,000 of them must stay small. */
-#define RANK_CONN_STACK_BYTES (256 * 1024)
-
 /* Drain on SIGINT/SIGTERM: calls in flight get this long to finish. */
 #define RANK_DRAIN_TIMEOUT_MS 10000
 
