@@ -10,8 +10,8 @@
 -- Request-id records are packed: a record is one field (the 10-byte hash of
 -- the request id) -> value (the fingerprint) of a small hash. Time is cut
 -- into buckets of window/4. Bucket k has a meta hash rk:{board}:q:<k>
--- (g: generations, s<i>: record hashes of generation i, n<i>: its records,
--- n: all records) and record hashes rk:{board}:q:<k>:<i>:<selector mod s<i>>.
+-- (g: generations, s<i>: record hashes of generation i, n: all records;
+-- a generation closes when it holds 96 records per hash) and record hashes rk:{board}:q:<k>:<i>:<selector mod s<i>>.
 -- A bucket opens with one generation sized from the previous bucket's n,
 -- about 64 records per hash: small enough for Redis's compact listpack
 -- encoding at any steady rate. When a generation fills (96 per hash: a new
@@ -49,28 +49,34 @@ local function record_hash(meta, generation, hashes)
   return meta .. ':' .. generation .. ':' .. string.format('%d', selector % hashes)
 end
 
--- The fingerprint recorded for this request id, or nil.
+-- The fingerprint recorded for this request id, or nil; and the current
+-- bucket's meta fields {g, s0..s4, n} for record().
 local function recorded()
+  local current_meta
   for k = current, current - BUCKETS, -1 do
     local meta = meta_key(k)
-    local m = redis.call('HMGET', meta, 'g', 's0', 's1', 's2', 's3', 's4')
+    local m = redis.call('HMGET', meta, 'g', 's0', 's1', 's2', 's3', 's4', 'n')
+    if k == current then
+      current_meta = m
+    end
     local generations = tonumber(m[1])
     if generations then
       for g = generations - 1, 0, -1 do
         local v = redis.call('HGET', record_hash(meta, g, tonumber(m[g + 2])), idhash)
         if v then
-          return v
+          return v, current_meta
         end
       end
     end
   end
-  return nil
+  return nil, current_meta
 end
 
-local function record()
+-- m: the current bucket's meta fields, as recorded() read them.
+local function record(m)
   local meta = meta_key(current)
   local expire_at = (current + BUCKETS + 1) * width
-  local generations = tonumber(redis.call('HGET', meta, 'g'))
+  local generations = tonumber(m[1])
   local g, hashes
   if not generations then
     -- A new bucket: size it from the previous one.
@@ -80,21 +86,25 @@ local function record()
       hashes = hashes * 2
     end
     g = 0
-    redis.call('HSET', meta, 'g', 1, 's0', hashes, 'n0', 0, 'n', 0)
+    redis.call('HSET', meta, 'g', 1, 's0', hashes, 'n', 0)
     redis.call('PEXPIREAT', meta, expire_at)
   else
     g = generations - 1
-    local m = redis.call('HMGET', meta, 's' .. g, 'n' .. g)
-    hashes = tonumber(m[1])
+    hashes = tonumber(m[g + 2])
+    -- Earlier generations closed exactly when full, so the newest one holds
+    -- n minus their capacity.
+    local in_newest = tonumber(m[7])
+    for i = 0, g - 1 do
+      in_newest = in_newest - tonumber(m[i + 2]) * FULL_HASH
+    end
     -- More records than the hashes hold compactly (a new board, a burst):
     -- open a generation with 32 times the hashes.
-    if tonumber(m[2]) >= hashes * FULL_HASH and generations < MAX_GENERATIONS then
+    if in_newest >= hashes * FULL_HASH and generations < MAX_GENERATIONS then
       g = generations
       hashes = math.min(hashes * 32, MAX_HASHES)
-      redis.call('HSET', meta, 'g', generations + 1, 's' .. g, hashes, 'n' .. g, 0)
+      redis.call('HSET', meta, 'g', generations + 1, 's' .. g, hashes)
     end
   end
-  redis.call('HINCRBY', meta, 'n' .. g, 1)
   redis.call('HINCRBY', meta, 'n', 1)
   local hash = record_hash(meta, g, hashes)
   redis.call('HSET', hash, idhash, fingerprint)
@@ -111,7 +121,7 @@ local function place()
   return key, -tonumber(redis.call('ZSCORE', zkey, key))
 end
 
-local seen = recorded()
+local seen, current_meta = recorded()
 if seen then
   if seen ~= fingerprint then
     return redis.error_reply('RANK_INVALID request_id: already used on this board ' ..
@@ -154,5 +164,5 @@ if new ~= old then
   redis.call('ZADD', zkey, string.format('%d', -new), key)
   redis.call('HSET', tkey, member, prefix)
 end
-record()
+record(current_meta)
 return {new, redis.call('ZRANK', zkey, key) + 1, 1}
