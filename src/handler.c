@@ -44,46 +44,73 @@ typedef struct
 
 /* ---- replies ---- */
 
+static const char *
+call_name (const Call *call)
+{
+  return call->method == METHOD_UNKNOWN ? call->unknown_name
+                                        : method_names[call->method];
+}
+
+/* Ends a reply's message and sends it. */
+static gboolean
+end_message (ThriftProtocol *out, GError **error)
+{
+  return thrift_protocol_write_message_end (out, error) >= 0
+         && thrift_transport_flush (out->transport, error);
+}
+
+gboolean
+rank_handler_write_exception (ThriftProtocol *out, const char *method,
+                              gint32 seqid,
+                              ThriftApplicationExceptionError type,
+                              const char *message, GError **error)
+{
+  ThriftApplicationException *x
+      = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, "type", type,
+                      "message", message, NULL);
+  gboolean ok = thrift_protocol_write_message_begin (out, method, T_EXCEPTION,
+                                                     seqid, error)
+                    >= 0
+                && thrift_struct_write (THRIFT_STRUCT (x), out, error) >= 0
+                && end_message (out, error);
+
+  g_object_unref (x);
+  return ok;
+}
+
+/* Ends the call once its reply is written (ok) or could not be. */
+static void
+finish_call (Call *call, gboolean ok, const GError *error)
+{
+  if (!ok)
+    g_debug ("cannot send the reply to %s: %s", call_name (call),
+             error ? error->message : "?");
+  call->handler->sink.finished (call->conn, ok);
+  g_clear_object (&call->args);
+  g_free (call->unknown_name);
+  g_free (call);
+}
+
 /* Writes result (a generated *Result struct) or, when result is NULL, a
  * TApplicationException of type with message; then ends the call. */
 static void
 reply (Call *call, ThriftStruct *result, ThriftApplicationExceptionError type,
        const char *message)
 {
-  RankHandler *h = call->handler;
-  ThriftProtocol *out = h->sink.protocol (call->conn);
-  const char *name = call->method == METHOD_UNKNOWN
-                         ? call->unknown_name
-                         : method_names[call->method];
+  ThriftProtocol *out = call->handler->sink.protocol (call->conn);
   g_autoptr (GError) error = NULL;
   gboolean ok;
 
   if (result != NULL)
-    ok = thrift_protocol_write_message_begin (out, name, T_REPLY, call->seqid,
-                                              &error)
+    ok = thrift_protocol_write_message_begin (out, call_name (call), T_REPLY,
+                                              call->seqid, &error)
              >= 0
-         && thrift_struct_write (result, out, &error) >= 0;
+         && thrift_struct_write (result, out, &error) >= 0
+         && end_message (out, &error);
   else
-    {
-      ThriftApplicationException *x
-          = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, "type", type,
-                          "message", message, NULL);
-
-      ok = thrift_protocol_write_message_begin (out, name, T_EXCEPTION,
-                                                call->seqid, &error)
-               >= 0
-           && thrift_struct_write (THRIFT_STRUCT (x), out, &error) >= 0;
-      g_object_unref (x);
-    }
-  ok = ok && thrift_protocol_write_message_end (out, &error) >= 0
-       && thrift_transport_flush (out->transport, &error);
-  if (!ok)
-    g_debug ("cannot send the reply to %s: %s", name,
-             error ? error->message : "?");
-  h->sink.finished (call->conn, ok);
-  g_clear_object (&call->args);
-  g_free (call->unknown_name);
-  g_free (call);
+    ok = rank_handler_write_exception (out, call_name (call), call->seqid, type,
+                                       message, &error);
+  finish_call (call, ok, error);
 }
 
 /* Puts err into the result's matching exception field; FALSE if the method
@@ -292,8 +319,7 @@ write_entry (ThriftProtocol *out, const RankEntry *e, GError **error)
 static void
 reply_top (Call *call, const RankEntry *entries, gsize n)
 {
-  RankHandler *h = call->handler;
-  ThriftProtocol *out = h->sink.protocol (call->conn);
+  ThriftProtocol *out = call->handler->sink.protocol (call->conn);
   g_autoptr (GError) error = NULL;
   gboolean ok
       = thrift_protocol_write_message_begin (out, "GetTopN", T_REPLY,
@@ -313,14 +339,8 @@ reply_top (Call *call, const RankEntry *entries, gsize n)
        && thrift_protocol_write_field_end (out, &error) >= 0
        && thrift_protocol_write_field_stop (out, &error) >= 0
        && thrift_protocol_write_struct_end (out, &error) >= 0
-       && thrift_protocol_write_message_end (out, &error) >= 0
-       && thrift_transport_flush (out->transport, &error);
-  if (!ok)
-    g_debug ("cannot send the reply to GetTopN: %s",
-             error ? error->message : "?");
-  h->sink.finished (call->conn, ok);
-  g_clear_object (&call->args);
-  g_free (call);
+       && end_message (out, &error);
+  finish_call (call, ok, error);
 }
 
 static void

@@ -11,6 +11,7 @@
 #define RANK_HANDLER_H
 
 #include <thrift/c_glib/protocol/thrift_protocol.h>
+#include <thrift/c_glib/thrift_application_exception.h>
 
 #include "store.h"
 
@@ -31,6 +32,14 @@ typedef enum
   RANK_DISPATCH_PENDING, /* the store will answer; finished() follows */
   RANK_DISPATCH_FAILED,  /* the arguments did not decode: see error */
 } RankDispatch;
+
+/* Writes and sends a whole TApplicationException message: for unknown
+ * methods, internal errors, and (from the server) calls whose arguments
+ * do not decode. */
+gboolean rank_handler_write_exception (ThriftProtocol *out, const char *method,
+                                       gint32 seqid,
+                                       ThriftApplicationExceptionError type,
+                                       const char *message, GError **error);
 
 RankHandler *rank_handler_new (RankStore *store, const RankReplySink *sink);
 void rank_handler_free (RankHandler *handler);

@@ -47,7 +47,6 @@ struct _RankLoop
   GArray *running;
   gboolean quit;
   GThread *thread;
-  GThread *self; /* set by the loop thread itself */
 };
 
 static void
@@ -156,12 +155,6 @@ rank_loop_post (RankLoop *loop, RankLoopFunc func, gpointer data)
     g_warning ("cannot wake event loop: %s", g_strerror (errno));
 }
 
-gboolean
-rank_loop_is_current (RankLoop *loop)
-{
-  return g_atomic_pointer_get (&loop->self) == g_thread_self ();
-}
-
 static void
 run_posted (RankLoop *loop)
 {
@@ -200,7 +193,6 @@ loop_main (gpointer data)
   RankLoop *loop = data;
   struct epoll_event events[MAX_EVENTS];
 
-  g_atomic_pointer_set (&loop->self, g_thread_self ());
   while (!loop->quit)
     {
       int timeout = -1, n;

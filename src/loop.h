@@ -50,7 +50,4 @@ void rank_loop_post (RankLoop *loop, RankLoopFunc func, gpointer data);
 /* Runs the posted functions now; for after the loop has stopped. */
 void rank_loop_run_pending (RankLoop *loop);
 
-/* TRUE in the loop's own thread. */
-gboolean rank_loop_is_current (RankLoop *loop);
-
 #endif /* RANK_LOOP_H */

@@ -24,7 +24,6 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -71,7 +70,6 @@ struct _RankServer
   RankAddress redis;
   int listen_fd;
   guint16 port;
-  int stop_event;
   Worker *workers;
   guint next_worker;
   gint connections; /* atomic */
@@ -182,22 +180,10 @@ static gboolean
 reply_protocol_error (Conn *c, const char *method, gint32 seqid,
                       const char *message)
 {
-  g_autoptr (GError) error = NULL;
-  ThriftApplicationException *x;
-  gboolean ok;
-
   rank_transport_abort_message (c->transport);
-  x = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, "type",
-                    THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR,
-                    "message", message, NULL);
-  ok = thrift_protocol_write_message_begin (c->protocol, method, T_EXCEPTION,
-                                            seqid, &error)
-           >= 0
-       && thrift_struct_write (THRIFT_STRUCT (x), c->protocol, &error) >= 0
-       && thrift_protocol_write_message_end (c->protocol, &error) >= 0
-       && thrift_transport_flush (THRIFT_TRANSPORT (c->transport), &error);
-  g_object_unref (x);
-  return ok;
+  return rank_handler_write_exception (
+      c->protocol, method, seqid,
+      THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR, message, NULL);
 }
 
 /* Serves the next buffered request. FALSE: stop for now (wait for more
@@ -373,7 +359,7 @@ sweep (gpointer data)
       l = l->next;
       if (c->busy)
         continue;
-      if (rank_transport_has_buffered_input (c->transport)
+      if (rank_transport_buffered_input (c->transport) > 0
               ? now - c->last_io > stalled
               : now - c->last_io > idle)
         {
@@ -516,7 +502,6 @@ rank_server_new (const RankServerConfig *config, GError **error)
     server->port = ntohs (ss.ss_family == AF_INET6
                               ? ((struct sockaddr_in6 *) &ss)->sin6_port
                               : ((struct sockaddr_in *) &ss)->sin_port);
-  server->stop_event = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
   g_mutex_init (&server->lock);
   g_cond_init (&server->drained_cond);
   return server;
@@ -556,20 +541,10 @@ rank_server_connections (RankServer *server)
 }
 
 void
-rank_server_stop (RankServer *server)
-{
-  guint64 one = 1;
-
-  if (write (server->stop_event, &one, sizeof one) < 0)
-    g_warning ("cannot signal stop: %s", g_strerror (errno));
-}
-
-void
 rank_server_run (RankServer *server, int stop_fd)
 {
-  struct pollfd pfd[3] = {
+  struct pollfd pfd[2] = {
     { server->listen_fd, POLLIN, 0 },
-    { server->stop_event, POLLIN, 0 },
     { stop_fd, POLLIN, 0 },
   };
   gint64 deadline;
@@ -577,14 +552,13 @@ rank_server_run (RankServer *server, int stop_fd)
 
   for (;;)
     {
-      int rc = poll (pfd, stop_fd >= 0 ? 3 : 2, -1);
+      int rc = poll (pfd, 2, -1);
 
       if (rc < 0 && errno == EINTR)
         continue;
       if (rc < 0)
         g_error ("poll on the listening socket failed: %s", g_strerror (errno));
-      if ((pfd[1].revents & POLLIN)
-          || (stop_fd >= 0 && (pfd[2].revents & POLLIN)))
+      if (pfd[1].revents & POLLIN)
         break;
       if (pfd[0].revents & POLLIN)
         accept_one (server);
@@ -637,7 +611,6 @@ rank_server_free (RankServer *server)
         }
       g_free (server->workers);
     }
-  close (server->stop_event);
   rank_address_clear (&server->config.listen);
   rank_address_clear (&server->redis);
   g_mutex_clear (&server->lock);

@@ -40,14 +40,10 @@ gboolean rank_server_wait_redis (RankServer *server, int timeout_ms,
 /* The bound port (useful with port 0). */
 guint16 rank_server_port (RankServer *server);
 
-/* Accepts connections until rank_server_stop is called or stop_fd (if >= 0)
- * becomes readable; then stops accepting, lets calls in flight finish (at
- * most RANK_DRAIN_TIMEOUT_MS), closes every connection and stops the
- * workers. */
+/* Accepts connections until stop_fd becomes readable (a signalfd); then stops
+ * accepting, lets calls in flight finish (at most RANK_DRAIN_TIMEOUT_MS),
+ * closes every connection and stops the workers. */
 void rank_server_run (RankServer *server, int stop_fd);
-
-/* Makes rank_server_run return; callable from any thread. */
-void rank_server_stop (RankServer *server);
 
 /* Open connections right now. */
 guint rank_server_connections (RankServer *server);

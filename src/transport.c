@@ -67,6 +67,18 @@ reset_write (RankTransport *self)
   g_byte_array_set_size (self->wbuf, self->framed ? FRAME_HEADER : 0);
 }
 
+/* Replaces a write buffer that grew for one large reply (len_before bytes),
+ * so that an idle connection does not keep it. */
+static void
+shed (GByteArray **buf, guint len_before)
+{
+  if (len_before > 16 * RANK_CONN_BUFFER_BYTES)
+    {
+      g_byte_array_unref (*buf);
+      *buf = g_byte_array_sized_new (256);
+    }
+}
+
 static void
 ensure_capacity (RankTransport *self, gsize need)
 {
@@ -301,12 +313,6 @@ rank_transport_rewind_message (RankTransport *self)
   reset_write (self);
 }
 
-gboolean
-rank_transport_has_buffered_input (RankTransport *self)
-{
-  return self->rlen > self->rpos;
-}
-
 gsize
 rank_transport_buffered_input (RankTransport *self)
 {
@@ -331,14 +337,9 @@ rank_transport_send_pending (RankTransport *self)
       else
         return RANK_IO_FAILED;
     }
+  shed (&self->pending, self->pending->len);
   g_byte_array_set_size (self->pending, 0);
   self->pending_pos = 0;
-  if (self->pending->len == 0 && self->wbuf->len > 16 * RANK_CONN_BUFFER_BYTES)
-    {
-      g_byte_array_unref (self->wbuf);
-      self->wbuf = g_byte_array_sized_new (256);
-      reset_write (self);
-    }
   return RANK_IO_OK;
 }
 
@@ -488,11 +489,13 @@ rank_transport_flush (ThriftTransport *transport, GError **error)
     }
   else if (self->wbuf->len == 0)
     return TRUE;
+  sent = self->wbuf->len;
   if (self->event_driven)
     {
       /* Never wait: what the socket does not take now goes out when the
        * loop sees it writable. */
       g_byte_array_append (self->pending, self->wbuf->data, self->wbuf->len);
+      shed (&self->wbuf, sent);
       reset_write (self);
       if (rank_transport_send_pending (self) == RANK_IO_FAILED)
         {
@@ -502,14 +505,8 @@ rank_transport_flush (ThriftTransport *transport, GError **error)
         }
       return TRUE;
     }
-  sent = self->wbuf->len;
   ok = send_all (self, self->wbuf->data, self->wbuf->len, error);
-  /* A large reply's buffer is not kept: idle connections stay small. */
-  if (sent > 16 * RANK_CONN_BUFFER_BYTES)
-    {
-      g_byte_array_unref (self->wbuf);
-      self->wbuf = g_byte_array_sized_new (256);
-    }
+  shed (&self->wbuf, sent);
   reset_write (self);
   return ok;
 }
@@ -663,12 +660,6 @@ rank_transport_set_timeout (RankTransport *self, int timeout_ms)
   self->timeout_ms = timeout_ms;
   (void) setsockopt (self->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   (void) setsockopt (self->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
-int
-rank_transport_get_fd (RankTransport *self)
-{
-  return self->fd;
 }
 
 gsize

@@ -63,7 +63,6 @@ gboolean rank_transport_message_ready (RankTransport *self, GError **error);
  * try again when more arrive. */
 gboolean rank_transport_starved (RankTransport *self);
 void rank_transport_rewind_message (RankTransport *self);
-gboolean rank_transport_has_buffered_input (RankTransport *self);
 gsize rank_transport_buffered_input (RankTransport *self);
 
 /* Event-driven: sends what is pending; RANK_IO_AGAIN if some remains. */
@@ -81,8 +80,6 @@ void rank_transport_abort_message (RankTransport *self);
 
 /* Bytes the protocol may still read from the current message. */
 gsize rank_transport_remaining (RankTransport *self);
-
-int rank_transport_get_fd (RankTransport *self);
 
 /* Bytes of memory held by buffers (for tests of per-connection cost). */
 gsize rank_transport_buffer_bytes (RankTransport *self);

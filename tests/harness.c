@@ -75,7 +75,8 @@ spawn (RankTestProcess *p)
   g_assert_cmpint (log_fd, >=, 0);
   if (!g_spawn_async_with_fds (p->dir, p->argv, NULL,
                                G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH,
-                               die_with_parent, NULL, &p->pid, -1, log_fd, log_fd, &error))
+                               die_with_parent, NULL, &p->pid, -1, log_fd,
+                               log_fd, &error))
     g_error ("cannot start %s: %s", p->argv[0], error->message);
   close (log_fd);
 }
@@ -334,4 +335,14 @@ rank_test_unique (const char *prefix)
 
   return g_strdup_printf ("%s-%d-%d", prefix, (int) getpid (),
                           g_atomic_int_add (&counter, 1));
+}
+
+char *
+rank_test_repeat (char ch, gsize n)
+{
+  char *s = g_malloc (n + 1);
+
+  memset (s, ch, n);
+  s[n] = '\0';
+  return s;
 }

@@ -59,6 +59,9 @@ int rank_test_connect_raw (guint16 port);
  * timeout_ms, discarding any bytes that arrive first. */
 gboolean rank_test_wait_closed (int fd, int timeout_ms);
 
+/* n copies of ch, NUL-terminated (for names at and past a limit). */
+char *rank_test_repeat (char ch, gsize n);
+
 /* A name unique in this run, for boards: prefix + counter. */
 char *rank_test_unique (const char *prefix);
 

@@ -671,25 +671,17 @@ test_dedup_window (void)
 
 /* ---- names ---- */
 
-static char *
-repeat (char ch, gsize n)
-{
-  char *s = g_malloc (n + 1);
-
-  memset (s, ch, n);
-  s[n] = '\0';
-  return s;
-}
-
 static void
 test_name_limits (void)
 {
-  g_autofree char *board200 = repeat ('B', RANK_BOARD_MAX_BYTES);
-  g_autofree char *board201 = repeat ('B', RANK_BOARD_MAX_BYTES + 1);
-  g_autofree char *member256 = repeat ('m', RANK_MEMBER_MAX_BYTES);
-  g_autofree char *member257 = repeat ('m', RANK_MEMBER_MAX_BYTES + 1);
-  g_autofree char *rid128 = repeat ('r', RANK_REQUEST_ID_MAX_BYTES);
-  g_autofree char *rid129 = repeat ('r', RANK_REQUEST_ID_MAX_BYTES + 1);
+  g_autofree char *board200 = rank_test_repeat ('B', RANK_BOARD_MAX_BYTES);
+  g_autofree char *board201 = rank_test_repeat ('B', RANK_BOARD_MAX_BYTES + 1);
+  g_autofree char *member256 = rank_test_repeat ('m', RANK_MEMBER_MAX_BYTES);
+  g_autofree char *member257
+      = rank_test_repeat ('m', RANK_MEMBER_MAX_BYTES + 1);
+  g_autofree char *rid128 = rank_test_repeat ('r', RANK_REQUEST_ID_MAX_BYTES);
+  g_autofree char *rid129
+      = rank_test_repeat ('r', RANK_REQUEST_ID_MAX_BYTES + 1);
   g_autofree char *b = rank_test_unique ("names");
 
   assert_update (update (board200, member256, 1, rid128, NO_MODE, NO_TIME), 1,
@@ -1323,8 +1315,8 @@ test_max_connections (void)
   for (int i = 0; i < 3; i++)
     {
       g_autofree char *rid = g_strdup_printf ("c%d", i);
-      g_auto (Result) u = update_on (clients[i], b, "ann", 1, rid, NO_MODE,
-                                     NO_TIME);
+      g_auto (Result) u
+          = update_on (clients[i], b, "ann", 1, rid, NO_MODE, NO_TIME);
       assert_ok (&u);
       g_assert_cmpint (u.score, ==, i + 1);
       rank_client_free (clients[i]);

@@ -2,18 +2,9 @@
 #include <string.h>
 
 #include "error.h"
+#include "harness.h"
 #include "constants.h"
 #include "validate.h"
-
-static char *
-repeat (char c, gsize n)
-{
-  char *s = g_malloc (n + 1);
-
-  memset (s, c, n);
-  s[n] = '\0';
-  return s;
-}
 
 /* Asserts that check fails with INVALID and a message containing want. */
 #define ASSERT_INVALID(call, want)                                             \
@@ -31,8 +22,8 @@ repeat (char c, gsize n)
 static void
 test_board (void)
 {
-  g_autofree char *max = repeat ('b', RANK_BOARD_MAX_BYTES);
-  g_autofree char *over = repeat ('b', RANK_BOARD_MAX_BYTES + 1);
+  g_autofree char *max = rank_test_repeat ('b', RANK_BOARD_MAX_BYTES);
+  g_autofree char *over = rank_test_repeat ('b', RANK_BOARD_MAX_BYTES + 1);
 
   g_assert_true (rank_validate_board ("run_hero:daily", NULL));
   g_assert_true (rank_validate_board (max, NULL));
@@ -53,10 +44,11 @@ test_board (void)
 static void
 test_member_and_request_id (void)
 {
-  g_autofree char *m = repeat ('m', RANK_MEMBER_MAX_BYTES);
-  g_autofree char *m_over = repeat ('m', RANK_MEMBER_MAX_BYTES + 1);
-  g_autofree char *r = repeat ('r', RANK_REQUEST_ID_MAX_BYTES);
-  g_autofree char *r_over = repeat ('r', RANK_REQUEST_ID_MAX_BYTES + 1);
+  g_autofree char *m = rank_test_repeat ('m', RANK_MEMBER_MAX_BYTES);
+  g_autofree char *m_over = rank_test_repeat ('m', RANK_MEMBER_MAX_BYTES + 1);
+  g_autofree char *r = rank_test_repeat ('r', RANK_REQUEST_ID_MAX_BYTES);
+  g_autofree char *r_over
+      = rank_test_repeat ('r', RANK_REQUEST_ID_MAX_BYTES + 1);
 
   g_assert_true (rank_validate_member (m, NULL));
   g_assert_true (rank_validate_member ("{braces} are fine in members", NULL));
