@@ -27,18 +27,7 @@ rankd=$build/rankd
 mkdir -p "$out"
 work=$(mktemp -d)
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_port() { # port pid
-  for _ in $(seq 1 600); do
-    if ! kill -0 "$2" 2>/dev/null; then return 1; fi
-    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-    sleep 0.05 # polling a condition, with a bound
-  done
-  return 1
-}
+. "$here/lib.sh"
 
 cleanup() {
   [ -n "${rankd_pid:-}" ] && kill "$rankd_pid" 2>/dev/null || true
@@ -61,12 +50,7 @@ wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1
 rcli() { redis-cli -p "$redis_port" "$@"; }
 used() { rcli info memory | awk -F: '/^used_memory:/{print $2}' | tr -d '\r'; }
 
-{
-  echo "machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r)"
-  echo "redis: $(redis-server --version | awk '{print $3}')"
-  echo "command: MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup CONNECTIONS=$conns IO_THREADS=$io_threads bench/compare.sh"
-  echo "rankd commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-} >"$out/meta.txt"
+bench_meta "MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup CONNECTIONS=$conns IO_THREADS=$io_threads bench/compare.sh" >"$out/meta.txt"
 cat "$out/meta.txt"
 
 # ---- memory ----

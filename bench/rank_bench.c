@@ -237,7 +237,7 @@ direct_update_append (Worker *w, const char *board, const char *member,
   g_snprintf (now, sizeof now, "%" G_GINT64_FORMAT, g_get_real_time () / 1000);
   rank_orderkey_encode_time (g_get_real_time () / 1000, prefix);
   redisAppendCommand (
-      w->redis, "EVALSHA %s 3 %s %s %s %s %s %s %b 3600000 %b %b %s %s",
+      w->redis, "EVALSHA %s 3 %s %s %s %s %s %s %b 3600000 %b %b %s %s 1",
       w->o->sha, z, t, q, member, modes, value, prefix, sizeof prefix, &fp,
       sizeof fp, idhash, sizeof idhash, selector, now);
 }

@@ -60,7 +60,11 @@ struct UpdateRequest {
 struct UpdateResponse {
   /** The member's score after the update. */
   1: required i64 score
-  /** The member's 1-based rank after the update (set on ordinary boards). */
+  /**
+   * The member's 1-based rank after the update. Set on ordinary boards; left
+   * unset on sharded boards (see the README), where an update touches one shard
+   * only and that shard's rank is not the board's: call GetRank for it.
+   */
   2: optional i64 rank
   /** False: this request_id was already applied; nothing changed, score and rank are current. */
   3: required bool applied
@@ -104,7 +108,8 @@ service Ranking {
   /**
    * The entries ranked offset+1 .. offset+n, best first. 1 <= n <= 1000,
    * offset >= 0. A board with no members (or an offset past its end) gives an
-   * empty list.
+   * empty list. On a sharded board offset+n is at most the board's
+   * max_top_depth (default 10000); beyond it, InvalidArgument.
    */
   list<Entry> GetTopN(1: string board, 2: i32 n, 3: i32 offset)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)

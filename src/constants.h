@@ -23,6 +23,16 @@
 /* GetTopN page size. */
 #define RANK_TOP_N_MAX 1000
 
+/* Sharded boards (config.h): at most this many shards per board; GetTopN
+ * serves offset+n up to max_top_depth (default, and its upper limit: a read
+ * fetches offset+n entries from every shard and merges them). */
+#define RANK_SHARDS_MAX 64
+#define RANK_DEFAULT_MAX_TOP_DEPTH 10000
+#define RANK_MAX_TOP_DEPTH_LIMIT 100000
+
+/* Redis nodes (--redis given several times, or [redis] nodes). */
+#define RANK_NODES_MAX 64
+
 /* Server defaults (each has a command-line option). */
 #define RANK_DEFAULT_LISTEN "127.0.0.1:9090"
 #define RANK_DEFAULT_PORT 9090
@@ -58,6 +68,11 @@
 #define RANK_KEY_SUFFIX_SCORES "z"  /* sorted set: order key -> score */
 #define RANK_KEY_SUFFIX_TIMES "t"   /* hash: member -> time prefix */
 #define RANK_KEY_SUFFIX_REQUEST "q" /* request-id records (update.lua) */
+
+/* Shard i of a sharded board: RANK_SHARD_KEY_PREFIX ":{" board "/" i "}:"
+ * suffix. Each shard is its own hash tag (shards spread over a cluster);
+ * the different prefix keeps shard keys apart from every ordinary board's. */
+#define RANK_SHARD_KEY_PREFIX "rk:s"
 
 /* Embedded Redis. */
 #define RANK_EMBEDDED_SOCKET "redis.sock"

@@ -357,7 +357,7 @@ top_done (const RankEntry *entries, gsize n, const GError *error, gpointer data)
 }
 
 static gboolean
-check_top (const rankRankingGetTopNArgs *args, GError **error)
+check_top (RankStore *store, const rankRankingGetTopNArgs *args, GError **error)
 {
   if (!rank_validate_board (args->board, error))
     return FALSE;
@@ -373,7 +373,8 @@ check_top (const rankRankingGetTopNArgs *args, GError **error)
                    "offset: must be >= 0, got %d", args->offset);
       return FALSE;
     }
-  return TRUE;
+  return rank_store_check_top (store, args->board, args->offset, args->n,
+                               error);
 }
 
 static void
@@ -382,7 +383,7 @@ start_get_top_n (Call *call)
   rankRankingGetTopNArgs *args = RANK_RANKING_GET_TOP_N_ARGS (call->args);
   g_autoptr (GError) error = NULL;
 
-  if (!check_top (args, &error))
+  if (!check_top (call->handler->store, args, &error))
     {
       top_done (NULL, 0, error, call);
       return;

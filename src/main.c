@@ -1,7 +1,9 @@
 /* main.c -- rankd: command line, start-up order, signals, shutdown.
  *
- * Start-up: bind the listening port (fail fast if taken), start the embedded
- * Redis unless --redis was given, connect, serve. SIGINT/SIGTERM: stop
+ * Start-up: read --config (fail at once on any error in it), bind the
+ * listening port (fail fast if taken), start the embedded Redis unless Redis
+ * nodes were given (--redis, or [redis] nodes in the config), connect,
+ * serve. SIGINT/SIGTERM: stop
  * accepting, let calls in flight finish, stop the embedded Redis, exit 0.
  */
 #include <errno.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "address.h"
+#include "config.h"
 #include "embedded_redis.h"
 #include "error.h"
 #include "constants.h"
@@ -26,7 +29,8 @@
 typedef struct
 {
   char *listen;
-  char *redis;
+  char **redis;
+  char *config;
   char *data_dir;
   int dedup_window_s;
   double redis_timeout_s;
@@ -37,16 +41,53 @@ typedef struct
   char *transport;
   char *protocol;
   gboolean version;
+  RankConfig *boards;
+  GArray *nodes; /* RankAddress: --redis, or [redis] nodes; empty: embedded */
 } Options;
+
+static void
+clear_address (gpointer address)
+{
+  rank_address_clear (address);
+}
 
 static void
 options_clear (Options *o)
 {
   g_free (o->listen);
-  g_free (o->redis);
+  g_strfreev (o->redis);
+  g_free (o->config);
   g_free (o->data_dir);
   g_free (o->transport);
   g_free (o->protocol);
+  rank_config_free (o->boards);
+  if (o->nodes != NULL)
+    g_array_unref (o->nodes);
+}
+
+/* The Redis nodes: --redis replaces the config file's list. */
+static gboolean
+parse_nodes (Options *o, GError **error)
+{
+  const char *const *names = o->redis != NULL
+                                 ? (const char *const *) o->redis
+                                 : rank_config_redis_nodes (o->boards);
+
+  o->nodes = g_array_new (FALSE, TRUE, sizeof (RankAddress));
+  g_array_set_clear_func (o->nodes, clear_address);
+  for (guint i = 0; names[i] != NULL; i++)
+    {
+      RankAddress address;
+
+      if (!rank_address_parse (names[i], 6379, &address, error))
+        {
+          g_prefix_error (
+              error, "%s: ", o->redis != NULL ? "--redis" : "[redis] nodes");
+          return FALSE;
+        }
+      g_array_append_val (o->nodes, address);
+    }
+  return TRUE;
 }
 
 static gboolean usage_error (GError **error, const char *fmt, ...)
@@ -72,8 +113,12 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
     { "listen", 'l', 0, G_OPTION_ARG_STRING, &o->listen,
       "Address to serve Thrift on (default " RANK_DEFAULT_LISTEN ")",
       "HOST:PORT" },
-    { "redis", 'r', 0, G_OPTION_ARG_STRING, &o->redis,
-      "Redis to use instead of the embedded one", "HOST:PORT|unix:PATH" },
+    { "redis", 'r', 0, G_OPTION_ARG_STRING_ARRAY, &o->redis,
+      "Redis to use instead of the embedded one; repeat it for several "
+      "nodes (sharded boards spread over them)",
+      "HOST:PORT|unix:PATH" },
+    { "config", 'c', 0, G_OPTION_ARG_FILENAME, &o->config,
+      "Board options and Redis nodes (GLib key file; see README)", "FILE" },
     { "data-dir", 'd', 0, G_OPTION_ARG_FILENAME, &o->data_dir,
       "Directory of the embedded Redis (default " RANK_DEFAULT_DATA_DIR ")",
       "DIR" },
@@ -113,6 +158,8 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
                "  rankd                                  embedded Redis in "
                "./rankd-data\n"
                "  rankd --redis 127.0.0.1:6379 --listen 0.0.0.0:9090\n"
+               "  rankd --config rankd.conf --redis 10.0.0.1:6379 "
+               "--redis 10.0.0.2:6379\n"
                "  rankd --transport buffered --protocol compact\n");
   g_option_context_add_main_entries (context, entries, NULL);
   if (!g_option_context_parse (context, argc, argv, error))
@@ -150,9 +197,17 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
   if (o->io_threads < 1 || o->io_threads > 64)
     return usage_error (error, "--io-threads: must be 1-64, got %d",
                         o->io_threads);
+  if (o->redis != NULL && g_strv_length (o->redis) > RANK_NODES_MAX)
+    return usage_error (error, "--redis: at most %d nodes, got %u",
+                        RANK_NODES_MAX, g_strv_length (o->redis));
   if (o->max_frame < RANK_MIN_MAX_FRAME || o->max_frame > RANK_MAX_MAX_FRAME)
     return usage_error (error, "--max-frame: must be %d-%d bytes, got %d",
                         RANK_MIN_MAX_FRAME, RANK_MAX_MAX_FRAME, o->max_frame);
+  o->boards = o->config != NULL ? rank_config_load (o->config, error)
+                                : rank_config_new ();
+  if (o->boards == NULL || !parse_nodes (o, error))
+    return FALSE;
+  server->boards = o->boards;
   server->idle_timeout_ms = o->idle_timeout_s * 1000;
   server->max_connections = (guint) o->max_connections;
   server->max_frame = (guint32) o->max_frame;
@@ -177,12 +232,27 @@ signals_setup (void)
   return signalfd (-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
+/* "a, b, c" for the log. */
+static char *
+nodes_to_string (const GArray *nodes)
+{
+  GString *out = g_string_new (NULL);
+
+  for (guint i = 0; i < nodes->len; i++)
+    {
+      g_autofree char *name
+          = rank_address_to_string (&g_array_index (nodes, RankAddress, i));
+
+      g_string_append_printf (out, "%s%s", i ? ", " : "", name);
+    }
+  return g_string_free (out, FALSE);
+}
+
 static int
 run (Options *o, RankServerConfig *config)
 {
   g_autoptr (GError) error = NULL;
   RankEmbeddedRedis *embedded = NULL;
-  RankAddress redis = { 0 };
   RankServer *server = NULL;
   int sfd = signals_setup ();
   int status = EXIT_FAILURE;
@@ -190,20 +260,19 @@ run (Options *o, RankServerConfig *config)
   server = rank_server_new (config, &error);
   if (server == NULL)
     goto out;
-  if (o->redis != NULL)
+  if (o->nodes->len == 0)
     {
-      if (!rank_address_parse (o->redis, 6379, &redis, &error))
-        goto out;
-    }
-  else
-    {
+      RankAddress redis = { 0 };
+
       embedded = rank_embedded_redis_start (
           o->data_dir ? o->data_dir : RANK_DEFAULT_DATA_DIR, &error);
       if (embedded == NULL)
         goto out;
       redis.path = g_strdup (rank_embedded_redis_address (embedded)->path);
+      g_array_append_val (o->nodes, redis);
     }
-  rank_server_start (server, &redis);
+  rank_server_start (server, (RankAddress *) (gpointer) o->nodes->data,
+                     o->nodes->len);
   if (!rank_server_wait_redis (server, config->redis_timeout_ms, &error))
     {
       /* Not fatal: calls answer Unavailable until Redis comes back. */
@@ -212,17 +281,18 @@ run (Options *o, RankServerConfig *config)
     }
 
   {
-    g_autofree char *redis_name = rank_address_to_string (&redis);
+    g_autofree char *redis_name = nodes_to_string (o->nodes);
 
     g_message ("rankd %s listening on %s:%u (%s, %s); redis %s%s; "
                "%u io threads; dedup window %d s; redis timeout %d ms; "
-               "idle timeout %d s; max %u connections; max frame %u bytes",
+               "idle timeout %d s; max %u connections; max frame %u bytes%s%s",
                RANKD_VERSION, config->listen.host, rank_server_port (server),
                config->framed ? "framed" : "buffered",
                config->protocol == RANK_PROTOCOL_COMPACT ? "compact" : "binary",
                redis_name, embedded ? " (embedded)" : "", config->io_threads,
                o->dedup_window_s, config->redis_timeout_ms, o->idle_timeout_s,
-               config->max_connections, config->max_frame);
+               config->max_connections, config->max_frame,
+               o->config ? "; config " : "", o->config ? o->config : "");
   }
   rank_server_run (server, sfd);
   g_message ("stopped serving; shutting down");
@@ -233,7 +303,6 @@ out:
     g_printerr ("rankd: %s\n", error->message);
   rank_server_free (server);
   rank_embedded_redis_stop (embedded);
-  rank_address_clear (&redis);
   if (sfd >= 0)
     close (sfd);
   return status;

@@ -56,7 +56,7 @@ struct _Worker
 {
   RankServer *server;
   RankLoop *loop;
-  RankRedisLink *link;
+  RankRedisLink **links; /* one per Redis node */
   RankStore *store;
   RankHandler *handler;
   GQueue conns;
@@ -67,7 +67,8 @@ struct _Worker
 struct _RankServer
 {
   RankServerConfig config;
-  RankAddress redis;
+  RankAddress *nodes;
+  guint n_nodes;
   int listen_fd;
   guint16 port;
   Worker *workers;
@@ -405,13 +406,17 @@ worker_init (Worker *w, RankServer *server, guint index)
 
   w->server = server;
   w->loop = rank_loop_new ();
-  w->link = rank_redis_link_new (w->loop, &server->redis,
-                                 server->config.redis_timeout_ms);
-  w->store = rank_store_new (w->link, server->config.dedup_window_ms);
+  w->links = g_new0 (RankRedisLink *, server->n_nodes);
+  for (guint i = 0; i < server->n_nodes; i++)
+    w->links[i] = rank_redis_link_new (w->loop, &server->nodes[i],
+                                       server->config.redis_timeout_ms);
+  w->store = rank_store_new (w->links, server->n_nodes, server->config.boards,
+                             server->config.dedup_window_ms);
   w->handler = rank_handler_new (w->store, &sink);
   g_queue_init (&w->conns);
   rank_loop_add_prepare (w->loop, sweep, w);
-  rank_redis_link_start (w->link);
+  for (guint i = 0; i < server->n_nodes; i++)
+    rank_redis_link_start (w->links[i]);
   rank_loop_start (w->loop, name);
 }
 
@@ -421,7 +426,9 @@ static void
 worker_clear (Worker *w)
 {
   rank_loop_run_pending (w->loop);
-  rank_redis_link_free (w->link);
+  for (guint i = 0; i < w->server->n_nodes; i++)
+    rank_redis_link_free (w->links[i]);
+  g_free (w->links);
   rank_loop_run_pending (w->loop);
   while (w->conns.head != NULL)
     {
@@ -508,11 +515,17 @@ rank_server_new (const RankServerConfig *config, GError **error)
 }
 
 void
-rank_server_start (RankServer *server, const RankAddress *redis)
+rank_server_start (RankServer *server, const RankAddress *nodes, guint n_nodes)
 {
-  server->redis.host = g_strdup (redis->host);
-  server->redis.port = redis->port;
-  server->redis.path = g_strdup (redis->path);
+  g_assert (n_nodes >= 1);
+  server->nodes = g_new0 (RankAddress, n_nodes);
+  server->n_nodes = n_nodes;
+  for (guint i = 0; i < n_nodes; i++)
+    {
+      server->nodes[i].host = g_strdup (nodes[i].host);
+      server->nodes[i].port = nodes[i].port;
+      server->nodes[i].path = g_strdup (nodes[i].path);
+    }
   server->workers = g_new0 (Worker, server->config.io_threads);
   for (guint i = 0; i < server->config.io_threads; i++)
     worker_init (&server->workers[i], server, i);
@@ -522,9 +535,10 @@ gboolean
 rank_server_wait_redis (RankServer *server, int timeout_ms, GError **error)
 {
   for (guint i = 0; i < server->config.io_threads; i++)
-    if (!rank_redis_link_wait_ready (server->workers[i].link, timeout_ms,
-                                     error))
-      return FALSE;
+    for (guint j = 0; j < server->n_nodes; j++)
+      if (!rank_redis_link_wait_ready (server->workers[i].links[j], timeout_ms,
+                                       error))
+        return FALSE;
   return TRUE;
 }
 
@@ -612,7 +626,9 @@ rank_server_free (RankServer *server)
       g_free (server->workers);
     }
   rank_address_clear (&server->config.listen);
-  rank_address_clear (&server->redis);
+  for (guint i = 0; i < server->n_nodes; i++)
+    rank_address_clear (&server->nodes[i]);
+  g_free (server->nodes);
   g_mutex_clear (&server->lock);
   g_cond_clear (&server->drained_cond);
   g_free (server);

@@ -1,7 +1,7 @@
 /* server.h -- rankd's accept loop and event-loop workers.
  *
  * One thread accepts; --io-threads workers each run an event loop with its
- * own connections, its own pipelined Redis link and store. A connection
+ * own connections, its own pipelined link to each Redis node, and store. A connection
  * lives on one worker for its whole life, so nothing a request touches is
  * shared between threads.
  */
@@ -9,6 +9,7 @@
 #define RANK_SERVER_H
 
 #include "address.h"
+#include "config.h"
 #include "protocol.h"
 
 typedef struct
@@ -22,6 +23,7 @@ typedef struct
   guint io_threads;
   int redis_timeout_ms;
   gint64 dedup_window_ms;
+  const RankConfig *boards; /* must outlive the server */
 } RankServerConfig;
 
 typedef struct _RankServer RankServer;
@@ -30,10 +32,12 @@ typedef struct _RankServer RankServer;
  * before an embedded Redis is started. */
 RankServer *rank_server_new (const RankServerConfig *config, GError **error);
 
-/* Starts the workers, each with a link to Redis at redis. */
-void rank_server_start (RankServer *server, const RankAddress *redis);
+/* Starts the workers, each with a link to every Redis node (nodes[0] holds
+ * the ordinary boards; see shard.h for the shards). */
+void rank_server_start (RankServer *server, const RankAddress *nodes,
+                        guint n_nodes);
 
-/* Waits up to timeout_ms until every worker's Redis link is connected. */
+/* Waits up to timeout_ms until every worker's Redis links are connected. */
 gboolean rank_server_wait_redis (RankServer *server, int timeout_ms,
                                  GError **error);
 

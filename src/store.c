@@ -1,15 +1,23 @@
 /* store.c -- boards in Redis (see store.h; key layout in constants.h and the
- * README).
+ * README; shard placement in shard.h).
  *
- * Every update is one EVALSHA of update.lua: the idempotency check, the
- * read, the computation and the writes happen atomically in Redis. Reads
- * are one EVALSHA of rank.lua (GetRank) or one ZRANGE (GetTopN). Scripts are
- * loaded with SCRIPT LOAD on every new Redis connection and, should Redis
- * still answer NOSCRIPT (a SCRIPT FLUSH, a failover), loaded again and the
- * call repeated: NOSCRIPT means the script did not run.
+ * Every update is one EVALSHA of update.lua on one shard: the idempotency
+ * check, the read, the computation and the writes happen atomically in
+ * Redis. GetRank is one EVALSHA of rank.lua per node holding the board: the
+ * node of the member's shard finds the member and counts the entries ahead
+ * of it there, then every other node counts those ahead of it in its shards.
+ * GetTopN is one ZRANGE on an ordinary board; on a sharded one, one ZRANGE
+ * of the top offset+n per shard (all sent at once: they share each node's
+ * round trip, and the nodes work in parallel), merged here.
  *
- * An operation in flight is an Op: the callback, and a private copy of the
- * command's arguments (for the NOSCRIPT retry and for messages).
+ * Scripts are loaded with SCRIPT LOAD on every new Redis connection and,
+ * should Redis still answer NOSCRIPT (a SCRIPT FLUSH, a failover), loaded
+ * again and the call repeated: NOSCRIPT means the script did not run.
+ *
+ * A command in flight is an Op: what to call with its reply, and a private
+ * copy of its arguments (for the NOSCRIPT retry). A call that needs several
+ * commands (a fan-out) counts its Ops down and answers once, with the first
+ * error if any Op failed: never with a partial result.
  */
 #include "store.h"
 
@@ -19,6 +27,7 @@
 #include "constants.h"
 #include "lua_scripts.h"
 #include "orderkey.h"
+#include "shard.h"
 
 typedef struct
 {
@@ -29,20 +38,26 @@ typedef struct
 
 struct _RankStore
 {
-  RankRedisLink *link;
+  RankRedisLink **links; /* one per node; ordinary boards on the first */
+  guint n_links;
+  const RankConfig *config;
   gint64 dedup_window_ms;
   Script update;
   Script rank;
 };
 
-/* Longest key: prefix, board, request id and punctuation. */
-#define KEY_MAX                                                                \
-  (sizeof RANK_KEY_PREFIX + RANK_BOARD_MAX_BYTES + RANK_REQUEST_ID_MAX_BYTES   \
-   + 16)
+/* Longest key: prefix, board, shard, suffix and punctuation. */
+#define KEY_MAX (sizeof RANK_SHARD_KEY_PREFIX + RANK_BOARD_MAX_BYTES + 32)
 
+/* The key of suffix for board, or for its shard when it has shards. */
 static gsize
-board_key (char *out, const char *board, const char *suffix)
+board_key (char *out, const char *board, guint shard, guint shards,
+           const char *suffix)
 {
+  if (shards > 1)
+    return (gsize) g_snprintf (out, KEY_MAX,
+                               RANK_SHARD_KEY_PREFIX ":{%s/%u}:%s", board,
+                               shard, suffix);
   return (gsize) g_snprintf (out, KEY_MAX, RANK_KEY_PREFIX ":{%s}:%s", board,
                              suffix);
 }
@@ -67,22 +82,32 @@ script_register (RankRedisLink *link, const Script *script)
 }
 
 RankStore *
-rank_store_new (RankRedisLink *link, gint64 dedup_window_ms)
+rank_store_new (RankRedisLink *const *links, guint n_links,
+                const RankConfig *config, gint64 dedup_window_ms)
 {
   RankStore *store = g_new0 (RankStore, 1);
 
-  store->link = link;
+  g_assert (n_links >= 1);
+  store->links = g_memdup2 (links, n_links * sizeof *links);
+  store->n_links = n_links;
+  store->config = config;
   store->dedup_window_ms = dedup_window_ms;
   script_init (&store->update, "update.lua", rank_lua_update);
   script_init (&store->rank, "rank.lua", rank_lua_rank);
-  script_register (link, &store->update);
-  script_register (link, &store->rank);
+  for (guint i = 0; i < n_links; i++)
+    {
+      script_register (links[i], &store->update);
+      script_register (links[i], &store->rank);
+    }
   return store;
 }
 
 void
 rank_store_free (RankStore *store)
 {
+  if (store == NULL)
+    return;
+  g_free (store->links);
   g_free (store);
 }
 
@@ -153,106 +178,159 @@ request_id_hash (const char *request_id, guint8 field[10], guint32 *selector)
               | ((guint32) digest[12] << 8) | digest[13];
 }
 
-typedef enum
-{
-  OP_UPDATE,
-  OP_RANK,
-  OP_TOP,
-} OpKind;
+/* ---- commands ---- */
 
-#define OP_MAX_ARGS 16
+/* A command's arguments, built up in one buffer. */
+#define CMD_MAX_ARGS (RANK_SHARDS_MAX + 16)
 
 typedef struct
 {
-  RankStore *store;
-  const Script *script; /* NULL: not a script */
-  OpKind kind;
-  gboolean retried;
-  gint64 offset;
-  union
-  {
-    RankStoreUpdateFunc update;
-    RankStoreRankFunc rank;
-    RankStoreTopFunc top;
-  } func;
-  gpointer data;
   int argc;
-  const char *argv[OP_MAX_ARGS];
-  size_t argvlen[OP_MAX_ARGS];
-  char args[]; /* the bytes argv points into */
-} Op;
+  gsize offset[CMD_MAX_ARGS];
+  gsize len[CMD_MAX_ARGS];
+  GString *bytes;
+} Cmd;
 
-/* An Op with a copy of the command: cmd[0..n) then, for scripts, the
- * EVALSHA prefix is prepended. */
-static Op *
-op_new (RankStore *store, OpKind kind, const Script *script, int nkeys,
-        int argc, const char **argv, const size_t *argvlen)
+static void
+cmd_init (Cmd *cmd)
 {
-  char numkeys[8];
-  const char *all[OP_MAX_ARGS];
-  size_t lens[OP_MAX_ARGS];
-  int n = 0;
-  gsize total = 0;
-  Op *op;
-  char *p;
-
-  if (script != NULL)
-    {
-      g_snprintf (numkeys, sizeof numkeys, "%d", nkeys);
-      all[n] = "EVALSHA", lens[n++] = 7;
-      all[n] = script->sha, lens[n++] = 40;
-      all[n] = numkeys, lens[n++] = strlen (numkeys);
-    }
-  g_assert (n + argc <= OP_MAX_ARGS);
-  for (int i = 0; i < argc; i++, n++)
-    {
-      all[n] = argv[i];
-      lens[n] = argvlen[i];
-    }
-  for (int i = 0; i < n; i++)
-    total += lens[i] + 1;
-  op = g_malloc0 (sizeof (Op) + total);
-  op->store = store;
-  op->kind = kind;
-  op->script = script;
-  op->argc = n;
-  p = op->args;
-  for (int i = 0; i < n; i++)
-    {
-      memcpy (p, all[i], lens[i]);
-      p[lens[i]] = '\0';
-      op->argv[i] = p;
-      op->argvlen[i] = lens[i];
-      p += lens[i] + 1;
-    }
-  return op;
+  cmd->argc = 0;
+  cmd->bytes = g_string_sized_new (512);
 }
+
+static void
+cmd_add (Cmd *cmd, const void *arg, gsize len)
+{
+  g_assert (cmd->argc < CMD_MAX_ARGS);
+  cmd->offset[cmd->argc] = cmd->bytes->len;
+  cmd->len[cmd->argc++] = len;
+  g_string_append_len (cmd->bytes, arg, (gssize) len);
+}
+
+static void
+cmd_add_str (Cmd *cmd, const char *arg)
+{
+  cmd_add (cmd, arg, strlen (arg));
+}
+
+static void
+cmd_add_int (Cmd *cmd, gint64 value)
+{
+  char text[24];
+
+  cmd_add (cmd, text,
+           (gsize) g_snprintf (text, sizeof text, "%" G_GINT64_FORMAT, value));
+}
+
+static void
+cmd_add_key (Cmd *cmd, const char *board, guint shard, guint shards,
+             const char *suffix)
+{
+  char key[KEY_MAX];
+
+  cmd_add (cmd, key, board_key (key, board, shard, shards, suffix));
+}
+
+typedef struct _Op Op;
+
+/* Called exactly once per Op: with the reply (never an error reply), or
+ * with error. The Op is freed after it returns. */
+typedef void (*OpDone) (Op *op, const redisReply *reply, const GError *error);
+
+struct _Op
+{
+  RankStore *store;
+  RankRedisLink *link;
+  const Script *script; /* NULL: not a script */
+  gboolean retried;
+  OpDone done;
+  gpointer data; /* the call this command is part of */
+  guint part;    /* which node or shard of the call */
+  int argc;
+  const char **argv;
+  size_t *argvlen;
+};
 
 static void on_reply (redisReply *reply, const GError *error, gpointer data);
 
 static void
 op_send (Op *op)
 {
-  rank_redis_link_send (op->store->link, op->argc, op->argv, op->argvlen,
-                        on_reply, op);
+  rank_redis_link_send (op->link, op->argc, op->argv, op->argvlen, on_reply,
+                        op);
 }
 
-/* Finishes op with an error. */
+/* Sends cmd (as EVALSHA of script with its first nkeys arguments as keys,
+ * when script is set) to link; done gets the reply. Frees cmd's buffer. */
 static void
-op_fail (Op *op, const GError *error)
+op_start (RankStore *store, RankRedisLink *link, const Script *script,
+          int nkeys, Cmd *cmd, OpDone done, gpointer data, guint part)
 {
-  switch (op->kind)
+  char numkeys[8];
+  const char *pre[3] = { "EVALSHA", script ? script->sha : NULL, numkeys };
+  int npre = script != NULL ? 3 : 0;
+  int argc = npre + cmd->argc;
+  gsize bytes = cmd->bytes->len + (gsize) argc;
+  Op *op;
+  char *p;
+
+  g_snprintf (numkeys, sizeof numkeys, "%d", nkeys);
+  for (int i = 0; i < npre; i++)
+    bytes += strlen (pre[i]);
+  op = g_malloc0 (sizeof (Op)
+                  + (gsize) argc * (sizeof (char *) + sizeof (size_t)) + bytes);
+  op->store = store;
+  op->link = link;
+  op->script = script;
+  op->done = done;
+  op->data = data;
+  op->part = part;
+  op->argc = argc;
+  op->argv = (const char **) (op + 1);
+  op->argvlen = (size_t *) (op->argv + argc);
+  p = (char *) (op->argvlen + argc);
+  for (int i = 0; i < argc; i++)
     {
-    case OP_UPDATE:
-      op->func.update (NULL, error, op->data);
-      break;
-    case OP_RANK:
-      op->func.rank (0, 0, error, op->data);
-      break;
-    case OP_TOP:
-      op->func.top (NULL, 0, error, op->data);
-      break;
+      const char *arg
+          = i < npre ? pre[i] : cmd->bytes->str + cmd->offset[i - npre];
+      gsize len = i < npre ? strlen (pre[i]) : cmd->len[i - npre];
+
+      memcpy (p, arg, len);
+      p[len] = '\0';
+      op->argv[i] = p;
+      op->argvlen[i] = len;
+      p += len + 1;
     }
+  g_string_free (cmd->bytes, TRUE);
+  cmd->bytes = NULL;
+  op_send (op);
+}
+
+static void
+on_reply (redisReply *reply, const GError *error, gpointer data)
+{
+  Op *op = data;
+  g_autoptr (GError) failure = NULL;
+
+  if (error == NULL && reply->type == REDIS_REPLY_ERROR)
+    {
+      if (op->script != NULL && !op->retried
+          && g_str_has_prefix (reply->str, "NOSCRIPT"))
+        {
+          const char *load[] = { "SCRIPT", "LOAD", op->script->source };
+
+          /* The load goes first on the same connection, so the retry that
+           * follows it finds the script. */
+          g_message ("redis %s: reloading %s after NOSCRIPT",
+                     rank_redis_link_name (op->link), op->script->name);
+          rank_redis_link_send (op->link, 3, load, NULL, NULL, NULL);
+          op->retried = TRUE;
+          op_send (op);
+          return;
+        }
+      error = failure = reply_error (reply);
+    }
+  op->done (op, error != NULL ? NULL : reply, error);
   g_free (op);
 }
 
@@ -265,217 +343,379 @@ int_element (const redisReply *reply, gsize i, gint64 *out)
   return TRUE;
 }
 
-static GError *
-finish_update (Op *op, const redisReply *reply)
+static gboolean
+string_element (const redisReply *reply, gsize i)
 {
-  RankUpdateResult result;
-  gint64 applied;
-
-  if (reply->type != REDIS_REPLY_ARRAY || !int_element (reply, 0, &result.score)
-      || !int_element (reply, 1, &result.rank)
-      || !int_element (reply, 2, &applied))
-    return unexpected (reply, "update.lua");
-  result.applied = applied != 0;
-  op->func.update (&result, NULL, op->data);
-  return NULL;
+  return i < reply->elements && reply->element[i]->type == REDIS_REPLY_STRING;
 }
 
-/* argv of rank.lua: EVALSHA sha 2 zkey tkey member */
-#define RANK_ARG_MEMBER 5
-#define RANK_ARG_ZKEY 3
-
-static GError *
-finish_rank (Op *op, const redisReply *reply)
+/* A fan-out's countdown: records the first error of its Ops. Returns TRUE
+ * when the last Op is done. */
+typedef struct
 {
-  gint64 score, rank;
+  guint pending;
+  GError *error;
+} Countdown;
 
-  if (reply->type == REDIS_REPLY_NIL)
-    {
-      const char *zkey = op->argv[RANK_ARG_ZKEY];
-      /* zkey is rk:{board}:z -- the board sits between the braces. */
-      const char *open = strchr (zkey, '{'), *close = strrchr (zkey, '}');
-      g_autoptr (GError) nf = g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND,
-                                           "member '%s' is not on board '%.*s'",
-                                           op->argv[RANK_ARG_MEMBER],
-                                           (int) (close - open - 1), open + 1);
-
-      op->func.rank (0, 0, nf, op->data);
-      return NULL;
-    }
-  if (reply->type != REDIS_REPLY_ARRAY || !int_element (reply, 0, &score)
-      || !int_element (reply, 1, &rank))
-    return unexpected (reply, "rank.lua");
-  op->func.rank (score, rank, NULL, op->data);
-  return NULL;
+static gboolean
+countdown_done (Countdown *c, const GError *error)
+{
+  if (error != NULL && c->error == NULL)
+    c->error = g_error_copy (error);
+  g_assert (c->pending > 0);
+  return --c->pending == 0;
 }
 
-static GError *
-finish_top (Op *op, const redisReply *reply)
+/* ---- Update ---- */
+
+typedef struct
 {
-  RankEntry entries[RANK_TOP_N_MAX];
-  gsize n = 0;
-
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements % 2 != 0
-      || reply->elements / 2 > RANK_TOP_N_MAX)
-    return unexpected (reply, "ZRANGE");
-  for (gsize i = 0; i < reply->elements; i += 2, n++)
-    {
-      const redisReply *key = reply->element[i], *sc = reply->element[i + 1];
-
-      if (key->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING
-          || key->len <= RANK_ORDERKEY_TIME_BYTES
-          || !rank_orderkey_parse_zscore (sc->str, sc->len, &entries[n].score))
-        return unexpected (reply, "ZRANGE (malformed entry)");
-      entries[n].member = key->str + RANK_ORDERKEY_TIME_BYTES;
-      entries[n].member_len = key->len - RANK_ORDERKEY_TIME_BYTES;
-      entries[n].rank = op->offset + (gint64) n + 1;
-    }
-  op->func.top (entries, n, NULL, op->data);
-  return NULL;
-}
+  RankStoreUpdateFunc func;
+  gpointer data;
+} UpdateCall;
 
 static void
-on_reply (redisReply *reply, const GError *error, gpointer data)
+update_done (Op *op, const redisReply *reply, const GError *error)
 {
-  Op *op = data;
-  g_autoptr (GError) failure = NULL;
+  UpdateCall *call = op->data;
+  g_autoptr (GError) bad = NULL;
+  RankUpdateResult result;
+  gint64 applied = 0;
 
-  if (error != NULL)
-    {
-      op_fail (op, error);
-      return;
-    }
-  if (reply->type == REDIS_REPLY_ERROR)
-    {
-      if (op->script != NULL && !op->retried
-          && g_str_has_prefix (reply->str, "NOSCRIPT"))
-        {
-          const char *load[] = { "SCRIPT", "LOAD", op->script->source };
-
-          /* The load goes first on the same connection, so the retry that
-           * follows it finds the script. */
-          g_message ("redis %s: reloading %s after NOSCRIPT",
-                     rank_redis_link_name (op->store->link), op->script->name);
-          rank_redis_link_send (op->store->link, 3, load, NULL, NULL, NULL);
-          op->retried = TRUE;
-          op_send (op);
-          return;
-        }
-      failure = reply_error (reply);
-      op_fail (op, failure);
-      return;
-    }
-  switch (op->kind)
-    {
-    case OP_UPDATE:
-      failure = finish_update (op, reply);
-      break;
-    case OP_RANK:
-      failure = finish_rank (op, reply);
-      break;
-    case OP_TOP:
-      failure = finish_top (op, reply);
-      break;
-    }
-  if (failure != NULL)
-    op_fail (op, failure);
-  else
-    g_free (op);
+  if (error == NULL
+      && (reply->type != REDIS_REPLY_ARRAY
+          || !int_element (reply, 0, &result.score)
+          || !int_element (reply, 1, &result.rank)
+          || !int_element (reply, 2, &applied)))
+    error = bad = unexpected (reply, "update.lua");
+  result.applied = applied != 0;
+  call->func (error != NULL ? NULL : &result, error, call->data);
+  g_free (call);
 }
 
 void
 rank_store_update (RankStore *store, const RankUpdate *update,
                    RankStoreUpdateFunc func, gpointer data)
 {
-  char zkey[KEY_MAX], tkey[KEY_MAX], qprefix[KEY_MAX], mode[4], value[24],
-      window[24], selector[16], now[24];
+  const RankBoardOptions *o = rank_config_board (store->config, update->board);
+  gsize member_len = strlen (update->member);
+  guint shard = rank_shard_of (update->member, member_len, o->shards);
+  guint node = rank_shard_node (shard, store->n_links);
   guint8 prefix[RANK_ORDERKEY_TIME_BYTES], fp[4], idhash[10];
+  UpdateCall *call = g_new (UpdateCall, 1);
   guint32 sel;
-  Op *op;
+  Cmd cmd;
 
   rank_orderkey_encode_time (update->timestamp_ms, prefix);
   fingerprint (update, fp);
   request_id_hash (update->request_id, idhash, &sel);
-  g_snprintf (mode, sizeof mode, "%d", update->mode);
-  g_snprintf (value, sizeof value, "%" G_GINT64_FORMAT, update->value);
-  g_snprintf (window, sizeof window, "%" G_GINT64_FORMAT,
-              store->dedup_window_ms);
-  g_snprintf (selector, sizeof selector, "%u", sel);
-  g_snprintf (now, sizeof now, "%" G_GINT64_FORMAT, g_get_real_time () / 1000);
+  call->func = func;
+  call->data = data;
+  cmd_init (&cmd);
+  cmd_add_key (&cmd, update->board, shard, o->shards, RANK_KEY_SUFFIX_SCORES);
+  cmd_add_key (&cmd, update->board, shard, o->shards, RANK_KEY_SUFFIX_TIMES);
+  cmd_add_key (&cmd, update->board, shard, o->shards, RANK_KEY_SUFFIX_REQUEST);
+  cmd_add (&cmd, update->member, member_len);
+  cmd_add_int (&cmd, update->mode);
+  cmd_add_int (&cmd, update->value);
+  cmd_add (&cmd, prefix, sizeof prefix);
+  cmd_add_int (&cmd, store->dedup_window_ms);
+  cmd_add (&cmd, fp, sizeof fp);
+  cmd_add (&cmd, idhash, sizeof idhash);
+  cmd_add_int (&cmd, sel);
+  cmd_add_int (&cmd, g_get_real_time () / 1000);
+  /* The rank within one shard is not the board's: sharded updates leave it
+   * unset rather than ask every shard. */
+  cmd_add_str (&cmd, o->shards > 1 ? "0" : "1");
+  op_start (store, store->links[node], &store->update, 3, &cmd, update_done,
+            call, node);
+}
 
-  const char *argv[] = {
-    zkey,
-    tkey,
-    qprefix,
-    update->member,
-    mode,
-    value,
-    (const char *) prefix,
-    window,
-    (const char *) fp,
-    (const char *) idhash,
-    selector,
-    now,
-  };
-  size_t argvlen[] = {
-    board_key (zkey, update->board, RANK_KEY_SUFFIX_SCORES),
-    board_key (tkey, update->board, RANK_KEY_SUFFIX_TIMES),
-    board_key (qprefix, update->board, RANK_KEY_SUFFIX_REQUEST),
-    strlen (update->member),
-    strlen (mode),
-    strlen (value),
-    sizeof prefix,
-    strlen (window),
-    sizeof fp,
-    sizeof idhash,
-    strlen (selector),
-    strlen (now),
-  };
+/* ---- GetRank ---- */
 
-  op = op_new (store, OP_UPDATE, &store->update, 3, G_N_ELEMENTS (argv), argv,
-               argvlen);
-  op->func.update = func;
-  op->data = data;
-  op_send (op);
+typedef struct
+{
+  RankStore *store;
+  const RankBoardOptions *options;
+  RankStoreRankFunc func;
+  gpointer data;
+  Countdown countdown;
+  gint64 score;
+  gint64 ahead; /* entries ahead of the member, summed over the nodes */
+  char *board;
+  char *member;
+} RankCall;
+
+static void
+rank_finish (RankCall *call)
+{
+  if (call->countdown.error != NULL)
+    call->func (0, 0, call->countdown.error, call->data);
+  else
+    call->func (call->score, call->ahead + 1, NULL, call->data);
+  g_clear_error (&call->countdown.error);
+  g_free (call->board);
+  g_free (call->member);
+  g_free (call);
+}
+
+/* The sorted sets of board's shards that live on node, other than skip. */
+static void
+add_node_shards (Cmd *cmd, const RankStore *store, const char *board,
+                 guint shards, guint node, gint skip)
+{
+  for (guint j = 0; j < shards; j++)
+    if ((gint) j != skip && rank_shard_node (j, store->n_links) == node)
+      cmd_add_key (cmd, board, j, shards, RANK_KEY_SUFFIX_SCORES);
+}
+
+static void
+rank_counted (Op *op, const redisReply *reply, const GError *error)
+{
+  RankCall *call = op->data;
+  g_autoptr (GError) bad = NULL;
+
+  if (error == NULL && reply->type != REDIS_REPLY_INTEGER)
+    error = bad = unexpected (reply, "rank.lua count");
+  if (error == NULL)
+    call->ahead += reply->integer;
+  if (countdown_done (&call->countdown, error))
+    rank_finish (call);
+}
+
+/* The member's node answered: its score, and who is ahead of it there. Now
+ * every other node holding shards counts who is ahead of it in them. */
+static void
+rank_found (Op *op, const redisReply *reply, const GError *error)
+{
+  RankCall *call = op->data;
+  guint shards = call->options->shards;
+  g_autoptr (GError) bad = NULL;
+  const redisReply *key, *zscore;
+
+  if (error == NULL && reply->type == REDIS_REPLY_NIL)
+    error = bad = g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND,
+                               "member '%s' is not on board '%s'", call->member,
+                               call->board);
+  else if (error == NULL
+           && (reply->type != REDIS_REPLY_ARRAY
+               || !int_element (reply, 0, &call->score)
+               || !int_element (reply, 1, &call->ahead)
+               || !string_element (reply, 2) || !string_element (reply, 3)))
+    error = bad = unexpected (reply, "rank.lua find");
+  if (error != NULL)
+    {
+      countdown_done (&call->countdown, error);
+      rank_finish (call);
+      return;
+    }
+  key = reply->element[2];
+  zscore = reply->element[3];
+  for (guint node = 0; node < MIN (call->store->n_links, shards); node++)
+    {
+      Cmd cmd;
+      int nkeys;
+
+      if (node == op->part)
+        continue;
+      cmd_init (&cmd);
+      add_node_shards (&cmd, call->store, call->board, shards, node, -1);
+      nkeys = cmd.argc;
+      cmd_add_str (&cmd, "count");
+      cmd_add (&cmd, zscore->str, zscore->len);
+      cmd_add (&cmd, key->str, key->len);
+      call->countdown.pending++;
+      op_start (call->store, call->store->links[node], &call->store->rank,
+                nkeys, &cmd, rank_counted, call, node);
+    }
+  if (countdown_done (&call->countdown, NULL))
+    rank_finish (call);
 }
 
 void
 rank_store_get_rank (RankStore *store, const char *board, const char *member,
                      RankStoreRankFunc func, gpointer data)
 {
-  char zkey[KEY_MAX], tkey[KEY_MAX];
-  const char *argv[] = { zkey, tkey, member };
-  size_t argvlen[] = {
-    board_key (zkey, board, RANK_KEY_SUFFIX_SCORES),
-    board_key (tkey, board, RANK_KEY_SUFFIX_TIMES),
-    strlen (member),
-  };
-  Op *op = op_new (store, OP_RANK, &store->rank, 2, G_N_ELEMENTS (argv), argv,
-                   argvlen);
+  const RankBoardOptions *o = rank_config_board (store->config, board);
+  gsize member_len = strlen (member);
+  guint shard = rank_shard_of (member, member_len, o->shards);
+  guint node = rank_shard_node (shard, store->n_links);
+  RankCall *call = g_new0 (RankCall, 1);
+  Cmd cmd;
+  int nkeys;
 
-  op->func.rank = func;
-  op->data = data;
-  op_send (op);
+  call->store = store;
+  call->options = o;
+  call->func = func;
+  call->data = data;
+  call->board = g_strdup (board);
+  call->member = g_strdup (member);
+  call->countdown.pending = 1;
+  cmd_init (&cmd);
+  cmd_add_key (&cmd, board, shard, o->shards, RANK_KEY_SUFFIX_TIMES);
+  cmd_add_key (&cmd, board, shard, o->shards, RANK_KEY_SUFFIX_SCORES);
+  add_node_shards (&cmd, store, board, o->shards, node, (gint) shard);
+  nkeys = cmd.argc;
+  cmd_add_str (&cmd, "find");
+  cmd_add (&cmd, member, member_len);
+  op_start (store, store->links[node], &store->rank, nkeys, &cmd, rank_found,
+            call, node);
+}
+
+/* ---- GetTopN ---- */
+
+/* One shard's page, copied out of its reply (replies do not outlive their
+ * callback, and the merge needs every shard's). */
+typedef struct
+{
+  RankShardEntry *entries;
+  gsize len;
+  char *keys;
+} Page;
+
+typedef struct
+{
+  RankStoreTopFunc func;
+  gpointer data;
+  gint64 offset;
+  gint n;
+  Countdown countdown;
+  guint shards;
+  Page pages[]; /* one per shard; pages[0] only on an ordinary board */
+} TopCall;
+
+/* Copies a ZRANGE ... WITHSCORES reply into page. */
+static GError *
+page_read (Page *page, const redisReply *reply)
+{
+  gsize bytes = 0, n;
+
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements % 2 != 0)
+    return unexpected (reply, "ZRANGE");
+  n = reply->elements / 2;
+  for (gsize i = 0; i < reply->elements; i += 2)
+    if (reply->element[i]->type == REDIS_REPLY_STRING)
+      bytes += reply->element[i]->len;
+  page->entries = g_new (RankShardEntry, n);
+  page->keys = g_malloc (bytes + 1);
+  bytes = 0;
+  for (gsize i = 0; i < n; i++)
+    {
+      const redisReply *key = reply->element[2 * i],
+                       *sc = reply->element[2 * i + 1];
+      RankShardEntry *e = &page->entries[i];
+
+      if (key->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING
+          || key->len <= RANK_ORDERKEY_TIME_BYTES
+          || !rank_orderkey_parse_zscore (sc->str, sc->len, &e->zscore))
+        return unexpected (reply, "ZRANGE (malformed entry)");
+      e->zscore = -e->zscore;
+      memcpy (page->keys + bytes, key->str, key->len);
+      e->key = page->keys + bytes;
+      e->key_len = key->len;
+      bytes += key->len;
+      page->len++;
+    }
+  return NULL;
+}
+
+static void
+top_finish (TopCall *call)
+{
+  if (call->countdown.error != NULL)
+    call->func (NULL, 0, call->countdown.error, call->data);
+  else
+    {
+      const RankShardEntry *pages[RANK_SHARDS_MAX];
+      gsize lens[RANK_SHARDS_MAX];
+      const RankShardEntry *merged[RANK_TOP_N_MAX];
+      RankEntry entries[RANK_TOP_N_MAX];
+      /* An ordinary board's page starts at offset already. */
+      gsize skip = call->shards > 1 ? (gsize) call->offset : 0;
+      gsize n;
+
+      for (guint i = 0; i < call->shards; i++)
+        {
+          pages[i] = call->pages[i].entries;
+          lens[i] = call->pages[i].len;
+        }
+      n = rank_shard_merge (pages, lens, call->shards, skip, (gsize) call->n,
+                            merged);
+      for (gsize i = 0; i < n; i++)
+        {
+          entries[i].member = merged[i]->key + RANK_ORDERKEY_TIME_BYTES;
+          entries[i].member_len = merged[i]->key_len - RANK_ORDERKEY_TIME_BYTES;
+          entries[i].score = -merged[i]->zscore;
+          entries[i].rank = call->offset + (gint64) i + 1;
+        }
+      call->func (entries, n, NULL, call->data);
+    }
+  for (guint i = 0; i < call->shards; i++)
+    {
+      g_free (call->pages[i].entries);
+      g_free (call->pages[i].keys);
+    }
+  g_clear_error (&call->countdown.error);
+  g_free (call);
+}
+
+static void
+top_read (Op *op, const redisReply *reply, const GError *error)
+{
+  TopCall *call = op->data;
+  g_autoptr (GError) bad = NULL;
+
+  if (error == NULL)
+    error = bad = page_read (&call->pages[op->part], reply);
+  if (countdown_done (&call->countdown, error))
+    top_finish (call);
+}
+
+gboolean
+rank_store_check_top (RankStore *store, const char *board, gint64 offset,
+                      gint n, GError **error)
+{
+  const RankBoardOptions *o = rank_config_board (store->config, board);
+
+  if (o->shards > 1 && offset + n > (gint64) o->max_top_depth)
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                   "offset+n: must be at most %u on sharded board '%s' "
+                   "(its max_top_depth), got %" G_GINT64_FORMAT,
+                   o->max_top_depth, board, offset + n);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 void
 rank_store_get_top (RankStore *store, const char *board, gint64 offset, gint n,
                     RankStoreTopFunc func, gpointer data)
 {
-  char zkey[KEY_MAX], start[24], stop[24];
-  const char *argv[] = { "ZRANGE", zkey, start, stop, "WITHSCORES" };
-  size_t argvlen[] = {
-    6,
-    board_key (zkey, board, RANK_KEY_SUFFIX_SCORES),
-    (size_t) g_snprintf (start, sizeof start, "%" G_GINT64_FORMAT, offset),
-    (size_t) g_snprintf (stop, sizeof stop, "%" G_GINT64_FORMAT,
-                         offset + n - 1),
-    10,
-  };
-  Op *op = op_new (store, OP_TOP, NULL, 0, G_N_ELEMENTS (argv), argv, argvlen);
+  const RankBoardOptions *o = rank_config_board (store->config, board);
+  TopCall *call;
 
-  op->func.top = func;
-  op->data = data;
-  op->offset = offset;
-  op_send (op);
+  call = g_malloc0 (sizeof (TopCall) + o->shards * sizeof (Page));
+  call->func = func;
+  call->data = data;
+  call->offset = offset;
+  call->n = n;
+  call->shards = o->shards;
+  call->countdown.pending = o->shards;
+  for (guint shard = 0; shard < o->shards; shard++)
+    {
+      guint node = rank_shard_node (shard, store->n_links);
+      /* An ordinary board reads its page; a shard, all it may contribute. */
+      gint64 first = o->shards > 1 ? 0 : offset;
+      Cmd cmd;
+
+      cmd_init (&cmd);
+      cmd_add_str (&cmd, "ZRANGE");
+      cmd_add_key (&cmd, board, shard, o->shards, RANK_KEY_SUFFIX_SCORES);
+      cmd_add_int (&cmd, first);
+      cmd_add_int (&cmd, offset + n - 1);
+      cmd_add_str (&cmd, "WITHSCORES");
+      op_start (store, store->links[node], NULL, 0, &cmd, top_read, call,
+                shard);
+    }
 }

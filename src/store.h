@@ -4,15 +4,23 @@
  * link. Operations are asynchronous: each calls its callback exactly once,
  * in the loop's thread, never from inside the call that started it.
  *
- * Inputs are assumed valid (the handler validates); the store checks only
- * what needs the stored data (an increment's result range, a reused request
- * id). Errors are RANK_ERROR_*: INVALID, NOT_FOUND, UNAVAILABLE, INTERNAL.
+ * A board is ordinary or sharded, as the configuration says (config.h);
+ * the store hides the difference, except that a sharded update's result
+ * has no rank (rank 0).
+ *
+ * Inputs are assumed valid (the handler validates, with
+ * rank_store_check_top for what depends on the board's options); the store
+ * checks only what needs the stored data (an increment's result range, a
+ * reused request id). Errors are RANK_ERROR_*: INVALID, NOT_FOUND,
+ * UNAVAILABLE, INTERNAL. A call that needs several Redis nodes fails as a
+ * whole when any of them fails: no partial answers.
  */
 #ifndef RANK_STORE_H
 #define RANK_STORE_H
 
 #include <glib.h>
 
+#include "config.h"
 #include "redis_link.h"
 
 typedef struct _RankStore RankStore;
@@ -58,8 +66,11 @@ typedef void (*RankStoreRankFunc) (gint64 score, gint64 rank,
 typedef void (*RankStoreTopFunc) (const RankEntry *entries, gsize n,
                                   const GError *error, gpointer data);
 
-/* Registers the scripts on link (call before rank_redis_link_start). */
-RankStore *rank_store_new (RankRedisLink *link, gint64 dedup_window_ms);
+/* links: one per Redis node (ordinary boards live on the first). Registers
+ * the scripts on every link (call before rank_redis_link_start). config
+ * must outlive the store. */
+RankStore *rank_store_new (RankRedisLink *const *links, guint n_links,
+                           const RankConfig *config, gint64 dedup_window_ms);
 void rank_store_free (RankStore *store);
 
 void rank_store_update (RankStore *store, const RankUpdate *update,
@@ -68,6 +79,10 @@ void rank_store_update (RankStore *store, const RankUpdate *update,
 void rank_store_get_rank (RankStore *store, const char *board,
                           const char *member, RankStoreRankFunc func,
                           gpointer data);
+
+/* offset+n within what board may serve (sharded boards: max_top_depth). */
+gboolean rank_store_check_top (RankStore *store, const char *board,
+                               gint64 offset, gint n, GError **error);
 
 void rank_store_get_top (RankStore *store, const char *board, gint64 offset,
                          gint n, RankStoreTopFunc func, gpointer data);

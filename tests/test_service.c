@@ -14,6 +14,7 @@
 
 #include <thrift/c_glib/thrift_application_exception.h>
 
+#include "calls.h"
 #include "harness.h"
 #include "constants.h"
 #include "orderkey.h"
@@ -23,105 +24,6 @@ static RankTestProcess *rankd;
 static RankClient *client;
 
 /* ---- calling rankd ---- */
-
-typedef enum
-{
-  OK,
-  INVALID,
-  NOT_FOUND,
-  UNAVAILABLE,
-  APP_ERROR,
-} Kind;
-
-static const char *const kind_names[]
-    = { "OK", "InvalidArgument", "NotFound", "Unavailable",
-        "TApplicationException" };
-
-typedef struct
-{
-  Kind kind;
-  char *message;
-  gint64 score;
-  gint64 rank;
-  gboolean has_rank;
-  gboolean applied;
-} Result;
-
-static void
-result_clear (Result *r)
-{
-  g_clear_pointer (&r->message, g_free);
-}
-
-G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Result, result_clear)
-
-#define NO_MODE 0
-#define NO_TIME G_MININT64
-
-static void
-take_exception (Result *r, GObject *x, Kind kind)
-{
-  r->kind = kind;
-  g_object_get (x, "message", &r->message, NULL);
-  g_object_unref (x);
-}
-
-static void
-take_error (Result *r, GError *error)
-{
-  g_assert_nonnull (error);
-  if (error->domain != THRIFT_APPLICATION_EXCEPTION_ERROR)
-    g_error ("transport failure: %s", error->message);
-  r->kind = APP_ERROR;
-  r->message = g_strdup (error->message);
-  g_error_free (error);
-}
-
-static Result
-update_on (RankClient *c, const char *board, const char *member, gint64 value,
-           const char *rid, int mode, gint64 ts)
-{
-  Result r = { 0 };
-  rankUpdateRequest *req
-      = g_object_new (RANK_TYPE_UPDATE_REQUEST, "board", board, "member",
-                      member, "value", value, "request_id", rid, NULL);
-  rankUpdateResponse *resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
-  rankInvalidArgument *invalid = NULL;
-  rankUnavailable *unavailable = NULL;
-  GError *error = NULL;
-
-  /* Fields, not properties: the properties refuse out-of-range values, and
-   * the tests send those on purpose. */
-  if (mode != NO_MODE)
-    {
-      req->mode = (rankUpdateMode) mode;
-      req->__isset_mode = TRUE;
-    }
-  if (ts != NO_TIME)
-    {
-      req->timestamp_ms = ts;
-      req->__isset_timestamp_ms = TRUE;
-    }
-  if (rank_ranking_if_update (rank_client_iface (c), &resp, req, &invalid,
-                              &unavailable, &error))
-    {
-      r.kind = OK;
-      r.score = resp->score;
-      r.rank = resp->rank;
-      r.has_rank = resp->__isset_rank;
-      r.applied = resp->applied;
-    }
-  else if (invalid != NULL)
-    take_exception (&r, G_OBJECT (invalid), INVALID);
-  else if (unavailable != NULL)
-    take_exception (&r, G_OBJECT (unavailable), UNAVAILABLE);
-  else
-    take_error (&r, error);
-  g_object_unref (resp);
-  g_object_unref (req);
-  return r;
-}
-
 static Result
 update (const char *board, const char *member, gint64 value, const char *rid,
         int mode, gint64 ts)
@@ -130,63 +32,9 @@ update (const char *board, const char *member, gint64 value, const char *rid,
 }
 
 static Result
-get_rank_on (RankClient *c, const char *board, const char *member)
-{
-  Result r = { 0 };
-  rankEntry *entry = g_object_new (RANK_TYPE_ENTRY, NULL);
-  rankInvalidArgument *invalid = NULL;
-  rankNotFound *not_found = NULL;
-  rankUnavailable *unavailable = NULL;
-  GError *error = NULL;
-
-  if (rank_ranking_if_get_rank (rank_client_iface (c), &entry, board, member,
-                                &invalid, &not_found, &unavailable, &error))
-    {
-      r.kind = OK;
-      g_assert_cmpstr (entry->member, ==, member);
-      r.score = entry->score;
-      r.rank = entry->rank;
-      r.has_rank = TRUE;
-    }
-  else if (invalid != NULL)
-    take_exception (&r, G_OBJECT (invalid), INVALID);
-  else if (not_found != NULL)
-    take_exception (&r, G_OBJECT (not_found), NOT_FOUND);
-  else if (unavailable != NULL)
-    take_exception (&r, G_OBJECT (unavailable), UNAVAILABLE);
-  else
-    take_error (&r, error);
-  g_object_unref (entry);
-  return r;
-}
-
-static Result
 get_rank (const char *board, const char *member)
 {
   return get_rank_on (client, board, member);
-}
-
-/* Returns the page (rankEntry objects), or NULL with r describing why. */
-static GPtrArray *
-top_on (RankClient *c, const char *board, gint32 n, gint32 offset, Result *r)
-{
-  GPtrArray *page = g_ptr_array_new_with_free_func (g_object_unref);
-  rankInvalidArgument *invalid = NULL;
-  rankUnavailable *unavailable = NULL;
-  GError *error = NULL;
-
-  memset (r, 0, sizeof *r);
-  if (rank_ranking_if_get_top_n (rank_client_iface (c), &page, board, n, offset,
-                                 &invalid, &unavailable, &error))
-    return page;
-  g_ptr_array_unref (page);
-  if (invalid != NULL)
-    take_exception (r, G_OBJECT (invalid), INVALID);
-  else if (unavailable != NULL)
-    take_exception (r, G_OBJECT (unavailable), UNAVAILABLE);
-  else
-    take_error (r, error);
-  return NULL;
 }
 
 static GPtrArray *
@@ -199,23 +47,6 @@ top (const char *board, gint32 n, gint32 offset)
     g_error ("GetTopN(%s, %d, %d) failed: %s: %s", board, n, offset,
              kind_names[r.kind], r.message);
   return page;
-}
-
-static void
-assert_ok (const Result *r)
-{
-  if (r->kind != OK)
-    g_error ("expected success, got %s: %s", kind_names[r->kind], r->message);
-}
-
-static void
-assert_fails (const Result *r, Kind kind, const char *want)
-{
-  if (r->kind != kind)
-    g_error ("expected %s, got %s (%s)", kind_names[kind], kind_names[r->kind],
-             r->message ? r->message : "");
-  if (want != NULL && strstr (r->message, want) == NULL)
-    g_error ("%s message '%s' lacks '%s'", kind_names[kind], r->message, want);
 }
 
 static void
@@ -255,28 +86,6 @@ assert_order (const char *board, const char *const *members)
       g_assert_cmpint (e->rank, ==, i + 1);
     }
 }
-
-static redisContext *
-redis_connect (guint16 port)
-{
-  redisContext *c = redisConnect ("127.0.0.1", port);
-
-  g_assert_nonnull (c);
-  g_assert_cmpint (c->err, ==, 0);
-  return c;
-}
-
-static void
-stop_checked (RankTestProcess *p)
-{
-  int status = rank_test_stop (p);
-
-  /* 0 also means valgrind found nothing, when it wraps rankd. */
-  g_assert_true (WIFEXITED (status));
-  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
-}
-
-/* ---- updates ---- */
 
 static void
 test_modes (void)

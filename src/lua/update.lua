@@ -5,7 +5,9 @@
 -- KEYS[3]  key prefix  rk:{board}:q    of the request-id records (see below)
 -- ARGV     member, mode (1 INCREMENT, 2 BEST, 3 SET), value, time prefix,
 --          window (ms), fingerprint (4 bytes) of (member, mode, value),
---          request-id hash (10 bytes), request-id selector (0..2^32-1), now (ms)
+--          request-id hash (10 bytes), request-id selector (0..2^32-1), now (ms),
+--          rank wanted (1, or 0 on a shard of a sharded board: the rank within
+--          one shard means nothing, and the reply gives rank 0)
 --
 -- Request-id records are packed: a record is one field (the 10-byte hash of
 -- the request id) -> value (the fingerprint) of a small hash. Time is cut
@@ -25,12 +27,13 @@
 -- before the first write, so a refused update changes nothing.
 --
 -- Try it: redis-cli EVAL "$(cat update.lua)" 3 'rk:{b}:z' 'rk:{b}:t' 'rk:{b}:q' \
---   alice 1 10 "$(printf '\0\0\0\0\0\1')" 3600000 fp01 request-1- 12345 1763800000000
+--   alice 1 10 "$(printf '\0\0\0\0\0\1')" 3600000 fp01 request-1- 12345 1763800000000 1
 
 local zkey, tkey, qprefix = KEYS[1], KEYS[2], KEYS[3]
 local member, mode, value = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local prefix, window, fingerprint = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local idhash, selector, now = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
+local rank_wanted = ARGV[10] == '1'
 local LIMIT = 9007199254740991
 local BUCKETS = 4          -- buckets per window
 local PER_HASH = 64        -- records aimed at per record hash
@@ -131,7 +134,7 @@ if seen then
   if not key then
     return {0, 0, 0}
   end
-  return {score, redis.call('ZRANK', zkey, key) + 1, 0}
+  return {score, rank_wanted and redis.call('ZRANK', zkey, key) + 1 or 0, 0}
 end
 
 local key, old = place()
@@ -165,4 +168,4 @@ if new ~= old then
   redis.call('HSET', tkey, member, prefix)
 end
 record(current_meta)
-return {new, redis.call('ZRANK', zkey, key) + 1, 1}
+return {new, rank_wanted and redis.call('ZRANK', zkey, key) + 1 or 0, 1}

@@ -1,0 +1,25 @@
+# lib.sh -- helpers shared by the bench scripts (sourced, bash).
+
+# A free loopback TCP port.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Waits until something listens on 127.0.0.1:port; fails if pid exits first
+# or after 30 s.
+wait_port() { # port pid
+  for _ in $(seq 1 600); do
+    if ! kill -0 "$2" 2>/dev/null; then return 1; fi
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    sleep 0.05 # polling a condition, with a bound
+  done
+  return 1
+}
+
+# The machine, Redis and commit lines at the head of every result.
+bench_meta() { # command-line
+  echo "machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r)"
+  echo "redis: $(redis-server --version | awk '{print $3}')"
+  echo "command: $1"
+  echo "rankd commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+}

@@ -1,0 +1,111 @@
+#!/bin/bash
+# sharding.sh -- a sharded board (10 shards) against an ordinary board, on one
+# Redis node and on three, through the same rankd, in one run.
+#
+# For NODES in 1 and 3: starts that many redis-servers and one rankd on free
+# loopback ports, with a config file that shards board "sharded-0" into 10
+# (bench/README.md shows it); preloads "plain-0" and "sharded-0" with the same
+# population; then runs each operation on the ordinary and on the sharded
+# board alternately, ROUNDS times, and prints the median throughput and p99
+# and the ratio sharded/ordinary.
+#
+# Usage: bench/sharding.sh            (after building into build/)
+# Environment: BUILD=build MEMBERS=200000 ROUNDS=3 DURATION=8 WARMUP=2
+#              CONNECTIONS=64 TOP_N=10 OUT=bench/results/sharding-<date>
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+build=${BUILD:-$root/build}
+members=${MEMBERS:-200000}
+rounds=${ROUNDS:-3}
+duration=${DURATION:-8}
+warmup=${WARMUP:-2}
+conns=${CONNECTIONS:-64}
+top_n=${TOP_N:-10}
+out=${OUT:-$here/results/sharding-$(date -u +%Y%m%dT%H%M%SZ)}
+bench=$build/bench/rank-bench
+rankd=$build/rankd
+mkdir -p "$out"
+work=$(mktemp -d)
+pids=()
+
+. "$here/lib.sh"
+
+stop_all() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  pids=()
+}
+trap 'stop_all; rm -rf "$work"' EXIT
+
+cat >"$work/rankd.conf" <<'CONF'
+[board sharded-0]
+shards=10
+CONF
+
+bench_meta "MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup CONNECTIONS=$conns TOP_N=$top_n bench/sharding.sh" >"$out/meta.txt"
+cat "$out/meta.txt"
+
+for nodes in 1 3; do
+  redis_args=()
+  for i in $(seq 1 "$nodes"); do
+    port=$(free_port)
+    mkdir -p "$work/redis-$nodes-$i"
+    redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+      --dir "$work/redis-$nodes-$i" >"$work/redis-$nodes-$i.log" 2>&1 &
+    pids+=($!)
+    wait_port "$port" "$!" || { echo "redis-server did not start" >&2; exit 1; }
+    redis_args+=(--redis "127.0.0.1:$port")
+  done
+  rankd_port=$(free_port)
+  "$rankd" --listen "127.0.0.1:$rankd_port" --config "$work/rankd.conf" \
+    "${redis_args[@]}" >"$work/rankd-$nodes.log" 2>&1 &
+  pids+=($!)
+  wait_port "$rankd_port" "$!" || { echo "rankd did not start" >&2; exit 1; }
+  echo "== $nodes node(s): preload"
+  for board in plain sharded; do
+    "$bench" --port "$rankd_port" --members "$members" --board-prefix "$board" \
+      --preload-only -c 16
+  done
+  for round in $(seq 1 "$rounds"); do
+    for op in update rank top; do
+      for board in plain sharded; do
+        echo "== $nodes node(s), round $round: $op on $board"
+        "$bench" --port "$rankd_port" --members "$members" \
+          --board-prefix "$board" --mix "$op=1" --top-n "$top_n" \
+          -c "$conns" -d "$duration" -w "$warmup" --json \
+          >"$out/n$nodes-r$round-$op-$board.json"
+      done
+    done
+  done
+  stop_all
+done
+
+python3 - "$out" <<'EOF2' | tee "$out/summary.md"
+import glob, json, os, statistics, sys
+d = sys.argv[1]
+runs = {}
+for path in glob.glob(os.path.join(d, "n*-r*-*-*.json")):
+    nodes, _, op, board = os.path.basename(path)[:-5].split("-")
+    stats = json.load(open(path))["ops"].get(op)
+    if stats:
+        runs.setdefault((nodes[1:], op, board), []).append(stats)
+print("| nodes | op | ordinary ops/s | sharded ops/s | sharded/ordinary | "
+      "ordinary p99 ms | sharded p99 ms | errors |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|")
+for nodes in ("1", "3"):
+    for op in ("update", "rank", "top"):
+        med = {}
+        for board in ("plain", "sharded"):
+            r = runs.get((nodes, op, board), [])
+            if r:
+                med[board] = (statistics.median(x["ops_per_sec"] for x in r),
+                              statistics.median(x["p99_us"] for x in r) / 1000,
+                              sum(x["errors"] for x in r))
+        if len(med) == 2:
+            p, s = med["plain"], med["sharded"]
+            print(f"| {nodes} | {op} | {p[0]:.0f} | {s[0]:.0f} | "
+                  f"{s[0] / p[0]:.2f}x | {p[1]:.2f} | {s[1]:.2f} | "
+                  f"{p[2] + s[2]} |")
+EOF2
+echo "results in $out"

@@ -1,0 +1,351 @@
+/* config.c -- the configuration file (see config.h).
+ *
+ * GKeyFile reads values (escapes, lists) but keeps no line numbers and
+ * quietly merges repeated sections and keys. So the file is first scanned
+ * line by line here: that scan finds malformed lines, repeats and unknown
+ * names, and remembers where each key is, for the messages about values.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "address.h"
+#include "constants.h"
+#include "error.h"
+#include "validate.h"
+
+struct _RankConfig
+{
+  RankBoardOptions defaults;
+  GHashTable *boards; /* board name -> RankBoardOptions */
+  GPtrArray *nodes;   /* char *, NULL-terminated */
+};
+
+#define BOARD_SECTION_PREFIX "board "
+
+typedef struct
+{
+  const char *path;
+  GKeyFile *file;
+  GHashTable *lines; /* "section\nkey" or "section" -> line number */
+} Loader;
+
+static const char *const board_keys[] = { "shards", "max_top_depth", NULL };
+static const char *const redis_keys[] = { "nodes", NULL };
+
+static gboolean fail_at (const Loader *loader, const char *section,
+                         const char *key, GError **error, const char *fmt, ...)
+    G_GNUC_PRINTF (5, 6);
+
+static gboolean fail_line (const Loader *loader, int line, GError **error,
+                           const char *fmt, ...) G_GNUC_PRINTF (4, 5);
+
+/* "FILE:LINE: message" */
+static gboolean
+fail_line (const Loader *loader, int line, GError **error, const char *fmt, ...)
+{
+  g_autofree char *message = NULL;
+  va_list ap;
+
+  va_start (ap, fmt);
+  message = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID, "%s:%d: %s", loader->path,
+               line, message);
+  return FALSE;
+}
+
+/* "FILE:LINE: [section] key: message" */
+static gboolean
+fail_at (const Loader *loader, const char *section, const char *key,
+         GError **error, const char *fmt, ...)
+{
+  g_autofree char *where
+      = key ? g_strdup_printf ("%s\n%s", section, key) : g_strdup (section);
+  g_autofree char *message = NULL;
+  va_list ap;
+  int line = GPOINTER_TO_INT (g_hash_table_lookup (loader->lines, where));
+
+  va_start (ap, fmt);
+  message = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID, "%s:%d: [%s]%s%s: %s",
+               loader->path, line, section, key ? " " : "", key ? key : "",
+               message);
+  return FALSE;
+}
+
+static gboolean
+known (const char *const *names, const char *name)
+{
+  return g_strv_contains (names, name);
+}
+
+static const char *const *
+section_keys (const char *section)
+{
+  if (strcmp (section, "defaults") == 0
+      || g_str_has_prefix (section, BOARD_SECTION_PREFIX))
+    return board_keys;
+  if (strcmp (section, "redis") == 0)
+    return redis_keys;
+  return NULL;
+}
+
+/* A "key=value" line of section: checks the key, records where it is. */
+static gboolean
+scan_key (Loader *loader, const char *section, const char *line, int number,
+          GError **error)
+{
+  const char *eq = strchr (line, '=');
+  g_autofree char *key = g_strchomp (g_strndup (line, (gsize) (eq - line)));
+  g_autofree char *where = g_strdup_printf ("%s\n%s", section, key);
+  const char *const *keys = section_keys (section);
+  int seen = GPOINTER_TO_INT (g_hash_table_lookup (loader->lines, where));
+
+  if (!known (keys, key))
+    {
+      g_autofree char *expected = g_strjoinv (", ", (char **) keys);
+
+      return fail_line (loader, number, error,
+                        "[%s] %s: unknown key (expected one of: %s)", section,
+                        key, expected);
+    }
+  if (seen != 0)
+    return fail_line (loader, number, error,
+                      "[%s] %s: repeats the key of line %d", section, key,
+                      seen);
+  g_hash_table_insert (loader->lines, g_steal_pointer (&where),
+                       GINT_TO_POINTER (number));
+  return TRUE;
+}
+
+/* A "[section]" line: checks the name, records where it is. */
+static gboolean
+scan_section (Loader *loader, const char *line, int number, char **section,
+              GError **error)
+{
+  const char *end = strchr (line, ']');
+  int seen;
+
+  if (end == NULL || end[1] != '\0')
+    return fail_line (loader, number, error,
+                      "a section header must be one '[name]' on its own line");
+  g_free (*section);
+  *section = g_strndup (line + 1, (gsize) (end - line - 1));
+  seen = GPOINTER_TO_INT (g_hash_table_lookup (loader->lines, *section));
+  if (seen != 0)
+    return fail_line (loader, number, error,
+                      "[%s]: repeats the section of line %d", *section, seen);
+  if (section_keys (*section) == NULL)
+    return fail_line (loader, number, error,
+                      "[%s]: unknown section (expected [defaults], "
+                      "[board NAME] or [redis])",
+                      *section);
+  g_hash_table_insert (loader->lines, g_strdup (*section),
+                       GINT_TO_POINTER (number));
+  return TRUE;
+}
+
+/* Checks the file's structure line by line and fills loader->lines. */
+static gboolean
+scan (Loader *loader, const char *text, GError **error)
+{
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  g_autofree char *section = NULL;
+
+  for (int i = 0; lines[i] != NULL; i++)
+    {
+      char *line = g_strstrip (lines[i]);
+      gboolean ok;
+
+      if (*line == '\0' || *line == '#')
+        continue;
+      if (*line == '[')
+        ok = scan_section (loader, line, i + 1, &section, error);
+      else if (strchr (line, '=') == NULL)
+        ok = fail_line (loader, i + 1, error,
+                        "expected key=value, [section] or # comment");
+      else if (section == NULL)
+        ok = fail_line (loader, i + 1, error,
+                        "key=value before the first [section]");
+      else
+        ok = scan_key (loader, section, line, i + 1, error);
+      if (!ok)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* An unsigned integer value in min..max. */
+static gboolean
+get_uint (const Loader *loader, const char *section, const char *key, guint min,
+          guint max, guint *out, GError **error)
+{
+  g_autofree char *value = NULL;
+  guint64 n;
+
+  if (!g_key_file_has_key (loader->file, section, key, NULL))
+    return TRUE;
+  value = g_key_file_get_value (loader->file, section, key, NULL);
+  g_strstrip (value);
+  if (!g_ascii_string_to_unsigned (value, 10, min, max, &n, NULL))
+    return fail_at (loader, section, key, error,
+                    "must be an integer %u-%u, got '%s'", min, max, value);
+  *out = (guint) n;
+  return TRUE;
+}
+
+static gboolean
+load_board (const Loader *loader, const char *section, RankBoardOptions *o,
+            GError **error)
+{
+  return get_uint (loader, section, "shards", 1, RANK_SHARDS_MAX, &o->shards,
+                   error)
+         && get_uint (loader, section, "max_top_depth", 1,
+                      RANK_MAX_TOP_DEPTH_LIMIT, &o->max_top_depth, error);
+}
+
+static gboolean
+load_nodes (const Loader *loader, RankConfig *config, GError **error)
+{
+  g_auto (GStrv) nodes = NULL;
+  g_autoptr (GError) bad = NULL;
+  gsize n = 0;
+
+  if (!g_key_file_has_key (loader->file, "redis", "nodes", NULL))
+    return TRUE;
+  nodes = g_key_file_get_string_list (loader->file, "redis", "nodes", &n, &bad);
+  if (nodes == NULL && bad != NULL)
+    return fail_at (loader, "redis", "nodes", error, "%s", bad->message);
+  if (nodes == NULL || n == 0)
+    return fail_at (loader, "redis", "nodes", error,
+                    "must list at least one HOST:PORT or unix:PATH, "
+                    "separated by ';'");
+  if (n > RANK_NODES_MAX)
+    return fail_at (loader, "redis", "nodes", error,
+                    "at most %d nodes, got %zu", RANK_NODES_MAX, n);
+  for (gsize i = 0; i < n; i++)
+    {
+      g_autoptr (GError) wrong = NULL;
+      RankAddress address;
+
+      g_strstrip (nodes[i]);
+      if (!rank_address_parse (nodes[i], 6379, &address, &wrong))
+        return fail_at (loader, "redis", "nodes", error, "node %zu: %s", i + 1,
+                        wrong->message);
+      rank_address_clear (&address);
+      g_ptr_array_insert (config->nodes, (gint) config->nodes->len - 1,
+                          g_strdup (nodes[i]));
+    }
+  return TRUE;
+}
+
+static gboolean
+load_sections (const Loader *loader, RankConfig *config, GError **error)
+{
+  g_auto (GStrv) sections = g_key_file_get_groups (loader->file, NULL);
+
+  /* [defaults] first: board sections start from it, wherever it is. */
+  if (g_key_file_has_group (loader->file, "defaults")
+      && !load_board (loader, "defaults", &config->defaults, error))
+    return FALSE;
+  for (int i = 0; sections[i] != NULL; i++)
+    {
+      const char *section = sections[i];
+      const char *board = section + strlen (BOARD_SECTION_PREFIX);
+      g_autoptr (GError) bad = NULL;
+      RankBoardOptions *o;
+
+      if (!g_str_has_prefix (section, BOARD_SECTION_PREFIX))
+        continue;
+      if (!rank_validate_board (board, &bad))
+        return fail_at (loader, section, NULL, error, "%s", bad->message);
+      o = g_new (RankBoardOptions, 1);
+      *o = config->defaults;
+      g_hash_table_insert (config->boards, g_strdup (board), o);
+      if (!load_board (loader, section, o, error))
+        return FALSE;
+    }
+  return load_nodes (loader, config, error);
+}
+
+RankConfig *
+rank_config_new (void)
+{
+  RankConfig *config = g_new0 (RankConfig, 1);
+
+  config->defaults.shards = 1;
+  config->defaults.max_top_depth = RANK_DEFAULT_MAX_TOP_DEPTH;
+  config->boards
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  config->nodes = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (config->nodes, NULL);
+  return config;
+}
+
+RankConfig *
+rank_config_load (const char *path, GError **error)
+{
+  g_autoptr (GError) io = NULL;
+  g_autofree char *text = NULL;
+  g_autoptr (GKeyFile) file = g_key_file_new ();
+  RankConfig *config;
+  Loader loader = { path, file, NULL };
+  gboolean ok;
+
+  if (!g_file_get_contents (path, &text, NULL, &io))
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID, "%s", io->message);
+      return NULL;
+    }
+  if (!g_utf8_validate (text, -1, NULL))
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                   "%s: not valid UTF-8 text", path);
+      return NULL;
+    }
+  loader.lines = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  config = rank_config_new ();
+  ok = scan (&loader, text, error);
+  if (ok
+      && !g_key_file_load_from_data (file, text, (gsize) -1, G_KEY_FILE_NONE,
+                                     &io))
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID, "%s: %s", path,
+                   io->message);
+      ok = FALSE;
+    }
+  ok = ok && load_sections (&loader, config, error);
+  g_hash_table_unref (loader.lines);
+  if (!ok)
+    {
+      rank_config_free (config);
+      return NULL;
+    }
+  return config;
+}
+
+void
+rank_config_free (RankConfig *config)
+{
+  if (config == NULL)
+    return;
+  g_hash_table_unref (config->boards);
+  g_ptr_array_unref (config->nodes);
+  g_free (config);
+}
+
+const RankBoardOptions *
+rank_config_board (const RankConfig *config, const char *board)
+{
+  const RankBoardOptions *o = g_hash_table_lookup (config->boards, board);
+
+  return o != NULL ? o : &config->defaults;
+}
+
+const char *const *
+rank_config_redis_nodes (const RankConfig *config)
+{
+  return (const char *const *) config->nodes->pdata;
+}

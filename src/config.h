@@ -1,0 +1,50 @@
+/* config.h -- rankd's configuration file: board options and Redis nodes.
+ *
+ * GLib key-file syntax (see README "Configuration file"):
+ *
+ *   [defaults]            options of every board without its own section
+ *   shards=1
+ *
+ *   [board run_hero]      one board; keys it omits come from [defaults]
+ *   shards=10
+ *   max_top_depth=10000
+ *
+ *   [redis]
+ *   nodes=127.0.0.1:7000;127.0.0.1:7001;127.0.0.1:7002
+ *
+ * Loading is strict: an unreadable file, a line that is not a section, a
+ * key=value or a comment, an unknown section or key, a repeated one, or a
+ * bad value fails with a message "FILE:LINE: [section] key: what is wrong".
+ * A loaded configuration is immutable, so every thread may read it.
+ */
+#ifndef RANK_CONFIG_H
+#define RANK_CONFIG_H
+
+#include <glib.h>
+
+typedef struct
+{
+  /* Sorted sets the board is split over; 1: an ordinary board. */
+  guint shards;
+  /* Largest offset+n GetTopN serves on a sharded board. */
+  guint max_top_depth;
+} RankBoardOptions;
+
+typedef struct _RankConfig RankConfig;
+
+/* Built-in defaults only: every board ordinary, no nodes. */
+RankConfig *rank_config_new (void);
+
+RankConfig *rank_config_load (const char *path, GError **error);
+
+void rank_config_free (RankConfig *config);
+
+/* The options of board: its own section, or [defaults]. */
+const RankBoardOptions *rank_config_board (const RankConfig *config,
+                                           const char *board);
+
+/* [redis] nodes as written ("HOST:PORT" or "unix:PATH"), NULL-terminated;
+ * empty when the file names none. */
+const char *const *rank_config_redis_nodes (const RankConfig *config);
+
+#endif /* RANK_CONFIG_H */

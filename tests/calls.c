@@ -1,0 +1,172 @@
+/* calls.c -- calling rankd from tests (see calls.h). */
+#include "calls.h"
+
+#include <string.h>
+#include <sys/wait.h>
+
+#include <thrift/c_glib/thrift_application_exception.h>
+
+const char *const kind_names[] = { "OK", "InvalidArgument", "NotFound",
+                                   "Unavailable", "TApplicationException" };
+
+void
+result_clear (Result *r)
+{
+  g_clear_pointer (&r->message, g_free);
+}
+
+static void
+take_exception (Result *r, GObject *x, Kind kind)
+{
+  r->kind = kind;
+  g_object_get (x, "message", &r->message, NULL);
+  g_object_unref (x);
+}
+
+static void
+take_error (Result *r, GError *error)
+{
+  g_assert_nonnull (error);
+  if (error->domain != THRIFT_APPLICATION_EXCEPTION_ERROR)
+    g_error ("transport failure: %s", error->message);
+  r->kind = APP_ERROR;
+  r->message = g_strdup (error->message);
+  g_error_free (error);
+}
+
+Result
+update_on (RankClient *c, const char *board, const char *member, gint64 value,
+           const char *rid, int mode, gint64 ts)
+{
+  Result r = { 0 };
+  rankUpdateRequest *req
+      = g_object_new (RANK_TYPE_UPDATE_REQUEST, "board", board, "member",
+                      member, "value", value, "request_id", rid, NULL);
+  rankUpdateResponse *resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  GError *error = NULL;
+
+  /* Fields, not properties: the properties refuse out-of-range values, and
+   * the tests send those on purpose. */
+  if (mode != NO_MODE)
+    {
+      req->mode = (rankUpdateMode) mode;
+      req->__isset_mode = TRUE;
+    }
+  if (ts != NO_TIME)
+    {
+      req->timestamp_ms = ts;
+      req->__isset_timestamp_ms = TRUE;
+    }
+  if (rank_ranking_if_update (rank_client_iface (c), &resp, req, &invalid,
+                              &unavailable, &error))
+    {
+      r.kind = OK;
+      r.score = resp->score;
+      r.rank = resp->rank;
+      r.has_rank = resp->__isset_rank;
+      r.applied = resp->applied;
+    }
+  else if (invalid != NULL)
+    take_exception (&r, G_OBJECT (invalid), INVALID);
+  else if (unavailable != NULL)
+    take_exception (&r, G_OBJECT (unavailable), UNAVAILABLE);
+  else
+    take_error (&r, error);
+  g_object_unref (resp);
+  g_object_unref (req);
+  return r;
+}
+
+Result
+get_rank_on (RankClient *c, const char *board, const char *member)
+{
+  Result r = { 0 };
+  rankEntry *entry = g_object_new (RANK_TYPE_ENTRY, NULL);
+  rankInvalidArgument *invalid = NULL;
+  rankNotFound *not_found = NULL;
+  rankUnavailable *unavailable = NULL;
+  GError *error = NULL;
+
+  if (rank_ranking_if_get_rank (rank_client_iface (c), &entry, board, member,
+                                &invalid, &not_found, &unavailable, &error))
+    {
+      r.kind = OK;
+      g_assert_cmpstr (entry->member, ==, member);
+      r.score = entry->score;
+      r.rank = entry->rank;
+      r.has_rank = TRUE;
+    }
+  else if (invalid != NULL)
+    take_exception (&r, G_OBJECT (invalid), INVALID);
+  else if (not_found != NULL)
+    take_exception (&r, G_OBJECT (not_found), NOT_FOUND);
+  else if (unavailable != NULL)
+    take_exception (&r, G_OBJECT (unavailable), UNAVAILABLE);
+  else
+    take_error (&r, error);
+  g_object_unref (entry);
+  return r;
+}
+
+GPtrArray *
+top_on (RankClient *c, const char *board, gint32 n, gint32 offset, Result *r)
+{
+  GPtrArray *page = g_ptr_array_new_with_free_func (g_object_unref);
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  GError *error = NULL;
+
+  memset (r, 0, sizeof *r);
+  if (rank_ranking_if_get_top_n (rank_client_iface (c), &page, board, n, offset,
+                                 &invalid, &unavailable, &error))
+    return page;
+  g_ptr_array_unref (page);
+  if (invalid != NULL)
+    take_exception (r, G_OBJECT (invalid), INVALID);
+  else if (unavailable != NULL)
+    take_exception (r, G_OBJECT (unavailable), UNAVAILABLE);
+  else
+    take_error (r, error);
+  return NULL;
+}
+
+void
+assert_ok (const Result *r)
+{
+  if (r->kind != OK)
+    g_error ("expected success, got %s: %s", kind_names[r->kind], r->message);
+}
+
+void
+assert_fails (const Result *r, Kind kind, const char *want)
+{
+  if (r->kind != kind)
+    g_error ("expected %s, got %s (%s)", kind_names[kind], kind_names[r->kind],
+             r->message ? r->message : "");
+  if (want != NULL && strstr (r->message, want) == NULL)
+    g_error ("%s message '%s' lacks '%s'", kind_names[kind], r->message, want);
+}
+
+redisContext *
+redis_connect (guint16 port)
+{
+  redisContext *c = redisConnect ("127.0.0.1", port);
+
+  g_assert_nonnull (c);
+  g_assert_cmpint (c->err, ==, 0);
+  return c;
+}
+
+void
+stop_checked (RankTestProcess *p)
+{
+  int status = rank_test_stop (p);
+
+  /* 0 also means valgrind found nothing, when it wraps rankd. */
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+}
+
+/* ---- updates ---- */

@@ -1,0 +1,60 @@
+/* calls.h -- calling rankd from tests through the generated C client, with
+ * every outcome (result, declared exception, TApplicationException) as a
+ * Result the test can assert on. A transport failure aborts the test.
+ */
+#ifndef RANK_TEST_CALLS_H
+#define RANK_TEST_CALLS_H
+
+#include <hiredis/hiredis.h>
+
+#include "harness.h"
+
+typedef enum
+{
+  OK,
+  INVALID,
+  NOT_FOUND,
+  UNAVAILABLE,
+  APP_ERROR,
+} Kind;
+
+extern const char *const kind_names[];
+
+typedef struct
+{
+  Kind kind;
+  char *message;
+  gint64 score;
+  gint64 rank;
+  gboolean has_rank;
+  gboolean applied;
+} Result;
+
+void result_clear (Result *r);
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Result, result_clear)
+
+/* update_on's mode and ts when the request leaves them unset. */
+#define NO_MODE 0
+#define NO_TIME G_MININT64
+
+Result update_on (RankClient *c, const char *board, const char *member,
+                  gint64 value, const char *rid, int mode, gint64 ts);
+
+Result get_rank_on (RankClient *c, const char *board, const char *member);
+
+/* Returns the page (rankEntry objects), or NULL with r describing why. */
+GPtrArray *top_on (RankClient *c, const char *board, gint32 n, gint32 offset,
+                   Result *r);
+
+void assert_ok (const Result *r);
+
+/* r is a kind failure whose message contains want (unless NULL). */
+void assert_fails (const Result *r, Kind kind, const char *want);
+
+redisContext *redis_connect (guint16 port);
+
+/* Stops p and asserts it exited 0 (under valgrind: no errors). */
+void stop_checked (RankTestProcess *p);
+
+#endif /* RANK_TEST_CALLS_H */

@@ -1,0 +1,155 @@
+/* test_config.c -- the configuration file: every error names the file,
+ * the line and the key; good files give the options they say. */
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "constants.h"
+
+static char *dir;
+
+/* Writes text to a file of its own; returns its path. */
+static char *
+write_conf (const char *text)
+{
+  static int n;
+  char *path = g_strdup_printf ("%s/c%d.conf", dir, n++);
+
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  return path;
+}
+
+/* Loading text fails with a message containing every one of expected. */
+static void
+assert_fails (const char *text, const char *const *expected)
+{
+  g_autofree char *path = write_conf (text);
+  g_autoptr (GError) error = NULL;
+  RankConfig *config = rank_config_load (path, &error);
+
+  g_assert_null (config);
+  g_assert_nonnull (error);
+  g_assert_true (g_str_has_prefix (error->message, path));
+  for (int i = 0; expected[i] != NULL; i++)
+    if (strstr (error->message, expected[i]) == NULL)
+      g_error ("'%s' lacks '%s'", error->message, expected[i]);
+}
+
+#define FAILS(text, ...)                                                       \
+  assert_fails (text, (const char *const[]){ __VA_ARGS__, NULL })
+
+static void
+test_errors (void)
+{
+  g_autofree char *missing = g_strdup_printf ("%s/none.conf", dir);
+  g_autoptr (GError) error = NULL;
+
+  g_assert_null (rank_config_load (missing, &error));
+  g_assert_nonnull (strstr (error->message, "none.conf"));
+
+  FAILS ("[defaults]\nshards=\xff\n", "not valid UTF-8");
+  FAILS ("[defaults\nshards=2\n", ":1: ", "'[name]'");
+  FAILS ("[defaults] x\n", ":1: ", "'[name]'");
+  FAILS ("# c\n\n[boards x]\n", ":3: ", "[boards x]", "unknown section");
+  FAILS ("[defaults]\nshards=2\n[defaults]\n", ":3: ", "repeats", "line 1");
+  FAILS ("shards=2\n", ":1: ", "before the first [section]");
+  FAILS ("[defaults]\nshards\n", ":2: ", "expected key=value");
+  FAILS ("[defaults]\nshard=2\n", ":2: ", "[defaults] shard", "unknown key",
+         "shards, max_top_depth");
+  FAILS ("[board a]\nshards=2\n  shards = 3\n", ":3: ", "[board a] shards",
+         "repeats", "line 2");
+  FAILS ("[redis]\nshards=2\n", ":2: ", "[redis] shards", "unknown key",
+         "nodes");
+  FAILS ("[board a]\n\nshards=ten\n", ":3: ", "[board a] shards",
+         "integer 1-64", "'ten'");
+  FAILS ("[board a]\nshards=0\n", ":2: ", "integer 1-64", "'0'");
+  FAILS ("[board a]\nshards=65\n", ":2: ", "'65'");
+  FAILS ("[board a]\nshards=-1\n", ":2: ", "'-1'");
+  FAILS ("[defaults]\nmax_top_depth=100001\n",
+         ":2: ", "[defaults] max_top_depth", "1-100000");
+  FAILS ("[board a{b]\nshards=2\n", ":1: ", "[board a{b]", "'{'");
+  FAILS ("[board ]\nshards=2\n", ":1: ", "board: must be 1-200 bytes");
+  FAILS ("[redis]\nnodes=\n", ":2: ", "[redis] nodes", "at least one");
+  FAILS ("[redis]\nnodes=127.0.0.1:1;127.0.0.1:99999\n", ":2: ", "node 2");
+  {
+    GString *many = g_string_new ("[redis]\nnodes=");
+
+    for (int i = 0; i <= RANK_NODES_MAX; i++)
+      g_string_append_printf (many, "127.0.0.1:%d;", 1000 + i);
+    FAILS (many->str, ":2: ", "at most 64 nodes");
+    g_string_free (many, TRUE);
+  }
+  FAILS ("[redis]\nnodes=a\\q:1\n", ":2: ", "[redis] nodes",
+         "cannot be interpreted");
+  /* GKeyFile's own checks (a group name it refuses) still name the file. */
+  FAILS ("[board a[b]\n", "group name");
+}
+
+static void
+test_good (void)
+{
+  g_autofree char *path
+      = write_conf ("# a comment\n"
+                    "[board hot]\n"
+                    "shards = 10\n"
+                    "[defaults]\n"
+                    "max_top_depth=500\n"
+                    "[board deep]\n"
+                    "shards=4\n"
+                    "max_top_depth=20000\n"
+                    "[board ünïcode/x]\n"
+                    "shards=2\n"
+                    "[redis]\n"
+                    "nodes=127.0.0.1:7000; unix:/tmp/r.sock ;[::1]:7002\n");
+  g_autoptr (GError) error = NULL;
+  RankConfig *config = rank_config_load (path, &error);
+  const char *const *nodes;
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (rank_config_board (config, "hot")->shards, ==, 10);
+  /* [defaults] applies to boards whatever its place in the file. */
+  g_assert_cmpuint (rank_config_board (config, "hot")->max_top_depth, ==, 500);
+  g_assert_cmpuint (rank_config_board (config, "deep")->max_top_depth, ==,
+                    20000);
+  g_assert_cmpuint (rank_config_board (config, "ünïcode/x")->shards, ==, 2);
+  g_assert_cmpuint (rank_config_board (config, "other")->shards, ==, 1);
+  g_assert_cmpuint (rank_config_board (config, "other")->max_top_depth, ==,
+                    500);
+  nodes = rank_config_redis_nodes (config);
+  g_assert_cmpuint (g_strv_length ((char **) nodes), ==, 3);
+  g_assert_cmpstr (nodes[1], ==, "unix:/tmp/r.sock");
+  rank_config_free (config);
+
+  config = rank_config_new ();
+  g_assert_cmpuint (rank_config_board (config, "x")->shards, ==, 1);
+  g_assert_cmpuint (rank_config_board (config, "x")->max_top_depth, ==,
+                    RANK_DEFAULT_MAX_TOP_DEPTH);
+  g_assert_null (rank_config_redis_nodes (config)[0]);
+  rank_config_free (config);
+}
+
+int
+main (int argc, char **argv)
+{
+  int status;
+
+  g_test_init (&argc, &argv, NULL);
+  dir = g_dir_make_tmp ("rankd-config-XXXXXX", NULL);
+  g_test_add_func ("/config/errors", test_errors);
+  g_test_add_func ("/config/good", test_good);
+  status = g_test_run ();
+  {
+    g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+    const char *name;
+
+    while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+      {
+        g_autofree char *p = g_build_filename (dir, name, NULL);
+
+        g_unlink (p);
+      }
+  }
+  g_rmdir (dir);
+  g_free (dir);
+  return status;
+}
