@@ -16,9 +16,12 @@
 
 struct _RankConfig
 {
+  gatomicrefcount ref;
   RankBoardOptions defaults;
   GHashTable *boards; /* board name -> RankBoardOptions */
   GPtrArray *nodes;   /* char *, NULL-terminated */
+  char *redis_user;
+  char *redis_password;
 };
 
 #define BOARD_SECTION_PREFIX "board "
@@ -31,7 +34,7 @@ typedef struct
 } Loader;
 
 static const char *const board_keys[] = { "shards", "max_top_depth", NULL };
-static const char *const redis_keys[] = { "nodes", NULL };
+static const char *const redis_keys[] = { "nodes", "user", "password", NULL };
 
 static gboolean fail_at (const Loader *loader, const char *section,
                          const char *key, GError **error, const char *fmt, ...)
@@ -196,6 +199,28 @@ get_uint (const Loader *loader, const char *section, const char *key, guint min,
   return TRUE;
 }
 
+/* A non-empty string value (escapes and all, as GKeyFile reads them). */
+static gboolean
+get_string (const Loader *loader, const char *section, const char *key,
+            char **out, GError **error)
+{
+  g_autoptr (GError) bad = NULL;
+  char *value;
+
+  if (!g_key_file_has_key (loader->file, section, key, NULL))
+    return TRUE;
+  value = g_key_file_get_string (loader->file, section, key, &bad);
+  if (value == NULL)
+    return fail_at (loader, section, key, error, "%s", bad->message);
+  if (*value == '\0')
+    {
+      g_free (value);
+      return fail_at (loader, section, key, error, "must not be empty");
+    }
+  *out = value;
+  return TRUE;
+}
+
 static gboolean
 load_board (const Loader *loader, const char *section, RankBoardOptions *o,
             GError **error)
@@ -267,7 +292,10 @@ load_sections (const Loader *loader, RankConfig *config, GError **error)
       if (!load_board (loader, section, o, error))
         return FALSE;
     }
-  return load_nodes (loader, config, error);
+  return load_nodes (loader, config, error)
+         && get_string (loader, "redis", "user", &config->redis_user, error)
+         && get_string (loader, "redis", "password", &config->redis_password,
+                        error);
 }
 
 RankConfig *
@@ -275,6 +303,7 @@ rank_config_new (void)
 {
   RankConfig *config = g_new0 (RankConfig, 1);
 
+  g_atomic_ref_count_init (&config->ref);
   config->defaults.shards = 1;
   config->defaults.max_top_depth = RANK_DEFAULT_MAX_TOP_DEPTH;
   config->boards
@@ -320,19 +349,30 @@ rank_config_load (const char *path, GError **error)
   g_hash_table_unref (loader.lines);
   if (!ok)
     {
-      rank_config_free (config);
+      rank_config_unref (config);
       return NULL;
     }
   return config;
 }
 
-void
-rank_config_free (RankConfig *config)
+RankConfig *
+rank_config_ref (RankConfig *config)
 {
-  if (config == NULL)
+  g_atomic_ref_count_inc (&config->ref);
+  return config;
+}
+
+void
+rank_config_unref (RankConfig *config)
+{
+  if (config == NULL || !g_atomic_ref_count_dec (&config->ref))
     return;
   g_hash_table_unref (config->boards);
   g_ptr_array_unref (config->nodes);
+  g_free (config->redis_user);
+  if (config->redis_password != NULL)
+    explicit_bzero (config->redis_password, strlen (config->redis_password));
+  g_free (config->redis_password);
   g_free (config);
 }
 
@@ -348,4 +388,16 @@ const char *const *
 rank_config_redis_nodes (const RankConfig *config)
 {
   return (const char *const *) config->nodes->pdata;
+}
+
+const char *
+rank_config_redis_user (const RankConfig *config)
+{
+  return config->redis_user;
+}
+
+const char *
+rank_config_redis_password (const RankConfig *config)
+{
+  return config->redis_password;
 }

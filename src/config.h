@@ -11,11 +11,14 @@
  *
  *   [redis]
  *   nodes=127.0.0.1:7000;127.0.0.1:7001;127.0.0.1:7002
+ *   user=rankd            (Redis 6 ACL user; default: none)
+ *   password=...          (AUTH; keep the file private)
  *
  * Loading is strict: an unreadable file, a line that is not a section, a
  * key=value or a comment, an unknown section or key, a repeated one, or a
  * bad value fails with a message "FILE:LINE: [section] key: what is wrong".
- * A loaded configuration is immutable, so every thread may read it.
+ * A loaded configuration is immutable and reference-counted: every thread
+ * may read it, and SIGHUP swaps in a new one while calls still hold the old.
  */
 #ifndef RANK_CONFIG_H
 #define RANK_CONFIG_H
@@ -32,12 +35,16 @@ typedef struct
 
 typedef struct _RankConfig RankConfig;
 
-/* Built-in defaults only: every board ordinary, no nodes. */
+/* Built-in defaults only: every board ordinary, no nodes. Both
+ * constructors return a reference owned by the caller. */
 RankConfig *rank_config_new (void);
 
 RankConfig *rank_config_load (const char *path, GError **error);
 
-void rank_config_free (RankConfig *config);
+RankConfig *rank_config_ref (RankConfig *config);
+void rank_config_unref (RankConfig *config);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RankConfig, rank_config_unref)
 
 /* The options of board: its own section, or [defaults]. */
 const RankBoardOptions *rank_config_board (const RankConfig *config,
@@ -46,5 +53,9 @@ const RankBoardOptions *rank_config_board (const RankConfig *config,
 /* [redis] nodes as written ("HOST:PORT" or "unix:PATH"), NULL-terminated;
  * empty when the file names none. */
 const char *const *rank_config_redis_nodes (const RankConfig *config);
+
+/* [redis] user and password, or NULL. */
+const char *rank_config_redis_user (const RankConfig *config);
+const char *rank_config_redis_password (const RankConfig *config);
 
 #endif /* RANK_CONFIG_H */

@@ -78,6 +78,9 @@
 #define RANK_EMBEDDED_SOCKET "redis.sock"
 #define RANK_EMBEDDED_START_TIMEOUT_MS 10000
 #define RANK_EMBEDDED_STOP_TIMEOUT_MS 10000
+/* Back-off between attempts to restart an embedded Redis that died. */
+#define RANK_EMBEDDED_RESTART_MIN_MS 100
+#define RANK_EMBEDDED_RESTART_MAX_MS 5000
 
 /* Reconnect back-off towards Redis. */
 #define RANK_RECONNECT_MIN_MS 50

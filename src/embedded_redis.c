@@ -1,5 +1,10 @@
 /* embedded_redis.c -- a redis-server child in the data directory
  * (see embedded_redis.h).
+ *
+ * A supervisor thread waits for the child. If it exits while rankd is not
+ * stopping, the thread starts it again in the same directory (Redis reloads
+ * its append-only file), retrying with back-off; the Redis links reconnect
+ * by themselves, as after any lost connection.
  */
 #include "embedded_redis.h"
 
@@ -20,9 +25,17 @@
 struct _RankEmbeddedRedis
 {
   char *dir;
+  char *binary;
+  char *socket_path;
+  char *log_path;
   RankAddress address;
   int lock_fd;
-  pid_t pid;
+  GThread *supervisor;
+  GMutex lock;
+  GCond changed;
+  pid_t pid;         /* under lock once the supervisor runs */
+  gboolean stopping; /* under lock */
+  gboolean exited;   /* under lock: the supervisor reaped the last child */
 };
 
 static gboolean
@@ -143,7 +156,7 @@ answers_ping (const RankAddress *address)
 }
 
 static gboolean
-wait_until_ready (RankEmbeddedRedis *redis, const char *log_path,
+wait_until_ready (RankEmbeddedRedis *redis, pid_t pid, const char *log_path,
                   GError **error)
 {
   gint64 end = g_get_monotonic_time ()
@@ -152,11 +165,10 @@ wait_until_ready (RankEmbeddedRedis *redis, const char *log_path,
 
   while (g_get_monotonic_time () < end)
     {
-      if (waitpid (redis->pid, &status, WNOHANG) == redis->pid)
+      if (waitpid (pid, &status, WNOHANG) == pid)
         {
           g_autofree char *tail = log_tail (log_path);
 
-          redis->pid = -1;
           g_set_error (
               error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
               "redis-server exited at start (status %d); end of %s:\n%s",
@@ -173,15 +185,96 @@ wait_until_ready (RankEmbeddedRedis *redis, const char *log_path,
   return FALSE;
 }
 
+/* Starts the child and waits until it answers; its pid, or -1. */
+static pid_t
+launch (RankEmbeddedRedis *redis, GError **error)
+{
+  pid_t pid = spawn_redis (redis->binary, redis->socket_path, redis->dir,
+                           redis->log_path, error);
+
+  if (pid < 0)
+    return -1;
+  if (!wait_until_ready (redis, pid, redis->log_path, error))
+    {
+      kill (pid, SIGKILL);
+      waitpid (pid, NULL, 0);
+      return -1;
+    }
+  return pid;
+}
+
+/* Waits for the child; restarts it unless rankd is stopping. */
+static gpointer
+supervise (gpointer data)
+{
+  RankEmbeddedRedis *redis = data;
+  guint backoff_ms = RANK_EMBEDDED_RESTART_MIN_MS;
+
+  for (;;)
+    {
+      pid_t pid, next = -1;
+      int status = 0;
+
+      g_mutex_lock (&redis->lock);
+      pid = redis->pid;
+      g_mutex_unlock (&redis->lock);
+      while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
+        ;
+      g_mutex_lock (&redis->lock);
+      if (redis->stopping)
+        break;
+      g_mutex_unlock (&redis->lock);
+      g_warning ("embedded redis-server (pid %d) %s %d; restarting it",
+                 (int) pid, WIFSIGNALED (status) ? "died of signal" : "exited",
+                 WIFSIGNALED (status) ? WTERMSIG (status)
+                                      : WEXITSTATUS (status));
+      while (next < 0)
+        {
+          g_autoptr (GError) error = NULL;
+          gint64 until;
+
+          next = launch (redis, &error);
+          if (next >= 0)
+            break;
+          g_warning ("embedded redis-server did not restart: %s; again in "
+                     "%u ms",
+                     error->message, backoff_ms);
+          until = g_get_monotonic_time () + (gint64) backoff_ms * 1000;
+          backoff_ms = MIN (backoff_ms * 2, RANK_EMBEDDED_RESTART_MAX_MS);
+          g_mutex_lock (&redis->lock);
+          while (!redis->stopping
+                 && g_cond_wait_until (&redis->changed, &redis->lock, until))
+            ;
+          if (redis->stopping)
+            {
+              redis->pid = -1;
+              goto out;
+            }
+          g_mutex_unlock (&redis->lock);
+        }
+      backoff_ms = RANK_EMBEDDED_RESTART_MIN_MS;
+      g_mutex_lock (&redis->lock);
+      redis->pid = next;
+      g_mutex_unlock (&redis->lock);
+      g_message ("embedded redis-server restarted (pid %d)", (int) next);
+    }
+  /* Stopping, and the child is gone. */
+  redis->pid = -1;
+out:
+  redis->exited = TRUE;
+  g_cond_broadcast (&redis->changed);
+  g_mutex_unlock (&redis->lock);
+  return NULL;
+}
+
 RankEmbeddedRedis *
 rank_embedded_redis_start (const char *data_dir, GError **error)
 {
   RankEmbeddedRedis *redis = g_new0 (RankEmbeddedRedis, 1);
-  g_autofree char *binary = NULL;
-  g_autofree char *log_path = NULL;
-  g_autofree char *socket_path = NULL;
   g_autofree char *address = NULL;
 
+  g_mutex_init (&redis->lock);
+  g_cond_init (&redis->changed);
   redis->pid = -1;
   redis->lock_fd = -1;
   redis->dir = g_canonicalize_filename (data_dir, NULL);
@@ -195,26 +288,28 @@ rank_embedded_redis_start (const char *data_dir, GError **error)
   if (!lock_dir (redis, error))
     goto fail;
 
-  binary = g_strdup (g_getenv ("RANKD_REDIS_SERVER"));
-  if (binary == NULL)
-    binary = g_find_program_in_path ("redis-server");
-  if (binary == NULL)
+  redis->binary = g_strdup (g_getenv ("RANKD_REDIS_SERVER"));
+  if (redis->binary == NULL)
+    redis->binary = g_find_program_in_path ("redis-server");
+  if (redis->binary == NULL)
     {
       g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
                    "redis-server not found on PATH (apt-get install "
                    "redis-server), and --redis was not given");
       goto fail;
     }
-  socket_path = g_build_filename (redis->dir, RANK_EMBEDDED_SOCKET, NULL);
-  address = g_strconcat ("unix:", socket_path, NULL);
+  redis->socket_path
+      = g_build_filename (redis->dir, RANK_EMBEDDED_SOCKET, NULL);
+  address = g_strconcat ("unix:", redis->socket_path, NULL);
   if (!rank_address_parse (address, 0, &redis->address, error))
     goto fail;
-  log_path = g_build_filename (redis->dir, "redis.log", NULL);
-  redis->pid = spawn_redis (binary, socket_path, redis->dir, log_path, error);
-  if (redis->pid < 0 || !wait_until_ready (redis, log_path, error))
+  redis->log_path = g_build_filename (redis->dir, "redis.log", NULL);
+  redis->pid = launch (redis, error);
+  if (redis->pid < 0)
     goto fail;
   g_message ("embedded redis-server (pid %d) on %s", (int) redis->pid,
-             socket_path);
+             redis->socket_path);
+  redis->supervisor = g_thread_new ("rankd-redis", supervise, redis);
   return redis;
 
 fail:
@@ -228,39 +323,65 @@ rank_embedded_redis_address (RankEmbeddedRedis *redis)
   return &redis->address;
 }
 
+/* Without a supervisor (start failed half-way): stop the child here. */
+static void
+stop_unsupervised (RankEmbeddedRedis *redis)
+{
+  if (redis->pid > 0)
+    {
+      kill (redis->pid, SIGKILL);
+      waitpid (redis->pid, NULL, 0);
+    }
+}
+
 void
 rank_embedded_redis_stop (RankEmbeddedRedis *redis)
 {
   if (redis == NULL)
     return;
-  if (redis->pid > 0)
+  if (redis->supervisor != NULL)
     {
       gint64 end = g_get_monotonic_time ()
                    + (gint64) RANK_EMBEDDED_STOP_TIMEOUT_MS * 1000;
-      int status;
-      gboolean gone = FALSE;
+      pid_t termed = 0;
 
-      kill (redis->pid, SIGTERM);
-      while (!gone && g_get_monotonic_time () < end)
+      /* SIGTERM: Redis finishes its append-only file and exits; the
+       * supervisor reaps it and, seeing stopping, does not restart it. A
+       * restart in progress may still finish: the loop kills that child. */
+      g_mutex_lock (&redis->lock);
+      redis->stopping = TRUE;
+      g_cond_broadcast (&redis->changed);
+      while (!redis->exited)
         {
-          gone = waitpid (redis->pid, &status, WNOHANG) == redis->pid;
-          if (!gone)
-            g_usleep (10 * 1000); /* waiting for the child's exit, bounded */
+          if (redis->pid > 0 && redis->pid != termed)
+            {
+              kill (redis->pid, SIGTERM);
+              termed = redis->pid;
+            }
+          else if (redis->pid > 0 && g_get_monotonic_time () > end)
+            {
+              g_warning ("embedded redis-server (pid %d) ignored SIGTERM for "
+                         "%d ms; killing it",
+                         (int) redis->pid, RANK_EMBEDDED_STOP_TIMEOUT_MS);
+              kill (redis->pid, SIGKILL);
+            }
+          g_cond_wait_until (&redis->changed, &redis->lock,
+                             g_get_monotonic_time () + 100 * 1000);
         }
-      if (!gone)
-        {
-          g_warning ("embedded redis-server (pid %d) ignored SIGTERM for %d "
-                     "ms; killing it",
-                     (int) redis->pid, RANK_EMBEDDED_STOP_TIMEOUT_MS);
-          kill (redis->pid, SIGKILL);
-          waitpid (redis->pid, &status, 0);
-        }
-      else
-        g_message ("embedded redis-server stopped");
+      g_mutex_unlock (&redis->lock);
+      g_thread_join (redis->supervisor);
+      g_message ("embedded redis-server stopped");
     }
+  else
+    stop_unsupervised (redis);
   if (redis->lock_fd >= 0)
     close (redis->lock_fd);
   rank_address_clear (&redis->address);
+  g_mutex_clear (&redis->lock);
+  g_cond_clear (&redis->changed);
+  g_free (redis->binary);
+  g_free (redis->socket_path);
+  g_free (redis->log_path);
   g_free (redis->dir);
   g_free (redis);
 }

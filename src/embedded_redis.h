@@ -5,6 +5,7 @@
  * persistence (fsync every second), its log. A lock file keeps two rankd
  * processes from sharing one directory. The child gets SIGTERM if rankd dies
  * without stopping it, so Redis always shuts down cleanly and keeps its data.
+ * If the child dies, rankd starts it again (with back-off) on its own data.
  */
 #ifndef RANK_EMBEDDED_REDIS_H
 #define RANK_EMBEDDED_REDIS_H

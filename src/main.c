@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -60,7 +61,7 @@ options_clear (Options *o)
   g_free (o->data_dir);
   g_free (o->transport);
   g_free (o->protocol);
-  rank_config_free (o->boards);
+  rank_config_unref (o->boards);
   if (o->nodes != NULL)
     g_array_unref (o->nodes);
 }
@@ -208,6 +209,13 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
   if (o->boards == NULL || !parse_nodes (o, error))
     return FALSE;
   server->boards = o->boards;
+  /* Credentials never on the command line: the environment, or the file. */
+  server->redis_user = g_getenv ("RANKD_REDIS_USER");
+  if (server->redis_user == NULL)
+    server->redis_user = rank_config_redis_user (o->boards);
+  server->redis_password = g_getenv ("RANKD_REDIS_PASSWORD");
+  if (server->redis_password == NULL)
+    server->redis_password = rank_config_redis_password (o->boards);
   server->idle_timeout_ms = o->idle_timeout_s * 1000;
   server->max_connections = (guint) o->max_connections;
   server->max_frame = (guint32) o->max_frame;
@@ -217,8 +225,8 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
   return TRUE;
 }
 
-/* SIGINT and SIGTERM arrive through a signalfd the accept loop polls; they
- * are blocked in every thread (threads inherit the mask). */
+/* SIGINT, SIGTERM and SIGHUP arrive through a signalfd the accept loop
+ * polls; they are blocked in every thread (threads inherit the mask). */
 static int
 signals_setup (void)
 {
@@ -228,6 +236,7 @@ signals_setup (void)
   sigemptyset (&set);
   sigaddset (&set, SIGINT);
   sigaddset (&set, SIGTERM);
+  sigaddset (&set, SIGHUP);
   pthread_sigmask (SIG_BLOCK, &set, NULL);
   return signalfd (-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
@@ -248,6 +257,61 @@ nodes_to_string (const GArray *nodes)
   return g_string_free (out, FALSE);
 }
 
+/* SIGHUP: reads --config again and, if it loads, serves with its board
+ * options from now on. A file with errors changes nothing. Redis nodes are
+ * fixed at start. */
+static void
+reload (Options *o, RankServer *server)
+{
+  g_autoptr (GError) error = NULL;
+  RankConfig *boards;
+
+  if (o->config == NULL)
+    {
+      g_message ("SIGHUP: no --config to reload");
+      return;
+    }
+  boards = rank_config_load (o->config, &error);
+  if (boards == NULL)
+    {
+      g_warning ("SIGHUP: reload failed, board options unchanged: %s",
+                 error->message);
+      return;
+    }
+  if (o->redis == NULL
+      && !g_strv_equal ((const char *const *) rank_config_redis_nodes (boards),
+                        rank_config_redis_nodes (o->boards)))
+    g_warning ("SIGHUP: [redis] nodes changed; the new list takes effect at "
+               "the next start");
+  rank_server_set_boards (server, boards);
+  rank_config_unref (o->boards);
+  o->boards = boards;
+  g_message ("SIGHUP: reloaded board options from %s", o->config);
+}
+
+/* Each connection is a descriptor: raise the soft limit to the hard one,
+ * and warn if --max-connections cannot be reached. */
+static void
+raise_fd_limit (guint max_connections)
+{
+  struct rlimit nofile;
+
+  if (getrlimit (RLIMIT_NOFILE, &nofile) != 0)
+    return;
+  if (nofile.rlim_cur < nofile.rlim_max)
+    {
+      nofile.rlim_cur = nofile.rlim_max;
+      setrlimit (RLIMIT_NOFILE, &nofile);
+      getrlimit (RLIMIT_NOFILE, &nofile);
+    }
+  if (nofile.rlim_cur != RLIM_INFINITY
+      && nofile.rlim_cur < (rlim_t) max_connections + 64)
+    g_warning ("the descriptor limit (%lu) is below --max-connections (%u) "
+               "+ 64; raise it (ulimit -n) or connections will be refused "
+               "earlier",
+               (unsigned long) nofile.rlim_cur, max_connections);
+}
+
 static int
 run (Options *o, RankServerConfig *config)
 {
@@ -257,6 +321,7 @@ run (Options *o, RankServerConfig *config)
   int sfd = signals_setup ();
   int status = EXIT_FAILURE;
 
+  raise_fd_limit (config->max_connections);
   server = rank_server_new (config, &error);
   if (server == NULL)
     goto out;
@@ -270,6 +335,9 @@ run (Options *o, RankServerConfig *config)
         goto out;
       redis.path = g_strdup (rank_embedded_redis_address (embedded)->path);
       g_array_append_val (o->nodes, redis);
+      /* The embedded Redis has no password: it listens on a private unix
+       * socket only. */
+      config->redis_user = config->redis_password = NULL;
     }
   rank_server_start (server, (RankAddress *) (gpointer) o->nodes->data,
                      o->nodes->len);
@@ -283,19 +351,23 @@ run (Options *o, RankServerConfig *config)
   {
     g_autofree char *redis_name = nodes_to_string (o->nodes);
 
-    g_message ("rankd %s listening on %s:%u (%s, %s); redis %s%s; "
-               "%u io threads; dedup window %d s; redis timeout %d ms; "
-               "idle timeout %d s; max %u connections; max frame %u bytes%s%s",
-               RANKD_VERSION, config->listen.host, rank_server_port (server),
-               config->framed ? "framed" : "buffered",
-               config->protocol == RANK_PROTOCOL_COMPACT ? "compact" : "binary",
-               redis_name, embedded ? " (embedded)" : "", config->io_threads,
-               o->dedup_window_s, config->redis_timeout_ms, o->idle_timeout_s,
-               config->max_connections, config->max_frame,
-               o->config ? "; config " : "", o->config ? o->config : "");
+    g_message (
+        "rankd %s listening on %s:%u (%s, %s); redis %s%s; "
+        "%u io threads; dedup window %d s; redis timeout %d ms; "
+        "idle timeout %d s; max %u connections; max frame %u bytes%s%s%s",
+        RANKD_VERSION, config->listen.host, rank_server_port (server),
+        config->framed ? "framed" : "buffered",
+        config->protocol == RANK_PROTOCOL_COMPACT ? "compact" : "binary",
+        redis_name, embedded ? " (embedded)" : "", config->io_threads,
+        o->dedup_window_s, config->redis_timeout_ms, o->idle_timeout_s,
+        config->max_connections, config->max_frame,
+        o->config ? "; config " : "", o->config ? o->config : "",
+        config->redis_password ? "; redis AUTH on" : "");
   }
-  rank_server_run (server, sfd);
+  while (rank_server_accept (server, sfd) == SIGHUP)
+    reload (o, server);
   g_message ("stopped serving; shutting down");
+  rank_server_drain (server);
   status = EXIT_SUCCESS;
 
 out:

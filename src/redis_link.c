@@ -373,7 +373,17 @@ deliver (RankRedisLink *link, redisReply *reply)
   if (s.func != NULL)
     s.func (reply, NULL, s.data);
   else if (s.startup && reply->type == REDIS_REPLY_ERROR)
-    g_warning ("redis %s: start-up command failed: %s", link->name, reply->str);
+    {
+      /* A connection whose AUTH or SCRIPT LOAD failed cannot serve: what
+       * waits on it fails with Unavailable, naming the reply (never the
+       * command: it may carry a password), and the link retries later. */
+      g_autofree char *why
+          = g_strdup_printf ("start-up command failed: %s", reply->str);
+
+      freeReplyObject (reply);
+      disconnect (link, LINK_DOWN, why);
+      return;
+    }
   freeReplyObject (reply);
 }
 

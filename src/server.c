@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -49,6 +50,7 @@ typedef struct
   gboolean busy;         /* a call is in flight */
   gboolean processing;   /* inside process(): finished() must not recurse */
   gboolean closing;      /* close once the call and its reply are done */
+  gboolean eof;          /* the client half-closed: serve what it sent, close */
   gint64 last_io;        /* monotonic us: last bytes in, or last reply */
 } Conn;
 
@@ -146,6 +148,11 @@ receive (Conn *c)
     }
   c->input_parked = FALSE;
   r = rank_transport_receive (c->transport);
+  if (r == RANK_IO_CLOSED)
+    {
+      c->eof = TRUE;
+      return TRUE;
+    }
   if (r != RANK_IO_OK)
     return FALSE;
   c->last_io = g_get_monotonic_time ();
@@ -275,6 +282,11 @@ process (Conn *c)
       if (!serve_one (c))
         break;
     }
+  /* A client that half-closed gets the replies to every whole request it
+   * sent; then the connection closes. (Here nothing is in flight or unsent,
+   * so no whole request is left: the loop above served them all.) */
+  if (c->eof && !c->busy && !rank_transport_output_pending (c->transport))
+    c->closing = TRUE;
   c->processing = FALSE;
   update_interest (c);
 }
@@ -295,9 +307,13 @@ conn_io (gpointer data, guint32 events)
         }
       c->last_io = g_get_monotonic_time ();
     }
+  /* With edge-triggered events a FIN that arrives with the last request
+   * raises no event of its own: EPOLLRDHUP tells it. */
+  if (events & EPOLLRDHUP)
+    c->eof = TRUE;
   if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !receive (c))
     {
-      /* The peer is gone or half-closed: nothing more will come. */
+      /* A receive error: the connection is broken. */
       conn_close (c);
       return;
     }
@@ -315,8 +331,8 @@ conn_add (Worker *w, int fd)
                                                   w->server->config.max_frame);
   c->protocol = rank_protocol_new (w->server->config.protocol, c->transport);
   c->last_io = g_get_monotonic_time ();
-  c->watch
-      = rank_loop_watch (w->loop, fd, EPOLLIN | EPOLLOUT | EPOLLET, conn_io, c);
+  c->watch = rank_loop_watch (
+      w->loop, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, conn_io, c);
   g_queue_push_tail_link (&w->conns, &c->node);
   if (w->draining)
     conn_close (c);
@@ -408,8 +424,20 @@ worker_init (Worker *w, RankServer *server, guint index)
   w->loop = rank_loop_new ();
   w->links = g_new0 (RankRedisLink *, server->n_nodes);
   for (guint i = 0; i < server->n_nodes; i++)
-    w->links[i] = rank_redis_link_new (w->loop, &server->nodes[i],
-                                       server->config.redis_timeout_ms);
+    {
+      w->links[i] = rank_redis_link_new (w->loop, &server->nodes[i],
+                                         server->config.redis_timeout_ms);
+      /* First on every connection, before the scripts load. */
+      if (server->config.redis_password != NULL)
+        {
+          const char *user = server->config.redis_user;
+          const char *auth[]
+              = { "AUTH", user ? user : server->config.redis_password,
+                  server->config.redis_password };
+
+          rank_redis_link_add_startup (w->links[i], user ? 3 : 2, auth, NULL);
+        }
+    }
   w->store = rank_store_new (w->links, server->n_nodes, server->config.boards,
                              server->config.dedup_window_ms);
   w->handler = rank_handler_new (w->store, &sink);
@@ -529,6 +557,11 @@ rank_server_start (RankServer *server, const RankAddress *nodes, guint n_nodes)
   server->workers = g_new0 (Worker, server->config.io_threads);
   for (guint i = 0; i < server->config.io_threads; i++)
     worker_init (&server->workers[i], server, i);
+  /* The stores hold it now; later ones come by rank_server_set_boards. The
+   * links hold the credentials. */
+  server->config.boards = NULL;
+  server->config.redis_user = NULL;
+  server->config.redis_password = NULL;
 }
 
 gboolean
@@ -554,15 +587,13 @@ rank_server_connections (RankServer *server)
   return (guint) g_atomic_int_get (&server->connections);
 }
 
-void
-rank_server_run (RankServer *server, int stop_fd)
+int
+rank_server_accept (RankServer *server, int signal_fd)
 {
   struct pollfd pfd[2] = {
     { server->listen_fd, POLLIN, 0 },
-    { stop_fd, POLLIN, 0 },
+    { signal_fd, POLLIN, 0 },
   };
-  gint64 deadline;
-  guint n = server->config.io_threads;
 
   for (;;)
     {
@@ -573,10 +604,22 @@ rank_server_run (RankServer *server, int stop_fd)
       if (rc < 0)
         g_error ("poll on the listening socket failed: %s", g_strerror (errno));
       if (pfd[1].revents & POLLIN)
-        break;
+        {
+          struct signalfd_siginfo info;
+
+          if (read (signal_fd, &info, sizeof info) == sizeof info)
+            return (int) info.ssi_signo;
+        }
       if (pfd[0].revents & POLLIN)
         accept_one (server);
     }
+}
+
+void
+rank_server_drain (RankServer *server)
+{
+  gint64 deadline;
+  guint n = server->config.io_threads;
 
   /* Connections the kernel already accepted may carry requests sent before
    * the signal: take them too, so that draining answers them. */
@@ -607,6 +650,35 @@ rank_server_run (RankServer *server, int stop_fd)
   g_mutex_unlock (&server->lock);
   for (guint i = 0; i < n; i++)
     rank_loop_quit_and_join (server->workers[i].loop);
+}
+
+typedef struct
+{
+  Worker *worker;
+  RankConfig *boards;
+} Swap;
+
+static void
+swap_boards (gpointer data)
+{
+  Swap *swap = data;
+
+  rank_store_set_config (swap->worker->store, swap->boards);
+  rank_config_unref (swap->boards);
+  g_free (swap);
+}
+
+void
+rank_server_set_boards (RankServer *server, RankConfig *boards)
+{
+  for (guint i = 0; i < server->config.io_threads; i++)
+    {
+      Swap *swap = g_new (Swap, 1);
+
+      swap->worker = &server->workers[i];
+      swap->boards = rank_config_ref (boards);
+      rank_loop_post (swap->worker->loop, swap_boards, swap);
+    }
 }
 
 void

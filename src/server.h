@@ -1,9 +1,9 @@
 /* server.h -- rankd's accept loop and event-loop workers.
  *
  * One thread accepts; --io-threads workers each run an event loop with its
- * own connections, its own pipelined link to each Redis node, and store. A connection
- * lives on one worker for its whole life, so nothing a request touches is
- * shared between threads.
+ * own connections, its own pipelined link to each Redis node, and store. A
+ * connection lives on one worker for its whole life, so nothing a request
+ * touches is shared between threads.
  */
 #ifndef RANK_SERVER_H
 #define RANK_SERVER_H
@@ -23,7 +23,9 @@ typedef struct
   guint io_threads;
   int redis_timeout_ms;
   gint64 dedup_window_ms;
-  const RankConfig *boards; /* must outlive the server */
+  RankConfig *boards;         /* the workers' stores take references */
+  const char *redis_user;     /* AUTH on every connection, if a password */
+  const char *redis_password; /* is set; copied by rank_server_start */
 } RankServerConfig;
 
 typedef struct _RankServer RankServer;
@@ -44,10 +46,17 @@ gboolean rank_server_wait_redis (RankServer *server, int timeout_ms,
 /* The bound port (useful with port 0). */
 guint16 rank_server_port (RankServer *server);
 
-/* Accepts connections until stop_fd becomes readable (a signalfd); then stops
- * accepting, lets calls in flight finish (at most RANK_DRAIN_TIMEOUT_MS),
- * closes every connection and stops the workers. */
-void rank_server_run (RankServer *server, int stop_fd);
+/* Accepts connections until a signal arrives on signal_fd (a signalfd);
+ * returns its number. Call again to go on accepting. */
+int rank_server_accept (RankServer *server, int signal_fd);
+
+/* Stops accepting, lets calls in flight finish (at most
+ * RANK_DRAIN_TIMEOUT_MS), closes every connection and stops the workers. */
+void rank_server_drain (RankServer *server);
+
+/* Board options for calls from now on, in every worker (SIGHUP). Calls in
+ * flight finish with the options they started with; connections stay. */
+void rank_server_set_boards (RankServer *server, RankConfig *boards);
 
 /* Open connections right now. */
 guint rank_server_connections (RankServer *server);

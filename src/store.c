@@ -40,7 +40,7 @@ struct _RankStore
 {
   RankRedisLink **links; /* one per node; ordinary boards on the first */
   guint n_links;
-  const RankConfig *config;
+  RankConfig *config; /* a reference */
   gint64 dedup_window_ms;
   Script update;
   Script rank;
@@ -82,15 +82,15 @@ script_register (RankRedisLink *link, const Script *script)
 }
 
 RankStore *
-rank_store_new (RankRedisLink *const *links, guint n_links,
-                const RankConfig *config, gint64 dedup_window_ms)
+rank_store_new (RankRedisLink *const *links, guint n_links, RankConfig *config,
+                gint64 dedup_window_ms)
 {
   RankStore *store = g_new0 (RankStore, 1);
 
   g_assert (n_links >= 1);
   store->links = g_memdup2 (links, n_links * sizeof *links);
   store->n_links = n_links;
-  store->config = config;
+  store->config = rank_config_ref (config);
   store->dedup_window_ms = dedup_window_ms;
   script_init (&store->update, "update.lua", rank_lua_update);
   script_init (&store->rank, "rank.lua", rank_lua_rank);
@@ -107,8 +107,18 @@ rank_store_free (RankStore *store)
 {
   if (store == NULL)
     return;
+  rank_config_unref (store->config);
   g_free (store->links);
   g_free (store);
+}
+
+void
+rank_store_set_config (RankStore *store, RankConfig *config)
+{
+  RankConfig *old = store->config;
+
+  store->config = rank_config_ref (config);
+  rank_config_unref (old);
 }
 
 /* Turns a Redis error reply into a GError. */
@@ -116,8 +126,19 @@ static GError *
 reply_error (const redisReply *reply)
 {
   static const char *const unavailable[] = {
-    "OOM ",      "READONLY ",    "BUSY ",       "LOADING ", "MASTERDOWN ",
-    "TRYAGAIN ", "CLUSTERDOWN ", "NOREPLICAS ", "MISCONF ",
+    "OOM ",
+    "READONLY ",
+    "BUSY ",
+    "LOADING ",
+    "MASTERDOWN ",
+    "TRYAGAIN ",
+    "CLUSTERDOWN ",
+    "NOREPLICAS ",
+    "MISCONF ",
+    /* Credentials wrong or missing (the log says which at connect). */
+    "NOAUTH ",
+    "WRONGPASS ",
+    "NOPERM ",
   };
   const char *msg = reply->str;
 
@@ -436,7 +457,7 @@ rank_store_update (RankStore *store, const RankUpdate *update,
 typedef struct
 {
   RankStore *store;
-  const RankBoardOptions *options;
+  RankBoardOptions options; /* a copy: a reload may free the config */
   RankStoreRankFunc func;
   gpointer data;
   Countdown countdown;
@@ -489,7 +510,7 @@ static void
 rank_found (Op *op, const redisReply *reply, const GError *error)
 {
   RankCall *call = op->data;
-  guint shards = call->options->shards;
+  guint shards = call->options.shards;
   g_autoptr (GError) bad = NULL;
   const redisReply *key, *zscore;
 
@@ -545,7 +566,7 @@ rank_store_get_rank (RankStore *store, const char *board, const char *member,
   int nkeys;
 
   call->store = store;
-  call->options = o;
+  call->options = *o;
   call->func = func;
   call->data = data;
   call->board = g_strdup (board);

@@ -67,10 +67,14 @@ typedef void (*RankStoreTopFunc) (const RankEntry *entries, gsize n,
                                   const GError *error, gpointer data);
 
 /* links: one per Redis node (ordinary boards live on the first). Registers
- * the scripts on every link (call before rank_redis_link_start). config
- * must outlive the store. */
+ * the scripts on every link (call before rank_redis_link_start). The store
+ * keeps a reference to config. */
 RankStore *rank_store_new (RankRedisLink *const *links, guint n_links,
-                           const RankConfig *config, gint64 dedup_window_ms);
+                           RankConfig *config, gint64 dedup_window_ms);
+
+/* Board options for calls from now on (a reload); loop thread only. Calls
+ * in flight finish with the options they started with. */
+void rank_store_set_config (RankStore *store, RankConfig *config);
 void rank_store_free (RankStore *store);
 
 void rank_store_update (RankStore *store, const RankUpdate *update,

@@ -346,3 +346,12 @@ rank_test_repeat (char ch, gsize n)
   s[n] = '\0';
   return s;
 }
+
+gboolean
+rank_test_log_contains (const RankTestProcess *p, const char *text)
+{
+  g_autofree char *log = NULL;
+
+  return g_file_get_contents (p->log, &log, NULL, NULL)
+         && strstr (log, text) != NULL;
+}

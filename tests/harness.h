@@ -45,6 +45,10 @@ void rank_test_kill (RankTestProcess *process);
 
 void rank_test_process_free (RankTestProcess *process);
 
+/* Whether the process's log (stdout and stderr) contains text. */
+gboolean rank_test_log_contains (const RankTestProcess *process,
+                                 const char *text);
+
 /* Resident memory of a process, in KiB, from /proc. */
 gsize rank_test_rss_kib (GPid pid);
 

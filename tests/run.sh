@@ -1,9 +1,10 @@
 #!/bin/sh
 # The whole test suite: installs what is missing, builds, runs every test
-# (unit, service, service under valgrind, Python client, generated code,
-# bench smoke run), then builds again with AddressSanitizer and UBSan and
-# runs the tests once more (valgrind runs excluded; the RSS test skips
-# itself there).
+# (unit, service, faults, sharding, under valgrind too, Python client,
+# generated code, bench smoke run), then builds again with AddressSanitizer
+# and UBSan and runs the tests once more (valgrind runs excluded; the RSS
+# checks skip themselves there), then fuzzes the request path for 60 s
+# (tests/fuzz.sh, clang and libFuzzer).
 # Usage: sh tests/run.sh [ctest arguments...]
 set -eu
 cd "$(dirname "$0")/.."
@@ -13,6 +14,7 @@ cmake --build build -j "$(nproc)"
 (cd build && ctest --output-on-failure "$@")
 cmake -S . -B build-asan -DRANKD_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 cmake --build build-asan -j "$(nproc)"
-cd build-asan
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  exec ctest --output-on-failure -E valgrind "$@"
+(cd build-asan &&
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --output-on-failure -E valgrind "$@")
+sh tests/fuzz.sh

@@ -118,14 +118,14 @@ test_good (void)
   nodes = rank_config_redis_nodes (config);
   g_assert_cmpuint (g_strv_length ((char **) nodes), ==, 3);
   g_assert_cmpstr (nodes[1], ==, "unix:/tmp/r.sock");
-  rank_config_free (config);
+  rank_config_unref (config);
 
   config = rank_config_new ();
   g_assert_cmpuint (rank_config_board (config, "x")->shards, ==, 1);
   g_assert_cmpuint (rank_config_board (config, "x")->max_top_depth, ==,
                     RANK_DEFAULT_MAX_TOP_DEPTH);
   g_assert_null (rank_config_redis_nodes (config)[0]);
-  rank_config_free (config);
+  rank_config_unref (config);
 }
 
 int

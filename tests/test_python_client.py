@@ -5,6 +5,8 @@ Starts its own redis-server and rankd on free loopback ports.
 """
 import os
 import shutil
+import ssl
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -15,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 del sys.argv[1:3]
 
 from thrift.protocol import TBinaryProtocol, TCompactProtocol  # noqa: E402
-from thrift.transport import TSocket, TTransport  # noqa: E402
+from thrift.transport import TSocket, TSSLSocket, TTransport  # noqa: E402
 
 from ranking import Ranking  # noqa: E402
 from servers import start  # noqa: E402
@@ -169,6 +171,78 @@ class RankdTest(unittest.TestCase):
         finally:
             proc.terminate()
             self.assertEqual(proc.wait(30), 0)
+
+
+# The README's TLS example: stunnel terminates TLS in front of rankd.
+STUNNEL_CONF = """\
+foreground = yes
+pid =
+[rankd]
+accept = 127.0.0.1:{accept}
+connect = 127.0.0.1:{rankd_port}
+cert = {dir}/rankd-cert.pem
+key = {dir}/rankd-key.pem
+"""
+
+
+class TlsProxyTest(unittest.TestCase):
+    """rankd behind stunnel: a TLS client is served, a plain one is not."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rankd-tls-")
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+             "-days", "1", "-subj", "/CN=localhost",
+             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+             "-keyout", os.path.join(cls.dir, "rankd-key.pem"),
+             "-out", os.path.join(cls.dir, "rankd-cert.pem")],
+            check=True, capture_output=True)
+        cls.redis, cls.redis_port = start(
+            lambda p: ["redis-server", "--bind", "127.0.0.1", "--port", str(p),
+                       "--save", "", "--appendonly", "no"], cls.dir)
+        cls.rankd, cls.rankd_port = start(
+            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}",
+                       "--redis", f"127.0.0.1:{cls.redis_port}"], cls.dir)
+
+        def stunnel(port):
+            conf = os.path.join(cls.dir, f"stunnel-{port}.conf")
+            with open(conf, "w", encoding="utf-8") as f:
+                f.write(STUNNEL_CONF.format(accept=port, dir=cls.dir,
+                                            rankd_port=cls.rankd_port))
+            return [shutil.which("stunnel4") or "stunnel", conf]
+        cls.proxy, cls.port = start(stunnel, cls.dir)
+
+    @classmethod
+    def tearDownClass(cls):
+        for proc in (cls.proxy, cls.rankd, cls.redis):
+            proc.terminate()
+            proc.wait(30)
+        shutil.rmtree(cls.dir)
+
+    def test_tls_client_is_served(self):
+        sock = TSSLSocket.TSSLSocket(
+            "127.0.0.1", self.port, cert_reqs=ssl.CERT_REQUIRED,
+            ca_certs=os.path.join(self.dir, "rankd-cert.pem"))
+        sock.setTimeout(30000)
+        transport = TTransport.TFramedTransport(sock)
+        client = Ranking.Client(TBinaryProtocol.TBinaryProtocol(transport))
+        transport.open()
+        try:
+            r = client.Update(UpdateRequest(board="tls", member="ann",
+                                            value=9, request_id="t1"))
+            self.assertEqual((r.score, r.rank, r.applied), (9, 1, True))
+            self.assertEqual(client.GetRank("tls", "ann").score, 9)
+        finally:
+            transport.close()
+
+    def test_plain_client_is_refused(self):
+        client, transport = connect(self.port)
+        try:
+            with self.assertRaises(Exception):
+                client.GetRank("tls", "ann")
+        finally:
+            transport.close()
 
 
 if __name__ == "__main__":

@@ -6,7 +6,12 @@
  * Run under valgrind by setting RANKD_TEST_WRAPPER (see tests/CMakeLists.txt).
  */
 #include <errno.h>
+#include <sys/resource.h>
+#include <poll.h>
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -1164,6 +1169,205 @@ test_idle_timeout (void)
   rank_test_process_free (own);
 }
 
+/* ---- client faults ---- */
+
+static void
+put_u8 (GByteArray *b, guint8 v)
+{
+  g_byte_array_append (b, &v, 1);
+}
+
+static void
+put_u32 (GByteArray *b, guint32 v)
+{
+  guint32 be = GUINT32_TO_BE (v);
+
+  g_byte_array_append (b, (const guint8 *) &be, 4);
+}
+
+/* Field header of the binary protocol: type, then the 16-bit id. */
+static void
+put_field (GByteArray *b, guint8 type, guint8 id)
+{
+  put_u8 (b, type);
+  put_u8 (b, 0);
+  put_u8 (b, id);
+}
+
+/* A framed, strict-binary GetTopN(board, n, 0) call, encoded by hand. */
+static GByteArray *
+top_call_frame (const char *board, gint32 n, gint32 seqid)
+{
+  GByteArray *b = g_byte_array_new ();
+  guint32 len;
+
+  put_u32 (b, 0);           /* the frame length, below */
+  put_u32 (b, 0x80010001u); /* version 1, CALL */
+  put_u32 (b, 7);
+  g_byte_array_append (b, (const guint8 *) "GetTopN", 7);
+  put_u32 (b, (guint32) seqid);
+  put_field (b, 11, 1); /* 1: string board */
+  put_u32 (b, (guint32) strlen (board));
+  g_byte_array_append (b, (const guint8 *) board, (guint) strlen (board));
+  put_field (b, 8, 2); /* 2: i32 n */
+  put_u32 (b, (guint32) n);
+  put_field (b, 8, 3); /* 3: i32 offset */
+  put_u32 (b, 0);
+  put_u8 (b, 0); /* stop */
+  len = GUINT32_TO_BE (b->len - 4);
+  memcpy (b->data, &len, 4);
+  return b;
+}
+
+/* A client that sends half a request and stalls holds its own connection
+ * only: others are served meanwhile, and it is closed once the request has
+ * not arrived whole within 10 s. */
+static void
+test_half_frame_stalls (void)
+{
+  g_autoptr (GByteArray) frame = top_call_frame ("stall", 10, 1);
+  int fd = rank_test_connect_raw (rankd->port);
+  gint64 start = g_get_monotonic_time ();
+
+  g_assert_cmpint (write (fd, frame->data, frame->len / 2), ==, frame->len / 2);
+  assert_still_serving ();
+  g_assert_true (
+      rank_test_wait_closed (fd, RANK_REQUEST_READ_TIMEOUT_MS + 5000));
+  g_assert_cmpint (g_get_monotonic_time () - start, >=,
+                   (RANK_REQUEST_READ_TIMEOUT_MS - 1000) * 1000);
+  close (fd);
+}
+
+/* A client that sends requests and never reads the replies: rankd answers
+ * one request at a time and reads no more while the reply is unsent, so the
+ * client costs one reply's buffer, whatever it sends. */
+static void
+test_slow_reader (void)
+{
+  g_autofree char *b = rank_test_unique ("slowread");
+  g_autoptr (GByteArray) frame = top_call_frame (b, RANK_TOP_N_MAX, 9);
+  int fd = rank_test_connect_raw (rankd->port);
+  gsize sent = 0, before, after;
+  int frames = 0;
+
+  for (int i = 0; i < RANK_TOP_N_MAX; i++)
+    {
+      g_autofree char *m = g_strdup_printf ("member-with-a-long-name-%04d", i);
+      g_auto (Result) r = update (b, m, i, m, NO_MODE, NO_TIME);
+
+      assert_ok (&r);
+    }
+  before = rankd_rss ();
+  /* Send until the socket takes no more (rankd stopped reading). */
+  fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) | O_NONBLOCK);
+  while (sent < 64 * 1024 * 1024)
+    {
+      ssize_t n = write (fd, frame->data + sent % frame->len,
+                         frame->len - sent % frame->len);
+
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        {
+          struct pollfd pfd = { fd, POLLOUT, 0 };
+
+          if (poll (&pfd, 1, 500) == 0)
+            break; /* nothing more accepted for 0.5 s: rankd stopped */
+          continue;
+        }
+      g_assert_cmpint (n, >, 0);
+      sent += (gsize) n;
+      frames = (int) (sent / frame->len);
+    }
+  g_test_message ("%d requests (%zu KiB) sent, none read", frames, sent / 1024);
+  /* Taken: the kernel's socket buffers and at most one max-size request
+   * (1 MiB) buffered by rankd; then nothing more. */
+  g_assert_cmpuint (sent, <, 32 * 1024 * 1024);
+  assert_still_serving ();
+  after = rankd_rss ();
+  g_test_message ("rankd RSS %zu KiB -> %zu KiB", before, after);
+#ifndef RANKD_SANITIZE /* ASan's quarantine holds freed memory */
+  if (g_getenv ("RANKD_TEST_WRAPPER") == NULL)
+    g_assert_cmpuint (after, <, before + 4096);
+#endif
+  close (fd);
+  assert_still_serving ();
+}
+
+/* A client that sends its requests and half-closes (shutdown(SHUT_WR)) gets
+ * every reply, then rankd closes the connection. Found by the fuzz target:
+ * with edge-triggered events the FIN that came with the last request went
+ * unseen, and the connection stayed open until the idle timeout. */
+static void
+test_half_close (void)
+{
+  g_autofree char *b = rank_test_unique ("halfclose");
+  int fd = rank_test_connect_raw (rankd->port);
+  GByteArray *all = g_byte_array_new ();
+  guint8 buf[65536];
+  gsize got = 0;
+  gint64 start = g_get_monotonic_time ();
+
+  for (int i = 0; i < 3; i++)
+    {
+      g_autoptr (GByteArray) f = top_call_frame (b, 10, i);
+
+      g_byte_array_append (all, f->data, f->len);
+    }
+  /* One write, then FIN: they reach rankd together. */
+  g_assert_cmpint (write (fd, all->data, all->len), ==, all->len);
+  shutdown (fd, SHUT_WR);
+  for (;;)
+    {
+      ssize_t n = read (fd, buf, sizeof buf);
+
+      g_assert_cmpint (n, >=, 0); /* not a 10 s receive timeout */
+      if (n == 0)
+        break;
+      got += (gsize) n;
+    }
+  /* Three empty pages: each a 4-byte frame length and a reply of 31 bytes
+   * (header 19; the result struct with an empty list 9). */
+  g_assert_cmpuint (got, ==, 3 * (4 + 19 + 9));
+  g_assert_cmpint (g_get_monotonic_time () - start, <, 5 * G_USEC_PER_SEC);
+  g_byte_array_unref (all);
+  close (fd);
+}
+
+/* 1,000 connections at once, each served. */
+static void
+test_thousand_connections (void)
+{
+  g_autofree char *b = rank_test_unique ("thousand");
+  GPtrArray *clients
+      = g_ptr_array_new_with_free_func ((GDestroyNotify) rank_client_free);
+  struct rlimit nofile;
+
+  /* This process needs the descriptors too. */
+  getrlimit (RLIMIT_NOFILE, &nofile);
+  if (nofile.rlim_cur < 1200 && nofile.rlim_max >= 1200)
+    {
+      nofile.rlim_cur = MIN (nofile.rlim_max, 4096);
+      setrlimit (RLIMIT_NOFILE, &nofile);
+    }
+  for (int i = 0; i < 1000; i++)
+    g_ptr_array_add (
+        clients, rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY));
+  g_assert_cmpuint (clients->len, ==, 1000);
+  for (guint i = 0; i < clients->len; i++)
+    {
+      g_autofree char *m = g_strdup_printf ("m%u", i);
+      g_auto (Result) r = update_on (g_ptr_array_index (clients, i), b, m, 1, m,
+                                     NO_MODE, NO_TIME);
+
+      assert_ok (&r);
+    }
+  {
+    g_autoptr (GPtrArray) page = top (b, RANK_TOP_N_MAX, 0);
+
+    g_assert_cmpuint (page->len, ==, 1000);
+  }
+  g_ptr_array_unref (clients);
+}
+
 /* ---- transports and protocols ---- */
 
 static void
@@ -1267,6 +1471,93 @@ test_embedded_persists (void)
   rank_test_process_free (own);
 }
 
+/* The pid of parent's child named name, or 0. */
+static GPid
+child_named (GPid parent, const char *name)
+{
+  g_autoptr (GDir) proc = g_dir_open ("/proc", 0, NULL);
+  const char *entry;
+
+  while ((entry = g_dir_read_name (proc)) != NULL)
+    {
+      g_autofree char *path = g_strdup_printf ("/proc/%s/stat", entry);
+      g_autofree char *stat = NULL;
+      char comm[64];
+      int pid, ppid;
+      char state;
+
+      if (!g_ascii_isdigit (entry[0])
+          || !g_file_get_contents (path, &stat, NULL, NULL))
+        continue;
+      if (sscanf (stat, "%d (%63[^)]) %c %d", &pid, comm, &state, &ppid) == 4
+          && ppid == parent && strcmp (comm, name) == 0)
+        return pid;
+    }
+  return 0;
+}
+
+/* The embedded Redis killed with SIGKILL: rankd starts it again on its
+ * data, and serves again without a restart. */
+static void
+test_embedded_restarted (void)
+{
+  RankTestProcess *own = rank_test_rankd_start (0, NULL);
+  g_autofree char *sock
+      = g_build_filename (own->dir, "data", "redis.sock", NULL);
+  g_autoptr (RankClient) c
+      = rank_test_client (own->port, TRUE, RANK_PROTOCOL_BINARY);
+  GPid first, second;
+  gint64 end = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  redisContext *direct;
+  redisReply *reply;
+
+  /* rankd listens before its Redis is up; its first answer means it is. */
+  {
+    g_auto (Result) r = get_rank_on (c, "revived", "ann");
+
+    assert_fails (&r, NOT_FOUND, NULL);
+  }
+  first = child_named (own->pid, "redis-server");
+  g_assert_cmpint (first, >, 0);
+  direct = redisConnectUnix (sock);
+  /* Every write on disk before its reply, so a SIGKILL loses nothing. */
+  if (direct == NULL || direct->err != 0)
+    g_error ("cannot connect to %s: %s", sock, direct ? direct->errstr : "?");
+  reply = redisCommand (direct, "CONFIG SET appendfsync always");
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_STATUS);
+  freeReplyObject (reply);
+  redisFree (direct);
+  {
+    g_auto (Result) u
+        = update_on (c, "revived", "ann", 5, "k1", NO_MODE, NO_TIME);
+
+    assert_ok (&u);
+  }
+  kill (first, SIGKILL);
+  for (;;)
+    {
+      g_auto (Result) u
+          = update_on (c, "revived", "ann", 2, "k2", NO_MODE, NO_TIME);
+
+      if (u.kind == OK)
+        {
+          g_assert_cmpint (u.score, ==, 7);
+          break;
+        }
+      assert_fails (&u, UNAVAILABLE, NULL);
+      if (g_get_monotonic_time () > end)
+        g_error ("the embedded Redis was not restarted within 30 s");
+      g_usleep (20 * 1000); /* a client's retry back-off */
+    }
+  second = child_named (own->pid, "redis-server");
+  g_assert_cmpint (second, >, 0);
+  g_assert_cmpint (second, !=, first);
+  stop_checked (own);
+  /* Stopped with rankd, not restarted again. */
+  g_assert_cmpint (kill (second, 0), ==, -1);
+  rank_test_process_free (own);
+}
+
 /* ---- memory ---- */
 
 static void
@@ -1355,6 +1646,10 @@ main (int argc, char **argv)
                    test_sigterm_drains);
   g_test_add_func ("/limits/max-connections", test_max_connections);
   g_test_add_func ("/limits/idle-timeout", test_idle_timeout);
+  g_test_add_func ("/limits/half-frame-stalls", test_half_frame_stalls);
+  g_test_add_func ("/limits/slow-reader", test_slow_reader);
+  g_test_add_func ("/limits/1000-connections", test_thousand_connections);
+  g_test_add_func ("/transport/half-close-gets-every-reply", test_half_close);
   g_test_add_func ("/transport/framed-binary", test_transport_framed_binary);
   g_test_add_func ("/transport/framed-compact", test_transport_framed_compact);
   g_test_add_func ("/transport/buffered-binary",
@@ -1362,6 +1657,7 @@ main (int argc, char **argv)
   g_test_add_func ("/transport/buffered-compact",
                    test_transport_buffered_compact);
   g_test_add_func ("/embedded/persists-across-restart", test_embedded_persists);
+  g_test_add_func ("/embedded/restarted-when-killed", test_embedded_restarted);
   g_test_add_func ("/memory/rss-flat-over-100k-calls", test_rss_flat);
   status = g_test_run ();
 

@@ -7,6 +7,7 @@
  * file (config.h) that shards the boards named below.
  */
 #include <glib/gstdio.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -281,6 +282,18 @@ test_update_touches_one_shard (void)
   rank = get_rank_on (s.client, "capped", "solo");
   assert_ok (&rank);
   g_assert_cmpint (rank.rank, ==, 1);
+  {
+    g_auto (Result) failed = { 0 };
+    g_autoptr (GPtrArray) page = top_on (s.client, "capped", 10, 0, &failed);
+    rankEntry *e;
+
+    g_assert_nonnull (page);
+    g_assert_cmpuint (page->len, ==, 1);
+    e = g_ptr_array_index (page, 0);
+    g_assert_cmpstr (e->member, ==, "solo");
+    g_assert_cmpint (e->score, ==, 5);
+    g_assert_cmpint (e->rank, ==, 1);
+  }
 
   /* Every key written -- scores, times, request-id records -- is the
    * member's shard's. */
@@ -389,6 +402,65 @@ test_node_down (void)
   setup_stop (&s);
 }
 
+/* ---- SIGHUP ---- */
+
+/* GetTopN(capped, 10, offset) is refused as too deep. */
+static gboolean
+too_deep (RankClient *c, gint32 offset)
+{
+  g_auto (Result) r = { 0 };
+  GPtrArray *page = top_on (c, "capped", 10, offset, &r);
+
+  if (page != NULL)
+    {
+      g_ptr_array_unref (page);
+      return FALSE;
+    }
+  assert_fails (&r, INVALID, "max_top_depth");
+  return TRUE;
+}
+
+/* Polls cond(s) for up to 10 s. */
+#define WAIT_FOR(cond)                                                         \
+  G_STMT_START                                                                 \
+  {                                                                            \
+    gint64 end_ = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;               \
+    while (!(cond))                                                            \
+      {                                                                        \
+        if (g_get_monotonic_time () > end_)                                    \
+          g_error ("timed out waiting for " #cond);                            \
+        g_usleep (10 * 1000); /* polling a condition, with a deadline */       \
+      }                                                                        \
+  }                                                                            \
+  G_STMT_END
+
+/* SIGHUP applies new board options to the connections already open; a file
+ * with errors changes nothing. */
+static void
+test_sighup_reload (void)
+{
+  g_autofree char *deeper
+      = g_strconcat (config_text, "max_top_depth=100\n", NULL);
+  Setup s;
+
+  setup_start (&s, 1);
+  g_assert_false (too_deep (s.client, 9990));
+  g_assert_true (g_file_set_contents (s.config, deeper, -1, NULL));
+  kill (s.rankd->pid, SIGHUP);
+  WAIT_FOR (too_deep (s.client, 95));
+  g_assert_false (too_deep (s.client, 90));
+  g_assert_true (rank_test_log_contains (s.rankd, "reloaded board options"));
+
+  g_assert_true (
+      g_file_set_contents (s.config, "[board capped]\nshards=ten\n", -1, NULL));
+  kill (s.rankd->pid, SIGHUP);
+  WAIT_FOR (rank_test_log_contains (s.rankd, "reload failed"));
+  g_assert_true (rank_test_log_contains (s.rankd, "[board capped] shards"));
+  g_assert_true (too_deep (s.client, 95));
+  g_assert_false (too_deep (s.client, 90));
+  setup_stop (&s);
+}
+
 /* ---- configuration errors stop rankd ---- */
 
 static void
@@ -429,6 +501,7 @@ main (int argc, char **argv)
                    test_update_touches_one_shard);
   g_test_add_func ("/sharding/top-depth-cap", test_top_depth_cap);
   g_test_add_func ("/sharding/node-down", test_node_down);
+  g_test_add_func ("/sharding/sighup-reloads-options", test_sighup_reload);
   g_test_add_func ("/sharding/bad-config-stops-rankd",
                    test_bad_config_stops_rankd);
   return g_test_run ();

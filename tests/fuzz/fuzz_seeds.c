@@ -1,0 +1,116 @@
+/* fuzz_seeds.c -- writes the fuzz target's seed corpus: valid requests of
+ * every method, for each of its four servers (see fuzz_request.c), encoded
+ * by the generated code and the stock c_glib protocols.
+ * Usage: fuzz_seeds DIR
+ */
+#include <thrift/c_glib/protocol/thrift_binary_protocol.h>
+#include <thrift/c_glib/protocol/thrift_compact_protocol.h>
+#include <thrift/c_glib/transport/thrift_memory_buffer.h>
+
+#include "rank_ranking.h"
+#include "thrift_fixes.h"
+
+/* One call: message header, args struct, end. */
+static GByteArray *
+encode (gboolean compact, const char *method, ThriftStruct *args)
+{
+  ThriftMemoryBuffer *mem
+      = g_object_new (THRIFT_TYPE_MEMORY_BUFFER, "buf_size", 1 << 20, NULL);
+  ThriftProtocol *p = g_object_new (compact ? THRIFT_TYPE_COMPACT_PROTOCOL
+                                            : THRIFT_TYPE_BINARY_PROTOCOL,
+                                    "transport", mem, NULL);
+  GByteArray *out = g_byte_array_new ();
+
+  g_assert_cmpint (
+      thrift_protocol_write_message_begin (p, method, T_CALL, 1, NULL), >, 0);
+  if (args != NULL)
+    g_assert_cmpint (thrift_struct_write (args, p, NULL), >, 0);
+  else
+    {
+      thrift_protocol_write_struct_begin (p, "args", NULL);
+      thrift_protocol_write_field_stop (p, NULL);
+      thrift_protocol_write_struct_end (p, NULL);
+    }
+  thrift_protocol_write_message_end (p, NULL);
+  g_byte_array_append (out, mem->buf->data, mem->buf->len);
+  g_object_unref (p);
+  g_object_unref (mem);
+  return out;
+}
+
+static void
+write_seed (const char *dir, int *n, int server, const GByteArray *call)
+{
+  g_autofree char *path = g_strdup_printf ("%s/seed-%02d", dir, (*n)++);
+  GByteArray *file = g_byte_array_new ();
+  guint8 selector = (guint8) server;
+
+  g_byte_array_append (file, &selector, 1);
+  if (server < 2) /* framed */
+    {
+      guint32 len = GUINT32_TO_BE (call->len);
+
+      g_byte_array_append (file, (const guint8 *) &len, 4);
+    }
+  g_byte_array_append (file, call->data, call->len);
+  g_assert_true (
+      g_file_set_contents (path, (const char *) file->data, file->len, NULL));
+  g_byte_array_unref (file);
+}
+
+int
+main (int argc, char **argv)
+{
+  int n = 0;
+
+  g_assert_cmpint (argc, ==, 2);
+  rank_thrift_fixes_apply ();
+  g_mkdir_with_parents (argv[1], 0700);
+  for (int server = 0; server < 4; server++)
+    {
+      gboolean compact = server % 2;
+      const char *boards[] = { "fz", "s" };
+
+      for (int b = 0; b < 2; b++)
+        {
+          rankUpdateRequest *req = g_object_new (
+              RANK_TYPE_UPDATE_REQUEST, "board", boards[b], "member", "ann",
+              "value", (gint64) 42, "request_id", "seed-1", "mode",
+              RANK_UPDATE_MODE_BEST, "timestamp_ms", (gint64) 1763800000000,
+              NULL);
+          GObject *update = g_object_new (RANK_TYPE_RANKING_UPDATE_ARGS,
+                                          "request", req, NULL);
+          GObject *rank
+              = g_object_new (RANK_TYPE_RANKING_GET_RANK_ARGS, "board",
+                              boards[b], "member", "ann", NULL);
+          GObject *top
+              = g_object_new (RANK_TYPE_RANKING_GET_TOP_N_ARGS, "board",
+                              boards[b], "n", 10, "offset", 0, NULL);
+          struct
+          {
+            const char *method;
+            GObject *args;
+          } calls[] = { { "Update", update },
+                        { "GetRank", rank },
+                        { "GetTopN", top } };
+
+          for (gsize i = 0; i < G_N_ELEMENTS (calls); i++)
+            {
+              GByteArray *call = encode (compact, calls[i].method,
+                                         THRIFT_STRUCT (calls[i].args));
+
+              write_seed (argv[1], &n, server, call);
+              g_byte_array_unref (call);
+              g_object_unref (calls[i].args);
+            }
+          g_object_unref (req);
+        }
+      {
+        GByteArray *call = encode (compact, "Explode", NULL);
+
+        write_seed (argv[1], &n, server, call);
+        g_byte_array_unref (call);
+      }
+    }
+  return 0;
+}
