@@ -218,7 +218,8 @@ static void
 direct_update_append (Worker *w, const char *board, const char *member,
                       gint64 score, int mode)
 {
-  char z[300], t[300], q[300], value[24], modes[4], selector[16], now[24];
+  char z[300], t[300], q[300], d[300], c[300], value[24], modes[4],
+      selector[16], now[24];
   guint8 prefix[RANK_ORDERKEY_TIME_BYTES], idhash[10] = { 0 };
   guint32 fp = (guint32) (w->o->nonce ^ w->counter);
   guint64 id = w->counter++;
@@ -230,6 +231,8 @@ direct_update_append (Worker *w, const char *board, const char *member,
   g_snprintf (z, sizeof z, "rk:{direct-%s}:z", board);
   g_snprintf (t, sizeof t, "rk:{direct-%s}:t", board);
   g_snprintf (q, sizeof q, "rk:{direct-%s}:q", board);
+  g_snprintf (d, sizeof d, "rk:{direct-%s}:d", board);
+  g_snprintf (c, sizeof c, "rk:{direct-%s}:c", board);
   g_snprintf (value, sizeof value, "%" G_GINT64_FORMAT, score);
   g_snprintf (modes, sizeof modes, "%d", mode);
   g_snprintf (selector, sizeof selector, "%u",
@@ -237,9 +240,11 @@ direct_update_append (Worker *w, const char *board, const char *member,
   g_snprintf (now, sizeof now, "%" G_GINT64_FORMAT, g_get_real_time () / 1000);
   rank_orderkey_encode_time (g_get_real_time () / 1000, prefix);
   redisAppendCommand (
-      w->redis, "EVALSHA %s 3 %s %s %s %s %s %s %b 3600000 %b %b %s %s 1",
-      w->o->sha, z, t, q, member, modes, value, prefix, sizeof prefix, &fp,
-      sizeof fp, idhash, sizeof idhash, selector, now);
+      w->redis,
+      "EVALSHA %s 5 %s %s %s %s %s %s %s %s %b 3600000 %b %b %s %s 1 desc "
+      "ordinal 0",
+      w->o->sha, z, t, q, d, c, member, modes, value, prefix, sizeof prefix,
+      &fp, sizeof fp, idhash, sizeof idhash, selector, now);
 }
 
 static gboolean

@@ -5,9 +5,11 @@
  * Names and field ids are fixed once released: later additions take new ids,
  * existing ones never change meaning.
  *
- * Ordering on a board: higher score first; equal scores are ranked by who
- * reached that score first (the timestamp of the update that last changed the
- * score); equal score and time by member id, ascending bytewise.
+ * Ordering on a board: higher score first (lower first on boards configured
+ * with order=asc); equal scores are ranked by who reached that score first (the
+ * timestamp of the update that last changed the score); equal score and time by
+ * member id, ascending bytewise. Rank numbers are ordinal (1,2,3,4) unless the
+ * board is configured with rank=competition (1,2,2,4) or rank=dense (1,2,2,3).
  *
  * Limits (InvalidArgument names the field and the limit when one is broken):
  *   board       1-200 bytes of UTF-8, no control characters, no '{' or '}'
@@ -29,7 +31,7 @@ namespace go ranking
 enum UpdateMode {
   /** Add value (a delta, may be negative) to the current score; absent members start at 0. */
   INCREMENT = 1,
-  /** Keep the better of the current score and value (higher on ordinary boards). */
+  /** Keep the better of the current score and value: higher, or lower on order=asc boards. */
   BEST = 2,
   /** Replace the current score with value. */
   SET = 3
@@ -45,11 +47,15 @@ struct UpdateRequest {
   /**
    * Idempotency key, scoped to the board. A retry must reuse it: a request_id
    * seen on this board within the dedup window (default 1 hour) is not applied
-   * again. Reusing it with another member, value or mode is InvalidArgument.
+   * again. Reusing it with another member, value or mode is InvalidArgument
+   * (on a sharded board, only when both members are in the same shard).
    */
   4: required string request_id
-  /** Default INCREMENT. */
-  5: optional UpdateMode mode = UpdateMode.INCREMENT
+  /**
+   * Unset: the board's mode (INCREMENT unless its config says mode=best or set).
+   * No IDL default, so that clients leave it unset unless told.
+   */
+  5: optional UpdateMode mode
   /**
    * When the score was achieved, in Unix milliseconds; it breaks ties between
    * equal scores (earlier ranks higher). Default: the server's clock.
@@ -63,7 +69,8 @@ struct UpdateResponse {
   /**
    * The member's 1-based rank after the update. Set on ordinary boards; left
    * unset on sharded boards (see the README), where an update touches one shard
-   * only and that shard's rank is not the board's: call GetRank for it.
+   * only and that shard's rank is not the board's: call GetRank for it. Also
+   * unset when a capped board (cap=K) did not keep the member: it is not on it.
    */
   2: optional i64 rank
   /** False: this request_id was already applied; nothing changed, score and rank are current. */
@@ -74,7 +81,7 @@ struct UpdateResponse {
 struct Entry {
   1: required string member
   2: required i64 score
-  /** 1-based. */
+  /** 1-based; equal scores share one on competition and dense boards. */
   3: required i64 rank
 }
 

@@ -33,7 +33,9 @@ typedef struct
   GHashTable *lines; /* "section\nkey" or "section" -> line number */
 } Loader;
 
-static const char *const board_keys[] = { "shards", "max_top_depth", NULL };
+static const char *const board_keys[]
+    = { "shards", "max_top_depth", "order", "rank",
+        "mode",   "dedup_window",  "cap",   NULL };
 static const char *const redis_keys[] = { "nodes", "user", "password", NULL };
 
 static gboolean fail_at (const Loader *loader, const char *section,
@@ -221,14 +223,72 @@ get_string (const Loader *loader, const char *section, const char *key,
   return TRUE;
 }
 
+/* One of names (NULL-terminated); *out = values[its index]. */
+static gboolean
+get_choice (const Loader *loader, const char *section, const char *key,
+            const char *const *names, const int *values, int *out,
+            GError **error)
+{
+  g_autofree char *value = NULL;
+
+  if (!g_key_file_has_key (loader->file, section, key, NULL))
+    return TRUE;
+  value = g_key_file_get_value (loader->file, section, key, NULL);
+  g_strstrip (value);
+  for (int i = 0; names[i] != NULL; i++)
+    if (strcmp (value, names[i]) == 0)
+      {
+        *out = values[i];
+        return TRUE;
+      }
+  {
+    g_autofree char *expected = g_strjoinv (", ", (char **) names);
+
+    return fail_at (loader, section, key, error, "must be one of %s, got '%s'",
+                    expected, value);
+  }
+}
+
 static gboolean
 load_board (const Loader *loader, const char *section, RankBoardOptions *o,
             GError **error)
 {
-  return get_uint (loader, section, "shards", 1, RANK_SHARDS_MAX, &o->shards,
-                   error)
-         && get_uint (loader, section, "max_top_depth", 1,
-                      RANK_MAX_TOP_DEPTH_LIMIT, &o->max_top_depth, error);
+  static const char *const orders[] = { "desc", "asc", NULL };
+  static const int order_values[] = { RANK_ORDER_DESC, RANK_ORDER_ASC };
+  static const char *const kinds[]
+      = { "ordinal", "competition", "dense", NULL };
+  static const int kind_values[]
+      = { RANK_KIND_ORDINAL, RANK_KIND_COMPETITION, RANK_KIND_DENSE };
+  static const char *const modes[] = { "increment", "best", "set", NULL };
+  static const int mode_values[]
+      = { RANK_MODE_INCREMENT, RANK_MODE_BEST, RANK_MODE_SET };
+  int order = (int) o->order, kind = (int) o->rank, mode = (int) o->mode;
+  gboolean ok
+      = get_uint (loader, section, "shards", 1, RANK_SHARDS_MAX, &o->shards,
+                  error)
+        && get_uint (loader, section, "max_top_depth", 1,
+                     RANK_MAX_TOP_DEPTH_LIMIT, &o->max_top_depth, error)
+        && get_choice (loader, section, "order", orders, order_values, &order,
+                       error)
+        && get_choice (loader, section, "rank", kinds, kind_values, &kind,
+                       error)
+        && get_choice (loader, section, "mode", modes, mode_values, &mode,
+                       error)
+        && get_uint (loader, section, "dedup_window", 1,
+                     RANK_DEDUP_WINDOW_MAX_S, &o->dedup_window_s, error)
+        && get_uint (loader, section, "cap", 1, RANK_CAP_MAX, &o->cap, error);
+
+  o->order = (RankOrder) order;
+  o->rank = (RankKind) kind;
+  o->mode = (RankMode) mode;
+  /* A capped sharded board hides members past the cap by their ordinal
+   * position, which its other rank kinds do not give. */
+  if (ok && o->cap > 0 && o->shards > 1 && o->rank != RANK_KIND_ORDINAL)
+    return fail_at (
+        loader, section,
+        g_key_file_has_key (loader->file, section, "cap", NULL) ? "cap" : NULL,
+        error, "a capped sharded board must have rank=ordinal");
+  return ok;
 }
 
 static gboolean
@@ -305,6 +365,10 @@ rank_config_new (void)
 
   g_atomic_ref_count_init (&config->ref);
   config->defaults.shards = 1;
+  config->defaults.order = RANK_ORDER_DESC;
+  config->defaults.rank = RANK_KIND_ORDINAL;
+  config->defaults.mode = RANK_MODE_INCREMENT;
+  config->defaults.dedup_window_s = 0;
   config->defaults.max_top_depth = RANK_DEFAULT_MAX_TOP_DEPTH;
   config->boards
       = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);

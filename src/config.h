@@ -8,6 +8,11 @@
  *   [board run_hero]      one board; keys it omits come from [defaults]
  *   shards=10
  *   max_top_depth=10000
+ *   order=asc             desc (default) or asc
+ *   rank=competition      ordinal (default), competition or dense
+ *   mode=best             increment (default), best or set
+ *   dedup_window=600      seconds; default rankd's --dedup-window
+ *   cap=500               keep only the best 500 members; default none
  *
  *   [redis]
  *   nodes=127.0.0.1:7000;127.0.0.1:7001;127.0.0.1:7002
@@ -25,12 +30,42 @@
 
 #include <glib.h>
 
+/* How Update combines a value with the current score (the IDL's UpdateMode). */
+typedef enum
+{
+  RANK_MODE_INCREMENT = 1,
+  RANK_MODE_BEST = 2,
+  RANK_MODE_SET = 3,
+} RankMode;
+
+typedef enum
+{
+  RANK_ORDER_DESC, /* higher scores first */
+  RANK_ORDER_ASC,  /* lower scores first (times, golf) */
+} RankOrder;
+
+/* Rank numbers for equal scores: 1,2,3,4 / 1,2,2,4 / 1,2,2,3. */
+typedef enum
+{
+  RANK_KIND_ORDINAL = 1,
+  RANK_KIND_COMPETITION = 2,
+  RANK_KIND_DENSE = 3,
+} RankKind;
+
 typedef struct
 {
   /* Sorted sets the board is split over; 1: an ordinary board. */
   guint shards;
   /* Largest offset+n GetTopN serves on a sharded board. */
   guint max_top_depth;
+  RankOrder order;
+  RankKind rank;
+  /* The mode of updates that do not set one. */
+  RankMode mode;
+  /* Seconds a request id is remembered; 0: rankd's --dedup-window. */
+  guint dedup_window_s;
+  /* The board keeps only its best cap members; 0: no cap. */
+  guint cap;
 } RankBoardOptions;
 
 typedef struct _RankConfig RankConfig;

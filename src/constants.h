@@ -30,6 +30,9 @@
 #define RANK_DEFAULT_MAX_TOP_DEPTH 10000
 #define RANK_MAX_TOP_DEPTH_LIMIT 100000
 
+/* cap=K: at most this many members. */
+#define RANK_CAP_MAX 10000000
+
 /* Redis nodes (--redis given several times, or [redis] nodes). */
 #define RANK_NODES_MAX 64
 
@@ -68,6 +71,10 @@
 #define RANK_KEY_SUFFIX_SCORES "z"  /* sorted set: order key -> score */
 #define RANK_KEY_SUFFIX_TIMES "t"   /* hash: member -> time prefix */
 #define RANK_KEY_SUFFIX_REQUEST "q" /* request-id records (update.lua) */
+#define RANK_KEY_SUFFIX_DISTINCT                                               \
+  "d"                              /* rank=dense: sorted set of the scores     \
+                                    */
+#define RANK_KEY_SUFFIX_COUNTS "c" /* rank=dense: hash score -> members */
 
 /* Shard i of a sharded board: RANK_SHARD_KEY_PREFIX ":{" board "/" i "}:"
  * suffix. Each shard is its own hash tag (shards spread over a cluster);

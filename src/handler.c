@@ -157,12 +157,14 @@ reply_error (Call *call, GType result_type, const GError *err)
 
 /* ---- Update ---- */
 
+/* The request's mode, or the board's default mode when it sets none. */
 static gboolean
-parse_mode (const rankUpdateRequest *request, RankMode *mode, GError **error)
+parse_mode (const rankUpdateRequest *request, RankMode board_mode,
+            RankMode *mode, GError **error)
 {
   if (!request->__isset_mode)
     {
-      *mode = RANK_MODE_INCREMENT;
+      *mode = board_mode;
       return TRUE;
     }
   switch (request->mode)
@@ -185,13 +187,14 @@ parse_mode (const rankUpdateRequest *request, RankMode *mode, GError **error)
 }
 
 static gboolean
-check_update (const rankUpdateRequest *request, RankUpdate *update,
-              GError **error)
+check_update (RankStore *store, const rankUpdateRequest *request,
+              RankUpdate *update, GError **error)
 {
   if (!rank_validate_board (request->board, error)
       || !rank_validate_member (request->member, error)
       || !rank_validate_request_id (request->request_id, error)
-      || !parse_mode (request, &update->mode, error)
+      || !parse_mode (request, rank_store_board (store, request->board)->mode,
+                      &update->mode, error)
       || !rank_validate_score ("value", request->value, error))
     return FALSE;
   update->board = request->board;
@@ -238,7 +241,7 @@ start_update (Call *call)
   g_autoptr (GError) error = NULL;
   RankUpdate update;
 
-  if (!check_update (args->request, &update, &error))
+  if (!check_update (call->handler->store, args->request, &update, &error))
     {
       update_done (NULL, error, call);
       return;

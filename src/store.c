@@ -387,6 +387,20 @@ countdown_done (Countdown *c, const GError *error)
   return --c->pending == 0;
 }
 
+static const char *
+order_name (RankOrder order)
+{
+  return order == RANK_ORDER_ASC ? "asc" : "desc";
+}
+
+static const char *
+kind_name (RankKind kind)
+{
+  return kind == RANK_KIND_COMPETITION ? "competition"
+         : kind == RANK_KIND_DENSE     ? "dense"
+                                       : "ordinal";
+}
+
 /* ---- Update ---- */
 
 typedef struct
@@ -436,11 +450,14 @@ rank_store_update (RankStore *store, const RankUpdate *update,
   cmd_add_key (&cmd, update->board, shard, o->shards, RANK_KEY_SUFFIX_SCORES);
   cmd_add_key (&cmd, update->board, shard, o->shards, RANK_KEY_SUFFIX_TIMES);
   cmd_add_key (&cmd, update->board, shard, o->shards, RANK_KEY_SUFFIX_REQUEST);
+  cmd_add_key (&cmd, update->board, shard, o->shards, RANK_KEY_SUFFIX_DISTINCT);
+  cmd_add_key (&cmd, update->board, shard, o->shards, RANK_KEY_SUFFIX_COUNTS);
   cmd_add (&cmd, update->member, member_len);
   cmd_add_int (&cmd, update->mode);
   cmd_add_int (&cmd, update->value);
   cmd_add (&cmd, prefix, sizeof prefix);
-  cmd_add_int (&cmd, store->dedup_window_ms);
+  cmd_add_int (&cmd, o->dedup_window_s != 0 ? (gint64) o->dedup_window_s * 1000
+                                            : store->dedup_window_ms);
   cmd_add (&cmd, fp, sizeof fp);
   cmd_add (&cmd, idhash, sizeof idhash);
   cmd_add_int (&cmd, sel);
@@ -448,7 +465,11 @@ rank_store_update (RankStore *store, const RankUpdate *update,
   /* The rank within one shard is not the board's: sharded updates leave it
    * unset rather than ask every shard. */
   cmd_add_str (&cmd, o->shards > 1 ? "0" : "1");
-  op_start (store, store->links[node], &store->update, 3, &cmd, update_done,
+  cmd_add_str (&cmd, order_name (o->order));
+  cmd_add_str (&cmd, kind_name (o->rank));
+  /* Each shard keeps its best cap: the board's best cap are among them. */
+  cmd_add_int (&cmd, o->cap);
+  op_start (store, store->links[node], &store->update, 5, &cmd, update_done,
             call, node);
 }
 
@@ -462,32 +483,91 @@ typedef struct
   gpointer data;
   Countdown countdown;
   gint64 score;
-  gint64 ahead; /* entries ahead of the member, summed over the nodes */
+  gint64 ahead;       /* entries ahead of the member, summed over the nodes */
+  GHashTable *better; /* dense-list: the distinct better sorted-set scores */
   char *board;
   char *member;
 } RankCall;
 
+/* rank.lua's name for the way a board counts ranks. */
+static const char *
+rank_script_kind (const RankBoardOptions *o)
+{
+  if (o->rank == RANK_KIND_DENSE)
+    return o->shards > 1 ? "dense-list" : "dense";
+  return kind_name (o->rank);
+}
+
 static void
 rank_finish (RankCall *call)
 {
+  if (call->countdown.error == NULL && call->better != NULL
+      && g_hash_table_size (call->better) > call->options.max_top_depth)
+    call->countdown.error = g_error_new (
+        RANK_ERROR, RANK_ERROR_INVALID,
+        "rank: more than %u distinct scores are ahead of member '%s' on "
+        "sharded dense board '%s' (its max_top_depth)",
+        call->options.max_top_depth, call->member, call->board);
+  /* A capped sharded board stores each shard's best cap; past the board's
+   * cap a member is not on it. */
+  if (call->countdown.error == NULL && call->options.cap > 0
+      && call->options.shards > 1
+      && call->ahead + 1 > (gint64) call->options.cap)
+    call->countdown.error
+        = g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND,
+                       "member '%s' is not among the best %u of board '%s'",
+                       call->member, call->options.cap, call->board);
   if (call->countdown.error != NULL)
     call->func (0, 0, call->countdown.error, call->data);
+  else if (call->better != NULL)
+    call->func (call->score, g_hash_table_size (call->better) + 1, NULL,
+                call->data);
   else
     call->func (call->score, call->ahead + 1, NULL, call->data);
   g_clear_error (&call->countdown.error);
+  g_clear_pointer (&call->better, g_hash_table_unref);
   g_free (call->board);
   g_free (call->member);
   g_free (call);
 }
 
-/* The sorted sets of board's shards that live on node, other than skip. */
+/* The keys with suffix of board's shards that live on node, but skip. */
 static void
 add_node_shards (Cmd *cmd, const RankStore *store, const char *board,
-                 guint shards, guint node, gint skip)
+                 guint shards, guint node, gint skip, const char *suffix)
 {
   for (guint j = 0; j < shards; j++)
     if ((gint) j != skip && rank_shard_node (j, store->n_links) == node)
-      cmd_add_key (cmd, board, j, shards, RANK_KEY_SUFFIX_SCORES);
+      cmd_add_key (cmd, board, j, shards, suffix);
+}
+
+/* rank.lua's ARGV up to the member or score: op, order, kind, limit. */
+static void
+add_rank_args (Cmd *cmd, const char *op, const RankBoardOptions *o)
+{
+  cmd_add_str (cmd, op);
+  cmd_add_str (cmd, order_name (o->order));
+  cmd_add_str (cmd, rank_script_kind (o));
+  cmd_add_int (cmd, o->max_top_depth);
+}
+
+/* A dense-list reply: sorted-set scores, added to call->better. */
+static gboolean
+add_better (RankCall *call, const redisReply *list)
+{
+  if (list->type != REDIS_REPLY_ARRAY)
+    return FALSE;
+  for (gsize i = 0; i < list->elements; i++)
+    {
+      const redisReply *e = list->element[i];
+      gint64 zscore;
+
+      if (e->type != REDIS_REPLY_STRING
+          || !rank_orderkey_parse_zscore (e->str, e->len, &zscore))
+        return FALSE;
+      g_hash_table_add (call->better, g_memdup2 (&zscore, sizeof zscore));
+    }
+  return TRUE;
 }
 
 static void
@@ -496,10 +576,15 @@ rank_counted (Op *op, const redisReply *reply, const GError *error)
   RankCall *call = op->data;
   g_autoptr (GError) bad = NULL;
 
-  if (error == NULL && reply->type != REDIS_REPLY_INTEGER)
+  if (error == NULL && call->better != NULL && !add_better (call, reply))
     error = bad = unexpected (reply, "rank.lua count");
-  if (error == NULL)
-    call->ahead += reply->integer;
+  else if (error == NULL && call->better == NULL)
+    {
+      if (reply->type != REDIS_REPLY_INTEGER)
+        error = bad = unexpected (reply, "rank.lua count");
+      else
+        call->ahead += reply->integer;
+    }
   if (countdown_done (&call->countdown, error))
     rank_finish (call);
 }
@@ -510,7 +595,7 @@ static void
 rank_found (Op *op, const redisReply *reply, const GError *error)
 {
   RankCall *call = op->data;
-  guint shards = call->options.shards;
+  const RankBoardOptions *o = &call->options;
   g_autoptr (GError) bad = NULL;
   const redisReply *key, *zscore;
 
@@ -522,7 +607,10 @@ rank_found (Op *op, const redisReply *reply, const GError *error)
            && (reply->type != REDIS_REPLY_ARRAY
                || !int_element (reply, 0, &call->score)
                || !int_element (reply, 1, &call->ahead)
-               || !string_element (reply, 2) || !string_element (reply, 3)))
+               || !string_element (reply, 2) || !string_element (reply, 3)
+               || (call->better != NULL
+                   && (reply->elements < 5
+                       || !add_better (call, reply->element[4])))))
     error = bad = unexpected (reply, "rank.lua find");
   if (error != NULL)
     {
@@ -532,7 +620,7 @@ rank_found (Op *op, const redisReply *reply, const GError *error)
     }
   key = reply->element[2];
   zscore = reply->element[3];
-  for (guint node = 0; node < MIN (call->store->n_links, shards); node++)
+  for (guint node = 0; node < MIN (call->store->n_links, o->shards); node++)
     {
       Cmd cmd;
       int nkeys;
@@ -540,9 +628,11 @@ rank_found (Op *op, const redisReply *reply, const GError *error)
       if (node == op->part)
         continue;
       cmd_init (&cmd);
-      add_node_shards (&cmd, call->store, call->board, shards, node, -1);
+      add_node_shards (&cmd, call->store, call->board, o->shards, node, -1,
+                       call->better != NULL ? RANK_KEY_SUFFIX_DISTINCT
+                                            : RANK_KEY_SUFFIX_SCORES);
       nkeys = cmd.argc;
-      cmd_add_str (&cmd, "count");
+      add_rank_args (&cmd, "count", o);
       cmd_add (&cmd, zscore->str, zscore->len);
       cmd_add (&cmd, key->str, key->len);
       call->countdown.pending++;
@@ -572,12 +662,22 @@ rank_store_get_rank (RankStore *store, const char *board, const char *member,
   call->board = g_strdup (board);
   call->member = g_strdup (member);
   call->countdown.pending = 1;
+  if (o->rank == RANK_KIND_DENSE && o->shards > 1)
+    call->better
+        = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   cmd_init (&cmd);
   cmd_add_key (&cmd, board, shard, o->shards, RANK_KEY_SUFFIX_TIMES);
   cmd_add_key (&cmd, board, shard, o->shards, RANK_KEY_SUFFIX_SCORES);
-  add_node_shards (&cmd, store, board, o->shards, node, (gint) shard);
+  if (o->rank == RANK_KIND_DENSE && o->shards == 1)
+    cmd_add_key (&cmd, board, shard, o->shards, RANK_KEY_SUFFIX_DISTINCT);
+  else if (o->rank == RANK_KIND_DENSE)
+    add_node_shards (&cmd, store, board, o->shards, node, -1,
+                     RANK_KEY_SUFFIX_DISTINCT);
+  else
+    add_node_shards (&cmd, store, board, o->shards, node, (gint) shard,
+                     RANK_KEY_SUFFIX_SCORES);
   nkeys = cmd.argc;
-  cmd_add_str (&cmd, "find");
+  add_rank_args (&cmd, "find", o);
   cmd_add (&cmd, member, member_len);
   op_start (store, store->links[node], &store->rank, nkeys, &cmd, rank_found,
             call, node);
@@ -596,12 +696,20 @@ typedef struct
 
 typedef struct
 {
+  RankStore *store;
+  RankBoardOptions options; /* a copy: a reload may free the config */
+  char *board;
   RankStoreTopFunc func;
   gpointer data;
   gint64 offset;
   gint n;
   Countdown countdown;
-  guint shards;
+  /* After the merge: the page, and for competition and dense ranks the
+   * number of entries (or distinct scores) better than its first entry. */
+  const RankShardEntry *merged[RANK_TOP_N_MAX];
+  gsize merged_len;
+  gint64 better;
+  GHashTable *better_set; /* dense-list */
   Page pages[]; /* one per shard; pages[0] only on an ordinary board */
 } TopCall;
 
@@ -641,43 +749,160 @@ page_read (Page *page, const redisReply *reply)
 }
 
 static void
-top_finish (TopCall *call)
+top_free (TopCall *call)
 {
-  if (call->countdown.error != NULL)
-    call->func (NULL, 0, call->countdown.error, call->data);
-  else
-    {
-      const RankShardEntry *pages[RANK_SHARDS_MAX];
-      gsize lens[RANK_SHARDS_MAX];
-      const RankShardEntry *merged[RANK_TOP_N_MAX];
-      RankEntry entries[RANK_TOP_N_MAX];
-      /* An ordinary board's page starts at offset already. */
-      gsize skip = call->shards > 1 ? (gsize) call->offset : 0;
-      gsize n;
-
-      for (guint i = 0; i < call->shards; i++)
-        {
-          pages[i] = call->pages[i].entries;
-          lens[i] = call->pages[i].len;
-        }
-      n = rank_shard_merge (pages, lens, call->shards, skip, (gsize) call->n,
-                            merged);
-      for (gsize i = 0; i < n; i++)
-        {
-          entries[i].member = merged[i]->key + RANK_ORDERKEY_TIME_BYTES;
-          entries[i].member_len = merged[i]->key_len - RANK_ORDERKEY_TIME_BYTES;
-          entries[i].score = -merged[i]->zscore;
-          entries[i].rank = call->offset + (gint64) i + 1;
-        }
-      call->func (entries, n, NULL, call->data);
-    }
-  for (guint i = 0; i < call->shards; i++)
+  for (guint i = 0; i < call->options.shards; i++)
     {
       g_free (call->pages[i].entries);
       g_free (call->pages[i].keys);
     }
   g_clear_error (&call->countdown.error);
+  g_clear_pointer (&call->better_set, g_hash_table_unref);
+  g_free (call->board);
   g_free (call);
+}
+
+/* Answers with the merged page, numbering it by the board's rank kind:
+ * equal scores share a rank; the next score's rank is its position
+ * (competition) or one more (dense). */
+static void
+top_deliver (TopCall *call)
+{
+  RankEntry entries[RANK_TOP_N_MAX];
+
+  if (call->better_set != NULL)
+    call->better = g_hash_table_size (call->better_set);
+  if (call->countdown.error == NULL && call->better_set != NULL
+      && call->better > (gint64) call->options.max_top_depth)
+    call->countdown.error = g_error_new (
+        RANK_ERROR, RANK_ERROR_INVALID,
+        "offset: more than %u distinct scores are ahead of offset "
+        "%" G_GINT64_FORMAT " on sharded dense board '%s' (its max_top_depth)",
+        call->options.max_top_depth, call->offset, call->board);
+  if (call->countdown.error != NULL)
+    {
+      call->func (NULL, 0, call->countdown.error, call->data);
+      top_free (call);
+      return;
+    }
+  for (gsize i = 0; i < call->merged_len; i++)
+    {
+      const RankShardEntry *e = call->merged[i];
+      gint64 position = call->offset + (gint64) i + 1;
+
+      entries[i].member = e->key + RANK_ORDERKEY_TIME_BYTES;
+      entries[i].member_len = e->key_len - RANK_ORDERKEY_TIME_BYTES;
+      entries[i].score
+          = call->options.order == RANK_ORDER_ASC ? e->zscore : -e->zscore;
+      if (call->options.rank == RANK_KIND_ORDINAL)
+        entries[i].rank = position;
+      else if (i == 0)
+        entries[i].rank = call->better + 1;
+      else if (e->zscore == call->merged[i - 1]->zscore)
+        entries[i].rank = entries[i - 1].rank;
+      else
+        entries[i].rank = call->options.rank == RANK_KIND_COMPETITION
+                              ? position
+                              : entries[i - 1].rank + 1;
+    }
+  call->func (entries, call->merged_len, NULL, call->data);
+  top_free (call);
+}
+
+static void
+top_counted (Op *op, const redisReply *reply, const GError *error)
+{
+  TopCall *call = op->data;
+  g_autoptr (GError) bad = NULL;
+
+  if (error == NULL && call->better_set != NULL)
+    {
+      if (reply->type != REDIS_REPLY_ARRAY)
+        error = bad = unexpected (reply, "rank.lua count");
+      for (gsize i = 0; error == NULL && i < reply->elements; i++)
+        {
+          const redisReply *e = reply->element[i];
+          gint64 zscore;
+
+          if (e->type != REDIS_REPLY_STRING
+              || !rank_orderkey_parse_zscore (e->str, e->len, &zscore))
+            error = bad = unexpected (reply, "rank.lua count");
+          else
+            g_hash_table_add (call->better_set,
+                              g_memdup2 (&zscore, sizeof zscore));
+        }
+    }
+  else if (error == NULL && reply->type != REDIS_REPLY_INTEGER)
+    error = bad = unexpected (reply, "rank.lua count");
+  else if (error == NULL)
+    call->better += reply->integer;
+  if (countdown_done (&call->countdown, error))
+    top_deliver (call);
+}
+
+/* Competition and dense ranks of a page that does not start at the top
+ * need the count of what is better than its first entry: one more round,
+ * on every node holding the board. */
+static void
+top_count_better (TopCall *call)
+{
+  const RankBoardOptions *o = &call->options;
+  const RankShardEntry *first = call->merged[0];
+  gboolean dense = o->rank == RANK_KIND_DENSE;
+  char zscore[24];
+
+  g_snprintf (zscore, sizeof zscore, "%" G_GINT64_FORMAT, first->zscore);
+  if (dense && o->shards > 1)
+    call->better_set
+        = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
+  call->countdown.pending = 1;
+  for (guint node = 0; node < MIN (call->store->n_links, o->shards); node++)
+    {
+      Cmd cmd;
+      int nkeys;
+
+      cmd_init (&cmd);
+      add_node_shards (&cmd, call->store, call->board, o->shards, node, -1,
+                       dense ? RANK_KEY_SUFFIX_DISTINCT
+                             : RANK_KEY_SUFFIX_SCORES);
+      nkeys = cmd.argc;
+      add_rank_args (&cmd, "count", o);
+      cmd_add_str (&cmd, zscore);
+      cmd_add (&cmd, first->key, first->key_len);
+      call->countdown.pending++;
+      op_start (call->store, call->store->links[node], &call->store->rank,
+                nkeys, &cmd, top_counted, call, node);
+    }
+  if (countdown_done (&call->countdown, NULL))
+    top_deliver (call);
+}
+
+static void
+top_merge (TopCall *call)
+{
+  const RankShardEntry *pages[RANK_SHARDS_MAX];
+  gsize lens[RANK_SHARDS_MAX];
+  guint shards = call->options.shards;
+  /* An ordinary board's page starts at offset already. */
+  gsize skip = shards > 1 ? (gsize) call->offset : 0;
+
+  if (call->countdown.error != NULL)
+    {
+      top_deliver (call);
+      return;
+    }
+  for (guint i = 0; i < shards; i++)
+    {
+      pages[i] = call->pages[i].entries;
+      lens[i] = call->pages[i].len;
+    }
+  call->merged_len = rank_shard_merge (pages, lens, shards, skip,
+                                       (gsize) call->n, call->merged);
+  if (call->options.rank != RANK_KIND_ORDINAL && call->offset > 0
+      && call->merged_len > 0)
+    top_count_better (call);
+  else
+    top_deliver (call);
 }
 
 static void
@@ -689,7 +914,13 @@ top_read (Op *op, const redisReply *reply, const GError *error)
   if (error == NULL)
     error = bad = page_read (&call->pages[op->part], reply);
   if (countdown_done (&call->countdown, error))
-    top_finish (call);
+    top_merge (call);
+}
+
+const RankBoardOptions *
+rank_store_board (RankStore *store, const char *board)
+{
+  return rank_config_board (store->config, board);
 }
 
 gboolean
@@ -716,12 +947,17 @@ rank_store_get_top (RankStore *store, const char *board, gint64 offset, gint n,
   const RankBoardOptions *o = rank_config_board (store->config, board);
   TopCall *call;
 
+  /* A capped board shows its best cap only (a sharded one stores more). */
+  if (o->cap > 0 && offset + n > (gint64) o->cap)
+    n = offset >= (gint64) o->cap ? 0 : (gint) (o->cap - offset);
   call = g_malloc0 (sizeof (TopCall) + o->shards * sizeof (Page));
+  call->store = store;
+  call->options = *o;
+  call->board = g_strdup (board);
   call->func = func;
   call->data = data;
   call->offset = offset;
   call->n = n;
-  call->shards = o->shards;
   call->countdown.pending = o->shards;
   for (guint shard = 0; shard < o->shards; shard++)
     {

@@ -25,13 +25,6 @@
 
 typedef struct _RankStore RankStore;
 
-typedef enum
-{
-  RANK_MODE_INCREMENT = 1,
-  RANK_MODE_BEST = 2,
-  RANK_MODE_SET = 3,
-} RankMode;
-
 typedef struct
 {
   const char *board;
@@ -83,6 +76,10 @@ void rank_store_update (RankStore *store, const RankUpdate *update,
 void rank_store_get_rank (RankStore *store, const char *board,
                           const char *member, RankStoreRankFunc func,
                           gpointer data);
+
+/* The board's options as configured now (loop thread; valid until the
+ * loop runs a reload: copy what must last). */
+const RankBoardOptions *rank_store_board (RankStore *store, const char *board);
 
 /* offset+n within what board may serve (sharded boards: max_top_depth). */
 gboolean rank_store_check_top (RankStore *store, const char *board,

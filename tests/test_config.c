@@ -55,7 +55,7 @@ test_errors (void)
   FAILS ("shards=2\n", ":1: ", "before the first [section]");
   FAILS ("[defaults]\nshards\n", ":2: ", "expected key=value");
   FAILS ("[defaults]\nshard=2\n", ":2: ", "[defaults] shard", "unknown key",
-         "shards, max_top_depth");
+         "shards, max_top_depth, order, rank, mode, dedup_window");
   FAILS ("[board a]\nshards=2\n  shards = 3\n", ":3: ", "[board a] shards",
          "repeats", "line 2");
   FAILS ("[redis]\nshards=2\n", ":2: ", "[redis] shards", "unknown key",
@@ -67,6 +67,18 @@ test_errors (void)
   FAILS ("[board a]\nshards=-1\n", ":2: ", "'-1'");
   FAILS ("[defaults]\nmax_top_depth=100001\n",
          ":2: ", "[defaults] max_top_depth", "1-100000");
+  FAILS ("[board a]\norder=up\n", ":2: ", "[board a] order",
+         "must be one of desc, asc, got 'up'");
+  FAILS ("[defaults]\nrank=olympic\n", ":2: ", "[defaults] rank",
+         "ordinal, competition, dense");
+  FAILS ("[board a]\nmode=add\n", ":2: ", "increment, best, set", "'add'");
+  FAILS ("[board a]\ndedup_window=0\n", ":2: ", "dedup_window",
+         "integer 1-2592000");
+  FAILS ("[board a]\ncap=0\n", ":2: ", "[board a] cap", "integer 1-10000000");
+  FAILS ("[board a]\nshards=2\nrank=dense\ncap=5\n", ":4: ", "[board a] cap",
+         "must have rank=ordinal");
+  FAILS ("[defaults]\ncap=5\n[board a]\nshards=2\nrank=dense\n",
+         ":3: ", "[board a]: a capped sharded board");
   FAILS ("[board a{b]\nshards=2\n", ":1: ", "[board a{b]", "'{'");
   FAILS ("[board ]\nshards=2\n", ":1: ", "board: must be 1-200 bytes");
   FAILS ("[redis]\nnodes=\n", ":2: ", "[redis] nodes", "at least one");
@@ -97,6 +109,10 @@ test_good (void)
                     "[board deep]\n"
                     "shards=4\n"
                     "max_top_depth=20000\n"
+                    "order = asc\n"
+                    "rank=dense\n"
+                    "mode=set\n"
+                    "dedup_window=60\n"
                     "[board ünïcode/x]\n"
                     "shards=2\n"
                     "[redis]\n"
@@ -112,6 +128,19 @@ test_good (void)
   g_assert_cmpuint (rank_config_board (config, "deep")->max_top_depth, ==,
                     20000);
   g_assert_cmpuint (rank_config_board (config, "ünïcode/x")->shards, ==, 2);
+  g_assert_cmpint (rank_config_board (config, "deep")->order, ==,
+                   RANK_ORDER_ASC);
+  g_assert_cmpint (rank_config_board (config, "deep")->rank, ==,
+                   RANK_KIND_DENSE);
+  g_assert_cmpint (rank_config_board (config, "deep")->mode, ==, RANK_MODE_SET);
+  g_assert_cmpuint (rank_config_board (config, "deep")->dedup_window_s, ==, 60);
+  g_assert_cmpint (rank_config_board (config, "hot")->order, ==,
+                   RANK_ORDER_DESC);
+  g_assert_cmpint (rank_config_board (config, "hot")->rank, ==,
+                   RANK_KIND_ORDINAL);
+  g_assert_cmpint (rank_config_board (config, "hot")->mode, ==,
+                   RANK_MODE_INCREMENT);
+  g_assert_cmpuint (rank_config_board (config, "hot")->dedup_window_s, ==, 0);
   g_assert_cmpuint (rank_config_board (config, "other")->shards, ==, 1);
   g_assert_cmpuint (rank_config_board (config, "other")->max_top_depth, ==,
                     500);

@@ -38,15 +38,24 @@ def connect(port, framed=True, compact=False):
     return Ranking.Client(protocol), transport
 
 
-class RankdTest(unittest.TestCase):
+class ServedTest(unittest.TestCase):
+    """A redis-server and a rankd of the class's own, and a client."""
+    config = None  # the text of a --config file, if any
+
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="rankd-py-")
+        extra = []
+        if cls.config is not None:
+            conf = os.path.join(cls.dir, "rankd.conf")
+            with open(conf, "w", encoding="utf-8") as f:
+                f.write(cls.config)
+            extra = ["--config", conf]
         cls.redis, cls.redis_port = start(
             lambda p: ["redis-server", "--bind", "127.0.0.1", "--port", str(p),
                        "--save", "", "--appendonly", "no"], cls.dir)
         cls.rankd, cls.port = start(
-            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}",
+            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}", *extra,
                        "--redis", f"127.0.0.1:{cls.redis_port}"], cls.dir)
         cls.client, cls.transport = connect(cls.port)
 
@@ -58,6 +67,9 @@ class RankdTest(unittest.TestCase):
         cls.redis.terminate()
         cls.redis.wait(30)
         shutil.rmtree(cls.dir)
+
+
+class RankdTest(ServedTest):
 
     def board(self):
         RankdTest.counter = getattr(RankdTest, "counter", 0) + 1
@@ -171,6 +183,82 @@ class RankdTest(unittest.TestCase):
         finally:
             proc.terminate()
             self.assertEqual(proc.wait(30), 0)
+
+
+OPTIONS_CONF = """\
+[board asc]
+order=asc
+[board comp_sh]
+rank=competition
+shards=4
+[board dense]
+rank=dense
+[board dense_sh]
+rank=dense
+shards=4
+[board best_sh]
+mode=best
+shards=4
+[board cap_sh]
+cap=2
+shards=4
+"""
+
+
+class BoardOptionsTest(ServedTest):
+    """Board options (config file) seen from Python."""
+    config = OPTIONS_CONF
+
+    def fill(self, board):
+        t = 1763800000000
+        for i, (member, score) in enumerate(
+                [("a", 50), ("b", 40), ("c", 40), ("d", 30), ("e", 40)]):
+            self.client.Update(UpdateRequest(
+                board=board, member=member, value=score, mode=UpdateMode.SET,
+                request_id=f"{board}-{member}", timestamp_ms=t + i))
+
+    def page(self, board, n=10, offset=0):
+        return [(e.member, e.score, e.rank)
+                for e in self.client.GetTopN(board, n, offset)]
+
+    def test_ascending(self):
+        self.fill("asc")
+        self.assertEqual([m for m, _, _ in self.page("asc")],
+                         ["d", "b", "c", "e", "a"])
+        r = self.client.Update(UpdateRequest(
+            board="asc", member="a", value=60, mode=UpdateMode.BEST,
+            request_id="asc-best"))
+        self.assertEqual(r.score, 50)  # BEST keeps the lower
+
+    def test_competition_sharded(self):
+        self.fill("comp_sh")
+        self.assertEqual([r for _, _, r in self.page("comp_sh")],
+                         [1, 2, 2, 2, 5])
+        self.assertEqual(self.page("comp_sh", 2, 3),
+                         [("e", 40, 2), ("d", 30, 5)])
+        self.assertEqual(self.client.GetRank("comp_sh", "e").rank, 2)
+
+    def test_dense(self):
+        for board in ("dense", "dense_sh"):
+            self.fill(board)
+            self.assertEqual([r for _, _, r in self.page(board)],
+                             [1, 2, 2, 2, 3])
+            self.assertEqual(self.client.GetRank(board, "d").rank, 3)
+
+    def test_cap_sharded(self):
+        self.fill("cap_sh")
+        self.assertEqual(self.page("cap_sh"), [("a", 50, 1), ("b", 40, 2)])
+        with self.assertRaises(NotFound):
+            self.client.GetRank("cap_sh", "d")
+
+    def test_default_mode(self):
+        # No mode in the request: the board's BEST applies.
+        for value, want in ((10, 10), (3, 10), (12, 12)):
+            r = self.client.Update(UpdateRequest(
+                board="best_sh", member="ann", value=value,
+                request_id=f"best-{value}"))
+            self.assertEqual(r.score, want)
+            self.assertIsNone(r.rank)  # sharded: no rank in the reply
 
 
 # The README's TLS example: stunnel terminates TLS in front of rankd.

@@ -1,25 +1,38 @@
 -- rank.lua: a member's place on a board, counted on one Redis node.
 --
--- An ordinary board is one shard: find with KEYS[1], KEYS[2] gives its rank
--- (ahead + 1) in one call. On a sharded board the node of the member's shard
--- runs find, then every other node holding shards runs count.
+-- An ordinary board is one shard: find gives its rank (ahead + 1) in one
+-- call. On a sharded board the node of the member's shard runs find, then
+-- every other node holding shards runs count.
+--
+-- ARGV[1] 'find' or 'count'; ARGV[2] order ('desc' or 'asc'); ARGV[3] rank
+-- kind: 'ordinal', 'competition', 'dense' (one shard: count the board's
+-- distinct-score set) or 'dense-list' (several shards: list the distinct
+-- scores ahead, which rankd unions, at most ARGV[4] + 1 per shard).
 --
 -- find   KEYS[1]   hash        rk:{board}:t, or rk:s:{board/i}:t of the member's shard i
 --        KEYS[2]   sorted set  rk:{board}:z, or rk:s:{board/i}:z
---        KEYS[3..] the sorted sets of the board's other shards on this node
---        ARGV      'find', member id
---        Returns false if the member is not on the board, else
---        {score, entries ahead of it on this node, its order key, its sorted-set score}.
--- count  KEYS[1..] sorted sets of the board's shards on this node
---        ARGV      'count', sorted-set score, order key (from find)
---        Returns the number of entries ahead of (score, key) in them.
+--        KEYS[3..] ordinal, competition: the sorted sets of the board's other
+--                  shards on this node; dense: the distinct-score set
+--                  rk:{board}:d; dense-list: the distinct-score sets of all
+--                  the board's shards on this node
+--        ARGV[5]   member id
+--        Returns false if the member is not on the board, else {score,
+--        entries ahead of it on this node (dense-list: 0), its order key, its
+--        sorted-set score, [dense-list: the distinct sorted-set scores ahead]}.
+-- count  KEYS[1..] the board's sorted sets on this node (dense: its
+--                  distinct-score set; dense-list: the shards' distinct-score sets)
+--        ARGV[5], ARGV[6]  sorted-set score, order key (from find)
+--        Returns the number of entries ahead (dense-list: the scores ahead).
 --
--- "Ahead" is the sorted-set order of an ordinary board: a lower sorted-set
--- score (-score), or the same and a lower order key (time prefix, then member
--- id) bytewise. No member is in two shards, so 1 + the entries ahead over all
--- shards is the rank the same entries would have on one ordinary board.
+-- "Ahead" for ordinal ranks is the sorted-set order of an ordinary board: a
+-- lower sorted-set score (-score, or score on asc boards), or the same and a
+-- lower order key (time prefix, then member id) bytewise. For competition
+-- ranks it is a strictly better score; for dense ranks, a distinct better
+-- score. No member is in two shards, so 1 + the sum over all shards is the
+-- rank the same entries would have on one ordinary board.
 --
--- Try it: redis-cli EVAL "$(cat rank.lua)" 3 'rk:s:{b/0}:t' 'rk:s:{b/0}:z' 'rk:s:{b/1}:z' find alice
+-- Try it: redis-cli EVAL "$(cat rank.lua)" 3 'rk:s:{b/0}:t' 'rk:s:{b/0}:z' 'rk:s:{b/1}:z' \
+--   find desc ordinal 0 alice
 
 -- a < b bytewise, as Redis orders members of equal score (Lua's own string
 -- comparison follows the server's locale).
@@ -33,10 +46,15 @@ local function before(a, b)
   return #a < #b
 end
 
--- Entries of sorted set z ahead of (s, key): those with a lower score, then
--- a binary search among those with score s, which Redis keeps ordered by key.
+local op, ascending, kind, limit = ARGV[1], ARGV[2] == 'asc', ARGV[3], tonumber(ARGV[4])
+
+-- Entries of sorted set z ahead of (s, key).
 local function ahead(z, s, key)
   local below = redis.call('ZCOUNT', z, '-inf', '(' .. s)
+  if kind == 'competition' then
+    return below
+  end
+  -- Ordinal: those with score s come in key order; binary search them.
   local lo, hi = 0, redis.call('ZCOUNT', z, s, s)
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
@@ -58,14 +76,44 @@ local function count_from(first, s, key)
   return n
 end
 
-if ARGV[1] == 'count' then
-  return count_from(1, ARGV[2], ARGV[3])
+-- The distinct sorted-set scores below s in the distinct-score sets
+-- KEYS[first..], each set's list cut at limit + 1 (rankd refuses then).
+local function distinct_from(first, s)
+  local seen, out = {}, {}
+  for i = first, #KEYS do
+    for _, v in ipairs(redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', '(' .. s,
+                                  'LIMIT', 0, limit + 1)) do
+      if not seen[v] then
+        seen[v] = true
+        out[#out + 1] = v
+      end
+    end
+  end
+  return out
 end
 
-local p = redis.call('HGET', KEYS[1], ARGV[2])
+if op == 'count' then
+  if kind == 'dense-list' then
+    return distinct_from(1, ARGV[5])
+  elseif kind == 'dense' then
+    return redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[5])
+  end
+  return count_from(1, ARGV[5], ARGV[6])
+end
+
+local member = ARGV[5]
+local p = redis.call('HGET', KEYS[1], member)
 if not p then
   return false
 end
-local key = p .. ARGV[2]
+local key = p .. member
 local s = redis.call('ZSCORE', KEYS[2], key)
-return {-tonumber(s), redis.call('ZRANK', KEYS[2], key) + count_from(3, s, key), key, s}
+local score = ascending and tonumber(s) or -tonumber(s)
+if kind == 'dense' then
+  return {score, redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. s), key, s}
+elseif kind == 'dense-list' then
+  return {score, 0, key, s, distinct_from(3, s)}
+end
+local own = kind == 'competition' and redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. s)
+  or redis.call('ZRANK', KEYS[2], key)
+return {score, own + count_from(3, s, key), key, s}

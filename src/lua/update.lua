@@ -3,11 +3,16 @@
 -- KEYS[1]  sorted set  rk:{board}:z    member = time prefix .. member id, score = -score
 -- KEYS[2]  hash        rk:{board}:t    member id -> its time prefix (6 bytes, big-endian ms)
 -- KEYS[3]  key prefix  rk:{board}:q    of the request-id records (see below)
+-- KEYS[4]  sorted set  rk:{board}:d    distinct sorted-set scores (rank=dense only)
+-- KEYS[5]  hash        rk:{board}:c    sorted-set score -> members with it (dense only)
 -- ARGV     member, mode (1 INCREMENT, 2 BEST, 3 SET), value, time prefix,
 --          window (ms), fingerprint (4 bytes) of (member, mode, value),
 --          request-id hash (10 bytes), request-id selector (0..2^32-1), now (ms),
 --          rank wanted (1, or 0 on a shard of a sharded board: the rank within
---          one shard means nothing, and the reply gives rank 0)
+--          one shard means nothing, and the reply gives rank 0),
+--          order (desc: score = -score; asc: score = score, BEST keeps the lower),
+--          rank kind (ordinal, competition or dense),
+--          cap (0: none; else the shard keeps its best cap members)
 --
 -- Request-id records are packed: a record is one field (the 10-byte hash of
 -- the request id) -> value (the fingerprint) of a small hash. Time is cut
@@ -26,14 +31,16 @@
 -- A refusal is an error reply starting with "RANK_INVALID "; every check runs
 -- before the first write, so a refused update changes nothing.
 --
--- Try it: redis-cli EVAL "$(cat update.lua)" 3 'rk:{b}:z' 'rk:{b}:t' 'rk:{b}:q' \
---   alice 1 10 "$(printf '\0\0\0\0\0\1')" 3600000 fp01 request-1- 12345 1763800000000 1
+-- Try it: redis-cli EVAL "$(cat update.lua)" 5 'rk:{b}:z' 'rk:{b}:t' 'rk:{b}:q' \
+--   'rk:{b}:d' 'rk:{b}:c' alice 1 10 "$(printf '\0\0\0\0\0\1')" 3600000 fp01 \
+--   request-1- 12345 1763800000000 1 desc ordinal 0
 
-local zkey, tkey, qprefix = KEYS[1], KEYS[2], KEYS[3]
+local zkey, tkey, qprefix, dkey, ckey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local member, mode, value = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local prefix, window, fingerprint = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local idhash, selector, now = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
 local rank_wanted = ARGV[10] == '1'
+local ascending, kind, cap = ARGV[11] == 'asc', ARGV[12], tonumber(ARGV[13])
 local LIMIT = 9007199254740991
 local BUCKETS = 4          -- buckets per window
 local PER_HASH = 64        -- records aimed at per record hash
@@ -114,6 +121,15 @@ local function record(m)
   redis.call('PEXPIREAT', hash, expire_at)
 end
 
+-- The sorted-set score of a score, and back: sorted sets order ascending.
+local function zscore_of(score)
+  return ascending and score or -score
+end
+
+local function zformat(score)
+  return string.format('%d', zscore_of(score))
+end
+
 -- The member's sorted-set key and score, or nil if it is not on the board.
 local function place()
   local p = redis.call('HGET', tkey, member)
@@ -121,7 +137,33 @@ local function place()
     return nil
   end
   local key = p .. member
-  return key, -tonumber(redis.call('ZSCORE', zkey, key))
+  return key, zscore_of(tonumber(redis.call('ZSCORE', zkey, key)))
+end
+
+-- The member's rank (key, score): ordinal 1,2,3,4; competition 1,2,2,4 (1 +
+-- those with a better score); dense 1,2,2,3 (1 + the better scores).
+local function rank_of(key, score)
+  if not rank_wanted then
+    return 0
+  elseif kind == 'competition' then
+    return redis.call('ZCOUNT', zkey, '-inf', '(' .. zformat(score)) + 1
+  elseif kind == 'dense' then
+    return redis.call('ZCOUNT', dkey, '-inf', '(' .. zformat(score)) + 1
+  end
+  return redis.call('ZRANK', zkey, key) + 1
+end
+
+-- Dense boards count the members at each score: the distinct scores are a
+-- sorted set of their own, for ranks without a scan.
+local function count_score(score, delta)
+  local zs = zformat(score)
+  local n = redis.call('HINCRBY', ckey, zs, delta)
+  if n <= 0 then
+    redis.call('HDEL', ckey, zs)
+    redis.call('ZREM', dkey, zs)
+  elseif n == 1 and delta == 1 then
+    redis.call('ZADD', dkey, zs, zs)
+  end
 end
 
 local seen, current_meta = recorded()
@@ -134,7 +176,7 @@ if seen then
   if not key then
     return {0, 0, 0}
   end
-  return {score, rank_wanted and redis.call('ZRANK', zkey, key) + 1 or 0, 0}
+  return {score, rank_of(key, score), 0}
 end
 
 local key, old = place()
@@ -142,7 +184,7 @@ local new = old
 if mode == 1 then
   new = (old or 0) + value
 elseif mode == 2 then
-  if old == nil or value > old then
+  if old == nil or (ascending and value < old) or (not ascending and value > old) then
     new = value
   end
 else
@@ -164,8 +206,26 @@ if new ~= old then
     redis.call('ZREM', zkey, key)
   end
   key = prefix .. member
-  redis.call('ZADD', zkey, string.format('%d', -new), key)
+  redis.call('ZADD', zkey, zformat(new), key)
   redis.call('HSET', tkey, member, prefix)
+  if kind == 'dense' then
+    if old then
+      count_score(old, -1)
+    end
+    count_score(new, 1)
+  end
+end
+-- A capped board keeps its best cap members: one more drops the worst,
+-- which ties lose to those who got there first. If that is this member, the
+-- update did not make the cut: applied, but not ranked.
+local ranked = true
+if cap > 0 and new ~= old and redis.call('ZCARD', zkey) > cap then
+  local worst = redis.call('ZPOPMAX', zkey)
+  redis.call('HDEL', tkey, string.sub(worst[1], 7))
+  if kind == 'dense' then
+    count_score(zscore_of(tonumber(worst[2])), -1)
+  end
+  ranked = worst[1] ~= key
 end
 record(current_meta)
-return {new, rank_wanted and redis.call('ZRANK', zkey, key) + 1 or 0, 1}
+return {new, ranked and rank_of(key, new) or 0, 1}
