@@ -162,7 +162,7 @@ rankd_rank (Worker *w, const char *board, const char *member)
   rankUnavailable *unavailable = NULL;
   GError *error = NULL;
   gboolean ok = rank_ranking_if_get_rank (rank_client_iface (w->client),
-                                          &w->entry, board, member, &invalid,
+                                          &w->entry, board, member, 0, &invalid,
                                           &not_found, &unavailable, &error);
 
   /* NotFound is an answer (a member not loaded yet), not a failure. */
@@ -189,8 +189,8 @@ rankd_top (Worker *w, const char *board)
 
   g_ptr_array_set_size (w->page, 0);
   ok = rank_ranking_if_get_top_n (rank_client_iface (w->client), &w->page,
-                                  board, w->o->top_n, 0, &invalid, &unavailable,
-                                  &error);
+                                  board, w->o->top_n, 0, 0, &invalid,
+                                  &unavailable, &error);
 
   if (!ok)
     note_error (w, error ? error->message : "InvalidArgument or Unavailable");
@@ -242,7 +242,7 @@ direct_update_append (Worker *w, const char *board, const char *member,
   redisAppendCommand (
       w->redis,
       "EVALSHA %s 5 %s %s %s %s %s %s %s %s %b 3600000 %b %b %s %s 1 desc "
-      "ordinal 0",
+      "ordinal 0 0",
       w->o->sha, z, t, q, d, c, member, modes, value, prefix, sizeof prefix,
       &fp, sizeof fp, idhash, sizeof idhash, selector, now);
 }

@@ -16,15 +16,15 @@ rank_ranking_if_update (rankRankingIf *iface, rankUpdateResponse ** _return, con
 }
 
 gboolean
-rank_ranking_if_get_rank (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_rank (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_rank (iface, _return, board, member, invalid, not_found, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_rank (iface, _return, board, member, periods_back, invalid, not_found, unavailable, error);
 }
 
 gboolean
-rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_top_n (iface, _return, board, n, offset, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_top_n (iface, _return, board, n, offset, periods_back, invalid, unavailable, error);
 }
 
 GType
@@ -340,7 +340,7 @@ gboolean rank_ranking_client_update (rankRankingIf * iface, rankUpdateResponse *
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_get_rank (rankRankingIf * iface, const gchar * board, const gchar * member, GError ** error)
+gboolean rank_ranking_client_send_get_rank (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 periods_back, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -370,6 +370,16 @@ gboolean rank_ranking_client_send_get_rank (rankRankingIf * iface, const gchar *
       return 0;
     xfer += ret;
     if ((ret = thrift_protocol_write_string (protocol, member, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -600,16 +610,16 @@ gboolean rank_ranking_client_recv_get_rank (rankRankingIf * iface, rankEntry ** 
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_rank (rankRankingIf * iface, rankEntry ** _return, const gchar * board, const gchar * member, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_rank (rankRankingIf * iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_get_rank (iface, board, member, error))
+  if (!rank_ranking_client_send_get_rank (iface, board, member, periods_back, error))
     return FALSE;
   if (!rank_ranking_client_recv_get_rank (iface, _return, invalid, not_found, unavailable, error))
     return FALSE;
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const gchar * board, const gint32 n, const gint32 offset, GError ** error)
+gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -649,6 +659,16 @@ gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const gchar 
       return 0;
     xfer += ret;
     if ((ret = thrift_protocol_write_i32 (protocol, offset, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -877,9 +897,9 @@ gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray **
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_get_top_n (iface, board, n, offset, error))
+  if (!rank_ranking_client_send_get_top_n (iface, board, n, offset, periods_back, error))
     return FALSE;
   if (!rank_ranking_client_recv_get_top_n (iface, _return, invalid, unavailable, error))
     return FALSE;
@@ -943,18 +963,18 @@ gboolean rank_ranking_handler_update (rankRankingIf * iface, rankUpdateResponse 
   return RANK_RANKING_HANDLER_GET_CLASS (iface)->update (iface, _return, request, invalid, unavailable, error);
 }
 
-gboolean rank_ranking_handler_get_rank (rankRankingIf * iface, rankEntry ** _return, const gchar * board, const gchar * member, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_rank (rankRankingIf * iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_rank (iface, _return, board, member, invalid, not_found, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_rank (iface, _return, board, member, periods_back, invalid, not_found, unavailable, error);
 }
 
-gboolean rank_ranking_handler_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_top_n (iface, _return, board, n, offset, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_top_n (iface, _return, board, n, offset, periods_back, invalid, unavailable, error);
 }
 
 static void
@@ -1197,6 +1217,7 @@ rank_ranking_processor_process_get_rank (rankRankingProcessor *self,
   {
     gchar * board;
     gchar * member;
+    gint periods_back;
     rankInvalidArgument * invalid = NULL;
     rankNotFound * not_found = NULL;
     rankUnavailable * unavailable = NULL;
@@ -1206,6 +1227,7 @@ rank_ranking_processor_process_get_rank (rankRankingProcessor *self,
     g_object_get (args,
                   "board", &board,
                   "member", &member,
+                  "periods_back", &periods_back,
                   NULL);
 
     g_object_unref (transport);
@@ -1218,6 +1240,7 @@ rank_ranking_processor_process_get_rank (rankRankingProcessor *self,
                                        &return_value,
                                        board,
                                        member,
+                                       periods_back,
                                        &invalid,
                                        &not_found,
                                        &unavailable,
@@ -1363,6 +1386,7 @@ rank_ranking_processor_process_get_top_n (rankRankingProcessor *self,
     gchar * board;
     gint n;
     gint offset;
+    gint periods_back;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
     GPtrArray * return_value;
@@ -1372,6 +1396,7 @@ rank_ranking_processor_process_get_top_n (rankRankingProcessor *self,
                   "board", &board,
                   "n", &n,
                   "offset", &offset,
+                  "periods_back", &periods_back,
                   NULL);
 
     g_object_unref (transport);
@@ -1385,6 +1410,7 @@ rank_ranking_processor_process_get_top_n (rankRankingProcessor *self,
                                         board,
                                         n,
                                         offset,
+                                        periods_back,
                                         &invalid,
                                         &unavailable,
                                         error) == TRUE)

@@ -19,8 +19,8 @@ struct _rankRankingIfInterface
   GTypeInterface parent;
 
   gboolean (*update) (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
-  gboolean (*get_rank) (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
-  gboolean (*get_top_n) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_rank) (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_top_n) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 };
 typedef struct _rankRankingIfInterface rankRankingIfInterface;
 
@@ -31,8 +31,8 @@ GType rank_ranking_if_get_type (void);
 #define RANK_RANKING_IF_GET_INTERFACE(inst) (G_TYPE_INSTANCE_GET_INTERFACE ((inst), RANK_TYPE_RANKING_IF, rankRankingIfInterface))
 
 gboolean rank_ranking_if_update (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
-gboolean rank_ranking_if_get_rank (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
-gboolean rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_get_rank (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 
 /* Ranking service client */
 struct _rankRankingClient
@@ -61,11 +61,11 @@ GType rank_ranking_client_get_type (void);
 gboolean rank_ranking_client_update (rankRankingIf * iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
 gboolean rank_ranking_client_send_update (rankRankingIf * iface, const rankUpdateRequest * request, GError ** error);
 gboolean rank_ranking_client_recv_update (rankRankingIf * iface, rankUpdateResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
-gboolean rank_ranking_client_get_rank (rankRankingIf * iface, rankEntry ** _return, const gchar * board, const gchar * member, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
-gboolean rank_ranking_client_send_get_rank (rankRankingIf * iface, const gchar * board, const gchar * member, GError ** error);
+gboolean rank_ranking_client_get_rank (rankRankingIf * iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_get_rank (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 periods_back, GError ** error);
 gboolean rank_ranking_client_recv_get_rank (rankRankingIf * iface, rankEntry ** _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
-gboolean rank_ranking_client_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
-gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const gchar * board, const gint32 n, const gint32 offset, GError ** error);
+gboolean rank_ranking_client_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, GError ** error);
 gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
 void ranking_client_set_property (GObject *object, guint property_id, const GValue *value, GParamSpec *pspec);
 void ranking_client_get_property (GObject *object, guint property_id, GValue *value, GParamSpec *pspec);
@@ -82,8 +82,8 @@ struct _rankRankingHandlerClass
   GObjectClass parent;
 
   gboolean (*update) (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
-  gboolean (*get_rank) (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
-  gboolean (*get_top_n) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_rank) (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_top_n) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 };
 typedef struct _rankRankingHandlerClass rankRankingHandlerClass;
 
@@ -96,8 +96,8 @@ GType rank_ranking_handler_get_type (void);
 #define RANK_RANKING_HANDLER_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_HANDLER, rankRankingHandlerClass))
 
 gboolean rank_ranking_handler_update (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
-gboolean rank_ranking_handler_get_rank (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
-gboolean rank_ranking_handler_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_get_rank (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 
 /* Ranking processor */
 struct _rankRankingProcessor

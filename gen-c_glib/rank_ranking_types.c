@@ -2663,7 +2663,8 @@ enum _rankRankingGetRankArgsProperties
 {
   PROP_RANK_RANKING_GET_RANK_ARGS_0,
   PROP_RANK_RANKING_GET_RANK_ARGS_BOARD,
-  PROP_RANK_RANKING_GET_RANK_ARGS_MEMBER
+  PROP_RANK_RANKING_GET_RANK_ARGS_MEMBER,
+  PROP_RANK_RANKING_GET_RANK_ARGS_PERIODS_BACK
 };
 
 /* reads a ranking_get_rank_args object */
@@ -2753,6 +2754,19 @@ rank_ranking_get_rank_args_read (ThriftStruct *object, ThriftProtocol *protocol,
           xfer += ret;
         }
         break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -2802,6 +2816,16 @@ rank_ranking_get_rank_args_write (ThriftStruct *object, ThriftProtocol *protocol
   if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
     return -1;
   xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -2836,6 +2860,11 @@ rank_ranking_get_rank_args_set_property (GObject *object,
       self->__isset_member = TRUE;
       break;
 
+    case PROP_RANK_RANKING_GET_RANK_ARGS_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -2860,6 +2889,10 @@ rank_ranking_get_rank_args_get_property (GObject *object,
       g_value_set_string (value, self->member);
       break;
 
+    case PROP_RANK_RANKING_GET_RANK_ARGS_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -2875,6 +2908,8 @@ rank_ranking_get_rank_args_instance_init (rankRankingGetRankArgs * object)
   object->__isset_board = FALSE;
   object->member = NULL;
   object->__isset_member = FALSE;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
 }
 
 static void 
@@ -2929,6 +2964,17 @@ rank_ranking_get_rank_args_class_init (rankRankingGetRankArgsClass * cls)
                           NULL,
                           NULL,
                           G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_RANK_ARGS_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
 }
 
 GType
@@ -3402,7 +3448,8 @@ enum _rankRankingGetTopNArgsProperties
   PROP_RANK_RANKING_GET_TOP_N_ARGS_0,
   PROP_RANK_RANKING_GET_TOP_N_ARGS_BOARD,
   PROP_RANK_RANKING_GET_TOP_N_ARGS_N,
-  PROP_RANK_RANKING_GET_TOP_N_ARGS_OFFSET
+  PROP_RANK_RANKING_GET_TOP_N_ARGS_OFFSET,
+  PROP_RANK_RANKING_GET_TOP_N_ARGS_PERIODS_BACK
 };
 
 /* reads a ranking_get_top_n_args object */
@@ -3499,6 +3546,19 @@ rank_ranking_get_top_n_args_read (ThriftStruct *object, ThriftProtocol *protocol
           xfer += ret;
         }
         break;
+      case 4:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -3558,6 +3618,16 @@ rank_ranking_get_top_n_args_write (ThriftStruct *object, ThriftProtocol *protoco
   if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
     return -1;
   xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -3595,6 +3665,11 @@ rank_ranking_get_top_n_args_set_property (GObject *object,
       self->__isset_offset = TRUE;
       break;
 
+    case PROP_RANK_RANKING_GET_TOP_N_ARGS_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -3623,6 +3698,10 @@ rank_ranking_get_top_n_args_get_property (GObject *object,
       g_value_set_int (value, self->offset);
       break;
 
+    case PROP_RANK_RANKING_GET_TOP_N_ARGS_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -3640,6 +3719,8 @@ rank_ranking_get_top_n_args_instance_init (rankRankingGetTopNArgs * object)
   object->__isset_n = FALSE;
   object->offset = 0;
   object->__isset_offset = FALSE;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
 }
 
 static void 
@@ -3696,6 +3777,17 @@ rank_ranking_get_top_n_args_class_init (rankRankingGetTopNArgsClass * cls)
     (gobject_class,
      PROP_RANK_RANKING_GET_TOP_N_ARGS_OFFSET,
      g_param_spec_int ("offset",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_TOP_N_ARGS_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
                        NULL,
                        NULL,
                        G_MININT32,

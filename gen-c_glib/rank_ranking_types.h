@@ -275,6 +275,8 @@ struct _rankRankingGetRankArgs
   gboolean __isset_board;
   gchar * member;
   gboolean __isset_member;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
 };
 typedef struct _rankRankingGetRankArgs rankRankingGetRankArgs;
 
@@ -335,6 +337,8 @@ struct _rankRankingGetTopNArgs
   gboolean __isset_n;
   gint32 offset;
   gboolean __isset_offset;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
 };
 typedef struct _rankRankingGetTopNArgs rankRankingGetTopNArgs;
 

@@ -58,7 +58,8 @@ struct UpdateRequest {
   5: optional UpdateMode mode
   /**
    * When the score was achieved, in Unix milliseconds; it breaks ties between
-   * equal scores (earlier ranks higher). Default: the server's clock.
+   * equal scores (earlier ranks higher), and on a periodic board chooses the
+   * period (a past one only with accept_late). Default: the server's clock.
    */
   6: optional i64 timestamp_ms
 }
@@ -108,16 +109,21 @@ service Ranking {
   UpdateResponse Update(1: UpdateRequest request)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 
-  /** The member's score and 1-based rank; NotFound if it is not on the board. */
-  Entry GetRank(1: string board, 2: string member)
+  /**
+   * The member's score and 1-based rank; NotFound if it is not on the board.
+   * periods_back: on a periodic board, 0 reads the current period, 1 the one
+   * before, up to the board's retention; 0 on other boards.
+   */
+  Entry GetRank(1: string board, 2: string member, 3: i32 periods_back = 0)
     throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
 
   /**
    * The entries ranked offset+1 .. offset+n, best first. 1 <= n <= 1000,
    * offset >= 0. A board with no members (or an offset past its end) gives an
    * empty list. On a sharded board offset+n is at most the board's
-   * max_top_depth (default 10000); beyond it, InvalidArgument.
+   * max_top_depth (default 10000); beyond it, InvalidArgument. periods_back as
+   * in GetRank.
    */
-  list<Entry> GetTopN(1: string board, 2: i32 n, 3: i32 offset)
+  list<Entry> GetTopN(1: string board, 2: i32 n, 3: i32 offset, 4: i32 periods_back = 0)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 }

@@ -33,9 +33,11 @@ typedef struct
   GHashTable *lines; /* "section\nkey" or "section" -> line number */
 } Loader;
 
-static const char *const board_keys[]
-    = { "shards", "max_top_depth", "order", "rank",
-        "mode",   "dedup_window",  "cap",   NULL };
+static const char *const board_keys[] = {
+  "shards",         "max_top_depth", "order",     "rank",        "mode",
+  "dedup_window",   "cap",           "period",    "timezone",    "week_start",
+  "period_seconds", "period_epoch",  "retention", "accept_late", NULL
+};
 static const char *const redis_keys[] = { "nodes", "user", "password", NULL };
 
 static gboolean fail_at (const Loader *loader, const char *section,
@@ -223,6 +225,68 @@ get_string (const Loader *loader, const char *section, const char *key,
   return TRUE;
 }
 
+static gboolean get_choice (const Loader *loader, const char *section,
+                            const char *key, const char *const *names,
+                            const int *values, int *out, GError **error);
+
+/* period, timezone, week_start, period_seconds, period_epoch, retention,
+ * accept_late. */
+static gboolean
+load_period (const Loader *loader, const char *section, RankBoardOptions *o,
+             GError **error)
+{
+  static const char *const kinds[]
+      = { "none", "hourly", "daily", "weekly", "monthly", "custom", NULL };
+  static const int kind_values[]
+      = { RANK_PERIOD_NONE,   RANK_PERIOD_HOURLY,  RANK_PERIOD_DAILY,
+          RANK_PERIOD_WEEKLY, RANK_PERIOD_MONTHLY, RANK_PERIOD_CUSTOM };
+  static const char *const days[]
+      = { "monday", "tuesday",  "wednesday", "thursday",
+          "friday", "saturday", "sunday",    NULL };
+  static const int day_values[] = { 1, 2, 3, 4, 5, 6, 7 };
+  static const char *const booleans[] = { "false", "true", NULL };
+  static const int boolean_values[] = { FALSE, TRUE };
+  int kind = (int) o->period.kind, day = o->period.week_start,
+      late = o->accept_late;
+  guint length = (guint) o->period.length_s, epoch = (guint) o->period.epoch_s;
+  g_autofree char *zone = NULL;
+
+  if (!get_choice (loader, section, "period", kinds, kind_values, &kind, error)
+      || !get_choice (loader, section, "week_start", days, day_values, &day,
+                      error)
+      || !get_choice (loader, section, "accept_late", booleans, boolean_values,
+                      &late, error)
+      || !get_uint (loader, section, "period_seconds", 1,
+                    RANK_PERIOD_SECONDS_MAX, &length, error)
+      || !get_uint (loader, section, "period_epoch", 0, G_MAXUINT, &epoch,
+                    error)
+      || !get_uint (loader, section, "retention", 0, RANK_RETENTION_MAX,
+                    &o->retention, error)
+      || !get_string (loader, section, "timezone", &zone, error))
+    return FALSE;
+  if (zone != NULL)
+    {
+      GTimeZone *tz = g_time_zone_new_identifier (zone);
+
+      if (tz == NULL)
+        return fail_at (loader, section, "timezone", error,
+                        "'%s' is not an IANA time zone name "
+                        "(like UTC or Europe/Paris)",
+                        zone);
+      g_time_zone_unref (o->period.timezone);
+      o->period.timezone = tz;
+    }
+  o->period.kind = (RankPeriodKind) kind;
+  o->period.week_start = day;
+  o->period.length_s = length;
+  o->period.epoch_s = epoch;
+  o->accept_late = late;
+  if (o->period.kind == RANK_PERIOD_CUSTOM && o->period.length_s == 0)
+    return fail_at (loader, section, "period", error,
+                    "period=custom needs period_seconds");
+  return TRUE;
+}
+
 /* One of names (NULL-terminated); *out = values[its index]. */
 static gboolean
 get_choice (const Loader *loader, const char *section, const char *key,
@@ -281,6 +345,7 @@ load_board (const Loader *loader, const char *section, RankBoardOptions *o,
   o->order = (RankOrder) order;
   o->rank = (RankKind) kind;
   o->mode = (RankMode) mode;
+  ok = ok && load_period (loader, section, o, error);
   /* A capped sharded board hides members past the cap by their ordinal
    * position, which its other rank kinds do not give. */
   if (ok && o->cap > 0 && o->shards > 1 && o->rank != RANK_KIND_ORDINAL)
@@ -348,6 +413,7 @@ load_sections (const Loader *loader, RankConfig *config, GError **error)
         return fail_at (loader, section, NULL, error, "%s", bad->message);
       o = g_new (RankBoardOptions, 1);
       *o = config->defaults;
+      g_time_zone_ref (o->period.timezone);
       g_hash_table_insert (config->boards, g_strdup (board), o);
       if (!load_board (loader, section, o, error))
         return FALSE;
@@ -356,6 +422,15 @@ load_sections (const Loader *loader, RankConfig *config, GError **error)
          && get_string (loader, "redis", "user", &config->redis_user, error)
          && get_string (loader, "redis", "password", &config->redis_password,
                         error);
+}
+
+static void
+options_free (gpointer data)
+{
+  RankBoardOptions *o = data;
+
+  g_time_zone_unref (o->period.timezone);
+  g_free (o);
 }
 
 RankConfig *
@@ -369,9 +444,13 @@ rank_config_new (void)
   config->defaults.rank = RANK_KIND_ORDINAL;
   config->defaults.mode = RANK_MODE_INCREMENT;
   config->defaults.dedup_window_s = 0;
+  config->defaults.period.kind = RANK_PERIOD_NONE;
+  config->defaults.period.timezone = g_time_zone_new_utc ();
+  config->defaults.period.week_start = 1;
+  config->defaults.retention = 1;
   config->defaults.max_top_depth = RANK_DEFAULT_MAX_TOP_DEPTH;
   config->boards
-      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, options_free);
   config->nodes = g_ptr_array_new_with_free_func (g_free);
   g_ptr_array_add (config->nodes, NULL);
   return config;
@@ -432,6 +511,7 @@ rank_config_unref (RankConfig *config)
   if (config == NULL || !g_atomic_ref_count_dec (&config->ref))
     return;
   g_hash_table_unref (config->boards);
+  g_time_zone_unref (config->defaults.period.timezone);
   g_ptr_array_unref (config->nodes);
   g_free (config->redis_user);
   if (config->redis_password != NULL)

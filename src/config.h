@@ -13,6 +13,13 @@
  *   mode=best             increment (default), best or set
  *   dedup_window=600      seconds; default rankd's --dedup-window
  *   cap=500               keep only the best 500 members; default none
+ *   period=daily          none (default), hourly, daily, weekly, monthly,
+ * custom timezone=Europe/Paris IANA zone of calendar periods; default UTC
+ *   week_start=monday     first day of weekly periods
+ *   period_seconds=600    custom periods: their length ...
+ *   period_epoch=0        ... from this Unix time
+ *   retention=7           past periods kept (default 1)
+ *   accept_late=false     updates for a past retained period (default refused)
  *
  *   [redis]
  *   nodes=127.0.0.1:7000;127.0.0.1:7001;127.0.0.1:7002
@@ -29,6 +36,8 @@
 #define RANK_CONFIG_H
 
 #include <glib.h>
+
+#include "period.h"
 
 /* How Update combines a value with the current score (the IDL's UpdateMode). */
 typedef enum
@@ -66,6 +75,11 @@ typedef struct
   guint dedup_window_s;
   /* The board keeps only its best cap members; 0: no cap. */
   guint cap;
+  /* Periodic boards: a set of keys per period (period.h). The timezone is
+   * the config's: use it while the config is current (at a call's start). */
+  RankPeriodRule period;
+  gboolean accept_late; /* updates for past retained periods */
+  guint retention;      /* past periods kept */
 } RankBoardOptions;
 
 typedef struct _RankConfig RankConfig;

@@ -30,6 +30,10 @@
 #define RANK_DEFAULT_MAX_TOP_DEPTH 10000
 #define RANK_MAX_TOP_DEPTH_LIMIT 100000
 
+/* Periodic boards: custom period length, and past periods kept. */
+#define RANK_PERIOD_SECONDS_MAX (10 * 366 * 24 * 3600)
+#define RANK_RETENTION_MAX 10000
+
 /* cap=K: at most this many members. */
 #define RANK_CAP_MAX 10000000
 

@@ -241,7 +241,8 @@ start_update (Call *call)
   g_autoptr (GError) error = NULL;
   RankUpdate update;
 
-  if (!check_update (call->handler->store, args->request, &update, &error))
+  if (!check_update (call->handler->store, args->request, &update, &error)
+      || !rank_store_check_update (call->handler->store, &update, &error))
     {
       update_done (NULL, error, call);
       return;
@@ -280,13 +281,15 @@ start_get_rank (Call *call)
   g_autoptr (GError) error = NULL;
 
   if (!rank_validate_board (args->board, &error)
-      || !rank_validate_member (args->member, &error))
+      || !rank_validate_member (args->member, &error)
+      || !rank_store_check_period (call->handler->store, args->board,
+                                   args->periods_back, &error))
     {
       rank_done (0, 0, error, call);
       return;
     }
   rank_store_get_rank (call->handler->store, args->board, args->member,
-                       rank_done, call);
+                       (guint) args->periods_back, rank_done, call);
 }
 
 /* ---- GetTopN ---- */
@@ -376,8 +379,9 @@ check_top (RankStore *store, const rankRankingGetTopNArgs *args, GError **error)
                    "offset: must be >= 0, got %d", args->offset);
       return FALSE;
     }
-  return rank_store_check_top (store, args->board, args->offset, args->n,
-                               error);
+  return rank_store_check_top (store, args->board, args->offset, args->n, error)
+         && rank_store_check_period (store, args->board, args->periods_back,
+                                     error);
 }
 
 static void
@@ -392,7 +396,7 @@ start_get_top_n (Call *call)
       return;
     }
   rank_store_get_top (call->handler->store, args->board, args->offset, args->n,
-                      top_done, call);
+                      (guint) args->periods_back, top_done, call);
 }
 
 /* ---- dispatch ---- */

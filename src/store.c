@@ -27,6 +27,7 @@
 #include "constants.h"
 #include "lua_scripts.h"
 #include "orderkey.h"
+#include "period.h"
 #include "shard.h"
 
 typedef struct
@@ -46,20 +47,30 @@ struct _RankStore
   Script rank;
 };
 
-/* Longest key: prefix, board, shard, suffix and punctuation. */
-#define KEY_MAX (sizeof RANK_SHARD_KEY_PREFIX + RANK_BOARD_MAX_BYTES + 32)
+/* Longest key: prefix, board, shard, period, suffix and punctuation. */
+#define KEY_MAX                                                                \
+  (sizeof RANK_SHARD_KEY_PREFIX + RANK_BOARD_MAX_BYTES + RANK_PERIOD_LABEL_MAX \
+   + 32)
 
-/* The key of suffix for board, or for its shard when it has shards. */
+/* The key of suffix for board, or for its shard when it has shards; on a
+ * periodic board (period: the label, or NULL) the period's own keys, except
+ * the request-id records, which are the board's across periods (a retry
+ * after midnight is still a retry). */
 static gsize
-board_key (char *out, const char *board, guint shard, guint shards,
-           const char *suffix)
+board_key (char *out, const char *board, const char *period, guint shard,
+           guint shards, const char *suffix)
 {
+  char tag[RANK_BOARD_MAX_BYTES + 16];
+
   if (shards > 1)
-    return (gsize) g_snprintf (out, KEY_MAX,
-                               RANK_SHARD_KEY_PREFIX ":{%s/%u}:%s", board,
-                               shard, suffix);
-  return (gsize) g_snprintf (out, KEY_MAX, RANK_KEY_PREFIX ":{%s}:%s", board,
-                             suffix);
+    g_snprintf (tag, sizeof tag, RANK_SHARD_KEY_PREFIX ":{%s/%u}", board,
+                shard);
+  else
+    g_snprintf (tag, sizeof tag, RANK_KEY_PREFIX ":{%s}", board);
+  if (period != NULL && *period != '\0'
+      && strcmp (suffix, RANK_KEY_SUFFIX_REQUEST) != 0)
+    return (gsize) g_snprintf (out, KEY_MAX, "%s:p:%s:%s", tag, period, suffix);
+  return (gsize) g_snprintf (out, KEY_MAX, "%s:%s", tag, suffix);
 }
 
 static void
@@ -244,12 +255,12 @@ cmd_add_int (Cmd *cmd, gint64 value)
 }
 
 static void
-cmd_add_key (Cmd *cmd, const char *board, guint shard, guint shards,
-             const char *suffix)
+cmd_add_key (Cmd *cmd, const char *board, const char *period, guint shard,
+             guint shards, const char *suffix)
 {
   char key[KEY_MAX];
 
-  cmd_add (cmd, key, board_key (key, board, shard, shards, suffix));
+  cmd_add (cmd, key, board_key (key, board, period, shard, shards, suffix));
 }
 
 typedef struct _Op Op;
@@ -438,20 +449,27 @@ rank_store_update (RankStore *store, const RankUpdate *update,
   guint node = rank_shard_node (shard, store->n_links);
   guint8 prefix[RANK_ORDERKEY_TIME_BYTES], fp[4], idhash[10];
   UpdateCall *call = g_new (UpdateCall, 1);
+  RankPeriod period;
   guint32 sel;
   Cmd cmd;
 
+  rank_period_of (&o->period, update->timestamp_ms, &period);
   rank_orderkey_encode_time (update->timestamp_ms, prefix);
   fingerprint (update, fp);
   request_id_hash (update->request_id, idhash, &sel);
   call->func = func;
   call->data = data;
   cmd_init (&cmd);
-  cmd_add_key (&cmd, update->board, shard, o->shards, RANK_KEY_SUFFIX_SCORES);
-  cmd_add_key (&cmd, update->board, shard, o->shards, RANK_KEY_SUFFIX_TIMES);
-  cmd_add_key (&cmd, update->board, shard, o->shards, RANK_KEY_SUFFIX_REQUEST);
-  cmd_add_key (&cmd, update->board, shard, o->shards, RANK_KEY_SUFFIX_DISTINCT);
-  cmd_add_key (&cmd, update->board, shard, o->shards, RANK_KEY_SUFFIX_COUNTS);
+  cmd_add_key (&cmd, update->board, period.label, shard, o->shards,
+               RANK_KEY_SUFFIX_SCORES);
+  cmd_add_key (&cmd, update->board, period.label, shard, o->shards,
+               RANK_KEY_SUFFIX_TIMES);
+  cmd_add_key (&cmd, update->board, period.label, shard, o->shards,
+               RANK_KEY_SUFFIX_REQUEST);
+  cmd_add_key (&cmd, update->board, period.label, shard, o->shards,
+               RANK_KEY_SUFFIX_DISTINCT);
+  cmd_add_key (&cmd, update->board, period.label, shard, o->shards,
+               RANK_KEY_SUFFIX_COUNTS);
   cmd_add (&cmd, update->member, member_len);
   cmd_add_int (&cmd, update->mode);
   cmd_add_int (&cmd, update->value);
@@ -469,6 +487,11 @@ rank_store_update (RankStore *store, const RankUpdate *update,
   cmd_add_str (&cmd, kind_name (o->rank));
   /* Each shard keeps its best cap: the board's best cap are among them. */
   cmd_add_int (&cmd, o->cap);
+  /* A period's keys expire by themselves once it is past retention. */
+  cmd_add_int (&cmd,
+               o->period.kind == RANK_PERIOD_NONE
+                   ? 0
+                   : rank_period_expiry_ms (&o->period, &period, o->retention));
   op_start (store, store->links[node], &store->update, 5, &cmd, update_done,
             call, node);
 }
@@ -485,6 +508,7 @@ typedef struct
   gint64 score;
   gint64 ahead;       /* entries ahead of the member, summed over the nodes */
   GHashTable *better; /* dense-list: the distinct better sorted-set scores */
+  RankPeriod period;  /* the period read (periodic boards) */
   char *board;
   char *member;
 } RankCall;
@@ -534,11 +558,12 @@ rank_finish (RankCall *call)
 /* The keys with suffix of board's shards that live on node, but skip. */
 static void
 add_node_shards (Cmd *cmd, const RankStore *store, const char *board,
-                 guint shards, guint node, gint skip, const char *suffix)
+                 const char *period, guint shards, guint node, gint skip,
+                 const char *suffix)
 {
   for (guint j = 0; j < shards; j++)
     if ((gint) j != skip && rank_shard_node (j, store->n_links) == node)
-      cmd_add_key (cmd, board, j, shards, suffix);
+      cmd_add_key (cmd, board, period, j, shards, suffix);
 }
 
 /* rank.lua's ARGV up to the member or score: op, order, kind, limit. */
@@ -628,7 +653,8 @@ rank_found (Op *op, const redisReply *reply, const GError *error)
       if (node == op->part)
         continue;
       cmd_init (&cmd);
-      add_node_shards (&cmd, call->store, call->board, o->shards, node, -1,
+      add_node_shards (&cmd, call->store, call->board, call->period.label,
+                       o->shards, node, -1,
                        call->better != NULL ? RANK_KEY_SUFFIX_DISTINCT
                                             : RANK_KEY_SUFFIX_SCORES);
       nkeys = cmd.argc;
@@ -645,7 +671,7 @@ rank_found (Op *op, const redisReply *reply, const GError *error)
 
 void
 rank_store_get_rank (RankStore *store, const char *board, const char *member,
-                     RankStoreRankFunc func, gpointer data)
+                     guint periods_back, RankStoreRankFunc func, gpointer data)
 {
   const RankBoardOptions *o = rank_config_board (store->config, board);
   gsize member_len = strlen (member);
@@ -662,20 +688,25 @@ rank_store_get_rank (RankStore *store, const char *board, const char *member,
   call->board = g_strdup (board);
   call->member = g_strdup (member);
   call->countdown.pending = 1;
+  rank_period_back (&o->period, g_get_real_time () / 1000, periods_back,
+                    &call->period);
   if (o->rank == RANK_KIND_DENSE && o->shards > 1)
     call->better
         = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   cmd_init (&cmd);
-  cmd_add_key (&cmd, board, shard, o->shards, RANK_KEY_SUFFIX_TIMES);
-  cmd_add_key (&cmd, board, shard, o->shards, RANK_KEY_SUFFIX_SCORES);
+  cmd_add_key (&cmd, board, call->period.label, shard, o->shards,
+               RANK_KEY_SUFFIX_TIMES);
+  cmd_add_key (&cmd, board, call->period.label, shard, o->shards,
+               RANK_KEY_SUFFIX_SCORES);
   if (o->rank == RANK_KIND_DENSE && o->shards == 1)
-    cmd_add_key (&cmd, board, shard, o->shards, RANK_KEY_SUFFIX_DISTINCT);
+    cmd_add_key (&cmd, board, call->period.label, shard, o->shards,
+                 RANK_KEY_SUFFIX_DISTINCT);
   else if (o->rank == RANK_KIND_DENSE)
-    add_node_shards (&cmd, store, board, o->shards, node, -1,
-                     RANK_KEY_SUFFIX_DISTINCT);
+    add_node_shards (&cmd, store, board, call->period.label, o->shards, node,
+                     -1, RANK_KEY_SUFFIX_DISTINCT);
   else
-    add_node_shards (&cmd, store, board, o->shards, node, (gint) shard,
-                     RANK_KEY_SUFFIX_SCORES);
+    add_node_shards (&cmd, store, board, call->period.label, o->shards, node,
+                     (gint) shard, RANK_KEY_SUFFIX_SCORES);
   nkeys = cmd.argc;
   add_rank_args (&cmd, "find", o);
   cmd_add (&cmd, member, member_len);
@@ -698,6 +729,7 @@ typedef struct
 {
   RankStore *store;
   RankBoardOptions options; /* a copy: a reload may free the config */
+  RankPeriod period;        /* the period read (periodic boards) */
   char *board;
   RankStoreTopFunc func;
   gpointer data;
@@ -862,9 +894,9 @@ top_count_better (TopCall *call)
       int nkeys;
 
       cmd_init (&cmd);
-      add_node_shards (&cmd, call->store, call->board, o->shards, node, -1,
-                       dense ? RANK_KEY_SUFFIX_DISTINCT
-                             : RANK_KEY_SUFFIX_SCORES);
+      add_node_shards (
+          &cmd, call->store, call->board, call->period.label, o->shards, node,
+          -1, dense ? RANK_KEY_SUFFIX_DISTINCT : RANK_KEY_SUFFIX_SCORES);
       nkeys = cmd.argc;
       add_rank_args (&cmd, "count", o);
       cmd_add_str (&cmd, zscore);
@@ -917,6 +949,68 @@ top_read (Op *op, const redisReply *reply, const GError *error)
     top_merge (call);
 }
 
+gboolean
+rank_store_check_update (RankStore *store, const RankUpdate *update,
+                         GError **error)
+{
+  const RankBoardOptions *o = rank_config_board (store->config, update->board);
+  gint64 now = g_get_real_time () / 1000;
+  RankPeriod period, current, oldest;
+
+  if (o->period.kind == RANK_PERIOD_NONE)
+    return TRUE;
+  rank_period_of (&o->period, update->timestamp_ms, &period);
+  rank_period_of (&o->period, now, &current);
+  rank_period_back (&o->period, now, o->retention, &oldest);
+  if (period.start_ms > current.start_ms)
+    g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "timestamp_ms: %" G_GINT64_FORMAT " is in period %s, after "
+                 "the current period %s of board '%s'",
+                 update->timestamp_ms, period.label, current.label,
+                 update->board);
+  else if (period.start_ms < current.start_ms && !o->accept_late)
+    g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "timestamp_ms: %" G_GINT64_FORMAT " is in the closed period "
+                 "%s of board '%s' (current: %s), which does not accept late "
+                 "updates (accept_late)",
+                 update->timestamp_ms, period.label, update->board,
+                 current.label);
+  else if (period.start_ms < oldest.start_ms)
+    g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "timestamp_ms: %" G_GINT64_FORMAT " is in period %s, older "
+                 "than the %u past periods board '%s' keeps (retention)",
+                 update->timestamp_ms, period.label, o->retention,
+                 update->board);
+  else
+    return TRUE;
+  return FALSE;
+}
+
+gboolean
+rank_store_check_period (RankStore *store, const char *board,
+                         gint64 periods_back, GError **error)
+{
+  const RankBoardOptions *o = rank_config_board (store->config, board);
+
+  if (periods_back < 0)
+    g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "periods_back: must be >= 0, got %" G_GINT64_FORMAT,
+                 periods_back);
+  else if (periods_back > 0 && o->period.kind == RANK_PERIOD_NONE)
+    g_set_error (
+        error, RANK_ERROR, RANK_ERROR_INVALID,
+        "periods_back: board '%s' has no periods, got %" G_GINT64_FORMAT, board,
+        periods_back);
+  else if (periods_back > (gint64) o->retention)
+    g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "periods_back: board '%s' keeps %u past periods, got "
+                 "%" G_GINT64_FORMAT,
+                 board, o->retention, periods_back);
+  else
+    return TRUE;
+  return FALSE;
+}
+
 const RankBoardOptions *
 rank_store_board (RankStore *store, const char *board)
 {
@@ -942,7 +1036,7 @@ rank_store_check_top (RankStore *store, const char *board, gint64 offset,
 
 void
 rank_store_get_top (RankStore *store, const char *board, gint64 offset, gint n,
-                    RankStoreTopFunc func, gpointer data)
+                    guint periods_back, RankStoreTopFunc func, gpointer data)
 {
   const RankBoardOptions *o = rank_config_board (store->config, board);
   TopCall *call;
@@ -953,6 +1047,8 @@ rank_store_get_top (RankStore *store, const char *board, gint64 offset, gint n,
   call = g_malloc0 (sizeof (TopCall) + o->shards * sizeof (Page));
   call->store = store;
   call->options = *o;
+  rank_period_back (&o->period, g_get_real_time () / 1000, periods_back,
+                    &call->period);
   call->board = g_strdup (board);
   call->func = func;
   call->data = data;
@@ -968,7 +1064,8 @@ rank_store_get_top (RankStore *store, const char *board, gint64 offset, gint n,
 
       cmd_init (&cmd);
       cmd_add_str (&cmd, "ZRANGE");
-      cmd_add_key (&cmd, board, shard, o->shards, RANK_KEY_SUFFIX_SCORES);
+      cmd_add_key (&cmd, board, call->period.label, shard, o->shards,
+                   RANK_KEY_SUFFIX_SCORES);
       cmd_add_int (&cmd, first);
       cmd_add_int (&cmd, offset + n - 1);
       cmd_add_str (&cmd, "WITHSCORES");

@@ -73,19 +73,31 @@ void rank_store_free (RankStore *store);
 void rank_store_update (RankStore *store, const RankUpdate *update,
                         RankStoreUpdateFunc func, gpointer data);
 
+/* periods_back: on a periodic board, how many periods before the current
+ * one to read (checked by rank_store_check_period); 0 otherwise. */
 void rank_store_get_rank (RankStore *store, const char *board,
-                          const char *member, RankStoreRankFunc func,
-                          gpointer data);
+                          const char *member, guint periods_back,
+                          RankStoreRankFunc func, gpointer data);
 
 /* The board's options as configured now (loop thread; valid until the
  * loop runs a reload: copy what must last). */
 const RankBoardOptions *rank_store_board (RankStore *store, const char *board);
+
+/* A periodic board takes an update for its current period, or with
+ * accept_late for a past one it still keeps. */
+gboolean rank_store_check_update (RankStore *store, const RankUpdate *update,
+                                  GError **error);
+
+/* periods_back within what board keeps. */
+gboolean rank_store_check_period (RankStore *store, const char *board,
+                                  gint64 periods_back, GError **error);
 
 /* offset+n within what board may serve (sharded boards: max_top_depth). */
 gboolean rank_store_check_top (RankStore *store, const char *board,
                                gint64 offset, gint n, GError **error);
 
 void rank_store_get_top (RankStore *store, const char *board, gint64 offset,
-                         gint n, RankStoreTopFunc func, gpointer data);
+                         gint n, guint periods_back, RankStoreTopFunc func,
+                         gpointer data);
 
 #endif /* RANK_STORE_H */

@@ -82,15 +82,23 @@ shed (GByteArray **buf, guint len_before)
 static void
 ensure_capacity (RankTransport *self, gsize need)
 {
-  if (self->rpos > 0 && self->rpos == self->rlen)
-    self->rpos = self->rlen = 0;
+  /* Bytes before keep are consumed. An event-driven reader may still
+   * rewind to the start of the message it is parsing (when the rest has not
+   * arrived yet): keep that message whole. Found by the fuzz target. */
+  gsize keep = self->rpos;
+
+  if (self->event_driven && self->msg_start < keep)
+    keep = self->msg_start;
+  if (keep > 0 && keep == self->rlen)
+    self->rpos = self->rlen = self->msg_start = keep = 0;
   if (self->rcap - self->rlen >= need)
     return;
-  if (self->rpos > 0)
+  if (keep > 0)
     {
-      memmove (self->rbuf, self->rbuf + self->rpos, self->rlen - self->rpos);
-      self->rlen -= self->rpos;
-      self->rpos = 0;
+      memmove (self->rbuf, self->rbuf + keep, self->rlen - keep);
+      self->rlen -= keep;
+      self->rpos -= keep;
+      self->msg_start -= MIN (self->msg_start, keep);
     }
   if (self->rcap - self->rlen < need)
     {
@@ -173,6 +181,7 @@ trim_buffer (RankTransport *self)
       self->rcap = RANK_CONN_BUFFER_BYTES;
       self->rpos = 0;
       self->rlen = left;
+      self->msg_start = 0;
     }
 }
 
@@ -225,6 +234,7 @@ rank_transport_abort_message (RankTransport *self)
       self->frame_left = 0;
       self->in_frame = FALSE;
     }
+  self->msg_start = self->rpos;
   reset_write (self);
   trim_buffer (self);
 }
@@ -420,6 +430,7 @@ rank_transport_read_end (ThriftTransport *transport, GError **error)
       self->in_frame = FALSE;
     }
   self->msg_used = 0;
+  self->msg_start = self->rpos;
   trim_buffer (self);
   return TRUE;
 }

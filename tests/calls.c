@@ -1,6 +1,7 @@
 /* calls.c -- calling rankd from tests (see calls.h). */
 #include "calls.h"
 
+#include <glib/gstdio.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -82,6 +83,13 @@ update_on (RankClient *c, const char *board, const char *member, gint64 value,
 Result
 get_rank_on (RankClient *c, const char *board, const char *member)
 {
+  return get_rank_back_on (c, board, member, 0);
+}
+
+Result
+get_rank_back_on (RankClient *c, const char *board, const char *member,
+                  gint32 periods_back)
+{
   Result r = { 0 };
   rankEntry *entry = g_object_new (RANK_TYPE_ENTRY, NULL);
   rankInvalidArgument *invalid = NULL;
@@ -90,7 +98,8 @@ get_rank_on (RankClient *c, const char *board, const char *member)
   GError *error = NULL;
 
   if (rank_ranking_if_get_rank (rank_client_iface (c), &entry, board, member,
-                                &invalid, &not_found, &unavailable, &error))
+                                periods_back, &invalid, &not_found,
+                                &unavailable, &error))
     {
       r.kind = OK;
       g_assert_cmpstr (entry->member, ==, member);
@@ -113,6 +122,13 @@ get_rank_on (RankClient *c, const char *board, const char *member)
 GPtrArray *
 top_on (RankClient *c, const char *board, gint32 n, gint32 offset, Result *r)
 {
+  return top_back_on (c, board, n, offset, 0, r);
+}
+
+GPtrArray *
+top_back_on (RankClient *c, const char *board, gint32 n, gint32 offset,
+             gint32 periods_back, Result *r)
+{
   GPtrArray *page = g_ptr_array_new_with_free_func (g_object_unref);
   rankInvalidArgument *invalid = NULL;
   rankUnavailable *unavailable = NULL;
@@ -120,7 +136,7 @@ top_on (RankClient *c, const char *board, gint32 n, gint32 offset, Result *r)
 
   memset (r, 0, sizeof *r);
   if (rank_ranking_if_get_top_n (rank_client_iface (c), &page, board, n, offset,
-                                 &invalid, &unavailable, &error))
+                                 periods_back, &invalid, &unavailable, &error))
     return page;
   g_ptr_array_unref (page);
   if (invalid != NULL)
@@ -170,3 +186,32 @@ stop_checked (RankTestProcess *p)
 }
 
 /* ---- updates ---- */
+
+void
+rank_test_bed_start (RankTestBed *bed, const char *config_text)
+{
+  const char *args[] = { "--config", NULL, NULL };
+
+  bed->dir = g_dir_make_tmp ("rankd-bed-XXXXXX", NULL);
+  g_assert_nonnull (bed->dir);
+  bed->config = g_build_filename (bed->dir, "rankd.conf", NULL);
+  g_assert_true (g_file_set_contents (bed->config, config_text, -1, NULL));
+  args[1] = bed->config;
+  bed->redis = rank_test_redis_start (NULL);
+  bed->rankd = rank_test_rankd_start (bed->redis->port, args);
+  bed->client = rank_test_client (bed->rankd->port, TRUE, RANK_PROTOCOL_BINARY);
+}
+
+void
+rank_test_bed_stop (RankTestBed *bed)
+{
+  rank_client_free (bed->client);
+  stop_checked (bed->rankd);
+  rank_test_process_free (bed->rankd);
+  rank_test_kill (bed->redis);
+  rank_test_process_free (bed->redis);
+  g_unlink (bed->config);
+  g_rmdir (bed->dir);
+  g_free (bed->config);
+  g_free (bed->dir);
+}

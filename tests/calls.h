@@ -43,9 +43,16 @@ Result update_on (RankClient *c, const char *board, const char *member,
 
 Result get_rank_on (RankClient *c, const char *board, const char *member);
 
+/* GetRank of a past period of a periodic board. */
+Result get_rank_back_on (RankClient *c, const char *board, const char *member,
+                         gint32 periods_back);
+
 /* Returns the page (rankEntry objects), or NULL with r describing why. */
 GPtrArray *top_on (RankClient *c, const char *board, gint32 n, gint32 offset,
                    Result *r);
+
+GPtrArray *top_back_on (RankClient *c, const char *board, gint32 n,
+                        gint32 offset, gint32 periods_back, Result *r);
 
 void assert_ok (const Result *r);
 
@@ -56,5 +63,21 @@ redisContext *redis_connect (guint16 port);
 
 /* Stops p and asserts it exited 0 (under valgrind: no errors). */
 void stop_checked (RankTestProcess *p);
+
+/* A redis-server and a rankd with config_text as its --config file, and a
+ * client: what test programs with their own boards share. */
+typedef struct
+{
+  RankTestProcess *redis;
+  RankTestProcess *rankd;
+  RankClient *client;
+  char *dir;
+  char *config;
+} RankTestBed;
+
+void rank_test_bed_start (RankTestBed *bed, const char *config_text);
+
+/* Stops rankd (asserting a clean exit) and Redis; removes the files. */
+void rank_test_bed_stop (RankTestBed *bed);
 
 #endif /* RANK_TEST_CALLS_H */

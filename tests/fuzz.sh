@@ -12,6 +12,8 @@ cmake --build build-fuzz -j "$(nproc)" --target fuzz_request fuzz_seeds
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 build-fuzz/tests/fuzz_seeds "$corpus"
+# Inputs that once failed, replayed first (tests/fuzz/regressions/).
+cp tests/fuzz/regressions/*-* "$corpus"/
 ASAN_OPTIONS=detect_leaks=1 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   build-fuzz/tests/fuzz_request -max_total_time="$seconds" -timeout=30 \

@@ -55,7 +55,7 @@ test_errors (void)
   FAILS ("shards=2\n", ":1: ", "before the first [section]");
   FAILS ("[defaults]\nshards\n", ":2: ", "expected key=value");
   FAILS ("[defaults]\nshard=2\n", ":2: ", "[defaults] shard", "unknown key",
-         "shards, max_top_depth, order, rank, mode, dedup_window");
+         "shards, max_top_depth, order, rank, mode, dedup_window, cap, period");
   FAILS ("[board a]\nshards=2\n  shards = 3\n", ":3: ", "[board a] shards",
          "repeats", "line 2");
   FAILS ("[redis]\nshards=2\n", ":2: ", "[redis] shards", "unknown key",
@@ -79,6 +79,16 @@ test_errors (void)
          "must have rank=ordinal");
   FAILS ("[defaults]\ncap=5\n[board a]\nshards=2\nrank=dense\n",
          ":3: ", "[board a]: a capped sharded board");
+  FAILS ("[board a]\nperiod=yearly\n", ":2: ", "[board a] period",
+         "none, hourly, daily, weekly, monthly, custom");
+  FAILS ("[board a]\nperiod=daily\ntimezone=Mars/Olympus\n",
+         ":3: ", "[board a] timezone",
+         "'Mars/Olympus' is not an IANA time zone");
+  FAILS ("[board a]\nperiod=custom\n", ":2: ", "[board a] period",
+         "needs period_seconds");
+  FAILS ("[board a]\nweek_start=someday\n", ":2: ", "monday, tuesday");
+  FAILS ("[board a]\naccept_late=yes\n", ":2: ", "false, true", "'yes'");
+  FAILS ("[board a]\nretention=10001\n", ":2: ", "integer 0-10000");
   FAILS ("[board a{b]\nshards=2\n", ":1: ", "[board a{b]", "'{'");
   FAILS ("[board ]\nshards=2\n", ":1: ", "board: must be 1-200 bytes");
   FAILS ("[redis]\nnodes=\n", ":2: ", "[redis] nodes", "at least one");
@@ -113,6 +123,10 @@ test_good (void)
                     "rank=dense\n"
                     "mode=set\n"
                     "dedup_window=60\n"
+                    "period=weekly\n"
+                    "week_start=sunday\n"
+                    "timezone=Europe/Paris\n"
+                    "accept_late=true\n"
                     "[board ünïcode/x]\n"
                     "shards=2\n"
                     "[redis]\n"
@@ -141,6 +155,17 @@ test_good (void)
   g_assert_cmpint (rank_config_board (config, "hot")->mode, ==,
                    RANK_MODE_INCREMENT);
   g_assert_cmpuint (rank_config_board (config, "hot")->dedup_window_s, ==, 0);
+  g_assert_cmpint (rank_config_board (config, "hot")->period.kind, ==,
+                   RANK_PERIOD_NONE);
+  g_assert_cmpuint (rank_config_board (config, "hot")->retention, ==, 1);
+  g_assert_cmpint (rank_config_board (config, "deep")->period.kind, ==,
+                   RANK_PERIOD_WEEKLY);
+  g_assert_cmpint (rank_config_board (config, "deep")->period.week_start, ==,
+                   7);
+  g_assert_true (rank_config_board (config, "deep")->accept_late);
+  g_assert_cmpstr (g_time_zone_get_identifier (
+                       rank_config_board (config, "deep")->period.timezone),
+                   ==, "Europe/Paris");
   g_assert_cmpuint (rank_config_board (config, "other")->shards, ==, 1);
   g_assert_cmpuint (rank_config_board (config, "other")->max_top_depth, ==,
                     500);

@@ -16,7 +16,6 @@
 static RankTestProcess *redis;
 static RankTestProcess *rankd;
 static RankClient *client;
-static char *dir;
 
 /* Boards and their options; each also as NAME_sh with shards=4. The m_*
  * boards belong to the model tests. */
@@ -503,21 +502,15 @@ test_model (gconstpointer data)
 int
 main (int argc, char **argv)
 {
-  g_autofree char *config = NULL;
   g_autofree char *text = config_text ();
+  RankTestBed bed;
   int status;
 
   g_test_init (&argc, &argv, NULL);
-  dir = g_dir_make_tmp ("rankd-options-XXXXXX", NULL);
-  config = g_build_filename (dir, "rankd.conf", NULL);
-  g_assert_true (g_file_set_contents (config, text, -1, NULL));
-  redis = rank_test_redis_start (NULL);
-  {
-    const char *args[] = { "--config", config, NULL };
-
-    rankd = rank_test_rankd_start (redis->port, args);
-  }
-  client = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
+  rank_test_bed_start (&bed, text);
+  redis = bed.redis;
+  rankd = bed.rankd;
+  client = bed.client;
   for (int sh = 0; sh < 2; sh++)
     {
       gconstpointer p = GINT_TO_POINTER (sh);
@@ -544,13 +537,6 @@ main (int argc, char **argv)
   g_test_add_data_func ("/options/model/dense", "m_dense", test_model);
   g_test_add_data_func ("/options/model/asc-dense", "m_asc_dense", test_model);
   status = g_test_run ();
-  rank_client_free (client);
-  stop_checked (rankd);
-  rank_test_process_free (rankd);
-  rank_test_kill (redis);
-  rank_test_process_free (redis);
-  g_unlink (config);
-  g_rmdir (dir);
-  g_free (dir);
+  rank_test_bed_stop (&bed);
   return status;
 }

@@ -8,8 +8,11 @@ import shutil
 import ssl
 import subprocess
 import sys
+import datetime
 import tempfile
+import time
 import unittest
+import zoneinfo
 
 RANKD = sys.argv[1]
 sys.path.insert(0, sys.argv[2])
@@ -84,14 +87,14 @@ class RankdTest(ServedTest):
                                mode=UpdateMode.BEST))
         c.Update(UpdateRequest(board=b, member="carol", value=20,
                                request_id="c1", mode=UpdateMode.SET))
-        e = c.GetRank(b, "carol")
+        e = c.GetRank(b, "carol", 0)
         self.assertEqual((e.member, e.score, e.rank), ("carol", 20, 2))
-        page = c.GetTopN(b, 10, 0)
+        page = c.GetTopN(b, 10, 0, 0)
         self.assertEqual([(x.member, x.score, x.rank) for x in page],
                          [("bob", 30, 1), ("carol", 20, 2), ("alice", 10, 3)])
-        self.assertEqual([x.member for x in c.GetTopN(b, 2, 1)],
+        self.assertEqual([x.member for x in c.GetTopN(b, 2, 1, 0)],
                          ["carol", "alice"])
-        self.assertEqual(c.GetTopN(self.board(), 10, 0), [])
+        self.assertEqual(c.GetTopN(self.board(), 10, 0, 0), [])
 
     def test_retry_is_not_counted_twice(self):
         b, c = self.board(), self.client
@@ -110,13 +113,13 @@ class RankdTest(ServedTest):
         for i, v in enumerate([MAX, MAX - 1, -MAX]):
             c.Update(UpdateRequest(board=b, member=f"m{i}", value=v,
                                    request_id=f"r{i}", mode=UpdateMode.SET))
-        self.assertEqual([x.score for x in c.GetTopN(b, 10, 0)],
+        self.assertEqual([x.score for x in c.GetTopN(b, 10, 0, 0)],
                          [MAX, MAX - 1, -MAX])
         with self.assertRaises(InvalidArgument) as ctx:
             c.Update(UpdateRequest(board=b, member="m0", value=1,
                                    request_id="over"))
         self.assertIn("value", ctx.exception.message)
-        self.assertEqual(c.GetRank(b, "m0").score, MAX)
+        self.assertEqual(c.GetRank(b, "m0", 0).score, MAX)
 
     def test_ties_first_come(self):
         b, c = self.board(), self.client
@@ -125,7 +128,7 @@ class RankdTest(ServedTest):
                                timestamp_ms=t))
         c.Update(UpdateRequest(board=b, member="amy", value=7, request_id="2",
                                timestamp_ms=t + 1))
-        self.assertEqual([x.member for x in c.GetTopN(b, 10, 0)],
+        self.assertEqual([x.member for x in c.GetTopN(b, 10, 0, 0)],
                          ["zed", "amy"])
 
     def test_errors_name_the_field(self):
@@ -148,9 +151,9 @@ class RankdTest(ServedTest):
             self.assertTrue(ctx.exception.message.startswith(field + ":"),
                             ctx.exception.message)
         with self.assertRaises(NotFound):
-            c.GetRank(self.board(), "nobody")
+            c.GetRank(self.board(), "nobody", 0)
         with self.assertRaises(InvalidArgument) as ctx:
-            c.GetTopN(self.board(), 1001, 0)
+            c.GetTopN(self.board(), 1001, 0, 0)
         self.assertIn("n: must be 1-1000", ctx.exception.message)
 
     def test_unicode_members(self):
@@ -158,9 +161,9 @@ class RankdTest(ServedTest):
         for i, m in enumerate(["Zoë", "日本", "🏃 runner"]):
             c.Update(UpdateRequest(board=b, member=m, value=i,
                                    request_id=str(i)))
-        self.assertEqual([x.member for x in c.GetTopN(b, 10, 0)],
+        self.assertEqual([x.member for x in c.GetTopN(b, 10, 0, 0)],
                          ["🏃 runner", "日本", "Zoë"])
-        self.assertEqual(c.GetRank(b, "日本").rank, 2)
+        self.assertEqual(c.GetRank(b, "日本", 0).rank, 2)
 
     def test_buffered_compact(self):
         proc, port = start(
@@ -176,7 +179,7 @@ class RankdTest(ServedTest):
             for i in range(100):
                 c.Update(UpdateRequest(board=b, member=f"{i:0200d}", value=i,
                                        request_id=f"r{i}"))
-            page = c.GetTopN(b, 101, 0)
+            page = c.GetTopN(b, 101, 0, 0)
             self.assertEqual(len(page), 101)
             self.assertEqual(page[0].score, MAX)
             t.close()
@@ -202,6 +205,13 @@ shards=4
 [board cap_sh]
 cap=2
 shards=4
+[board dedup_short]
+dedup_window=1
+[board daily_paris]
+period=daily
+timezone=Europe/Paris
+accept_late=true
+retention=2
 """
 
 
@@ -219,7 +229,7 @@ class BoardOptionsTest(ServedTest):
 
     def page(self, board, n=10, offset=0):
         return [(e.member, e.score, e.rank)
-                for e in self.client.GetTopN(board, n, offset)]
+                for e in self.client.GetTopN(board, n, offset, 0)]
 
     def test_ascending(self):
         self.fill("asc")
@@ -236,20 +246,53 @@ class BoardOptionsTest(ServedTest):
                          [1, 2, 2, 2, 5])
         self.assertEqual(self.page("comp_sh", 2, 3),
                          [("e", 40, 2), ("d", 30, 5)])
-        self.assertEqual(self.client.GetRank("comp_sh", "e").rank, 2)
+        self.assertEqual(self.client.GetRank("comp_sh", "e", 0).rank, 2)
 
     def test_dense(self):
         for board in ("dense", "dense_sh"):
             self.fill(board)
             self.assertEqual([r for _, _, r in self.page(board)],
                              [1, 2, 2, 2, 3])
-            self.assertEqual(self.client.GetRank(board, "d").rank, 3)
+            self.assertEqual(self.client.GetRank(board, "d", 0).rank, 3)
 
     def test_cap_sharded(self):
         self.fill("cap_sh")
         self.assertEqual(self.page("cap_sh"), [("a", 50, 1), ("b", 40, 2)])
         with self.assertRaises(NotFound):
-            self.client.GetRank("cap_sh", "d")
+            self.client.GetRank("cap_sh", "d", 0)
+
+    def test_periods(self):
+        paris = zoneinfo.ZoneInfo("Europe/Paris")
+        today = datetime.datetime.now(paris).date()
+        noon = datetime.datetime.combine(
+            today - datetime.timedelta(days=1), datetime.time(12), paris)
+        # Yesterday's update goes to yesterday's board (accept_late).
+        self.client.Update(UpdateRequest(
+            board="daily_paris", member="ann", value=4, request_id="p1",
+            timestamp_ms=int(noon.timestamp() * 1000)))
+        self.client.Update(UpdateRequest(
+            board="daily_paris", member="bob", value=9, request_id="p2"))
+        self.assertEqual([e.member for e in
+                          self.client.GetTopN("daily_paris", 10, 0, 0)],
+                         ["bob"])
+        self.assertEqual([e.member for e in
+                          self.client.GetTopN("daily_paris", 10, 0, 1)],
+                         ["ann"])
+        self.assertEqual(self.client.GetRank("daily_paris", "ann", 1).score, 4)
+        with self.assertRaises(InvalidArgument):
+            self.client.GetRank("daily_paris", "ann", 3)
+
+    def test_dedup_window(self):
+        def again():
+            return self.client.Update(UpdateRequest(
+                board="dedup_short", member="ann", value=1,
+                request_id="same"))
+        self.assertTrue(again().applied)
+        start = time.monotonic()
+        while not again().applied:  # forgotten after 1 to 1.25 s
+            self.assertLess(time.monotonic() - start, 10)
+            time.sleep(0.05)  # the client's retry pace
+        self.assertGreater(time.monotonic() - start, 0.9)
 
     def test_default_mode(self):
         # No mode in the request: the board's BEST applies.
@@ -320,7 +363,7 @@ class TlsProxyTest(unittest.TestCase):
             r = client.Update(UpdateRequest(board="tls", member="ann",
                                             value=9, request_id="t1"))
             self.assertEqual((r.score, r.rank, r.applied), (9, 1, True))
-            self.assertEqual(client.GetRank("tls", "ann").score, 9)
+            self.assertEqual(client.GetRank("tls", "ann", 0).score, 9)
         finally:
             transport.close()
 
@@ -328,7 +371,7 @@ class TlsProxyTest(unittest.TestCase):
         client, transport = connect(self.port)
         try:
             with self.assertRaises(Exception):
-                client.GetRank("tls", "ann")
+                client.GetRank("tls", "ann", 0)
         finally:
             transport.close()
 

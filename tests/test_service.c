@@ -1094,7 +1094,7 @@ served_client (guint16 port)
       rankUnavailable *unavailable = NULL;
       GError *error = NULL;
 
-      rank_ranking_if_get_rank (rank_client_iface (c), &entry, "b", "m",
+      rank_ranking_if_get_rank (rank_client_iface (c), &entry, "b", "m", 0,
                                 &invalid, &not_found, &unavailable, &error);
       g_object_unref (entry);
       g_clear_object (&invalid);
@@ -1330,6 +1330,57 @@ test_half_close (void)
   g_assert_cmpint (g_get_monotonic_time () - start, <, 5 * G_USEC_PER_SEC);
   g_byte_array_unref (all);
   close (fd);
+}
+
+/* Reads exactly n bytes (10 s receive timeout): FALSE if the connection
+ * closed first. */
+static gboolean
+read_exactly (int fd, guint8 *buf, gsize n)
+{
+  for (gsize got = 0; got < n;)
+    {
+      ssize_t r = read (fd, buf + got, n - got);
+
+      if (r <= 0)
+        return FALSE;
+      got += (gsize) r;
+    }
+  return TRUE;
+}
+
+/* Unframed: a request that stops half-way, behind another request, then
+ * the client half-closes. Reading the half request consumed every buffered
+ * byte, and the buffer then reset itself under the message's start: the
+ * rewind went past the end of the data and the next read ran off the
+ * buffer (found by the fuzz target; ASan: heap-buffer-overflow). Now the
+ * connection just closes after the first reply. */
+static void
+test_buffered_rewind_after_reset (void)
+{
+  const char *args[] = { "--transport", "buffered", "--io-threads", "1", NULL };
+  RankTestProcess *own = rank_test_rankd_start (redis->port, args);
+  g_autoptr (GByteArray) first = top_call_frame ("split", 10, 1);
+  g_autoptr (GByteArray) second = top_call_frame ("split", 10, 2);
+  int fd = rank_test_connect_raw (own->port);
+  GByteArray *out = g_byte_array_new ();
+  guint8 reply[28];
+
+  /* Unframed: the messages without their 4-byte frame length. */
+  g_byte_array_append (out, first->data + 4, first->len - 4);
+  g_byte_array_append (out, second->data + 4, 30);
+  g_assert_cmpint (write (fd, out->data, out->len), ==, out->len);
+  g_assert_true (read_exactly (fd, reply, sizeof reply));
+  /* The reply to the first; the half second is parsed and set aside. Now
+   * the FIN alone. */
+  shutdown (fd, SHUT_WR);
+  /* EOF, and not a byte before it: there is no second request to answer.
+   * (Before the fix rankd read stale buffer memory as the rest of it.) */
+  g_assert_cmpint (read (fd, reply, sizeof reply), ==, 0);
+  g_byte_array_unref (out);
+  close (fd);
+  assert_still_serving ();
+  stop_checked (own);
+  rank_test_process_free (own);
 }
 
 /* 1,000 connections at once, each served. */
@@ -1650,6 +1701,8 @@ main (int argc, char **argv)
   g_test_add_func ("/limits/slow-reader", test_slow_reader);
   g_test_add_func ("/limits/1000-connections", test_thousand_connections);
   g_test_add_func ("/transport/half-close-gets-every-reply", test_half_close);
+  g_test_add_func ("/transport/buffered-rewind-after-reset",
+                   test_buffered_rewind_after_reset);
   g_test_add_func ("/transport/framed-binary", test_transport_framed_binary);
   g_test_add_func ("/transport/framed-compact", test_transport_framed_compact);
   g_test_add_func ("/transport/buffered-binary",

@@ -12,7 +12,8 @@
 --          one shard means nothing, and the reply gives rank 0),
 --          order (desc: score = -score; asc: score = score, BEST keeps the lower),
 --          rank kind (ordinal, competition or dense),
---          cap (0: none; else the shard keeps its best cap members)
+--          cap (0: none; else the shard keeps its best cap members),
+--          expire at (Unix ms; periodic boards: when this period's keys go; 0: never)
 --
 -- Request-id records are packed: a record is one field (the 10-byte hash of
 -- the request id) -> value (the fingerprint) of a small hash. Time is cut
@@ -33,7 +34,7 @@
 --
 -- Try it: redis-cli EVAL "$(cat update.lua)" 5 'rk:{b}:z' 'rk:{b}:t' 'rk:{b}:q' \
 --   'rk:{b}:d' 'rk:{b}:c' alice 1 10 "$(printf '\0\0\0\0\0\1')" 3600000 fp01 \
---   request-1- 12345 1763800000000 1 desc ordinal 0
+--   request-1- 12345 1763800000000 1 desc ordinal 0 0
 
 local zkey, tkey, qprefix, dkey, ckey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local member, mode, value = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -41,6 +42,7 @@ local prefix, window, fingerprint = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local idhash, selector, now = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
 local rank_wanted = ARGV[10] == '1'
 local ascending, kind, cap = ARGV[11] == 'asc', ARGV[12], tonumber(ARGV[13])
+local expire_at = tonumber(ARGV[14])
 local LIMIT = 9007199254740991
 local BUCKETS = 4          -- buckets per window
 local PER_HASH = 64        -- records aimed at per record hash
@@ -226,6 +228,14 @@ if cap > 0 and new ~= old and redis.call('ZCARD', zkey) > cap then
     count_score(zscore_of(tonumber(worst[2])), -1)
   end
   ranked = worst[1] ~= key
+end
+if expire_at > 0 then
+  redis.call('PEXPIREAT', zkey, expire_at)
+  redis.call('PEXPIREAT', tkey, expire_at)
+  if kind == 'dense' then
+    redis.call('PEXPIREAT', dkey, expire_at)
+    redis.call('PEXPIREAT', ckey, expire_at)
+  end
 end
 record(current_meta)
 return {new, ranked and rank_of(key, new) or 0, 1}

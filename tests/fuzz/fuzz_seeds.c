@@ -69,9 +69,9 @@ main (int argc, char **argv)
   for (int server = 0; server < 4; server++)
     {
       gboolean compact = server % 2;
-      const char *boards[] = { "fz", "s" };
+      const char *boards[] = { "fz", "s", "p" };
 
-      for (int b = 0; b < 2; b++)
+      for (int b = 0; b < 3; b++)
         {
           rankUpdateRequest *req = g_object_new (
               RANK_TYPE_UPDATE_REQUEST, "board", boards[b], "member", "ann",

@@ -1,0 +1,306 @@
+/* test_periods.c -- periodic boards: the timestamp picks the period, at
+ * exact boundaries (daylight-saving days, month ends, leap day, week starts,
+ * half-hour zones); late updates; history reads; retention by key TTL.
+ *
+ * Expected labels and instants were computed independently of rankd, with
+ * Python's zoneinfo. Which period an update went to is read from Redis: the
+ * period's own keys (README, "Key layout").
+ */
+#include <glib/gstdio.h>
+#include <hiredis/hiredis.h>
+#include <string.h>
+
+#include "calls.h"
+#include "harness.h"
+#include "shard.h"
+
+static RankClient *client;
+static redisContext *direct;
+
+static const char config_text[] = "[defaults]\n"
+                                  "accept_late=true\n"
+                                  "retention=10000\n"
+                                  "[board ny]\n"
+                                  "period=daily\n"
+                                  "timezone=America/New_York\n"
+                                  "[board ny_sh]\n"
+                                  "period=daily\n"
+                                  "timezone=America/New_York\n"
+                                  "shards=4\n"
+                                  "[board akl]\n"
+                                  "period=monthly\n"
+                                  "timezone=Pacific/Auckland\n"
+                                  "[board utc_month]\n"
+                                  "period=monthly\n"
+                                  "[board week_sun]\n"
+                                  "period=weekly\n"
+                                  "week_start=sunday\n"
+                                  "[board kolkata]\n"
+                                  "period=hourly\n"
+                                  "timezone=Asia/Kolkata\n"
+                                  "[board custom]\n"
+                                  "period=custom\n"
+                                  "period_seconds=600\n"
+                                  "period_epoch=60\n"
+                                  "[board hist]\n"
+                                  "period=custom\n"
+                                  "period_seconds=86400\n"
+                                  "retention=3\n"
+                                  "[board strict]\n"
+                                  "period=daily\n"
+                                  "accept_late=false\n"
+                                  "[board short]\n"
+                                  "period=daily\n"
+                                  "retention=1\n"
+                                  "[board kept]\n"
+                                  "period=daily\n"
+                                  "retention=2\n"
+                                  "[board kept_sh]\n"
+                                  "period=daily\n"
+                                  "retention=2\n"
+                                  "shards=4\n"
+                                  "[board hist_sh]\n"
+                                  "period=custom\n"
+                                  "period_seconds=86400\n"
+                                  "retention=3\n"
+                                  "shards=4\n"
+                                  /* the README's example, + accept_late */
+                                  "[board daily_run_hero]\n"
+                                  "period=daily\n"
+                                  "timezone=Europe/Paris\n"
+                                  "order=asc\n"
+                                  "mode=best\n"
+                                  "rank=competition\n";
+
+static void
+put (const char *board, const char *member, gint64 ts)
+{
+  g_autofree char *rid = g_strdup_printf ("%s@%" G_GINT64_FORMAT, member, ts);
+  g_auto (Result) r = update_on (client, board, member, 1, rid, NO_MODE, ts);
+
+  assert_ok (&r);
+}
+
+/* Whether member is in board's period label (shards: its shard's keys). */
+static gboolean
+in_period (const char *board, guint shards, const char *label,
+           const char *member)
+{
+  g_autofree char *key = NULL;
+  redisReply *r;
+  gboolean found;
+
+  if (shards > 1)
+    key = g_strdup_printf ("rk:s:{%s/%u}:p:%s:t", board,
+                           rank_shard_of (member, strlen (member), shards),
+                           label);
+  else
+    key = g_strdup_printf ("rk:{%s}:p:%s:t", board, label);
+  r = redisCommand (direct, "HEXISTS %s %s", key, member);
+  found = r->integer == 1;
+  freeReplyObject (r);
+  return found;
+}
+
+static void
+assert_in (const char *board, guint shards, const char *label,
+           const char *member)
+{
+  if (!in_period (board, shards, label, member))
+    {
+      g_autofree char *pattern = g_strdup_printf ("*%s*:t", board);
+      redisReply *keys = redisCommand (direct, "KEYS %s", pattern);
+
+      for (gsize i = 0; i < keys->elements; i++)
+        g_test_message ("key: %s", keys->element[i]->str);
+      freeReplyObject (keys);
+      g_error ("%s is not in period %s of %s", member, label, board);
+    }
+}
+
+/* New York, spring forward (2026-03-08 has 23 hours) and fall back
+ * (2026-11-01 has 25). */
+static void
+test_daily_dst (gconstpointer data)
+{
+  guint shards = GPOINTER_TO_UINT (data);
+  const char *b = shards > 1 ? "ny_sh" : "ny";
+
+  put (b, "before", 1772946000000 - 1); /* 2026-03-07T23:59:59.999-05:00 */
+  put (b, "first", 1772946000000);      /* 2026-03-08T00:00:00-05:00 */
+  put (b, "last", 1773028799999);       /* 2026-03-08T23:59:59.999-04:00 */
+  put (b, "next", 1773028800000);       /* 2026-03-09T00:00:00-04:00 */
+  assert_in (b, shards, "2026-03-07", "before");
+  assert_in (b, shards, "2026-03-08", "first");
+  assert_in (b, shards, "2026-03-08", "last");
+  assert_in (b, shards, "2026-03-09", "next");
+  put (b, "f-first", 1793505600000); /* 2026-11-01T00:00:00-04:00 */
+  put (b, "f-last", 1793595599999);  /* 2026-11-01T23:59:59.999-05:00 */
+  put (b, "f-next", 1793595600000);  /* 2026-11-02T00:00:00-05:00 */
+  assert_in (b, shards, "2026-11-01", "f-first");
+  assert_in (b, shards, "2026-11-01", "f-last");
+  assert_in (b, shards, "2026-11-02", "f-next");
+  g_assert_false (in_period (b, shards, "2026-11-02", "f-last"));
+}
+
+/* The README's example: Paris, 29 March 2026, 23 hours long. */
+static void
+test_readme_example (void)
+{
+  put ("daily_run_hero", "sat", 1774738799999); /* 2026-03-28T22:59:59.999Z */
+  put ("daily_run_hero", "sun", 1774738800000); /* 2026-03-28T23:00:00Z */
+  put ("daily_run_hero", "readme", 1774740600000); /* 2026-03-28T23:30:00Z */
+  put ("daily_run_hero", "end", 1774821599999); /* 2026-03-29T21:59:59.999Z */
+  put ("daily_run_hero", "mon", 1774821600000); /* 2026-03-29T22:00:00Z */
+  assert_in ("daily_run_hero", 1, "2026-03-28", "sat");
+  assert_in ("daily_run_hero", 1, "2026-03-29", "sun");
+  assert_in ("daily_run_hero", 1, "2026-03-29", "readme");
+  assert_in ("daily_run_hero", 1, "2026-03-29", "end");
+  assert_in ("daily_run_hero", 1, "2026-03-30", "mon");
+}
+
+/* Month ends: Auckland (UTC+13 in February), and a leap day in UTC. */
+static void
+test_month_ends (void)
+{
+  put ("akl", "feb", 1772276399999); /* 2026-02-28T23:59:59.999+13:00 */
+  put ("akl", "mar", 1772276400000); /* 2026-03-01T00:00:00+13:00 */
+  assert_in ("akl", 1, "2026-02", "feb");
+  assert_in ("akl", 1, "2026-03", "mar");
+  put ("utc_month", "leap", 1709251199999);  /* 2024-02-29T23:59:59.999Z */
+  put ("utc_month", "march", 1709251200000); /* 2024-03-01T00:00:00Z */
+  assert_in ("utc_month", 1, "2024-02", "leap");
+  assert_in ("utc_month", 1, "2024-03", "march");
+}
+
+/* Weeks starting on Sunday; hours of a UTC+05:30 zone; custom periods. */
+static void
+test_weeks_hours_custom (void)
+{
+  put ("week_sun", "sat", 1795305599999); /* Sat 2026-11-21T23:59:59.999Z */
+  put ("week_sun", "sun", 1795305600000); /* Sun 2026-11-22T00:00:00Z */
+  assert_in ("week_sun", 1, "2026-11-15", "sat");
+  assert_in ("week_sun", 1, "2026-11-22", "sun");
+  put ("kolkata", "h15", 1795343399999); /* 15:59:59.999+05:30 */
+  put ("kolkata", "h16", 1795343400000); /* 16:00:00+05:30 */
+  assert_in ("kolkata", 1, "2026-11-22T15:00+05:30", "h15");
+  assert_in ("kolkata", 1, "2026-11-22T16:00+05:30", "h16");
+  /* 600 s from Unix second 60: [60 + 600k, 60 + 600(k+1)) is n<k>; here
+   * the boundary that began the current period. */
+  {
+    gint64 k = (g_get_real_time () / G_USEC_PER_SEC - 60) / 600;
+    gint64 boundary = (60 + 600 * k) * 1000;
+    g_autofree char *before = g_strdup_printf ("n%" G_GINT64_FORMAT, k - 1);
+    g_autofree char *after = g_strdup_printf ("n%" G_GINT64_FORMAT, k);
+
+    put ("custom", "c0", boundary - 1);
+    put ("custom", "c1", boundary);
+    assert_in ("custom", 1, before, "c0");
+    assert_in ("custom", 1, after, "c1");
+  }
+}
+
+/* Reads default to the current period; periods_back reads history; a
+ * request id is the board's across periods. */
+static void
+test_history (gconstpointer data)
+{
+  const char *b = data;
+  gint64 now = g_get_real_time () / 1000;
+  g_auto (Result) yesterday
+      = update_on (client, b, "ann", 7, "h1", NO_MODE, now - 86400000);
+  g_auto (Result) retry = update_on (client, b, "ann", 7, "h1", NO_MODE, now);
+  g_auto (Result) back = get_rank_back_on (client, b, "ann", 1);
+  g_auto (Result) current = get_rank_on (client, b, "ann");
+  g_auto (Result) too_far = get_rank_back_on (client, b, "ann", 4);
+  g_auto (Result) negative = get_rank_back_on (client, b, "ann", -1);
+  g_auto (Result) plain = get_rank_back_on (client, "not-periodic", "ann", 1);
+  g_auto (Result) r = { 0 };
+  g_autoptr (GPtrArray) page = top_back_on (client, b, 10, 0, 1, &r);
+
+  assert_ok (&yesterday);
+  assert_ok (&retry);
+  g_assert_false (retry.applied);
+  assert_ok (&back);
+  g_assert_cmpint (back.score, ==, 7);
+  g_assert_cmpint (back.rank, ==, 1);
+  assert_fails (&current, NOT_FOUND, NULL);
+  assert_fails (&too_far, INVALID, "keeps 3 past periods");
+  assert_fails (&negative, INVALID, "periods_back: must be >= 0");
+  assert_fails (&plain, INVALID, "has no periods");
+  g_assert_nonnull (page);
+  g_assert_cmpuint (page->len, ==, 1);
+}
+
+/* Closed, too old and future periods are refused and change nothing. */
+static void
+test_late_and_future (void)
+{
+  gint64 now = g_get_real_time () / 1000;
+  g_auto (Result) late
+      = update_on (client, "strict", "ann", 1, "l1", NO_MODE, now - 86400000);
+  g_auto (Result) future = update_on (client, "strict", "ann", 1, "l2", NO_MODE,
+                                      now + 2 * 86400000);
+  g_auto (Result) too_old = update_on (client, "short", "ann", 1, "l3", NO_MODE,
+                                       now - 3 * 86400000);
+  g_auto (Result) gone = get_rank_on (client, "strict", "ann");
+
+  assert_fails (&late, INVALID, "accept_late");
+  assert_fails (&future, INVALID, "after the current period");
+  assert_fails (&too_old, INVALID, "retention");
+  assert_fails (&gone, NOT_FOUND, NULL);
+}
+
+/* retention=2: today's keys expire at the end of the day after tomorrow
+ * (UTC days here: exact arithmetic). */
+static void
+test_retention_ttl (gconstpointer data)
+{
+  guint shards = GPOINTER_TO_UINT (data);
+  const char *b = shards > 1 ? "kept_sh" : "kept";
+  gint64 now = g_get_real_time () / 1000;
+  gint64 day = now / 86400000;
+  g_autoptr (GDateTime) utc = g_date_time_new_from_unix_utc (now / 1000);
+  g_autofree char *label = g_date_time_format (utc, "%Y-%m-%d");
+  g_autofree char *key
+      = shards > 1 ? g_strdup_printf ("rk:s:{%s/%u}:p:%s:z", b,
+                                      rank_shard_of ("ann", 3, shards), label)
+                   : g_strdup_printf ("rk:{%s}:p:%s:z", b, label);
+  redisReply *r;
+
+  put (b, "ann", now);
+  r = redisCommand (direct, "PEXPIRETIME %s", key);
+  g_assert_cmpint (r->type, ==, REDIS_REPLY_INTEGER);
+  g_assert_cmpint (r->integer, ==, (day + 3) * 86400000);
+  freeReplyObject (r);
+}
+
+int
+main (int argc, char **argv)
+{
+  RankTestBed bed;
+  int status;
+
+  g_test_init (&argc, &argv, NULL);
+  rank_test_bed_start (&bed, config_text);
+  client = bed.client;
+  direct = redis_connect (bed.redis->port);
+  g_test_add_data_func ("/periods/daily-dst/ordinary", GUINT_TO_POINTER (1),
+                        test_daily_dst);
+  g_test_add_data_func ("/periods/daily-dst/sharded", GUINT_TO_POINTER (4),
+                        test_daily_dst);
+  g_test_add_func ("/periods/month-ends", test_month_ends);
+  g_test_add_func ("/periods/readme-example", test_readme_example);
+  g_test_add_func ("/periods/weeks-hours-custom", test_weeks_hours_custom);
+  g_test_add_data_func ("/periods/history/ordinary", "hist", test_history);
+  g_test_add_data_func ("/periods/history/sharded", "hist_sh", test_history);
+  g_test_add_func ("/periods/late-and-future", test_late_and_future);
+  g_test_add_data_func ("/periods/retention-ttl/ordinary", GUINT_TO_POINTER (1),
+                        test_retention_ttl);
+  g_test_add_data_func ("/periods/retention-ttl/sharded", GUINT_TO_POINTER (4),
+                        test_retention_ttl);
+  status = g_test_run ();
+  redisFree (direct);
+  rank_test_bed_stop (&bed);
+  return status;
+}
