@@ -32,10 +32,13 @@ enum
   OP_UPDATE,
   OP_RANK,
   OP_TOP,
+  OP_AROUND, /* GetAround, radius 5 */
+  OP_RANKS,  /* GetRanks of 10 members */
   N_OPS
 };
 
-static const char *const op_names[N_OPS] = { "update", "rank", "top" };
+static const char *const op_names[N_OPS]
+    = { "update", "rank", "top", "around", "ranks" };
 
 typedef struct
 {
@@ -154,6 +157,24 @@ rankd_update (Worker *w, const char *board, const char *member, gint64 score,
   return ok;
 }
 
+/* The end of a call to rankd: NotFound is an answer (a member not loaded
+ * yet), not a failure; other failures are noted. Frees the exceptions and
+ * the error. */
+static gboolean
+call_done (Worker *w, gboolean ok, rankInvalidArgument *invalid,
+           rankNotFound *not_found, rankUnavailable *unavailable, GError *error)
+{
+  if (not_found != NULL)
+    ok = TRUE;
+  if (!ok)
+    note_error (w, error ? error->message : "InvalidArgument or Unavailable");
+  g_clear_object (&invalid);
+  g_clear_object (&not_found);
+  g_clear_object (&unavailable);
+  g_clear_error (&error);
+  return ok;
+}
+
 static gboolean
 rankd_rank (Worker *w, const char *board, const char *member)
 {
@@ -165,18 +186,7 @@ rankd_rank (Worker *w, const char *board, const char *member)
                                           &w->entry, board, member, 0, &invalid,
                                           &not_found, &unavailable, &error);
 
-  /* NotFound is an answer (a member not loaded yet), not a failure. */
-  if (not_found != NULL)
-    {
-      ok = TRUE;
-      g_object_unref (not_found);
-    }
-  if (!ok)
-    note_error (w, error ? error->message : "InvalidArgument or Unavailable");
-  g_clear_object (&invalid);
-  g_clear_object (&unavailable);
-  g_clear_error (&error);
-  return ok;
+  return call_done (w, ok, invalid, not_found, unavailable, error);
 }
 
 static gboolean
@@ -192,12 +202,44 @@ rankd_top (Worker *w, const char *board)
                                   board, w->o->top_n, 0, 0, &invalid,
                                   &unavailable, &error);
 
-  if (!ok)
-    note_error (w, error ? error->message : "InvalidArgument or Unavailable");
-  g_clear_object (&invalid);
-  g_clear_object (&unavailable);
-  g_clear_error (&error);
-  return ok;
+  return call_done (w, ok, invalid, NULL, unavailable, error);
+}
+
+static gboolean
+rankd_around (Worker *w, const char *board, const char *member)
+{
+  rankInvalidArgument *invalid = NULL;
+  rankNotFound *not_found = NULL;
+  rankUnavailable *unavailable = NULL;
+  GError *error = NULL;
+  gboolean ok;
+
+  g_ptr_array_set_size (w->page, 0);
+  ok = rank_ranking_if_get_around (rank_client_iface (w->client), &w->page,
+                                   board, member, 5, 0, &invalid, &not_found,
+                                   &unavailable, &error);
+  return call_done (w, ok, invalid, not_found, unavailable, error);
+}
+
+static gboolean
+rankd_ranks (Worker *w, const char *board)
+{
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  GError *error = NULL;
+  g_autoptr (GPtrArray) members = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GPtrArray) answers
+      = g_ptr_array_new_with_free_func (g_object_unref);
+  gboolean ok;
+
+  for (int i = 0; i < 10; i++)
+    g_ptr_array_add (
+        members,
+        g_strdup_printf ("m%d", g_rand_int_range (w->rand, 0, w->o->members)));
+  ok = rank_ranking_if_get_ranks (rank_client_iface (w->client), &answers,
+                                  board, members, 0, &invalid, &unavailable,
+                                  &error);
+  return call_done (w, ok, invalid, NULL, unavailable, error);
 }
 
 static gboolean
@@ -281,8 +323,12 @@ direct_top (Worker *w, const char *board)
 static int
 pick_op (Worker *w)
 {
-  int total = w->o->weights[0] + w->o->weights[1] + w->o->weights[2];
-  int x = g_rand_int_range (w->rand, 0, total);
+  int total = 0;
+  int x;
+
+  for (int op = 0; op < N_OPS; op++)
+    total += w->o->weights[op];
+  x = g_rand_int_range (w->rand, 0, total);
 
   for (int op = 0; op < N_OPS; op++)
     {
@@ -319,6 +365,10 @@ run_op (Worker *w, int op)
       return rankd_update (w, board, member, score, RANK_UPDATE_MODE_BEST);
     case OP_RANK:
       return rankd_rank (w, board, member);
+    case OP_AROUND:
+      return rankd_around (w, board, member);
+    case OP_RANKS:
+      return rankd_ranks (w, board);
     default:
       return rankd_top (w, board);
     }
@@ -461,14 +511,22 @@ parse_mix (Options *o, GError **error)
       if (op == N_OPS || kv[1] == NULL || atoi (kv[1]) < 0)
         {
           g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                       "--mix: '%s' is not OP=WEIGHT with OP update, rank or "
-                       "top",
+                       "--mix: '%s' is not OP=WEIGHT with OP update, rank, "
+                       "top, around or ranks",
                        *p);
           return FALSE;
         }
       o->weights[op] = atoi (kv[1]);
     }
-  if (o->weights[0] + o->weights[1] + o->weights[2] <= 0)
+  if (o->direct != NULL && (o->weights[OP_AROUND] || o->weights[OP_RANKS]))
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--mix: --direct runs update, rank and top only");
+      return FALSE;
+    }
+  if (o->weights[OP_UPDATE] + o->weights[OP_RANK] + o->weights[OP_TOP]
+          + o->weights[OP_AROUND] + o->weights[OP_RANKS]
+      <= 0)
     {
       g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                    "--mix: weights add up to 0");
@@ -495,7 +553,9 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
     { "warmup", 'w', 0, G_OPTION_ARG_DOUBLE, &o->warmup,
       "Seconds of load before measuring (2)", "S" },
     { "mix", 'm', 0, G_OPTION_ARG_STRING, &o->mix,
-      "Operation weights (update=80,rank=10,top=10)", "OP=W,..." },
+      "Operation weights of update, rank, top, around (GetAround, radius 5) "
+      "and ranks (GetRanks of 10) (update=80,rank=10,top=10)",
+      "OP=W,..." },
     { "members", 0, 0, G_OPTION_ARG_INT, &o->members,
       "Member population per board (1000000)", "N" },
     { "boards", 'b', 0, G_OPTION_ARG_INT, &o->boards, "Boards (1)", "N" },

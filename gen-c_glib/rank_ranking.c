@@ -27,6 +27,36 @@ rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gch
   return RANK_RANKING_IF_GET_INTERFACE (iface)->get_top_n (iface, _return, board, n, offset, periods_back, invalid, unavailable, error);
 }
 
+gboolean
+rank_ranking_if_get_around (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_around (iface, _return, board, member, radius, periods_back, invalid, not_found, unavailable, error);
+}
+
+gboolean
+rank_ranking_if_get_ranks (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_ranks (iface, _return, board, members, periods_back, invalid, unavailable, error);
+}
+
+gboolean
+rank_ranking_if_remove (rankRankingIf *iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->remove (iface, _return, board, member, request_id, invalid, unavailable, error);
+}
+
+gboolean
+rank_ranking_if_count (rankRankingIf *iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->count (iface, _return, board, periods_back, invalid, unavailable, error);
+}
+
+gboolean
+rank_ranking_if_count_between (rankRankingIf *iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->count_between (iface, _return, board, min_score, max_score, periods_back, invalid, unavailable, error);
+}
+
 GType
 rank_ranking_if_get_type (void)
 {
@@ -793,19 +823,19 @@ gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray **
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem3 = NULL;
-                if ( _elem3 != NULL)
+                rankEntry * _elem9 = NULL;
+                if ( _elem9 != NULL)
                 {
-                  g_object_unref (_elem3);
+                  g_object_unref (_elem9);
                 }
-                _elem3 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem3), protocol, error)) < 0)
+                _elem9 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem9), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem3);
+                  g_object_unref (_elem9);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem3);
+                g_ptr_array_add (*_return, _elem9);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -906,12 +936,1373 @@ gboolean rank_ranking_client_get_top_n (rankRankingIf * iface, GPtrArray ** _ret
   return TRUE;
 }
 
+gboolean rank_ranking_client_send_get_around (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "GetAround", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "GetAround_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, member, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "radius", T_I32, 3, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, radius, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "GetAround", 9) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected GetAround", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_LIST)
+          {
+            {
+              guint32 size;
+              guint32 i;
+              ThriftType element_type;
+
+              if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+                return 0;
+              xfer += ret;
+
+              /* iterate through list elements */
+              for (i = 0; i < size; i++)
+              {
+                rankEntry * _elem10 = NULL;
+                if ( _elem10 != NULL)
+                {
+                  g_object_unref (_elem10);
+                }
+                _elem10 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem10), protocol, error)) < 0)
+                {
+                  g_object_unref (_elem10);
+                  return 0;
+                }
+                xfer += ret;
+                g_ptr_array_add (*_return, _elem10);
+              }
+              if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+                return 0;
+              xfer += ret;
+            }
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *not_found != NULL)
+            {
+              g_object_unref (*not_found);
+            }
+            *not_found = g_object_new (RANK_TYPE_NOT_FOUND, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*not_found), protocol, error)) < 0)
+            {
+              g_object_unref (*not_found);
+              *not_found = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 3:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*not_found != NULL)
+  {
+      g_set_error (error, RANK_NOT_FOUND_ERROR, RANK_NOT_FOUND_ERROR_CODE, "NotFound");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_get_around (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_get_around (iface, board, member, radius, periods_back, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_get_around (iface, _return, invalid, not_found, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean rank_ranking_client_send_get_ranks (rankRankingIf * iface, const gchar * board, const GPtrArray * members, const gint32 periods_back, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "GetRanks", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "GetRanks_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "members", T_LIST, 2, error)) < 0)
+      return 0;
+    xfer += ret;
+    {
+      guint i11;
+
+      if ((ret = thrift_protocol_write_list_begin (protocol, T_STRING, (gint32) (members ? members->len : 0), error)) < 0)
+        return 0;
+      xfer += ret;
+      for (i11 = 0; i11 < (members ? members->len : 0); i11++)
+      {
+        if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) members, i11)), error)) < 0)
+          return 0;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_get_ranks (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "GetRanks", 8) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected GetRanks", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_LIST)
+          {
+            {
+              guint32 size;
+              guint32 i;
+              ThriftType element_type;
+
+              if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+                return 0;
+              xfer += ret;
+
+              /* iterate through list elements */
+              for (i = 0; i < size; i++)
+              {
+                rankRankOf * _elem12 = NULL;
+                if ( _elem12 != NULL)
+                {
+                  g_object_unref (_elem12);
+                }
+                _elem12 = g_object_new (RANK_TYPE_RANK_OF, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem12), protocol, error)) < 0)
+                {
+                  g_object_unref (_elem12);
+                  return 0;
+                }
+                xfer += ret;
+                g_ptr_array_add (*_return, _elem12);
+              }
+              if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+                return 0;
+              xfer += ret;
+            }
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_get_ranks (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_get_ranks (iface, board, members, periods_back, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_get_ranks (iface, _return, invalid, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean rank_ranking_client_send_remove (rankRankingIf * iface, const gchar * board, const gchar * member, const gchar * request_id, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "Remove", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "Remove_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, member, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request_id", T_STRING, 3, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, request_id, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_remove (rankRankingIf * iface, rankRemoveResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "Remove", 6) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected Remove", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_STRUCT)
+          {
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*_return), protocol, error)) < 0)
+            {
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_remove (rankRankingIf * iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_remove (iface, board, member, request_id, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_remove (iface, _return, invalid, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean rank_ranking_client_send_count (rankRankingIf * iface, const gchar * board, const gint32 periods_back, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "Count", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "Count_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 2, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_count (rankRankingIf * iface, gint64* _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "Count", 5) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected Count", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_I64)
+          {
+            if ((ret = thrift_protocol_read_i64 (protocol, &*_return, error)) < 0)
+              return 0;
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_count (rankRankingIf * iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_count (iface, board, periods_back, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_count (iface, _return, invalid, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean rank_ranking_client_send_count_between (rankRankingIf * iface, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "CountBetween", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "CountBetween_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "min_score", T_I64, 2, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i64 (protocol, min_score, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "max_score", T_I64, 3, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i64 (protocol, max_score, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_count_between (rankRankingIf * iface, gint64* _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "CountBetween", 12) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected CountBetween", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_I64)
+          {
+            if ((ret = thrift_protocol_read_i64 (protocol, &*_return, error)) < 0)
+              return 0;
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_count_between (rankRankingIf * iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_count_between (iface, board, min_score, max_score, periods_back, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_count_between (iface, _return, invalid, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
 static void
 rank_ranking_if_interface_init (rankRankingIfInterface *iface)
 {
   iface->update = rank_ranking_client_update;
   iface->get_rank = rank_ranking_client_get_rank;
   iface->get_top_n = rank_ranking_client_get_top_n;
+  iface->get_around = rank_ranking_client_get_around;
+  iface->get_ranks = rank_ranking_client_get_ranks;
+  iface->remove = rank_ranking_client_remove;
+  iface->count = rank_ranking_client_count;
+  iface->count_between = rank_ranking_client_count_between;
 }
 
 static void
@@ -977,12 +2368,52 @@ gboolean rank_ranking_handler_get_top_n (rankRankingIf * iface, GPtrArray ** _re
   return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_top_n (iface, _return, board, n, offset, periods_back, invalid, unavailable, error);
 }
 
+gboolean rank_ranking_handler_get_around (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_around (iface, _return, board, member, radius, periods_back, invalid, not_found, unavailable, error);
+}
+
+gboolean rank_ranking_handler_get_ranks (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_ranks (iface, _return, board, members, periods_back, invalid, unavailable, error);
+}
+
+gboolean rank_ranking_handler_remove (rankRankingIf * iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->remove (iface, _return, board, member, request_id, invalid, unavailable, error);
+}
+
+gboolean rank_ranking_handler_count (rankRankingIf * iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->count (iface, _return, board, periods_back, invalid, unavailable, error);
+}
+
+gboolean rank_ranking_handler_count_between (rankRankingIf * iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->count_between (iface, _return, board, min_score, max_score, periods_back, invalid, unavailable, error);
+}
+
 static void
 rank_ranking_handler_ranking_if_interface_init (rankRankingIfInterface *iface)
 {
   iface->update = rank_ranking_handler_update;
   iface->get_rank = rank_ranking_handler_get_rank;
   iface->get_top_n = rank_ranking_handler_get_top_n;
+  iface->get_around = rank_ranking_handler_get_around;
+  iface->get_ranks = rank_ranking_handler_get_ranks;
+  iface->remove = rank_ranking_handler_remove;
+  iface->count = rank_ranking_handler_count;
+  iface->count_between = rank_ranking_handler_count_between;
 }
 
 static void
@@ -997,6 +2428,11 @@ rank_ranking_handler_class_init (rankRankingHandlerClass *cls)
   cls->update = NULL;
   cls->get_rank = NULL;
   cls->get_top_n = NULL;
+  cls->get_around = NULL;
+  cls->get_ranks = NULL;
+  cls->remove = NULL;
+  cls->count = NULL;
+  cls->count_between = NULL;
 }
 
 enum _rankRankingProcessorProperties
@@ -1039,9 +2475,39 @@ rank_ranking_processor_process_get_top_n (rankRankingProcessor *,
                                           ThriftProtocol *,
                                           ThriftProtocol *,
                                           GError **);
+static gboolean
+rank_ranking_processor_process_get_around (rankRankingProcessor *,
+                                           gint32,
+                                           ThriftProtocol *,
+                                           ThriftProtocol *,
+                                           GError **);
+static gboolean
+rank_ranking_processor_process_get_ranks (rankRankingProcessor *,
+                                          gint32,
+                                          ThriftProtocol *,
+                                          ThriftProtocol *,
+                                          GError **);
+static gboolean
+rank_ranking_processor_process_remove (rankRankingProcessor *,
+                                       gint32,
+                                       ThriftProtocol *,
+                                       ThriftProtocol *,
+                                       GError **);
+static gboolean
+rank_ranking_processor_process_count (rankRankingProcessor *,
+                                      gint32,
+                                      ThriftProtocol *,
+                                      ThriftProtocol *,
+                                      GError **);
+static gboolean
+rank_ranking_processor_process_count_between (rankRankingProcessor *,
+                                              gint32,
+                                              ThriftProtocol *,
+                                              ThriftProtocol *,
+                                              GError **);
 
 static rank_ranking_processor_process_function_def
-rank_ranking_processor_process_function_defs[3] = {
+rank_ranking_processor_process_function_defs[8] = {
   {
     "Update",
     rank_ranking_processor_process_update
@@ -1053,6 +2519,26 @@ rank_ranking_processor_process_function_defs[3] = {
   {
     "GetTopN",
     rank_ranking_processor_process_get_top_n
+  },
+  {
+    "GetAround",
+    rank_ranking_processor_process_get_around
+  },
+  {
+    "GetRanks",
+    rank_ranking_processor_process_get_ranks
+  },
+  {
+    "Remove",
+    rank_ranking_processor_process_remove
+  },
+  {
+    "Count",
+    rank_ranking_processor_process_count
+  },
+  {
+    "CountBetween",
+    rank_ranking_processor_process_count_between
   }
 };
 
@@ -1514,6 +3000,763 @@ if (unavailable != NULL)
 }
 
 static gboolean
+rank_ranking_processor_process_get_around (rankRankingProcessor *self,
+                                           gint32 sequence_id,
+                                           ThriftProtocol *input_protocol,
+                                           ThriftProtocol *output_protocol,
+                                           GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingGetAroundArgs * args =
+    g_object_new (RANK_TYPE_RANKING_GET_AROUND_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    gchar * board;
+    gchar * member;
+    gint radius;
+    gint periods_back;
+    rankInvalidArgument * invalid = NULL;
+    rankNotFound * not_found = NULL;
+    rankUnavailable * unavailable = NULL;
+    GPtrArray * return_value;
+    rankRankingGetAroundResult * result_struct;
+
+    g_object_get (args,
+                  "board", &board,
+                  "member", &member,
+                  "radius", &radius,
+                  "periods_back", &periods_back,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_GET_AROUND_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_get_around (RANK_RANKING_IF (self->handler),
+                                         &return_value,
+                                         board,
+                                         member,
+                                         radius,
+                                         periods_back,
+                                         &invalid,
+                                         &not_found,
+                                         &unavailable,
+                                         error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "GetAround",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetAround",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (not_found != NULL)
+      {
+        g_object_set (result_struct,
+                      "not_found", not_found,
+                      NULL);
+
+        g_object_unref (not_found);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetAround",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetAround",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.GetAround implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetAround",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (board != NULL)
+      g_free (board);
+    if (member != NULL)
+      g_free (member);
+    if (return_value != NULL)
+      g_ptr_array_unref (return_value);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
+rank_ranking_processor_process_get_ranks (rankRankingProcessor *self,
+                                          gint32 sequence_id,
+                                          ThriftProtocol *input_protocol,
+                                          ThriftProtocol *output_protocol,
+                                          GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingGetRanksArgs * args =
+    g_object_new (RANK_TYPE_RANKING_GET_RANKS_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    gchar * board;
+    GPtrArray * members;
+    gint periods_back;
+    rankInvalidArgument * invalid = NULL;
+    rankUnavailable * unavailable = NULL;
+    GPtrArray * return_value;
+    rankRankingGetRanksResult * result_struct;
+
+    g_object_get (args,
+                  "board", &board,
+                  "members", &members,
+                  "periods_back", &periods_back,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_GET_RANKS_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_get_ranks (RANK_RANKING_IF (self->handler),
+                                        &return_value,
+                                        board,
+                                        members,
+                                        periods_back,
+                                        &invalid,
+                                        &unavailable,
+                                        error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "GetRanks",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetRanks",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetRanks",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.GetRanks implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetRanks",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (board != NULL)
+      g_free (board);
+    if (members != NULL)
+      g_ptr_array_unref (members);
+    if (return_value != NULL)
+      g_ptr_array_unref (return_value);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
+rank_ranking_processor_process_remove (rankRankingProcessor *self,
+                                       gint32 sequence_id,
+                                       ThriftProtocol *input_protocol,
+                                       ThriftProtocol *output_protocol,
+                                       GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingRemoveArgs * args =
+    g_object_new (RANK_TYPE_RANKING_REMOVE_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    gchar * board;
+    gchar * member;
+    gchar * request_id;
+    rankInvalidArgument * invalid = NULL;
+    rankUnavailable * unavailable = NULL;
+    rankRemoveResponse * return_value;
+    rankRankingRemoveResult * result_struct;
+
+    g_object_get (args,
+                  "board", &board,
+                  "member", &member,
+                  "request_id", &request_id,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_REMOVE_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_remove (RANK_RANKING_IF (self->handler),
+                                     &return_value,
+                                     board,
+                                     member,
+                                     request_id,
+                                     &invalid,
+                                     &unavailable,
+                                     error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "Remove",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Remove",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Remove",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.Remove implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Remove",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (board != NULL)
+      g_free (board);
+    if (member != NULL)
+      g_free (member);
+    if (request_id != NULL)
+      g_free (request_id);
+    if (return_value != NULL)
+      g_object_unref (return_value);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
+rank_ranking_processor_process_count (rankRankingProcessor *self,
+                                      gint32 sequence_id,
+                                      ThriftProtocol *input_protocol,
+                                      ThriftProtocol *output_protocol,
+                                      GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingCountArgs * args =
+    g_object_new (RANK_TYPE_RANKING_COUNT_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    gchar * board;
+    gint periods_back;
+    rankInvalidArgument * invalid = NULL;
+    rankUnavailable * unavailable = NULL;
+    gint64 return_value;
+    rankRankingCountResult * result_struct;
+
+    g_object_get (args,
+                  "board", &board,
+                  "periods_back", &periods_back,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_COUNT_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_count (RANK_RANKING_IF (self->handler),
+                                    &return_value,
+                                    board,
+                                    periods_back,
+                                    &invalid,
+                                    &unavailable,
+                                    error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "Count",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Count",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Count",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.Count implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Count",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (board != NULL)
+      g_free (board);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
+rank_ranking_processor_process_count_between (rankRankingProcessor *self,
+                                              gint32 sequence_id,
+                                              ThriftProtocol *input_protocol,
+                                              ThriftProtocol *output_protocol,
+                                              GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingCountBetweenArgs * args =
+    g_object_new (RANK_TYPE_RANKING_COUNT_BETWEEN_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    gchar * board;
+    gint64 min_score;
+    gint64 max_score;
+    gint periods_back;
+    rankInvalidArgument * invalid = NULL;
+    rankUnavailable * unavailable = NULL;
+    gint64 return_value;
+    rankRankingCountBetweenResult * result_struct;
+
+    g_object_get (args,
+                  "board", &board,
+                  "min_score", &min_score,
+                  "max_score", &max_score,
+                  "periods_back", &periods_back,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_COUNT_BETWEEN_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_count_between (RANK_RANKING_IF (self->handler),
+                                            &return_value,
+                                            board,
+                                            min_score,
+                                            max_score,
+                                            periods_back,
+                                            &invalid,
+                                            &unavailable,
+                                            error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "CountBetween",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "CountBetween",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "CountBetween",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.CountBetween implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "CountBetween",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (board != NULL)
+      g_free (board);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
 rank_ranking_processor_dispatch_call (ThriftDispatchProcessor *dispatch_processor,
                                       ThriftProtocol *input_protocol,
                                       ThriftProtocol *output_protocol,
@@ -1624,7 +3867,7 @@ rank_ranking_processor_init (rankRankingProcessor *self)
   self->handler = NULL;
   self->process_map = g_hash_table_new (g_str_hash, g_str_equal);
 
-  for (index = 0; index < 3; index += 1)
+  for (index = 0; index < 8; index += 1)
     g_hash_table_insert (self->process_map,
                          rank_ranking_processor_process_function_defs[index].name,
                          &rank_ranking_processor_process_function_defs[index]);

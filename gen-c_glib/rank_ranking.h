@@ -21,6 +21,11 @@ struct _rankRankingIfInterface
   gboolean (*update) (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_rank) (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_top_n) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_around) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_ranks) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*remove) (rankRankingIf *iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*count) (rankRankingIf *iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*count_between) (rankRankingIf *iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 };
 typedef struct _rankRankingIfInterface rankRankingIfInterface;
 
@@ -33,6 +38,11 @@ GType rank_ranking_if_get_type (void);
 gboolean rank_ranking_if_update (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_get_rank (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_get_around (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_get_ranks (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_remove (rankRankingIf *iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_count (rankRankingIf *iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_count_between (rankRankingIf *iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 
 /* Ranking service client */
 struct _rankRankingClient
@@ -67,6 +77,21 @@ gboolean rank_ranking_client_recv_get_rank (rankRankingIf * iface, rankEntry ** 
 gboolean rank_ranking_client_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
 gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, GError ** error);
 gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_get_around (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_get_around (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, GError ** error);
+gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_get_ranks (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_get_ranks (rankRankingIf * iface, const gchar * board, const GPtrArray * members, const gint32 periods_back, GError ** error);
+gboolean rank_ranking_client_recv_get_ranks (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_remove (rankRankingIf * iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_remove (rankRankingIf * iface, const gchar * board, const gchar * member, const gchar * request_id, GError ** error);
+gboolean rank_ranking_client_recv_remove (rankRankingIf * iface, rankRemoveResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_count (rankRankingIf * iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_count (rankRankingIf * iface, const gchar * board, const gint32 periods_back, GError ** error);
+gboolean rank_ranking_client_recv_count (rankRankingIf * iface, gint64* _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_count_between (rankRankingIf * iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_count_between (rankRankingIf * iface, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, GError ** error);
+gboolean rank_ranking_client_recv_count_between (rankRankingIf * iface, gint64* _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
 void ranking_client_set_property (GObject *object, guint property_id, const GValue *value, GParamSpec *pspec);
 void ranking_client_get_property (GObject *object, guint property_id, GValue *value, GParamSpec *pspec);
 
@@ -84,6 +109,11 @@ struct _rankRankingHandlerClass
   gboolean (*update) (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_rank) (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_top_n) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_around) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_ranks) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*remove) (rankRankingIf *iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*count) (rankRankingIf *iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*count_between) (rankRankingIf *iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 };
 typedef struct _rankRankingHandlerClass rankRankingHandlerClass;
 
@@ -98,6 +128,11 @@ GType rank_ranking_handler_get_type (void);
 gboolean rank_ranking_handler_update (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_get_rank (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_get_around (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_get_ranks (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_remove (rankRankingIf *iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_count (rankRankingIf *iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_count_between (rankRankingIf *iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 
 /* Ranking processor */
 struct _rankRankingProcessor

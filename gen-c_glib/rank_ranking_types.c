@@ -1257,6 +1257,699 @@ rank_entry_get_type (void)
   return type;
 }
 
+enum _rankRankOfProperties
+{
+  PROP_RANK_RANK_OF_0,
+  PROP_RANK_RANK_OF_MEMBER,
+  PROP_RANK_RANK_OF_FOUND,
+  PROP_RANK_RANK_OF_SCORE,
+  PROP_RANK_RANK_OF_RANK
+};
+
+/* reads a rank_of object */
+static gint32
+rank_rank_of_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankOf * this_object = RANK_RANK_OF(object);
+  gboolean isset_member = FALSE;
+  gboolean isset_found = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->member != NULL)
+          {
+            g_free(this_object->member);
+            this_object->member = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_member = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->found, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_found = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->score, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_score = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->rank, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_rank = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_member)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'member'");
+    return -1;
+  }
+
+  if (!isset_found)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'found'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_rank_of_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankOf * this_object = RANK_RANK_OF(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankOf", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "found", T_BOOL, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_bool (protocol, this_object->found, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_score == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "score", T_I64, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i64 (protocol, this_object->score, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_rank == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "rank", T_I64, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i64 (protocol, this_object->rank, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_rank_of_set_property (GObject *object,
+                           guint property_id,
+                           const GValue *value,
+                           GParamSpec *pspec)
+{
+  rankRankOf *self = RANK_RANK_OF (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANK_OF_MEMBER:
+      if (self->member != NULL)
+        g_free (self->member);
+      self->member = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_RANK_OF_FOUND:
+      self->found = g_value_get_boolean (value);
+      break;
+
+    case PROP_RANK_RANK_OF_SCORE:
+      self->score = g_value_get_int64 (value);
+      self->__isset_score = TRUE;
+      break;
+
+    case PROP_RANK_RANK_OF_RANK:
+      self->rank = g_value_get_int64 (value);
+      self->__isset_rank = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_rank_of_get_property (GObject *object,
+                           guint property_id,
+                           GValue *value,
+                           GParamSpec *pspec)
+{
+  rankRankOf *self = RANK_RANK_OF (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANK_OF_MEMBER:
+      g_value_set_string (value, self->member);
+      break;
+
+    case PROP_RANK_RANK_OF_FOUND:
+      g_value_set_boolean (value, self->found);
+      break;
+
+    case PROP_RANK_RANK_OF_SCORE:
+      g_value_set_int64 (value, self->score);
+      break;
+
+    case PROP_RANK_RANK_OF_RANK:
+      g_value_set_int64 (value, self->rank);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_rank_of_instance_init (rankRankOf * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->member = NULL;
+  object->found = 0;
+  object->score = 0;
+  object->__isset_score = FALSE;
+  object->rank = 0;
+  object->__isset_rank = FALSE;
+}
+
+static void 
+rank_rank_of_finalize (GObject *object)
+{
+  rankRankOf *tobject = RANK_RANK_OF (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->member != NULL)
+  {
+    g_free(tobject->member);
+    tobject->member = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_rank_of_get_type ())))->finalize (object);
+}
+
+static void
+rank_rank_of_class_init (rankRankOfClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_rank_of_read;
+  struct_class->write = rank_rank_of_write;
+
+  gobject_class->finalize = rank_rank_of_finalize;
+  gobject_class->get_property = rank_rank_of_get_property;
+  gobject_class->set_property = rank_rank_of_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANK_OF_MEMBER,
+     g_param_spec_string ("member",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANK_OF_FOUND,
+     g_param_spec_boolean ("found",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANK_OF_SCORE,
+     g_param_spec_int64 ("score",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANK_OF_RANK,
+     g_param_spec_int64 ("rank",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_rank_of_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankOfClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_rank_of_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankOf),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_rank_of_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankOfType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRemoveResponseProperties
+{
+  PROP_RANK_REMOVE_RESPONSE_0,
+  PROP_RANK_REMOVE_RESPONSE_APPLIED,
+  PROP_RANK_REMOVE_RESPONSE_REMOVED
+};
+
+/* reads a remove_response object */
+static gint32
+rank_remove_response_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRemoveResponse * this_object = RANK_REMOVE_RESPONSE(object);
+  gboolean isset_applied = FALSE;
+  gboolean isset_removed = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->applied, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_applied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->removed, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_removed = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_applied)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'applied'");
+    return -1;
+  }
+
+  if (!isset_removed)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'removed'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_remove_response_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRemoveResponse * this_object = RANK_REMOVE_RESPONSE(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RemoveResponse", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "applied", T_BOOL, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_bool (protocol, this_object->applied, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "removed", T_BOOL, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_bool (protocol, this_object->removed, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_remove_response_set_property (GObject *object,
+                                   guint property_id,
+                                   const GValue *value,
+                                   GParamSpec *pspec)
+{
+  rankRemoveResponse *self = RANK_REMOVE_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_REMOVE_RESPONSE_APPLIED:
+      self->applied = g_value_get_boolean (value);
+      break;
+
+    case PROP_RANK_REMOVE_RESPONSE_REMOVED:
+      self->removed = g_value_get_boolean (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_remove_response_get_property (GObject *object,
+                                   guint property_id,
+                                   GValue *value,
+                                   GParamSpec *pspec)
+{
+  rankRemoveResponse *self = RANK_REMOVE_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_REMOVE_RESPONSE_APPLIED:
+      g_value_set_boolean (value, self->applied);
+      break;
+
+    case PROP_RANK_REMOVE_RESPONSE_REMOVED:
+      g_value_set_boolean (value, self->removed);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_remove_response_instance_init (rankRemoveResponse * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->applied = 0;
+  object->removed = 0;
+}
+
+static void 
+rank_remove_response_finalize (GObject *object)
+{
+  rankRemoveResponse *tobject = RANK_REMOVE_RESPONSE (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_remove_response_get_type ())))->finalize (object);
+}
+
+static void
+rank_remove_response_class_init (rankRemoveResponseClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_remove_response_read;
+  struct_class->write = rank_remove_response_write;
+
+  gobject_class->finalize = rank_remove_response_finalize;
+  gobject_class->get_property = rank_remove_response_get_property;
+  gobject_class->set_property = rank_remove_response_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_REMOVE_RESPONSE_APPLIED,
+     g_param_spec_boolean ("applied",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_REMOVE_RESPONSE_REMOVED,
+     g_param_spec_boolean ("removed",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
+}
+
+GType
+rank_remove_response_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRemoveResponseClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_remove_response_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRemoveResponse),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_remove_response_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRemoveResponseType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
 enum _rankInvalidArgumentProperties
 {
   PROP_RANK_INVALID_ARGUMENT_0,
@@ -4230,6 +4923,3803 @@ rank_ranking_get_top_n_result_get_type (void)
 
     type = g_type_register_static (THRIFT_TYPE_STRUCT, 
                                    "rankRankingGetTopNResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetAroundArgsProperties
+{
+  PROP_RANK_RANKING_GET_AROUND_ARGS_0,
+  PROP_RANK_RANKING_GET_AROUND_ARGS_BOARD,
+  PROP_RANK_RANKING_GET_AROUND_ARGS_MEMBER,
+  PROP_RANK_RANKING_GET_AROUND_ARGS_RADIUS,
+  PROP_RANK_RANKING_GET_AROUND_ARGS_PERIODS_BACK
+};
+
+/* reads a ranking_get_around_args object */
+static gint32
+rank_ranking_get_around_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetAroundArgs * this_object = RANK_RANKING_GET_AROUND_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->member != NULL)
+          {
+            g_free(this_object->member);
+            this_object->member = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_member = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->radius, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_radius = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_around_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetAroundArgs * this_object = RANK_RANKING_GET_AROUND_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetAroundArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "radius", T_I32, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->radius, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_around_args_set_property (GObject *object,
+                                           guint property_id,
+                                           const GValue *value,
+                                           GParamSpec *pspec)
+{
+  rankRankingGetAroundArgs *self = RANK_RANKING_GET_AROUND_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_AROUND_ARGS_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      self->__isset_board = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_AROUND_ARGS_MEMBER:
+      if (self->member != NULL)
+        g_free (self->member);
+      self->member = g_value_dup_string (value);
+      self->__isset_member = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_AROUND_ARGS_RADIUS:
+      self->radius = g_value_get_int (value);
+      self->__isset_radius = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_AROUND_ARGS_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_around_args_get_property (GObject *object,
+                                           guint property_id,
+                                           GValue *value,
+                                           GParamSpec *pspec)
+{
+  rankRankingGetAroundArgs *self = RANK_RANKING_GET_AROUND_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_AROUND_ARGS_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_RANKING_GET_AROUND_ARGS_MEMBER:
+      g_value_set_string (value, self->member);
+      break;
+
+    case PROP_RANK_RANKING_GET_AROUND_ARGS_RADIUS:
+      g_value_set_int (value, self->radius);
+      break;
+
+    case PROP_RANK_RANKING_GET_AROUND_ARGS_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_around_args_instance_init (rankRankingGetAroundArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->__isset_board = FALSE;
+  object->member = NULL;
+  object->__isset_member = FALSE;
+  object->radius = 0;
+  object->__isset_radius = FALSE;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_ranking_get_around_args_finalize (GObject *object)
+{
+  rankRankingGetAroundArgs *tobject = RANK_RANKING_GET_AROUND_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->member != NULL)
+  {
+    g_free(tobject->member);
+    tobject->member = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_around_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_around_args_class_init (rankRankingGetAroundArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_around_args_read;
+  struct_class->write = rank_ranking_get_around_args_write;
+
+  gobject_class->finalize = rank_ranking_get_around_args_finalize;
+  gobject_class->get_property = rank_ranking_get_around_args_get_property;
+  gobject_class->set_property = rank_ranking_get_around_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_AROUND_ARGS_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_AROUND_ARGS_MEMBER,
+     g_param_spec_string ("member",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_AROUND_ARGS_RADIUS,
+     g_param_spec_int ("radius",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_AROUND_ARGS_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_around_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetAroundArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_around_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetAroundArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_around_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetAroundArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetAroundResultProperties
+{
+  PROP_RANK_RANKING_GET_AROUND_RESULT_0,
+  PROP_RANK_RANKING_GET_AROUND_RESULT_SUCCESS,
+  PROP_RANK_RANKING_GET_AROUND_RESULT_INVALID,
+  PROP_RANK_RANKING_GET_AROUND_RESULT_NOT_FOUND,
+  PROP_RANK_RANKING_GET_AROUND_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_get_around_result object */
+static gint32
+rank_ranking_get_around_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetAroundResult * this_object = RANK_RANKING_GET_AROUND_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              rankEntry * _elem3 = NULL;
+              if ( _elem3 != NULL)
+              {
+                g_object_unref (_elem3);
+              }
+              _elem3 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem3), protocol, error)) < 0)
+              {
+                g_object_unref (_elem3);
+                return -1;
+              }
+              xfer += ret;
+              g_ptr_array_add (this_object->success, _elem3);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->not_found != NULL)
+          {
+            g_object_unref (this_object->not_found);
+          }
+          this_object->not_found = g_object_new (RANK_TYPE_NOT_FOUND, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->not_found), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->not_found);
+            this_object->not_found = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_not_found = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_around_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetAroundResult * this_object = RANK_RANKING_GET_AROUND_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetAroundResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_LIST, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      guint i4;
+
+      if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
+        return -1;
+      xfer += ret;
+      for (i4 = 0; i4 < (this_object->success ? this_object->success->len : 0); i4++)
+      {
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i4))), protocol, error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_not_found == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "not_found", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->not_found), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_around_result_set_property (GObject *object,
+                                             guint property_id,
+                                             const GValue *value,
+                                             GParamSpec *pspec)
+{
+  rankRankingGetAroundResult *self = RANK_RANKING_GET_AROUND_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_AROUND_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_ptr_array_unref (self->success);
+      self->success = g_value_dup_boxed (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_AROUND_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_AROUND_RESULT_NOT_FOUND:
+      if (self->not_found != NULL)
+        g_object_unref (self->not_found);
+      self->not_found = g_value_dup_object (value);
+      self->__isset_not_found = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_AROUND_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_around_result_get_property (GObject *object,
+                                             guint property_id,
+                                             GValue *value,
+                                             GParamSpec *pspec)
+{
+  rankRankingGetAroundResult *self = RANK_RANKING_GET_AROUND_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_AROUND_RESULT_SUCCESS:
+      g_value_set_boxed (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_GET_AROUND_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_GET_AROUND_RESULT_NOT_FOUND:
+      g_value_set_object (value, self->not_found);
+      break;
+
+    case PROP_RANK_RANKING_GET_AROUND_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_around_result_instance_init (rankRankingGetAroundResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_ptr_array_new_with_free_func (g_object_unref);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->not_found = NULL;
+  object->__isset_not_found = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_get_around_result_finalize (GObject *object)
+{
+  rankRankingGetAroundResult *tobject = RANK_RANKING_GET_AROUND_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_ptr_array_unref (tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->not_found != NULL)
+  {
+    g_object_unref(tobject->not_found);
+    tobject->not_found = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_around_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_around_result_class_init (rankRankingGetAroundResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_around_result_read;
+  struct_class->write = rank_ranking_get_around_result_write;
+
+  gobject_class->finalize = rank_ranking_get_around_result_finalize;
+  gobject_class->get_property = rank_ranking_get_around_result_get_property;
+  gobject_class->set_property = rank_ranking_get_around_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_AROUND_RESULT_SUCCESS,
+     g_param_spec_boxed ("success",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_AROUND_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_AROUND_RESULT_NOT_FOUND,
+     g_param_spec_object ("not_found",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_NOT_FOUND,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_AROUND_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_around_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetAroundResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_around_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetAroundResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_around_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetAroundResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetRanksArgsProperties
+{
+  PROP_RANK_RANKING_GET_RANKS_ARGS_0,
+  PROP_RANK_RANKING_GET_RANKS_ARGS_BOARD,
+  PROP_RANK_RANKING_GET_RANKS_ARGS_MEMBERS,
+  PROP_RANK_RANKING_GET_RANKS_ARGS_PERIODS_BACK
+};
+
+/* reads a ranking_get_ranks_args object */
+static gint32
+rank_ranking_get_ranks_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetRanksArgs * this_object = RANK_RANKING_GET_RANKS_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              gchar * _elem5 = NULL;
+              if (_elem5 != NULL)
+              {
+                g_free(_elem5);
+                _elem5 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &_elem5, error)) < 0)
+                return -1;
+              xfer += ret;
+              g_ptr_array_add (this_object->members, _elem5);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_members = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_ranks_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetRanksArgs * this_object = RANK_RANKING_GET_RANKS_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetRanksArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "members", T_LIST, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    guint i6;
+
+    if ((ret = thrift_protocol_write_list_begin (protocol, T_STRING, (gint32) (this_object->members ? this_object->members->len : 0), error)) < 0)
+      return -1;
+    xfer += ret;
+    for (i6 = 0; i6 < (this_object->members ? this_object->members->len : 0); i6++)
+    {
+      if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) this_object->members, i6)), error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_ranks_args_set_property (GObject *object,
+                                          guint property_id,
+                                          const GValue *value,
+                                          GParamSpec *pspec)
+{
+  rankRankingGetRanksArgs *self = RANK_RANKING_GET_RANKS_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_RANKS_ARGS_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      self->__isset_board = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_RANKS_ARGS_MEMBERS:
+      if (self->members != NULL)
+        g_ptr_array_unref (self->members);
+      self->members = g_value_dup_boxed (value);
+      self->__isset_members = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_RANKS_ARGS_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_ranks_args_get_property (GObject *object,
+                                          guint property_id,
+                                          GValue *value,
+                                          GParamSpec *pspec)
+{
+  rankRankingGetRanksArgs *self = RANK_RANKING_GET_RANKS_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_RANKS_ARGS_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_RANKING_GET_RANKS_ARGS_MEMBERS:
+      g_value_set_boxed (value, self->members);
+      break;
+
+    case PROP_RANK_RANKING_GET_RANKS_ARGS_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_ranks_args_instance_init (rankRankingGetRanksArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->__isset_board = FALSE;
+  object->members = g_ptr_array_new_with_free_func (g_free);
+  object->__isset_members = FALSE;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_ranking_get_ranks_args_finalize (GObject *object)
+{
+  rankRankingGetRanksArgs *tobject = RANK_RANKING_GET_RANKS_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->members != NULL)
+  {
+    g_ptr_array_unref (tobject->members);
+    tobject->members = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_ranks_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_ranks_args_class_init (rankRankingGetRanksArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_ranks_args_read;
+  struct_class->write = rank_ranking_get_ranks_args_write;
+
+  gobject_class->finalize = rank_ranking_get_ranks_args_finalize;
+  gobject_class->get_property = rank_ranking_get_ranks_args_get_property;
+  gobject_class->set_property = rank_ranking_get_ranks_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_RANKS_ARGS_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_RANKS_ARGS_MEMBERS,
+     g_param_spec_boxed ("members",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_RANKS_ARGS_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_ranks_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetRanksArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_ranks_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetRanksArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_ranks_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetRanksArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetRanksResultProperties
+{
+  PROP_RANK_RANKING_GET_RANKS_RESULT_0,
+  PROP_RANK_RANKING_GET_RANKS_RESULT_SUCCESS,
+  PROP_RANK_RANKING_GET_RANKS_RESULT_INVALID,
+  PROP_RANK_RANKING_GET_RANKS_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_get_ranks_result object */
+static gint32
+rank_ranking_get_ranks_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetRanksResult * this_object = RANK_RANKING_GET_RANKS_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              rankRankOf * _elem7 = NULL;
+              if ( _elem7 != NULL)
+              {
+                g_object_unref (_elem7);
+              }
+              _elem7 = g_object_new (RANK_TYPE_RANK_OF, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem7), protocol, error)) < 0)
+              {
+                g_object_unref (_elem7);
+                return -1;
+              }
+              xfer += ret;
+              g_ptr_array_add (this_object->success, _elem7);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_ranks_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetRanksResult * this_object = RANK_RANKING_GET_RANKS_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetRanksResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_LIST, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      guint i8;
+
+      if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
+        return -1;
+      xfer += ret;
+      for (i8 = 0; i8 < (this_object->success ? this_object->success->len : 0); i8++)
+      {
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i8))), protocol, error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_ranks_result_set_property (GObject *object,
+                                            guint property_id,
+                                            const GValue *value,
+                                            GParamSpec *pspec)
+{
+  rankRankingGetRanksResult *self = RANK_RANKING_GET_RANKS_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_RANKS_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_ptr_array_unref (self->success);
+      self->success = g_value_dup_boxed (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_RANKS_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_RANKS_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_ranks_result_get_property (GObject *object,
+                                            guint property_id,
+                                            GValue *value,
+                                            GParamSpec *pspec)
+{
+  rankRankingGetRanksResult *self = RANK_RANKING_GET_RANKS_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_RANKS_RESULT_SUCCESS:
+      g_value_set_boxed (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_GET_RANKS_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_GET_RANKS_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_ranks_result_instance_init (rankRankingGetRanksResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_ptr_array_new_with_free_func (g_object_unref);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_get_ranks_result_finalize (GObject *object)
+{
+  rankRankingGetRanksResult *tobject = RANK_RANKING_GET_RANKS_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_ptr_array_unref (tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_ranks_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_ranks_result_class_init (rankRankingGetRanksResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_ranks_result_read;
+  struct_class->write = rank_ranking_get_ranks_result_write;
+
+  gobject_class->finalize = rank_ranking_get_ranks_result_finalize;
+  gobject_class->get_property = rank_ranking_get_ranks_result_get_property;
+  gobject_class->set_property = rank_ranking_get_ranks_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_RANKS_RESULT_SUCCESS,
+     g_param_spec_boxed ("success",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_RANKS_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_RANKS_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_ranks_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetRanksResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_ranks_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetRanksResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_ranks_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetRanksResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingRemoveArgsProperties
+{
+  PROP_RANK_RANKING_REMOVE_ARGS_0,
+  PROP_RANK_RANKING_REMOVE_ARGS_BOARD,
+  PROP_RANK_RANKING_REMOVE_ARGS_MEMBER,
+  PROP_RANK_RANKING_REMOVE_ARGS_REQUEST_ID
+};
+
+/* reads a ranking_remove_args object */
+static gint32
+rank_ranking_remove_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingRemoveArgs * this_object = RANK_RANKING_REMOVE_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->member != NULL)
+          {
+            g_free(this_object->member);
+            this_object->member = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_member = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_STRING)
+        {
+          if (this_object->request_id != NULL)
+          {
+            g_free(this_object->request_id);
+            this_object->request_id = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->request_id, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_request_id = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_remove_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingRemoveArgs * this_object = RANK_RANKING_REMOVE_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingRemoveArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request_id", T_STRING, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->request_id, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_remove_args_set_property (GObject *object,
+                                       guint property_id,
+                                       const GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankRankingRemoveArgs *self = RANK_RANKING_REMOVE_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_REMOVE_ARGS_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      self->__isset_board = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_REMOVE_ARGS_MEMBER:
+      if (self->member != NULL)
+        g_free (self->member);
+      self->member = g_value_dup_string (value);
+      self->__isset_member = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_REMOVE_ARGS_REQUEST_ID:
+      if (self->request_id != NULL)
+        g_free (self->request_id);
+      self->request_id = g_value_dup_string (value);
+      self->__isset_request_id = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_remove_args_get_property (GObject *object,
+                                       guint property_id,
+                                       GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankRankingRemoveArgs *self = RANK_RANKING_REMOVE_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_REMOVE_ARGS_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_RANKING_REMOVE_ARGS_MEMBER:
+      g_value_set_string (value, self->member);
+      break;
+
+    case PROP_RANK_RANKING_REMOVE_ARGS_REQUEST_ID:
+      g_value_set_string (value, self->request_id);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_remove_args_instance_init (rankRankingRemoveArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->__isset_board = FALSE;
+  object->member = NULL;
+  object->__isset_member = FALSE;
+  object->request_id = NULL;
+  object->__isset_request_id = FALSE;
+}
+
+static void 
+rank_ranking_remove_args_finalize (GObject *object)
+{
+  rankRankingRemoveArgs *tobject = RANK_RANKING_REMOVE_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->member != NULL)
+  {
+    g_free(tobject->member);
+    tobject->member = NULL;
+  }
+  if (tobject->request_id != NULL)
+  {
+    g_free(tobject->request_id);
+    tobject->request_id = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_remove_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_remove_args_class_init (rankRankingRemoveArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_remove_args_read;
+  struct_class->write = rank_ranking_remove_args_write;
+
+  gobject_class->finalize = rank_ranking_remove_args_finalize;
+  gobject_class->get_property = rank_ranking_remove_args_get_property;
+  gobject_class->set_property = rank_ranking_remove_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_REMOVE_ARGS_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_REMOVE_ARGS_MEMBER,
+     g_param_spec_string ("member",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_REMOVE_ARGS_REQUEST_ID,
+     g_param_spec_string ("request_id",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_remove_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingRemoveArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_remove_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingRemoveArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_remove_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingRemoveArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingRemoveResultProperties
+{
+  PROP_RANK_RANKING_REMOVE_RESULT_0,
+  PROP_RANK_RANKING_REMOVE_RESULT_SUCCESS,
+  PROP_RANK_RANKING_REMOVE_RESULT_INVALID,
+  PROP_RANK_RANKING_REMOVE_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_remove_result object */
+static gint32
+rank_ranking_remove_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingRemoveResult * this_object = RANK_RANKING_REMOVE_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_remove_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingRemoveResult * this_object = RANK_RANKING_REMOVE_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingRemoveResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_remove_result_set_property (GObject *object,
+                                         guint property_id,
+                                         const GValue *value,
+                                         GParamSpec *pspec)
+{
+  rankRankingRemoveResult *self = RANK_RANKING_REMOVE_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_REMOVE_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_REMOVE_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_REMOVE_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_remove_result_get_property (GObject *object,
+                                         guint property_id,
+                                         GValue *value,
+                                         GParamSpec *pspec)
+{
+  rankRankingRemoveResult *self = RANK_RANKING_REMOVE_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_REMOVE_RESULT_SUCCESS:
+      g_value_set_object (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_REMOVE_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_REMOVE_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_remove_result_instance_init (rankRankingRemoveResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_object_new (RANK_TYPE_REMOVE_RESPONSE, NULL);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_remove_result_finalize (GObject *object)
+{
+  rankRankingRemoveResult *tobject = RANK_RANKING_REMOVE_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_object_unref(tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_remove_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_remove_result_class_init (rankRankingRemoveResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_remove_result_read;
+  struct_class->write = rank_ranking_remove_result_write;
+
+  gobject_class->finalize = rank_ranking_remove_result_finalize;
+  gobject_class->get_property = rank_ranking_remove_result_get_property;
+  gobject_class->set_property = rank_ranking_remove_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_REMOVE_RESULT_SUCCESS,
+     g_param_spec_object ("success",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_REMOVE_RESPONSE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_REMOVE_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_REMOVE_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_remove_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingRemoveResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_remove_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingRemoveResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_remove_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingRemoveResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingCountArgsProperties
+{
+  PROP_RANK_RANKING_COUNT_ARGS_0,
+  PROP_RANK_RANKING_COUNT_ARGS_BOARD,
+  PROP_RANK_RANKING_COUNT_ARGS_PERIODS_BACK
+};
+
+/* reads a ranking_count_args object */
+static gint32
+rank_ranking_count_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingCountArgs * this_object = RANK_RANKING_COUNT_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_count_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingCountArgs * this_object = RANK_RANKING_COUNT_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingCountArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_count_args_set_property (GObject *object,
+                                      guint property_id,
+                                      const GValue *value,
+                                      GParamSpec *pspec)
+{
+  rankRankingCountArgs *self = RANK_RANKING_COUNT_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_COUNT_ARGS_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      self->__isset_board = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_COUNT_ARGS_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_count_args_get_property (GObject *object,
+                                      guint property_id,
+                                      GValue *value,
+                                      GParamSpec *pspec)
+{
+  rankRankingCountArgs *self = RANK_RANKING_COUNT_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_COUNT_ARGS_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_RANKING_COUNT_ARGS_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_count_args_instance_init (rankRankingCountArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->__isset_board = FALSE;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_ranking_count_args_finalize (GObject *object)
+{
+  rankRankingCountArgs *tobject = RANK_RANKING_COUNT_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_count_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_count_args_class_init (rankRankingCountArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_count_args_read;
+  struct_class->write = rank_ranking_count_args_write;
+
+  gobject_class->finalize = rank_ranking_count_args_finalize;
+  gobject_class->get_property = rank_ranking_count_args_get_property;
+  gobject_class->set_property = rank_ranking_count_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_COUNT_ARGS_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_COUNT_ARGS_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_count_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingCountArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_count_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingCountArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_count_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingCountArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingCountResultProperties
+{
+  PROP_RANK_RANKING_COUNT_RESULT_0,
+  PROP_RANK_RANKING_COUNT_RESULT_SUCCESS,
+  PROP_RANK_RANKING_COUNT_RESULT_INVALID,
+  PROP_RANK_RANKING_COUNT_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_count_result object */
+static gint32
+rank_ranking_count_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingCountResult * this_object = RANK_RANKING_COUNT_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->success, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_count_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingCountResult * this_object = RANK_RANKING_COUNT_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingCountResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_I64, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i64 (protocol, this_object->success, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_count_result_set_property (GObject *object,
+                                        guint property_id,
+                                        const GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankRankingCountResult *self = RANK_RANKING_COUNT_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_COUNT_RESULT_SUCCESS:
+      self->success = g_value_get_int64 (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_COUNT_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_COUNT_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_count_result_get_property (GObject *object,
+                                        guint property_id,
+                                        GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankRankingCountResult *self = RANK_RANKING_COUNT_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_COUNT_RESULT_SUCCESS:
+      g_value_set_int64 (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_COUNT_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_COUNT_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_count_result_instance_init (rankRankingCountResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = 0;
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_count_result_finalize (GObject *object)
+{
+  rankRankingCountResult *tobject = RANK_RANKING_COUNT_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_count_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_count_result_class_init (rankRankingCountResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_count_result_read;
+  struct_class->write = rank_ranking_count_result_write;
+
+  gobject_class->finalize = rank_ranking_count_result_finalize;
+  gobject_class->get_property = rank_ranking_count_result_get_property;
+  gobject_class->set_property = rank_ranking_count_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_COUNT_RESULT_SUCCESS,
+     g_param_spec_int64 ("success",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_COUNT_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_COUNT_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_count_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingCountResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_count_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingCountResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_count_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingCountResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingCountBetweenArgsProperties
+{
+  PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_0,
+  PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_BOARD,
+  PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MIN_SCORE,
+  PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MAX_SCORE,
+  PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_PERIODS_BACK
+};
+
+/* reads a ranking_count_between_args object */
+static gint32
+rank_ranking_count_between_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingCountBetweenArgs * this_object = RANK_RANKING_COUNT_BETWEEN_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->min_score, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_min_score = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->max_score, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_max_score = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_count_between_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingCountBetweenArgs * this_object = RANK_RANKING_COUNT_BETWEEN_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingCountBetweenArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "min_score", T_I64, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->min_score, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "max_score", T_I64, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->max_score, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_count_between_args_set_property (GObject *object,
+                                              guint property_id,
+                                              const GValue *value,
+                                              GParamSpec *pspec)
+{
+  rankRankingCountBetweenArgs *self = RANK_RANKING_COUNT_BETWEEN_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      self->__isset_board = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MIN_SCORE:
+      self->min_score = g_value_get_int64 (value);
+      self->__isset_min_score = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MAX_SCORE:
+      self->max_score = g_value_get_int64 (value);
+      self->__isset_max_score = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_count_between_args_get_property (GObject *object,
+                                              guint property_id,
+                                              GValue *value,
+                                              GParamSpec *pspec)
+{
+  rankRankingCountBetweenArgs *self = RANK_RANKING_COUNT_BETWEEN_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MIN_SCORE:
+      g_value_set_int64 (value, self->min_score);
+      break;
+
+    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MAX_SCORE:
+      g_value_set_int64 (value, self->max_score);
+      break;
+
+    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_count_between_args_instance_init (rankRankingCountBetweenArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->__isset_board = FALSE;
+  object->min_score = 0;
+  object->__isset_min_score = FALSE;
+  object->max_score = 0;
+  object->__isset_max_score = FALSE;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_ranking_count_between_args_finalize (GObject *object)
+{
+  rankRankingCountBetweenArgs *tobject = RANK_RANKING_COUNT_BETWEEN_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_count_between_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_count_between_args_class_init (rankRankingCountBetweenArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_count_between_args_read;
+  struct_class->write = rank_ranking_count_between_args_write;
+
+  gobject_class->finalize = rank_ranking_count_between_args_finalize;
+  gobject_class->get_property = rank_ranking_count_between_args_get_property;
+  gobject_class->set_property = rank_ranking_count_between_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MIN_SCORE,
+     g_param_spec_int64 ("min_score",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MAX_SCORE,
+     g_param_spec_int64 ("max_score",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_count_between_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingCountBetweenArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_count_between_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingCountBetweenArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_count_between_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingCountBetweenArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingCountBetweenResultProperties
+{
+  PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_0,
+  PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_SUCCESS,
+  PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_INVALID,
+  PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_count_between_result object */
+static gint32
+rank_ranking_count_between_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingCountBetweenResult * this_object = RANK_RANKING_COUNT_BETWEEN_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->success, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_count_between_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingCountBetweenResult * this_object = RANK_RANKING_COUNT_BETWEEN_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingCountBetweenResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_I64, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i64 (protocol, this_object->success, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_count_between_result_set_property (GObject *object,
+                                                guint property_id,
+                                                const GValue *value,
+                                                GParamSpec *pspec)
+{
+  rankRankingCountBetweenResult *self = RANK_RANKING_COUNT_BETWEEN_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_SUCCESS:
+      self->success = g_value_get_int64 (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_count_between_result_get_property (GObject *object,
+                                                guint property_id,
+                                                GValue *value,
+                                                GParamSpec *pspec)
+{
+  rankRankingCountBetweenResult *self = RANK_RANKING_COUNT_BETWEEN_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_SUCCESS:
+      g_value_set_int64 (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_count_between_result_instance_init (rankRankingCountBetweenResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = 0;
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_count_between_result_finalize (GObject *object)
+{
+  rankRankingCountBetweenResult *tobject = RANK_RANKING_COUNT_BETWEEN_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_count_between_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_count_between_result_class_init (rankRankingCountBetweenResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_count_between_result_read;
+  struct_class->write = rank_ranking_count_between_result_write;
+
+  gobject_class->finalize = rank_ranking_count_between_result_finalize;
+  gobject_class->get_property = rank_ranking_count_between_result_get_property;
+  gobject_class->set_property = rank_ranking_count_between_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_SUCCESS,
+     g_param_spec_int64 ("success",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_count_between_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingCountBetweenResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_count_between_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingCountBetweenResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_count_between_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingCountBetweenResultType",
                                    &type_info, 0);
     g_once_init_leave (&type_once, 1);
   }

@@ -110,6 +110,60 @@ GType rank_entry_get_type (void);
 #define RANK_IS_ENTRY_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_ENTRY))
 #define RANK_ENTRY_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_ENTRY, rankEntryClass))
 
+/* struct RankOf */
+struct _rankRankOf
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * member;
+  gboolean found;
+  gint64 score;
+  gboolean __isset_score;
+  gint64 rank;
+  gboolean __isset_rank;
+};
+typedef struct _rankRankOf rankRankOf;
+
+struct _rankRankOfClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankOfClass rankRankOfClass;
+
+GType rank_rank_of_get_type (void);
+#define RANK_TYPE_RANK_OF (rank_rank_of_get_type())
+#define RANK_RANK_OF(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANK_OF, rankRankOf))
+#define RANK_RANK_OF_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANK_OF, rankRankOfClass))
+#define RANK_IS_RANK_OF(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANK_OF))
+#define RANK_IS_RANK_OF_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANK_OF))
+#define RANK_RANK_OF_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANK_OF, rankRankOfClass))
+
+/* struct RemoveResponse */
+struct _rankRemoveResponse
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gboolean applied;
+  gboolean removed;
+};
+typedef struct _rankRemoveResponse rankRemoveResponse;
+
+struct _rankRemoveResponseClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRemoveResponseClass rankRemoveResponseClass;
+
+GType rank_remove_response_get_type (void);
+#define RANK_TYPE_REMOVE_RESPONSE (rank_remove_response_get_type())
+#define RANK_REMOVE_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_REMOVE_RESPONSE, rankRemoveResponse))
+#define RANK_REMOVE_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_REMOVE_RESPONSE, rankRemoveResponseClass))
+#define RANK_IS_REMOVE_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_REMOVE_RESPONSE))
+#define RANK_IS_REMOVE_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_REMOVE_RESPONSE))
+#define RANK_REMOVE_RESPONSE_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_REMOVE_RESPONSE, rankRemoveResponseClass))
+
 struct _rankInvalidArgument
 { 
   ThriftStruct parent; 
@@ -384,5 +438,299 @@ GType rank_ranking_get_top_n_result_get_type (void);
 #define RANK_IS_RANKING_GET_TOP_N_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_TOP_N_RESULT))
 #define RANK_IS_RANKING_GET_TOP_N_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_TOP_N_RESULT))
 #define RANK_RANKING_GET_TOP_N_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_TOP_N_RESULT, rankRankingGetTopNResultClass))
+
+/* struct RankingGetAroundArgs */
+struct _rankRankingGetAroundArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gboolean __isset_board;
+  gchar * member;
+  gboolean __isset_member;
+  gint32 radius;
+  gboolean __isset_radius;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankRankingGetAroundArgs rankRankingGetAroundArgs;
+
+struct _rankRankingGetAroundArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetAroundArgsClass rankRankingGetAroundArgsClass;
+
+GType rank_ranking_get_around_args_get_type (void);
+#define RANK_TYPE_RANKING_GET_AROUND_ARGS (rank_ranking_get_around_args_get_type())
+#define RANK_RANKING_GET_AROUND_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_AROUND_ARGS, rankRankingGetAroundArgs))
+#define RANK_RANKING_GET_AROUND_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_AROUND_ARGS, rankRankingGetAroundArgsClass))
+#define RANK_IS_RANKING_GET_AROUND_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_AROUND_ARGS))
+#define RANK_IS_RANKING_GET_AROUND_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_AROUND_ARGS))
+#define RANK_RANKING_GET_AROUND_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_AROUND_ARGS, rankRankingGetAroundArgsClass))
+
+/* struct RankingGetAroundResult */
+struct _rankRankingGetAroundResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  GPtrArray * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankNotFound * not_found;
+  gboolean __isset_not_found;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingGetAroundResult rankRankingGetAroundResult;
+
+struct _rankRankingGetAroundResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetAroundResultClass rankRankingGetAroundResultClass;
+
+GType rank_ranking_get_around_result_get_type (void);
+#define RANK_TYPE_RANKING_GET_AROUND_RESULT (rank_ranking_get_around_result_get_type())
+#define RANK_RANKING_GET_AROUND_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_AROUND_RESULT, rankRankingGetAroundResult))
+#define RANK_RANKING_GET_AROUND_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_AROUND_RESULT, rankRankingGetAroundResultClass))
+#define RANK_IS_RANKING_GET_AROUND_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_AROUND_RESULT))
+#define RANK_IS_RANKING_GET_AROUND_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_AROUND_RESULT))
+#define RANK_RANKING_GET_AROUND_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_AROUND_RESULT, rankRankingGetAroundResultClass))
+
+/* struct RankingGetRanksArgs */
+struct _rankRankingGetRanksArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gboolean __isset_board;
+  GPtrArray * members;
+  gboolean __isset_members;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankRankingGetRanksArgs rankRankingGetRanksArgs;
+
+struct _rankRankingGetRanksArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetRanksArgsClass rankRankingGetRanksArgsClass;
+
+GType rank_ranking_get_ranks_args_get_type (void);
+#define RANK_TYPE_RANKING_GET_RANKS_ARGS (rank_ranking_get_ranks_args_get_type())
+#define RANK_RANKING_GET_RANKS_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_RANKS_ARGS, rankRankingGetRanksArgs))
+#define RANK_RANKING_GET_RANKS_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_RANKS_ARGS, rankRankingGetRanksArgsClass))
+#define RANK_IS_RANKING_GET_RANKS_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_RANKS_ARGS))
+#define RANK_IS_RANKING_GET_RANKS_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_RANKS_ARGS))
+#define RANK_RANKING_GET_RANKS_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_RANKS_ARGS, rankRankingGetRanksArgsClass))
+
+/* struct RankingGetRanksResult */
+struct _rankRankingGetRanksResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  GPtrArray * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingGetRanksResult rankRankingGetRanksResult;
+
+struct _rankRankingGetRanksResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetRanksResultClass rankRankingGetRanksResultClass;
+
+GType rank_ranking_get_ranks_result_get_type (void);
+#define RANK_TYPE_RANKING_GET_RANKS_RESULT (rank_ranking_get_ranks_result_get_type())
+#define RANK_RANKING_GET_RANKS_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_RANKS_RESULT, rankRankingGetRanksResult))
+#define RANK_RANKING_GET_RANKS_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_RANKS_RESULT, rankRankingGetRanksResultClass))
+#define RANK_IS_RANKING_GET_RANKS_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_RANKS_RESULT))
+#define RANK_IS_RANKING_GET_RANKS_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_RANKS_RESULT))
+#define RANK_RANKING_GET_RANKS_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_RANKS_RESULT, rankRankingGetRanksResultClass))
+
+/* struct RankingRemoveArgs */
+struct _rankRankingRemoveArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gboolean __isset_board;
+  gchar * member;
+  gboolean __isset_member;
+  gchar * request_id;
+  gboolean __isset_request_id;
+};
+typedef struct _rankRankingRemoveArgs rankRankingRemoveArgs;
+
+struct _rankRankingRemoveArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingRemoveArgsClass rankRankingRemoveArgsClass;
+
+GType rank_ranking_remove_args_get_type (void);
+#define RANK_TYPE_RANKING_REMOVE_ARGS (rank_ranking_remove_args_get_type())
+#define RANK_RANKING_REMOVE_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_REMOVE_ARGS, rankRankingRemoveArgs))
+#define RANK_RANKING_REMOVE_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_REMOVE_ARGS, rankRankingRemoveArgsClass))
+#define RANK_IS_RANKING_REMOVE_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_REMOVE_ARGS))
+#define RANK_IS_RANKING_REMOVE_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_REMOVE_ARGS))
+#define RANK_RANKING_REMOVE_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_REMOVE_ARGS, rankRankingRemoveArgsClass))
+
+/* struct RankingRemoveResult */
+struct _rankRankingRemoveResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankRemoveResponse * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingRemoveResult rankRankingRemoveResult;
+
+struct _rankRankingRemoveResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingRemoveResultClass rankRankingRemoveResultClass;
+
+GType rank_ranking_remove_result_get_type (void);
+#define RANK_TYPE_RANKING_REMOVE_RESULT (rank_ranking_remove_result_get_type())
+#define RANK_RANKING_REMOVE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_REMOVE_RESULT, rankRankingRemoveResult))
+#define RANK_RANKING_REMOVE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_REMOVE_RESULT, rankRankingRemoveResultClass))
+#define RANK_IS_RANKING_REMOVE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_REMOVE_RESULT))
+#define RANK_IS_RANKING_REMOVE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_REMOVE_RESULT))
+#define RANK_RANKING_REMOVE_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_REMOVE_RESULT, rankRankingRemoveResultClass))
+
+/* struct RankingCountArgs */
+struct _rankRankingCountArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gboolean __isset_board;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankRankingCountArgs rankRankingCountArgs;
+
+struct _rankRankingCountArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingCountArgsClass rankRankingCountArgsClass;
+
+GType rank_ranking_count_args_get_type (void);
+#define RANK_TYPE_RANKING_COUNT_ARGS (rank_ranking_count_args_get_type())
+#define RANK_RANKING_COUNT_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_COUNT_ARGS, rankRankingCountArgs))
+#define RANK_RANKING_COUNT_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_COUNT_ARGS, rankRankingCountArgsClass))
+#define RANK_IS_RANKING_COUNT_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_COUNT_ARGS))
+#define RANK_IS_RANKING_COUNT_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_COUNT_ARGS))
+#define RANK_RANKING_COUNT_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_COUNT_ARGS, rankRankingCountArgsClass))
+
+/* struct RankingCountResult */
+struct _rankRankingCountResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gint64 success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingCountResult rankRankingCountResult;
+
+struct _rankRankingCountResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingCountResultClass rankRankingCountResultClass;
+
+GType rank_ranking_count_result_get_type (void);
+#define RANK_TYPE_RANKING_COUNT_RESULT (rank_ranking_count_result_get_type())
+#define RANK_RANKING_COUNT_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_COUNT_RESULT, rankRankingCountResult))
+#define RANK_RANKING_COUNT_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_COUNT_RESULT, rankRankingCountResultClass))
+#define RANK_IS_RANKING_COUNT_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_COUNT_RESULT))
+#define RANK_IS_RANKING_COUNT_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_COUNT_RESULT))
+#define RANK_RANKING_COUNT_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_COUNT_RESULT, rankRankingCountResultClass))
+
+/* struct RankingCountBetweenArgs */
+struct _rankRankingCountBetweenArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gboolean __isset_board;
+  gint64 min_score;
+  gboolean __isset_min_score;
+  gint64 max_score;
+  gboolean __isset_max_score;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankRankingCountBetweenArgs rankRankingCountBetweenArgs;
+
+struct _rankRankingCountBetweenArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingCountBetweenArgsClass rankRankingCountBetweenArgsClass;
+
+GType rank_ranking_count_between_args_get_type (void);
+#define RANK_TYPE_RANKING_COUNT_BETWEEN_ARGS (rank_ranking_count_between_args_get_type())
+#define RANK_RANKING_COUNT_BETWEEN_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_COUNT_BETWEEN_ARGS, rankRankingCountBetweenArgs))
+#define RANK_RANKING_COUNT_BETWEEN_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_COUNT_BETWEEN_ARGS, rankRankingCountBetweenArgsClass))
+#define RANK_IS_RANKING_COUNT_BETWEEN_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_COUNT_BETWEEN_ARGS))
+#define RANK_IS_RANKING_COUNT_BETWEEN_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_COUNT_BETWEEN_ARGS))
+#define RANK_RANKING_COUNT_BETWEEN_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_COUNT_BETWEEN_ARGS, rankRankingCountBetweenArgsClass))
+
+/* struct RankingCountBetweenResult */
+struct _rankRankingCountBetweenResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gint64 success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingCountBetweenResult rankRankingCountBetweenResult;
+
+struct _rankRankingCountBetweenResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingCountBetweenResultClass rankRankingCountBetweenResultClass;
+
+GType rank_ranking_count_between_result_get_type (void);
+#define RANK_TYPE_RANKING_COUNT_BETWEEN_RESULT (rank_ranking_count_between_result_get_type())
+#define RANK_RANKING_COUNT_BETWEEN_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_COUNT_BETWEEN_RESULT, rankRankingCountBetweenResult))
+#define RANK_RANKING_COUNT_BETWEEN_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_COUNT_BETWEEN_RESULT, rankRankingCountBetweenResultClass))
+#define RANK_IS_RANKING_COUNT_BETWEEN_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_COUNT_BETWEEN_RESULT))
+#define RANK_IS_RANKING_COUNT_BETWEEN_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_COUNT_BETWEEN_RESULT))
+#define RANK_RANKING_COUNT_BETWEEN_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_COUNT_BETWEEN_RESULT, rankRankingCountBetweenResultClass))
 
 #endif /* RANK_RANKING_TYPES_H */

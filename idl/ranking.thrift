@@ -86,6 +86,22 @@ struct Entry {
   3: required i64 rank
 }
 
+/** One member's answer in GetRanks. */
+struct RankOf {
+  1: required string member
+  /** False: the member is not on the board; score and rank are unset. */
+  2: required bool found
+  3: optional i64 score
+  4: optional i64 rank
+}
+
+struct RemoveResponse {
+  /** False: this request_id was already used; nothing changed. */
+  1: required bool applied
+  /** The member was on the board and is gone (meaningful when applied). */
+  2: required bool removed
+}
+
 /** A field broke a documented limit or rule; the message names the field. Nothing changed. */
 exception InvalidArgument {
   1: required string message
@@ -125,5 +141,34 @@ service Ranking {
    * in GetRank.
    */
   list<Entry> GetTopN(1: string board, 2: i32 n, 3: i32 offset, 4: i32 periods_back = 0)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * The member and up to radius entries above and below it, best first (fewer
+   * at either end of the board). 0 <= radius <= 100. NotFound if the member is
+   * not on the board. On a sharded board its rank plus radius is at most the
+   * board's max_top_depth.
+   */
+  list<Entry> GetAround(1: string board, 2: string member, 3: i32 radius, 4: i32 periods_back = 0)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+
+  /** Score and rank of each member (1 to 1000 of them), in the order asked. */
+  list<RankOf> GetRanks(1: string board, 2: list<string> members, 3: i32 periods_back = 0)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * Removes the member from the board (on a periodic board, from the current
+   * period); idempotent by request_id, which shares the board's dedup window
+   * with Update's.
+   */
+  RemoveResponse Remove(1: string board, 2: string member, 3: string request_id)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /** The number of members on the board. */
+  i64 Count(1: string board, 2: i32 periods_back = 0)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /** The number of members with min_score <= score <= max_score. */
+  i64 CountBetween(1: string board, 2: i64 min_score, 3: i64 max_score, 4: i32 periods_back = 0)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 }

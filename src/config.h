@@ -45,6 +45,7 @@ typedef enum
   RANK_MODE_INCREMENT = 1,
   RANK_MODE_BEST = 2,
   RANK_MODE_SET = 3,
+  RANK_MODE_REMOVE = 4, /* not an UpdateMode: the Remove method */
 } RankMode;
 
 typedef enum

@@ -27,10 +27,17 @@ typedef enum
   METHOD_UPDATE,
   METHOD_GET_RANK,
   METHOD_GET_TOP_N,
+  METHOD_GET_AROUND,
+  METHOD_GET_RANKS,
+  METHOD_REMOVE,
+  METHOD_COUNT,
+  METHOD_COUNT_BETWEEN,
   METHOD_UNKNOWN,
 } Method;
 
-static const char *const method_names[] = { "Update", "GetRank", "GetTopN" };
+static const char *const method_names[]
+    = { "Update",   "GetRank", "GetTopN", "GetAround",
+        "GetRanks", "Remove",  "Count",   "CountBetween" };
 
 typedef struct
 {
@@ -328,7 +335,7 @@ reply_top (Call *call, const RankEntry *entries, gsize n)
   ThriftProtocol *out = call->handler->sink.protocol (call->conn);
   g_autoptr (GError) error = NULL;
   gboolean ok
-      = thrift_protocol_write_message_begin (out, "GetTopN", T_REPLY,
+      = thrift_protocol_write_message_begin (out, call_name (call), T_REPLY,
                                              call->seqid, &error)
             >= 0
         && thrift_protocol_write_struct_begin (out, "RankingGetTopNResult",
@@ -399,15 +406,309 @@ start_get_top_n (Call *call)
                       (guint) args->periods_back, top_done, call);
 }
 
+/* ---- GetAround ---- */
+
+#define AROUND_RADIUS_MAX 100
+
+static void
+around_page (const RankEntry *entries, gsize n, const GError *error,
+             gpointer data)
+{
+  Call *call = data;
+
+  if (error != NULL)
+    {
+      reply_error (call, RANK_TYPE_RANKING_GET_AROUND_RESULT, error);
+      return;
+    }
+  reply_top (call, entries, n);
+}
+
+/* The member's position is known: read the page around it. */
+static void
+around_found (gint64 score, gint64 position, const GError *error, gpointer data)
+{
+  Call *call = data;
+  rankRankingGetAroundArgs *args = RANK_RANKING_GET_AROUND_ARGS (call->args);
+  g_autoptr (GError) deep = NULL;
+  gint64 offset = MAX (0, position - 1 - args->radius);
+  gint n = (gint) (position - offset + args->radius);
+
+  (void) score;
+  if (error != NULL)
+    {
+      reply_error (call, RANK_TYPE_RANKING_GET_AROUND_RESULT, error);
+      return;
+    }
+  if (!rank_store_check_top (call->handler->store, args->board, offset, n,
+                             &deep))
+    {
+      reply_error (call, RANK_TYPE_RANKING_GET_AROUND_RESULT, deep);
+      return;
+    }
+  rank_store_get_top (call->handler->store, args->board, offset, n,
+                      (guint) args->periods_back, around_page, call);
+}
+
+static void
+start_get_around (Call *call)
+{
+  rankRankingGetAroundArgs *args = RANK_RANKING_GET_AROUND_ARGS (call->args);
+  g_autoptr (GError) error = NULL;
+
+  if (!rank_validate_board (args->board, &error)
+      || !rank_validate_member (args->member, &error)
+      || !rank_store_check_period (call->handler->store, args->board,
+                                   args->periods_back, &error))
+    ;
+  else if (args->radius < 0 || args->radius > AROUND_RADIUS_MAX)
+    g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "radius: must be 0-%d, got %d", AROUND_RADIUS_MAX,
+                 args->radius);
+  if (error != NULL)
+    {
+      reply_error (call, RANK_TYPE_RANKING_GET_AROUND_RESULT, error);
+      return;
+    }
+  rank_store_get_position (call->handler->store, args->board, args->member,
+                           (guint) args->periods_back, around_found, call);
+}
+
+/* ---- GetRanks ---- */
+
+#define RANKS_MAX 1000
+
+typedef struct _Ranks Ranks;
+
+typedef struct
+{
+  Ranks *ranks;
+  guint index;
+} RanksSlot;
+
+struct _Ranks
+{
+  Call *call;
+  guint pending;
+  GError *error; /* the first failure other than NotFound */
+  rankRankingGetRanksResult *result;
+  RanksSlot slots[];
+};
+
+static void
+ranks_done (Ranks *ranks)
+{
+  Call *call = ranks->call;
+
+  if (ranks->error != NULL)
+    reply_error (call, RANK_TYPE_RANKING_GET_RANKS_RESULT, ranks->error);
+  else
+    {
+      ranks->result->__isset_success = TRUE;
+      reply (call, THRIFT_STRUCT (ranks->result), 0, NULL);
+    }
+  g_clear_error (&ranks->error);
+  g_object_unref (ranks->result);
+  g_free (ranks);
+}
+
+static void
+rank_of_done (gint64 score, gint64 rank, const GError *error, gpointer data)
+{
+  RanksSlot *slot = data;
+  Ranks *ranks = slot->ranks;
+  rankRankOf *of = g_ptr_array_index (ranks->result->success, slot->index);
+
+  if (error == NULL)
+    {
+      of->found = TRUE;
+      of->score = score;
+      of->__isset_score = TRUE;
+      of->rank = rank;
+      of->__isset_rank = TRUE;
+    }
+  else if (!(error->domain == RANK_ERROR && error->code == RANK_ERROR_NOT_FOUND)
+           && ranks->error == NULL)
+    ranks->error = g_error_copy (error);
+  if (--ranks->pending == 0)
+    ranks_done (ranks);
+}
+
+static void
+start_get_ranks (Call *call)
+{
+  rankRankingGetRanksArgs *args = RANK_RANKING_GET_RANKS_ARGS (call->args);
+  g_autoptr (GError) error = NULL;
+  guint n = args->members->len;
+  Ranks *ranks;
+
+  if (rank_validate_board (args->board, &error)
+      && rank_store_check_period (call->handler->store, args->board,
+                                  args->periods_back, &error))
+    {
+      if (n < 1 || n > RANKS_MAX)
+        g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
+                     "members: must list 1-%d members, got %u", RANKS_MAX, n);
+      for (guint i = 0; error == NULL && i < n; i++)
+        if (!rank_validate_member (g_ptr_array_index (args->members, i),
+                                   &error))
+          g_prefix_error (&error, "members[%u]: ", i);
+    }
+  if (error != NULL)
+    {
+      reply_error (call, RANK_TYPE_RANKING_GET_RANKS_RESULT, error);
+      return;
+    }
+  ranks = g_malloc0 (sizeof (Ranks) + n * sizeof (RanksSlot));
+  ranks->call = call;
+  ranks->pending = n;
+  ranks->result = g_object_new (RANK_TYPE_RANKING_GET_RANKS_RESULT, NULL);
+  for (guint i = 0; i < n; i++)
+    {
+      rankRankOf *of = g_object_new (RANK_TYPE_RANK_OF, NULL);
+
+      g_free (of->member);
+      of->member = g_strdup (g_ptr_array_index (args->members, i));
+      g_ptr_array_add (ranks->result->success, of);
+      ranks->slots[i].ranks = ranks;
+      ranks->slots[i].index = i;
+    }
+  /* All at once: they share the round trips to Redis. */
+  for (guint i = 0; i < n; i++)
+    rank_store_get_rank (
+        call->handler->store, args->board, g_ptr_array_index (args->members, i),
+        (guint) args->periods_back, rank_of_done, &ranks->slots[i]);
+}
+
+/* ---- Remove ---- */
+
+static void
+remove_done (const RankUpdateResult *r, const GError *error, gpointer data)
+{
+  Call *call = data;
+  rankRankingRemoveResult *result;
+
+  if (error != NULL)
+    {
+      reply_error (call, RANK_TYPE_RANKING_REMOVE_RESULT, error);
+      return;
+    }
+  result = g_object_new (RANK_TYPE_RANKING_REMOVE_RESULT, NULL);
+  result->success->applied = r->applied;
+  result->success->removed = r->applied && r->rank != 0;
+  result->__isset_success = TRUE;
+  reply (call, THRIFT_STRUCT (result), 0, NULL);
+  g_object_unref (result);
+}
+
+static void
+start_remove (Call *call)
+{
+  rankRankingRemoveArgs *args = RANK_RANKING_REMOVE_ARGS (call->args);
+  g_autoptr (GError) error = NULL;
+  RankUpdate update = {
+    .board = args->board,
+    .member = args->member,
+    .request_id = args->request_id,
+    .value = 0,
+    .mode = RANK_MODE_REMOVE,
+    .timestamp_ms = g_get_real_time () / 1000,
+  };
+
+  if (!rank_validate_board (args->board, &error)
+      || !rank_validate_member (args->member, &error)
+      || !rank_validate_request_id (args->request_id, &error))
+    {
+      reply_error (call, RANK_TYPE_RANKING_REMOVE_RESULT, error);
+      return;
+    }
+  rank_store_update (call->handler->store, &update, remove_done, call);
+}
+
+/* ---- Count, CountBetween ---- */
+
+static void
+count_done (gint64 count, const GError *error, gpointer data)
+{
+  Call *call = data;
+  GType type = call->method == METHOD_COUNT
+                   ? RANK_TYPE_RANKING_COUNT_RESULT
+                   : RANK_TYPE_RANKING_COUNT_BETWEEN_RESULT;
+  GObject *result;
+
+  if (error != NULL)
+    {
+      reply_error (call, type, error);
+      return;
+    }
+  /* The property setter marks success as set. */
+  result = g_object_new (type, "success", count, NULL);
+  reply (call, THRIFT_STRUCT (result), 0, NULL);
+  g_object_unref (result);
+}
+
+static void
+start_count (Call *call)
+{
+  RankStore *store = call->handler->store;
+  g_autoptr (GError) error = NULL;
+  gboolean range = call->method == METHOD_COUNT_BETWEEN;
+  const char *board;
+  gint32 back;
+  gint64 min = 0, max = 0;
+
+  if (range)
+    {
+      rankRankingCountBetweenArgs *args
+          = RANK_RANKING_COUNT_BETWEEN_ARGS (call->args);
+
+      board = args->board, back = args->periods_back;
+      min = args->min_score, max = args->max_score;
+    }
+  else
+    {
+      rankRankingCountArgs *args = RANK_RANKING_COUNT_ARGS (call->args);
+
+      board = args->board, back = args->periods_back;
+    }
+  if (!rank_validate_board (board, &error)
+      || !rank_store_check_period (store, board, back, &error)
+      || (range
+          && (!rank_validate_score ("min_score", min, &error)
+              || !rank_validate_score ("max_score", max, &error))))
+    ;
+  else if (range && min > max)
+    g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "min_score: %" G_GINT64_FORMAT
+                 " is above max_score %" G_GINT64_FORMAT,
+                 min, max);
+  else if (range && rank_store_board (store, board)->cap > 0
+           && rank_store_board (store, board)->shards > 1)
+    g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "board: CountBetween is not available on capped sharded "
+                 "board '%s'",
+                 board);
+  if (error != NULL)
+    {
+      count_done (0, error, call);
+      return;
+    }
+  rank_store_count (store, board, range, min, max, (guint) back, count_done,
+                    call);
+}
+
 /* ---- dispatch ---- */
 
 RankDispatch
 rank_handler_dispatch (RankHandler *handler, gpointer conn, const char *method,
                        gint32 seqid, ThriftProtocol *in, GError **error)
 {
-  GType types[]
-      = { RANK_TYPE_RANKING_UPDATE_ARGS, RANK_TYPE_RANKING_GET_RANK_ARGS,
-          RANK_TYPE_RANKING_GET_TOP_N_ARGS };
+  GType types[] = {
+    RANK_TYPE_RANKING_UPDATE_ARGS,    RANK_TYPE_RANKING_GET_RANK_ARGS,
+    RANK_TYPE_RANKING_GET_TOP_N_ARGS, RANK_TYPE_RANKING_GET_AROUND_ARGS,
+    RANK_TYPE_RANKING_GET_RANKS_ARGS, RANK_TYPE_RANKING_REMOVE_ARGS,
+    RANK_TYPE_RANKING_COUNT_ARGS,     RANK_TYPE_RANKING_COUNT_BETWEEN_ARGS,
+  };
   Call *call = g_new0 (Call, 1);
 
   call->handler = handler;
@@ -453,8 +754,20 @@ rank_handler_dispatch (RankHandler *handler, gpointer conn, const char *method,
     case METHOD_GET_RANK:
       start_get_rank (call);
       break;
-    default:
+    case METHOD_GET_TOP_N:
       start_get_top_n (call);
+      break;
+    case METHOD_GET_AROUND:
+      start_get_around (call);
+      break;
+    case METHOD_GET_RANKS:
+      start_get_ranks (call);
+      break;
+    case METHOD_REMOVE:
+      start_remove (call);
+      break;
+    default:
+      start_count (call);
       break;
     }
   return RANK_DISPATCH_PENDING;

@@ -669,25 +669,31 @@ rank_found (Op *op, const redisReply *reply, const GError *error)
     rank_finish (call);
 }
 
-void
-rank_store_get_rank (RankStore *store, const char *board, const char *member,
-                     guint periods_back, RankStoreRankFunc func, gpointer data)
+/* GetRank, counting the board's rank kind or (position) ordinal ranks. */
+static void
+get_rank (RankStore *store, const char *board, const char *member,
+          guint periods_back, gboolean position, RankStoreRankFunc func,
+          gpointer data)
 {
-  const RankBoardOptions *o = rank_config_board (store->config, board);
+  const RankBoardOptions *o;
   gsize member_len = strlen (member);
-  guint shard = rank_shard_of (member, member_len, o->shards);
-  guint node = rank_shard_node (shard, store->n_links);
   RankCall *call = g_new0 (RankCall, 1);
+  guint shard, node;
   Cmd cmd;
   int nkeys;
 
   call->store = store;
-  call->options = *o;
+  call->options = *rank_config_board (store->config, board);
+  if (position)
+    call->options.rank = RANK_KIND_ORDINAL;
+  o = &call->options;
   call->func = func;
   call->data = data;
   call->board = g_strdup (board);
   call->member = g_strdup (member);
   call->countdown.pending = 1;
+  shard = rank_shard_of (member, member_len, o->shards);
+  node = rank_shard_node (shard, store->n_links);
   rank_period_back (&o->period, g_get_real_time () / 1000, periods_back,
                     &call->period);
   if (o->rank == RANK_KIND_DENSE && o->shards > 1)
@@ -712,6 +718,90 @@ rank_store_get_rank (RankStore *store, const char *board, const char *member,
   cmd_add (&cmd, member, member_len);
   op_start (store, store->links[node], &store->rank, nkeys, &cmd, rank_found,
             call, node);
+}
+
+void
+rank_store_get_rank (RankStore *store, const char *board, const char *member,
+                     guint periods_back, RankStoreRankFunc func, gpointer data)
+{
+  get_rank (store, board, member, periods_back, FALSE, func, data);
+}
+
+void
+rank_store_get_position (RankStore *store, const char *board,
+                         const char *member, guint periods_back,
+                         RankStoreRankFunc func, gpointer data)
+{
+  get_rank (store, board, member, periods_back, TRUE, func, data);
+}
+
+/* ---- Count ---- */
+
+typedef struct
+{
+  RankStoreCountFunc func;
+  gpointer data;
+  Countdown countdown;
+  gint64 count;
+  guint cap;
+} CountCall;
+
+static void
+counted (Op *op, const redisReply *reply, const GError *error)
+{
+  CountCall *call = op->data;
+  g_autoptr (GError) bad = NULL;
+
+  if (error == NULL && reply->type != REDIS_REPLY_INTEGER)
+    error = bad = unexpected (reply, "ZCARD/ZCOUNT");
+  if (error == NULL)
+    call->count += reply->integer;
+  if (!countdown_done (&call->countdown, error))
+    return;
+  if (call->countdown.error != NULL)
+    call->func (0, call->countdown.error, call->data);
+  else
+    call->func (call->cap > 0 ? MIN (call->count, (gint64) call->cap)
+                              : call->count,
+                NULL, call->data);
+  g_clear_error (&call->countdown.error);
+  g_free (call);
+}
+
+void
+rank_store_count (RankStore *store, const char *board, gboolean range,
+                  gint64 min, gint64 max, guint periods_back,
+                  RankStoreCountFunc func, gpointer data)
+{
+  const RankBoardOptions *o = rank_config_board (store->config, board);
+  CountCall *call = g_new0 (CountCall, 1);
+  RankPeriod period;
+  /* Sorted-set scores: -score, or score on asc boards. */
+  gint64 lo = o->order == RANK_ORDER_ASC ? min : -max;
+  gint64 hi = o->order == RANK_ORDER_ASC ? max : -min;
+
+  rank_period_back (&o->period, g_get_real_time () / 1000, periods_back,
+                    &period);
+  call->func = func;
+  call->data = data;
+  call->cap = range ? 0 : o->cap;
+  call->countdown.pending = o->shards;
+  for (guint shard = 0; shard < o->shards; shard++)
+    {
+      guint node = rank_shard_node (shard, store->n_links);
+      Cmd cmd;
+
+      cmd_init (&cmd);
+      cmd_add_str (&cmd, range ? "ZCOUNT" : "ZCARD");
+      cmd_add_key (&cmd, board, period.label, shard, o->shards,
+                   RANK_KEY_SUFFIX_SCORES);
+      if (range)
+        {
+          cmd_add_int (&cmd, lo);
+          cmd_add_int (&cmd, hi);
+        }
+      op_start (store, store->links[node], NULL, 0, &cmd, counted, call, shard);
+    }
 }
 
 /* ---- GetTopN ---- */

@@ -38,7 +38,7 @@ typedef struct
 typedef struct
 {
   gint64 score;
-  gint64 rank; /* 0: not ranked */
+  gint64 rank; /* 0: not ranked; RANK_MODE_REMOVE: 1 if it was removed */
   gboolean applied;
 } RankUpdateResult;
 
@@ -56,6 +56,8 @@ typedef void (*RankStoreUpdateFunc) (const RankUpdateResult *result,
                                      const GError *error, gpointer data);
 typedef void (*RankStoreRankFunc) (gint64 score, gint64 rank,
                                    const GError *error, gpointer data);
+typedef void (*RankStoreCountFunc) (gint64 count, const GError *error,
+                                    gpointer data);
 typedef void (*RankStoreTopFunc) (const RankEntry *entries, gsize n,
                                   const GError *error, gpointer data);
 
@@ -78,6 +80,18 @@ void rank_store_update (RankStore *store, const RankUpdate *update,
 void rank_store_get_rank (RankStore *store, const char *board,
                           const char *member, guint periods_back,
                           RankStoreRankFunc func, gpointer data);
+
+/* The member's ordinal position (1-based) whatever the board's rank kind:
+ * where GetAround's page starts. */
+void rank_store_get_position (RankStore *store, const char *board,
+                              const char *member, guint periods_back,
+                              RankStoreRankFunc func, gpointer data);
+
+/* Members on the board (a capped board: at most its cap); with range, those
+ * with min <= score <= max. */
+void rank_store_count (RankStore *store, const char *board, gboolean range,
+                       gint64 min, gint64 max, guint periods_back,
+                       RankStoreCountFunc func, gpointer data);
 
 /* The board's options as configured now (loop thread; valid until the
  * loop runs a reload: copy what must last). */

@@ -17,14 +17,14 @@ from servers import start  # noqa: E402
 RANKD, BENCH = sys.argv[1:3]
 
 
-def run(args):
+def run(args, ops=("update", "rank", "top")):
     out = subprocess.run([BENCH, "--members", "2000", "-c", "8", "-d", "2",
                           "-w", "0.5", "--json"] + args, capture_output=True,
                          text=True, timeout=120, check=False)
     if out.returncode != 0:
         sys.exit(f"rank-bench {args} failed ({out.returncode}): {out.stderr}")
     result = json.loads(out.stdout)
-    for op in ("update", "rank", "top"):
+    for op in ops:
         stats = result["ops"][op]
         assert stats["count"] > 0 and stats["errors"] == 0, (op, stats)
         assert 0 < stats["p50_us"] <= stats["p99_us"] <= stats["max_us"], stats
@@ -44,10 +44,12 @@ def main():
                        "--redis", f"127.0.0.1:{redis_port}"], work)
         run(["--port", str(port), "--preload"])
         run(["--direct", f"127.0.0.1:{redis_port}", "--preload"])
+        run(["--port", str(port), "--mix", "around=1,ranks=1"],
+            ops=("around", "ranks"))
         rankd.terminate()
         assert rankd.wait(30) == 0, "rankd did not exit cleanly"
         rankd = None
-        print("2 passed, 0 failed")
+        print("3 passed, 0 failed")
     finally:
         for proc in (rankd, redis):
             if proc is not None:

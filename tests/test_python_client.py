@@ -3,12 +3,13 @@
 Usage: test_python_client.py RANKD STUBS_DIR
 Starts its own redis-server and rankd on free loopback ports.
 """
+import datetime
 import os
+import random
 import shutil
 import ssl
 import subprocess
 import sys
-import datetime
 import tempfile
 import time
 import unittest
@@ -302,6 +303,60 @@ class BoardOptionsTest(ServedTest):
                 request_id=f"best-{value}"))
             self.assertEqual(r.score, want)
             self.assertIsNone(r.rank)  # sharded: no rank in the reply
+
+
+class QueriesTest(ServedTest):
+    """GetAround, GetRanks, Remove, Count, CountBetween against a model."""
+    config = "[board qs]\nshards=4\n"
+
+    def fill(self, board):
+        rng = random.Random(5)
+        model = {}
+        for i in range(60):
+            member, score = f"p{i:02d}", rng.randrange(-3, 4) * 5
+            ts = 1763800000000 + rng.randrange(3)
+            self.client.Update(UpdateRequest(
+                board=board, member=member, value=score, mode=UpdateMode.SET,
+                request_id=f"{board}-{i}", timestamp_ms=ts))
+            model[member] = (score, ts)
+        return model
+
+    @staticmethod
+    def order(model):
+        return sorted(model, key=lambda m: (-model[m][0], model[m][1],
+                                            m.encode()))
+
+    def check(self, board, model):
+        order = self.order(model)
+        for i in range(0, len(order), 7):
+            got = self.client.GetAround(board, order[i], 2, 0)
+            lo, hi = max(0, i - 2), min(len(order), i + 3)
+            self.assertEqual([(e.member, e.rank) for e in got],
+                             [(order[j], j + 1) for j in range(lo, hi)])
+        asked = order[::3] + ["ghost"]
+        got = self.client.GetRanks(board, asked, 0)
+        self.assertEqual([(r.member, r.found, r.rank) for r in got],
+                         [(m, m in model,
+                           order.index(m) + 1 if m in model else None)
+                          for m in asked])
+        self.assertEqual(self.client.Count(board, 0), len(model))
+        for lo, hi in ((-15, 15), (0, 0), (-5, 10), (20, 30)):
+            self.assertEqual(
+                self.client.CountBetween(board, lo, hi, 0),
+                sum(lo <= model[m][0] <= hi for m in model))
+
+    def test_queries(self):
+        for board in ("qo", "qs"):
+            model = self.fill(board)
+            self.check(board, model)
+            for attempt in range(2):  # a retry is not applied again
+                r = self.client.Remove(board, "p07", "rm-1")
+                self.assertEqual((r.applied, r.removed),
+                                 (attempt == 0, attempt == 0))
+            del model["p07"]
+            self.check(board, model)
+            with self.assertRaises(NotFound):
+                self.client.GetAround(board, "p07", 1, 0)
 
 
 # The README's TLS example: stunnel terminates TLS in front of rankd.

@@ -5,7 +5,7 @@
 -- KEYS[3]  key prefix  rk:{board}:q    of the request-id records (see below)
 -- KEYS[4]  sorted set  rk:{board}:d    distinct sorted-set scores (rank=dense only)
 -- KEYS[5]  hash        rk:{board}:c    sorted-set score -> members with it (dense only)
--- ARGV     member, mode (1 INCREMENT, 2 BEST, 3 SET), value, time prefix,
+-- ARGV     member, mode (1 INCREMENT, 2 BEST, 3 SET, 4 remove), value, time prefix,
 --          window (ms), fingerprint (4 bytes) of (member, mode, value),
 --          request-id hash (10 bytes), request-id selector (0..2^32-1), now (ms),
 --          rank wanted (1, or 0 on a shard of a sharded board: the rank within
@@ -182,6 +182,19 @@ if seen then
 end
 
 local key, old = place()
+-- Remove (mode 4, rankd's Remove): the member and its data go. Returns {the
+-- score it had, 1 if it was on the board, 1}.
+if mode == 4 then
+  if key then
+    redis.call('ZREM', zkey, key)
+    redis.call('HDEL', tkey, member)
+    if kind == 'dense' then
+      count_score(old, -1)
+    end
+  end
+  record(current_meta)
+  return {old or 0, key and 1 or 0, 1}
+end
 local new = old
 if mode == 1 then
   new = (old or 0) + value

@@ -1,0 +1,308 @@
+/* test_queries.c -- GetAround, GetRanks, Remove, Count and CountBetween
+ * against a model of the board kept here, on ordinary and sharded boards
+ * (and an ascending competition board), through the C client.
+ */
+#include <string.h>
+
+#include "calls.h"
+#include "constants.h"
+#include "harness.h"
+
+static RankTestBed bed;
+
+static const char config_text[] = "[board q_sh]\n"
+                                  "shards=4\n"
+                                  "[board q_asc]\n"
+                                  "order=asc\n"
+                                  "rank=competition\n"
+                                  "[board q_asc_sh]\n"
+                                  "order=asc\n"
+                                  "rank=competition\n"
+                                  "shards=4\n";
+
+#define MEMBERS 200
+#define T0 G_GINT64_CONSTANT (1763800000000)
+
+typedef struct
+{
+  char member[16];
+  gint64 score;
+  gint64 ts;
+  gboolean present;
+} Item;
+
+static Item items[MEMBERS];
+static Item sorted[MEMBERS];
+static int n_sorted;
+static gboolean ascending, competition;
+
+static int
+model_cmp (gconstpointer pa, gconstpointer pb)
+{
+  const Item *a = pa, *b = pb;
+
+  if (a->score != b->score)
+    return (a->score < b->score) == ascending ? -1 : 1;
+  if (a->ts != b->ts)
+    return a->ts < b->ts ? -1 : 1;
+  return strcmp (a->member, b->member);
+}
+
+static void
+model_sort (void)
+{
+  n_sorted = 0;
+  for (int i = 0; i < MEMBERS; i++)
+    if (items[i].present)
+      sorted[n_sorted++] = items[i];
+  qsort (sorted, (gsize) n_sorted, sizeof sorted[0], model_cmp);
+}
+
+static gint64
+model_rank (int i)
+{
+  if (!competition)
+    return i + 1;
+  while (i > 0 && sorted[i - 1].score == sorted[i].score)
+    i--;
+  return i + 1;
+}
+
+static int
+model_find (const char *member)
+{
+  for (int i = 0; i < n_sorted; i++)
+    if (strcmp (sorted[i].member, member) == 0)
+      return i;
+  return -1;
+}
+
+/* Fills board with MEMBERS members: few scores, many ties. */
+static void
+fill (const char *board)
+{
+  GRand *rand = g_rand_new_with_seed (11);
+
+  for (int i = 0; i < MEMBERS; i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("fill-%d", i);
+      g_auto (Result) r = { 0 };
+
+      g_snprintf (items[i].member, sizeof items[i].member, "q%03d", i);
+      items[i].score = g_rand_int_range (rand, -5, 6) * 7;
+      items[i].ts = T0 + g_rand_int_range (rand, 0, 4);
+      items[i].present = TRUE;
+      r = update_on (bed.client, board, items[i].member, items[i].score, rid,
+                     RANK_UPDATE_MODE_SET, items[i].ts);
+      assert_ok (&r);
+    }
+  g_rand_free (rand);
+  model_sort ();
+}
+
+static void
+check_around (const char *board, const char *member, gint32 radius)
+{
+  rankInvalidArgument *invalid = NULL;
+  rankNotFound *not_found = NULL;
+  rankUnavailable *unavailable = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) page = g_ptr_array_new_with_free_func (g_object_unref);
+  int at = model_find (member);
+  int first = MAX (0, at - radius), last = MIN (n_sorted - 1, at + radius);
+
+  g_assert_true (rank_ranking_if_get_around (
+      rank_client_iface (bed.client), &page, board, member, radius, 0, &invalid,
+      &not_found, &unavailable, &error));
+  g_assert_cmpint (page->len, ==, last - first + 1);
+  for (int i = first; i <= last; i++)
+    {
+      rankEntry *e = g_ptr_array_index (page, i - first);
+
+      g_assert_cmpstr (e->member, ==, sorted[i].member);
+      g_assert_cmpint (e->score, ==, sorted[i].score);
+      g_assert_cmpint (e->rank, ==, model_rank (i));
+    }
+}
+
+static void
+check_ranks (const char *board)
+{
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) asked = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GPtrArray) answers
+      = g_ptr_array_new_with_free_func (g_object_unref);
+
+  for (int i = 0; i < MEMBERS; i += 3)
+    g_ptr_array_add (asked, g_strdup (items[i].member));
+  g_ptr_array_add (asked, g_strdup ("nobody"));
+  g_assert_true (rank_ranking_if_get_ranks (rank_client_iface (bed.client),
+                                            &answers, board, asked, 0, &invalid,
+                                            &unavailable, &error));
+  g_assert_cmpuint (answers->len, ==, asked->len);
+  for (guint k = 0; k < asked->len; k++)
+    {
+      rankRankOf *of = g_ptr_array_index (answers, k);
+      int at = model_find (g_ptr_array_index (asked, k));
+
+      g_assert_cmpstr (of->member, ==, g_ptr_array_index (asked, k));
+      g_assert_cmpint (of->found, ==, at >= 0);
+      if (at >= 0)
+        {
+          g_assert_cmpint (of->score, ==, sorted[at].score);
+          g_assert_cmpint (of->rank, ==, model_rank (at));
+        }
+      else
+        g_assert_false (of->__isset_rank);
+    }
+}
+
+static gint64
+count (const char *board, gboolean range, gint64 min, gint64 max)
+{
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  g_autoptr (GError) error = NULL;
+  gint64 n = -1;
+  gboolean ok
+      = range
+            ? rank_ranking_if_count_between (rank_client_iface (bed.client), &n,
+                                             board, min, max, 0, &invalid,
+                                             &unavailable, &error)
+            : rank_ranking_if_count (rank_client_iface (bed.client), &n, board,
+                                     0, &invalid, &unavailable, &error);
+
+  g_assert_true (ok);
+  return n;
+}
+
+static void
+check_counts (const char *board)
+{
+  g_assert_cmpint (count (board, FALSE, 0, 0), ==, n_sorted);
+  for (gint64 lo = -35; lo <= 35; lo += 14)
+    for (gint64 hi = lo; hi <= 35; hi += 21)
+      {
+        gint64 want = 0;
+
+        for (int i = 0; i < n_sorted; i++)
+          want += sorted[i].score >= lo && sorted[i].score <= hi;
+        g_assert_cmpint (count (board, TRUE, lo, hi), ==, want);
+      }
+}
+
+/* Remove, retried: removed once; the member is gone from every answer. */
+static void
+check_remove (const char *board, int victim)
+{
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  g_autoptr (GError) error = NULL;
+
+  for (int attempt = 0; attempt < 2; attempt++)
+    {
+      rankRemoveResponse *r = g_object_new (RANK_TYPE_REMOVE_RESPONSE, NULL);
+
+      g_assert_true (rank_ranking_if_remove (
+          rank_client_iface (bed.client), &r, board, items[victim].member,
+          "remove-1", &invalid, &unavailable, &error));
+      g_assert_cmpint (r->applied, ==, attempt == 0);
+      g_assert_cmpint (r->removed, ==, attempt == 0);
+      g_object_unref (r);
+    }
+  items[victim].present = FALSE;
+  model_sort ();
+  {
+    g_auto (Result) gone
+        = get_rank_on (bed.client, board, items[victim].member);
+    /* The request id is taken: reusing it for an update is refused. */
+    g_auto (Result) reuse = update_on (bed.client, board, items[victim].member,
+                                       1, "remove-1", NO_MODE, NO_TIME);
+
+    assert_fails (&gone, NOT_FOUND, NULL);
+    assert_fails (&reuse, INVALID, "request_id: already used");
+  }
+}
+
+static void
+test_queries (gconstpointer data)
+{
+  const char *board = data;
+
+  ascending = strstr (board, "asc") != NULL;
+  competition = ascending;
+  fill (board);
+  for (int i = 0; i < n_sorted; i += 7)
+    for (gint32 radius = 0; radius <= 5; radius += 5)
+      check_around (board, sorted[i].member, radius);
+  check_around (board, sorted[0].member, 3);
+  check_around (board, sorted[n_sorted - 1].member, 3);
+  check_ranks (board);
+  check_counts (board);
+  check_remove (board, 42);
+  check_around (board, sorted[41].member, 2);
+  check_ranks (board);
+  check_counts (board);
+}
+
+/* Bad arguments name the field. */
+static void
+test_invalid (void)
+{
+  rankInvalidArgument *invalid = NULL;
+  rankNotFound *not_found = NULL;
+  rankUnavailable *unavailable = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) page = g_ptr_array_new_with_free_func (g_object_unref);
+  g_autoptr (GPtrArray) none = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GPtrArray) answers
+      = g_ptr_array_new_with_free_func (g_object_unref);
+  gint64 n;
+
+  g_assert_false (rank_ranking_if_get_around (
+      rank_client_iface (bed.client), &page, "q", "x", 101, 0, &invalid,
+      &not_found, &unavailable, &error));
+  g_assert_nonnull (invalid);
+  g_assert_nonnull (strstr (invalid->message, "radius: must be 0-100"));
+  g_clear_object (&invalid);
+  g_clear_error (&error);
+  g_assert_false (rank_ranking_if_get_around (
+      rank_client_iface (bed.client), &page, "q", "nobody", 1, 0, &invalid,
+      &not_found, &unavailable, &error));
+  g_assert_nonnull (not_found);
+  g_clear_object (&not_found);
+  g_clear_error (&error);
+  g_assert_false (rank_ranking_if_get_ranks (rank_client_iface (bed.client),
+                                             &answers, "q", none, 0, &invalid,
+                                             &unavailable, &error));
+  g_assert_nonnull (invalid);
+  g_assert_nonnull (strstr (invalid->message, "members: must list 1-1000"));
+  g_clear_object (&invalid);
+  g_clear_error (&error);
+  g_assert_false (rank_ranking_if_count_between (rank_client_iface (bed.client),
+                                                 &n, "q", 5, 4, 0, &invalid,
+                                                 &unavailable, &error));
+  g_assert_nonnull (invalid);
+  g_assert_nonnull (strstr (invalid->message, "min_score: 5 is above"));
+  g_clear_object (&invalid);
+}
+
+int
+main (int argc, char **argv)
+{
+  int status;
+
+  g_test_init (&argc, &argv, NULL);
+  rank_test_bed_start (&bed, config_text);
+  g_test_add_data_func ("/queries/ordinary", "q", test_queries);
+  g_test_add_data_func ("/queries/sharded", "q_sh", test_queries);
+  g_test_add_data_func ("/queries/asc-competition", "q_asc", test_queries);
+  g_test_add_data_func ("/queries/asc-competition-sharded", "q_asc_sh",
+                        test_queries);
+  g_test_add_func ("/queries/invalid", test_invalid);
+  status = g_test_run ();
+  rank_test_bed_stop (&bed);
+  return status;
+}
