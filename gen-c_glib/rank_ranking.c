@@ -57,6 +57,18 @@ rank_ranking_if_count_between (rankRankingIf *iface, gint64* _return, const gcha
   return RANK_RANKING_IF_GET_INTERFACE (iface)->count_between (iface, _return, board, min_score, max_score, periods_back, invalid, unavailable, error);
 }
 
+gboolean
+rank_ranking_if_get_percentile (rankRankingIf *iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_percentile (iface, _return, board, member, periods_back, invalid, not_found, unavailable, error);
+}
+
+gboolean
+rank_ranking_if_get_score_at_percentile (rankRankingIf *iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_score_at_percentile (iface, _return, board, pct, periods_back, invalid, not_found, unavailable, error);
+}
+
 GType
 rank_ranking_if_get_type (void)
 {
@@ -2292,6 +2304,560 @@ gboolean rank_ranking_client_count_between (rankRankingIf * iface, gint64* _retu
   return TRUE;
 }
 
+gboolean rank_ranking_client_send_get_percentile (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 periods_back, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "GetPercentile", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "GetPercentile_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, member, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_get_percentile (rankRankingIf * iface, gdouble* _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "GetPercentile", 13) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected GetPercentile", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_DOUBLE)
+          {
+            if ((ret = thrift_protocol_read_double (protocol, &*_return, error)) < 0)
+              return 0;
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *not_found != NULL)
+            {
+              g_object_unref (*not_found);
+            }
+            *not_found = g_object_new (RANK_TYPE_NOT_FOUND, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*not_found), protocol, error)) < 0)
+            {
+              g_object_unref (*not_found);
+              *not_found = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 3:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*not_found != NULL)
+  {
+      g_set_error (error, RANK_NOT_FOUND_ERROR, RANK_NOT_FOUND_ERROR_CODE, "NotFound");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_get_percentile (rankRankingIf * iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_get_percentile (iface, board, member, periods_back, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_get_percentile (iface, _return, invalid, not_found, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean rank_ranking_client_send_get_score_at_percentile (rankRankingIf * iface, const gchar * board, const gdouble pct, const gint32 periods_back, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "GetScoreAtPercentile", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "GetScoreAtPercentile_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "pct", T_DOUBLE, 2, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_double (protocol, pct, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_get_score_at_percentile (rankRankingIf * iface, gint64* _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "GetScoreAtPercentile", 20) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected GetScoreAtPercentile", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_I64)
+          {
+            if ((ret = thrift_protocol_read_i64 (protocol, &*_return, error)) < 0)
+              return 0;
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *not_found != NULL)
+            {
+              g_object_unref (*not_found);
+            }
+            *not_found = g_object_new (RANK_TYPE_NOT_FOUND, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*not_found), protocol, error)) < 0)
+            {
+              g_object_unref (*not_found);
+              *not_found = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 3:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*not_found != NULL)
+  {
+      g_set_error (error, RANK_NOT_FOUND_ERROR, RANK_NOT_FOUND_ERROR_CODE, "NotFound");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_get_score_at_percentile (rankRankingIf * iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_get_score_at_percentile (iface, board, pct, periods_back, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_get_score_at_percentile (iface, _return, invalid, not_found, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
 static void
 rank_ranking_if_interface_init (rankRankingIfInterface *iface)
 {
@@ -2303,6 +2869,8 @@ rank_ranking_if_interface_init (rankRankingIfInterface *iface)
   iface->remove = rank_ranking_client_remove;
   iface->count = rank_ranking_client_count;
   iface->count_between = rank_ranking_client_count_between;
+  iface->get_percentile = rank_ranking_client_get_percentile;
+  iface->get_score_at_percentile = rank_ranking_client_get_score_at_percentile;
 }
 
 static void
@@ -2403,6 +2971,20 @@ gboolean rank_ranking_handler_count_between (rankRankingIf * iface, gint64* _ret
   return RANK_RANKING_HANDLER_GET_CLASS (iface)->count_between (iface, _return, board, min_score, max_score, periods_back, invalid, unavailable, error);
 }
 
+gboolean rank_ranking_handler_get_percentile (rankRankingIf * iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_percentile (iface, _return, board, member, periods_back, invalid, not_found, unavailable, error);
+}
+
+gboolean rank_ranking_handler_get_score_at_percentile (rankRankingIf * iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_score_at_percentile (iface, _return, board, pct, periods_back, invalid, not_found, unavailable, error);
+}
+
 static void
 rank_ranking_handler_ranking_if_interface_init (rankRankingIfInterface *iface)
 {
@@ -2414,6 +2996,8 @@ rank_ranking_handler_ranking_if_interface_init (rankRankingIfInterface *iface)
   iface->remove = rank_ranking_handler_remove;
   iface->count = rank_ranking_handler_count;
   iface->count_between = rank_ranking_handler_count_between;
+  iface->get_percentile = rank_ranking_handler_get_percentile;
+  iface->get_score_at_percentile = rank_ranking_handler_get_score_at_percentile;
 }
 
 static void
@@ -2433,6 +3017,8 @@ rank_ranking_handler_class_init (rankRankingHandlerClass *cls)
   cls->remove = NULL;
   cls->count = NULL;
   cls->count_between = NULL;
+  cls->get_percentile = NULL;
+  cls->get_score_at_percentile = NULL;
 }
 
 enum _rankRankingProcessorProperties
@@ -2505,9 +3091,21 @@ rank_ranking_processor_process_count_between (rankRankingProcessor *,
                                               ThriftProtocol *,
                                               ThriftProtocol *,
                                               GError **);
+static gboolean
+rank_ranking_processor_process_get_percentile (rankRankingProcessor *,
+                                               gint32,
+                                               ThriftProtocol *,
+                                               ThriftProtocol *,
+                                               GError **);
+static gboolean
+rank_ranking_processor_process_get_score_at_percentile (rankRankingProcessor *,
+                                                        gint32,
+                                                        ThriftProtocol *,
+                                                        ThriftProtocol *,
+                                                        GError **);
 
 static rank_ranking_processor_process_function_def
-rank_ranking_processor_process_function_defs[8] = {
+rank_ranking_processor_process_function_defs[10] = {
   {
     "Update",
     rank_ranking_processor_process_update
@@ -2539,6 +3137,14 @@ rank_ranking_processor_process_function_defs[8] = {
   {
     "CountBetween",
     rank_ranking_processor_process_count_between
+  },
+  {
+    "GetPercentile",
+    rank_ranking_processor_process_get_percentile
+  },
+  {
+    "GetScoreAtPercentile",
+    rank_ranking_processor_process_get_score_at_percentile
   }
 };
 
@@ -3757,6 +4363,336 @@ if (unavailable != NULL)
 }
 
 static gboolean
+rank_ranking_processor_process_get_percentile (rankRankingProcessor *self,
+                                               gint32 sequence_id,
+                                               ThriftProtocol *input_protocol,
+                                               ThriftProtocol *output_protocol,
+                                               GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingGetPercentileArgs * args =
+    g_object_new (RANK_TYPE_RANKING_GET_PERCENTILE_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    gchar * board;
+    gchar * member;
+    gint periods_back;
+    rankInvalidArgument * invalid = NULL;
+    rankNotFound * not_found = NULL;
+    rankUnavailable * unavailable = NULL;
+    gdouble return_value;
+    rankRankingGetPercentileResult * result_struct;
+
+    g_object_get (args,
+                  "board", &board,
+                  "member", &member,
+                  "periods_back", &periods_back,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_GET_PERCENTILE_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_get_percentile (RANK_RANKING_IF (self->handler),
+                                             &return_value,
+                                             board,
+                                             member,
+                                             periods_back,
+                                             &invalid,
+                                             &not_found,
+                                             &unavailable,
+                                             error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "GetPercentile",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetPercentile",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (not_found != NULL)
+      {
+        g_object_set (result_struct,
+                      "not_found", not_found,
+                      NULL);
+
+        g_object_unref (not_found);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetPercentile",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetPercentile",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.GetPercentile implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetPercentile",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (board != NULL)
+      g_free (board);
+    if (member != NULL)
+      g_free (member);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
+rank_ranking_processor_process_get_score_at_percentile (rankRankingProcessor *self,
+                                                        gint32 sequence_id,
+                                                        ThriftProtocol *input_protocol,
+                                                        ThriftProtocol *output_protocol,
+                                                        GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingGetScoreAtPercentileArgs * args =
+    g_object_new (RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    gchar * board;
+    gdouble pct;
+    gint periods_back;
+    rankInvalidArgument * invalid = NULL;
+    rankNotFound * not_found = NULL;
+    rankUnavailable * unavailable = NULL;
+    gint64 return_value;
+    rankRankingGetScoreAtPercentileResult * result_struct;
+
+    g_object_get (args,
+                  "board", &board,
+                  "pct", &pct,
+                  "periods_back", &periods_back,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_get_score_at_percentile (RANK_RANKING_IF (self->handler),
+                                                      &return_value,
+                                                      board,
+                                                      pct,
+                                                      periods_back,
+                                                      &invalid,
+                                                      &not_found,
+                                                      &unavailable,
+                                                      error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "GetScoreAtPercentile",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetScoreAtPercentile",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (not_found != NULL)
+      {
+        g_object_set (result_struct,
+                      "not_found", not_found,
+                      NULL);
+
+        g_object_unref (not_found);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetScoreAtPercentile",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetScoreAtPercentile",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.GetScoreAtPercentile implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetScoreAtPercentile",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (board != NULL)
+      g_free (board);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
 rank_ranking_processor_dispatch_call (ThriftDispatchProcessor *dispatch_processor,
                                       ThriftProtocol *input_protocol,
                                       ThriftProtocol *output_protocol,
@@ -3867,7 +4803,7 @@ rank_ranking_processor_init (rankRankingProcessor *self)
   self->handler = NULL;
   self->process_map = g_hash_table_new (g_str_hash, g_str_equal);
 
-  for (index = 0; index < 8; index += 1)
+  for (index = 0; index < 10; index += 1)
     g_hash_table_insert (self->process_map,
                          rank_ranking_processor_process_function_defs[index].name,
                          &rank_ranking_processor_process_function_defs[index]);

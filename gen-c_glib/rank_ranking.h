@@ -26,6 +26,8 @@ struct _rankRankingIfInterface
   gboolean (*remove) (rankRankingIf *iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*count) (rankRankingIf *iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*count_between) (rankRankingIf *iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_percentile) (rankRankingIf *iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_score_at_percentile) (rankRankingIf *iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 };
 typedef struct _rankRankingIfInterface rankRankingIfInterface;
 
@@ -43,6 +45,8 @@ gboolean rank_ranking_if_get_ranks (rankRankingIf *iface, GPtrArray ** _return, 
 gboolean rank_ranking_if_remove (rankRankingIf *iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_count (rankRankingIf *iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_count_between (rankRankingIf *iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_get_percentile (rankRankingIf *iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_get_score_at_percentile (rankRankingIf *iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 
 /* Ranking service client */
 struct _rankRankingClient
@@ -92,6 +96,12 @@ gboolean rank_ranking_client_recv_count (rankRankingIf * iface, gint64* _return,
 gboolean rank_ranking_client_count_between (rankRankingIf * iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
 gboolean rank_ranking_client_send_count_between (rankRankingIf * iface, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, GError ** error);
 gboolean rank_ranking_client_recv_count_between (rankRankingIf * iface, gint64* _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_get_percentile (rankRankingIf * iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_get_percentile (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 periods_back, GError ** error);
+gboolean rank_ranking_client_recv_get_percentile (rankRankingIf * iface, gdouble* _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_get_score_at_percentile (rankRankingIf * iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_get_score_at_percentile (rankRankingIf * iface, const gchar * board, const gdouble pct, const gint32 periods_back, GError ** error);
+gboolean rank_ranking_client_recv_get_score_at_percentile (rankRankingIf * iface, gint64* _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
 void ranking_client_set_property (GObject *object, guint property_id, const GValue *value, GParamSpec *pspec);
 void ranking_client_get_property (GObject *object, guint property_id, GValue *value, GParamSpec *pspec);
 
@@ -114,6 +124,8 @@ struct _rankRankingHandlerClass
   gboolean (*remove) (rankRankingIf *iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*count) (rankRankingIf *iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*count_between) (rankRankingIf *iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_percentile) (rankRankingIf *iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_score_at_percentile) (rankRankingIf *iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 };
 typedef struct _rankRankingHandlerClass rankRankingHandlerClass;
 
@@ -133,6 +145,8 @@ gboolean rank_ranking_handler_get_ranks (rankRankingIf *iface, GPtrArray ** _ret
 gboolean rank_ranking_handler_remove (rankRankingIf *iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_count (rankRankingIf *iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_count_between (rankRankingIf *iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_get_percentile (rankRankingIf *iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_get_score_at_percentile (rankRankingIf *iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 
 /* Ranking processor */
 struct _rankRankingProcessor

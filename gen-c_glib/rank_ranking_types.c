@@ -8727,3 +8727,1546 @@ rank_ranking_count_between_result_get_type (void)
   return type;
 }
 
+enum _rankRankingGetPercentileArgsProperties
+{
+  PROP_RANK_RANKING_GET_PERCENTILE_ARGS_0,
+  PROP_RANK_RANKING_GET_PERCENTILE_ARGS_BOARD,
+  PROP_RANK_RANKING_GET_PERCENTILE_ARGS_MEMBER,
+  PROP_RANK_RANKING_GET_PERCENTILE_ARGS_PERIODS_BACK
+};
+
+/* reads a ranking_get_percentile_args object */
+static gint32
+rank_ranking_get_percentile_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetPercentileArgs * this_object = RANK_RANKING_GET_PERCENTILE_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->member != NULL)
+          {
+            g_free(this_object->member);
+            this_object->member = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_member = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_percentile_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetPercentileArgs * this_object = RANK_RANKING_GET_PERCENTILE_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetPercentileArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_percentile_args_set_property (GObject *object,
+                                               guint property_id,
+                                               const GValue *value,
+                                               GParamSpec *pspec)
+{
+  rankRankingGetPercentileArgs *self = RANK_RANKING_GET_PERCENTILE_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_PERCENTILE_ARGS_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      self->__isset_board = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_PERCENTILE_ARGS_MEMBER:
+      if (self->member != NULL)
+        g_free (self->member);
+      self->member = g_value_dup_string (value);
+      self->__isset_member = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_PERCENTILE_ARGS_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_percentile_args_get_property (GObject *object,
+                                               guint property_id,
+                                               GValue *value,
+                                               GParamSpec *pspec)
+{
+  rankRankingGetPercentileArgs *self = RANK_RANKING_GET_PERCENTILE_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_PERCENTILE_ARGS_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_RANKING_GET_PERCENTILE_ARGS_MEMBER:
+      g_value_set_string (value, self->member);
+      break;
+
+    case PROP_RANK_RANKING_GET_PERCENTILE_ARGS_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_percentile_args_instance_init (rankRankingGetPercentileArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->__isset_board = FALSE;
+  object->member = NULL;
+  object->__isset_member = FALSE;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_ranking_get_percentile_args_finalize (GObject *object)
+{
+  rankRankingGetPercentileArgs *tobject = RANK_RANKING_GET_PERCENTILE_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->member != NULL)
+  {
+    g_free(tobject->member);
+    tobject->member = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_percentile_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_percentile_args_class_init (rankRankingGetPercentileArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_percentile_args_read;
+  struct_class->write = rank_ranking_get_percentile_args_write;
+
+  gobject_class->finalize = rank_ranking_get_percentile_args_finalize;
+  gobject_class->get_property = rank_ranking_get_percentile_args_get_property;
+  gobject_class->set_property = rank_ranking_get_percentile_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_PERCENTILE_ARGS_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_PERCENTILE_ARGS_MEMBER,
+     g_param_spec_string ("member",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_PERCENTILE_ARGS_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_percentile_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetPercentileArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_percentile_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetPercentileArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_percentile_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetPercentileArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetPercentileResultProperties
+{
+  PROP_RANK_RANKING_GET_PERCENTILE_RESULT_0,
+  PROP_RANK_RANKING_GET_PERCENTILE_RESULT_SUCCESS,
+  PROP_RANK_RANKING_GET_PERCENTILE_RESULT_INVALID,
+  PROP_RANK_RANKING_GET_PERCENTILE_RESULT_NOT_FOUND,
+  PROP_RANK_RANKING_GET_PERCENTILE_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_get_percentile_result object */
+static gint32
+rank_ranking_get_percentile_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetPercentileResult * this_object = RANK_RANKING_GET_PERCENTILE_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_DOUBLE)
+        {
+          if ((ret = thrift_protocol_read_double (protocol, &this_object->success, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->not_found != NULL)
+          {
+            g_object_unref (this_object->not_found);
+          }
+          this_object->not_found = g_object_new (RANK_TYPE_NOT_FOUND, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->not_found), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->not_found);
+            this_object->not_found = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_not_found = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_percentile_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetPercentileResult * this_object = RANK_RANKING_GET_PERCENTILE_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetPercentileResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_DOUBLE, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_double (protocol, this_object->success, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_not_found == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "not_found", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->not_found), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_percentile_result_set_property (GObject *object,
+                                                 guint property_id,
+                                                 const GValue *value,
+                                                 GParamSpec *pspec)
+{
+  rankRankingGetPercentileResult *self = RANK_RANKING_GET_PERCENTILE_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_PERCENTILE_RESULT_SUCCESS:
+      self->success = g_value_get_double (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_PERCENTILE_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_PERCENTILE_RESULT_NOT_FOUND:
+      if (self->not_found != NULL)
+        g_object_unref (self->not_found);
+      self->not_found = g_value_dup_object (value);
+      self->__isset_not_found = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_PERCENTILE_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_percentile_result_get_property (GObject *object,
+                                                 guint property_id,
+                                                 GValue *value,
+                                                 GParamSpec *pspec)
+{
+  rankRankingGetPercentileResult *self = RANK_RANKING_GET_PERCENTILE_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_PERCENTILE_RESULT_SUCCESS:
+      g_value_set_double (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_GET_PERCENTILE_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_GET_PERCENTILE_RESULT_NOT_FOUND:
+      g_value_set_object (value, self->not_found);
+      break;
+
+    case PROP_RANK_RANKING_GET_PERCENTILE_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_percentile_result_instance_init (rankRankingGetPercentileResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = 0;
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->not_found = NULL;
+  object->__isset_not_found = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_get_percentile_result_finalize (GObject *object)
+{
+  rankRankingGetPercentileResult *tobject = RANK_RANKING_GET_PERCENTILE_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->not_found != NULL)
+  {
+    g_object_unref(tobject->not_found);
+    tobject->not_found = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_percentile_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_percentile_result_class_init (rankRankingGetPercentileResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_percentile_result_read;
+  struct_class->write = rank_ranking_get_percentile_result_write;
+
+  gobject_class->finalize = rank_ranking_get_percentile_result_finalize;
+  gobject_class->get_property = rank_ranking_get_percentile_result_get_property;
+  gobject_class->set_property = rank_ranking_get_percentile_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_PERCENTILE_RESULT_SUCCESS,
+     g_param_spec_double ("success",
+                          NULL,
+                          NULL,
+                          -INFINITY,
+                          INFINITY,
+                          0,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_PERCENTILE_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_PERCENTILE_RESULT_NOT_FOUND,
+     g_param_spec_object ("not_found",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_NOT_FOUND,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_PERCENTILE_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_percentile_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetPercentileResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_percentile_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetPercentileResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_percentile_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetPercentileResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetScoreAtPercentileArgsProperties
+{
+  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_0,
+  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_BOARD,
+  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PCT,
+  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PERIODS_BACK
+};
+
+/* reads a ranking_get_score_at_percentile_args object */
+static gint32
+rank_ranking_get_score_at_percentile_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetScoreAtPercentileArgs * this_object = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_DOUBLE)
+        {
+          if ((ret = thrift_protocol_read_double (protocol, &this_object->pct, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_pct = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_score_at_percentile_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetScoreAtPercentileArgs * this_object = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetScoreAtPercentileArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "pct", T_DOUBLE, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_double (protocol, this_object->pct, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_score_at_percentile_args_set_property (GObject *object,
+                                                        guint property_id,
+                                                        const GValue *value,
+                                                        GParamSpec *pspec)
+{
+  rankRankingGetScoreAtPercentileArgs *self = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      self->__isset_board = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PCT:
+      self->pct = g_value_get_double (value);
+      self->__isset_pct = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_score_at_percentile_args_get_property (GObject *object,
+                                                        guint property_id,
+                                                        GValue *value,
+                                                        GParamSpec *pspec)
+{
+  rankRankingGetScoreAtPercentileArgs *self = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PCT:
+      g_value_set_double (value, self->pct);
+      break;
+
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_score_at_percentile_args_instance_init (rankRankingGetScoreAtPercentileArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->__isset_board = FALSE;
+  object->pct = 0;
+  object->__isset_pct = FALSE;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_ranking_get_score_at_percentile_args_finalize (GObject *object)
+{
+  rankRankingGetScoreAtPercentileArgs *tobject = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_score_at_percentile_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_score_at_percentile_args_class_init (rankRankingGetScoreAtPercentileArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_score_at_percentile_args_read;
+  struct_class->write = rank_ranking_get_score_at_percentile_args_write;
+
+  gobject_class->finalize = rank_ranking_get_score_at_percentile_args_finalize;
+  gobject_class->get_property = rank_ranking_get_score_at_percentile_args_get_property;
+  gobject_class->set_property = rank_ranking_get_score_at_percentile_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PCT,
+     g_param_spec_double ("pct",
+                          NULL,
+                          NULL,
+                          -INFINITY,
+                          INFINITY,
+                          0,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_score_at_percentile_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetScoreAtPercentileArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_score_at_percentile_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetScoreAtPercentileArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_score_at_percentile_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetScoreAtPercentileArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetScoreAtPercentileResultProperties
+{
+  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_0,
+  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_SUCCESS,
+  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_INVALID,
+  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_NOT_FOUND,
+  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_get_score_at_percentile_result object */
+static gint32
+rank_ranking_get_score_at_percentile_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetScoreAtPercentileResult * this_object = RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->success, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->not_found != NULL)
+          {
+            g_object_unref (this_object->not_found);
+          }
+          this_object->not_found = g_object_new (RANK_TYPE_NOT_FOUND, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->not_found), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->not_found);
+            this_object->not_found = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_not_found = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_score_at_percentile_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetScoreAtPercentileResult * this_object = RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetScoreAtPercentileResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_I64, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i64 (protocol, this_object->success, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_not_found == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "not_found", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->not_found), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_score_at_percentile_result_set_property (GObject *object,
+                                                          guint property_id,
+                                                          const GValue *value,
+                                                          GParamSpec *pspec)
+{
+  rankRankingGetScoreAtPercentileResult *self = RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_SUCCESS:
+      self->success = g_value_get_int64 (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_NOT_FOUND:
+      if (self->not_found != NULL)
+        g_object_unref (self->not_found);
+      self->not_found = g_value_dup_object (value);
+      self->__isset_not_found = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_score_at_percentile_result_get_property (GObject *object,
+                                                          guint property_id,
+                                                          GValue *value,
+                                                          GParamSpec *pspec)
+{
+  rankRankingGetScoreAtPercentileResult *self = RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_SUCCESS:
+      g_value_set_int64 (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_NOT_FOUND:
+      g_value_set_object (value, self->not_found);
+      break;
+
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_score_at_percentile_result_instance_init (rankRankingGetScoreAtPercentileResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = 0;
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->not_found = NULL;
+  object->__isset_not_found = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_get_score_at_percentile_result_finalize (GObject *object)
+{
+  rankRankingGetScoreAtPercentileResult *tobject = RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->not_found != NULL)
+  {
+    g_object_unref(tobject->not_found);
+    tobject->not_found = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_score_at_percentile_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_score_at_percentile_result_class_init (rankRankingGetScoreAtPercentileResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_score_at_percentile_result_read;
+  struct_class->write = rank_ranking_get_score_at_percentile_result_write;
+
+  gobject_class->finalize = rank_ranking_get_score_at_percentile_result_finalize;
+  gobject_class->get_property = rank_ranking_get_score_at_percentile_result_get_property;
+  gobject_class->set_property = rank_ranking_get_score_at_percentile_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_SUCCESS,
+     g_param_spec_int64 ("success",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_NOT_FOUND,
+     g_param_spec_object ("not_found",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_NOT_FOUND,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_score_at_percentile_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetScoreAtPercentileResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_score_at_percentile_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetScoreAtPercentileResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_score_at_percentile_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetScoreAtPercentileResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+

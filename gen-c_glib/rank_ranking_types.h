@@ -733,4 +733,124 @@ GType rank_ranking_count_between_result_get_type (void);
 #define RANK_IS_RANKING_COUNT_BETWEEN_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_COUNT_BETWEEN_RESULT))
 #define RANK_RANKING_COUNT_BETWEEN_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_COUNT_BETWEEN_RESULT, rankRankingCountBetweenResultClass))
 
+/* struct RankingGetPercentileArgs */
+struct _rankRankingGetPercentileArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gboolean __isset_board;
+  gchar * member;
+  gboolean __isset_member;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankRankingGetPercentileArgs rankRankingGetPercentileArgs;
+
+struct _rankRankingGetPercentileArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetPercentileArgsClass rankRankingGetPercentileArgsClass;
+
+GType rank_ranking_get_percentile_args_get_type (void);
+#define RANK_TYPE_RANKING_GET_PERCENTILE_ARGS (rank_ranking_get_percentile_args_get_type())
+#define RANK_RANKING_GET_PERCENTILE_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_PERCENTILE_ARGS, rankRankingGetPercentileArgs))
+#define RANK_RANKING_GET_PERCENTILE_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_PERCENTILE_ARGS, rankRankingGetPercentileArgsClass))
+#define RANK_IS_RANKING_GET_PERCENTILE_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_PERCENTILE_ARGS))
+#define RANK_IS_RANKING_GET_PERCENTILE_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_PERCENTILE_ARGS))
+#define RANK_RANKING_GET_PERCENTILE_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_PERCENTILE_ARGS, rankRankingGetPercentileArgsClass))
+
+/* struct RankingGetPercentileResult */
+struct _rankRankingGetPercentileResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gdouble success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankNotFound * not_found;
+  gboolean __isset_not_found;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingGetPercentileResult rankRankingGetPercentileResult;
+
+struct _rankRankingGetPercentileResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetPercentileResultClass rankRankingGetPercentileResultClass;
+
+GType rank_ranking_get_percentile_result_get_type (void);
+#define RANK_TYPE_RANKING_GET_PERCENTILE_RESULT (rank_ranking_get_percentile_result_get_type())
+#define RANK_RANKING_GET_PERCENTILE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_PERCENTILE_RESULT, rankRankingGetPercentileResult))
+#define RANK_RANKING_GET_PERCENTILE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_PERCENTILE_RESULT, rankRankingGetPercentileResultClass))
+#define RANK_IS_RANKING_GET_PERCENTILE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_PERCENTILE_RESULT))
+#define RANK_IS_RANKING_GET_PERCENTILE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_PERCENTILE_RESULT))
+#define RANK_RANKING_GET_PERCENTILE_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_PERCENTILE_RESULT, rankRankingGetPercentileResultClass))
+
+/* struct RankingGetScoreAtPercentileArgs */
+struct _rankRankingGetScoreAtPercentileArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gboolean __isset_board;
+  gdouble pct;
+  gboolean __isset_pct;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankRankingGetScoreAtPercentileArgs rankRankingGetScoreAtPercentileArgs;
+
+struct _rankRankingGetScoreAtPercentileArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetScoreAtPercentileArgsClass rankRankingGetScoreAtPercentileArgsClass;
+
+GType rank_ranking_get_score_at_percentile_args_get_type (void);
+#define RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_ARGS (rank_ranking_get_score_at_percentile_args_get_type())
+#define RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_ARGS, rankRankingGetScoreAtPercentileArgs))
+#define RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_SCORE_AT_PERCENTILE_ARGS, rankRankingGetScoreAtPercentileArgsClass))
+#define RANK_IS_RANKING_GET_SCORE_AT_PERCENTILE_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_ARGS))
+#define RANK_IS_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_ARGS))
+#define RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_ARGS, rankRankingGetScoreAtPercentileArgsClass))
+
+/* struct RankingGetScoreAtPercentileResult */
+struct _rankRankingGetScoreAtPercentileResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gint64 success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankNotFound * not_found;
+  gboolean __isset_not_found;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingGetScoreAtPercentileResult rankRankingGetScoreAtPercentileResult;
+
+struct _rankRankingGetScoreAtPercentileResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetScoreAtPercentileResultClass rankRankingGetScoreAtPercentileResultClass;
+
+GType rank_ranking_get_score_at_percentile_result_get_type (void);
+#define RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_RESULT (rank_ranking_get_score_at_percentile_result_get_type())
+#define RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_RESULT, rankRankingGetScoreAtPercentileResult))
+#define RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_SCORE_AT_PERCENTILE_RESULT, rankRankingGetScoreAtPercentileResultClass))
+#define RANK_IS_RANKING_GET_SCORE_AT_PERCENTILE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_RESULT))
+#define RANK_IS_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_RESULT))
+#define RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_RESULT, rankRankingGetScoreAtPercentileResultClass))
+
 #endif /* RANK_RANKING_TYPES_H */

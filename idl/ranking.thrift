@@ -171,4 +171,20 @@ service Ranking {
   /** The number of members with min_score <= score <= max_score. */
   i64 CountBetween(1: string board, 2: i64 min_score, 3: i64 max_score, 4: i32 periods_back = 0)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * The share, in percent (0-100), of the board's members whose score is
+   * strictly worse than the member's. NotFound if it is not on the board.
+   */
+  double GetPercentile(1: string board, 2: string member, 3: i32 periods_back = 0)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+
+  /**
+   * The score at percentile pct (0-100): that of the entry at position
+   * ceil(count * (100 - pct) / 100) from the top, at least 1, so 100 is the
+   * best score and 0 the worst. NotFound on an empty board. On a sharded board
+   * that position is at most the board's max_top_depth.
+   */
+  i64 GetScoreAtPercentile(1: string board, 2: double pct, 3: i32 periods_back = 0)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
 }

@@ -7,6 +7,7 @@
  */
 #include "handler.h"
 
+#include <math.h>
 #include <string.h>
 
 #include <thrift/c_glib/thrift_application_exception.h>
@@ -32,12 +33,15 @@ typedef enum
   METHOD_REMOVE,
   METHOD_COUNT,
   METHOD_COUNT_BETWEEN,
+  METHOD_GET_PERCENTILE,
+  METHOD_GET_SCORE_AT_PERCENTILE,
   METHOD_UNKNOWN,
 } Method;
 
-static const char *const method_names[]
-    = { "Update",   "GetRank", "GetTopN", "GetAround",
-        "GetRanks", "Remove",  "Count",   "CountBetween" };
+static const char *const method_names[] = {
+  "Update", "GetRank", "GetTopN",      "GetAround",     "GetRanks",
+  "Remove", "Count",   "CountBetween", "GetPercentile", "GetScoreAtPercentile"
+};
 
 typedef struct
 {
@@ -47,6 +51,7 @@ typedef struct
   gint32 seqid;
   ThriftStruct *args;
   char *unknown_name; /* METHOD_UNKNOWN only */
+  gint64 step[3];     /* what a call of several steps learned so far */
 } Call;
 
 /* ---- replies ---- */
@@ -627,6 +632,9 @@ start_remove (Call *call)
 
 /* ---- Count, CountBetween ---- */
 
+static gboolean check_countable (RankStore *store, const char *board,
+                                 const char *what, GError **error);
+
 static void
 count_done (gint64 count, const GError *error, gpointer data)
 {
@@ -682,12 +690,8 @@ start_count (Call *call)
                  "min_score: %" G_GINT64_FORMAT
                  " is above max_score %" G_GINT64_FORMAT,
                  min, max);
-  else if (range && rank_store_board (store, board)->cap > 0
-           && rank_store_board (store, board)->shards > 1)
-    g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
-                 "board: CountBetween is not available on capped sharded "
-                 "board '%s'",
-                 board);
+  else if (range)
+    check_countable (store, board, "CountBetween", &error);
   if (error != NULL)
     {
       count_done (0, error, call);
@@ -697,6 +701,190 @@ start_count (Call *call)
                     call);
 }
 
+/* ---- GetPercentile, GetScoreAtPercentile ---- */
+
+/* Capped sharded boards store more than they show: their counts by score
+ * are not the board's. */
+static gboolean
+check_countable (RankStore *store, const char *board, const char *what,
+                 GError **error)
+{
+  const RankBoardOptions *o = rank_store_board (store, board);
+
+  if (o->cap > 0 && o->shards > 1)
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                   "board: %s is not available on capped sharded board '%s'",
+                   what, board);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+percentile_reply (Call *call, GType type, const GError *error,
+                  const char *property, const GValue *value)
+{
+  GObject *result;
+
+  if (error != NULL)
+    {
+      reply_error (call, type, error);
+      return;
+    }
+  result = g_object_new (type, NULL);
+  /* The property setter marks success as set. */
+  g_object_set_property (result, property, value);
+  reply (call, THRIFT_STRUCT (result), 0, NULL);
+  g_object_unref (result);
+}
+
+/* Step 3: the board's size; the share behind is what is neither better nor
+ * equal. */
+static void
+percentile_total (gint64 total, const GError *error, gpointer data)
+{
+  Call *call = data;
+  g_auto (GValue) v = G_VALUE_INIT;
+
+  g_value_init (&v, G_TYPE_DOUBLE);
+  if (error == NULL)
+    g_value_set_double (
+        &v, total > 0 ? 100.0 * (double) (total - call->step[0] - call->step[1])
+                            / (double) total
+                      : 0);
+  percentile_reply (call, RANK_TYPE_RANKING_GET_PERCENTILE_RESULT, error,
+                    "success", &v);
+}
+
+/* Step 2: how many share the member's score. */
+static void
+percentile_equal (gint64 equal, const GError *error, gpointer data)
+{
+  Call *call = data;
+  rankRankingGetPercentileArgs *args
+      = RANK_RANKING_GET_PERCENTILE_ARGS (call->args);
+
+  if (error != NULL)
+    {
+      percentile_total (0, error, call);
+      return;
+    }
+  call->step[1] = equal;
+  rank_store_count (call->handler->store, args->board, FALSE, 0, 0,
+                    (guint) args->periods_back, percentile_total, call);
+}
+
+/* Step 1: the member's score, and how many are better (competition rank). */
+static void
+percentile_found (gint64 score, gint64 rank, const GError *error, gpointer data)
+{
+  Call *call = data;
+  rankRankingGetPercentileArgs *args
+      = RANK_RANKING_GET_PERCENTILE_ARGS (call->args);
+
+  if (error != NULL)
+    {
+      percentile_total (0, error, call);
+      return;
+    }
+  call->step[0] = rank - 1;
+  rank_store_count (call->handler->store, args->board, TRUE, score, score,
+                    (guint) args->periods_back, percentile_equal, call);
+}
+
+static void
+start_get_percentile (Call *call)
+{
+  rankRankingGetPercentileArgs *args
+      = RANK_RANKING_GET_PERCENTILE_ARGS (call->args);
+  RankStore *store = call->handler->store;
+  g_autoptr (GError) error = NULL;
+
+  if (!rank_validate_board (args->board, &error)
+      || !rank_validate_member (args->member, &error)
+      || !rank_store_check_period (store, args->board, args->periods_back,
+                                   &error)
+      || !check_countable (store, args->board, "GetPercentile", &error))
+    {
+      percentile_total (0, error, call);
+      return;
+    }
+  rank_store_get_rank_as (store, args->board, args->member,
+                          (guint) args->periods_back, RANK_KIND_COMPETITION,
+                          percentile_found, call);
+}
+
+/* Step 2: the entry at that position. */
+static void
+score_at_entry (const RankEntry *entries, gsize n, const GError *error,
+                gpointer data)
+{
+  Call *call = data;
+  g_autoptr (GError) empty = NULL;
+  g_auto (GValue) v = G_VALUE_INIT;
+
+  g_value_init (&v, G_TYPE_INT64);
+  if (error == NULL && n == 0)
+    error = empty = g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND,
+                                 "the board has no members");
+  if (error == NULL)
+    g_value_set_int64 (&v, entries[0].score);
+  percentile_reply (call, RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_RESULT,
+                    error, "success", &v);
+}
+
+/* Step 1: the board's size gives the position. */
+static void
+score_at_total (gint64 total, const GError *error, gpointer data)
+{
+  Call *call = data;
+  rankRankingGetScoreAtPercentileArgs *args
+      = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS (call->args);
+  g_autoptr (GError) deep = NULL;
+  gint64 position;
+
+  if (error != NULL || total == 0)
+    {
+      score_at_entry (NULL, 0, error, call);
+      return;
+    }
+  position = (gint64) ceil ((double) total * (100.0 - args->pct) / 100.0);
+  position = CLAMP (position, 1, total);
+  if (!rank_store_check_top (call->handler->store, args->board, position - 1, 1,
+                             &deep))
+    {
+      score_at_entry (NULL, 0, deep, call);
+      return;
+    }
+  rank_store_get_top (call->handler->store, args->board, position - 1, 1,
+                      (guint) args->periods_back, score_at_entry, call);
+}
+
+static void
+start_get_score_at_percentile (Call *call)
+{
+  rankRankingGetScoreAtPercentileArgs *args
+      = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS (call->args);
+  RankStore *store = call->handler->store;
+  g_autoptr (GError) error = NULL;
+
+  if (!rank_validate_board (args->board, &error)
+      || !rank_store_check_period (store, args->board, args->periods_back,
+                                   &error))
+    ;
+  else if (!(args->pct >= 0 && args->pct <= 100))
+    g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "pct: must be 0-100, got %g", args->pct);
+  if (error != NULL)
+    {
+      score_at_entry (NULL, 0, error, call);
+      return;
+    }
+  rank_store_count (store, args->board, FALSE, 0, 0, (guint) args->periods_back,
+                    score_at_total, call);
+}
+
 /* ---- dispatch ---- */
 
 RankDispatch
@@ -704,12 +892,22 @@ rank_handler_dispatch (RankHandler *handler, gpointer conn, const char *method,
                        gint32 seqid, ThriftProtocol *in, GError **error)
 {
   GType types[] = {
-    RANK_TYPE_RANKING_UPDATE_ARGS,    RANK_TYPE_RANKING_GET_RANK_ARGS,
-    RANK_TYPE_RANKING_GET_TOP_N_ARGS, RANK_TYPE_RANKING_GET_AROUND_ARGS,
-    RANK_TYPE_RANKING_GET_RANKS_ARGS, RANK_TYPE_RANKING_REMOVE_ARGS,
-    RANK_TYPE_RANKING_COUNT_ARGS,     RANK_TYPE_RANKING_COUNT_BETWEEN_ARGS,
+    RANK_TYPE_RANKING_UPDATE_ARGS,
+    RANK_TYPE_RANKING_GET_RANK_ARGS,
+    RANK_TYPE_RANKING_GET_TOP_N_ARGS,
+    RANK_TYPE_RANKING_GET_AROUND_ARGS,
+    RANK_TYPE_RANKING_GET_RANKS_ARGS,
+    RANK_TYPE_RANKING_REMOVE_ARGS,
+    RANK_TYPE_RANKING_COUNT_ARGS,
+    RANK_TYPE_RANKING_COUNT_BETWEEN_ARGS,
+    RANK_TYPE_RANKING_GET_PERCENTILE_ARGS,
+    RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_ARGS,
   };
   Call *call = g_new0 (Call, 1);
+
+  /* One argument type per method name, in the same order. */
+  G_STATIC_ASSERT (G_N_ELEMENTS (method_names) == METHOD_UNKNOWN);
+  G_STATIC_ASSERT (G_N_ELEMENTS (types) == METHOD_UNKNOWN);
 
   call->handler = handler;
   call->conn = conn;
@@ -765,6 +963,12 @@ rank_handler_dispatch (RankHandler *handler, gpointer conn, const char *method,
       break;
     case METHOD_REMOVE:
       start_remove (call);
+      break;
+    case METHOD_GET_PERCENTILE:
+      start_get_percentile (call);
+      break;
+    case METHOD_GET_SCORE_AT_PERCENTILE:
+      start_get_score_at_percentile (call);
       break;
     default:
       start_count (call);

@@ -669,10 +669,10 @@ rank_found (Op *op, const redisReply *reply, const GError *error)
     rank_finish (call);
 }
 
-/* GetRank, counting the board's rank kind or (position) ordinal ranks. */
+/* GetRank, counting the board's rank kind, or kind when it is not 0. */
 static void
 get_rank (RankStore *store, const char *board, const char *member,
-          guint periods_back, gboolean position, RankStoreRankFunc func,
+          guint periods_back, RankKind kind, RankStoreRankFunc func,
           gpointer data)
 {
   const RankBoardOptions *o;
@@ -684,8 +684,8 @@ get_rank (RankStore *store, const char *board, const char *member,
 
   call->store = store;
   call->options = *rank_config_board (store->config, board);
-  if (position)
-    call->options.rank = RANK_KIND_ORDINAL;
+  if (kind != 0)
+    call->options.rank = kind;
   o = &call->options;
   call->func = func;
   call->data = data;
@@ -724,7 +724,15 @@ void
 rank_store_get_rank (RankStore *store, const char *board, const char *member,
                      guint periods_back, RankStoreRankFunc func, gpointer data)
 {
-  get_rank (store, board, member, periods_back, FALSE, func, data);
+  get_rank (store, board, member, periods_back, 0, func, data);
+}
+
+void
+rank_store_get_rank_as (RankStore *store, const char *board, const char *member,
+                        guint periods_back, RankKind kind,
+                        RankStoreRankFunc func, gpointer data)
+{
+  get_rank (store, board, member, periods_back, kind, func, data);
 }
 
 void
@@ -732,7 +740,7 @@ rank_store_get_position (RankStore *store, const char *board,
                          const char *member, guint periods_back,
                          RankStoreRankFunc func, gpointer data)
 {
-  get_rank (store, board, member, periods_back, TRUE, func, data);
+  get_rank (store, board, member, periods_back, RANK_KIND_ORDINAL, func, data);
 }
 
 /* ---- Count ---- */

@@ -81,6 +81,14 @@ void rank_store_get_rank (RankStore *store, const char *board,
                           const char *member, guint periods_back,
                           RankStoreRankFunc func, gpointer data);
 
+/* The member's rank counted as kind, whatever the board's: ordinal is its
+ * position (where GetAround's page starts), competition is 1 + those with a
+ * better score (GetPercentile). */
+void rank_store_get_rank_as (RankStore *store, const char *board,
+                             const char *member, guint periods_back,
+                             RankKind kind, RankStoreRankFunc func,
+                             gpointer data);
+
 /* The member's ordinal position (1-based) whatever the board's rank kind:
  * where GetAround's page starts. */
 void rank_store_get_position (RankStore *store, const char *board,

@@ -4,6 +4,7 @@ Usage: test_python_client.py RANKD STUBS_DIR
 Starts its own redis-server and rankd on free loopback ports.
 """
 import datetime
+import math
 import os
 import random
 import shutil
@@ -344,6 +345,15 @@ class QueriesTest(ServedTest):
             self.assertEqual(
                 self.client.CountBetween(board, lo, hi, 0),
                 sum(lo <= model[m][0] <= hi for m in model))
+        for m in order[::11]:
+            behind = sum(model[x][0] < model[m][0] for x in model)
+            self.assertAlmostEqual(self.client.GetPercentile(board, m, 0),
+                                   100 * behind / len(model))
+        for pct in (0, 25, 50, 99, 100):
+            pos = min(max(math.ceil(len(model) * (100 - pct) / 100), 1),
+                      len(model))
+            self.assertEqual(self.client.GetScoreAtPercentile(board, pct, 0),
+                             model[order[pos - 1]][0])
 
     def test_queries(self):
         for board in ("qo", "qs"):

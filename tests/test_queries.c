@@ -2,6 +2,7 @@
  * against a model of the board kept here, on ordinary and sharded boards
  * (and an ascending competition board), through the C client.
  */
+#include <math.h>
 #include <string.h>
 
 #include "calls.h"
@@ -193,6 +194,68 @@ check_counts (const char *board)
       }
 }
 
+static double
+percentile (const char *board, const char *member)
+{
+  rankInvalidArgument *invalid = NULL;
+  rankNotFound *not_found = NULL;
+  rankUnavailable *unavailable = NULL;
+  g_autoptr (GError) error = NULL;
+  double pct = -1;
+
+  if (!rank_ranking_if_get_percentile (rank_client_iface (bed.client), &pct,
+                                       board, member, 0, &invalid, &not_found,
+                                       &unavailable, &error))
+    g_error ("GetPercentile(%s, %s): %s", board, member,
+             error       ? error->message
+             : invalid   ? invalid->message
+             : not_found ? not_found->message
+                         : "Unavailable");
+  return pct;
+}
+
+static gint64
+score_at (const char *board, double pct)
+{
+  rankInvalidArgument *invalid = NULL;
+  rankNotFound *not_found = NULL;
+  rankUnavailable *unavailable = NULL;
+  g_autoptr (GError) error = NULL;
+  gint64 score = G_MININT64;
+
+  g_assert_true (rank_ranking_if_get_score_at_percentile (
+      rank_client_iface (bed.client), &score, board, pct, 0, &invalid,
+      &not_found, &unavailable, &error));
+  return score;
+}
+
+/* Percentile: the share strictly behind; score at pct: the entry at
+ * position ceil(count * (100 - pct) / 100), at least 1. */
+static void
+check_percentiles (const char *board)
+{
+  static const double pcts[] = { 0, 1, 10, 33.3, 50, 90, 99.9, 100 };
+
+  for (int i = 0; i < n_sorted; i += 9)
+    {
+      int behind = 0;
+
+      for (int j = 0; j < n_sorted; j++)
+        behind += ascending ? sorted[j].score > sorted[i].score
+                            : sorted[j].score < sorted[i].score;
+      g_assert_cmpfloat_with_epsilon (percentile (board, sorted[i].member),
+                                      100.0 * behind / n_sorted, 1e-9);
+    }
+  for (gsize k = 0; k < G_N_ELEMENTS (pcts); k++)
+    {
+      gint64 position = (gint64) ceil (n_sorted * (100 - pcts[k]) / 100);
+
+      position = CLAMP (position, 1, n_sorted);
+      g_assert_cmpint (score_at (board, pcts[k]), ==,
+                       sorted[position - 1].score);
+    }
+}
+
 /* Remove, retried: removed once; the member is gone from every answer. */
 static void
 check_remove (const char *board, int victim)
@@ -241,6 +304,7 @@ test_queries (gconstpointer data)
   check_around (board, sorted[n_sorted - 1].member, 3);
   check_ranks (board);
   check_counts (board);
+  check_percentiles (board);
   check_remove (board, 42);
   check_around (board, sorted[41].member, 2);
   check_ranks (board);
@@ -287,6 +351,30 @@ test_invalid (void)
   g_assert_nonnull (invalid);
   g_assert_nonnull (strstr (invalid->message, "min_score: 5 is above"));
   g_clear_object (&invalid);
+  g_clear_error (&error);
+  {
+    double pct;
+    gint64 score;
+
+    g_assert_false (rank_ranking_if_get_score_at_percentile (
+        rank_client_iface (bed.client), &score, "q", 101, 0, &invalid,
+        &not_found, &unavailable, &error));
+    g_assert_nonnull (invalid);
+    g_assert_nonnull (strstr (invalid->message, "pct: must be 0-100"));
+    g_clear_object (&invalid);
+    g_clear_error (&error);
+    g_assert_false (rank_ranking_if_get_score_at_percentile (
+        rank_client_iface (bed.client), &score, "empty-board", 50, 0, &invalid,
+        &not_found, &unavailable, &error));
+    g_assert_nonnull (not_found);
+    g_clear_object (&not_found);
+    g_clear_error (&error);
+    g_assert_false (rank_ranking_if_get_percentile (
+        rank_client_iface (bed.client), &pct, "q", "nobody", 0, &invalid,
+        &not_found, &unavailable, &error));
+    g_assert_nonnull (not_found);
+    g_clear_object (&not_found);
+  }
 }
 
 int
