@@ -69,6 +69,12 @@ rank_ranking_if_get_score_at_percentile (rankRankingIf *iface, gint64* _return, 
   return RANK_RANKING_IF_GET_INTERFACE (iface)->get_score_at_percentile (iface, _return, board, pct, periods_back, invalid, not_found, unavailable, error);
 }
 
+gboolean
+rank_ranking_if_sample (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->sample (iface, _return, board, min_score, max_score, count, periods_back, invalid, unavailable, error);
+}
+
 GType
 rank_ranking_if_get_type (void)
 {
@@ -835,19 +841,19 @@ gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray **
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem9 = NULL;
-                if ( _elem9 != NULL)
+                rankEntry * _elem11 = NULL;
+                if ( _elem11 != NULL)
                 {
-                  g_object_unref (_elem9);
+                  g_object_unref (_elem11);
                 }
-                _elem9 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem9), protocol, error)) < 0)
+                _elem11 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem11), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem9);
+                  g_object_unref (_elem11);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem9);
+                g_ptr_array_add (*_return, _elem11);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -1122,19 +1128,19 @@ gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray *
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem10 = NULL;
-                if ( _elem10 != NULL)
+                rankEntry * _elem12 = NULL;
+                if ( _elem12 != NULL)
                 {
-                  g_object_unref (_elem10);
+                  g_object_unref (_elem12);
                 }
-                _elem10 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem10), protocol, error)) < 0)
+                _elem12 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem12), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem10);
+                  g_object_unref (_elem12);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem10);
+                g_ptr_array_add (*_return, _elem12);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -1292,14 +1298,14 @@ gboolean rank_ranking_client_send_get_ranks (rankRankingIf * iface, const gchar 
       return 0;
     xfer += ret;
     {
-      guint i11;
+      guint i13;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRING, (gint32) (members ? members->len : 0), error)) < 0)
         return 0;
       xfer += ret;
-      for (i11 = 0; i11 < (members ? members->len : 0); i11++)
+      for (i13 = 0; i13 < (members ? members->len : 0); i13++)
       {
-        if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) members, i11)), error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) members, i13)), error)) < 0)
           return 0;
         xfer += ret;
 
@@ -1439,19 +1445,19 @@ gboolean rank_ranking_client_recv_get_ranks (rankRankingIf * iface, GPtrArray **
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankRankOf * _elem12 = NULL;
-                if ( _elem12 != NULL)
+                rankRankOf * _elem14 = NULL;
+                if ( _elem14 != NULL)
                 {
-                  g_object_unref (_elem12);
+                  g_object_unref (_elem14);
                 }
-                _elem12 = g_object_new (RANK_TYPE_RANK_OF, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem12), protocol, error)) < 0)
+                _elem14 = g_object_new (RANK_TYPE_RANK_OF, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem14), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem12);
+                  g_object_unref (_elem14);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem12);
+                g_ptr_array_add (*_return, _elem14);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -2858,6 +2864,303 @@ gboolean rank_ranking_client_get_score_at_percentile (rankRankingIf * iface, gin
   return TRUE;
 }
 
+gboolean rank_ranking_client_send_sample (rankRankingIf * iface, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "Sample", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "Sample_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "min_score", T_I64, 2, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i64 (protocol, min_score, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "max_score", T_I64, 3, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i64 (protocol, max_score, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "count", T_I32, 4, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, count, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 5, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_sample (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "Sample", 6) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected Sample", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_LIST)
+          {
+            {
+              guint32 size;
+              guint32 i;
+              ThriftType element_type;
+
+              if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+                return 0;
+              xfer += ret;
+
+              /* iterate through list elements */
+              for (i = 0; i < size; i++)
+              {
+                rankEntry * _elem15 = NULL;
+                if ( _elem15 != NULL)
+                {
+                  g_object_unref (_elem15);
+                }
+                _elem15 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem15), protocol, error)) < 0)
+                {
+                  g_object_unref (_elem15);
+                  return 0;
+                }
+                xfer += ret;
+                g_ptr_array_add (*_return, _elem15);
+              }
+              if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+                return 0;
+              xfer += ret;
+            }
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_sample (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_sample (iface, board, min_score, max_score, count, periods_back, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_sample (iface, _return, invalid, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
 static void
 rank_ranking_if_interface_init (rankRankingIfInterface *iface)
 {
@@ -2871,6 +3174,7 @@ rank_ranking_if_interface_init (rankRankingIfInterface *iface)
   iface->count_between = rank_ranking_client_count_between;
   iface->get_percentile = rank_ranking_client_get_percentile;
   iface->get_score_at_percentile = rank_ranking_client_get_score_at_percentile;
+  iface->sample = rank_ranking_client_sample;
 }
 
 static void
@@ -2985,6 +3289,13 @@ gboolean rank_ranking_handler_get_score_at_percentile (rankRankingIf * iface, gi
   return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_score_at_percentile (iface, _return, board, pct, periods_back, invalid, not_found, unavailable, error);
 }
 
+gboolean rank_ranking_handler_sample (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->sample (iface, _return, board, min_score, max_score, count, periods_back, invalid, unavailable, error);
+}
+
 static void
 rank_ranking_handler_ranking_if_interface_init (rankRankingIfInterface *iface)
 {
@@ -2998,6 +3309,7 @@ rank_ranking_handler_ranking_if_interface_init (rankRankingIfInterface *iface)
   iface->count_between = rank_ranking_handler_count_between;
   iface->get_percentile = rank_ranking_handler_get_percentile;
   iface->get_score_at_percentile = rank_ranking_handler_get_score_at_percentile;
+  iface->sample = rank_ranking_handler_sample;
 }
 
 static void
@@ -3019,6 +3331,7 @@ rank_ranking_handler_class_init (rankRankingHandlerClass *cls)
   cls->count_between = NULL;
   cls->get_percentile = NULL;
   cls->get_score_at_percentile = NULL;
+  cls->sample = NULL;
 }
 
 enum _rankRankingProcessorProperties
@@ -3103,9 +3416,15 @@ rank_ranking_processor_process_get_score_at_percentile (rankRankingProcessor *,
                                                         ThriftProtocol *,
                                                         ThriftProtocol *,
                                                         GError **);
+static gboolean
+rank_ranking_processor_process_sample (rankRankingProcessor *,
+                                       gint32,
+                                       ThriftProtocol *,
+                                       ThriftProtocol *,
+                                       GError **);
 
 static rank_ranking_processor_process_function_def
-rank_ranking_processor_process_function_defs[10] = {
+rank_ranking_processor_process_function_defs[11] = {
   {
     "Update",
     rank_ranking_processor_process_update
@@ -3145,6 +3464,10 @@ rank_ranking_processor_process_function_defs[10] = {
   {
     "GetScoreAtPercentile",
     rank_ranking_processor_process_get_score_at_percentile
+  },
+  {
+    "Sample",
+    rank_ranking_processor_process_sample
   }
 };
 
@@ -4693,6 +5016,158 @@ if (unavailable != NULL)
 }
 
 static gboolean
+rank_ranking_processor_process_sample (rankRankingProcessor *self,
+                                       gint32 sequence_id,
+                                       ThriftProtocol *input_protocol,
+                                       ThriftProtocol *output_protocol,
+                                       GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingSampleArgs * args =
+    g_object_new (RANK_TYPE_RANKING_SAMPLE_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    gchar * board;
+    gint64 min_score;
+    gint64 max_score;
+    gint count;
+    gint periods_back;
+    rankInvalidArgument * invalid = NULL;
+    rankUnavailable * unavailable = NULL;
+    GPtrArray * return_value;
+    rankRankingSampleResult * result_struct;
+
+    g_object_get (args,
+                  "board", &board,
+                  "min_score", &min_score,
+                  "max_score", &max_score,
+                  "count", &count,
+                  "periods_back", &periods_back,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_SAMPLE_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_sample (RANK_RANKING_IF (self->handler),
+                                     &return_value,
+                                     board,
+                                     min_score,
+                                     max_score,
+                                     count,
+                                     periods_back,
+                                     &invalid,
+                                     &unavailable,
+                                     error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "Sample",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Sample",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Sample",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.Sample implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Sample",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (board != NULL)
+      g_free (board);
+    if (return_value != NULL)
+      g_ptr_array_unref (return_value);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
 rank_ranking_processor_dispatch_call (ThriftDispatchProcessor *dispatch_processor,
                                       ThriftProtocol *input_protocol,
                                       ThriftProtocol *output_protocol,
@@ -4803,7 +5278,7 @@ rank_ranking_processor_init (rankRankingProcessor *self)
   self->handler = NULL;
   self->process_map = g_hash_table_new (g_str_hash, g_str_equal);
 
-  for (index = 0; index < 10; index += 1)
+  for (index = 0; index < 11; index += 1)
     g_hash_table_insert (self->process_map,
                          rank_ranking_processor_process_function_defs[index].name,
                          &rank_ranking_processor_process_function_defs[index]);

@@ -28,6 +28,7 @@ struct _rankRankingIfInterface
   gboolean (*count_between) (rankRankingIf *iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_percentile) (rankRankingIf *iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_score_at_percentile) (rankRankingIf *iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+  gboolean (*sample) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 };
 typedef struct _rankRankingIfInterface rankRankingIfInterface;
 
@@ -47,6 +48,7 @@ gboolean rank_ranking_if_count (rankRankingIf *iface, gint64* _return, const gch
 gboolean rank_ranking_if_count_between (rankRankingIf *iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_get_percentile (rankRankingIf *iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_get_score_at_percentile (rankRankingIf *iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_sample (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 
 /* Ranking service client */
 struct _rankRankingClient
@@ -102,6 +104,9 @@ gboolean rank_ranking_client_recv_get_percentile (rankRankingIf * iface, gdouble
 gboolean rank_ranking_client_get_score_at_percentile (rankRankingIf * iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
 gboolean rank_ranking_client_send_get_score_at_percentile (rankRankingIf * iface, const gchar * board, const gdouble pct, const gint32 periods_back, GError ** error);
 gboolean rank_ranking_client_recv_get_score_at_percentile (rankRankingIf * iface, gint64* _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_sample (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_sample (rankRankingIf * iface, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, GError ** error);
+gboolean rank_ranking_client_recv_sample (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
 void ranking_client_set_property (GObject *object, guint property_id, const GValue *value, GParamSpec *pspec);
 void ranking_client_get_property (GObject *object, guint property_id, GValue *value, GParamSpec *pspec);
 
@@ -126,6 +131,7 @@ struct _rankRankingHandlerClass
   gboolean (*count_between) (rankRankingIf *iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_percentile) (rankRankingIf *iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_score_at_percentile) (rankRankingIf *iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+  gboolean (*sample) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 };
 typedef struct _rankRankingHandlerClass rankRankingHandlerClass;
 
@@ -147,6 +153,7 @@ gboolean rank_ranking_handler_count (rankRankingIf *iface, gint64* _return, cons
 gboolean rank_ranking_handler_count_between (rankRankingIf *iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_get_percentile (rankRankingIf *iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_get_score_at_percentile (rankRankingIf *iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_sample (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 
 /* Ranking processor */
 struct _rankRankingProcessor

@@ -10270,3 +10270,843 @@ rank_ranking_get_score_at_percentile_result_get_type (void)
   return type;
 }
 
+enum _rankRankingSampleArgsProperties
+{
+  PROP_RANK_RANKING_SAMPLE_ARGS_0,
+  PROP_RANK_RANKING_SAMPLE_ARGS_BOARD,
+  PROP_RANK_RANKING_SAMPLE_ARGS_MIN_SCORE,
+  PROP_RANK_RANKING_SAMPLE_ARGS_MAX_SCORE,
+  PROP_RANK_RANKING_SAMPLE_ARGS_COUNT,
+  PROP_RANK_RANKING_SAMPLE_ARGS_PERIODS_BACK
+};
+
+/* reads a ranking_sample_args object */
+static gint32
+rank_ranking_sample_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingSampleArgs * this_object = RANK_RANKING_SAMPLE_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->min_score, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_min_score = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->max_score, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_max_score = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->count, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_count = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 5:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_sample_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingSampleArgs * this_object = RANK_RANKING_SAMPLE_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingSampleArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "min_score", T_I64, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->min_score, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "max_score", T_I64, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->max_score, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "count", T_I32, 4, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->count, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 5, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_sample_args_set_property (GObject *object,
+                                       guint property_id,
+                                       const GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankRankingSampleArgs *self = RANK_RANKING_SAMPLE_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_SAMPLE_ARGS_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      self->__isset_board = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_SAMPLE_ARGS_MIN_SCORE:
+      self->min_score = g_value_get_int64 (value);
+      self->__isset_min_score = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_SAMPLE_ARGS_MAX_SCORE:
+      self->max_score = g_value_get_int64 (value);
+      self->__isset_max_score = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_SAMPLE_ARGS_COUNT:
+      self->count = g_value_get_int (value);
+      self->__isset_count = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_SAMPLE_ARGS_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_sample_args_get_property (GObject *object,
+                                       guint property_id,
+                                       GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankRankingSampleArgs *self = RANK_RANKING_SAMPLE_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_SAMPLE_ARGS_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_RANKING_SAMPLE_ARGS_MIN_SCORE:
+      g_value_set_int64 (value, self->min_score);
+      break;
+
+    case PROP_RANK_RANKING_SAMPLE_ARGS_MAX_SCORE:
+      g_value_set_int64 (value, self->max_score);
+      break;
+
+    case PROP_RANK_RANKING_SAMPLE_ARGS_COUNT:
+      g_value_set_int (value, self->count);
+      break;
+
+    case PROP_RANK_RANKING_SAMPLE_ARGS_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_sample_args_instance_init (rankRankingSampleArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->__isset_board = FALSE;
+  object->min_score = 0;
+  object->__isset_min_score = FALSE;
+  object->max_score = 0;
+  object->__isset_max_score = FALSE;
+  object->count = 0;
+  object->__isset_count = FALSE;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_ranking_sample_args_finalize (GObject *object)
+{
+  rankRankingSampleArgs *tobject = RANK_RANKING_SAMPLE_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_sample_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_sample_args_class_init (rankRankingSampleArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_sample_args_read;
+  struct_class->write = rank_ranking_sample_args_write;
+
+  gobject_class->finalize = rank_ranking_sample_args_finalize;
+  gobject_class->get_property = rank_ranking_sample_args_get_property;
+  gobject_class->set_property = rank_ranking_sample_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SAMPLE_ARGS_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SAMPLE_ARGS_MIN_SCORE,
+     g_param_spec_int64 ("min_score",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SAMPLE_ARGS_MAX_SCORE,
+     g_param_spec_int64 ("max_score",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SAMPLE_ARGS_COUNT,
+     g_param_spec_int ("count",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SAMPLE_ARGS_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_sample_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingSampleArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_sample_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingSampleArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_sample_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingSampleArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingSampleResultProperties
+{
+  PROP_RANK_RANKING_SAMPLE_RESULT_0,
+  PROP_RANK_RANKING_SAMPLE_RESULT_SUCCESS,
+  PROP_RANK_RANKING_SAMPLE_RESULT_INVALID,
+  PROP_RANK_RANKING_SAMPLE_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_sample_result object */
+static gint32
+rank_ranking_sample_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingSampleResult * this_object = RANK_RANKING_SAMPLE_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              rankEntry * _elem9 = NULL;
+              if ( _elem9 != NULL)
+              {
+                g_object_unref (_elem9);
+              }
+              _elem9 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem9), protocol, error)) < 0)
+              {
+                g_object_unref (_elem9);
+                return -1;
+              }
+              xfer += ret;
+              g_ptr_array_add (this_object->success, _elem9);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_sample_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingSampleResult * this_object = RANK_RANKING_SAMPLE_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingSampleResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_LIST, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      guint i10;
+
+      if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
+        return -1;
+      xfer += ret;
+      for (i10 = 0; i10 < (this_object->success ? this_object->success->len : 0); i10++)
+      {
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i10))), protocol, error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_sample_result_set_property (GObject *object,
+                                         guint property_id,
+                                         const GValue *value,
+                                         GParamSpec *pspec)
+{
+  rankRankingSampleResult *self = RANK_RANKING_SAMPLE_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_SAMPLE_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_ptr_array_unref (self->success);
+      self->success = g_value_dup_boxed (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_SAMPLE_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_SAMPLE_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_sample_result_get_property (GObject *object,
+                                         guint property_id,
+                                         GValue *value,
+                                         GParamSpec *pspec)
+{
+  rankRankingSampleResult *self = RANK_RANKING_SAMPLE_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_SAMPLE_RESULT_SUCCESS:
+      g_value_set_boxed (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_SAMPLE_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_SAMPLE_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_sample_result_instance_init (rankRankingSampleResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_ptr_array_new_with_free_func (g_object_unref);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_sample_result_finalize (GObject *object)
+{
+  rankRankingSampleResult *tobject = RANK_RANKING_SAMPLE_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_ptr_array_unref (tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_sample_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_sample_result_class_init (rankRankingSampleResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_sample_result_read;
+  struct_class->write = rank_ranking_sample_result_write;
+
+  gobject_class->finalize = rank_ranking_sample_result_finalize;
+  gobject_class->get_property = rank_ranking_sample_result_get_property;
+  gobject_class->set_property = rank_ranking_sample_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SAMPLE_RESULT_SUCCESS,
+     g_param_spec_boxed ("success",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SAMPLE_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SAMPLE_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_sample_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingSampleResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_sample_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingSampleResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_sample_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingSampleResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+

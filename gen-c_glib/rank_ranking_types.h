@@ -853,4 +853,66 @@ GType rank_ranking_get_score_at_percentile_result_get_type (void);
 #define RANK_IS_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_RESULT))
 #define RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_RESULT, rankRankingGetScoreAtPercentileResultClass))
 
+/* struct RankingSampleArgs */
+struct _rankRankingSampleArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gboolean __isset_board;
+  gint64 min_score;
+  gboolean __isset_min_score;
+  gint64 max_score;
+  gboolean __isset_max_score;
+  gint32 count;
+  gboolean __isset_count;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankRankingSampleArgs rankRankingSampleArgs;
+
+struct _rankRankingSampleArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingSampleArgsClass rankRankingSampleArgsClass;
+
+GType rank_ranking_sample_args_get_type (void);
+#define RANK_TYPE_RANKING_SAMPLE_ARGS (rank_ranking_sample_args_get_type())
+#define RANK_RANKING_SAMPLE_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_SAMPLE_ARGS, rankRankingSampleArgs))
+#define RANK_RANKING_SAMPLE_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_SAMPLE_ARGS, rankRankingSampleArgsClass))
+#define RANK_IS_RANKING_SAMPLE_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_SAMPLE_ARGS))
+#define RANK_IS_RANKING_SAMPLE_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_SAMPLE_ARGS))
+#define RANK_RANKING_SAMPLE_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_SAMPLE_ARGS, rankRankingSampleArgsClass))
+
+/* struct RankingSampleResult */
+struct _rankRankingSampleResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  GPtrArray * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingSampleResult rankRankingSampleResult;
+
+struct _rankRankingSampleResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingSampleResultClass rankRankingSampleResultClass;
+
+GType rank_ranking_sample_result_get_type (void);
+#define RANK_TYPE_RANKING_SAMPLE_RESULT (rank_ranking_sample_result_get_type())
+#define RANK_RANKING_SAMPLE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_SAMPLE_RESULT, rankRankingSampleResult))
+#define RANK_RANKING_SAMPLE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_SAMPLE_RESULT, rankRankingSampleResultClass))
+#define RANK_IS_RANKING_SAMPLE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_SAMPLE_RESULT))
+#define RANK_IS_RANKING_SAMPLE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_SAMPLE_RESULT))
+#define RANK_RANKING_SAMPLE_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_SAMPLE_RESULT, rankRankingSampleResultClass))
+
 #endif /* RANK_RANKING_TYPES_H */

@@ -187,4 +187,12 @@ service Ranking {
    */
   i64 GetScoreAtPercentile(1: string board, 2: double pct, 3: i32 periods_back = 0)
     throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+
+  /**
+   * Up to count (1-100) distinct members drawn uniformly at random from those
+   * with min_score <= score <= max_score, with their ranks, in no particular
+   * order (matchmaking). Picks by position: it does not scan the range.
+   */
+  list<Entry> Sample(1: string board, 2: i64 min_score, 3: i64 max_score, 4: i32 count, 5: i32 periods_back = 0)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 }

@@ -35,12 +35,14 @@ typedef enum
   METHOD_COUNT_BETWEEN,
   METHOD_GET_PERCENTILE,
   METHOD_GET_SCORE_AT_PERCENTILE,
+  METHOD_SAMPLE,
   METHOD_UNKNOWN,
 } Method;
 
 static const char *const method_names[] = {
   "Update", "GetRank", "GetTopN",      "GetAround",     "GetRanks",
-  "Remove", "Count",   "CountBetween", "GetPercentile", "GetScoreAtPercentile"
+  "Remove", "Count",   "CountBetween", "GetPercentile", "GetScoreAtPercentile",
+  "Sample"
 };
 
 typedef struct
@@ -885,6 +887,141 @@ start_get_score_at_percentile (Call *call)
                     score_at_total, call);
 }
 
+/* ---- Sample ---- */
+
+#define SAMPLE_COUNT_MAX 100
+
+/* The drawn members, waiting for their ranks. */
+typedef struct _Drawn Drawn;
+
+typedef struct
+{
+  Drawn *drawn;
+  guint index;
+} DrawnSlot;
+
+struct _Drawn
+{
+  Call *call;
+  guint pending;
+  GError *error;
+  guint n;
+  RankEntry entries[SAMPLE_COUNT_MAX];
+  char *members[SAMPLE_COUNT_MAX];
+  gboolean gone[SAMPLE_COUNT_MAX];
+  DrawnSlot slots[SAMPLE_COUNT_MAX];
+};
+
+static void
+drawn_finish (Drawn *drawn)
+{
+  RankEntry entries[SAMPLE_COUNT_MAX];
+  gsize n = 0;
+
+  if (drawn->error != NULL)
+    reply_error (drawn->call, RANK_TYPE_RANKING_SAMPLE_RESULT, drawn->error);
+  else
+    {
+      /* A member removed between the draw and its rank is left out. */
+      for (guint i = 0; i < drawn->n; i++)
+        if (!drawn->gone[i])
+          entries[n++] = drawn->entries[i];
+      reply_top (drawn->call, entries, n);
+    }
+  for (guint i = 0; i < drawn->n; i++)
+    g_free (drawn->members[i]);
+  g_clear_error (&drawn->error);
+  g_free (drawn);
+}
+
+static void
+drawn_ranked (gint64 score, gint64 rank, const GError *error, gpointer data)
+{
+  DrawnSlot *slot = data;
+  Drawn *drawn = slot->drawn;
+
+  if (error == NULL)
+    {
+      drawn->entries[slot->index].score = score;
+      drawn->entries[slot->index].rank = rank;
+    }
+  else if (error->domain == RANK_ERROR && error->code == RANK_ERROR_NOT_FOUND)
+    drawn->gone[slot->index] = TRUE;
+  else if (drawn->error == NULL)
+    drawn->error = g_error_copy (error);
+  if (--drawn->pending == 0)
+    drawn_finish (drawn);
+}
+
+/* The draw is in: rank each drawn member (all at once). */
+static void
+sample_drawn (const RankEntry *entries, gsize n, const GError *error,
+              gpointer data)
+{
+  Call *call = data;
+  rankRankingSampleArgs *args = RANK_RANKING_SAMPLE_ARGS (call->args);
+  Drawn *drawn;
+
+  if (error != NULL)
+    {
+      reply_error (call, RANK_TYPE_RANKING_SAMPLE_RESULT, error);
+      return;
+    }
+  if (n == 0)
+    {
+      reply_top (call, NULL, 0);
+      return;
+    }
+  drawn = g_new0 (Drawn, 1);
+  drawn->call = call;
+  drawn->n = (guint) n;
+  drawn->pending = (guint) n;
+  for (guint i = 0; i < n; i++)
+    {
+      drawn->members[i] = g_strndup (entries[i].member, entries[i].member_len);
+      drawn->entries[i] = entries[i];
+      drawn->entries[i].member = drawn->members[i];
+      drawn->slots[i].drawn = drawn;
+      drawn->slots[i].index = i;
+    }
+  for (guint i = 0; i < n; i++)
+    rank_store_get_rank (call->handler->store, args->board, drawn->members[i],
+                         (guint) args->periods_back, drawn_ranked,
+                         &drawn->slots[i]);
+}
+
+static void
+start_sample (Call *call)
+{
+  rankRankingSampleArgs *args = RANK_RANKING_SAMPLE_ARGS (call->args);
+  RankStore *store = call->handler->store;
+  g_autoptr (GError) error = NULL;
+
+  if (!rank_validate_board (args->board, &error)
+      || !rank_store_check_period (store, args->board, args->periods_back,
+                                   &error)
+      || !rank_validate_score ("min_score", args->min_score, &error)
+      || !rank_validate_score ("max_score", args->max_score, &error)
+      || !check_countable (store, args->board, "Sample", &error))
+    ;
+  else if (args->min_score > args->max_score)
+    g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "min_score: %" G_GINT64_FORMAT
+                 " is above max_score %" G_GINT64_FORMAT,
+                 args->min_score, args->max_score);
+  else if (args->count < 1 || args->count > SAMPLE_COUNT_MAX)
+    g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "count: must be 1-%d, got %d", SAMPLE_COUNT_MAX, args->count);
+  if (error != NULL)
+    {
+      reply_error (call, RANK_TYPE_RANKING_SAMPLE_RESULT, error);
+      return;
+    }
+  rank_store_sample (store, args->board, args->min_score, args->max_score,
+                     args->count, (guint) args->periods_back, sample_drawn,
+                     call);
+}
+
 /* ---- dispatch ---- */
 
 RankDispatch
@@ -902,6 +1039,7 @@ rank_handler_dispatch (RankHandler *handler, gpointer conn, const char *method,
     RANK_TYPE_RANKING_COUNT_BETWEEN_ARGS,
     RANK_TYPE_RANKING_GET_PERCENTILE_ARGS,
     RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_ARGS,
+    RANK_TYPE_RANKING_SAMPLE_ARGS,
   };
   Call *call = g_new0 (Call, 1);
 
@@ -969,6 +1107,9 @@ rank_handler_dispatch (RankHandler *handler, gpointer conn, const char *method,
       break;
     case METHOD_GET_SCORE_AT_PERCENTILE:
       start_get_score_at_percentile (call);
+      break;
+    case METHOD_SAMPLE:
+      start_sample (call);
       break;
     default:
       start_count (call);

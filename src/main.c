@@ -42,6 +42,7 @@ typedef struct
   char *transport;
   char *protocol;
   gboolean version;
+  gint64 random_seed;
   RankConfig *boards;
   GArray *nodes; /* RankAddress: --redis, or [redis] nodes; empty: embedded */
 } Options;
@@ -142,6 +143,10 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
       "Thrift transport: framed (default) or buffered", "framed|buffered" },
     { "protocol", 'p', 0, G_OPTION_ARG_STRING, &o->protocol,
       "Thrift protocol: binary (default) or compact", "binary|compact" },
+    { "random-seed", 0, 0, G_OPTION_ARG_INT64, &o->random_seed,
+      "Seed of Sample's random draws, for repeatable tests (default: "
+      "unpredictable)",
+      "N" },
     { "version", 'V', 0, G_OPTION_ARG_NONE, &o->version,
       "Print the version and exit", NULL },
     { NULL },
@@ -222,6 +227,9 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
   server->io_threads = (guint) o->io_threads;
   server->redis_timeout_ms = (int) (o->redis_timeout_s * 1000);
   server->dedup_window_ms = (gint64) o->dedup_window_s * 1000;
+  if (o->random_seed < 0 || o->random_seed > G_MAXUINT32)
+    return usage_error (error, "--random-seed: must be 0-%u", G_MAXUINT32);
+  server->random_seed = (guint32) o->random_seed;
   return TRUE;
 }
 

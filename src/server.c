@@ -438,8 +438,10 @@ worker_init (Worker *w, RankServer *server, guint index)
           rank_redis_link_add_startup (w->links[i], user ? 3 : 2, auth, NULL);
         }
     }
-  w->store = rank_store_new (w->links, server->n_nodes, server->config.boards,
-                             server->config.dedup_window_ms);
+  w->store = rank_store_new (
+      w->links, server->n_nodes, server->config.boards,
+      server->config.dedup_window_ms,
+      server->config.random_seed ? server->config.random_seed + index : 0);
   w->handler = rank_handler_new (w->store, &sink);
   g_queue_init (&w->conns);
   rank_loop_add_prepare (w->loop, sweep, w);

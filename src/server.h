@@ -23,6 +23,7 @@ typedef struct
   guint io_threads;
   int redis_timeout_ms;
   gint64 dedup_window_ms;
+  guint32 random_seed;        /* Sample's random numbers; 0: unpredictable */
   RankConfig *boards;         /* the workers' stores take references */
   const char *redis_user;     /* AUTH on every connection, if a password */
   const char *redis_password; /* is set; copied by rank_server_start */

@@ -43,6 +43,7 @@ struct _RankStore
   guint n_links;
   RankConfig *config; /* a reference */
   gint64 dedup_window_ms;
+  GRand *rand; /* Sample */
   Script update;
   Script rank;
 };
@@ -94,7 +95,7 @@ script_register (RankRedisLink *link, const Script *script)
 
 RankStore *
 rank_store_new (RankRedisLink *const *links, guint n_links, RankConfig *config,
-                gint64 dedup_window_ms)
+                gint64 dedup_window_ms, guint32 seed)
 {
   RankStore *store = g_new0 (RankStore, 1);
 
@@ -103,6 +104,7 @@ rank_store_new (RankRedisLink *const *links, guint n_links, RankConfig *config,
   store->n_links = n_links;
   store->config = rank_config_ref (config);
   store->dedup_window_ms = dedup_window_ms;
+  store->rand = seed != 0 ? g_rand_new_with_seed (seed) : g_rand_new ();
   script_init (&store->update, "update.lua", rank_lua_update);
   script_init (&store->rank, "rank.lua", rank_lua_rank);
   for (guint i = 0; i < n_links; i++)
@@ -119,6 +121,7 @@ rank_store_free (RankStore *store)
   if (store == NULL)
     return;
   rank_config_unref (store->config);
+  g_rand_free (store->rand);
   g_free (store->links);
   g_free (store);
 }
@@ -1170,4 +1173,202 @@ rank_store_get_top (RankStore *store, const char *board, gint64 offset, gint n,
       op_start (store, store->links[node], NULL, 0, &cmd, top_read, call,
                 shard);
     }
+}
+
+/* ---- Sample ---- */
+
+#define SAMPLE_MAX 100
+
+typedef struct
+{
+  RankStore *store;
+  RankBoardOptions options; /* a copy: a reload may free the config */
+  RankPeriod period;
+  char *board;
+  RankStoreTopFunc func;
+  gpointer data;
+  Countdown countdown;
+  gint count;
+  /* Round 1, per shard: entries before the range, and in it. */
+  gint64 below[RANK_SHARDS_MAX];
+  gint64 in_range[RANK_SHARDS_MAX];
+  /* Round 2: the drawn entries. */
+  guint n;
+  char *keys[SAMPLE_MAX];
+  gsize key_lens[SAMPLE_MAX];
+  gint64 zscores[SAMPLE_MAX];
+} SampleCall;
+
+static void
+sample_finish (SampleCall *call)
+{
+  RankEntry entries[SAMPLE_MAX];
+  gsize n = 0;
+
+  if (call->countdown.error != NULL)
+    call->func (NULL, 0, call->countdown.error, call->data);
+  else
+    {
+      for (guint i = 0; i < call->n; i++)
+        if (call->keys[i] != NULL) /* gone since round 1: skipped */
+          {
+            entries[n].member = call->keys[i] + RANK_ORDERKEY_TIME_BYTES;
+            entries[n].member_len
+                = call->key_lens[i] - RANK_ORDERKEY_TIME_BYTES;
+            entries[n].score = call->options.order == RANK_ORDER_ASC
+                                   ? call->zscores[i]
+                                   : -call->zscores[i];
+            entries[n].rank = 0;
+            n++;
+          }
+      call->func (entries, n, NULL, call->data);
+    }
+  for (guint i = 0; i < call->n; i++)
+    g_free (call->keys[i]);
+  g_clear_error (&call->countdown.error);
+  g_free (call->board);
+  g_free (call);
+}
+
+static void
+sample_entry (Op *op, const redisReply *reply, const GError *error)
+{
+  SampleCall *call = op->data;
+  g_autoptr (GError) bad = NULL;
+  Page page = { 0 };
+
+  if (error == NULL)
+    error = bad = page_read (&page, reply);
+  if (error == NULL && page.len == 1)
+    {
+      call->keys[op->part]
+          = g_memdup2 (page.entries[0].key, page.entries[0].key_len);
+      call->key_lens[op->part] = page.entries[0].key_len;
+      call->zscores[op->part] = page.entries[0].zscore;
+    }
+  g_free (page.entries);
+  g_free (page.keys);
+  if (countdown_done (&call->countdown, error))
+    sample_finish (call);
+}
+
+/* Round 1 is in: draw count distinct positions among all the entries in
+ * range (Floyd's algorithm: uniform, no rejection loop), then read each by
+ * its index in its shard's sorted set. */
+static void
+sample_draw (SampleCall *call)
+{
+  const RankBoardOptions *o = &call->options;
+  gint64 total = 0;
+  gint64 picks[SAMPLE_MAX];
+  guint k;
+  GHashTable *chosen;
+
+  for (guint i = 0; i < o->shards; i++)
+    total += call->in_range[i];
+  k = (guint) MIN ((gint64) call->count, total);
+  chosen = g_hash_table_new (g_int64_hash, g_int64_equal);
+  for (gint64 j = total - k, m = 0; j < total; j++)
+    {
+      gint64 t
+          = (gint64) (g_rand_double (call->store->rand) * (double) (j + 1));
+
+      t = MIN (t, j);
+      picks[m] = g_hash_table_contains (chosen, &t) ? j : t;
+      g_hash_table_add (chosen, &picks[m]);
+      m++;
+    }
+  g_hash_table_unref (chosen);
+  call->n = k;
+  call->countdown.pending = k + 1;
+  for (guint p = 0; p < k; p++)
+    {
+      gint64 at = picks[p];
+      guint shard = 0;
+      Cmd cmd;
+
+      while (at >= call->in_range[shard])
+        at -= call->in_range[shard++];
+      cmd_init (&cmd);
+      cmd_add_str (&cmd, "ZRANGE");
+      cmd_add_key (&cmd, call->board, call->period.label, shard, o->shards,
+                   RANK_KEY_SUFFIX_SCORES);
+      cmd_add_int (&cmd, call->below[shard] + at);
+      cmd_add_int (&cmd, call->below[shard] + at);
+      cmd_add_str (&cmd, "WITHSCORES");
+      op_start (
+          call->store,
+          call->store->links[rank_shard_node (shard, call->store->n_links)],
+          NULL, 0, &cmd, sample_entry, call, p);
+    }
+  if (countdown_done (&call->countdown, NULL))
+    sample_finish (call);
+}
+
+static void
+sample_counted (Op *op, const redisReply *reply, const GError *error)
+{
+  SampleCall *call = op->data;
+  g_autoptr (GError) bad = NULL;
+
+  if (error == NULL && reply->type != REDIS_REPLY_INTEGER)
+    error = bad = unexpected (reply, "ZCOUNT");
+  if (error == NULL)
+    (op->part % 2 ? call->in_range : call->below)[op->part / 2]
+        = reply->integer;
+  if (!countdown_done (&call->countdown, error))
+    return;
+  if (call->countdown.error != NULL)
+    sample_finish (call);
+  else
+    sample_draw (call);
+}
+
+void
+rank_store_sample (RankStore *store, const char *board, gint64 min, gint64 max,
+                   gint count, guint periods_back, RankStoreTopFunc func,
+                   gpointer data)
+{
+  SampleCall *call = g_new0 (SampleCall, 1);
+  const RankBoardOptions *o;
+  gint64 lo, hi;
+
+  call->store = store;
+  call->options = *rank_config_board (store->config, board);
+  o = &call->options;
+  call->board = g_strdup (board);
+  call->func = func;
+  call->data = data;
+  call->count = MIN (count, SAMPLE_MAX);
+  rank_period_back (&o->period, g_get_real_time () / 1000, periods_back,
+                    &call->period);
+  /* Sorted-set scores: -score, or score on asc boards. */
+  lo = o->order == RANK_ORDER_ASC ? min : -max;
+  hi = o->order == RANK_ORDER_ASC ? max : -min;
+  call->countdown.pending = 2 * o->shards;
+  for (guint shard = 0; shard < o->shards; shard++)
+    for (int which = 0; which < 2; which++)
+      {
+        char from[24];
+        Cmd cmd;
+
+        g_snprintf (from, sizeof from, "(%" G_GINT64_FORMAT, lo);
+        cmd_init (&cmd);
+        cmd_add_str (&cmd, "ZCOUNT");
+        cmd_add_key (&cmd, board, call->period.label, shard, o->shards,
+                     RANK_KEY_SUFFIX_SCORES);
+        if (which == 0)
+          {
+            cmd_add_str (&cmd, "-inf");
+            cmd_add_str (&cmd, from);
+          }
+        else
+          {
+            cmd_add_int (&cmd, lo);
+            cmd_add_int (&cmd, hi);
+          }
+        op_start (store, store->links[rank_shard_node (shard, store->n_links)],
+                  NULL, 0, &cmd, sample_counted, call,
+                  shard * 2 + (guint) which);
+      }
 }

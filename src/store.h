@@ -65,7 +65,8 @@ typedef void (*RankStoreTopFunc) (const RankEntry *entries, gsize n,
  * the scripts on every link (call before rank_redis_link_start). The store
  * keeps a reference to config. */
 RankStore *rank_store_new (RankRedisLink *const *links, guint n_links,
-                           RankConfig *config, gint64 dedup_window_ms);
+                           RankConfig *config, gint64 dedup_window_ms,
+                           guint32 seed);
 
 /* Board options for calls from now on (a reload); loop thread only. Calls
  * in flight finish with the options they started with. */
@@ -121,5 +122,12 @@ gboolean rank_store_check_top (RankStore *store, const char *board,
 void rank_store_get_top (RankStore *store, const char *board, gint64 offset,
                          gint n, guint periods_back, RankStoreTopFunc func,
                          gpointer data);
+
+/* Up to count distinct members drawn uniformly from those with
+ * min <= score <= max: the entries come without ranks (rank 0), in no
+ * particular order. seed of rank_store_new makes the draws repeatable. */
+void rank_store_sample (RankStore *store, const char *board, gint64 min,
+                        gint64 max, gint count, guint periods_back,
+                        RankStoreTopFunc func, gpointer data);
 
 #endif /* RANK_STORE_H */

@@ -64,8 +64,9 @@ redisContext *redis_connect (guint16 port);
 /* Stops p and asserts it exited 0 (under valgrind: no errors). */
 void stop_checked (RankTestProcess *p);
 
-/* A redis-server and a rankd with config_text as its --config file, and a
- * client: what test programs with their own boards share. */
+/* A redis-server and a rankd with config_text as its --config file (and a
+ * fixed --random-seed), and a client: what test programs with their own
+ * boards share. */
 typedef struct
 {
   RankTestProcess *redis;

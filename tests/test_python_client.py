@@ -349,6 +349,15 @@ class QueriesTest(ServedTest):
             behind = sum(model[x][0] < model[m][0] for x in model)
             self.assertAlmostEqual(self.client.GetPercentile(board, m, 0),
                                    100 * behind / len(model))
+        for _ in range(20):
+            drawn = self.client.Sample(board, -5, 5, 4, 0)
+            members = [e.member for e in drawn]
+            self.assertEqual(len(set(members)), len(members))
+            self.assertEqual(len(members), min(4, sum(
+                -5 <= model[m][0] <= 5 for m in model)))
+            for e in drawn:
+                self.assertTrue(-5 <= e.score <= 5)
+                self.assertEqual(e.rank, order.index(e.member) + 1)
         for pct in (0, 25, 50, 99, 100):
             pos = min(max(math.ceil(len(model) * (100 - pct) / 100), 1),
                       len(model))

@@ -63,9 +63,12 @@ LLVMFuzzerInitialize (int *argc, char ***argv)
   g_log_set_writer_func (g_log_writer_default, NULL, NULL);
   g_setenv ("G_MESSAGES_DEBUG", "", TRUE);
   rank_thrift_fixes_apply ();
-  g_assert_true (g_file_set_contents (conf, "[board s]\nshards=4\nrank=dense\n"
-                                   "[board p]\nperiod=daily\n"
-                                   "timezone=Europe/Paris\nrank=competition\n", -1, NULL));
+  g_assert_true (
+      g_file_set_contents (conf,
+                           "[board s]\nshards=4\nrank=dense\n"
+                           "[board p]\nperiod=daily\n"
+                           "timezone=Europe/Paris\nrank=competition\n",
+                           -1, NULL));
   boards = rank_config_load (conf, &error);
   g_assert_no_error (error);
   redis = rank_embedded_redis_start (data, &error);
