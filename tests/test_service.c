@@ -916,7 +916,7 @@ test_redis_unreachable (void)
   RankTestProcess *own;
   gint64 start;
 
-  rank_test_process_free (gone);
+  rank_test_kill (gone);
   own = rank_test_rankd_start (port, args);
   {
     g_autoptr (RankClient) c
@@ -932,9 +932,29 @@ test_redis_unreachable (void)
     assert_fails (&t, UNAVAILABLE, NULL);
     /* Bounded: no hang waiting for a Redis that is not there. */
     g_assert_cmpint (g_get_monotonic_time () - start, <, 5 * G_USEC_PER_SEC);
+
+    /* Redis comes up (on that port): rankd serves, without a restart. */
+    rank_test_restart (gone);
+    for (;;)
+      {
+        g_auto (Result) again
+            = update_on (c, "b", "ann", 1, "r", NO_MODE, NO_TIME);
+
+        if (again.kind == OK)
+          {
+            g_assert_cmpint (again.score, ==, 1);
+            break;
+          }
+        assert_fails (&again, UNAVAILABLE, NULL);
+        if (g_get_monotonic_time () - start > 30 * G_USEC_PER_SEC)
+          g_error ("rankd did not reach Redis within 30 s of its start");
+        g_usleep (20 * 1000); /* a client's retry pace */
+      }
   }
   stop_checked (own);
   rank_test_process_free (own);
+  rank_test_kill (gone);
+  rank_test_process_free (gone);
 }
 
 static void

@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -117,9 +118,23 @@ LLVMFuzzerTestOneInput (const uint8_t *bytes, size_t len)
   if (len < 1)
     return 0;
   sin.sin_port = htons (ports[bytes[0] % SERVERS]);
-  fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || connect (fd, (struct sockaddr *) &sin, sizeof sin) != 0)
-    abort ();
+  /* Thousands of connections a second can run the loopback out of
+   * ephemeral ports for a moment: retry a while before calling it a
+   * failure. */
+  for (int attempt = 0;; attempt++)
+    {
+      fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd >= 0 && connect (fd, (struct sockaddr *) &sin, sizeof sin) == 0)
+        break;
+      if (attempt == 500)
+        {
+          fprintf (stderr, "cannot connect to rankd: %s\n", g_strerror (errno));
+          abort ();
+        }
+      if (fd >= 0)
+        close (fd);
+      g_usleep (10 * 1000);
+    }
   setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   /* rankd may close early (bad bytes): a failed send is an answer too. */
@@ -146,6 +161,9 @@ LLVMFuzzerTestOneInput (const uint8_t *bytes, size_t len)
       if (n < 0 && errno != EINTR)
         abort ();
     }
+  /* Reset rather than linger: no TIME_WAIT left behind on this side. */
+  setsockopt (fd, SOL_SOCKET, SO_LINGER, &(struct linger){ 1, 0 },
+              sizeof (struct linger));
   close (fd);
   return 0;
 }
