@@ -477,68 +477,46 @@ start_get_around (Call *call)
       reply_error (call, RANK_TYPE_RANKING_GET_AROUND_RESULT, error);
       return;
     }
-  rank_store_get_position (call->handler->store, args->board, args->member,
-                           (guint) args->periods_back, around_found, call);
+  /* Where the page starts: the ordinal position, whatever the rank kind. */
+  rank_store_get_rank_as (call->handler->store, args->board, args->member,
+                          (guint) args->periods_back, RANK_KIND_ORDINAL,
+                          around_found, call);
 }
 
 /* ---- GetRanks ---- */
 
 #define RANKS_MAX 1000
 
-typedef struct _Ranks Ranks;
-
-typedef struct
+static void
+ranks_done (const RankOfMember *results, guint n, const GError *error,
+            gpointer data)
 {
-  Ranks *ranks;
-  guint index;
-} RanksSlot;
-
-struct _Ranks
-{
-  Call *call;
-  guint pending;
-  GError *error; /* the first failure other than NotFound */
+  Call *call = data;
+  rankRankingGetRanksArgs *args = RANK_RANKING_GET_RANKS_ARGS (call->args);
   rankRankingGetRanksResult *result;
-  RanksSlot slots[];
-};
 
-static void
-ranks_done (Ranks *ranks)
-{
-  Call *call = ranks->call;
-
-  if (ranks->error != NULL)
-    reply_error (call, RANK_TYPE_RANKING_GET_RANKS_RESULT, ranks->error);
-  else
+  if (error != NULL)
     {
-      ranks->result->__isset_success = TRUE;
-      reply (call, THRIFT_STRUCT (ranks->result), 0, NULL);
+      reply_error (call, RANK_TYPE_RANKING_GET_RANKS_RESULT, error);
+      return;
     }
-  g_clear_error (&ranks->error);
-  g_object_unref (ranks->result);
-  g_free (ranks);
-}
-
-static void
-rank_of_done (gint64 score, gint64 rank, const GError *error, gpointer data)
-{
-  RanksSlot *slot = data;
-  Ranks *ranks = slot->ranks;
-  rankRankOf *of = g_ptr_array_index (ranks->result->success, slot->index);
-
-  if (error == NULL)
+  result = g_object_new (RANK_TYPE_RANKING_GET_RANKS_RESULT, NULL);
+  for (guint i = 0; i < n; i++)
     {
-      of->found = TRUE;
-      of->score = score;
-      of->__isset_score = TRUE;
-      of->rank = rank;
-      of->__isset_rank = TRUE;
+      rankRankOf *of = g_object_new (RANK_TYPE_RANK_OF, NULL);
+
+      g_free (of->member);
+      of->member = g_strdup (g_ptr_array_index (args->members, i));
+      of->found = results[i].found;
+      of->score = results[i].score;
+      of->__isset_score = results[i].found;
+      of->rank = results[i].rank;
+      of->__isset_rank = results[i].found;
+      g_ptr_array_add (result->success, of);
     }
-  else if (!(error->domain == RANK_ERROR && error->code == RANK_ERROR_NOT_FOUND)
-           && ranks->error == NULL)
-    ranks->error = g_error_copy (error);
-  if (--ranks->pending == 0)
-    ranks_done (ranks);
+  result->__isset_success = TRUE;
+  reply (call, THRIFT_STRUCT (result), 0, NULL);
+  g_object_unref (result);
 }
 
 static void
@@ -547,7 +525,6 @@ start_get_ranks (Call *call)
   rankRankingGetRanksArgs *args = RANK_RANKING_GET_RANKS_ARGS (call->args);
   g_autoptr (GError) error = NULL;
   guint n = args->members->len;
-  Ranks *ranks;
 
   if (rank_validate_board (args->board, &error)
       && rank_store_check_period (call->handler->store, args->board,
@@ -566,25 +543,9 @@ start_get_ranks (Call *call)
       reply_error (call, RANK_TYPE_RANKING_GET_RANKS_RESULT, error);
       return;
     }
-  ranks = g_malloc0 (sizeof (Ranks) + n * sizeof (RanksSlot));
-  ranks->call = call;
-  ranks->pending = n;
-  ranks->result = g_object_new (RANK_TYPE_RANKING_GET_RANKS_RESULT, NULL);
-  for (guint i = 0; i < n; i++)
-    {
-      rankRankOf *of = g_object_new (RANK_TYPE_RANK_OF, NULL);
-
-      g_free (of->member);
-      of->member = g_strdup (g_ptr_array_index (args->members, i));
-      g_ptr_array_add (ranks->result->success, of);
-      ranks->slots[i].ranks = ranks;
-      ranks->slots[i].index = i;
-    }
-  /* All at once: they share the round trips to Redis. */
-  for (guint i = 0; i < n; i++)
-    rank_store_get_rank (
-        call->handler->store, args->board, g_ptr_array_index (args->members, i),
-        (guint) args->periods_back, rank_of_done, &ranks->slots[i]);
+  rank_store_get_ranks (call->handler->store, args->board,
+                        (const char *const *) args->members->pdata, n,
+                        (guint) args->periods_back, ranks_done, call);
 }
 
 /* ---- Remove ---- */
@@ -892,68 +853,42 @@ start_get_score_at_percentile (Call *call)
 #define SAMPLE_COUNT_MAX 100
 
 /* The drawn members, waiting for their ranks. */
-typedef struct _Drawn Drawn;
-
 typedef struct
 {
-  Drawn *drawn;
-  guint index;
-} DrawnSlot;
-
-struct _Drawn
-{
   Call *call;
-  guint pending;
-  GError *error;
   guint n;
   RankEntry entries[SAMPLE_COUNT_MAX];
   char *members[SAMPLE_COUNT_MAX];
-  gboolean gone[SAMPLE_COUNT_MAX];
-  DrawnSlot slots[SAMPLE_COUNT_MAX];
-};
+} Drawn;
 
 static void
-drawn_finish (Drawn *drawn)
+drawn_ranked (const RankOfMember *results, guint n, const GError *error,
+              gpointer data)
 {
+  Drawn *drawn = data;
   RankEntry entries[SAMPLE_COUNT_MAX];
-  gsize n = 0;
+  gsize kept = 0;
 
-  if (drawn->error != NULL)
-    reply_error (drawn->call, RANK_TYPE_RANKING_SAMPLE_RESULT, drawn->error);
+  if (error != NULL)
+    reply_error (drawn->call, RANK_TYPE_RANKING_SAMPLE_RESULT, error);
   else
     {
       /* A member removed between the draw and its rank is left out. */
-      for (guint i = 0; i < drawn->n; i++)
-        if (!drawn->gone[i])
-          entries[n++] = drawn->entries[i];
-      reply_top (drawn->call, entries, n);
+      for (guint i = 0; i < n; i++)
+        if (results[i].found)
+          {
+            entries[kept] = drawn->entries[i];
+            entries[kept].score = results[i].score;
+            entries[kept++].rank = results[i].rank;
+          }
+      reply_top (drawn->call, entries, kept);
     }
   for (guint i = 0; i < drawn->n; i++)
     g_free (drawn->members[i]);
-  g_clear_error (&drawn->error);
   g_free (drawn);
 }
 
-static void
-drawn_ranked (gint64 score, gint64 rank, const GError *error, gpointer data)
-{
-  DrawnSlot *slot = data;
-  Drawn *drawn = slot->drawn;
-
-  if (error == NULL)
-    {
-      drawn->entries[slot->index].score = score;
-      drawn->entries[slot->index].rank = rank;
-    }
-  else if (error->domain == RANK_ERROR && error->code == RANK_ERROR_NOT_FOUND)
-    drawn->gone[slot->index] = TRUE;
-  else if (drawn->error == NULL)
-    drawn->error = g_error_copy (error);
-  if (--drawn->pending == 0)
-    drawn_finish (drawn);
-}
-
-/* The draw is in: rank each drawn member (all at once). */
+/* The draw is in: rank each drawn member. */
 static void
 sample_drawn (const RankEntry *entries, gsize n, const GError *error,
               gpointer data)
@@ -975,19 +910,15 @@ sample_drawn (const RankEntry *entries, gsize n, const GError *error,
   drawn = g_new0 (Drawn, 1);
   drawn->call = call;
   drawn->n = (guint) n;
-  drawn->pending = (guint) n;
   for (guint i = 0; i < n; i++)
     {
       drawn->members[i] = g_strndup (entries[i].member, entries[i].member_len);
       drawn->entries[i] = entries[i];
       drawn->entries[i].member = drawn->members[i];
-      drawn->slots[i].drawn = drawn;
-      drawn->slots[i].index = i;
     }
-  for (guint i = 0; i < n; i++)
-    rank_store_get_rank (call->handler->store, args->board, drawn->members[i],
-                         (guint) args->periods_back, drawn_ranked,
-                         &drawn->slots[i]);
+  rank_store_get_ranks (call->handler->store, args->board,
+                        (const char *const *) drawn->members, drawn->n,
+                        (guint) args->periods_back, drawn_ranked, drawn);
 }
 
 static void

@@ -215,31 +215,50 @@ request_id_hash (const char *request_id, guint8 field[10], guint32 *selector)
 
 /* ---- commands ---- */
 
-/* A command's arguments, built up in one buffer. */
+/* A command's arguments, built up in one buffer: on the stack for the
+ * usual command, on the heap only for the long key lists of a sharded read
+ * (op_start copies it into the Op either way). */
 #define CMD_MAX_ARGS (RANK_SHARDS_MAX + 16)
+#define CMD_INLINE_BYTES 1024
 
 typedef struct
 {
   int argc;
   gsize offset[CMD_MAX_ARGS];
   gsize len[CMD_MAX_ARGS];
-  GString *bytes;
+  char *bytes; /* inline, or a heap copy once it outgrew it */
+  gsize used;
+  gsize size;
+  char inline_bytes[CMD_INLINE_BYTES];
 } Cmd;
 
 static void
 cmd_init (Cmd *cmd)
 {
   cmd->argc = 0;
-  cmd->bytes = g_string_sized_new (512);
+  cmd->bytes = cmd->inline_bytes;
+  cmd->used = 0;
+  cmd->size = sizeof cmd->inline_bytes;
 }
 
 static void
 cmd_add (Cmd *cmd, const void *arg, gsize len)
 {
   g_assert (cmd->argc < CMD_MAX_ARGS);
-  cmd->offset[cmd->argc] = cmd->bytes->len;
+  if (cmd->used + len > cmd->size)
+    {
+      gsize size = MAX (cmd->size * 2, cmd->used + len);
+
+      if (cmd->bytes == cmd->inline_bytes)
+        cmd->bytes = memcpy (g_malloc (size), cmd->inline_bytes, cmd->used);
+      else
+        cmd->bytes = g_realloc (cmd->bytes, size);
+      cmd->size = size;
+    }
+  cmd->offset[cmd->argc] = cmd->used;
   cmd->len[cmd->argc++] = len;
-  g_string_append_len (cmd->bytes, arg, (gssize) len);
+  memcpy (cmd->bytes + cmd->used, arg, len);
+  cmd->used += len;
 }
 
 static void
@@ -296,7 +315,8 @@ op_send (Op *op)
 }
 
 /* Sends cmd (as EVALSHA of script with its first nkeys arguments as keys,
- * when script is set) to link; done gets the reply. Frees cmd's buffer. */
+ * when script is set) to link; done gets the reply. Frees cmd's buffer if
+ * it grew onto the heap. */
 static void
 op_start (RankStore *store, RankRedisLink *link, const Script *script,
           int nkeys, Cmd *cmd, OpDone done, gpointer data, guint part)
@@ -305,7 +325,7 @@ op_start (RankStore *store, RankRedisLink *link, const Script *script,
   const char *pre[3] = { "EVALSHA", script ? script->sha : NULL, numkeys };
   int npre = script != NULL ? 3 : 0;
   int argc = npre + cmd->argc;
-  gsize bytes = cmd->bytes->len + (gsize) argc;
+  gsize bytes = cmd->used + (gsize) argc;
   Op *op;
   char *p;
 
@@ -326,8 +346,7 @@ op_start (RankStore *store, RankRedisLink *link, const Script *script,
   p = (char *) (op->argvlen + argc);
   for (int i = 0; i < argc; i++)
     {
-      const char *arg
-          = i < npre ? pre[i] : cmd->bytes->str + cmd->offset[i - npre];
+      const char *arg = i < npre ? pre[i] : cmd->bytes + cmd->offset[i - npre];
       gsize len = i < npre ? strlen (pre[i]) : cmd->len[i - npre];
 
       memcpy (p, arg, len);
@@ -336,7 +355,8 @@ op_start (RankStore *store, RankRedisLink *link, const Script *script,
       op->argvlen[i] = len;
       p += len + 1;
     }
-  g_string_free (cmd->bytes, TRUE);
+  if (cmd->bytes != cmd->inline_bytes)
+    g_free (cmd->bytes);
   cmd->bytes = NULL;
   op_send (op);
 }
@@ -413,6 +433,16 @@ kind_name (RankKind kind)
   return kind == RANK_KIND_COMPETITION ? "competition"
          : kind == RANK_KIND_DENSE     ? "dense"
                                        : "ordinal";
+}
+
+/* The sorted-set score range of scores min..max: -score, or score on asc
+ * boards. */
+static void
+zscore_bounds (const RankBoardOptions *o, gint64 min, gint64 max, gint64 *lo,
+               gint64 *hi)
+{
+  *lo = o->order == RANK_ORDER_ASC ? min : -max;
+  *hi = o->order == RANK_ORDER_ASC ? max : -min;
 }
 
 /* ---- Update ---- */
@@ -499,22 +529,71 @@ rank_store_update (RankStore *store, const RankUpdate *update,
             call, node);
 }
 
-/* ---- GetRank ---- */
-
+/* What is ahead of an entry, summed over nodes: a count (ordinal and
+ * competition ranks, one-shard dense ranks), or on a sharded dense board the
+ * set of distinct better sorted-set scores, whose size is the count. */
 typedef struct
 {
-  RankStore *store;
-  RankBoardOptions options; /* a copy: a reload may free the config */
-  RankStoreRankFunc func;
-  gpointer data;
-  Countdown countdown;
-  gint64 score;
-  gint64 ahead;       /* entries ahead of the member, summed over the nodes */
-  GHashTable *better; /* dense-list: the distinct better sorted-set scores */
-  RankPeriod period;  /* the period read (periodic boards) */
-  char *board;
-  char *member;
-} RankCall;
+  gint64 count;
+  GHashTable *distinct; /* gint64 set; NULL unless sharded dense */
+} Ahead;
+
+static void
+ahead_init (Ahead *a, const RankBoardOptions *o)
+{
+  a->count = 0;
+  a->distinct
+      = o->rank == RANK_KIND_DENSE && o->shards > 1
+            ? g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL)
+            : NULL;
+}
+
+static void
+ahead_clear (Ahead *a)
+{
+  g_clear_pointer (&a->distinct, g_hash_table_unref);
+}
+
+/* Adds one node's answer to rank.lua count (or find's list): an integer,
+ * or the list of distinct scores. FALSE if it is neither. */
+static gboolean
+ahead_add (Ahead *a, const redisReply *reply)
+{
+  if (a->distinct == NULL)
+    {
+      if (reply->type != REDIS_REPLY_INTEGER)
+        return FALSE;
+      a->count += reply->integer;
+      return TRUE;
+    }
+  if (reply->type != REDIS_REPLY_ARRAY)
+    return FALSE;
+  for (gsize i = 0; i < reply->elements; i++)
+    {
+      const redisReply *e = reply->element[i];
+      gint64 zscore;
+
+      if (e->type != REDIS_REPLY_STRING
+          || !rank_orderkey_parse_zscore (e->str, e->len, &zscore))
+        return FALSE;
+      g_hash_table_add (a->distinct, g_memdup2 (&zscore, sizeof zscore));
+    }
+  return TRUE;
+}
+
+static gint64
+ahead_total (const Ahead *a)
+{
+  return a->distinct != NULL ? g_hash_table_size (a->distinct) : a->count;
+}
+
+/* Sharded dense boards merge at most max_top_depth distinct scores. */
+static gboolean
+ahead_too_deep (const Ahead *a, const RankBoardOptions *o)
+{
+  return a->distinct != NULL
+         && g_hash_table_size (a->distinct) > o->max_top_depth;
+}
 
 /* rank.lua's name for the way a board counts ranks. */
 static const char *
@@ -523,39 +602,6 @@ rank_script_kind (const RankBoardOptions *o)
   if (o->rank == RANK_KIND_DENSE)
     return o->shards > 1 ? "dense-list" : "dense";
   return kind_name (o->rank);
-}
-
-static void
-rank_finish (RankCall *call)
-{
-  if (call->countdown.error == NULL && call->better != NULL
-      && g_hash_table_size (call->better) > call->options.max_top_depth)
-    call->countdown.error = g_error_new (
-        RANK_ERROR, RANK_ERROR_INVALID,
-        "rank: more than %u distinct scores are ahead of member '%s' on "
-        "sharded dense board '%s' (its max_top_depth)",
-        call->options.max_top_depth, call->member, call->board);
-  /* A capped sharded board stores each shard's best cap; past the board's
-   * cap a member is not on it. */
-  if (call->countdown.error == NULL && call->options.cap > 0
-      && call->options.shards > 1
-      && call->ahead + 1 > (gint64) call->options.cap)
-    call->countdown.error
-        = g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND,
-                       "member '%s' is not among the best %u of board '%s'",
-                       call->member, call->options.cap, call->board);
-  if (call->countdown.error != NULL)
-    call->func (0, 0, call->countdown.error, call->data);
-  else if (call->better != NULL)
-    call->func (call->score, g_hash_table_size (call->better) + 1, NULL,
-                call->data);
-  else
-    call->func (call->score, call->ahead + 1, NULL, call->data);
-  g_clear_error (&call->countdown.error);
-  g_clear_pointer (&call->better, g_hash_table_unref);
-  g_free (call->board);
-  g_free (call->member);
-  g_free (call);
 }
 
 /* The keys with suffix of board's shards that live on node, but skip. */
@@ -579,23 +625,85 @@ add_rank_args (Cmd *cmd, const char *op, const RankBoardOptions *o)
   cmd_add_int (cmd, o->max_top_depth);
 }
 
-/* A dense-list reply: sorted-set scores, added to call->better. */
-static gboolean
-add_better (RankCall *call, const redisReply *list)
+/* Asks every node holding shards of the board, but skip_node, for what is
+ * ahead of (zscore, key) there: rank.lua count over its shards' sorted sets,
+ * or distinct-score sets on dense boards. Each answer goes to done; returns
+ * how many were sent. */
+static guint
+send_counts (RankStore *store, const char *board, const RankPeriod *period,
+             const RankBoardOptions *o, guint skip_node, const char *zscore,
+             gsize zscore_len, const char *key, gsize key_len, OpDone done,
+             gpointer data)
 {
-  if (list->type != REDIS_REPLY_ARRAY)
-    return FALSE;
-  for (gsize i = 0; i < list->elements; i++)
-    {
-      const redisReply *e = list->element[i];
-      gint64 zscore;
+  guint sent = 0;
 
-      if (e->type != REDIS_REPLY_STRING
-          || !rank_orderkey_parse_zscore (e->str, e->len, &zscore))
-        return FALSE;
-      g_hash_table_add (call->better, g_memdup2 (&zscore, sizeof zscore));
+  for (guint node = 0; node < MIN (store->n_links, o->shards); node++)
+    {
+      Cmd cmd;
+      int nkeys;
+
+      if (node == skip_node)
+        continue;
+      cmd_init (&cmd);
+      add_node_shards (&cmd, store, board, period->label, o->shards, node, -1,
+                       o->rank == RANK_KIND_DENSE ? RANK_KEY_SUFFIX_DISTINCT
+                                                  : RANK_KEY_SUFFIX_SCORES);
+      nkeys = cmd.argc;
+      add_rank_args (&cmd, "count", o);
+      cmd_add (&cmd, zscore, zscore_len);
+      cmd_add (&cmd, key, key_len);
+      op_start (store, store->links[node], &store->rank, nkeys, &cmd, done,
+                data, node);
+      sent++;
     }
-  return TRUE;
+  return sent;
+}
+
+/* ---- GetRank ---- */
+
+typedef struct
+{
+  RankStore *store;
+  RankBoardOptions options; /* a copy: a reload may free the config */
+  RankStoreRankFunc func;
+  gpointer data;
+  Countdown countdown;
+  gint64 score;
+  Ahead ahead;       /* entries ahead of the member, over the nodes */
+  RankPeriod period; /* the period read (periodic boards) */
+  char *board;
+  char *member;
+} RankCall;
+
+static void
+rank_finish (RankCall *call)
+{
+  const RankBoardOptions *o = &call->options;
+  gint64 rank = ahead_total (&call->ahead) + 1;
+
+  if (call->countdown.error == NULL && ahead_too_deep (&call->ahead, o))
+    call->countdown.error = g_error_new (
+        RANK_ERROR, RANK_ERROR_INVALID,
+        "rank: more than %u distinct scores are ahead of member '%s' on "
+        "sharded dense board '%s' (its max_top_depth)",
+        o->max_top_depth, call->member, call->board);
+  /* A capped sharded board stores each shard's best cap; past the board's
+   * cap a member is not on it. */
+  if (call->countdown.error == NULL && o->cap > 0 && o->shards > 1
+      && rank > (gint64) o->cap)
+    call->countdown.error
+        = g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND,
+                       "member '%s' is not among the best %u of board '%s'",
+                       call->member, o->cap, call->board);
+  if (call->countdown.error != NULL)
+    call->func (0, 0, call->countdown.error, call->data);
+  else
+    call->func (call->score, rank, NULL, call->data);
+  g_clear_error (&call->countdown.error);
+  ahead_clear (&call->ahead);
+  g_free (call->board);
+  g_free (call->member);
+  g_free (call);
 }
 
 static void
@@ -604,15 +712,8 @@ rank_counted (Op *op, const redisReply *reply, const GError *error)
   RankCall *call = op->data;
   g_autoptr (GError) bad = NULL;
 
-  if (error == NULL && call->better != NULL && !add_better (call, reply))
+  if (error == NULL && !ahead_add (&call->ahead, reply))
     error = bad = unexpected (reply, "rank.lua count");
-  else if (error == NULL && call->better == NULL)
-    {
-      if (reply->type != REDIS_REPLY_INTEGER)
-        error = bad = unexpected (reply, "rank.lua count");
-      else
-        call->ahead += reply->integer;
-    }
   if (countdown_done (&call->countdown, error))
     rank_finish (call);
 }
@@ -623,7 +724,6 @@ static void
 rank_found (Op *op, const redisReply *reply, const GError *error)
 {
   RankCall *call = op->data;
-  const RankBoardOptions *o = &call->options;
   g_autoptr (GError) bad = NULL;
   const redisReply *key, *zscore;
 
@@ -631,14 +731,15 @@ rank_found (Op *op, const redisReply *reply, const GError *error)
     error = bad = g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND,
                                "member '%s' is not on board '%s'", call->member,
                                call->board);
+  /* find: {score, ahead on this node, key, zscore[, distinct scores ahead]} */
   else if (error == NULL
            && (reply->type != REDIS_REPLY_ARRAY
                || !int_element (reply, 0, &call->score)
-               || !int_element (reply, 1, &call->ahead)
                || !string_element (reply, 2) || !string_element (reply, 3)
-               || (call->better != NULL
-                   && (reply->elements < 5
-                       || !add_better (call, reply->element[4])))))
+               || reply->elements < (call->ahead.distinct != NULL ? 5u : 4u)
+               || !ahead_add (
+                   &call->ahead,
+                   reply->element[call->ahead.distinct != NULL ? 4 : 1])))
     error = bad = unexpected (reply, "rank.lua find");
   if (error != NULL)
     {
@@ -648,26 +749,9 @@ rank_found (Op *op, const redisReply *reply, const GError *error)
     }
   key = reply->element[2];
   zscore = reply->element[3];
-  for (guint node = 0; node < MIN (call->store->n_links, o->shards); node++)
-    {
-      Cmd cmd;
-      int nkeys;
-
-      if (node == op->part)
-        continue;
-      cmd_init (&cmd);
-      add_node_shards (&cmd, call->store, call->board, call->period.label,
-                       o->shards, node, -1,
-                       call->better != NULL ? RANK_KEY_SUFFIX_DISTINCT
-                                            : RANK_KEY_SUFFIX_SCORES);
-      nkeys = cmd.argc;
-      add_rank_args (&cmd, "count", o);
-      cmd_add (&cmd, zscore->str, zscore->len);
-      cmd_add (&cmd, key->str, key->len);
-      call->countdown.pending++;
-      op_start (call->store, call->store->links[node], &call->store->rank,
-                nkeys, &cmd, rank_counted, call, node);
-    }
+  call->countdown.pending += send_counts (
+      call->store, call->board, &call->period, &call->options, op->part,
+      zscore->str, zscore->len, key->str, key->len, rank_counted, call);
   if (countdown_done (&call->countdown, NULL))
     rank_finish (call);
 }
@@ -699,9 +783,7 @@ get_rank (RankStore *store, const char *board, const char *member,
   node = rank_shard_node (shard, store->n_links);
   rank_period_back (&o->period, g_get_real_time () / 1000, periods_back,
                     &call->period);
-  if (o->rank == RANK_KIND_DENSE && o->shards > 1)
-    call->better
-        = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
+  ahead_init (&call->ahead, o);
   cmd_init (&cmd);
   cmd_add_key (&cmd, board, call->period.label, shard, o->shards,
                RANK_KEY_SUFFIX_TIMES);
@@ -738,12 +820,71 @@ rank_store_get_rank_as (RankStore *store, const char *board, const char *member,
   get_rank (store, board, member, periods_back, kind, func, data);
 }
 
-void
-rank_store_get_position (RankStore *store, const char *board,
-                         const char *member, guint periods_back,
-                         RankStoreRankFunc func, gpointer data)
+/* ---- GetRanks ---- */
+
+typedef struct _RanksCall RanksCall;
+
+typedef struct
 {
-  get_rank (store, board, member, periods_back, RANK_KIND_ORDINAL, func, data);
+  RanksCall *call;
+  guint index;
+} RanksSlot;
+
+struct _RanksCall
+{
+  RankStoreRanksFunc func;
+  gpointer data;
+  Countdown countdown; /* records the first failure other than NotFound */
+  guint n;
+  RankOfMember *results;
+  RanksSlot slots[];
+};
+
+static void
+rank_of_done (gint64 score, gint64 rank, const GError *error, gpointer data)
+{
+  RanksSlot *slot = data;
+  RanksCall *call = slot->call;
+  RankOfMember *r = &call->results[slot->index];
+  gboolean absent = error != NULL && error->domain == RANK_ERROR
+                    && error->code == RANK_ERROR_NOT_FOUND;
+
+  if (error == NULL)
+    {
+      r->found = TRUE;
+      r->score = score;
+      r->rank = rank;
+    }
+  if (!countdown_done (&call->countdown, absent ? NULL : error))
+    return;
+  call->func (call->countdown.error == NULL ? call->results : NULL,
+              call->countdown.error == NULL ? call->n : 0,
+              call->countdown.error, call->data);
+  g_clear_error (&call->countdown.error);
+  g_free (call->results);
+  g_free (call);
+}
+
+void
+rank_store_get_ranks (RankStore *store, const char *board,
+                      const char *const *members, guint n, guint periods_back,
+                      RankStoreRanksFunc func, gpointer data)
+{
+  RanksCall *call = g_malloc0 (sizeof (RanksCall) + n * sizeof (RanksSlot));
+
+  g_assert (n > 0);
+  call->func = func;
+  call->data = data;
+  call->n = n;
+  call->countdown.pending = n;
+  call->results = g_new0 (RankOfMember, n);
+  for (guint i = 0; i < n; i++)
+    {
+      call->slots[i].call = call;
+      call->slots[i].index = i;
+      rank_store_get_rank (store, board, members[i], periods_back, rank_of_done,
+                           &call->slots[i]);
+    }
 }
 
 /* ---- Count ---- */
@@ -787,10 +928,9 @@ rank_store_count (RankStore *store, const char *board, gboolean range,
   const RankBoardOptions *o = rank_config_board (store->config, board);
   CountCall *call = g_new0 (CountCall, 1);
   RankPeriod period;
-  /* Sorted-set scores: -score, or score on asc boards. */
-  gint64 lo = o->order == RANK_ORDER_ASC ? min : -max;
-  gint64 hi = o->order == RANK_ORDER_ASC ? max : -min;
+  gint64 lo, hi;
 
+  zscore_bounds (o, min, max, &lo, &hi);
   rank_period_back (&o->period, g_get_real_time () / 1000, periods_back,
                     &period);
   call->func = func;
@@ -841,8 +981,7 @@ typedef struct
    * number of entries (or distinct scores) better than its first entry. */
   const RankShardEntry *merged[RANK_TOP_N_MAX];
   gsize merged_len;
-  gint64 better;
-  GHashTable *better_set; /* dense-list */
+  Ahead better;
   Page pages[]; /* one per shard; pages[0] only on an ordinary board */
 } TopCall;
 
@@ -890,7 +1029,7 @@ top_free (TopCall *call)
       g_free (call->pages[i].keys);
     }
   g_clear_error (&call->countdown.error);
-  g_clear_pointer (&call->better_set, g_hash_table_unref);
+  ahead_clear (&call->better);
   g_free (call->board);
   g_free (call);
 }
@@ -903,10 +1042,8 @@ top_deliver (TopCall *call)
 {
   RankEntry entries[RANK_TOP_N_MAX];
 
-  if (call->better_set != NULL)
-    call->better = g_hash_table_size (call->better_set);
-  if (call->countdown.error == NULL && call->better_set != NULL
-      && call->better > (gint64) call->options.max_top_depth)
+  if (call->countdown.error == NULL
+      && ahead_too_deep (&call->better, &call->options))
     call->countdown.error = g_error_new (
         RANK_ERROR, RANK_ERROR_INVALID,
         "offset: more than %u distinct scores are ahead of offset "
@@ -930,7 +1067,7 @@ top_deliver (TopCall *call)
       if (call->options.rank == RANK_KIND_ORDINAL)
         entries[i].rank = position;
       else if (i == 0)
-        entries[i].rank = call->better + 1;
+        entries[i].rank = ahead_total (&call->better) + 1;
       else if (e->zscore == call->merged[i - 1]->zscore)
         entries[i].rank = entries[i - 1].rank;
       else
@@ -948,27 +1085,8 @@ top_counted (Op *op, const redisReply *reply, const GError *error)
   TopCall *call = op->data;
   g_autoptr (GError) bad = NULL;
 
-  if (error == NULL && call->better_set != NULL)
-    {
-      if (reply->type != REDIS_REPLY_ARRAY)
-        error = bad = unexpected (reply, "rank.lua count");
-      for (gsize i = 0; error == NULL && i < reply->elements; i++)
-        {
-          const redisReply *e = reply->element[i];
-          gint64 zscore;
-
-          if (e->type != REDIS_REPLY_STRING
-              || !rank_orderkey_parse_zscore (e->str, e->len, &zscore))
-            error = bad = unexpected (reply, "rank.lua count");
-          else
-            g_hash_table_add (call->better_set,
-                              g_memdup2 (&zscore, sizeof zscore));
-        }
-    }
-  else if (error == NULL && reply->type != REDIS_REPLY_INTEGER)
+  if (error == NULL && !ahead_add (&call->better, reply))
     error = bad = unexpected (reply, "rank.lua count");
-  else if (error == NULL)
-    call->better += reply->integer;
   if (countdown_done (&call->countdown, error))
     top_deliver (call);
 }
@@ -979,33 +1097,18 @@ top_counted (Op *op, const redisReply *reply, const GError *error)
 static void
 top_count_better (TopCall *call)
 {
-  const RankBoardOptions *o = &call->options;
   const RankShardEntry *first = call->merged[0];
-  gboolean dense = o->rank == RANK_KIND_DENSE;
   char zscore[24];
+  gsize len = (gsize) g_snprintf (zscore, sizeof zscore, "%" G_GINT64_FORMAT,
+                                  first->zscore);
 
-  g_snprintf (zscore, sizeof zscore, "%" G_GINT64_FORMAT, first->zscore);
-  if (dense && o->shards > 1)
-    call->better_set
-        = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
-  call->countdown.pending = 1;
-  for (guint node = 0; node < MIN (call->store->n_links, o->shards); node++)
-    {
-      Cmd cmd;
-      int nkeys;
-
-      cmd_init (&cmd);
-      add_node_shards (
-          &cmd, call->store, call->board, call->period.label, o->shards, node,
-          -1, dense ? RANK_KEY_SUFFIX_DISTINCT : RANK_KEY_SUFFIX_SCORES);
-      nkeys = cmd.argc;
-      add_rank_args (&cmd, "count", o);
-      cmd_add_str (&cmd, zscore);
-      cmd_add (&cmd, first->key, first->key_len);
-      call->countdown.pending++;
-      op_start (call->store, call->store->links[node], &call->store->rank,
-                nkeys, &cmd, top_counted, call, node);
-    }
+  ahead_init (&call->better, &call->options);
+  /* Every node: G_MAXUINT skips none. */
+  call->countdown.pending
+      = 1
+        + send_counts (call->store, call->board, &call->period, &call->options,
+                       G_MAXUINT, zscore, len, first->key, first->key_len,
+                       top_counted, call);
   if (countdown_done (&call->countdown, NULL))
     top_deliver (call);
 }
@@ -1342,9 +1445,7 @@ rank_store_sample (RankStore *store, const char *board, gint64 min, gint64 max,
   call->count = MIN (count, SAMPLE_MAX);
   rank_period_back (&o->period, g_get_real_time () / 1000, periods_back,
                     &call->period);
-  /* Sorted-set scores: -score, or score on asc boards. */
-  lo = o->order == RANK_ORDER_ASC ? min : -max;
-  hi = o->order == RANK_ORDER_ASC ? max : -min;
+  zscore_bounds (o, min, max, &lo, &hi);
   call->countdown.pending = 2 * o->shards;
   for (guint shard = 0; shard < o->shards; shard++)
     for (int which = 0; which < 2; which++)

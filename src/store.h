@@ -58,6 +58,18 @@ typedef void (*RankStoreRankFunc) (gint64 score, gint64 rank,
                                    const GError *error, gpointer data);
 typedef void (*RankStoreCountFunc) (gint64 count, const GError *error,
                                     gpointer data);
+
+/* One member's answer in rank_store_get_ranks. */
+typedef struct
+{
+  gboolean found;
+  gint64 score;
+  gint64 rank;
+} RankOfMember;
+
+/* results[i] answers members[i]; they live only during the callback. */
+typedef void (*RankStoreRanksFunc) (const RankOfMember *results, guint n,
+                                    const GError *error, gpointer data);
 typedef void (*RankStoreTopFunc) (const RankEntry *entries, gsize n,
                                   const GError *error, gpointer data);
 
@@ -90,11 +102,12 @@ void rank_store_get_rank_as (RankStore *store, const char *board,
                              RankKind kind, RankStoreRankFunc func,
                              gpointer data);
 
-/* The member's ordinal position (1-based) whatever the board's rank kind:
- * where GetAround's page starts. */
-void rank_store_get_position (RankStore *store, const char *board,
-                              const char *member, guint periods_back,
-                              RankStoreRankFunc func, gpointer data);
+/* GetRank of each of members[0..n) at once (they share the round trips);
+ * absent ones are found=FALSE. Fails as a whole on any other error. */
+void rank_store_get_ranks (RankStore *store, const char *board,
+                           const char *const *members, guint n,
+                           guint periods_back, RankStoreRanksFunc func,
+                           gpointer data);
 
 /* Members on the board (a capped board: at most its cap); with range, those
  * with min <= score <= max. */

@@ -381,6 +381,41 @@ test_sample (gconstpointer data)
   }
 }
 
+/* The longest board name over 64 shards: a GetRank's command carries 64
+ * keys of over 200 bytes each, more than a command's inline buffer. */
+static void
+test_long_keys (void)
+{
+  g_autofree char *board = rank_test_repeat ('L', RANK_BOARD_MAX_BYTES);
+
+  for (int i = 0; i < 100; i++)
+    {
+      g_autofree char *m = g_strdup_printf ("k%03d", i);
+      g_auto (Result) r
+          = update_on (bed.client, board, m, i, m, RANK_UPDATE_MODE_SET, T0);
+
+      assert_ok (&r);
+    }
+  for (int i = 0; i < 100; i++)
+    {
+      g_autofree char *m = g_strdup_printf ("k%03d", i);
+      g_auto (Result) r = get_rank_on (bed.client, board, m);
+
+      assert_ok (&r);
+      g_assert_cmpint (r.score, ==, i);
+      g_assert_cmpint (r.rank, ==, 100 - i);
+    }
+  {
+    g_auto (Result) r = { 0 };
+    g_autoptr (GPtrArray) page = top_on (bed.client, board, 10, 45, &r);
+
+    g_assert_nonnull (page);
+    g_assert_cmpuint (page->len, ==, 10);
+    g_assert_cmpstr (((rankEntry *) g_ptr_array_index (page, 0))->member, ==,
+                     "k054");
+  }
+}
+
 /* Bad arguments name the field. */
 static void
 test_invalid (void)
@@ -452,14 +487,19 @@ main (int argc, char **argv)
 {
   int status;
 
+  g_autofree char *long_board = rank_test_repeat ('L', RANK_BOARD_MAX_BYTES);
+  g_autofree char *text
+      = g_strdup_printf ("%s[board %s]\nshards=64\n", config_text, long_board);
+
   g_test_init (&argc, &argv, NULL);
-  rank_test_bed_start (&bed, config_text);
+  rank_test_bed_start (&bed, text);
   g_test_add_data_func ("/queries/ordinary", "q", test_queries);
   g_test_add_data_func ("/queries/sharded", "q_sh", test_queries);
   g_test_add_data_func ("/queries/asc-competition", "q_asc", test_queries);
   g_test_add_data_func ("/queries/asc-competition-sharded", "q_asc_sh",
                         test_queries);
   g_test_add_func ("/queries/invalid", test_invalid);
+  g_test_add_func ("/queries/long-keys-64-shards", test_long_keys);
   g_test_add_data_func ("/queries/sample/ordinary", "s", test_sample);
   g_test_add_data_func ("/queries/sample/sharded", "s_sh", test_sample);
   status = g_test_run ();
