@@ -136,7 +136,8 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
     { "max-frame", 0, 0, G_OPTION_ARG_INT, &o->max_frame,
       "Largest request accepted, in bytes (default 1048576)", "BYTES" },
     { "io-threads", 0, 0, G_OPTION_ARG_INT, &o->io_threads,
-      "Event-loop threads, each with its own Redis connection (default: "
+      "Event-loop threads, each with its own connection to each Redis "
+      "node (default: "
       "the number of CPUs, at most 8)",
       "N" },
     { "transport", 't', 0, G_OPTION_ARG_STRING, &o->transport,
