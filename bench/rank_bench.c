@@ -199,7 +199,7 @@ rankd_top (Worker *w, const char *board)
 
   g_ptr_array_set_size (w->page, 0);
   ok = rank_ranking_if_get_top_n (rank_client_iface (w->client), &w->page,
-                                  board, w->o->top_n, 0, 0, &invalid,
+                                  board, w->o->top_n, 0, 0, FALSE, &invalid,
                                   &unavailable, &error);
 
   return call_done (w, ok, invalid, NULL, unavailable, error);
@@ -216,8 +216,8 @@ rankd_around (Worker *w, const char *board, const char *member)
 
   g_ptr_array_set_size (w->page, 0);
   ok = rank_ranking_if_get_around (rank_client_iface (w->client), &w->page,
-                                   board, member, 5, 0, &invalid, &not_found,
-                                   &unavailable, &error);
+                                   board, member, 5, 0, FALSE, &invalid,
+                                   &not_found, &unavailable, &error);
   return call_done (w, ok, invalid, not_found, unavailable, error);
 }
 
@@ -260,7 +260,7 @@ static void
 direct_update_append (Worker *w, const char *board, const char *member,
                       gint64 score, int mode)
 {
-  char z[300], t[300], q[300], d[300], c[300], value[24], modes[4],
+  char z[300], t[300], q[300], d[300], c[300], a[300], value[24], modes[4],
       selector[16], now[24];
   guint8 prefix[RANK_ORDERKEY_TIME_BYTES], idhash[10] = { 0 };
   guint32 fp = (guint32) (w->o->nonce ^ w->counter);
@@ -275,6 +275,7 @@ direct_update_append (Worker *w, const char *board, const char *member,
   g_snprintf (q, sizeof q, "rk:{direct-%s}:q", board);
   g_snprintf (d, sizeof d, "rk:{direct-%s}:d", board);
   g_snprintf (c, sizeof c, "rk:{direct-%s}:c", board);
+  g_snprintf (a, sizeof a, "rk:{direct-%s}:a", board);
   g_snprintf (value, sizeof value, "%" G_GINT64_FORMAT, score);
   g_snprintf (modes, sizeof modes, "%d", mode);
   g_snprintf (selector, sizeof selector, "%u",
@@ -283,10 +284,10 @@ direct_update_append (Worker *w, const char *board, const char *member,
   rank_orderkey_encode_time (g_get_real_time () / 1000, prefix);
   redisAppendCommand (
       w->redis,
-      "EVALSHA %s 5 %s %s %s %s %s %s %s %s %b 3600000 %b %b %s %s 1 desc "
-      "ordinal 0 0",
-      w->o->sha, z, t, q, d, c, member, modes, value, prefix, sizeof prefix,
-      &fp, sizeof fp, idhash, sizeof idhash, selector, now);
+      "EVALSHA %s 6 %s %s %s %s %s %s %s %s %s %b 3600000 %b %b %s %s 1 desc "
+      "ordinal 0 0 %s 1 0 %s",
+      w->o->sha, z, t, q, d, c, a, member, modes, value, prefix, sizeof prefix,
+      &fp, sizeof fp, idhash, sizeof idhash, selector, now, "", "");
 }
 
 static gboolean

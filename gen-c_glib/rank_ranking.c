@@ -22,15 +22,15 @@ rank_ranking_if_get_rank (rankRankingIf *iface, rankEntry ** _return, const gcha
 }
 
 gboolean
-rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_top_n (iface, _return, board, n, offset, periods_back, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_top_n (iface, _return, board, n, offset, periods_back, with_data, invalid, unavailable, error);
 }
 
 gboolean
-rank_ranking_if_get_around (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_around (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_around (iface, _return, board, member, radius, periods_back, invalid, not_found, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_around (iface, _return, board, member, radius, periods_back, with_data, invalid, not_found, unavailable, error);
 }
 
 gboolean
@@ -73,6 +73,18 @@ gboolean
 rank_ranking_if_sample (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
 {
   return RANK_RANKING_IF_GET_INTERFACE (iface)->sample (iface, _return, board, min_score, max_score, count, periods_back, invalid, unavailable, error);
+}
+
+gboolean
+rank_ranking_if_set_member_data (rankRankingIf *iface, const gchar * board, const gchar * member, const GHashTable * data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->set_member_data (iface, board, member, data, invalid, not_found, unavailable, error);
+}
+
+gboolean
+rank_ranking_if_get_member_data (rankRankingIf *iface, GHashTable ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_member_data (iface, _return, board, member, periods_back, invalid, not_found, unavailable, error);
 }
 
 GType
@@ -667,7 +679,7 @@ gboolean rank_ranking_client_get_rank (rankRankingIf * iface, rankEntry ** _retu
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, GError ** error)
+gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -717,6 +729,16 @@ gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const gchar 
       return 0;
     xfer += ret;
     if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "with_data", T_BOOL, 5, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, with_data, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -841,19 +863,19 @@ gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray **
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem11 = NULL;
-                if ( _elem11 != NULL)
+                rankEntry * _elem33 = NULL;
+                if ( _elem33 != NULL)
                 {
-                  g_object_unref (_elem11);
+                  g_object_unref (_elem33);
                 }
-                _elem11 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem11), protocol, error)) < 0)
+                _elem33 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem33), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem11);
+                  g_object_unref (_elem33);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem11);
+                g_ptr_array_add (*_return, _elem33);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -945,16 +967,16 @@ gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray **
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_get_top_n (iface, board, n, offset, periods_back, error))
+  if (!rank_ranking_client_send_get_top_n (iface, board, n, offset, periods_back, with_data, error))
     return FALSE;
   if (!rank_ranking_client_recv_get_top_n (iface, _return, invalid, unavailable, error))
     return FALSE;
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_get_around (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, GError ** error)
+gboolean rank_ranking_client_send_get_around (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -1004,6 +1026,16 @@ gboolean rank_ranking_client_send_get_around (rankRankingIf * iface, const gchar
       return 0;
     xfer += ret;
     if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "with_data", T_BOOL, 5, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, with_data, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -1128,19 +1160,19 @@ gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray *
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem12 = NULL;
-                if ( _elem12 != NULL)
+                rankEntry * _elem34 = NULL;
+                if ( _elem34 != NULL)
                 {
-                  g_object_unref (_elem12);
+                  g_object_unref (_elem34);
                 }
-                _elem12 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem12), protocol, error)) < 0)
+                _elem34 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem34), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem12);
+                  g_object_unref (_elem34);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem12);
+                g_ptr_array_add (*_return, _elem34);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -1259,9 +1291,9 @@ gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray *
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_around (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_around (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_get_around (iface, board, member, radius, periods_back, error))
+  if (!rank_ranking_client_send_get_around (iface, board, member, radius, periods_back, with_data, error))
     return FALSE;
   if (!rank_ranking_client_recv_get_around (iface, _return, invalid, not_found, unavailable, error))
     return FALSE;
@@ -1298,14 +1330,14 @@ gboolean rank_ranking_client_send_get_ranks (rankRankingIf * iface, const gchar 
       return 0;
     xfer += ret;
     {
-      guint i13;
+      guint i35;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRING, (gint32) (members ? members->len : 0), error)) < 0)
         return 0;
       xfer += ret;
-      for (i13 = 0; i13 < (members ? members->len : 0); i13++)
+      for (i35 = 0; i35 < (members ? members->len : 0); i35++)
       {
-        if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) members, i13)), error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) members, i35)), error)) < 0)
           return 0;
         xfer += ret;
 
@@ -1445,19 +1477,19 @@ gboolean rank_ranking_client_recv_get_ranks (rankRankingIf * iface, GPtrArray **
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankRankOf * _elem14 = NULL;
-                if ( _elem14 != NULL)
+                rankRankOf * _elem36 = NULL;
+                if ( _elem36 != NULL)
                 {
-                  g_object_unref (_elem14);
+                  g_object_unref (_elem36);
                 }
-                _elem14 = g_object_new (RANK_TYPE_RANK_OF, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem14), protocol, error)) < 0)
+                _elem36 = g_object_new (RANK_TYPE_RANK_OF, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem36), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem14);
+                  g_object_unref (_elem36);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem14);
+                g_ptr_array_add (*_return, _elem36);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -3048,19 +3080,19 @@ gboolean rank_ranking_client_recv_sample (rankRankingIf * iface, GPtrArray ** _r
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem15 = NULL;
-                if ( _elem15 != NULL)
+                rankEntry * _elem37 = NULL;
+                if ( _elem37 != NULL)
                 {
-                  g_object_unref (_elem15);
+                  g_object_unref (_elem37);
                 }
-                _elem15 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem15), protocol, error)) < 0)
+                _elem37 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem37), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem15);
+                  g_object_unref (_elem37);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem15);
+                g_ptr_array_add (*_return, _elem37);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -3161,6 +3193,624 @@ gboolean rank_ranking_client_sample (rankRankingIf * iface, GPtrArray ** _return
   return TRUE;
 }
 
+gboolean rank_ranking_client_send_set_member_data (rankRankingIf * iface, const gchar * board, const gchar * member, const GHashTable * data, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "SetMemberData", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "SetMemberData_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, member, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "data", T_MAP, 3, error)) < 0)
+      return 0;
+    xfer += ret;
+    {
+      gchar * key38 = NULL;
+      gchar * val39 = NULL;
+      GList *key_list = NULL, *iter = NULL;
+      gchar ** keys;
+      int i = 0, key_count;
+
+      if ((ret = thrift_protocol_write_map_begin (protocol, T_STRING, T_STRING, data ? (gint32) g_hash_table_size ((GHashTable *) data) : 0, error)) < 0)
+        return 0;
+      xfer += ret;
+      if (data)
+        g_hash_table_foreach ((GHashTable *) data, thrift_hash_table_get_keys, &key_list);
+      key_count = g_list_length (key_list);
+      keys = g_newa (gchar *, key_count);
+      for (iter = g_list_first (key_list); iter; iter = iter->next)
+        keys[i++] = (gchar *) iter->data;
+      g_list_free (key_list);
+
+      for (i = 0; i < key_count; ++i)
+      {
+        key38 = keys[i];
+        val39 = (gchar *) g_hash_table_lookup (((GHashTable *) data), (gpointer) key38);
+
+        if ((ret = thrift_protocol_write_string (protocol,  key38, error)) < 0)
+          return 0;
+        xfer += ret;
+
+        if ((ret = thrift_protocol_write_string (protocol,  val39, error)) < 0)
+          return 0;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_map_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_set_member_data (rankRankingIf * iface, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "SetMemberData", 13) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected SetMemberData", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *not_found != NULL)
+            {
+              g_object_unref (*not_found);
+            }
+            *not_found = g_object_new (RANK_TYPE_NOT_FOUND, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*not_found), protocol, error)) < 0)
+            {
+              g_object_unref (*not_found);
+              *not_found = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 3:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*not_found != NULL)
+  {
+      g_set_error (error, RANK_NOT_FOUND_ERROR, RANK_NOT_FOUND_ERROR_CODE, "NotFound");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_set_member_data (rankRankingIf * iface, const gchar * board, const gchar * member, const GHashTable * data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_set_member_data (iface, board, member, data, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_set_member_data (iface, invalid, not_found, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean rank_ranking_client_send_get_member_data (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 periods_back, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "GetMemberData", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "GetMemberData_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, member, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_get_member_data (rankRankingIf * iface, GHashTable ** _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "GetMemberData", 13) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected GetMemberData", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_MAP)
+          {
+            {
+              guint32 size;
+              guint32 i;
+              ThriftType key_type;
+              ThriftType value_type;
+
+              /* read the map begin marker */
+              if ((ret = thrift_protocol_read_map_begin (protocol, &key_type, &value_type, &size, error)) < 0)
+                return 0;
+              xfer += ret;
+
+              /* iterate through each of the map's fields */
+              for (i = 0; i < size; i++)
+              {
+                gchar * key40 = NULL;
+                gchar * val41 = NULL;
+                if (key40 != NULL)
+                {
+                  g_free(key40);
+                  key40 = NULL;
+                }
+
+                if ((ret = thrift_protocol_read_string (protocol, &key40, error)) < 0)
+                  return 0;
+                xfer += ret;
+                if (val41 != NULL)
+                {
+                  g_free(val41);
+                  val41 = NULL;
+                }
+
+                if ((ret = thrift_protocol_read_string (protocol, &val41, error)) < 0)
+                {
+                  /* rankd postprocess: do not leak on bad input */
+                  g_free (key40);
+                  return 0;
+                }
+                xfer += ret;
+                if (*_return && key40)
+                  g_hash_table_insert ((GHashTable *)*_return, (gpointer) key40, (gpointer) val41);
+              }
+
+              /* read the map end marker */
+              if ((ret = thrift_protocol_read_map_end (protocol, error)) < 0)
+                return 0;
+              xfer += ret;
+            }
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *not_found != NULL)
+            {
+              g_object_unref (*not_found);
+            }
+            *not_found = g_object_new (RANK_TYPE_NOT_FOUND, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*not_found), protocol, error)) < 0)
+            {
+              g_object_unref (*not_found);
+              *not_found = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 3:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*not_found != NULL)
+  {
+      g_set_error (error, RANK_NOT_FOUND_ERROR, RANK_NOT_FOUND_ERROR_CODE, "NotFound");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_get_member_data (rankRankingIf * iface, GHashTable ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_get_member_data (iface, board, member, periods_back, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_get_member_data (iface, _return, invalid, not_found, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
 static void
 rank_ranking_if_interface_init (rankRankingIfInterface *iface)
 {
@@ -3175,6 +3825,8 @@ rank_ranking_if_interface_init (rankRankingIfInterface *iface)
   iface->get_percentile = rank_ranking_client_get_percentile;
   iface->get_score_at_percentile = rank_ranking_client_get_score_at_percentile;
   iface->sample = rank_ranking_client_sample;
+  iface->set_member_data = rank_ranking_client_set_member_data;
+  iface->get_member_data = rank_ranking_client_get_member_data;
 }
 
 static void
@@ -3233,18 +3885,18 @@ gboolean rank_ranking_handler_get_rank (rankRankingIf * iface, rankEntry ** _ret
   return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_rank (iface, _return, board, member, periods_back, invalid, not_found, unavailable, error);
 }
 
-gboolean rank_ranking_handler_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_top_n (iface, _return, board, n, offset, periods_back, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_top_n (iface, _return, board, n, offset, periods_back, with_data, invalid, unavailable, error);
 }
 
-gboolean rank_ranking_handler_get_around (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_around (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_around (iface, _return, board, member, radius, periods_back, invalid, not_found, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_around (iface, _return, board, member, radius, periods_back, with_data, invalid, not_found, unavailable, error);
 }
 
 gboolean rank_ranking_handler_get_ranks (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
@@ -3296,6 +3948,20 @@ gboolean rank_ranking_handler_sample (rankRankingIf * iface, GPtrArray ** _retur
   return RANK_RANKING_HANDLER_GET_CLASS (iface)->sample (iface, _return, board, min_score, max_score, count, periods_back, invalid, unavailable, error);
 }
 
+gboolean rank_ranking_handler_set_member_data (rankRankingIf * iface, const gchar * board, const gchar * member, const GHashTable * data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->set_member_data (iface, board, member, data, invalid, not_found, unavailable, error);
+}
+
+gboolean rank_ranking_handler_get_member_data (rankRankingIf * iface, GHashTable ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_member_data (iface, _return, board, member, periods_back, invalid, not_found, unavailable, error);
+}
+
 static void
 rank_ranking_handler_ranking_if_interface_init (rankRankingIfInterface *iface)
 {
@@ -3310,6 +3976,8 @@ rank_ranking_handler_ranking_if_interface_init (rankRankingIfInterface *iface)
   iface->get_percentile = rank_ranking_handler_get_percentile;
   iface->get_score_at_percentile = rank_ranking_handler_get_score_at_percentile;
   iface->sample = rank_ranking_handler_sample;
+  iface->set_member_data = rank_ranking_handler_set_member_data;
+  iface->get_member_data = rank_ranking_handler_get_member_data;
 }
 
 static void
@@ -3332,6 +4000,8 @@ rank_ranking_handler_class_init (rankRankingHandlerClass *cls)
   cls->get_percentile = NULL;
   cls->get_score_at_percentile = NULL;
   cls->sample = NULL;
+  cls->set_member_data = NULL;
+  cls->get_member_data = NULL;
 }
 
 enum _rankRankingProcessorProperties
@@ -3422,9 +4092,21 @@ rank_ranking_processor_process_sample (rankRankingProcessor *,
                                        ThriftProtocol *,
                                        ThriftProtocol *,
                                        GError **);
+static gboolean
+rank_ranking_processor_process_set_member_data (rankRankingProcessor *,
+                                                gint32,
+                                                ThriftProtocol *,
+                                                ThriftProtocol *,
+                                                GError **);
+static gboolean
+rank_ranking_processor_process_get_member_data (rankRankingProcessor *,
+                                                gint32,
+                                                ThriftProtocol *,
+                                                ThriftProtocol *,
+                                                GError **);
 
 static rank_ranking_processor_process_function_def
-rank_ranking_processor_process_function_defs[11] = {
+rank_ranking_processor_process_function_defs[13] = {
   {
     "Update",
     rank_ranking_processor_process_update
@@ -3468,6 +4150,14 @@ rank_ranking_processor_process_function_defs[11] = {
   {
     "Sample",
     rank_ranking_processor_process_sample
+  },
+  {
+    "SetMemberData",
+    rank_ranking_processor_process_set_member_data
+  },
+  {
+    "GetMemberData",
+    rank_ranking_processor_process_get_member_data
   }
 };
 
@@ -3802,6 +4492,7 @@ rank_ranking_processor_process_get_top_n (rankRankingProcessor *self,
     gint n;
     gint offset;
     gint periods_back;
+    gboolean with_data;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
     GPtrArray * return_value;
@@ -3812,6 +4503,7 @@ rank_ranking_processor_process_get_top_n (rankRankingProcessor *self,
                   "n", &n,
                   "offset", &offset,
                   "periods_back", &periods_back,
+                  "with_data", &with_data,
                   NULL);
 
     g_object_unref (transport);
@@ -3826,6 +4518,7 @@ rank_ranking_processor_process_get_top_n (rankRankingProcessor *self,
                                         n,
                                         offset,
                                         periods_back,
+                                        with_data,
                                         &invalid,
                                         &unavailable,
                                         error) == TRUE)
@@ -3951,6 +4644,7 @@ rank_ranking_processor_process_get_around (rankRankingProcessor *self,
     gchar * member;
     gint radius;
     gint periods_back;
+    gboolean with_data;
     rankInvalidArgument * invalid = NULL;
     rankNotFound * not_found = NULL;
     rankUnavailable * unavailable = NULL;
@@ -3962,6 +4656,7 @@ rank_ranking_processor_process_get_around (rankRankingProcessor *self,
                   "member", &member,
                   "radius", &radius,
                   "periods_back", &periods_back,
+                  "with_data", &with_data,
                   NULL);
 
     g_object_unref (transport);
@@ -3976,6 +4671,7 @@ rank_ranking_processor_process_get_around (rankRankingProcessor *self,
                                          member,
                                          radius,
                                          periods_back,
+                                         with_data,
                                          &invalid,
                                          &not_found,
                                          &unavailable,
@@ -5168,6 +5864,337 @@ if (unavailable != NULL)
 }
 
 static gboolean
+rank_ranking_processor_process_set_member_data (rankRankingProcessor *self,
+                                                gint32 sequence_id,
+                                                ThriftProtocol *input_protocol,
+                                                ThriftProtocol *output_protocol,
+                                                GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingSetMemberDataArgs * args =
+    g_object_new (RANK_TYPE_RANKING_SET_MEMBER_DATA_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    gchar * board;
+    gchar * member;
+    GHashTable * data;
+    rankInvalidArgument * invalid = NULL;
+    rankNotFound * not_found = NULL;
+    rankUnavailable * unavailable = NULL;
+    rankRankingSetMemberDataResult * result_struct;
+
+    g_object_get (args,
+                  "board", &board,
+                  "member", &member,
+                  "data", &data,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_SET_MEMBER_DATA_RESULT, NULL);
+
+    if (rank_ranking_handler_set_member_data (RANK_RANKING_IF (self->handler),
+                                              board,
+                                              member,
+                                              data,
+                                              &invalid,
+                                              &not_found,
+                                              &unavailable,
+                                              error) == TRUE)
+    {
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "SetMemberData",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "SetMemberData",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (not_found != NULL)
+      {
+        g_object_set (result_struct,
+                      "not_found", not_found,
+                      NULL);
+
+        g_object_unref (not_found);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "SetMemberData",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "SetMemberData",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.SetMemberData implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "SetMemberData",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (board != NULL)
+      g_free (board);
+    if (member != NULL)
+      g_free (member);
+    if (data != NULL)
+      g_hash_table_unref (data);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
+rank_ranking_processor_process_get_member_data (rankRankingProcessor *self,
+                                                gint32 sequence_id,
+                                                ThriftProtocol *input_protocol,
+                                                ThriftProtocol *output_protocol,
+                                                GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingGetMemberDataArgs * args =
+    g_object_new (RANK_TYPE_RANKING_GET_MEMBER_DATA_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    gchar * board;
+    gchar * member;
+    gint periods_back;
+    rankInvalidArgument * invalid = NULL;
+    rankNotFound * not_found = NULL;
+    rankUnavailable * unavailable = NULL;
+    GHashTable * return_value;
+    rankRankingGetMemberDataResult * result_struct;
+
+    g_object_get (args,
+                  "board", &board,
+                  "member", &member,
+                  "periods_back", &periods_back,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_GET_MEMBER_DATA_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_get_member_data (RANK_RANKING_IF (self->handler),
+                                              &return_value,
+                                              board,
+                                              member,
+                                              periods_back,
+                                              &invalid,
+                                              &not_found,
+                                              &unavailable,
+                                              error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "GetMemberData",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetMemberData",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (not_found != NULL)
+      {
+        g_object_set (result_struct,
+                      "not_found", not_found,
+                      NULL);
+
+        g_object_unref (not_found);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetMemberData",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetMemberData",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.GetMemberData implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetMemberData",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (board != NULL)
+      g_free (board);
+    if (member != NULL)
+      g_free (member);
+    if (return_value != NULL)
+      g_hash_table_unref (return_value);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
 rank_ranking_processor_dispatch_call (ThriftDispatchProcessor *dispatch_processor,
                                       ThriftProtocol *input_protocol,
                                       ThriftProtocol *output_protocol,
@@ -5278,7 +6305,7 @@ rank_ranking_processor_init (rankRankingProcessor *self)
   self->handler = NULL;
   self->process_map = g_hash_table_new (g_str_hash, g_str_equal);
 
-  for (index = 0; index < 11; index += 1)
+  for (index = 0; index < 13; index += 1)
     g_hash_table_insert (self->process_map,
                          rank_ranking_processor_process_function_defs[index].name,
                          &rank_ranking_processor_process_function_defs[index]);

@@ -20,8 +20,8 @@ struct _rankRankingIfInterface
 
   gboolean (*update) (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_rank) (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
-  gboolean (*get_top_n) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
-  gboolean (*get_around) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_top_n) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_around) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_ranks) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*remove) (rankRankingIf *iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*count) (rankRankingIf *iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
@@ -29,6 +29,8 @@ struct _rankRankingIfInterface
   gboolean (*get_percentile) (rankRankingIf *iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_score_at_percentile) (rankRankingIf *iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*sample) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*set_member_data) (rankRankingIf *iface, const gchar * board, const gchar * member, const GHashTable * data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_member_data) (rankRankingIf *iface, GHashTable ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 };
 typedef struct _rankRankingIfInterface rankRankingIfInterface;
 
@@ -40,8 +42,8 @@ GType rank_ranking_if_get_type (void);
 
 gboolean rank_ranking_if_update (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_get_rank (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
-gboolean rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
-gboolean rank_ranking_if_get_around (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_get_around (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_get_ranks (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_remove (rankRankingIf *iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_count (rankRankingIf *iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
@@ -49,6 +51,8 @@ gboolean rank_ranking_if_count_between (rankRankingIf *iface, gint64* _return, c
 gboolean rank_ranking_if_get_percentile (rankRankingIf *iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_get_score_at_percentile (rankRankingIf *iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_sample (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_set_member_data (rankRankingIf *iface, const gchar * board, const gchar * member, const GHashTable * data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_get_member_data (rankRankingIf *iface, GHashTable ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 
 /* Ranking service client */
 struct _rankRankingClient
@@ -80,11 +84,11 @@ gboolean rank_ranking_client_recv_update (rankRankingIf * iface, rankUpdateRespo
 gboolean rank_ranking_client_get_rank (rankRankingIf * iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
 gboolean rank_ranking_client_send_get_rank (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 periods_back, GError ** error);
 gboolean rank_ranking_client_recv_get_rank (rankRankingIf * iface, rankEntry ** _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
-gboolean rank_ranking_client_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
-gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, GError ** error);
+gboolean rank_ranking_client_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, GError ** error);
 gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
-gboolean rank_ranking_client_get_around (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
-gboolean rank_ranking_client_send_get_around (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, GError ** error);
+gboolean rank_ranking_client_get_around (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_get_around (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, GError ** error);
 gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
 gboolean rank_ranking_client_get_ranks (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
 gboolean rank_ranking_client_send_get_ranks (rankRankingIf * iface, const gchar * board, const GPtrArray * members, const gint32 periods_back, GError ** error);
@@ -107,6 +111,12 @@ gboolean rank_ranking_client_recv_get_score_at_percentile (rankRankingIf * iface
 gboolean rank_ranking_client_sample (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
 gboolean rank_ranking_client_send_sample (rankRankingIf * iface, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, GError ** error);
 gboolean rank_ranking_client_recv_sample (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_set_member_data (rankRankingIf * iface, const gchar * board, const gchar * member, const GHashTable * data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_set_member_data (rankRankingIf * iface, const gchar * board, const gchar * member, const GHashTable * data, GError ** error);
+gboolean rank_ranking_client_recv_set_member_data (rankRankingIf * iface, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_get_member_data (rankRankingIf * iface, GHashTable ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_get_member_data (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 periods_back, GError ** error);
+gboolean rank_ranking_client_recv_get_member_data (rankRankingIf * iface, GHashTable ** _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
 void ranking_client_set_property (GObject *object, guint property_id, const GValue *value, GParamSpec *pspec);
 void ranking_client_get_property (GObject *object, guint property_id, GValue *value, GParamSpec *pspec);
 
@@ -123,8 +133,8 @@ struct _rankRankingHandlerClass
 
   gboolean (*update) (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_rank) (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
-  gboolean (*get_top_n) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
-  gboolean (*get_around) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_top_n) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_around) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_ranks) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*remove) (rankRankingIf *iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*count) (rankRankingIf *iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
@@ -132,6 +142,8 @@ struct _rankRankingHandlerClass
   gboolean (*get_percentile) (rankRankingIf *iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_score_at_percentile) (rankRankingIf *iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*sample) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*set_member_data) (rankRankingIf *iface, const gchar * board, const gchar * member, const GHashTable * data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_member_data) (rankRankingIf *iface, GHashTable ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 };
 typedef struct _rankRankingHandlerClass rankRankingHandlerClass;
 
@@ -145,8 +157,8 @@ GType rank_ranking_handler_get_type (void);
 
 gboolean rank_ranking_handler_update (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_get_rank (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
-gboolean rank_ranking_handler_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
-gboolean rank_ranking_handler_get_around (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_get_around (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_get_ranks (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_remove (rankRankingIf *iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_count (rankRankingIf *iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
@@ -154,6 +166,8 @@ gboolean rank_ranking_handler_count_between (rankRankingIf *iface, gint64* _retu
 gboolean rank_ranking_handler_get_percentile (rankRankingIf *iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_get_score_at_percentile (rankRankingIf *iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_sample (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_set_member_data (rankRankingIf *iface, const gchar * board, const gchar * member, const GHashTable * data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_get_member_data (rankRankingIf *iface, GHashTable ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 
 /* Ranking processor */
 struct _rankRankingProcessor

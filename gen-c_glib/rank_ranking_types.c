@@ -31,7 +31,9 @@ enum _rankUpdateRequestProperties
   PROP_RANK_UPDATE_REQUEST_VALUE,
   PROP_RANK_UPDATE_REQUEST_REQUEST_ID,
   PROP_RANK_UPDATE_REQUEST_MODE,
-  PROP_RANK_UPDATE_REQUEST_TIMESTAMP_MS
+  PROP_RANK_UPDATE_REQUEST_TIMESTAMP_MS,
+  PROP_RANK_UPDATE_REQUEST_SUBSCORES,
+  PROP_RANK_UPDATE_REQUEST_DATA
 };
 
 /* reads a update_request object */
@@ -185,6 +187,100 @@ rank_update_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError
           xfer += ret;
         }
         break;
+      case 7:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              gint64* _elem1 = g_new (gint64, 1);
+              if ((ret = thrift_protocol_read_i64 (protocol, &*_elem1, error)) < 0)
+              {
+                /* rankd postprocess: do not leak on bad input */
+                g_free (_elem1);
+                return -1;
+              }
+              xfer += ret;
+              g_array_append_vals (this_object->subscores, _elem1, 1);
+              g_free (_elem1);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_subscores = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 8:
+        if (ftype == T_MAP)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType key_type;
+            ThriftType value_type;
+
+            /* read the map begin marker */
+            if ((ret = thrift_protocol_read_map_begin (protocol, &key_type, &value_type, &size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through each of the map's fields */
+            for (i = 0; i < size; i++)
+            {
+              gchar * key2 = NULL;
+              gchar * val3 = NULL;
+              if (key2 != NULL)
+              {
+                g_free(key2);
+                key2 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &key2, error)) < 0)
+                return -1;
+              xfer += ret;
+              if (val3 != NULL)
+              {
+                g_free(val3);
+                val3 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &val3, error)) < 0)
+              {
+                /* rankd postprocess: do not leak on bad input */
+                g_free (key2);
+                return -1;
+              }
+              xfer += ret;
+              if (this_object->data && key2)
+                g_hash_table_insert ((GHashTable *)this_object->data, (gpointer) key2, (gpointer) val3);
+            }
+
+            /* read the map end marker */
+            if ((ret = thrift_protocol_read_map_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_data = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -310,6 +406,75 @@ rank_update_request_write (ThriftStruct *object, ThriftProtocol *protocol, GErro
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_subscores == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "subscores", T_LIST, 7, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      guint i4;
+
+      if ((ret = thrift_protocol_write_list_begin (protocol, T_I64, (gint32) (this_object->subscores ? this_object->subscores->len : 0), error)) < 0)
+        return -1;
+      xfer += ret;
+      for (i4 = 0; i4 < (this_object->subscores ? this_object->subscores->len : 0); i4++)
+      {
+        if ((ret = thrift_protocol_write_i64 (protocol, (g_array_index (this_object->subscores, gint64, i4)), error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_data == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "data", T_MAP, 8, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      gchar * key5 = NULL;
+      gchar * val6 = NULL;
+      GList *key_list = NULL, *iter = NULL;
+      gchar ** keys;
+      int i = 0, key_count;
+
+      if ((ret = thrift_protocol_write_map_begin (protocol, T_STRING, T_STRING, this_object->data ? (gint32) g_hash_table_size ((GHashTable *) this_object->data) : 0, error)) < 0)
+        return -1;
+      xfer += ret;
+      if (this_object->data)
+        g_hash_table_foreach ((GHashTable *) this_object->data, thrift_hash_table_get_keys, &key_list);
+      key_count = g_list_length (key_list);
+      keys = g_newa (gchar *, key_count);
+      for (iter = g_list_first (key_list); iter; iter = iter->next)
+        keys[i++] = (gchar *) iter->data;
+      g_list_free (key_list);
+
+      for (i = 0; i < key_count; ++i)
+      {
+        key5 = keys[i];
+        val6 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->data), (gpointer) key5);
+
+        if ((ret = thrift_protocol_write_string (protocol,  key5, error)) < 0)
+          return -1;
+        xfer += ret;
+
+        if ((ret = thrift_protocol_write_string (protocol,  val6, error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_map_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -362,6 +527,20 @@ rank_update_request_set_property (GObject *object,
       self->__isset_timestamp_ms = TRUE;
       break;
 
+    case PROP_RANK_UPDATE_REQUEST_SUBSCORES:
+      if (self->subscores != NULL)
+        g_array_unref (self->subscores);
+      self->subscores = g_value_dup_boxed (value);
+      self->__isset_subscores = TRUE;
+      break;
+
+    case PROP_RANK_UPDATE_REQUEST_DATA:
+      if (self->data != NULL)
+        g_hash_table_unref (self->data);
+      self->data = g_value_dup_boxed (value);
+      self->__isset_data = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -402,6 +581,14 @@ rank_update_request_get_property (GObject *object,
       g_value_set_int64 (value, self->timestamp_ms);
       break;
 
+    case PROP_RANK_UPDATE_REQUEST_SUBSCORES:
+      g_value_set_boxed (value, self->subscores);
+      break;
+
+    case PROP_RANK_UPDATE_REQUEST_DATA:
+      g_value_set_boxed (value, self->data);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -420,6 +607,10 @@ rank_update_request_instance_init (rankUpdateRequest * object)
   object->__isset_mode = FALSE;
   object->timestamp_ms = 0;
   object->__isset_timestamp_ms = FALSE;
+  object->subscores = g_array_new (0, 1, sizeof (gint64));
+  object->__isset_subscores = FALSE;
+  object->data = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  object->__isset_data = FALSE;
 }
 
 static void 
@@ -443,6 +634,16 @@ rank_update_request_finalize (GObject *object)
   {
     g_free(tobject->request_id);
     tobject->request_id = NULL;
+  }
+  if (tobject->subscores != NULL)
+  {
+    g_array_unref (tobject->subscores);
+    tobject->subscores = NULL;
+  }
+  if (tobject->data != NULL)
+  {
+    g_hash_table_destroy (tobject->data);
+    tobject->data = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -521,6 +722,24 @@ rank_update_request_class_init (rankUpdateRequestClass * cls)
                          G_MAXINT64,
                          0,
                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_UPDATE_REQUEST_SUBSCORES,
+     g_param_spec_boxed ("subscores",
+                         NULL,
+                         NULL,
+                         G_TYPE_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_UPDATE_REQUEST_DATA,
+     g_param_spec_boxed ("data",
+                         NULL,
+                         NULL,
+                         G_TYPE_HASH_TABLE,
+                         G_PARAM_READWRITE));
 }
 
 GType
@@ -560,7 +779,8 @@ enum _rankUpdateResponseProperties
   PROP_RANK_UPDATE_RESPONSE_0,
   PROP_RANK_UPDATE_RESPONSE_SCORE,
   PROP_RANK_UPDATE_RESPONSE_RANK,
-  PROP_RANK_UPDATE_RESPONSE_APPLIED
+  PROP_RANK_UPDATE_RESPONSE_APPLIED,
+  PROP_RANK_UPDATE_RESPONSE_SUBSCORES
 };
 
 /* reads a update_response object */
@@ -653,6 +873,43 @@ rank_update_response_read (ThriftStruct *object, ThriftProtocol *protocol, GErro
           xfer += ret;
         }
         break;
+      case 4:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              gint64* _elem7 = g_new (gint64, 1);
+              if ((ret = thrift_protocol_read_i64 (protocol, &*_elem7, error)) < 0)
+              {
+                /* rankd postprocess: do not leak on bad input */
+                g_free (_elem7);
+                return -1;
+              }
+              xfer += ret;
+              g_array_append_vals (this_object->subscores, _elem7, 1);
+              g_free (_elem7);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_subscores = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -730,6 +987,31 @@ rank_update_response_write (ThriftStruct *object, ThriftProtocol *protocol, GErr
   if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
     return -1;
   xfer += ret;
+  if (this_object->__isset_subscores == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "subscores", T_LIST, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      guint i8;
+
+      if ((ret = thrift_protocol_write_list_begin (protocol, T_I64, (gint32) (this_object->subscores ? this_object->subscores->len : 0), error)) < 0)
+        return -1;
+      xfer += ret;
+      for (i8 = 0; i8 < (this_object->subscores ? this_object->subscores->len : 0); i8++)
+      {
+        if ((ret = thrift_protocol_write_i64 (protocol, (g_array_index (this_object->subscores, gint64, i8)), error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -763,6 +1045,13 @@ rank_update_response_set_property (GObject *object,
       self->applied = g_value_get_boolean (value);
       break;
 
+    case PROP_RANK_UPDATE_RESPONSE_SUBSCORES:
+      if (self->subscores != NULL)
+        g_array_unref (self->subscores);
+      self->subscores = g_value_dup_boxed (value);
+      self->__isset_subscores = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -791,6 +1080,10 @@ rank_update_response_get_property (GObject *object,
       g_value_set_boolean (value, self->applied);
       break;
 
+    case PROP_RANK_UPDATE_RESPONSE_SUBSCORES:
+      g_value_set_boxed (value, self->subscores);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -806,6 +1099,8 @@ rank_update_response_instance_init (rankUpdateResponse * object)
   object->rank = 0;
   object->__isset_rank = FALSE;
   object->applied = 0;
+  object->subscores = g_array_new (0, 1, sizeof (gint64));
+  object->__isset_subscores = FALSE;
 }
 
 static void 
@@ -815,6 +1110,11 @@ rank_update_response_finalize (GObject *object)
 
   /* satisfy -Wall in case we don't use tobject */
   THRIFT_UNUSED_VAR (tobject);
+  if (tobject->subscores != NULL)
+  {
+    g_array_unref (tobject->subscores);
+    tobject->subscores = NULL;
+  }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
   G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_update_response_get_type ())))->finalize (object);
@@ -863,6 +1163,15 @@ rank_update_response_class_init (rankUpdateResponseClass * cls)
                            NULL,
                            FALSE,
                            G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_UPDATE_RESPONSE_SUBSCORES,
+     g_param_spec_boxed ("subscores",
+                         NULL,
+                         NULL,
+                         G_TYPE_ARRAY,
+                         G_PARAM_READWRITE));
 }
 
 GType
@@ -902,7 +1211,9 @@ enum _rankEntryProperties
   PROP_RANK_ENTRY_0,
   PROP_RANK_ENTRY_MEMBER,
   PROP_RANK_ENTRY_SCORE,
-  PROP_RANK_ENTRY_RANK
+  PROP_RANK_ENTRY_RANK,
+  PROP_RANK_ENTRY_SUBSCORES,
+  PROP_RANK_ENTRY_DATA
 };
 
 /* reads a entry object */
@@ -1002,6 +1313,100 @@ rank_entry_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
           xfer += ret;
         }
         break;
+      case 4:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              gint64* _elem9 = g_new (gint64, 1);
+              if ((ret = thrift_protocol_read_i64 (protocol, &*_elem9, error)) < 0)
+              {
+                /* rankd postprocess: do not leak on bad input */
+                g_free (_elem9);
+                return -1;
+              }
+              xfer += ret;
+              g_array_append_vals (this_object->subscores, _elem9, 1);
+              g_free (_elem9);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_subscores = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 5:
+        if (ftype == T_MAP)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType key_type;
+            ThriftType value_type;
+
+            /* read the map begin marker */
+            if ((ret = thrift_protocol_read_map_begin (protocol, &key_type, &value_type, &size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through each of the map's fields */
+            for (i = 0; i < size; i++)
+            {
+              gchar * key10 = NULL;
+              gchar * val11 = NULL;
+              if (key10 != NULL)
+              {
+                g_free(key10);
+                key10 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &key10, error)) < 0)
+                return -1;
+              xfer += ret;
+              if (val11 != NULL)
+              {
+                g_free(val11);
+                val11 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &val11, error)) < 0)
+              {
+                /* rankd postprocess: do not leak on bad input */
+                g_free (key10);
+                return -1;
+              }
+              xfer += ret;
+              if (this_object->data && key10)
+                g_hash_table_insert ((GHashTable *)this_object->data, (gpointer) key10, (gpointer) val11);
+            }
+
+            /* read the map end marker */
+            if ((ret = thrift_protocol_read_map_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_data = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -1085,6 +1490,75 @@ rank_entry_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error
   if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
     return -1;
   xfer += ret;
+  if (this_object->__isset_subscores == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "subscores", T_LIST, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      guint i12;
+
+      if ((ret = thrift_protocol_write_list_begin (protocol, T_I64, (gint32) (this_object->subscores ? this_object->subscores->len : 0), error)) < 0)
+        return -1;
+      xfer += ret;
+      for (i12 = 0; i12 < (this_object->subscores ? this_object->subscores->len : 0); i12++)
+      {
+        if ((ret = thrift_protocol_write_i64 (protocol, (g_array_index (this_object->subscores, gint64, i12)), error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_data == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "data", T_MAP, 5, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      gchar * key13 = NULL;
+      gchar * val14 = NULL;
+      GList *key_list = NULL, *iter = NULL;
+      gchar ** keys;
+      int i = 0, key_count;
+
+      if ((ret = thrift_protocol_write_map_begin (protocol, T_STRING, T_STRING, this_object->data ? (gint32) g_hash_table_size ((GHashTable *) this_object->data) : 0, error)) < 0)
+        return -1;
+      xfer += ret;
+      if (this_object->data)
+        g_hash_table_foreach ((GHashTable *) this_object->data, thrift_hash_table_get_keys, &key_list);
+      key_count = g_list_length (key_list);
+      keys = g_newa (gchar *, key_count);
+      for (iter = g_list_first (key_list); iter; iter = iter->next)
+        keys[i++] = (gchar *) iter->data;
+      g_list_free (key_list);
+
+      for (i = 0; i < key_count; ++i)
+      {
+        key13 = keys[i];
+        val14 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->data), (gpointer) key13);
+
+        if ((ret = thrift_protocol_write_string (protocol,  key13, error)) < 0)
+          return -1;
+        xfer += ret;
+
+        if ((ret = thrift_protocol_write_string (protocol,  val14, error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_map_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -1119,6 +1593,20 @@ rank_entry_set_property (GObject *object,
       self->rank = g_value_get_int64 (value);
       break;
 
+    case PROP_RANK_ENTRY_SUBSCORES:
+      if (self->subscores != NULL)
+        g_array_unref (self->subscores);
+      self->subscores = g_value_dup_boxed (value);
+      self->__isset_subscores = TRUE;
+      break;
+
+    case PROP_RANK_ENTRY_DATA:
+      if (self->data != NULL)
+        g_hash_table_unref (self->data);
+      self->data = g_value_dup_boxed (value);
+      self->__isset_data = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -1147,6 +1635,14 @@ rank_entry_get_property (GObject *object,
       g_value_set_int64 (value, self->rank);
       break;
 
+    case PROP_RANK_ENTRY_SUBSCORES:
+      g_value_set_boxed (value, self->subscores);
+      break;
+
+    case PROP_RANK_ENTRY_DATA:
+      g_value_set_boxed (value, self->data);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -1161,6 +1657,10 @@ rank_entry_instance_init (rankEntry * object)
   object->member = NULL;
   object->score = 0;
   object->rank = 0;
+  object->subscores = g_array_new (0, 1, sizeof (gint64));
+  object->__isset_subscores = FALSE;
+  object->data = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  object->__isset_data = FALSE;
 }
 
 static void 
@@ -1174,6 +1674,16 @@ rank_entry_finalize (GObject *object)
   {
     g_free(tobject->member);
     tobject->member = NULL;
+  }
+  if (tobject->subscores != NULL)
+  {
+    g_array_unref (tobject->subscores);
+    tobject->subscores = NULL;
+  }
+  if (tobject->data != NULL)
+  {
+    g_hash_table_destroy (tobject->data);
+    tobject->data = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -1222,6 +1732,24 @@ rank_entry_class_init (rankEntryClass * cls)
                          G_MININT64,
                          G_MAXINT64,
                          0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_ENTRY_SUBSCORES,
+     g_param_spec_boxed ("subscores",
+                         NULL,
+                         NULL,
+                         G_TYPE_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_ENTRY_DATA,
+     g_param_spec_boxed ("data",
+                         NULL,
+                         NULL,
+                         G_TYPE_HASH_TABLE,
                          G_PARAM_READWRITE));
 }
 
@@ -4142,7 +4670,8 @@ enum _rankRankingGetTopNArgsProperties
   PROP_RANK_RANKING_GET_TOP_N_ARGS_BOARD,
   PROP_RANK_RANKING_GET_TOP_N_ARGS_N,
   PROP_RANK_RANKING_GET_TOP_N_ARGS_OFFSET,
-  PROP_RANK_RANKING_GET_TOP_N_ARGS_PERIODS_BACK
+  PROP_RANK_RANKING_GET_TOP_N_ARGS_PERIODS_BACK,
+  PROP_RANK_RANKING_GET_TOP_N_ARGS_WITH_DATA
 };
 
 /* reads a ranking_get_top_n_args object */
@@ -4252,6 +4781,19 @@ rank_ranking_get_top_n_args_read (ThriftStruct *object, ThriftProtocol *protocol
           xfer += ret;
         }
         break;
+      case 5:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->with_data, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_with_data = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -4321,6 +4863,16 @@ rank_ranking_get_top_n_args_write (ThriftStruct *object, ThriftProtocol *protoco
   if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
     return -1;
   xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "with_data", T_BOOL, 5, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_bool (protocol, this_object->with_data, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -4363,6 +4915,11 @@ rank_ranking_get_top_n_args_set_property (GObject *object,
       self->__isset_periods_back = TRUE;
       break;
 
+    case PROP_RANK_RANKING_GET_TOP_N_ARGS_WITH_DATA:
+      self->with_data = g_value_get_boolean (value);
+      self->__isset_with_data = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -4395,6 +4952,10 @@ rank_ranking_get_top_n_args_get_property (GObject *object,
       g_value_set_int (value, self->periods_back);
       break;
 
+    case PROP_RANK_RANKING_GET_TOP_N_ARGS_WITH_DATA:
+      g_value_set_boolean (value, self->with_data);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -4414,6 +4975,8 @@ rank_ranking_get_top_n_args_instance_init (rankRankingGetTopNArgs * object)
   object->__isset_offset = FALSE;
   object->periods_back = 0;
   object->__isset_periods_back = FALSE;
+  object->with_data = 0;
+  object->__isset_with_data = FALSE;
 }
 
 static void 
@@ -4487,6 +5050,15 @@ rank_ranking_get_top_n_args_class_init (rankRankingGetTopNArgsClass * cls)
                        G_MAXINT32,
                        0,
                        G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_TOP_N_ARGS_WITH_DATA,
+     g_param_spec_boolean ("with_data",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
 }
 
 GType
@@ -4593,19 +5165,19 @@ rank_ranking_get_top_n_result_read (ThriftStruct *object, ThriftProtocol *protoc
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem1 = NULL;
-              if ( _elem1 != NULL)
+              rankEntry * _elem15 = NULL;
+              if ( _elem15 != NULL)
               {
-                g_object_unref (_elem1);
+                g_object_unref (_elem15);
               }
-              _elem1 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem1), protocol, error)) < 0)
+              _elem15 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem15), protocol, error)) < 0)
               {
-                g_object_unref (_elem1);
+                g_object_unref (_elem15);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem1);
+              g_ptr_array_add (this_object->success, _elem15);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -4698,14 +5270,14 @@ rank_ranking_get_top_n_result_write (ThriftStruct *object, ThriftProtocol *proto
       return -1;
     xfer += ret;
     {
-      guint i2;
+      guint i16;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i2 = 0; i2 < (this_object->success ? this_object->success->len : 0); i2++)
+      for (i16 = 0; i16 < (this_object->success ? this_object->success->len : 0); i16++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i2))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i16))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -4936,7 +5508,8 @@ enum _rankRankingGetAroundArgsProperties
   PROP_RANK_RANKING_GET_AROUND_ARGS_BOARD,
   PROP_RANK_RANKING_GET_AROUND_ARGS_MEMBER,
   PROP_RANK_RANKING_GET_AROUND_ARGS_RADIUS,
-  PROP_RANK_RANKING_GET_AROUND_ARGS_PERIODS_BACK
+  PROP_RANK_RANKING_GET_AROUND_ARGS_PERIODS_BACK,
+  PROP_RANK_RANKING_GET_AROUND_ARGS_WITH_DATA
 };
 
 /* reads a ranking_get_around_args object */
@@ -5052,6 +5625,19 @@ rank_ranking_get_around_args_read (ThriftStruct *object, ThriftProtocol *protoco
           xfer += ret;
         }
         break;
+      case 5:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->with_data, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_with_data = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -5121,6 +5707,16 @@ rank_ranking_get_around_args_write (ThriftStruct *object, ThriftProtocol *protoc
   if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
     return -1;
   xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "with_data", T_BOOL, 5, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_bool (protocol, this_object->with_data, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -5165,6 +5761,11 @@ rank_ranking_get_around_args_set_property (GObject *object,
       self->__isset_periods_back = TRUE;
       break;
 
+    case PROP_RANK_RANKING_GET_AROUND_ARGS_WITH_DATA:
+      self->with_data = g_value_get_boolean (value);
+      self->__isset_with_data = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -5197,6 +5798,10 @@ rank_ranking_get_around_args_get_property (GObject *object,
       g_value_set_int (value, self->periods_back);
       break;
 
+    case PROP_RANK_RANKING_GET_AROUND_ARGS_WITH_DATA:
+      g_value_set_boolean (value, self->with_data);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -5216,6 +5821,8 @@ rank_ranking_get_around_args_instance_init (rankRankingGetAroundArgs * object)
   object->__isset_radius = FALSE;
   object->periods_back = 0;
   object->__isset_periods_back = FALSE;
+  object->with_data = 0;
+  object->__isset_with_data = FALSE;
 }
 
 static void 
@@ -5292,6 +5899,15 @@ rank_ranking_get_around_args_class_init (rankRankingGetAroundArgsClass * cls)
                        G_MAXINT32,
                        0,
                        G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_AROUND_ARGS_WITH_DATA,
+     g_param_spec_boolean ("with_data",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
 }
 
 GType
@@ -5399,19 +6015,19 @@ rank_ranking_get_around_result_read (ThriftStruct *object, ThriftProtocol *proto
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem3 = NULL;
-              if ( _elem3 != NULL)
+              rankEntry * _elem17 = NULL;
+              if ( _elem17 != NULL)
               {
-                g_object_unref (_elem3);
+                g_object_unref (_elem17);
               }
-              _elem3 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem3), protocol, error)) < 0)
+              _elem17 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem17), protocol, error)) < 0)
               {
-                g_object_unref (_elem3);
+                g_object_unref (_elem17);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem3);
+              g_ptr_array_add (this_object->success, _elem17);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -5527,14 +6143,14 @@ rank_ranking_get_around_result_write (ThriftStruct *object, ThriftProtocol *prot
       return -1;
     xfer += ret;
     {
-      guint i4;
+      guint i18;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i4 = 0; i4 < (this_object->success ? this_object->success->len : 0); i4++)
+      for (i18 = 0; i18 < (this_object->success ? this_object->success->len : 0); i18++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i4))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i18))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -5889,17 +6505,17 @@ rank_ranking_get_ranks_args_read (ThriftStruct *object, ThriftProtocol *protocol
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              gchar * _elem5 = NULL;
-              if (_elem5 != NULL)
+              gchar * _elem19 = NULL;
+              if (_elem19 != NULL)
               {
-                g_free(_elem5);
-                _elem5 = NULL;
+                g_free(_elem19);
+                _elem19 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &_elem5, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &_elem19, error)) < 0)
                 return -1;
               xfer += ret;
-              g_ptr_array_add (this_object->members, _elem5);
+              g_ptr_array_add (this_object->members, _elem19);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -5968,14 +6584,14 @@ rank_ranking_get_ranks_args_write (ThriftStruct *object, ThriftProtocol *protoco
     return -1;
   xfer += ret;
   {
-    guint i6;
+    guint i20;
 
     if ((ret = thrift_protocol_write_list_begin (protocol, T_STRING, (gint32) (this_object->members ? this_object->members->len : 0), error)) < 0)
       return -1;
     xfer += ret;
-    for (i6 = 0; i6 < (this_object->members ? this_object->members->len : 0); i6++)
+    for (i20 = 0; i20 < (this_object->members ? this_object->members->len : 0); i20++)
     {
-      if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) this_object->members, i6)), error)) < 0)
+      if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) this_object->members, i20)), error)) < 0)
         return -1;
       xfer += ret;
 
@@ -6252,19 +6868,19 @@ rank_ranking_get_ranks_result_read (ThriftStruct *object, ThriftProtocol *protoc
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankRankOf * _elem7 = NULL;
-              if ( _elem7 != NULL)
+              rankRankOf * _elem21 = NULL;
+              if ( _elem21 != NULL)
               {
-                g_object_unref (_elem7);
+                g_object_unref (_elem21);
               }
-              _elem7 = g_object_new (RANK_TYPE_RANK_OF, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem7), protocol, error)) < 0)
+              _elem21 = g_object_new (RANK_TYPE_RANK_OF, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem21), protocol, error)) < 0)
               {
-                g_object_unref (_elem7);
+                g_object_unref (_elem21);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem7);
+              g_ptr_array_add (this_object->success, _elem21);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -6357,14 +6973,14 @@ rank_ranking_get_ranks_result_write (ThriftStruct *object, ThriftProtocol *proto
       return -1;
     xfer += ret;
     {
-      guint i8;
+      guint i22;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i8 = 0; i8 < (this_object->success ? this_object->success->len : 0); i8++)
+      for (i22 = 0; i22 < (this_object->success ? this_object->success->len : 0); i22++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i8))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i22))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -10773,19 +11389,19 @@ rank_ranking_sample_result_read (ThriftStruct *object, ThriftProtocol *protocol,
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem9 = NULL;
-              if ( _elem9 != NULL)
+              rankEntry * _elem23 = NULL;
+              if ( _elem23 != NULL)
               {
-                g_object_unref (_elem9);
+                g_object_unref (_elem23);
               }
-              _elem9 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem9), protocol, error)) < 0)
+              _elem23 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem23), protocol, error)) < 0)
               {
-                g_object_unref (_elem9);
+                g_object_unref (_elem23);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem9);
+              g_ptr_array_add (this_object->success, _elem23);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -10878,14 +11494,14 @@ rank_ranking_sample_result_write (ThriftStruct *object, ThriftProtocol *protocol
       return -1;
     xfer += ret;
     {
-      guint i10;
+      guint i24;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i10 = 0; i10 < (this_object->success ? this_object->success->len : 0); i10++)
+      for (i24 = 0; i24 < (this_object->success ? this_object->success->len : 0); i24++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i10))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i24))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -11103,6 +11719,1674 @@ rank_ranking_sample_result_get_type (void)
 
     type = g_type_register_static (THRIFT_TYPE_STRUCT, 
                                    "rankRankingSampleResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingSetMemberDataArgsProperties
+{
+  PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_0,
+  PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_BOARD,
+  PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_MEMBER,
+  PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_DATA
+};
+
+/* reads a ranking_set_member_data_args object */
+static gint32
+rank_ranking_set_member_data_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingSetMemberDataArgs * this_object = RANK_RANKING_SET_MEMBER_DATA_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->member != NULL)
+          {
+            g_free(this_object->member);
+            this_object->member = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_member = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_MAP)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType key_type;
+            ThriftType value_type;
+
+            /* read the map begin marker */
+            if ((ret = thrift_protocol_read_map_begin (protocol, &key_type, &value_type, &size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through each of the map's fields */
+            for (i = 0; i < size; i++)
+            {
+              gchar * key25 = NULL;
+              gchar * val26 = NULL;
+              if (key25 != NULL)
+              {
+                g_free(key25);
+                key25 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &key25, error)) < 0)
+                return -1;
+              xfer += ret;
+              if (val26 != NULL)
+              {
+                g_free(val26);
+                val26 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &val26, error)) < 0)
+              {
+                /* rankd postprocess: do not leak on bad input */
+                g_free (key25);
+                return -1;
+              }
+              xfer += ret;
+              if (this_object->data && key25)
+                g_hash_table_insert ((GHashTable *)this_object->data, (gpointer) key25, (gpointer) val26);
+            }
+
+            /* read the map end marker */
+            if ((ret = thrift_protocol_read_map_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_data = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_set_member_data_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingSetMemberDataArgs * this_object = RANK_RANKING_SET_MEMBER_DATA_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingSetMemberDataArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "data", T_MAP, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    gchar * key27 = NULL;
+    gchar * val28 = NULL;
+    GList *key_list = NULL, *iter = NULL;
+    gchar ** keys;
+    int i = 0, key_count;
+
+    if ((ret = thrift_protocol_write_map_begin (protocol, T_STRING, T_STRING, this_object->data ? (gint32) g_hash_table_size ((GHashTable *) this_object->data) : 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if (this_object->data)
+      g_hash_table_foreach ((GHashTable *) this_object->data, thrift_hash_table_get_keys, &key_list);
+    key_count = g_list_length (key_list);
+    keys = g_newa (gchar *, key_count);
+    for (iter = g_list_first (key_list); iter; iter = iter->next)
+      keys[i++] = (gchar *) iter->data;
+    g_list_free (key_list);
+
+    for (i = 0; i < key_count; ++i)
+    {
+      key27 = keys[i];
+      val28 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->data), (gpointer) key27);
+
+      if ((ret = thrift_protocol_write_string (protocol,  key27, error)) < 0)
+        return -1;
+      xfer += ret;
+
+      if ((ret = thrift_protocol_write_string (protocol,  val28, error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_map_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_set_member_data_args_set_property (GObject *object,
+                                                guint property_id,
+                                                const GValue *value,
+                                                GParamSpec *pspec)
+{
+  rankRankingSetMemberDataArgs *self = RANK_RANKING_SET_MEMBER_DATA_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      self->__isset_board = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_MEMBER:
+      if (self->member != NULL)
+        g_free (self->member);
+      self->member = g_value_dup_string (value);
+      self->__isset_member = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_DATA:
+      if (self->data != NULL)
+        g_hash_table_unref (self->data);
+      self->data = g_value_dup_boxed (value);
+      self->__isset_data = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_set_member_data_args_get_property (GObject *object,
+                                                guint property_id,
+                                                GValue *value,
+                                                GParamSpec *pspec)
+{
+  rankRankingSetMemberDataArgs *self = RANK_RANKING_SET_MEMBER_DATA_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_MEMBER:
+      g_value_set_string (value, self->member);
+      break;
+
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_DATA:
+      g_value_set_boxed (value, self->data);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_set_member_data_args_instance_init (rankRankingSetMemberDataArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->__isset_board = FALSE;
+  object->member = NULL;
+  object->__isset_member = FALSE;
+  object->data = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  object->__isset_data = FALSE;
+}
+
+static void 
+rank_ranking_set_member_data_args_finalize (GObject *object)
+{
+  rankRankingSetMemberDataArgs *tobject = RANK_RANKING_SET_MEMBER_DATA_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->member != NULL)
+  {
+    g_free(tobject->member);
+    tobject->member = NULL;
+  }
+  if (tobject->data != NULL)
+  {
+    g_hash_table_destroy (tobject->data);
+    tobject->data = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_set_member_data_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_set_member_data_args_class_init (rankRankingSetMemberDataArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_set_member_data_args_read;
+  struct_class->write = rank_ranking_set_member_data_args_write;
+
+  gobject_class->finalize = rank_ranking_set_member_data_args_finalize;
+  gobject_class->get_property = rank_ranking_set_member_data_args_get_property;
+  gobject_class->set_property = rank_ranking_set_member_data_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_MEMBER,
+     g_param_spec_string ("member",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_DATA,
+     g_param_spec_boxed ("data",
+                         NULL,
+                         NULL,
+                         G_TYPE_HASH_TABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_set_member_data_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingSetMemberDataArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_set_member_data_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingSetMemberDataArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_set_member_data_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingSetMemberDataArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingSetMemberDataResultProperties
+{
+  PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_0,
+  PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_INVALID,
+  PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_NOT_FOUND,
+  PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_set_member_data_result object */
+static gint32
+rank_ranking_set_member_data_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingSetMemberDataResult * this_object = RANK_RANKING_SET_MEMBER_DATA_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->not_found != NULL)
+          {
+            g_object_unref (this_object->not_found);
+          }
+          this_object->not_found = g_object_new (RANK_TYPE_NOT_FOUND, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->not_found), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->not_found);
+            this_object->not_found = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_not_found = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_set_member_data_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingSetMemberDataResult * this_object = RANK_RANKING_SET_MEMBER_DATA_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingSetMemberDataResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_not_found == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "not_found", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->not_found), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_set_member_data_result_set_property (GObject *object,
+                                                  guint property_id,
+                                                  const GValue *value,
+                                                  GParamSpec *pspec)
+{
+  rankRankingSetMemberDataResult *self = RANK_RANKING_SET_MEMBER_DATA_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_NOT_FOUND:
+      if (self->not_found != NULL)
+        g_object_unref (self->not_found);
+      self->not_found = g_value_dup_object (value);
+      self->__isset_not_found = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_set_member_data_result_get_property (GObject *object,
+                                                  guint property_id,
+                                                  GValue *value,
+                                                  GParamSpec *pspec)
+{
+  rankRankingSetMemberDataResult *self = RANK_RANKING_SET_MEMBER_DATA_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_NOT_FOUND:
+      g_value_set_object (value, self->not_found);
+      break;
+
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_set_member_data_result_instance_init (rankRankingSetMemberDataResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->not_found = NULL;
+  object->__isset_not_found = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_set_member_data_result_finalize (GObject *object)
+{
+  rankRankingSetMemberDataResult *tobject = RANK_RANKING_SET_MEMBER_DATA_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->not_found != NULL)
+  {
+    g_object_unref(tobject->not_found);
+    tobject->not_found = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_set_member_data_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_set_member_data_result_class_init (rankRankingSetMemberDataResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_set_member_data_result_read;
+  struct_class->write = rank_ranking_set_member_data_result_write;
+
+  gobject_class->finalize = rank_ranking_set_member_data_result_finalize;
+  gobject_class->get_property = rank_ranking_set_member_data_result_get_property;
+  gobject_class->set_property = rank_ranking_set_member_data_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_NOT_FOUND,
+     g_param_spec_object ("not_found",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_NOT_FOUND,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_set_member_data_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingSetMemberDataResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_set_member_data_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingSetMemberDataResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_set_member_data_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingSetMemberDataResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetMemberDataArgsProperties
+{
+  PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_0,
+  PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_BOARD,
+  PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_MEMBER,
+  PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_PERIODS_BACK
+};
+
+/* reads a ranking_get_member_data_args object */
+static gint32
+rank_ranking_get_member_data_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetMemberDataArgs * this_object = RANK_RANKING_GET_MEMBER_DATA_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->member != NULL)
+          {
+            g_free(this_object->member);
+            this_object->member = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_member = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_member_data_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetMemberDataArgs * this_object = RANK_RANKING_GET_MEMBER_DATA_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetMemberDataArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_member_data_args_set_property (GObject *object,
+                                                guint property_id,
+                                                const GValue *value,
+                                                GParamSpec *pspec)
+{
+  rankRankingGetMemberDataArgs *self = RANK_RANKING_GET_MEMBER_DATA_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      self->__isset_board = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_MEMBER:
+      if (self->member != NULL)
+        g_free (self->member);
+      self->member = g_value_dup_string (value);
+      self->__isset_member = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_member_data_args_get_property (GObject *object,
+                                                guint property_id,
+                                                GValue *value,
+                                                GParamSpec *pspec)
+{
+  rankRankingGetMemberDataArgs *self = RANK_RANKING_GET_MEMBER_DATA_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_MEMBER:
+      g_value_set_string (value, self->member);
+      break;
+
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_member_data_args_instance_init (rankRankingGetMemberDataArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->__isset_board = FALSE;
+  object->member = NULL;
+  object->__isset_member = FALSE;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_ranking_get_member_data_args_finalize (GObject *object)
+{
+  rankRankingGetMemberDataArgs *tobject = RANK_RANKING_GET_MEMBER_DATA_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->member != NULL)
+  {
+    g_free(tobject->member);
+    tobject->member = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_member_data_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_member_data_args_class_init (rankRankingGetMemberDataArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_member_data_args_read;
+  struct_class->write = rank_ranking_get_member_data_args_write;
+
+  gobject_class->finalize = rank_ranking_get_member_data_args_finalize;
+  gobject_class->get_property = rank_ranking_get_member_data_args_get_property;
+  gobject_class->set_property = rank_ranking_get_member_data_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_MEMBER,
+     g_param_spec_string ("member",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_member_data_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetMemberDataArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_member_data_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetMemberDataArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_member_data_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetMemberDataArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetMemberDataResultProperties
+{
+  PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_0,
+  PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_SUCCESS,
+  PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_INVALID,
+  PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_NOT_FOUND,
+  PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_get_member_data_result object */
+static gint32
+rank_ranking_get_member_data_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetMemberDataResult * this_object = RANK_RANKING_GET_MEMBER_DATA_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_MAP)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType key_type;
+            ThriftType value_type;
+
+            /* read the map begin marker */
+            if ((ret = thrift_protocol_read_map_begin (protocol, &key_type, &value_type, &size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through each of the map's fields */
+            for (i = 0; i < size; i++)
+            {
+              gchar * key29 = NULL;
+              gchar * val30 = NULL;
+              if (key29 != NULL)
+              {
+                g_free(key29);
+                key29 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &key29, error)) < 0)
+                return -1;
+              xfer += ret;
+              if (val30 != NULL)
+              {
+                g_free(val30);
+                val30 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &val30, error)) < 0)
+              {
+                /* rankd postprocess: do not leak on bad input */
+                g_free (key29);
+                return -1;
+              }
+              xfer += ret;
+              if (this_object->success && key29)
+                g_hash_table_insert ((GHashTable *)this_object->success, (gpointer) key29, (gpointer) val30);
+            }
+
+            /* read the map end marker */
+            if ((ret = thrift_protocol_read_map_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->not_found != NULL)
+          {
+            g_object_unref (this_object->not_found);
+          }
+          this_object->not_found = g_object_new (RANK_TYPE_NOT_FOUND, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->not_found), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->not_found);
+            this_object->not_found = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_not_found = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_member_data_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetMemberDataResult * this_object = RANK_RANKING_GET_MEMBER_DATA_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetMemberDataResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_MAP, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      gchar * key31 = NULL;
+      gchar * val32 = NULL;
+      GList *key_list = NULL, *iter = NULL;
+      gchar ** keys;
+      int i = 0, key_count;
+
+      if ((ret = thrift_protocol_write_map_begin (protocol, T_STRING, T_STRING, this_object->success ? (gint32) g_hash_table_size ((GHashTable *) this_object->success) : 0, error)) < 0)
+        return -1;
+      xfer += ret;
+      if (this_object->success)
+        g_hash_table_foreach ((GHashTable *) this_object->success, thrift_hash_table_get_keys, &key_list);
+      key_count = g_list_length (key_list);
+      keys = g_newa (gchar *, key_count);
+      for (iter = g_list_first (key_list); iter; iter = iter->next)
+        keys[i++] = (gchar *) iter->data;
+      g_list_free (key_list);
+
+      for (i = 0; i < key_count; ++i)
+      {
+        key31 = keys[i];
+        val32 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->success), (gpointer) key31);
+
+        if ((ret = thrift_protocol_write_string (protocol,  key31, error)) < 0)
+          return -1;
+        xfer += ret;
+
+        if ((ret = thrift_protocol_write_string (protocol,  val32, error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_map_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_not_found == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "not_found", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->not_found), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_member_data_result_set_property (GObject *object,
+                                                  guint property_id,
+                                                  const GValue *value,
+                                                  GParamSpec *pspec)
+{
+  rankRankingGetMemberDataResult *self = RANK_RANKING_GET_MEMBER_DATA_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_hash_table_unref (self->success);
+      self->success = g_value_dup_boxed (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_NOT_FOUND:
+      if (self->not_found != NULL)
+        g_object_unref (self->not_found);
+      self->not_found = g_value_dup_object (value);
+      self->__isset_not_found = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_member_data_result_get_property (GObject *object,
+                                                  guint property_id,
+                                                  GValue *value,
+                                                  GParamSpec *pspec)
+{
+  rankRankingGetMemberDataResult *self = RANK_RANKING_GET_MEMBER_DATA_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_SUCCESS:
+      g_value_set_boxed (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_NOT_FOUND:
+      g_value_set_object (value, self->not_found);
+      break;
+
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_member_data_result_instance_init (rankRankingGetMemberDataResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->not_found = NULL;
+  object->__isset_not_found = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_get_member_data_result_finalize (GObject *object)
+{
+  rankRankingGetMemberDataResult *tobject = RANK_RANKING_GET_MEMBER_DATA_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_hash_table_destroy (tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->not_found != NULL)
+  {
+    g_object_unref(tobject->not_found);
+    tobject->not_found = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_member_data_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_member_data_result_class_init (rankRankingGetMemberDataResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_member_data_result_read;
+  struct_class->write = rank_ranking_get_member_data_result_write;
+
+  gobject_class->finalize = rank_ranking_get_member_data_result_finalize;
+  gobject_class->get_property = rank_ranking_get_member_data_result_get_property;
+  gobject_class->set_property = rank_ranking_get_member_data_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_SUCCESS,
+     g_param_spec_boxed ("success",
+                         NULL,
+                         NULL,
+                         G_TYPE_HASH_TABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_NOT_FOUND,
+     g_param_spec_object ("not_found",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_NOT_FOUND,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_member_data_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetMemberDataResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_member_data_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetMemberDataResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_member_data_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetMemberDataResultType",
                                    &type_info, 0);
     g_once_init_leave (&type_once, 1);
   }

@@ -40,6 +40,10 @@ struct _rankUpdateRequest
   gboolean __isset_mode;
   gint64 timestamp_ms;
   gboolean __isset_timestamp_ms;
+  GArray * subscores;
+  gboolean __isset_subscores;
+  GHashTable * data;
+  gboolean __isset_data;
 };
 typedef struct _rankUpdateRequest rankUpdateRequest;
 
@@ -67,6 +71,8 @@ struct _rankUpdateResponse
   gint64 rank;
   gboolean __isset_rank;
   gboolean applied;
+  GArray * subscores;
+  gboolean __isset_subscores;
 };
 typedef struct _rankUpdateResponse rankUpdateResponse;
 
@@ -93,6 +99,10 @@ struct _rankEntry
   gchar * member;
   gint64 score;
   gint64 rank;
+  GArray * subscores;
+  gboolean __isset_subscores;
+  GHashTable * data;
+  gboolean __isset_data;
 };
 typedef struct _rankEntry rankEntry;
 
@@ -393,6 +403,8 @@ struct _rankRankingGetTopNArgs
   gboolean __isset_offset;
   gint32 periods_back;
   gboolean __isset_periods_back;
+  gboolean with_data;
+  gboolean __isset_with_data;
 };
 typedef struct _rankRankingGetTopNArgs rankRankingGetTopNArgs;
 
@@ -453,6 +465,8 @@ struct _rankRankingGetAroundArgs
   gboolean __isset_radius;
   gint32 periods_back;
   gboolean __isset_periods_back;
+  gboolean with_data;
+  gboolean __isset_with_data;
 };
 typedef struct _rankRankingGetAroundArgs rankRankingGetAroundArgs;
 
@@ -914,5 +928,123 @@ GType rank_ranking_sample_result_get_type (void);
 #define RANK_IS_RANKING_SAMPLE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_SAMPLE_RESULT))
 #define RANK_IS_RANKING_SAMPLE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_SAMPLE_RESULT))
 #define RANK_RANKING_SAMPLE_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_SAMPLE_RESULT, rankRankingSampleResultClass))
+
+/* struct RankingSetMemberDataArgs */
+struct _rankRankingSetMemberDataArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gboolean __isset_board;
+  gchar * member;
+  gboolean __isset_member;
+  GHashTable * data;
+  gboolean __isset_data;
+};
+typedef struct _rankRankingSetMemberDataArgs rankRankingSetMemberDataArgs;
+
+struct _rankRankingSetMemberDataArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingSetMemberDataArgsClass rankRankingSetMemberDataArgsClass;
+
+GType rank_ranking_set_member_data_args_get_type (void);
+#define RANK_TYPE_RANKING_SET_MEMBER_DATA_ARGS (rank_ranking_set_member_data_args_get_type())
+#define RANK_RANKING_SET_MEMBER_DATA_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_SET_MEMBER_DATA_ARGS, rankRankingSetMemberDataArgs))
+#define RANK_RANKING_SET_MEMBER_DATA_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_SET_MEMBER_DATA_ARGS, rankRankingSetMemberDataArgsClass))
+#define RANK_IS_RANKING_SET_MEMBER_DATA_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_SET_MEMBER_DATA_ARGS))
+#define RANK_IS_RANKING_SET_MEMBER_DATA_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_SET_MEMBER_DATA_ARGS))
+#define RANK_RANKING_SET_MEMBER_DATA_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_SET_MEMBER_DATA_ARGS, rankRankingSetMemberDataArgsClass))
+
+/* struct RankingSetMemberDataResult */
+struct _rankRankingSetMemberDataResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankNotFound * not_found;
+  gboolean __isset_not_found;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingSetMemberDataResult rankRankingSetMemberDataResult;
+
+struct _rankRankingSetMemberDataResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingSetMemberDataResultClass rankRankingSetMemberDataResultClass;
+
+GType rank_ranking_set_member_data_result_get_type (void);
+#define RANK_TYPE_RANKING_SET_MEMBER_DATA_RESULT (rank_ranking_set_member_data_result_get_type())
+#define RANK_RANKING_SET_MEMBER_DATA_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_SET_MEMBER_DATA_RESULT, rankRankingSetMemberDataResult))
+#define RANK_RANKING_SET_MEMBER_DATA_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_SET_MEMBER_DATA_RESULT, rankRankingSetMemberDataResultClass))
+#define RANK_IS_RANKING_SET_MEMBER_DATA_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_SET_MEMBER_DATA_RESULT))
+#define RANK_IS_RANKING_SET_MEMBER_DATA_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_SET_MEMBER_DATA_RESULT))
+#define RANK_RANKING_SET_MEMBER_DATA_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_SET_MEMBER_DATA_RESULT, rankRankingSetMemberDataResultClass))
+
+/* struct RankingGetMemberDataArgs */
+struct _rankRankingGetMemberDataArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gboolean __isset_board;
+  gchar * member;
+  gboolean __isset_member;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankRankingGetMemberDataArgs rankRankingGetMemberDataArgs;
+
+struct _rankRankingGetMemberDataArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetMemberDataArgsClass rankRankingGetMemberDataArgsClass;
+
+GType rank_ranking_get_member_data_args_get_type (void);
+#define RANK_TYPE_RANKING_GET_MEMBER_DATA_ARGS (rank_ranking_get_member_data_args_get_type())
+#define RANK_RANKING_GET_MEMBER_DATA_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_MEMBER_DATA_ARGS, rankRankingGetMemberDataArgs))
+#define RANK_RANKING_GET_MEMBER_DATA_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_MEMBER_DATA_ARGS, rankRankingGetMemberDataArgsClass))
+#define RANK_IS_RANKING_GET_MEMBER_DATA_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_MEMBER_DATA_ARGS))
+#define RANK_IS_RANKING_GET_MEMBER_DATA_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_MEMBER_DATA_ARGS))
+#define RANK_RANKING_GET_MEMBER_DATA_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_MEMBER_DATA_ARGS, rankRankingGetMemberDataArgsClass))
+
+/* struct RankingGetMemberDataResult */
+struct _rankRankingGetMemberDataResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  GHashTable * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankNotFound * not_found;
+  gboolean __isset_not_found;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingGetMemberDataResult rankRankingGetMemberDataResult;
+
+struct _rankRankingGetMemberDataResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetMemberDataResultClass rankRankingGetMemberDataResultClass;
+
+GType rank_ranking_get_member_data_result_get_type (void);
+#define RANK_TYPE_RANKING_GET_MEMBER_DATA_RESULT (rank_ranking_get_member_data_result_get_type())
+#define RANK_RANKING_GET_MEMBER_DATA_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_MEMBER_DATA_RESULT, rankRankingGetMemberDataResult))
+#define RANK_RANKING_GET_MEMBER_DATA_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_MEMBER_DATA_RESULT, rankRankingGetMemberDataResultClass))
+#define RANK_IS_RANKING_GET_MEMBER_DATA_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_MEMBER_DATA_RESULT))
+#define RANK_IS_RANKING_GET_MEMBER_DATA_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_MEMBER_DATA_RESULT))
+#define RANK_RANKING_GET_MEMBER_DATA_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_MEMBER_DATA_RESULT, rankRankingGetMemberDataResultClass))
 
 #endif /* RANK_RANKING_TYPES_H */

@@ -15,6 +15,10 @@ Run by idl/regen.sh on every generated .c file; never edit gen-c_glib/ by hand.
 
 3. A missing required field is reported as "missing field", naming none.
    We name it, so a client's TApplicationException says what to fix.
+
+4. Container reads leak on a truncated or malformed message: a list<i64>
+   element's heap cell, or a map entry's key when its value fails to read.
+   Hostile bytes must not leak, so we free them on the error path.
 """
 import re
 import sys
@@ -36,6 +40,38 @@ MISSING = re.compile(
     r'                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,\n'
     r'                 )"missing field"\);'
 )
+
+LIST_ELEM = re.compile(
+    r"(?P<indent> +)gint64\* (?P<elem>_elem\d+) = g_new \(gint64, 1\);\n"
+    r"(?P=indent)if \(\(ret = thrift_protocol_read_i64 \(protocol, &\*(?P=elem), error\)\) < 0\)\n"
+    r"(?P=indent)  return (?P<ret>-1|0);\n"
+)
+MAP_VALUE = re.compile(
+    r"(?P<indent> +)if \(\(ret = thrift_protocol_read_string \(protocol, &(?P<val>val\d+), error\)\) < 0\)\n"
+    r"(?P=indent)  return (?P<ret>-1|0);\n"
+    r"(?P<rest>(?P=indent)xfer \+= ret;\n"
+    r"(?P=indent)if \((?:this_object->[a-z0-9_]+|\*_return) && (?P<key>key\d+)\)\n)"
+)
+
+
+def free_elem(m):
+    i, e = m.group("indent"), m.group("elem")
+    return (
+        f"{i}gint64* {e} = g_new (gint64, 1);\n"
+        f"{i}if ((ret = thrift_protocol_read_i64 (protocol, &*{e}, error)) < 0)\n"
+        f"{i}{{\n{i}  /* rankd postprocess: do not leak on bad input */\n"
+        f"{i}  g_free ({e});\n{i}  return {m.group('ret')};\n{i}}}\n"
+    )
+
+
+def free_key(m):
+    i, v, k = m.group("indent"), m.group("val"), m.group("key")
+    return (
+        f"{i}if ((ret = thrift_protocol_read_string (protocol, &{v}, error)) < 0)\n"
+        f"{i}{{\n{i}  /* rankd postprocess: do not leak on bad input */\n"
+        f"{i}  g_free ({k});\n{i}  return {m.group('ret')};\n{i}}}\n"
+        + m.group("rest")
+    )
 
 
 def name_missing(m):
@@ -74,6 +110,12 @@ def main(paths):
         text, n_final = FINALIZE.subn(chain_up, text)
         text, n_type = GET_TYPE.subn(once, text)
         text = MISSING.sub(name_missing, text)
+        text, n_elem = LIST_ELEM.subn(free_elem, text)
+        text, n_key = MAP_VALUE.subn(free_key, text)
+        left = text.count("= g_new (gint64, 1);") - n_elem
+        if left or text.count("read_string (protocol, &val") != n_key:
+            sys.exit(f"postprocess: {path}: container reads left unpatched; "
+                     "has the thrift compiler changed?")
         expected_final = 1 if path.endswith("_types.c") else 0
         if (expected_final and n_final == 0) or n_type == 0:
             sys.exit(f"postprocess: {path}: expected patterns not found "

@@ -6,10 +6,12 @@
  * existing ones never change meaning.
  *
  * Ordering on a board: higher score first (lower first on boards configured
- * with order=asc); equal scores are ranked by who reached that score first (the
- * timestamp of the update that last changed the score); equal score and time by
- * member id, ascending bytewise. Rank numbers are ordinal (1,2,3,4) unless the
- * board is configured with rank=competition (1,2,2,4) or rank=dense (1,2,2,3).
+ * with order=asc); on a board configured with subscores (up to three, each asc
+ * or desc), equal scores by the subscores in turn; then by who reached that
+ * score (and subscores) first (the timestamp of the update that last changed
+ * them); then by member id, ascending bytewise. Rank numbers are ordinal
+ * (1,2,3,4) unless the board is configured with rank=competition (1,2,2,4) or
+ * rank=dense (1,2,2,3) (boards without subscores only).
  *
  * Limits (InvalidArgument names the field and the limit when one is broken):
  *   board       1-200 bytes of UTF-8, no control characters, no '{' or '}'
@@ -18,6 +20,10 @@
  *   scores      integers with |score| <= 2^53-1 (9007199254740991)
  *   timestamps  Unix milliseconds from 0 (1970-01-01T00:00:00.000Z)
  *               to 7289654399999 (2200-12-31T23:59:59.999Z)
+ *   subscores   exactly as many as the board declares (INCREMENT: or none),
+ *               any i64
+ *   member data at most 16 keys; a key 1-64 bytes, a value 0-256 bytes, both
+ *               UTF-8 without NUL; keys and values at most 1024 bytes in all
  */
 
 namespace c_glib rank
@@ -62,6 +68,20 @@ struct UpdateRequest {
    * period (a past one only with accept_late). Default: the server's clock.
    */
   6: optional i64 timestamp_ms
+  /**
+   * The board's subscores (config subscores=), all of them, in the declared
+   * order. BEST keeps the better of the whole (score, subscores) tuple, never
+   * parts of two submissions. INCREMENT may leave them unset: the member keeps
+   * its current subscores (0s for a new member). Not allowed on boards
+   * without subscores.
+   */
+  7: optional list<i64> subscores
+  /**
+   * Replaces the member's data (display name, country...) when the update is
+   * applied, even if the score does not change; an empty map deletes it.
+   * Unset: the data stays as it is. Limits in the header above.
+   */
+  8: optional map<string, string> data
 }
 
 struct UpdateResponse {
@@ -76,6 +96,8 @@ struct UpdateResponse {
   2: optional i64 rank
   /** False: this request_id was already applied; nothing changed, score and rank are current. */
   3: required bool applied
+  /** The member's subscores after the update, on boards with subscores. */
+  4: optional list<i64> subscores
 }
 
 /** One member's place on a board. */
@@ -84,6 +106,10 @@ struct Entry {
   2: required i64 score
   /** 1-based; equal scores share one on competition and dense boards. */
   3: required i64 rank
+  /** On boards with subscores: the member's, in the declared order. */
+  4: optional list<i64> subscores
+  /** The member's data, when asked for (with_data) and the member has some. */
+  5: optional map<string, string> data
 }
 
 /** One member's answer in GetRanks. */
@@ -138,18 +164,20 @@ service Ranking {
    * offset >= 0. A board with no members (or an offset past its end) gives an
    * empty list. On a sharded board offset+n is at most the board's
    * max_top_depth (default 10000); beyond it, InvalidArgument. periods_back as
-   * in GetRank.
+   * in GetRank. with_data: each entry carries its member's data (Entry.data).
    */
-  list<Entry> GetTopN(1: string board, 2: i32 n, 3: i32 offset, 4: i32 periods_back = 0)
+  list<Entry> GetTopN(1: string board, 2: i32 n, 3: i32 offset, 4: i32 periods_back = 0,
+                      5: bool with_data = false)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 
   /**
    * The member and up to radius entries above and below it, best first (fewer
    * at either end of the board). 0 <= radius <= 100. NotFound if the member is
    * not on the board. On a sharded board its rank plus radius is at most the
-   * board's max_top_depth.
+   * board's max_top_depth. with_data: each entry carries its member's data.
    */
-  list<Entry> GetAround(1: string board, 2: string member, 3: i32 radius, 4: i32 periods_back = 0)
+  list<Entry> GetAround(1: string board, 2: string member, 3: i32 radius, 4: i32 periods_back = 0,
+                        5: bool with_data = false)
     throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
 
   /** Score and rank of each member (1 to 1000 of them), in the order asked. */
@@ -195,4 +223,17 @@ service Ranking {
    */
   list<Entry> Sample(1: string board, 2: i64 min_score, 3: i64 max_score, 4: i32 count, 5: i32 periods_back = 0)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * Replaces the member's data (an empty map deletes it); NotFound if the
+   * member is not on the board (on a periodic board: in the current period,
+   * whose keys the data shares, expiring with them). Setting the same data
+   * twice is harmless, so there is no request id. Limits in the header above.
+   */
+  void SetMemberData(1: string board, 2: string member, 3: map<string, string> data)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+
+  /** The member's data (empty if none); NotFound if it is not on the board. */
+  map<string, string> GetMemberData(1: string board, 2: string member, 3: i32 periods_back = 0)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
 }

@@ -33,11 +33,13 @@ typedef struct
   GHashTable *lines; /* "section\nkey" or "section" -> line number */
 } Loader;
 
-static const char *const board_keys[] = {
-  "shards",         "max_top_depth", "order",     "rank",        "mode",
-  "dedup_window",   "cap",           "period",    "timezone",    "week_start",
-  "period_seconds", "period_epoch",  "retention", "accept_late", NULL
-};
+static const char *const board_keys[]
+    = { "shards",     "max_top_depth",  "order",
+        "rank",       "mode",           "dedup_window",
+        "cap",        "period",         "timezone",
+        "week_start", "period_seconds", "period_epoch",
+        "retention",  "accept_late",    "subscores",
+        NULL };
 static const char *const redis_keys[] = { "nodes", "user", "password", NULL };
 
 static gboolean fail_at (const Loader *loader, const char *section,
@@ -313,6 +315,44 @@ get_choice (const Loader *loader, const char *section, const char *key,
   }
 }
 
+/* subscores=desc,asc,...: up to RANK_SUBSCORES_MAX directions; "none" or
+ * an empty value for none. */
+static gboolean
+load_subscores (const Loader *loader, const char *section, RankBoardOptions *o,
+                GError **error)
+{
+  g_autofree char *value = NULL;
+  g_auto (GStrv) parts = NULL;
+  guint n;
+
+  if (!g_key_file_has_key (loader->file, section, "subscores", NULL))
+    return TRUE;
+  value = g_strstrip (
+      g_key_file_get_value (loader->file, section, "subscores", NULL));
+  if (*value == '\0' || strcmp (value, "none") == 0)
+    {
+      o->n_subscores = 0;
+      return TRUE;
+    }
+  parts = g_strsplit (value, ",", -1);
+  n = g_strv_length (parts);
+  if (n > RANK_SUBSCORES_MAX)
+    return fail_at (loader, section, "subscores", error,
+                    "at most %d, got %u in '%s'", RANK_SUBSCORES_MAX, n, value);
+  for (guint i = 0; i < n; i++)
+    {
+      const char *dir = g_strstrip (parts[i]);
+
+      if (strcmp (dir, "asc") != 0 && strcmp (dir, "desc") != 0)
+        return fail_at (loader, section, "subscores", error,
+                        "each must be asc or desc, got '%s' in '%s'", dir,
+                        value);
+      o->subscore_asc[i] = strcmp (dir, "asc") == 0;
+    }
+  o->n_subscores = n;
+  return TRUE;
+}
+
 static gboolean
 load_board (const Loader *loader, const char *section, RankBoardOptions *o,
             GError **error)
@@ -345,7 +385,17 @@ load_board (const Loader *loader, const char *section, RankBoardOptions *o,
   o->order = (RankOrder) order;
   o->rank = (RankKind) kind;
   o->mode = (RankMode) mode;
-  ok = ok && load_period (loader, section, o, error);
+  ok = ok && load_period (loader, section, o, error)
+       && load_subscores (loader, section, o, error);
+  /* Competition and dense ranks count better scores; with subscores, equal
+   * scores are not equal places, and no count gives their ranks. */
+  if (ok && o->n_subscores > 0 && o->rank != RANK_KIND_ORDINAL)
+    return fail_at (
+        loader, section,
+        g_key_file_has_key (loader->file, section, "subscores", NULL)
+            ? "subscores"
+            : NULL,
+        error, "a board with subscores must have rank=ordinal");
   /* A capped sharded board hides members past the cap by their ordinal
    * position, which its other rank kinds do not give. */
   if (ok && o->cap > 0 && o->shards > 1 && o->rank != RANK_KIND_ORDINAL)

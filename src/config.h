@@ -20,6 +20,8 @@
  *   period_epoch=0        ... from this Unix time
  *   retention=7           past periods kept (default 1)
  *   accept_late=false     updates for a past retained period (default refused)
+ *   subscores=desc,asc    up to 3 tie-breakers after the score, each higher
+ *                         first (desc) or lower first (asc); default none
  *
  *   [redis]
  *   nodes=127.0.0.1:7000;127.0.0.1:7001;127.0.0.1:7002
@@ -37,6 +39,7 @@
 
 #include <glib.h>
 
+#include "constants.h"
 #include "period.h"
 
 /* How Update combines a value with the current score (the IDL's UpdateMode). */
@@ -81,6 +84,9 @@ typedef struct
   RankPeriodRule period;
   gboolean accept_late; /* updates for past retained periods */
   guint retention;      /* past periods kept */
+  /* Tie-breakers after the score: how many, and which sort lower first. */
+  guint n_subscores;
+  gboolean subscore_asc[RANK_SUBSCORES_MAX];
 } RankBoardOptions;
 
 typedef struct _RankConfig RankConfig;

@@ -22,6 +22,13 @@
 
 /* GetTopN page size. */
 #define RANK_TOP_N_MAX 1000
+#define RANK_SUBSCORES_MAX 3
+/* Member data (Update.data, SetMemberData): keys, their bytes, value bytes,
+ * and keys plus values in all. */
+#define RANK_DATA_KEYS_MAX 16
+#define RANK_DATA_KEY_MAX_BYTES 64
+#define RANK_DATA_VALUE_MAX_BYTES 256
+#define RANK_DATA_TOTAL_MAX_BYTES 1024
 
 /* Sharded boards (config.h): at most this many shards per board; GetTopN
  * serves offset+n up to max_top_depth (default, and its upper limit: a read
@@ -79,6 +86,7 @@
   "d"                              /* rank=dense: sorted set of the scores     \
                                     */
 #define RANK_KEY_SUFFIX_COUNTS "c" /* rank=dense: hash score -> members */
+#define RANK_KEY_SUFFIX_DATA "a"   /* hash: member -> its data (encoded) */
 
 /* Shard i of a sharded board: RANK_SHARD_KEY_PREFIX ":{" board "/" i "}:"
  * suffix. Each shard is its own hash tag (shards spread over a cluster);

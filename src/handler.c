@@ -14,6 +14,7 @@
 
 #include "constants.h"
 #include "error.h"
+#include "memberdata.h"
 #include "rank_ranking_types.h"
 #include "validate.h"
 
@@ -36,14 +37,19 @@ typedef enum
   METHOD_GET_PERCENTILE,
   METHOD_GET_SCORE_AT_PERCENTILE,
   METHOD_SAMPLE,
+  METHOD_SET_MEMBER_DATA,
+  METHOD_GET_MEMBER_DATA,
   METHOD_UNKNOWN,
 } Method;
 
-static const char *const method_names[] = {
-  "Update", "GetRank", "GetTopN",      "GetAround",     "GetRanks",
-  "Remove", "Count",   "CountBetween", "GetPercentile", "GetScoreAtPercentile",
-  "Sample"
-};
+static const char *const method_names[]
+    = { "Update",        "GetRank",
+        "GetTopN",       "GetAround",
+        "GetRanks",      "Remove",
+        "Count",         "CountBetween",
+        "GetPercentile", "GetScoreAtPercentile",
+        "Sample",        "SetMemberData",
+        "GetMemberData" };
 
 typedef struct
 {
@@ -200,17 +206,61 @@ parse_mode (const rankUpdateRequest *request, RankMode board_mode,
     }
 }
 
+/* Subscores: all the board's, or (INCREMENT) none. */
+static gboolean
+check_subscores (const rankUpdateRequest *request, const RankBoardOptions *o,
+                 RankUpdate *update, GError **error)
+{
+  guint n = request->__isset_subscores ? request->subscores->len : 0;
+
+  if (n > 0 && o->n_subscores == 0)
+    g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "subscores: board '%s' has none (config subscores=), got %u",
+                 request->board, n);
+  else if (n != o->n_subscores
+           && !(n == 0 && update->mode == RANK_MODE_INCREMENT))
+    g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "subscores: board '%s' ranks by %u subscores; %s must give "
+                 "all %u, got %u",
+                 request->board, o->n_subscores,
+                 update->mode == RANK_MODE_INCREMENT ? "INCREMENT"
+                                                     : "BEST and SET",
+                 o->n_subscores, n);
+  else
+    {
+      update->n_subscores = n;
+      update->subscores
+          = n > 0 ? (const gint64 *) request->subscores->data : NULL;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+/* On success, *data_buf holds the encoded data (g_free it). */
 static gboolean
 check_update (RankStore *store, const rankUpdateRequest *request,
-              RankUpdate *update, GError **error)
+              RankUpdate *update, char **data_buf, GError **error)
 {
-  if (!rank_validate_board (request->board, error)
-      || !rank_validate_member (request->member, error)
-      || !rank_validate_request_id (request->request_id, error)
-      || !parse_mode (request, rank_store_board (store, request->board)->mode,
-                      &update->mode, error)
-      || !rank_validate_score ("value", request->value, error))
+  const RankBoardOptions *o;
+
+  if (!rank_validate_board (request->board, error))
     return FALSE;
+  o = rank_store_board (store, request->board);
+  if (!rank_validate_member (request->member, error)
+      || !rank_validate_request_id (request->request_id, error)
+      || !parse_mode (request, o->mode, &update->mode, error)
+      || !rank_validate_score ("value", request->value, error)
+      || !check_subscores (request, o, update, error))
+    return FALSE;
+  if (request->__isset_data)
+    {
+      *data_buf = rank_member_data_encode (request->data, "data",
+                                           &update->data_len, error);
+      if (*data_buf == NULL)
+        return FALSE;
+      update->data_given = TRUE;
+      update->data = *data_buf;
+    }
   update->board = request->board;
   update->member = request->member;
   update->request_id = request->request_id;
@@ -243,6 +293,9 @@ update_done (const RankUpdateResult *r, const GError *error, gpointer data)
   result->success->applied = r->applied;
   result->success->rank = r->rank;
   result->success->__isset_rank = r->rank > 0;
+  g_array_append_vals (result->success->subscores, r->subscores,
+                       r->n_subscores);
+  result->success->__isset_subscores = r->n_subscores > 0;
   result->__isset_success = TRUE;
   reply (call, THRIFT_STRUCT (result), 0, NULL);
   g_object_unref (result);
@@ -253,9 +306,11 @@ start_update (Call *call)
 {
   rankRankingUpdateArgs *args = RANK_RANKING_UPDATE_ARGS (call->args);
   g_autoptr (GError) error = NULL;
-  RankUpdate update;
+  g_autofree char *data = NULL;
+  RankUpdate update = { 0 };
 
-  if (!check_update (call->handler->store, args->request, &update, &error)
+  if (!check_update (call->handler->store, args->request, &update, &data,
+                     &error)
       || !rank_store_check_update (call->handler->store, &update, &error))
     {
       update_done (NULL, error, call);
@@ -267,7 +322,7 @@ start_update (Call *call)
 /* ---- GetRank ---- */
 
 static void
-rank_done (gint64 score, gint64 rank, const GError *error, gpointer data)
+rank_done (const RankEntry *e, const GError *error, gpointer data)
 {
   Call *call = data;
   rankRankingGetRankArgs *args = RANK_RANKING_GET_RANK_ARGS (call->args);
@@ -281,8 +336,11 @@ rank_done (gint64 score, gint64 rank, const GError *error, gpointer data)
   result = g_object_new (RANK_TYPE_RANKING_GET_RANK_RESULT, NULL);
   g_free (result->success->member);
   result->success->member = g_strdup (args->member);
-  result->success->score = score;
-  result->success->rank = rank;
+  result->success->score = e->score;
+  result->success->rank = e->rank;
+  g_array_append_vals (result->success->subscores, e->subscores,
+                       e->n_subscores);
+  result->success->__isset_subscores = e->n_subscores > 0;
   result->__isset_success = TRUE;
   reply (call, THRIFT_STRUCT (result), 0, NULL);
   g_object_unref (result);
@@ -299,7 +357,7 @@ start_get_rank (Call *call)
       || !rank_store_check_period (call->handler->store, args->board,
                                    args->periods_back, &error))
     {
-      rank_done (0, 0, error, call);
+      rank_done (NULL, error, call);
       return;
     }
   rank_store_get_rank (call->handler->store, args->board, args->member,
@@ -312,6 +370,55 @@ start_get_rank (Call *call)
  * the Redis reply: a page of 1000 entries would otherwise be 1000 GObjects
  * and 1000 string copies per call. test_service and the Python client
  * check the encoding in both protocols. */
+static gboolean
+write_field_begin (ThriftProtocol *out, const char *name, ThriftType type,
+                   gint16 id, GError **error)
+{
+  return thrift_protocol_write_field_begin (out, name, type, id, error) >= 0;
+}
+
+/* Entry.subscores (4) and Entry.data (5), when the entry has them. */
+static gboolean
+write_entry_extras (ThriftProtocol *out, const RankEntry *e, GError **error)
+{
+  RankDataPair pairs[RANK_DATA_KEYS_MAX];
+  guint n = 0;
+  gboolean ok = TRUE;
+
+  if (e->n_subscores > 0)
+    {
+      ok = write_field_begin (out, "subscores", T_LIST, 4, error)
+           && thrift_protocol_write_list_begin (out, T_I64, e->n_subscores,
+                                                error)
+                  >= 0;
+      for (guint i = 0; ok && i < e->n_subscores; i++)
+        ok = thrift_protocol_write_i64 (out, e->subscores[i], error) >= 0;
+      ok = ok && thrift_protocol_write_list_end (out, error) >= 0
+           && thrift_protocol_write_field_end (out, error) >= 0;
+    }
+  if (!ok || e->data == NULL)
+    return ok;
+  if (!rank_member_data_parse (e->data, e->data_len, pairs, &n))
+    {
+      /* Not written by rankd: leave it out rather than fail the page. */
+      g_warning ("member data of '%.*s' is malformed; left out",
+                 (int) e->member_len, e->member);
+      return TRUE;
+    }
+  ok = write_field_begin (out, "data", T_MAP, 5, error)
+       && thrift_protocol_write_map_begin (out, T_STRING, T_STRING, n, error)
+              >= 0;
+  for (guint i = 0; ok && i < n; i++)
+    ok = thrift_protocol_write_binary (out, (gpointer) pairs[i].key,
+                                       (guint32) pairs[i].key_len, error)
+             >= 0
+         && thrift_protocol_write_binary (out, (gpointer) pairs[i].value,
+                                          (guint32) pairs[i].value_len, error)
+                >= 0;
+  return ok && thrift_protocol_write_map_end (out, error) >= 0
+         && thrift_protocol_write_field_end (out, error) >= 0;
+}
+
 static gboolean
 write_entry (ThriftProtocol *out, const RankEntry *e, GError **error)
 {
@@ -331,6 +438,7 @@ write_entry (ThriftProtocol *out, const RankEntry *e, GError **error)
                 >= 0
          && thrift_protocol_write_i64 (out, e->rank, error) >= 0
          && thrift_protocol_write_field_end (out, error) >= 0
+         && write_entry_extras (out, e, error)
          && thrift_protocol_write_field_stop (out, error) >= 0
          && thrift_protocol_write_struct_end (out, error) >= 0;
 }
@@ -410,7 +518,8 @@ start_get_top_n (Call *call)
       return;
     }
   rank_store_get_top (call->handler->store, args->board, args->offset, args->n,
-                      (guint) args->periods_back, top_done, call);
+                      (guint) args->periods_back, args->with_data, top_done,
+                      call);
 }
 
 /* ---- GetAround ---- */
@@ -433,20 +542,22 @@ around_page (const RankEntry *entries, gsize n, const GError *error,
 
 /* The member's position is known: read the page around it. */
 static void
-around_found (gint64 score, gint64 position, const GError *error, gpointer data)
+around_found (const RankEntry *e, const GError *error, gpointer data)
 {
   Call *call = data;
   rankRankingGetAroundArgs *args = RANK_RANKING_GET_AROUND_ARGS (call->args);
   g_autoptr (GError) deep = NULL;
-  gint64 offset = MAX (0, position - 1 - args->radius);
-  gint n = (gint) (position - offset + args->radius);
+  gint64 offset, position;
+  gint n;
 
-  (void) score;
   if (error != NULL)
     {
       reply_error (call, RANK_TYPE_RANKING_GET_AROUND_RESULT, error);
       return;
     }
+  position = e->rank;
+  offset = MAX (0, position - 1 - args->radius);
+  n = (gint) (position - offset + args->radius);
   if (!rank_store_check_top (call->handler->store, args->board, offset, n,
                              &deep))
     {
@@ -454,7 +565,8 @@ around_found (gint64 score, gint64 position, const GError *error, gpointer data)
       return;
     }
   rank_store_get_top (call->handler->store, args->board, offset, n,
-                      (guint) args->periods_back, around_page, call);
+                      (guint) args->periods_back, args->with_data, around_page,
+                      call);
 }
 
 static void
@@ -740,7 +852,7 @@ percentile_equal (gint64 equal, const GError *error, gpointer data)
 
 /* Step 1: the member's score, and how many are better (competition rank). */
 static void
-percentile_found (gint64 score, gint64 rank, const GError *error, gpointer data)
+percentile_found (const RankEntry *e, const GError *error, gpointer data)
 {
   Call *call = data;
   rankRankingGetPercentileArgs *args
@@ -751,8 +863,8 @@ percentile_found (gint64 score, gint64 rank, const GError *error, gpointer data)
       percentile_total (0, error, call);
       return;
     }
-  call->step[0] = rank - 1;
-  rank_store_count (call->handler->store, args->board, TRUE, score, score,
+  call->step[0] = e->rank - 1;
+  rank_store_count (call->handler->store, args->board, TRUE, e->score, e->score,
                     (guint) args->periods_back, percentile_equal, call);
 }
 
@@ -820,7 +932,7 @@ score_at_total (gint64 total, const GError *error, gpointer data)
       score_at_entry (NULL, 0, deep, call);
       return;
     }
-  rank_store_get_top (call->handler->store, args->board, position - 1, 1,
+  rank_store_get_top (call->handler->store, args->board, position - 1, 1, FALSE,
                       (guint) args->periods_back, score_at_entry, call);
 }
 
@@ -953,6 +1065,92 @@ start_sample (Call *call)
                      call);
 }
 
+/* ---- SetMemberData, GetMemberData ---- */
+
+static void
+set_data_done (const GError *error, gpointer data)
+{
+  Call *call = data;
+  rankRankingSetMemberDataResult *result;
+
+  if (error != NULL)
+    {
+      reply_error (call, RANK_TYPE_RANKING_SET_MEMBER_DATA_RESULT, error);
+      return;
+    }
+  result = g_object_new (RANK_TYPE_RANKING_SET_MEMBER_DATA_RESULT, NULL);
+  reply (call, THRIFT_STRUCT (result), 0, NULL);
+  g_object_unref (result);
+}
+
+static void
+start_set_member_data (Call *call)
+{
+  rankRankingSetMemberDataArgs *args
+      = RANK_RANKING_SET_MEMBER_DATA_ARGS (call->args);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *encoded = NULL;
+  gsize len = 0;
+
+  if (!rank_validate_board (args->board, &error)
+      || !rank_validate_member (args->member, &error)
+      || (encoded = rank_member_data_encode (args->data, "data", &len, &error))
+             == NULL)
+    {
+      set_data_done (error, call);
+      return;
+    }
+  rank_store_set_data (call->handler->store, args->board, args->member, encoded,
+                       len, set_data_done, call);
+}
+
+static void
+get_data_done (const char *data, gsize len, const GError *error,
+               gpointer user_data)
+{
+  Call *call = user_data;
+  g_autoptr (GError) bad = NULL;
+  rankRankingGetMemberDataResult *result;
+  RankDataPair pairs[RANK_DATA_KEYS_MAX];
+  guint n = 0;
+
+  if (error == NULL && !rank_member_data_parse (data, len, pairs, &n))
+    error = bad = g_error_new (RANK_ERROR, RANK_ERROR_INTERNAL,
+                               "stored member data is malformed");
+  if (error != NULL)
+    {
+      reply_error (call, RANK_TYPE_RANKING_GET_MEMBER_DATA_RESULT, error);
+      return;
+    }
+  result = g_object_new (RANK_TYPE_RANKING_GET_MEMBER_DATA_RESULT, NULL);
+  for (guint i = 0; i < n; i++)
+    g_hash_table_insert (result->success,
+                         g_strndup (pairs[i].key, pairs[i].key_len),
+                         g_strndup (pairs[i].value, pairs[i].value_len));
+  result->__isset_success = TRUE;
+  reply (call, THRIFT_STRUCT (result), 0, NULL);
+  g_object_unref (result);
+}
+
+static void
+start_get_member_data (Call *call)
+{
+  rankRankingGetMemberDataArgs *args
+      = RANK_RANKING_GET_MEMBER_DATA_ARGS (call->args);
+  g_autoptr (GError) error = NULL;
+
+  if (!rank_validate_board (args->board, &error)
+      || !rank_validate_member (args->member, &error)
+      || !rank_store_check_period (call->handler->store, args->board,
+                                   args->periods_back, &error))
+    {
+      get_data_done (NULL, 0, error, call);
+      return;
+    }
+  rank_store_get_data (call->handler->store, args->board, args->member,
+                       (guint) args->periods_back, get_data_done, call);
+}
+
 /* ---- dispatch ---- */
 
 RankDispatch
@@ -971,6 +1169,8 @@ rank_handler_dispatch (RankHandler *handler, gpointer conn, const char *method,
     RANK_TYPE_RANKING_GET_PERCENTILE_ARGS,
     RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_ARGS,
     RANK_TYPE_RANKING_SAMPLE_ARGS,
+    RANK_TYPE_RANKING_SET_MEMBER_DATA_ARGS,
+    RANK_TYPE_RANKING_GET_MEMBER_DATA_ARGS,
   };
   Call *call = g_new0 (Call, 1);
 
@@ -1041,6 +1241,12 @@ rank_handler_dispatch (RankHandler *handler, gpointer conn, const char *method,
       break;
     case METHOD_SAMPLE:
       start_sample (call);
+      break;
+    case METHOD_SET_MEMBER_DATA:
+      start_set_member_data (call);
+      break;
+    case METHOD_GET_MEMBER_DATA:
+      start_get_member_data (call);
       break;
     default:
       start_count (call);

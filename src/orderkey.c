@@ -29,6 +29,34 @@ rank_orderkey_decode_time (const guint8 in[RANK_ORDERKEY_TIME_BYTES])
   return (gint64) v;
 }
 
+void
+rank_orderkey_encode_subscore (gint64 x, gboolean asc,
+                               guint8 out[RANK_ORDERKEY_SUBSCORE_BYTES])
+{
+  guint64 v = (guint64) x ^ G_GUINT64_CONSTANT (0x8000000000000000);
+
+  if (!asc)
+    v = ~v;
+  for (int i = RANK_ORDERKEY_SUBSCORE_BYTES - 1; i >= 0; i--)
+    {
+      out[i] = (guint8) (v & 0xff);
+      v >>= 8;
+    }
+}
+
+gint64
+rank_orderkey_decode_subscore (const guint8 in[RANK_ORDERKEY_SUBSCORE_BYTES],
+                               gboolean asc)
+{
+  guint64 v = 0;
+
+  for (int i = 0; i < RANK_ORDERKEY_SUBSCORE_BYTES; i++)
+    v = (v << 8) | in[i];
+  if (!asc)
+    v = ~v;
+  return (gint64) (v ^ G_GUINT64_CONSTANT (0x8000000000000000));
+}
+
 double
 rank_orderkey_zscore (gint64 score)
 {

@@ -9,6 +9,16 @@
  * so ascending sorted-set order is rank order: higher score first, then the
  * earlier time, then member id ascending bytewise. One double cannot carry
  * score and time exactly (53 + 43 bits); the time lives in the member instead.
+ *
+ * A board with subscores puts them before the time, 8 bytes each:
+ *
+ *   zset member = sub1(8) .. subK(8) time(6) member
+ *
+ * a subscore x as the big-endian bytes of (x XOR 2^63) when it sorts lower
+ * first (asc), of their complement when higher first (desc): bytewise order
+ * is then the subscore's rank order, over the whole i64 range. The bytes
+ * before the member id are the member's prefix (kept in the board's times
+ * hash): RANK_ORDERKEY_TIME_BYTES + 8 * subscores of them.
  */
 #ifndef RANK_ORDERKEY_H
 #define RANK_ORDERKEY_H
@@ -16,6 +26,18 @@
 #include <glib.h>
 
 #define RANK_ORDERKEY_TIME_BYTES 6
+#define RANK_ORDERKEY_SUBSCORE_BYTES 8
+
+/* The prefix length of a board with n subscores. */
+#define RANK_ORDERKEY_PREFIX_BYTES(n)                                          \
+  (RANK_ORDERKEY_SUBSCORE_BYTES * (n) + RANK_ORDERKEY_TIME_BYTES)
+
+/* Writes subscore x, sorting lower first when asc, into out. */
+void rank_orderkey_encode_subscore (gint64 x, gboolean asc,
+                                    guint8 out[RANK_ORDERKEY_SUBSCORE_BYTES]);
+gint64
+rank_orderkey_decode_subscore (const guint8 in[RANK_ORDERKEY_SUBSCORE_BYTES],
+                               gboolean asc);
 
 /* Writes ms (0 <= ms < 2^48) big-endian into out. */
 void rank_orderkey_encode_time (gint64 ms,

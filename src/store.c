@@ -46,6 +46,7 @@ struct _RankStore
   GRand *rand; /* Sample */
   Script update;
   Script rank;
+  Script data;
 };
 
 /* Longest key: prefix, board, shard, period, suffix and punctuation. */
@@ -107,10 +108,12 @@ rank_store_new (RankRedisLink *const *links, guint n_links, RankConfig *config,
   store->rand = seed != 0 ? g_rand_new_with_seed (seed) : g_rand_new ();
   script_init (&store->update, "update.lua", rank_lua_update);
   script_init (&store->rank, "rank.lua", rank_lua_rank);
+  script_init (&store->data, "data.lua", rank_lua_data);
   for (guint i = 0; i < n_links; i++)
     {
       script_register (links[i], &store->update);
       script_register (links[i], &store->rank);
+      script_register (links[i], &store->data);
     }
   return store;
 }
@@ -177,8 +180,10 @@ unexpected (const redisReply *reply, const char *what)
 }
 
 /* Fingerprint of what a request id stands for: a retry must carry the same
- * member, mode and value. 4 bytes: a false match needs a client bug (an id
- * reused for another update) and 2^-32 luck, and only hides that bug. */
+ * member, mode and value (and subscores and data, when given: an update
+ * without them hashes as before they existed). 4 bytes: a false match needs
+ * a client bug (an id reused for another update) and 2^-32 luck, and only
+ * hides that bug. */
 static void
 fingerprint (const RankUpdate *update, guint8 out[4])
 {
@@ -191,8 +196,58 @@ fingerprint (const RankUpdate *update, guint8 out[4])
               update->value);
   g_checksum_update (sum, (const guchar *) head, -1);
   g_checksum_update (sum, (const guchar *) update->member, -1);
+  for (guint i = 0; i < update->n_subscores; i++)
+    {
+      g_snprintf (head, sizeof head, "\ns%" G_GINT64_FORMAT,
+                  update->subscores[i]);
+      g_checksum_update (sum, (const guchar *) head, -1);
+    }
+  if (update->data_given)
+    {
+      g_snprintf (head, sizeof head, "\nd%" G_GSIZE_FORMAT ":",
+                  update->data_len);
+      g_checksum_update (sum, (const guchar *) head, -1);
+      g_checksum_update (sum, (const guchar *) update->data,
+                         (gssize) update->data_len);
+    }
   g_checksum_get_digest (sum, digest, &len);
   memcpy (out, digest, 4);
+}
+
+/* A board's order-key prefix bytes: subscores, then time (orderkey.h). */
+static gsize
+prefix_len (const RankBoardOptions *o)
+{
+  return RANK_ORDERKEY_PREFIX_BYTES (o->n_subscores);
+}
+
+/* The subscores a prefix (or an order key) starts with. */
+static void
+decode_subscores (const RankBoardOptions *o, const char *prefix, guint *n,
+                  gint64 *out)
+{
+  *n = o->n_subscores;
+  for (guint i = 0; i < o->n_subscores; i++)
+    out[i] = rank_orderkey_decode_subscore (
+        (const guint8 *) prefix + i * RANK_ORDERKEY_SUBSCORE_BYTES,
+        o->subscore_asc[i]);
+}
+
+/* An entry (rank 0, no data) from its order key and sorted-set score. */
+static void
+entry_from_key (const RankBoardOptions *o, const char *key, gsize key_len,
+                gint64 zscore, RankEntry *e)
+{
+  gsize skip = prefix_len (o);
+
+  g_assert (key_len > skip);
+  e->member = key + skip;
+  e->member_len = key_len - skip;
+  e->score = o->order == RANK_ORDER_ASC ? zscore : -zscore;
+  e->rank = 0;
+  e->data = NULL;
+  e->data_len = 0;
+  decode_subscores (o, key, &e->n_subscores, e->subscores);
 }
 
 /* The request id as stored: 10 bytes of its SHA-256, and 4 more bytes that
@@ -218,7 +273,7 @@ request_id_hash (const char *request_id, guint8 field[10], guint32 *selector)
 /* A command's arguments, built up in one buffer: on the stack for the
  * usual command, on the heap only for the long key lists of a sharded read
  * (op_start copies it into the Op either way). */
-#define CMD_MAX_ARGS (RANK_SHARDS_MAX + 16)
+#define CMD_MAX_ARGS (MAX (RANK_SHARDS_MAX, RANK_TOP_N_MAX) + 16)
 #define CMD_INLINE_BYTES 1024
 
 typedef struct
@@ -451,6 +506,7 @@ typedef struct
 {
   RankStoreUpdateFunc func;
   gpointer data;
+  RankBoardOptions options; /* a copy: a reload may free the config */
 } UpdateCall;
 
 static void
@@ -458,15 +514,21 @@ update_done (Op *op, const redisReply *reply, const GError *error)
 {
   UpdateCall *call = op->data;
   g_autoptr (GError) bad = NULL;
-  RankUpdateResult result;
+  RankUpdateResult result = { 0 };
   gint64 applied = 0;
+  gsize subs_len = call->options.n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES;
 
   if (error == NULL
       && (reply->type != REDIS_REPLY_ARRAY
           || !int_element (reply, 0, &result.score)
           || !int_element (reply, 1, &result.rank)
-          || !int_element (reply, 2, &applied)))
+          || !int_element (reply, 2, &applied) || !string_element (reply, 3)
+          || (reply->element[3]->len != subs_len
+              && reply->element[3]->len != 0)))
     error = bad = unexpected (reply, "update.lua");
+  if (error == NULL && reply->element[3]->len == subs_len)
+    decode_subscores (&call->options, reply->element[3]->str,
+                      &result.n_subscores, result.subscores);
   result.applied = applied != 0;
   call->func (error != NULL ? NULL : &result, error, call->data);
   g_free (call);
@@ -481,6 +543,7 @@ rank_store_update (RankStore *store, const RankUpdate *update,
   guint shard = rank_shard_of (update->member, member_len, o->shards);
   guint node = rank_shard_node (shard, store->n_links);
   guint8 prefix[RANK_ORDERKEY_TIME_BYTES], fp[4], idhash[10];
+  guint8 subs[RANK_SUBSCORES_MAX * RANK_ORDERKEY_SUBSCORE_BYTES];
   UpdateCall *call = g_new (UpdateCall, 1);
   RankPeriod period;
   guint32 sel;
@@ -492,6 +555,14 @@ rank_store_update (RankStore *store, const RankUpdate *update,
   request_id_hash (update->request_id, idhash, &sel);
   call->func = func;
   call->data = data;
+  call->options = *o;
+  /* Without subscores, an INCREMENT keeps the member's own; a new member
+   * gets 0s. */
+  g_assert (update->n_subscores == 0 || update->n_subscores == o->n_subscores);
+  for (guint i = 0; i < o->n_subscores; i++)
+    rank_orderkey_encode_subscore (
+        update->n_subscores > 0 ? update->subscores[i] : 0, o->subscore_asc[i],
+        subs + i * RANK_ORDERKEY_SUBSCORE_BYTES);
   cmd_init (&cmd);
   cmd_add_key (&cmd, update->board, period.label, shard, o->shards,
                RANK_KEY_SUFFIX_SCORES);
@@ -503,6 +574,8 @@ rank_store_update (RankStore *store, const RankUpdate *update,
                RANK_KEY_SUFFIX_DISTINCT);
   cmd_add_key (&cmd, update->board, period.label, shard, o->shards,
                RANK_KEY_SUFFIX_COUNTS);
+  cmd_add_key (&cmd, update->board, period.label, shard, o->shards,
+               RANK_KEY_SUFFIX_DATA);
   cmd_add (&cmd, update->member, member_len);
   cmd_add_int (&cmd, update->mode);
   cmd_add_int (&cmd, update->value);
@@ -525,7 +598,12 @@ rank_store_update (RankStore *store, const RankUpdate *update,
                o->period.kind == RANK_PERIOD_NONE
                    ? 0
                    : rank_period_expiry_ms (&o->period, &period, o->retention));
-  op_start (store, store->links[node], &store->update, 5, &cmd, update_done,
+  cmd_add (&cmd, subs, o->n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES);
+  cmd_add_str (&cmd, update->n_subscores == 0 ? "1" : "0");
+  cmd_add_str (&cmd, update->data_given ? "1" : "0");
+  cmd_add (&cmd, update->data_given ? update->data : "",
+           update->data_given ? update->data_len : 0);
+  op_start (store, store->links[node], &store->update, 6, &cmd, update_done,
             call, node);
 }
 
@@ -669,6 +747,8 @@ typedef struct
   gpointer data;
   Countdown countdown;
   gint64 score;
+  guint n_subscores;
+  gint64 subscores[RANK_SUBSCORES_MAX];
   Ahead ahead;       /* entries ahead of the member, over the nodes */
   RankPeriod period; /* the period read (periodic boards) */
   char *board;
@@ -696,9 +776,18 @@ rank_finish (RankCall *call)
                        "member '%s' is not among the best %u of board '%s'",
                        call->member, o->cap, call->board);
   if (call->countdown.error != NULL)
-    call->func (0, 0, call->countdown.error, call->data);
+    call->func (NULL, call->countdown.error, call->data);
   else
-    call->func (call->score, rank, NULL, call->data);
+    {
+      RankEntry e = { .member = call->member,
+                      .member_len = strlen (call->member),
+                      .score = call->score,
+                      .rank = rank,
+                      .n_subscores = call->n_subscores };
+
+      memcpy (e.subscores, call->subscores, sizeof e.subscores);
+      call->func (&e, NULL, call->data);
+    }
   g_clear_error (&call->countdown.error);
   ahead_clear (&call->ahead);
   g_free (call->board);
@@ -749,6 +838,15 @@ rank_found (Op *op, const redisReply *reply, const GError *error)
     }
   key = reply->element[2];
   zscore = reply->element[3];
+  if (key->len <= prefix_len (&call->options))
+    {
+      error = bad = unexpected (reply, "rank.lua find (short key)");
+      countdown_done (&call->countdown, error);
+      rank_finish (call);
+      return;
+    }
+  decode_subscores (&call->options, key->str, &call->n_subscores,
+                    call->subscores);
   call->countdown.pending += send_counts (
       call->store, call->board, &call->period, &call->options, op->part,
       zscore->str, zscore->len, key->str, key->len, rank_counted, call);
@@ -841,7 +939,7 @@ struct _RanksCall
 };
 
 static void
-rank_of_done (gint64 score, gint64 rank, const GError *error, gpointer data)
+rank_of_done (const RankEntry *e, const GError *error, gpointer data)
 {
   RanksSlot *slot = data;
   RanksCall *call = slot->call;
@@ -852,8 +950,8 @@ rank_of_done (gint64 score, gint64 rank, const GError *error, gpointer data)
   if (error == NULL)
     {
       r->found = TRUE;
-      r->score = score;
-      r->rank = rank;
+      r->score = e->score;
+      r->rank = e->rank;
     }
   if (!countdown_done (&call->countdown, absent ? NULL : error))
     return;
@@ -982,12 +1080,19 @@ typedef struct
   const RankShardEntry *merged[RANK_TOP_N_MAX];
   gsize merged_len;
   Ahead better;
+  /* with_data: each merged entry's shard, and its data once read (NULL:
+   * none). */
+  gboolean with_data;
+  guint8 shard_of[RANK_TOP_N_MAX];
+  char **member_data;
+  gsize *member_data_len;
   Page pages[]; /* one per shard; pages[0] only on an ordinary board */
 } TopCall;
 
-/* Copies a ZRANGE ... WITHSCORES reply into page. */
+/* Copies a ZRANGE ... WITHSCORES reply into page; every key must be longer
+ * than the board's prefix (min_key_len). */
 static GError *
-page_read (Page *page, const redisReply *reply)
+page_read (Page *page, const redisReply *reply, gsize min_key_len)
 {
   gsize bytes = 0, n;
 
@@ -1007,7 +1112,7 @@ page_read (Page *page, const redisReply *reply)
       RankShardEntry *e = &page->entries[i];
 
       if (key->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING
-          || key->len <= RANK_ORDERKEY_TIME_BYTES
+          || key->len <= min_key_len
           || !rank_orderkey_parse_zscore (sc->str, sc->len, &e->zscore))
         return unexpected (reply, "ZRANGE (malformed entry)");
       e->zscore = -e->zscore;
@@ -1028,6 +1133,11 @@ top_free (TopCall *call)
       g_free (call->pages[i].entries);
       g_free (call->pages[i].keys);
     }
+  if (call->member_data != NULL)
+    for (gsize i = 0; i < call->merged_len; i++)
+      g_free (call->member_data[i]);
+  g_free (call->member_data);
+  g_free (call->member_data_len);
   g_clear_error (&call->countdown.error);
   ahead_clear (&call->better);
   g_free (call->board);
@@ -1060,10 +1170,13 @@ top_deliver (TopCall *call)
       const RankShardEntry *e = call->merged[i];
       gint64 position = call->offset + (gint64) i + 1;
 
-      entries[i].member = e->key + RANK_ORDERKEY_TIME_BYTES;
-      entries[i].member_len = e->key_len - RANK_ORDERKEY_TIME_BYTES;
-      entries[i].score
-          = call->options.order == RANK_ORDER_ASC ? e->zscore : -e->zscore;
+      entry_from_key (&call->options, e->key, e->key_len, e->zscore,
+                      &entries[i]);
+      if (call->member_data != NULL)
+        {
+          entries[i].data = call->member_data[i];
+          entries[i].data_len = call->member_data_len[i];
+        }
       if (call->options.rank == RANK_KIND_ORDINAL)
         entries[i].rank = position;
       else if (i == 0)
@@ -1079,6 +1192,89 @@ top_deliver (TopCall *call)
   top_free (call);
 }
 
+/* One shard's HMGET of its members' data: the values in the order of the
+ * page's entries from that shard. */
+static void
+top_data_read (Op *op, const redisReply *reply, const GError *error)
+{
+  TopCall *call = op->data;
+  g_autoptr (GError) bad = NULL;
+  gsize next = 0;
+
+  if (error == NULL && reply->type != REDIS_REPLY_ARRAY)
+    error = bad = unexpected (reply, "HMGET");
+  for (gsize i = 0; error == NULL && i < call->merged_len; i++)
+    {
+      const redisReply *v;
+
+      if (call->shard_of[i] != op->part)
+        continue;
+      if (next >= reply->elements)
+        {
+          error = bad = unexpected (reply, "HMGET (short)");
+          break;
+        }
+      v = reply->element[next++];
+      if (v->type == REDIS_REPLY_STRING)
+        {
+          call->member_data[i] = g_memdup2 (v->str, v->len);
+          call->member_data_len[i] = v->len;
+        }
+    }
+  if (countdown_done (&call->countdown, error))
+    top_deliver (call);
+}
+
+/* The page is known; with_data, read its members' data (one HMGET per
+ * shard with entries on the page, all sent at once), then answer. */
+static void
+top_ready (TopCall *call)
+{
+  const RankBoardOptions *o = &call->options;
+  gsize skip = prefix_len (o);
+  gboolean used[RANK_SHARDS_MAX] = { FALSE };
+
+  if (!call->with_data || call->countdown.error != NULL
+      || call->merged_len == 0)
+    {
+      top_deliver (call);
+      return;
+    }
+  call->member_data = g_new0 (char *, call->merged_len);
+  call->member_data_len = g_new0 (gsize, call->merged_len);
+  call->countdown.pending = 1;
+  for (gsize i = 0; i < call->merged_len; i++)
+    {
+      const RankShardEntry *e = call->merged[i];
+
+      call->shard_of[i] = (guint8) rank_shard_of (e->key + skip,
+                                                  e->key_len - skip, o->shards);
+      used[call->shard_of[i]] = TRUE;
+    }
+  for (guint shard = 0; shard < o->shards; shard++)
+    {
+      Cmd cmd;
+
+      if (!used[shard])
+        continue;
+      cmd_init (&cmd);
+      cmd_add_str (&cmd, "HMGET");
+      cmd_add_key (&cmd, call->board, call->period.label, shard, o->shards,
+                   RANK_KEY_SUFFIX_DATA);
+      for (gsize i = 0; i < call->merged_len; i++)
+        if (call->shard_of[i] == shard)
+          cmd_add (&cmd, call->merged[i]->key + skip,
+                   call->merged[i]->key_len - skip);
+      call->countdown.pending++;
+      op_start (
+          call->store,
+          call->store->links[rank_shard_node (shard, call->store->n_links)],
+          NULL, 0, &cmd, top_data_read, call, shard);
+    }
+  if (countdown_done (&call->countdown, NULL))
+    top_deliver (call);
+}
+
 static void
 top_counted (Op *op, const redisReply *reply, const GError *error)
 {
@@ -1088,7 +1284,7 @@ top_counted (Op *op, const redisReply *reply, const GError *error)
   if (error == NULL && !ahead_add (&call->better, reply))
     error = bad = unexpected (reply, "rank.lua count");
   if (countdown_done (&call->countdown, error))
-    top_deliver (call);
+    top_ready (call);
 }
 
 /* Competition and dense ranks of a page that does not start at the top
@@ -1110,7 +1306,7 @@ top_count_better (TopCall *call)
                        G_MAXUINT, zscore, len, first->key, first->key_len,
                        top_counted, call);
   if (countdown_done (&call->countdown, NULL))
-    top_deliver (call);
+    top_ready (call);
 }
 
 static void
@@ -1138,7 +1334,7 @@ top_merge (TopCall *call)
       && call->merged_len > 0)
     top_count_better (call);
   else
-    top_deliver (call);
+    top_ready (call);
 }
 
 static void
@@ -1148,7 +1344,8 @@ top_read (Op *op, const redisReply *reply, const GError *error)
   g_autoptr (GError) bad = NULL;
 
   if (error == NULL)
-    error = bad = page_read (&call->pages[op->part], reply);
+    error = bad = page_read (&call->pages[op->part], reply,
+                             prefix_len (&call->options));
   if (countdown_done (&call->countdown, error))
     top_merge (call);
 }
@@ -1240,7 +1437,8 @@ rank_store_check_top (RankStore *store, const char *board, gint64 offset,
 
 void
 rank_store_get_top (RankStore *store, const char *board, gint64 offset, gint n,
-                    guint periods_back, RankStoreTopFunc func, gpointer data)
+                    guint periods_back, gboolean with_data,
+                    RankStoreTopFunc func, gpointer data)
 {
   const RankBoardOptions *o = rank_config_board (store->config, board);
   TopCall *call;
@@ -1258,6 +1456,7 @@ rank_store_get_top (RankStore *store, const char *board, gint64 offset, gint n,
   call->data = data;
   call->offset = offset;
   call->n = n;
+  call->with_data = with_data;
   call->countdown.pending = o->shards;
   for (guint shard = 0; shard < o->shards; shard++)
     {
@@ -1314,16 +1513,8 @@ sample_finish (SampleCall *call)
     {
       for (guint i = 0; i < call->n; i++)
         if (call->keys[i] != NULL) /* gone since round 1: skipped */
-          {
-            entries[n].member = call->keys[i] + RANK_ORDERKEY_TIME_BYTES;
-            entries[n].member_len
-                = call->key_lens[i] - RANK_ORDERKEY_TIME_BYTES;
-            entries[n].score = call->options.order == RANK_ORDER_ASC
-                                   ? call->zscores[i]
-                                   : -call->zscores[i];
-            entries[n].rank = 0;
-            n++;
-          }
+          entry_from_key (&call->options, call->keys[i], call->key_lens[i],
+                          call->zscores[i], &entries[n++]);
       call->func (entries, n, NULL, call->data);
     }
   for (guint i = 0; i < call->n; i++)
@@ -1341,7 +1532,7 @@ sample_entry (Op *op, const redisReply *reply, const GError *error)
   Page page = { 0 };
 
   if (error == NULL)
-    error = bad = page_read (&page, reply);
+    error = bad = page_read (&page, reply, prefix_len (&call->options));
   if (error == NULL && page.len == 1)
     {
       call->keys[op->part]
@@ -1472,4 +1663,93 @@ rank_store_sample (RankStore *store, const char *board, gint64 min, gint64 max,
                   NULL, 0, &cmd, sample_counted, call,
                   shard * 2 + (guint) which);
       }
+}
+
+/* ---- member data ---- */
+
+typedef struct
+{
+  RankStoreDoneFunc set_func;
+  RankStoreDataFunc get_func;
+  gpointer data;
+  char *board;
+  char *member;
+} DataCall;
+
+static void
+data_done (Op *op, const redisReply *reply, const GError *error)
+{
+  DataCall *call = op->data;
+  g_autoptr (GError) bad = NULL;
+
+  if (error == NULL && reply->type == REDIS_REPLY_NIL)
+    error = bad = g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND,
+                               "member '%s' is not on board '%s'", call->member,
+                               call->board);
+  else if (error == NULL
+           && reply->type
+                  != (call->get_func != NULL ? REDIS_REPLY_STRING
+                                             : REDIS_REPLY_INTEGER))
+    error = bad = unexpected (reply, "data.lua");
+  if (call->get_func != NULL)
+    call->get_func (error == NULL ? reply->str : NULL,
+                    error == NULL ? reply->len : 0, error, call->data);
+  else
+    call->set_func (error, call->data);
+  g_free (call->board);
+  g_free (call->member);
+  g_free (call);
+}
+
+static void
+data_call (RankStore *store, DataCall *call, guint periods_back,
+           const char *value, gsize len)
+{
+  const RankBoardOptions *o = rank_config_board (store->config, call->board);
+  gsize member_len = strlen (call->member);
+  guint shard = rank_shard_of (call->member, member_len, o->shards);
+  RankPeriod period;
+  Cmd cmd;
+
+  rank_period_back (&o->period, g_get_real_time () / 1000, periods_back,
+                    &period);
+  cmd_init (&cmd);
+  cmd_add_key (&cmd, call->board, period.label, shard, o->shards,
+               RANK_KEY_SUFFIX_TIMES);
+  cmd_add_key (&cmd, call->board, period.label, shard, o->shards,
+               RANK_KEY_SUFFIX_DATA);
+  cmd_add_str (&cmd, value != NULL ? "set" : "get");
+  cmd_add (&cmd, call->member, member_len);
+  if (value != NULL)
+    cmd_add (&cmd, value, len);
+  op_start (store, store->links[rank_shard_node (shard, store->n_links)],
+            &store->data, 2, &cmd, data_done, call, 0);
+}
+
+void
+rank_store_set_data (RankStore *store, const char *board, const char *member,
+                     const char *data, gsize len, RankStoreDoneFunc func,
+                     gpointer user_data)
+{
+  DataCall *call = g_new0 (DataCall, 1);
+
+  call->set_func = func;
+  call->data = user_data;
+  call->board = g_strdup (board);
+  call->member = g_strdup (member);
+  data_call (store, call, 0, data != NULL ? data : "", len);
+}
+
+void
+rank_store_get_data (RankStore *store, const char *board, const char *member,
+                     guint periods_back, RankStoreDataFunc func,
+                     gpointer user_data)
+{
+  DataCall *call = g_new0 (DataCall, 1);
+
+  call->get_func = func;
+  call->data = user_data;
+  call->board = g_strdup (board);
+  call->member = g_strdup (member);
+  data_call (store, call, periods_back, NULL, 0);
 }

@@ -21,6 +21,7 @@
 #include <glib.h>
 
 #include "config.h"
+#include "constants.h"
 #include "redis_link.h"
 
 typedef struct _RankStore RankStore;
@@ -33,6 +34,15 @@ typedef struct
   gint64 value;
   RankMode mode;
   gint64 timestamp_ms;
+  /* The board's subscores, or none (n_subscores 0: an INCREMENT keeps the
+   * member's own). */
+  const gint64 *subscores;
+  guint n_subscores;
+  /* data_given: replace the member's data with data (memberdata.h's
+   * encoding; empty: delete it). */
+  gboolean data_given;
+  const char *data;
+  gsize data_len;
 } RankUpdate;
 
 typedef struct
@@ -40,9 +50,12 @@ typedef struct
   gint64 score;
   gint64 rank; /* 0: not ranked; RANK_MODE_REMOVE: 1 if it was removed */
   gboolean applied;
+  /* The member's subscores after the update (boards with subscores). */
+  guint n_subscores;
+  gint64 subscores[RANK_SUBSCORES_MAX];
 } RankUpdateResult;
 
-/* One entry of a page; member is not NUL-terminated and lives only during
+/* One entry of a page; member (not NUL-terminated) and data live only during
  * the callback. */
 typedef struct
 {
@@ -50,12 +63,17 @@ typedef struct
   gsize member_len;
   gint64 score;
   gint64 rank;
+  guint n_subscores; /* the board's */
+  gint64 subscores[RANK_SUBSCORES_MAX];
+  const char *data; /* with_data: the member's, encoded; NULL if none */
+  gsize data_len;
 } RankEntry;
 
 typedef void (*RankStoreUpdateFunc) (const RankUpdateResult *result,
                                      const GError *error, gpointer data);
-typedef void (*RankStoreRankFunc) (gint64 score, gint64 rank,
-                                   const GError *error, gpointer data);
+/* entry: the member's place (NULL on error). */
+typedef void (*RankStoreRankFunc) (const RankEntry *entry, const GError *error,
+                                   gpointer data);
 typedef void (*RankStoreCountFunc) (gint64 count, const GError *error,
                                     gpointer data);
 
@@ -132,9 +150,10 @@ gboolean rank_store_check_period (RankStore *store, const char *board,
 gboolean rank_store_check_top (RankStore *store, const char *board,
                                gint64 offset, gint n, GError **error);
 
+/* with_data: each entry carries its member's data (one more round trip). */
 void rank_store_get_top (RankStore *store, const char *board, gint64 offset,
-                         gint n, guint periods_back, RankStoreTopFunc func,
-                         gpointer data);
+                         gint n, guint periods_back, gboolean with_data,
+                         RankStoreTopFunc func, gpointer data);
 
 /* Up to count distinct members drawn uniformly from those with
  * min <= score <= max: the entries come without ranks (rank 0), in no
@@ -142,5 +161,20 @@ void rank_store_get_top (RankStore *store, const char *board, gint64 offset,
 void rank_store_sample (RankStore *store, const char *board, gint64 min,
                         gint64 max, gint count, guint periods_back,
                         RankStoreTopFunc func, gpointer data);
+
+/* SetMemberData: replaces the data of a member on the board's current
+ * period (data as memberdata.h encodes it; empty deletes it). NotFound if
+ * the member is not on it. */
+typedef void (*RankStoreDoneFunc) (const GError *error, gpointer user_data);
+void rank_store_set_data (RankStore *store, const char *board,
+                          const char *member, const char *data, gsize len,
+                          RankStoreDoneFunc func, gpointer user_data);
+
+/* GetMemberData: func gets the encoded data (empty if none), or NotFound. */
+typedef void (*RankStoreDataFunc) (const char *data, gsize len,
+                                   const GError *error, gpointer user_data);
+void rank_store_get_data (RankStore *store, const char *board,
+                          const char *member, guint periods_back,
+                          RankStoreDataFunc func, gpointer user_data);
 
 #endif /* RANK_STORE_H */

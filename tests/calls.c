@@ -35,18 +35,13 @@ take_error (Result *r, GError *error)
   g_error_free (error);
 }
 
-Result
-update_on (RankClient *c, const char *board, const char *member, gint64 value,
-           const char *rid, int mode, gint64 ts)
+rankUpdateRequest *
+update_request_new (const char *board, const char *member, gint64 value,
+                    const char *rid, int mode, gint64 ts)
 {
-  Result r = { 0 };
   rankUpdateRequest *req
       = g_object_new (RANK_TYPE_UPDATE_REQUEST, "board", board, "member",
                       member, "value", value, "request_id", rid, NULL);
-  rankUpdateResponse *resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
-  rankInvalidArgument *invalid = NULL;
-  rankUnavailable *unavailable = NULL;
-  GError *error = NULL;
 
   /* Fields, not properties: the properties refuse out-of-range values, and
    * the tests send those on purpose. */
@@ -60,6 +55,39 @@ update_on (RankClient *c, const char *board, const char *member, gint64 value,
       req->timestamp_ms = ts;
       req->__isset_timestamp_ms = TRUE;
     }
+  return req;
+}
+
+Result
+update_on (RankClient *c, const char *board, const char *member, gint64 value,
+           const char *rid, int mode, gint64 ts)
+{
+  rankUpdateRequest *req
+      = update_request_new (board, member, value, rid, mode, ts);
+  Result r = update_request_on (c, req);
+
+  g_object_unref (req);
+  return r;
+}
+
+static void
+copy_subscores (Result *r, const GArray *subscores, gboolean isset)
+{
+  r->n_subscores = isset ? subscores->len : 0;
+  g_assert_cmpuint (r->n_subscores, <=, G_N_ELEMENTS (r->subscores));
+  for (guint i = 0; i < r->n_subscores; i++)
+    r->subscores[i] = g_array_index (subscores, gint64, i);
+}
+
+Result
+update_request_on (RankClient *c, rankUpdateRequest *req)
+{
+  Result r = { 0 };
+  rankUpdateResponse *resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  GError *error = NULL;
+
   if (rank_ranking_if_update (rank_client_iface (c), &resp, req, &invalid,
                               &unavailable, &error))
     {
@@ -68,6 +96,7 @@ update_on (RankClient *c, const char *board, const char *member, gint64 value,
       r.rank = resp->rank;
       r.has_rank = resp->__isset_rank;
       r.applied = resp->applied;
+      copy_subscores (&r, resp->subscores, resp->__isset_subscores);
     }
   else if (invalid != NULL)
     take_exception (&r, G_OBJECT (invalid), INVALID);
@@ -76,7 +105,6 @@ update_on (RankClient *c, const char *board, const char *member, gint64 value,
   else
     take_error (&r, error);
   g_object_unref (resp);
-  g_object_unref (req);
   return r;
 }
 
@@ -106,6 +134,7 @@ get_rank_back_on (RankClient *c, const char *board, const char *member,
       r.score = entry->score;
       r.rank = entry->rank;
       r.has_rank = TRUE;
+      copy_subscores (&r, entry->subscores, entry->__isset_subscores);
     }
   else if (invalid != NULL)
     take_exception (&r, G_OBJECT (invalid), INVALID);
@@ -125,9 +154,9 @@ top_on (RankClient *c, const char *board, gint32 n, gint32 offset, Result *r)
   return top_back_on (c, board, n, offset, 0, r);
 }
 
-GPtrArray *
-top_back_on (RankClient *c, const char *board, gint32 n, gint32 offset,
-             gint32 periods_back, Result *r)
+static GPtrArray *
+top_call (RankClient *c, const char *board, gint32 n, gint32 offset,
+          gint32 periods_back, gboolean with_data, Result *r)
 {
   GPtrArray *page = g_ptr_array_new_with_free_func (g_object_unref);
   rankInvalidArgument *invalid = NULL;
@@ -136,7 +165,8 @@ top_back_on (RankClient *c, const char *board, gint32 n, gint32 offset,
 
   memset (r, 0, sizeof *r);
   if (rank_ranking_if_get_top_n (rank_client_iface (c), &page, board, n, offset,
-                                 periods_back, &invalid, &unavailable, &error))
+                                 periods_back, with_data, &invalid,
+                                 &unavailable, &error))
     return page;
   g_ptr_array_unref (page);
   if (invalid != NULL)
@@ -146,6 +176,20 @@ top_back_on (RankClient *c, const char *board, gint32 n, gint32 offset,
   else
     take_error (r, error);
   return NULL;
+}
+
+GPtrArray *
+top_back_on (RankClient *c, const char *board, gint32 n, gint32 offset,
+             gint32 periods_back, Result *r)
+{
+  return top_call (c, board, n, offset, periods_back, FALSE, r);
+}
+
+GPtrArray *
+top_data_on (RankClient *c, const char *board, gint32 n, gint32 offset,
+             Result *r)
+{
+  return top_call (c, board, n, offset, 0, TRUE, r);
 }
 
 void

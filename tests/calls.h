@@ -28,6 +28,8 @@ typedef struct
   gint64 rank;
   gboolean has_rank;
   gboolean applied;
+  guint n_subscores; /* Update's response, GetRank's entry */
+  gint64 subscores[8];
 } Result;
 
 void result_clear (Result *r);
@@ -41,6 +43,13 @@ G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Result, result_clear)
 Result update_on (RankClient *c, const char *board, const char *member,
                   gint64 value, const char *rid, int mode, gint64 ts);
 
+/* The request update_on sends, for a test to add to (subscores, data...)
+ * and send with update_request_on, which leaves it the caller's. */
+rankUpdateRequest *update_request_new (const char *board, const char *member,
+                                       gint64 value, const char *rid, int mode,
+                                       gint64 ts);
+Result update_request_on (RankClient *c, rankUpdateRequest *req);
+
 Result get_rank_on (RankClient *c, const char *board, const char *member);
 
 /* GetRank of a past period of a periodic board. */
@@ -53,6 +62,10 @@ GPtrArray *top_on (RankClient *c, const char *board, gint32 n, gint32 offset,
 
 GPtrArray *top_back_on (RankClient *c, const char *board, gint32 n,
                         gint32 offset, gint32 periods_back, Result *r);
+
+/* GetTopN asking for the members' data. */
+GPtrArray *top_data_on (RankClient *c, const char *board, gint32 n,
+                        gint32 offset, Result *r);
 
 void assert_ok (const Result *r);
 

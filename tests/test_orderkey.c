@@ -97,6 +97,41 @@ test_time_order_1ms (void)
     }
 }
 
+/* Subscores round-trip over the whole i64 range, and their bytes sort as
+ * the values do: ascending for asc, descending for desc. */
+static void
+test_subscore_order (void)
+{
+  const gint64 values[] = { G_MININT64,
+                            G_MININT64 + 1,
+                            -65536,
+                            -256,
+                            -1,
+                            0,
+                            1,
+                            255,
+                            256,
+                            G_GINT64_CONSTANT (1) << 53,
+                            G_MAXINT64 - 1,
+                            G_MAXINT64 };
+
+  for (int asc = 0; asc <= 1; asc++)
+    for (gsize i = 0; i < G_N_ELEMENTS (values); i++)
+      {
+        guint8 a[RANK_ORDERKEY_SUBSCORE_BYTES], b[RANK_ORDERKEY_SUBSCORE_BYTES];
+
+        rank_orderkey_encode_subscore (values[i], asc, a);
+        g_assert_cmpint (rank_orderkey_decode_subscore (a, asc), ==, values[i]);
+        if (i + 1 == G_N_ELEMENTS (values))
+          continue;
+        rank_orderkey_encode_subscore (values[i + 1], asc, b);
+        if (asc)
+          g_assert_cmpint (memcmp (a, b, sizeof a), <, 0);
+        else
+          g_assert_cmpint (memcmp (a, b, sizeof a), >, 0);
+      }
+}
+
 static void
 test_zscore_exact (void)
 {
@@ -210,6 +245,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/orderkey/time/roundtrip", test_time_roundtrip);
   g_test_add_func ("/orderkey/time/order-1ms", test_time_order_1ms);
+  g_test_add_func ("/orderkey/subscore/order", test_subscore_order);
   g_test_add_func ("/orderkey/zscore/exact-at-2^53-1", test_zscore_exact);
   g_test_add_func ("/orderkey/zscore/parse-rejects", test_parse_rejects);
   g_test_add_func ("/orderkey/rank-order", test_rank_order);

@@ -91,12 +91,12 @@ class RankdTest(ServedTest):
                                request_id="c1", mode=UpdateMode.SET))
         e = c.GetRank(b, "carol", 0)
         self.assertEqual((e.member, e.score, e.rank), ("carol", 20, 2))
-        page = c.GetTopN(b, 10, 0, 0)
+        page = c.GetTopN(b, 10, 0, 0, False)
         self.assertEqual([(x.member, x.score, x.rank) for x in page],
                          [("bob", 30, 1), ("carol", 20, 2), ("alice", 10, 3)])
-        self.assertEqual([x.member for x in c.GetTopN(b, 2, 1, 0)],
+        self.assertEqual([x.member for x in c.GetTopN(b, 2, 1, 0, False)],
                          ["carol", "alice"])
-        self.assertEqual(c.GetTopN(self.board(), 10, 0, 0), [])
+        self.assertEqual(c.GetTopN(self.board(), 10, 0, 0, False), [])
 
     def test_retry_is_not_counted_twice(self):
         b, c = self.board(), self.client
@@ -115,7 +115,7 @@ class RankdTest(ServedTest):
         for i, v in enumerate([MAX, MAX - 1, -MAX]):
             c.Update(UpdateRequest(board=b, member=f"m{i}", value=v,
                                    request_id=f"r{i}", mode=UpdateMode.SET))
-        self.assertEqual([x.score for x in c.GetTopN(b, 10, 0, 0)],
+        self.assertEqual([x.score for x in c.GetTopN(b, 10, 0, 0, False)],
                          [MAX, MAX - 1, -MAX])
         with self.assertRaises(InvalidArgument) as ctx:
             c.Update(UpdateRequest(board=b, member="m0", value=1,
@@ -130,7 +130,7 @@ class RankdTest(ServedTest):
                                timestamp_ms=t))
         c.Update(UpdateRequest(board=b, member="amy", value=7, request_id="2",
                                timestamp_ms=t + 1))
-        self.assertEqual([x.member for x in c.GetTopN(b, 10, 0, 0)],
+        self.assertEqual([x.member for x in c.GetTopN(b, 10, 0, 0, False)],
                          ["zed", "amy"])
 
     def test_errors_name_the_field(self):
@@ -155,7 +155,7 @@ class RankdTest(ServedTest):
         with self.assertRaises(NotFound):
             c.GetRank(self.board(), "nobody", 0)
         with self.assertRaises(InvalidArgument) as ctx:
-            c.GetTopN(self.board(), 1001, 0, 0)
+            c.GetTopN(self.board(), 1001, 0, 0, False)
         self.assertIn("n: must be 1-1000", ctx.exception.message)
 
     def test_unicode_members(self):
@@ -163,7 +163,7 @@ class RankdTest(ServedTest):
         for i, m in enumerate(["Zoë", "日本", "🏃 runner"]):
             c.Update(UpdateRequest(board=b, member=m, value=i,
                                    request_id=str(i)))
-        self.assertEqual([x.member for x in c.GetTopN(b, 10, 0, 0)],
+        self.assertEqual([x.member for x in c.GetTopN(b, 10, 0, 0, False)],
                          ["🏃 runner", "日本", "Zoë"])
         self.assertEqual(c.GetRank(b, "日本", 0).rank, 2)
 
@@ -181,7 +181,7 @@ class RankdTest(ServedTest):
             for i in range(100):
                 c.Update(UpdateRequest(board=b, member=f"{i:0200d}", value=i,
                                        request_id=f"r{i}"))
-            page = c.GetTopN(b, 101, 0, 0)
+            page = c.GetTopN(b, 101, 0, 0, False)
             self.assertEqual(len(page), 101)
             self.assertEqual(page[0].score, MAX)
             t.close()
@@ -231,7 +231,7 @@ class BoardOptionsTest(ServedTest):
 
     def page(self, board, n=10, offset=0):
         return [(e.member, e.score, e.rank)
-                for e in self.client.GetTopN(board, n, offset, 0)]
+                for e in self.client.GetTopN(board, n, offset, 0, False)]
 
     def test_ascending(self):
         self.fill("asc")
@@ -275,10 +275,10 @@ class BoardOptionsTest(ServedTest):
         self.client.Update(UpdateRequest(
             board="daily_paris", member="bob", value=9, request_id="p2"))
         self.assertEqual([e.member for e in
-                          self.client.GetTopN("daily_paris", 10, 0, 0)],
+                          self.client.GetTopN("daily_paris", 10, 0, 0, False)],
                          ["bob"])
         self.assertEqual([e.member for e in
-                          self.client.GetTopN("daily_paris", 10, 0, 1)],
+                          self.client.GetTopN("daily_paris", 10, 0, 1, False)],
                          ["ann"])
         self.assertEqual(self.client.GetRank("daily_paris", "ann", 1).score, 4)
         with self.assertRaises(InvalidArgument):
@@ -330,7 +330,7 @@ class QueriesTest(ServedTest):
     def check(self, board, model):
         order = self.order(model)
         for i in range(0, len(order), 7):
-            got = self.client.GetAround(board, order[i], 2, 0)
+            got = self.client.GetAround(board, order[i], 2, 0, False)
             lo, hi = max(0, i - 2), min(len(order), i + 3)
             self.assertEqual([(e.member, e.rank) for e in got],
                              [(order[j], j + 1) for j in range(lo, hi)])
@@ -375,7 +375,127 @@ class QueriesTest(ServedTest):
             del model["p07"]
             self.check(board, model)
             with self.assertRaises(NotFound):
-                self.client.GetAround(board, "p07", 1, 0)
+                self.client.GetAround(board, "p07", 1, 0, False)
+
+
+class SubscoresDataTest(ServedTest):
+    """Subscores and member data against a model, ordinary and sharded."""
+    config = ("[board raid]\nmode=best\nsubscores=asc,desc,asc\n"
+              "[board raid_sh]\nmode=best\nsubscores=asc,desc,asc\n"
+              "shards=4\n[board lim]\nsubscores=asc,desc,asc\n")
+    DIRS = (1, -1, 1)  # asc, desc, asc: the sign that sorts lower first
+
+    def key(self, score, subs):
+        return (-score,) + tuple(d * x for d, x in zip(self.DIRS, subs))
+
+    def order(self, model):
+        return sorted(model, key=lambda m: self.key(*model[m][:2])
+                      + (model[m][2], m.encode()))
+
+    def run_model(self, board, seed):
+        rng = random.Random(seed)
+        model, data = {}, {}  # member -> (score, subs, ts); member -> dict
+        t0 = 1763800000000
+        for i in range(400):
+            member = f"t{rng.randrange(30):02d}"
+            ts = t0 + rng.randrange(6)
+            op = rng.choice(("best", "best", "set", "inc", "inc", "data",
+                             "remove"))
+            subs = [rng.randrange(3) - 1, rng.randrange(3),
+                    rng.choice((-2**63, 0, 2**63 - 1))]
+            rid = f"{board}-{i}"
+            if op == "remove":
+                r = self.client.Remove(board, member, rid)
+                self.assertEqual(r.removed, member in model)
+                model.pop(member, None)
+                data.pop(member, None)
+                continue
+            if op == "data":
+                kv = {"name": f"N{i}", "n": "x" * rng.randrange(5)}
+                if member in model:
+                    self.client.SetMemberData(board, member, kv)
+                    data[member] = kv
+                else:
+                    with self.assertRaises(NotFound):
+                        self.client.SetMemberData(board, member, kv)
+                continue
+            value = rng.randrange(4) if op != "inc" else rng.randrange(-1, 2)
+            give_subs = op != "inc" or rng.random() < 0.5
+            kv = ({"name": f"U{i}"} if rng.random() < 0.3 else None)
+            req = UpdateRequest(
+                board=board, member=member, value=value, request_id=rid,
+                timestamp_ms=ts, subscores=subs if give_subs else None,
+                data=kv, mode={"best": UpdateMode.BEST, "set": UpdateMode.SET,
+                               "inc": UpdateMode.INCREMENT}[op])
+            r = self.client.Update(req)
+            old = model.get(member)
+            if op == "inc":
+                new = ((old[0] if old else 0) + value,
+                       subs if give_subs else (old[1] if old else [0, 0, 0]))
+            elif op == "set" or old is None or \
+                    self.key(value, subs) < self.key(*old[:2]):
+                new = (value, subs)
+            else:
+                new = old[:2]
+            if old is None or (new[0], list(new[1])) != (old[0], list(old[1])):
+                model[member] = (new[0], list(new[1]), ts)
+            if kv is not None:
+                data[member] = kv
+            self.assertTrue(r.applied)
+            self.assertEqual((r.score, r.subscores),
+                             (model[member][0], model[member][1]))
+            if rng.random() < 0.1:  # a retry changes nothing
+                again = self.client.Update(req)
+                self.assertFalse(again.applied)
+                self.assertEqual(again.subscores, model[member][1])
+        return model, data
+
+    def check(self, board, model, data):
+        order = self.order(model)
+        page = self.client.GetTopN(board, 100, 0, 0, True)
+        self.assertEqual(
+            [(e.member, e.score, e.rank, e.subscores, e.data) for e in page],
+            [(m, model[m][0], i + 1, model[m][1], data.get(m))
+             for i, m in enumerate(order)])
+        self.assertTrue(all(e.data is None for e in
+                            self.client.GetTopN(board, 100, 0, 0, False)))
+        for i, m in enumerate(order):
+            e = self.client.GetRank(board, m, 0)
+            self.assertEqual((e.score, e.rank, e.subscores),
+                             (model[m][0], i + 1, model[m][1]))
+            self.assertEqual(self.client.GetMemberData(board, m, 0),
+                             data.get(m, {}))
+        for i in range(0, len(order), 5):
+            got = self.client.GetAround(board, order[i], 1, 0, True)
+            lo, hi = max(0, i - 1), min(len(order), i + 2)
+            self.assertEqual([(e.member, e.rank, e.data) for e in got],
+                             [(order[j], j + 1, data.get(order[j]))
+                              for j in range(lo, hi)])
+
+    def test_model(self):
+        for board in ("raid", "raid_sh"):
+            model, data = self.run_model(board, 9)
+            self.assertGreater(len(model), 10)
+            self.check(board, model, data)
+
+    def test_limits(self):
+        self.client.Update(UpdateRequest(board="lim", member="lim", value=1,
+                                         request_id="lim-0",
+                                         subscores=[0, 0, 0]))
+        for kv, want in (({f"k{i}": "" for i in range(17)},
+                          "data: at most 16 keys, got 17"),
+                         ({"k" * 65: ""}, "data: a key must be 1-64 bytes"),
+                         ({"k": "v" * 257}, "must be 0-256 bytes, got 257")):
+            with self.assertRaises(InvalidArgument) as c:
+                self.client.SetMemberData("lim", "lim", kv)
+            self.assertIn(want, c.exception.message)
+            with self.assertRaises(InvalidArgument) as c:
+                self.client.Update(UpdateRequest(
+                    board="lim", member="lim", value=5, request_id="lim-1",
+                    subscores=[0, 0, 0], data=kv))
+            self.assertIn(want, c.exception.message)
+        self.assertEqual(self.client.GetRank("lim", "lim", 0).score, 1)
+        self.assertEqual(self.client.GetMemberData("lim", "lim", 0), {})
 
 
 # The README's TLS example: stunnel terminates TLS in front of rankd.

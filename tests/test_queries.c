@@ -116,8 +116,8 @@ check_around (const char *board, const char *member, gint32 radius)
   int first = MAX (0, at - radius), last = MIN (n_sorted - 1, at + radius);
 
   g_assert_true (rank_ranking_if_get_around (
-      rank_client_iface (bed.client), &page, board, member, radius, 0, &invalid,
-      &not_found, &unavailable, &error));
+      rank_client_iface (bed.client), &page, board, member, radius, 0, FALSE,
+      &invalid, &not_found, &unavailable, &error));
   g_assert_cmpint (page->len, ==, last - first + 1);
   for (int i = first; i <= last; i++)
     {
@@ -431,15 +431,15 @@ test_invalid (void)
   gint64 n;
 
   g_assert_false (rank_ranking_if_get_around (
-      rank_client_iface (bed.client), &page, "q", "x", 101, 0, &invalid,
+      rank_client_iface (bed.client), &page, "q", "x", 101, 0, FALSE, &invalid,
       &not_found, &unavailable, &error));
   g_assert_nonnull (invalid);
   g_assert_nonnull (strstr (invalid->message, "radius: must be 0-100"));
   g_clear_object (&invalid);
   g_clear_error (&error);
   g_assert_false (rank_ranking_if_get_around (
-      rank_client_iface (bed.client), &page, "q", "nobody", 1, 0, &invalid,
-      &not_found, &unavailable, &error));
+      rank_client_iface (bed.client), &page, "q", "nobody", 1, 0, FALSE,
+      &invalid, &not_found, &unavailable, &error));
   g_assert_nonnull (not_found);
   g_clear_object (&not_found);
   g_clear_error (&error);

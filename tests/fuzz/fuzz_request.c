@@ -5,11 +5,12 @@
  * LLVMFuzzerInitialize starts a redis-server (the embedded one, in a
  * temporary directory) and four rankd servers in this process, one per
  * transport and protocol (framed/buffered x binary/compact), with a config
- * file that shards board "s". An input's first byte picks the server; the
- * rest is sent on a fresh connection, which is then half-closed. rankd
- * answers what it can and closes the connection; the target reads until it
- * does. A crash, a sanitizer report, a leak, or a connection still open
- * after 10 s (reported as a crash) fails the run. tests/fuzz.sh runs it.
+ * file that shards board "s" and gives board "r" subscores. An input's first
+ * byte picks the server; the rest is sent on a fresh connection, which is then
+ * half-closed. rankd answers what it can and closes the connection; the target
+ * reads until it does. A crash, a sanitizer report, a leak, or a connection
+ * still open after 10 s (reported as a crash) fails the run. tests/fuzz.sh runs
+ * it.
  */
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -68,7 +69,8 @@ LLVMFuzzerInitialize (int *argc, char ***argv)
       g_file_set_contents (conf,
                            "[board s]\nshards=4\nrank=dense\n"
                            "[board p]\nperiod=daily\n"
-                           "timezone=Europe/Paris\nrank=competition\n",
+                           "timezone=Europe/Paris\nrank=competition\n"
+                           "[board r]\nshards=2\nsubscores=asc,desc\n",
                            -1, NULL));
   boards = rank_config_load (conf, &error);
   g_assert_no_error (error);

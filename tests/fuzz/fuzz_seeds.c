@@ -105,6 +105,46 @@ main (int argc, char **argv)
             }
           g_object_unref (req);
         }
+      /* Subscores and member data, on the board that has subscores. */
+      {
+        GHashTable *map
+            = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+        GArray *subs = g_array_new (FALSE, FALSE, sizeof (gint64));
+        gint64 values[] = { 3, -7 };
+        rankUpdateRequest *req;
+        GObject *args[5];
+        const char *methods[] = { "Update", "SetMemberData", "GetMemberData",
+                                  "GetTopN", "GetAround" };
+
+        g_hash_table_insert (map, g_strdup ("name"), g_strdup ("Ann"));
+        g_array_append_vals (subs, values, 2);
+        req = g_object_new (RANK_TYPE_UPDATE_REQUEST, "board", "r", "member",
+                            "ann", "value", (gint64) 42, "request_id", "seed-2",
+                            "subscores", subs, "data", map, NULL);
+        args[0] = g_object_new (RANK_TYPE_RANKING_UPDATE_ARGS, "request", req,
+                                NULL);
+        args[1] = g_object_new (RANK_TYPE_RANKING_SET_MEMBER_DATA_ARGS, "board",
+                                "r", "member", "ann", "data", map, NULL);
+        args[2] = g_object_new (RANK_TYPE_RANKING_GET_MEMBER_DATA_ARGS, "board",
+                                "r", "member", "ann", NULL);
+        args[3] = g_object_new (RANK_TYPE_RANKING_GET_TOP_N_ARGS, "board", "r",
+                                "n", 10, "offset", 0, "with_data", TRUE, NULL);
+        args[4] = g_object_new (RANK_TYPE_RANKING_GET_AROUND_ARGS, "board", "r",
+                                "member", "ann", "radius", 2, "with_data", TRUE,
+                                NULL);
+        for (gsize i = 0; i < G_N_ELEMENTS (args); i++)
+          {
+            GByteArray *call
+                = encode (compact, methods[i], THRIFT_STRUCT (args[i]));
+
+            write_seed (argv[1], &n, server, call);
+            g_byte_array_unref (call);
+            g_object_unref (args[i]);
+          }
+        g_object_unref (req);
+        g_array_unref (subs);
+        g_hash_table_unref (map);
+      }
       {
         GByteArray *call = encode (compact, "Explode", NULL);
 
