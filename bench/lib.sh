@@ -23,3 +23,29 @@ bench_meta() { # command-line
   echo "command: $1"
   echo "rankd commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 }
+
+# The settings every two-setup script shares, from the environment (see its
+# header), and the cleanup of what it starts (pids): sets build, members,
+# rounds, duration, warmup, conns, top_n, out, bench, rankd, work.
+bench_setup() { # name
+  build=${BUILD:-$root/build}
+  members=${MEMBERS:-200000}
+  rounds=${ROUNDS:-3}
+  duration=${DURATION:-8}
+  warmup=${WARMUP:-2}
+  conns=${CONNECTIONS:-64}
+  top_n=${TOP_N:-10}
+  out=${OUT:-$here/results/$1-$(date -u +%Y%m%dT%H%M%SZ)}
+  bench=$build/bench/rank-bench
+  rankd=$build/rankd
+  mkdir -p "$out"
+  work=$(mktemp -d)
+  pids=()
+  trap 'stop_all; rm -rf "$work"' EXIT
+}
+
+stop_all() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  pids=()
+}

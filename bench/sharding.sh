@@ -15,28 +15,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-build=${BUILD:-$root/build}
-members=${MEMBERS:-200000}
-rounds=${ROUNDS:-3}
-duration=${DURATION:-8}
-warmup=${WARMUP:-2}
-conns=${CONNECTIONS:-64}
-top_n=${TOP_N:-10}
-out=${OUT:-$here/results/sharding-$(date -u +%Y%m%dT%H%M%SZ)}
-bench=$build/bench/rank-bench
-rankd=$build/rankd
-mkdir -p "$out"
-work=$(mktemp -d)
-pids=()
-
 . "$here/lib.sh"
-
-stop_all() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  pids=()
-}
-trap 'stop_all; rm -rf "$work"' EXIT
+bench_setup sharding
 
 cat >"$work/rankd.conf" <<'CONF'
 [board sharded-0]

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "address.h"
@@ -576,6 +577,24 @@ rank_config_board (const RankConfig *config, const char *board)
   const RankBoardOptions *o = g_hash_table_lookup (config->boards, board);
 
   return o != NULL ? o : &config->defaults;
+}
+
+static int
+compare_names (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+char **
+rank_config_board_names (const RankConfig *config)
+{
+  guint n = 0;
+  char **names = (char **) g_hash_table_get_keys_as_array (config->boards, &n);
+
+  for (guint i = 0; i < n; i++)
+    names[i] = g_strdup (names[i]);
+  qsort (names, n, sizeof *names, compare_names);
+  return names;
 }
 
 const char *const *

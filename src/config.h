@@ -106,6 +106,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (RankConfig, rank_config_unref)
 const RankBoardOptions *rank_config_board (const RankConfig *config,
                                            const char *board);
 
+/* The boards with a [board NAME] section, sorted, NULL-terminated; free
+ * with g_strfreev. */
+char **rank_config_board_names (const RankConfig *config);
+
 /* [redis] nodes as written ("HOST:PORT" or "unix:PATH"), NULL-terminated;
  * empty when the file names none. */
 const char *const *rank_config_redis_nodes (const RankConfig *config);

@@ -46,6 +46,11 @@
 
 /* Redis nodes (--redis given several times, or [redis] nodes). */
 #define RANK_NODES_MAX 64
+/* Redis Cluster: the slot map is asked for again at most this often. */
+#define RANK_CLUSTER_REFRESH_MIN_MS 100
+/* Redirects (MOVED, ASK) one command follows before it fails. */
+#define RANK_CLUSTER_REDIRECTS_MAX 5
+#define RANK_WAIT_REPLICAS_MAX 16
 
 /* Server defaults (each has a command-line option). */
 #define RANK_DEFAULT_LISTEN "127.0.0.1:9090"
@@ -72,6 +77,15 @@
 
 /* Per-connection read buffer kept between requests; larger ones are freed. */
 #define RANK_CONN_BUFFER_BYTES 4096
+
+/* --metrics-listen: HTTP connections served at once (a thread each), idle
+ * HTTP timeout, the viewer's idle Thrift clients kept, its page size. */
+#define RANK_HTTP_CONNECTIONS_MAX 64
+#define RANK_HTTP_TIMEOUT_S 30
+#define RANK_HTTP_IDLE_CLIENTS_MAX 4
+#define RANK_VIEWER_DEFAULT_N 100
+/* The viewer waits for a call this much longer than --redis-timeout. */
+#define RANK_HTTP_CALL_MARGIN_MS 1000
 
 /* Drain on SIGINT/SIGTERM: calls in flight get this long to finish. */
 #define RANK_DRAIN_TIMEOUT_MS 10000

@@ -15,6 +15,7 @@
 #include "constants.h"
 #include "error.h"
 #include "memberdata.h"
+#include "metrics.h"
 #include "rank_ranking_types.h"
 #include "validate.h"
 
@@ -22,6 +23,7 @@ struct _RankHandler
 {
   RankStore *store;
   RankReplySink sink;
+  RankMetricsCalls *metrics; /* this worker's call counters */
 };
 
 typedef enum
@@ -60,6 +62,8 @@ typedef struct
   ThriftStruct *args;
   char *unknown_name; /* METHOD_UNKNOWN only */
   gint64 step[3];     /* what a call of several steps learned so far */
+  gint64 start_us;    /* monotonic: the request decoded */
+  RankOutcome outcome;
 } Call;
 
 /* ---- replies ---- */
@@ -105,6 +109,9 @@ finish_call (Call *call, gboolean ok, const GError *error)
   if (!ok)
     g_debug ("cannot send the reply to %s: %s", call_name (call),
              error ? error->message : "?");
+  if (call->method != METHOD_UNKNOWN)
+    rank_metrics_call_done (call->handler->metrics, call->method, call->outcome,
+                            g_get_monotonic_time () - call->start_us);
   call->handler->sink.finished (call->conn, ok);
   g_clear_object (&call->args);
   g_free (call->unknown_name);
@@ -167,7 +174,9 @@ reply_error (Call *call, GType result_type, const GError *err)
 {
   GObject *result = g_object_new (result_type, NULL);
 
-  if (set_exception (result, err))
+  call->outcome = set_exception (result, err) ? rank_metrics_outcome (err)
+                                              : RANK_OUTCOME_INTERNAL;
+  if (call->outcome != RANK_OUTCOME_INTERNAL)
     reply (call, THRIFT_STRUCT (result), 0, NULL);
   else
     reply (call, NULL, THRIFT_APPLICATION_EXCEPTION_ERROR_INTERNAL_ERROR,
@@ -1213,6 +1222,7 @@ rank_handler_dispatch (RankHandler *handler, gpointer conn, const char *method,
       return RANK_DISPATCH_FAILED;
     }
   thrift_transport_read_end (in->transport, NULL);
+  call->start_us = g_get_monotonic_time ();
   switch (call->method)
     {
     case METHOD_UPDATE:
@@ -1262,11 +1272,13 @@ rank_handler_new (RankStore *store, const RankReplySink *sink)
 
   handler->store = store;
   handler->sink = *sink;
+  handler->metrics = rank_metrics_calls_new (method_names, METHOD_UNKNOWN);
   return handler;
 }
 
 void
 rank_handler_free (RankHandler *handler)
 {
+  rank_metrics_calls_free (handler->metrics);
   g_free (handler);
 }

@@ -19,6 +19,7 @@
 #include "embedded_redis.h"
 #include "error.h"
 #include "constants.h"
+#include "http.h"
 #include "protocol.h"
 #include "server.h"
 #include "thrift_fixes.h"
@@ -43,6 +44,10 @@ typedef struct
   char *protocol;
   gboolean version;
   gint64 random_seed;
+  char *redis_cluster;
+  int wait_replicas;
+  char *metrics_listen;
+  RankAddress metrics; /* parsed --metrics-listen */
   RankConfig *boards;
   GArray *nodes; /* RankAddress: --redis, or [redis] nodes; empty: embedded */
 } Options;
@@ -62,19 +67,38 @@ options_clear (Options *o)
   g_free (o->data_dir);
   g_free (o->transport);
   g_free (o->protocol);
+  g_free (o->redis_cluster);
+  g_free (o->metrics_listen);
+  rank_address_clear (&o->metrics);
   rank_config_unref (o->boards);
   if (o->nodes != NULL)
     g_array_unref (o->nodes);
 }
 
-/* The Redis nodes: --redis replaces the config file's list. */
+static gboolean usage_error (GError **error, const char *fmt, ...)
+    G_GNUC_PRINTF (2, 3);
+
+/* The Redis nodes: --redis replaces the config file's list; with
+ * --redis-cluster, the seeds of the cluster. */
 static gboolean
 parse_nodes (Options *o, GError **error)
 {
-  const char *const *names = o->redis != NULL
+  g_auto (GStrv) seeds = o->redis_cluster != NULL
+                             ? g_strsplit (o->redis_cluster, ",", -1)
+                             : NULL;
+  const char *const *names = seeds != NULL ? (const char *const *) seeds
+                             : o->redis != NULL
                                  ? (const char *const *) o->redis
                                  : rank_config_redis_nodes (o->boards);
+  const char *what = seeds != NULL       ? "--redis-cluster"
+                     : o->redis != NULL ? "--redis"
+                                        : "[redis] nodes";
 
+  if (seeds != NULL && o->redis != NULL)
+    return usage_error (error, "--redis-cluster and --redis: give one");
+  if (seeds != NULL && (seeds[0] == NULL || *seeds[0] == '\0'))
+    return usage_error (error, "--redis-cluster: name at least one "
+                               "HOST:PORT");
   o->nodes = g_array_new (FALSE, TRUE, sizeof (RankAddress));
   g_array_set_clear_func (o->nodes, clear_address);
   for (guint i = 0; names[i] != NULL; i++)
@@ -83,17 +107,17 @@ parse_nodes (Options *o, GError **error)
 
       if (!rank_address_parse (names[i], 6379, &address, error))
         {
-          g_prefix_error (
-              error, "%s: ", o->redis != NULL ? "--redis" : "[redis] nodes");
+          g_prefix_error (error, "%s: ", what);
           return FALSE;
         }
       g_array_append_val (o->nodes, address);
+      if (seeds != NULL && address.path != NULL)
+        return usage_error (error, "--redis-cluster: '%s': a cluster is "
+                                   "reached over TCP, not a unix socket",
+                            names[i]);
     }
   return TRUE;
 }
-
-static gboolean usage_error (GError **error, const char *fmt, ...)
-    G_GNUC_PRINTF (2, 3);
 
 static gboolean
 usage_error (GError **error, const char *fmt, ...)
@@ -119,6 +143,14 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
       "Redis to use instead of the embedded one; repeat it for several "
       "nodes (sharded boards spread over them)",
       "HOST:PORT|unix:PATH" },
+    { "redis-cluster", 0, 0, G_OPTION_ARG_STRING, &o->redis_cluster,
+      "Use a Redis Cluster (instead of --redis): seed nodes to discover it "
+      "from; boards and their shards spread over its masters",
+      "HOST:PORT[,HOST:PORT...]" },
+    { "wait-replicas", 0, 0, G_OPTION_ARG_INT, &o->wait_replicas,
+      "Acknowledge an update only once this many Redis replicas have it "
+      "(WAIT; default 0: once the master has it)",
+      "N" },
     { "config", 'c', 0, G_OPTION_ARG_FILENAME, &o->config,
       "Board options and Redis nodes (GLib key file; see README)", "FILE" },
     { "data-dir", 'd', 0, G_OPTION_ARG_FILENAME, &o->data_dir,
@@ -144,6 +176,10 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
       "Thrift transport: framed (default) or buffered", "framed|buffered" },
     { "protocol", 'p', 0, G_OPTION_ARG_STRING, &o->protocol,
       "Thrift protocol: binary (default) or compact", "binary|compact" },
+    { "metrics-listen", 0, 0, G_OPTION_ARG_STRING, &o->metrics_listen,
+      "Serve HTTP here: /metrics (Prometheus), /healthz and the board "
+      "viewer (default: off)",
+      "HOST:PORT" },
     { "random-seed", 0, 0, G_OPTION_ARG_INT64, &o->random_seed,
       "Seed of Sample's random draws, for repeatable tests (default: "
       "unpredictable)",
@@ -167,6 +203,7 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
                "  rankd --redis 127.0.0.1:6379 --listen 0.0.0.0:9090\n"
                "  rankd --config rankd.conf --redis 10.0.0.1:6379 "
                "--redis 10.0.0.2:6379\n"
+               "  rankd --redis-cluster 10.0.0.1:7000,10.0.0.2:7000\n"
                "  rankd --transport buffered --protocol compact\n");
   g_option_context_add_main_entries (context, entries, NULL);
   if (!g_option_context_parse (context, argc, argv, error))
@@ -181,6 +218,9 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
     return FALSE;
   if (server->listen.path != NULL)
     return usage_error (error, "--listen: unix sockets are not supported");
+  if (o->metrics_listen != NULL
+      && !rank_http_parse_listen (o->metrics_listen, &o->metrics, error))
+    return FALSE;
   if (o->transport == NULL || g_strcmp0 (o->transport, "framed") == 0)
     server->framed = TRUE;
   else if (g_strcmp0 (o->transport, "buffered") == 0)
@@ -214,6 +254,15 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
                                 : rank_config_new ();
   if (o->boards == NULL || !parse_nodes (o, error))
     return FALSE;
+  server->redis_cluster = o->redis_cluster != NULL;
+  if (o->wait_replicas < 0 || o->wait_replicas > RANK_WAIT_REPLICAS_MAX)
+    return usage_error (error, "--wait-replicas: must be 0-%d, got %d",
+                        RANK_WAIT_REPLICAS_MAX, o->wait_replicas);
+  server->wait_replicas = (guint) o->wait_replicas;
+  if (o->wait_replicas > 0 && o->nodes->len == 0)
+    return usage_error (error, "--wait-replicas: the embedded Redis has no "
+                               "replicas; use it with --redis or "
+                               "--redis-cluster");
   server->boards = o->boards;
   /* Credentials never on the command line: the environment, or the file. */
   server->redis_user = g_getenv ("RANKD_REDIS_USER");
@@ -270,7 +319,7 @@ nodes_to_string (const GArray *nodes)
  * options from now on. A file with errors changes nothing. Redis nodes are
  * fixed at start. */
 static void
-reload (Options *o, RankServer *server)
+reload (Options *o, RankServer *server, RankHttp *http)
 {
   g_autoptr (GError) error = NULL;
   RankConfig *boards;
@@ -293,6 +342,7 @@ reload (Options *o, RankServer *server)
     g_warning ("SIGHUP: [redis] nodes changed; the new list takes effect at "
                "the next start");
   rank_server_set_boards (server, boards);
+  rank_http_set_boards (http, boards);
   rank_config_unref (o->boards);
   o->boards = boards;
   g_message ("SIGHUP: reloaded board options from %s", o->config);
@@ -327,12 +377,18 @@ run (Options *o, RankServerConfig *config)
   g_autoptr (GError) error = NULL;
   RankEmbeddedRedis *embedded = NULL;
   RankServer *server = NULL;
+  RankHttp *http = NULL;
   int sfd = signals_setup ();
   int status = EXIT_FAILURE;
 
   raise_fd_limit (config->max_connections);
   server = rank_server_new (config, &error);
   if (server == NULL)
+    goto out;
+  if (o->metrics_listen != NULL
+      && (http = rank_http_new (&o->metrics, config, rank_server_port (server),
+                                o->boards, &error))
+             == NULL)
     goto out;
   if (o->nodes->len == 0)
     {
@@ -356,6 +412,8 @@ run (Options *o, RankServerConfig *config)
       g_warning ("%s; serving anyway", error->message);
       g_clear_error (&error);
     }
+  if (http != NULL && !rank_http_start (http, &error))
+    goto out;
 
   {
     g_autofree char *redis_name = nodes_to_string (o->nodes);
@@ -374,14 +432,16 @@ run (Options *o, RankServerConfig *config)
         config->redis_password ? "; redis AUTH on" : "");
   }
   while (rank_server_accept (server, sfd) == SIGHUP)
-    reload (o, server);
+    reload (o, server, http);
   g_message ("stopped serving; shutting down");
+  g_clear_pointer (&http, rank_http_free); /* its clients are connections */
   rank_server_drain (server);
   status = EXIT_SUCCESS;
 
 out:
   if (error != NULL)
     g_printerr ("rankd: %s\n", error->message);
+  rank_http_free (http);
   rank_server_free (server);
   rank_embedded_redis_stop (embedded);
   if (sfd >= 0)

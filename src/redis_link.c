@@ -22,6 +22,7 @@
 
 #include "constants.h"
 #include "error.h"
+#include "metrics.h"
 
 typedef enum
 {
@@ -52,6 +53,7 @@ struct _RankRedisLink
   char *name;
   int timeout_ms;
   GPtrArray *startup; /* GString: formatted commands */
+  RankMetricsLink *metrics;
 
   /* Shared with rank_redis_link_wait_ready's thread. */
   GMutex lock;
@@ -103,6 +105,7 @@ set_state (RankRedisLink *link, LinkState state, const char *why)
         g_warning ("redis %s: unavailable: %s", link->name, why);
     }
   link->state = state;
+  rank_metrics_link_up (link->metrics, state == LINK_UP);
   if (state != LINK_CONNECTING)
     link->attempted = TRUE;
   if (why != NULL)
@@ -134,6 +137,7 @@ fail_later (RankRedisLink *link, RankRedisReplyFunc func, gpointer data,
 {
   Failure *f = g_new (Failure, 1);
 
+  rank_metrics_link_failed (link->metrics);
   f->func = func;
   f->data = data;
   f->error = error;
@@ -239,6 +243,7 @@ disconnect (RankRedisLink *link, LinkState next, const char *why)
   g_clear_pointer (&link->reader, redisReaderFree);
   g_string_truncate (link->obuf, 0);
   link->opos = 0;
+  rank_metrics_link_dropped (link->metrics);
   while (link->ring_len > 0)
     {
       Slot s = pop_slot (link);
@@ -329,6 +334,7 @@ finish_connect (RankRedisLink *link)
 static gboolean
 flush_output (RankRedisLink *link)
 {
+  rank_metrics_link_flushed (link->metrics);
   while (link->opos < link->obuf->len)
     {
       ssize_t n
@@ -557,6 +563,7 @@ rank_redis_link_send (RankRedisLink *link, int argc, const char **argv,
     }
   format_command (link->obuf, argc, argv, argvlen);
   push_slot (link, func, data, FALSE);
+  rank_metrics_link_queued (link->metrics);
 }
 
 static void
@@ -575,6 +582,7 @@ rank_redis_link_new (RankLoop *loop, const RankAddress *address, int timeout_ms)
   link->address.port = address->port;
   link->address.path = g_strdup (address->path);
   link->name = rank_address_to_string (address);
+  link->metrics = rank_metrics_link_new (link->name);
   link->timeout_ms = timeout_ms;
   link->startup = g_ptr_array_new_with_free_func (free_string);
   g_mutex_init (&link->lock);
@@ -611,6 +619,21 @@ void
 rank_redis_link_start (RankRedisLink *link)
 {
   rank_loop_post (link->loop, start_now, link);
+}
+
+gboolean
+rank_redis_link_is_up (RankRedisLink *link)
+{
+  return get_state (link) == LINK_UP;
+}
+
+void
+rank_redis_link_connect_now (RankRedisLink *link)
+{
+  if (link->fd >= 0)
+    return;
+  link->retry_at = 0;
+  begin_connect (link);
 }
 
 gboolean
@@ -662,6 +685,7 @@ rank_redis_link_free (RankRedisLink *link)
   g_ptr_array_unref (link->startup);
   g_free (link->last_error);
   g_free (link->name);
+  rank_metrics_link_free (link->metrics);
   rank_address_clear (&link->address);
   g_cond_clear (&link->changed);
   g_mutex_clear (&link->lock);

@@ -42,6 +42,11 @@ void rank_redis_link_add_startup (RankRedisLink *link, int argc,
 /* Begins connecting (from any thread). */
 void rank_redis_link_start (RankRedisLink *link);
 
+/* Begins connecting now, so that commands sent from here on wait for the
+ * connection instead of failing at once (loop thread, or before the loop
+ * runs). */
+void rank_redis_link_connect_now (RankRedisLink *link);
+
 /* Queues a command; loop thread only. argv is copied. */
 void rank_redis_link_send (RankRedisLink *link, int argc, const char **argv,
                            const size_t *argvlen, RankRedisReplyFunc func,
@@ -51,6 +56,9 @@ void rank_redis_link_send (RankRedisLink *link, int argc, const char **argv,
  * with the last connection error otherwise. */
 gboolean rank_redis_link_wait_ready (RankRedisLink *link, int timeout_ms,
                                      GError **error);
+
+/* Connected now (any thread). */
+gboolean rank_redis_link_is_up (RankRedisLink *link);
 
 /* "host:port" or "unix:path", for messages. */
 const char *rank_redis_link_name (RankRedisLink *link);

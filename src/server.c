@@ -30,9 +30,11 @@
 
 #include <thrift/c_glib/thrift_application_exception.h>
 
+#include "cluster.h"
 #include "constants.h"
 #include "handler.h"
 #include "loop.h"
+#include "metrics.h"
 #include "redis_link.h"
 #include "store.h"
 #include "transport.h"
@@ -58,7 +60,8 @@ struct _Worker
 {
   RankServer *server;
   RankLoop *loop;
-  RankRedisLink **links; /* one per Redis node */
+  RankRedisLink **links; /* one per Redis node; NULL on Redis Cluster */
+  RankCluster *cluster;  /* Redis Cluster: the slot map and its links */
   RankStore *store;
   RankHandler *handler;
   GQueue conns;
@@ -98,6 +101,7 @@ conn_free (Conn *c)
   g_object_unref (c->transport); /* closes the socket */
   g_free (c);
   g_atomic_int_add (&w->server->connections, -1);
+  rank_metrics_connection_closed ();
   if (w->draining && w->conns.length == 0)
     {
       g_mutex_lock (&w->server->lock);
@@ -415,6 +419,22 @@ start_drain (gpointer data)
     }
 }
 
+/* On Redis Cluster: the nodes are seeds; the cluster makes the links. */
+static void
+worker_init_cluster (Worker *w, RankServer *server, guint index)
+{
+  const char *user = server->config.redis_user;
+  const char *password = server->config.redis_password;
+  const char *auth[] = { "AUTH", user ? user : password, password };
+
+  w->cluster = rank_cluster_new (
+      w->loop, server->nodes, server->n_nodes, server->config.redis_timeout_ms,
+      password == NULL ? 0 : user ? 3 : 2, auth);
+  w->store = rank_store_new_cluster (
+      w->cluster, server->config.boards, server->config.dedup_window_ms,
+      server->config.random_seed ? server->config.random_seed + index : 0);
+}
+
 static void
 worker_init (Worker *w, RankServer *server, guint index)
 {
@@ -422,8 +442,11 @@ worker_init (Worker *w, RankServer *server, guint index)
 
   w->server = server;
   w->loop = rank_loop_new ();
-  w->links = g_new0 (RankRedisLink *, server->n_nodes);
-  for (guint i = 0; i < server->n_nodes; i++)
+  if (server->config.redis_cluster)
+    worker_init_cluster (w, server, index);
+  else
+    w->links = g_new0 (RankRedisLink *, server->n_nodes);
+  for (guint i = 0; w->links != NULL && i < server->n_nodes; i++)
     {
       w->links[i] = rank_redis_link_new (w->loop, &server->nodes[i],
                                          server->config.redis_timeout_ms);
@@ -438,15 +461,22 @@ worker_init (Worker *w, RankServer *server, guint index)
           rank_redis_link_add_startup (w->links[i], user ? 3 : 2, auth, NULL);
         }
     }
-  w->store = rank_store_new (
-      w->links, server->n_nodes, server->config.boards,
-      server->config.dedup_window_ms,
-      server->config.random_seed ? server->config.random_seed + index : 0);
+  if (w->links != NULL)
+    w->store = rank_store_new (
+        w->links, server->n_nodes, server->config.boards,
+        server->config.dedup_window_ms,
+        server->config.random_seed ? server->config.random_seed + index : 0);
+  /* WAIT answers within half the link's timeout, which stays the bound
+   * for the connection itself. */
+  rank_store_set_wait_replicas (w->store, server->config.wait_replicas,
+                                MAX (server->config.redis_timeout_ms / 2, 1));
   w->handler = rank_handler_new (w->store, &sink);
   g_queue_init (&w->conns);
   rank_loop_add_prepare (w->loop, sweep, w);
-  for (guint i = 0; i < server->n_nodes; i++)
+  for (guint i = 0; w->links != NULL && i < server->n_nodes; i++)
     rank_redis_link_start (w->links[i]);
+  if (w->cluster != NULL)
+    rank_cluster_start (w->cluster);
   rank_loop_start (w->loop, name);
 }
 
@@ -456,9 +486,10 @@ static void
 worker_clear (Worker *w)
 {
   rank_loop_run_pending (w->loop);
-  for (guint i = 0; i < w->server->n_nodes; i++)
+  for (guint i = 0; w->links != NULL && i < w->server->n_nodes; i++)
     rank_redis_link_free (w->links[i]);
   g_free (w->links);
+  rank_cluster_free (w->cluster);
   rank_loop_run_pending (w->loop);
   while (w->conns.head != NULL)
     {
@@ -511,6 +542,7 @@ accept_one (RankServer *server)
       refuse (server, fd, "--max-connections reached");
       return;
     }
+  rank_metrics_connection_opened ();
   n = g_new (NewConn, 1);
   n->worker
       = &server->workers[server->next_worker++ % server->config.io_threads];
@@ -570,7 +602,13 @@ gboolean
 rank_server_wait_redis (RankServer *server, int timeout_ms, GError **error)
 {
   for (guint i = 0; i < server->config.io_threads; i++)
-    for (guint j = 0; j < server->n_nodes; j++)
+    if (server->workers[i].cluster != NULL
+        && !rank_cluster_wait_ready (server->workers[i].cluster, timeout_ms,
+                                     error))
+      return FALSE;
+  for (guint i = 0; i < server->config.io_threads; i++)
+    for (guint j = 0; server->workers[i].links != NULL && j < server->n_nodes;
+         j++)
       if (!rank_redis_link_wait_ready (server->workers[i].links[j], timeout_ms,
                                        error))
         return FALSE;

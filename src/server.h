@@ -27,6 +27,8 @@ typedef struct
   RankConfig *boards;         /* the workers' stores take references */
   const char *redis_user;     /* AUTH on every connection, if a password */
   const char *redis_password; /* is set; copied by rank_server_start */
+  gboolean redis_cluster;     /* the nodes are Redis Cluster seeds */
+  guint wait_replicas;        /* WAIT after each update (0: none) */
 } RankServerConfig;
 
 typedef struct _RankServer RankServer;

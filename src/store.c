@@ -23,6 +23,7 @@
 
 #include <string.h>
 
+#include "cluster.h"
 #include "error.h"
 #include "constants.h"
 #include "lua_scripts.h"
@@ -40,7 +41,14 @@ typedef struct
 struct _RankStore
 {
   RankRedisLink **links; /* one per node; ordinary boards on the first */
+  /* Nodes; on Redis Cluster, one per possible shard (each shard its own
+   * node, so that no command names keys of two slots), and the cluster
+   * finds each command's master from its first key. */
   guint n_links;
+  RankCluster *cluster;
+  /* WAIT for this many replicas after each update (0: none), this long. */
+  guint wait_replicas;
+  int wait_timeout_ms;
   RankConfig *config; /* a reference */
   gint64 dedup_window_ms;
   GRand *rand; /* Sample */
@@ -94,21 +102,31 @@ script_register (RankRedisLink *link, const Script *script)
   rank_redis_link_add_startup (link, 3, argv, NULL);
 }
 
-RankStore *
-rank_store_new (RankRedisLink *const *links, guint n_links, RankConfig *config,
-                gint64 dedup_window_ms, guint32 seed)
+/* What both kinds of store start with; n_nodes as in the struct. */
+static RankStore *
+store_new (guint n_nodes, RankConfig *config, gint64 dedup_window_ms,
+           guint32 seed)
 {
   RankStore *store = g_new0 (RankStore, 1);
 
-  g_assert (n_links >= 1);
-  store->links = g_memdup2 (links, n_links * sizeof *links);
-  store->n_links = n_links;
+  store->n_links = n_nodes;
   store->config = rank_config_ref (config);
   store->dedup_window_ms = dedup_window_ms;
   store->rand = seed != 0 ? g_rand_new_with_seed (seed) : g_rand_new ();
   script_init (&store->update, "update.lua", rank_lua_update);
   script_init (&store->rank, "rank.lua", rank_lua_rank);
   script_init (&store->data, "data.lua", rank_lua_data);
+  return store;
+}
+
+RankStore *
+rank_store_new (RankRedisLink *const *links, guint n_links, RankConfig *config,
+                gint64 dedup_window_ms, guint32 seed)
+{
+  RankStore *store = store_new (n_links, config, dedup_window_ms, seed);
+
+  g_assert (n_links >= 1);
+  store->links = g_memdup2 (links, n_links * sizeof *links);
   for (guint i = 0; i < n_links; i++)
     {
       script_register (links[i], &store->update);
@@ -116,6 +134,31 @@ rank_store_new (RankRedisLink *const *links, guint n_links, RankConfig *config,
       script_register (links[i], &store->data);
     }
   return store;
+}
+
+RankStore *
+rank_store_new_cluster (RankCluster *cluster, RankConfig *config,
+                        gint64 dedup_window_ms, guint32 seed)
+{
+  RankStore *store = store_new (RANK_SHARDS_MAX, config, dedup_window_ms, seed);
+  const Script *scripts[] = { &store->update, &store->rank, &store->data };
+
+  store->cluster = cluster;
+  /* On every master, found now or after a failover. */
+  for (gsize i = 0; i < G_N_ELEMENTS (scripts); i++)
+    {
+      const char *argv[] = { "SCRIPT", "LOAD", scripts[i]->source };
+
+      rank_cluster_add_startup (cluster, 3, argv);
+    }
+  return store;
+}
+
+void
+rank_store_set_wait_replicas (RankStore *store, guint replicas, int timeout_ms)
+{
+  store->wait_replicas = replicas;
+  store->wait_timeout_ms = timeout_ms;
 }
 
 void
@@ -352,6 +395,8 @@ struct _Op
   RankRedisLink *link;
   const Script *script; /* NULL: not a script */
   gboolean retried;
+  guint slot;      /* Redis Cluster: of the command's first key */
+  guint redirects; /* MOVED and ASK followed so far */
   OpDone done;
   gpointer data; /* the call this command is part of */
   guint part;    /* which node or shard of the call */
@@ -370,12 +415,14 @@ op_send (Op *op)
 }
 
 /* Sends cmd (as EVALSHA of script with its first nkeys arguments as keys,
- * when script is set) to link; done gets the reply. Frees cmd's buffer if
+ * when script is set) to node; done gets the reply. Frees cmd's buffer if
  * it grew onto the heap. */
 static void
-op_start (RankStore *store, RankRedisLink *link, const Script *script,
-          int nkeys, Cmd *cmd, OpDone done, gpointer data, guint part)
+op_start (RankStore *store, guint node, const Script *script, int nkeys,
+          Cmd *cmd, OpDone done, gpointer data, guint part)
 {
+  RankRedisLink *link;
+  guint slot = 0;
   char numkeys[8];
   const char *pre[3] = { "EVALSHA", script ? script->sha : NULL, numkeys };
   int npre = script != NULL ? 3 : 0;
@@ -384,6 +431,18 @@ op_start (RankStore *store, RankRedisLink *link, const Script *script,
   Op *op;
   char *p;
 
+  /* Every command names a key first: a script's first key, or the
+   * command's first argument. */
+  if (store->cluster != NULL)
+    {
+      int k = script != NULL ? 0 : 1;
+
+      g_assert (cmd->argc > k && (script == NULL || nkeys > 0));
+      slot = rank_cluster_slot (cmd->bytes + cmd->offset[k], cmd->len[k]);
+      link = rank_cluster_link (store->cluster, slot);
+    }
+  else
+    link = store->links[node];
   g_snprintf (numkeys, sizeof numkeys, "%d", nkeys);
   for (int i = 0; i < npre; i++)
     bytes += strlen (pre[i]);
@@ -395,6 +454,7 @@ op_start (RankStore *store, RankRedisLink *link, const Script *script,
   op->done = done;
   op->data = data;
   op->part = part;
+  op->slot = slot;
   op->argc = argc;
   op->argv = (const char **) (op + 1);
   op->argvlen = (size_t *) (op->argv + argc);
@@ -416,12 +476,53 @@ op_start (RankStore *store, RankRedisLink *link, const Script *script,
   op_send (op);
 }
 
+/* A MOVED or ASK reply on Redis Cluster: sends op where it points (MOVED
+ * also updates the map). FALSE if the reply is neither, or op has been
+ * redirected too often. */
+static gboolean
+follow_redirect (Op *op, const redisReply *reply)
+{
+  g_autofree char *host = NULL;
+  RankRedisLink *to;
+  gboolean ask;
+  guint slot;
+  guint16 port;
+
+  if (op->store->cluster == NULL
+      || !rank_cluster_parse_redirect (reply->str, &ask, &slot, &host, &port)
+      || op->redirects >= RANK_CLUSTER_REDIRECTS_MAX)
+    return FALSE;
+  op->redirects++;
+  if (!ask)
+    rank_cluster_moved (op->store->cluster, slot, host, port);
+  to = rank_cluster_link_to (op->store->cluster, host, port);
+  if (to == NULL)
+    return FALSE;
+  op->link = to;
+  if (ask)
+    {
+      /* ASKING lets the next command in on a slot being imported. */
+      const char *asking[] = { "ASKING" };
+
+      rank_redis_link_send (op->link, 1, asking, NULL, NULL, NULL);
+    }
+  op_send (op);
+  return TRUE;
+}
+
 static void
 on_reply (redisReply *reply, const GError *error, gpointer data)
 {
   Op *op = data;
   g_autoptr (GError) failure = NULL;
 
+  /* A master out of reach may have failed over: learn the new map for the
+   * retries to come. */
+  if (error != NULL && op->store->cluster != NULL)
+    rank_cluster_refresh (op->store->cluster);
+  if (error == NULL && reply->type == REDIS_REPLY_ERROR
+      && follow_redirect (op, reply))
+    return;
   if (error == NULL && reply->type == REDIS_REPLY_ERROR)
     {
       if (op->script != NULL && !op->retried
@@ -507,7 +608,34 @@ typedef struct
   RankStoreUpdateFunc func;
   gpointer data;
   RankBoardOptions options; /* a copy: a reload may free the config */
+  guint wait_replicas;
+  int wait_timeout_ms;
+  RankUpdateResult result; /* held while WAIT runs */
 } UpdateCall;
+
+/* WAIT answered: the replicas that have the update. Too few, and the
+ * update is as good as unacknowledged: Unavailable, and a retry with the
+ * same request id finds it if it survives. */
+static void
+update_replicated (redisReply *reply, const GError *error, gpointer data)
+{
+  UpdateCall *call = data;
+  g_autoptr (GError) few = NULL;
+
+  if (error == NULL && reply->type == REDIS_REPLY_ERROR)
+    error = few = reply_error (reply);
+  else if (error == NULL
+           && (reply->type != REDIS_REPLY_INTEGER
+               || reply->integer < (long long) call->wait_replicas))
+    error = few = g_error_new (
+        RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+        "the update reached %lld of the %u replicas asked for "
+        "(--wait-replicas) within %d ms; retry with the same request_id",
+        reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0LL,
+        call->wait_replicas, call->wait_timeout_ms);
+  call->func (error != NULL ? NULL : &call->result, error, call->data);
+  g_free (call);
+}
 
 static void
 update_done (Op *op, const redisReply *reply, const GError *error)
@@ -530,6 +658,20 @@ update_done (Op *op, const redisReply *reply, const GError *error)
     decode_subscores (&call->options, reply->element[3]->str,
                       &result.n_subscores, result.subscores);
   result.applied = applied != 0;
+  /* WAIT on the connection that ran the script covers its writes; a retry
+   * that changed nothing waits too: the first try's writes may not have
+   * reached the replicas yet. */
+  if (error == NULL && call->wait_replicas > 0)
+    {
+      char replicas[16], timeout[16];
+      const char *argv[] = { "WAIT", replicas, timeout };
+
+      g_snprintf (replicas, sizeof replicas, "%u", call->wait_replicas);
+      g_snprintf (timeout, sizeof timeout, "%d", call->wait_timeout_ms);
+      call->result = result;
+      rank_redis_link_send (op->link, 3, argv, NULL, update_replicated, call);
+      return;
+    }
   call->func (error != NULL ? NULL : &result, error, call->data);
   g_free (call);
 }
@@ -556,6 +698,8 @@ rank_store_update (RankStore *store, const RankUpdate *update,
   call->func = func;
   call->data = data;
   call->options = *o;
+  call->wait_replicas = store->wait_replicas;
+  call->wait_timeout_ms = store->wait_timeout_ms;
   /* Without subscores, an INCREMENT keeps the member's own; a new member
    * gets 0s. */
   g_assert (update->n_subscores == 0 || update->n_subscores == o->n_subscores);
@@ -603,8 +747,7 @@ rank_store_update (RankStore *store, const RankUpdate *update,
   cmd_add_str (&cmd, update->data_given ? "1" : "0");
   cmd_add (&cmd, update->data_given ? update->data : "",
            update->data_given ? update->data_len : 0);
-  op_start (store, store->links[node], &store->update, 6, &cmd, update_done,
-            call, node);
+  op_start (store, node, &store->update, 6, &cmd, update_done, call, node);
 }
 
 /* What is ahead of an entry, summed over nodes: a count (ordinal and
@@ -730,8 +873,7 @@ send_counts (RankStore *store, const char *board, const RankPeriod *period,
       add_rank_args (&cmd, "count", o);
       cmd_add (&cmd, zscore, zscore_len);
       cmd_add (&cmd, key, key_len);
-      op_start (store, store->links[node], &store->rank, nkeys, &cmd, done,
-                data, node);
+      op_start (store, node, &store->rank, nkeys, &cmd, done, data, node);
       sent++;
     }
   return sent;
@@ -899,8 +1041,7 @@ get_rank (RankStore *store, const char *board, const char *member,
   nkeys = cmd.argc;
   add_rank_args (&cmd, "find", o);
   cmd_add (&cmd, member, member_len);
-  op_start (store, store->links[node], &store->rank, nkeys, &cmd, rank_found,
-            call, node);
+  op_start (store, node, &store->rank, nkeys, &cmd, rank_found, call, node);
 }
 
 void
@@ -1049,7 +1190,7 @@ rank_store_count (RankStore *store, const char *board, gboolean range,
           cmd_add_int (&cmd, lo);
           cmd_add_int (&cmd, hi);
         }
-      op_start (store, store->links[node], NULL, 0, &cmd, counted, call, shard);
+      op_start (store, node, NULL, 0, &cmd, counted, call, shard);
     }
 }
 
@@ -1266,10 +1407,8 @@ top_ready (TopCall *call)
           cmd_add (&cmd, call->merged[i]->key + skip,
                    call->merged[i]->key_len - skip);
       call->countdown.pending++;
-      op_start (
-          call->store,
-          call->store->links[rank_shard_node (shard, call->store->n_links)],
-          NULL, 0, &cmd, top_data_read, call, shard);
+      op_start (call->store, rank_shard_node (shard, call->store->n_links),
+                NULL, 0, &cmd, top_data_read, call, shard);
     }
   if (countdown_done (&call->countdown, NULL))
     top_deliver (call);
@@ -1472,8 +1611,7 @@ rank_store_get_top (RankStore *store, const char *board, gint64 offset, gint n,
       cmd_add_int (&cmd, first);
       cmd_add_int (&cmd, offset + n - 1);
       cmd_add_str (&cmd, "WITHSCORES");
-      op_start (store, store->links[node], NULL, 0, &cmd, top_read, call,
-                shard);
+      op_start (store, node, NULL, 0, &cmd, top_read, call, shard);
     }
 }
 
@@ -1590,10 +1728,8 @@ sample_draw (SampleCall *call)
       cmd_add_int (&cmd, call->below[shard] + at);
       cmd_add_int (&cmd, call->below[shard] + at);
       cmd_add_str (&cmd, "WITHSCORES");
-      op_start (
-          call->store,
-          call->store->links[rank_shard_node (shard, call->store->n_links)],
-          NULL, 0, &cmd, sample_entry, call, p);
+      op_start (call->store, rank_shard_node (shard, call->store->n_links),
+                NULL, 0, &cmd, sample_entry, call, p);
     }
   if (countdown_done (&call->countdown, NULL))
     sample_finish (call);
@@ -1659,9 +1795,8 @@ rank_store_sample (RankStore *store, const char *board, gint64 min, gint64 max,
             cmd_add_int (&cmd, lo);
             cmd_add_int (&cmd, hi);
           }
-        op_start (store, store->links[rank_shard_node (shard, store->n_links)],
-                  NULL, 0, &cmd, sample_counted, call,
-                  shard * 2 + (guint) which);
+        op_start (store, rank_shard_node (shard, store->n_links), NULL, 0, &cmd,
+                  sample_counted, call, shard * 2 + (guint) which);
       }
 }
 
@@ -1722,8 +1857,8 @@ data_call (RankStore *store, DataCall *call, guint periods_back,
   cmd_add (&cmd, call->member, member_len);
   if (value != NULL)
     cmd_add (&cmd, value, len);
-  op_start (store, store->links[rank_shard_node (shard, store->n_links)],
-            &store->data, 2, &cmd, data_done, call, 0);
+  op_start (store, rank_shard_node (shard, store->n_links), &store->data, 2,
+            &cmd, data_done, call, 0);
 }
 
 void

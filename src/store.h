@@ -98,6 +98,18 @@ RankStore *rank_store_new (RankRedisLink *const *links, guint n_links,
                            RankConfig *config, gint64 dedup_window_ms,
                            guint32 seed);
 
+/* The same on Redis Cluster: every command goes to the master of its
+ * first key's slot (cluster.h); each shard of a sharded board is a node of
+ * its own, since one command may not name keys of two slots. */
+typedef struct _RankCluster RankCluster;
+RankStore *rank_store_new_cluster (RankCluster *cluster, RankConfig *config,
+                                   gint64 dedup_window_ms, guint32 seed);
+
+/* Every update then waits (Redis WAIT) until replicas replicas have it,
+ * at most timeout_ms; fewer is Unavailable. 0: no waiting (the default). */
+void rank_store_set_wait_replicas (RankStore *store, guint replicas,
+                                   int timeout_ms);
+
 /* Board options for calls from now on (a reload); loop thread only. Calls
  * in flight finish with the options they started with. */
 void rank_store_set_config (RankStore *store, RankConfig *config);

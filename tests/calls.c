@@ -192,6 +192,59 @@ top_data_on (RankClient *c, const char *board, gint32 n, gint32 offset,
   return top_call (c, board, n, offset, 0, TRUE, r);
 }
 
+#define RETRY_PAUSE_MS 20
+
+void
+update_until_acknowledged (RankClient **client, guint16 port, const char *board,
+                           const char *member, gint64 delta, const char *rid,
+                           gint64 deadline, RetryStats *stats,
+                           gint *unavailable_total)
+{
+  for (;;)
+    {
+      rankUpdateRequest *req
+          = g_object_new (RANK_TYPE_UPDATE_REQUEST, "board", board, "member",
+                          member, "value", delta, "request_id", rid, NULL);
+      rankUpdateResponse *resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
+      rankInvalidArgument *invalid = NULL;
+      rankUnavailable *unavailable = NULL;
+      g_autoptr (GError) error = NULL;
+      gboolean ok = FALSE;
+
+      if (g_get_monotonic_time () > deadline)
+        g_error ("no progress before the deadline: update %s", rid);
+      if (*client == NULL)
+        *client = rank_client_connect ("127.0.0.1", port, TRUE,
+                                       RANK_PROTOCOL_BINARY, 5000, &error);
+      if (*client != NULL)
+        ok = rank_ranking_if_update (rank_client_iface (*client), &resp, req,
+                                     &invalid, &unavailable, &error);
+      if (ok && !resp->applied)
+        stats->not_applied++;
+      if (invalid != NULL)
+        g_error ("update %s refused as invalid", rid);
+      if (unavailable != NULL)
+        {
+          stats->unavailable++;
+          if (unavailable_total != NULL)
+            g_atomic_int_inc (unavailable_total);
+        }
+      else if (!ok)
+        {
+          /* The connection is gone (rankd restarting) or never came. */
+          stats->transport_errors++;
+          g_clear_pointer (client, rank_client_free);
+        }
+      g_clear_object (&unavailable);
+      g_object_unref (resp);
+      g_object_unref (req);
+      if (ok)
+        return;
+      /* A client's back-off between retries, not a wait for a condition. */
+      g_usleep (RETRY_PAUSE_MS * 1000);
+    }
+}
+
 void
 assert_ok (const Result *r)
 {

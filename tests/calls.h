@@ -67,6 +67,24 @@ GPtrArray *top_back_on (RankClient *c, const char *board, gint32 n,
 GPtrArray *top_data_on (RankClient *c, const char *board, gint32 n,
                         gint32 offset, Result *r);
 
+/* What update_until_acknowledged met on the way. */
+typedef struct
+{
+  guint unavailable;
+  guint transport_errors;
+  guint not_applied; /* acknowledged as already applied: a retry */
+} RetryStats;
+
+/* Sends an INCREMENT of member by delta until rankd at port acknowledges
+ * it, retrying every Unavailable and transport error with the same request
+ * id (a new connection after a transport error; *client may be NULL at
+ * first), RETRY_PAUSE_MS apart; fails the test past deadline (monotonic
+ * us). *unavailable_total, if set, counts Unavailable answers atomically. */
+void update_until_acknowledged (RankClient **client, guint16 port,
+                                const char *board, const char *member,
+                                gint64 delta, const char *rid, gint64 deadline,
+                                RetryStats *stats, gint *unavailable_total);
+
 void assert_ok (const Result *r);
 
 /* r is a kind failure whose message contains want (unless NULL). */

@@ -21,20 +21,17 @@
 #include "harness.h"
 
 #define SENDERS 4
-#define MEMBERS 5         /* per sender */
-#define UPDATES 1200      /* per sender */
-#define PROGRESS 150      /* acknowledged updates between faults */
-#define DEADLINE_S 240    /* for the whole run */
-#define RETRY_PAUSE_MS 20 /* between attempts while rankd is away */
+#define MEMBERS 5      /* per sender */
+#define UPDATES 1200   /* per sender */
+#define PROGRESS 150   /* acknowledged updates between faults */
+#define DEADLINE_S 240 /* for the whole run */
 
 typedef struct
 {
   int index;
   guint16 port;
   gint64 sums[MEMBERS];
-  guint unavailable;
-  guint transport_errors;
-  guint not_applied; /* acknowledged as already applied: a retry */
+  RetryStats stats;
 } Sender;
 
 static gint acknowledged;      /* atomic, over all senders */
@@ -46,54 +43,6 @@ check_deadline (const char *what)
 {
   if (g_get_monotonic_time () > deadline)
     g_error ("no progress before the deadline: %s", what);
-}
-
-/* Sends one update until it is acknowledged. */
-static void
-send_until_acknowledged (Sender *s, RankClient **client, const char *member,
-                         gint64 delta, const char *rid)
-{
-  for (;;)
-    {
-      rankUpdateRequest *req
-          = g_object_new (RANK_TYPE_UPDATE_REQUEST, "board", "faults", "member",
-                          member, "value", delta, "request_id", rid, NULL);
-      rankUpdateResponse *resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
-      rankInvalidArgument *invalid = NULL;
-      rankUnavailable *unavailable = NULL;
-      g_autoptr (GError) error = NULL;
-      gboolean ok = FALSE;
-
-      check_deadline (rid);
-      if (*client == NULL)
-        *client = rank_client_connect ("127.0.0.1", s->port, TRUE,
-                                       RANK_PROTOCOL_BINARY, 5000, &error);
-      if (*client != NULL)
-        ok = rank_ranking_if_update (rank_client_iface (*client), &resp, req,
-                                     &invalid, &unavailable, &error);
-      if (ok && !resp->applied)
-        s->not_applied++;
-      if (invalid != NULL)
-        g_error ("update %s refused as invalid", rid);
-      if (unavailable != NULL)
-        {
-          s->unavailable++;
-          g_atomic_int_inc (&unavailable_total);
-        }
-      else if (!ok)
-        {
-          /* The connection is gone (rankd restarting) or never came. */
-          s->transport_errors++;
-          g_clear_pointer (client, rank_client_free);
-        }
-      g_clear_object (&unavailable);
-      g_object_unref (resp);
-      g_object_unref (req);
-      if (ok)
-        return;
-      /* A client's back-off between retries, not a wait for a condition. */
-      g_usleep (RETRY_PAUSE_MS * 1000);
-    }
 }
 
 static gpointer
@@ -109,7 +58,8 @@ send_all (gpointer data)
       g_autofree char *rid = g_strdup_printf ("s%d-u%d", s->index, i);
       gint64 delta = (i * 7919) % 23 - 11;
 
-      send_until_acknowledged (s, &client, member, delta, rid);
+      update_until_acknowledged (&client, s->port, "faults", member, delta, rid,
+                                 deadline, &s->stats, &unavailable_total);
       s->sums[m] += delta;
       g_atomic_int_inc (&acknowledged);
     }
@@ -184,9 +134,9 @@ test_exactly_once (void)
   for (int i = 0; i < SENDERS; i++)
     {
       g_thread_join (threads[i]);
-      unavailable += senders[i].unavailable;
-      transport += senders[i].transport_errors;
-      not_applied += senders[i].not_applied;
+      unavailable += senders[i].stats.unavailable;
+      transport += senders[i].stats.transport_errors;
+      not_applied += senders[i].stats.not_applied;
     }
   g_test_message ("retries: %u Unavailable, %u transport errors; %u retries "
                   "answered 'already applied'",

@@ -1,0 +1,129 @@
+#!/bin/bash
+# cluster.sh -- rankd on a Redis Cluster of three masters against rankd on
+# one Redis, with an ordinary board and a board of 10 shards, in one run.
+#
+# Starts one redis-server, then a cluster of three (redis-cli --cluster
+# create, no replicas: this measures routing and spread, not replication),
+# each with its own rankd on free loopback ports; preloads "plain-0" and
+# "sharded-0" (10 shards) on both; then runs each operation on each board
+# against both setups alternately, ROUNDS times, and prints the median
+# throughput and p99 and the ratio cluster/single.
+#
+# Usage: bench/cluster.sh            (after building into build/)
+# Environment: BUILD=build MEMBERS=200000 ROUNDS=3 DURATION=8 WARMUP=2
+#              CONNECTIONS=64 TOP_N=10 OUT=bench/results/cluster-<date>
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+. "$here/lib.sh"
+bench_setup cluster
+
+# A port whose cluster bus port (+10000) is a valid port too.
+cluster_port() {
+  local p
+  while :; do
+    p=$(free_port)
+    if [ "$p" -le 55535 ]; then echo "$p"; return; fi
+  done
+}
+
+start_redis() { # port [extra args...]
+  local port=$1
+  shift
+  mkdir -p "$work/redis-$port"
+  redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+    --dir "$work/redis-$port" "$@" >"$work/redis-$port.log" 2>&1 &
+  pids+=($!)
+  wait_port "$port" "$!" || { echo "redis-server did not start" >&2; exit 1; }
+}
+
+start_rankd() { # name redis-args...
+  local name=$1 port
+  shift
+  port=$(free_port)
+  "$rankd" --listen "127.0.0.1:$port" --config "$work/rankd.conf" "$@" \
+    >"$work/rankd-$name.log" 2>&1 &
+  pids+=($!)
+  wait_port "$port" "$!" || { echo "rankd did not start" >&2; exit 1; }
+  echo "$port"
+}
+
+cat >"$work/rankd.conf" <<'CONF'
+[board sharded-0]
+shards=10
+CONF
+
+bench_meta "MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup CONNECTIONS=$conns TOP_N=$top_n bench/cluster.sh" >"$out/meta.txt"
+cat "$out/meta.txt"
+
+single=$(free_port)
+start_redis "$single"
+seeds=()
+for _ in 1 2 3; do
+  p=$(cluster_port)
+  start_redis "$p" --cluster-enabled yes --cluster-config-file nodes.conf
+  seeds+=("127.0.0.1:$p")
+done
+redis-cli --cluster create "${seeds[@]}" --cluster-replicas 0 --cluster-yes \
+  >"$work/create.log" 2>&1
+for _ in $(seq 1 600); do
+  if redis-cli -p "${seeds[0]##*:}" cluster info | grep -q cluster_state:ok; then
+    break
+  fi
+  sleep 0.05 # polling a condition, with a bound
+done
+
+declare -A port
+port[single]=$(start_rankd single --redis "127.0.0.1:$single")
+port[cluster]=$(start_rankd cluster --redis-cluster \
+  "$(IFS=,; echo "${seeds[*]}")")
+for setup in single cluster; do
+  echo "== $setup: preload"
+  for board in plain sharded; do
+    "$bench" --port "${port[$setup]}" --members "$members" \
+      --board-prefix "$board" --preload-only -c 16
+  done
+done
+for round in $(seq 1 "$rounds"); do
+  for op in update rank top; do
+    for board in plain sharded; do
+      for setup in single cluster; do
+        echo "== round $round: $op on $board, $setup"
+        "$bench" --port "${port[$setup]}" --members "$members" \
+          --board-prefix "$board" --mix "$op=1" --top-n "$top_n" \
+          -c "$conns" -d "$duration" -w "$warmup" --json \
+          >"$out/$setup-r$round-$op-$board.json"
+      done
+    done
+  done
+done
+stop_all
+
+python3 - "$out" <<'EOF2' | tee "$out/summary.md"
+import glob, json, os, statistics, sys
+d = sys.argv[1]
+runs = {}
+for path in glob.glob(os.path.join(d, "*-r*-*-*.json")):
+    setup, _, op, board = os.path.basename(path)[:-5].split("-")
+    stats = json.load(open(path))["ops"].get(op)
+    if stats:
+        runs.setdefault((setup, op, board), []).append(stats)
+print("| board | op | one Redis ops/s | cluster ops/s | cluster/one | "
+      "one p99 ms | cluster p99 ms | errors |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
+for board in ("plain", "sharded"):
+    for op in ("update", "rank", "top"):
+        med = {}
+        for setup in ("single", "cluster"):
+            r = runs.get((setup, op, board), [])
+            if r:
+                med[setup] = (statistics.median(x["ops_per_sec"] for x in r),
+                              statistics.median(x["p99_us"] for x in r) / 1000,
+                              sum(x["errors"] for x in r))
+        if len(med) == 2:
+            a, c = med["single"], med["cluster"]
+            print(f"| {board} | {op} | {a[0]:.0f} | {c[0]:.0f} | "
+                  f"{c[0] / a[0]:.2f}x | {a[1]:.2f} | {c[1]:.2f} | "
+                  f"{a[2] + c[2]} |")
+EOF2
+echo "results in $out"

@@ -1,0 +1,361 @@
+/* cluster.c -- Redis Cluster routing (see cluster.h). */
+#include "cluster.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "constants.h"
+#include "error.h"
+
+typedef struct
+{
+  char *host;
+  guint16 port;
+  RankRedisLink *link;
+  gboolean started;
+} Node;
+
+struct _RankCluster
+{
+  RankLoop *loop;
+  int timeout_ms;
+  GPtrArray *startup; /* GStrv: sent first on every new connection */
+  GPtrArray *nodes;   /* Node *, the seeds first */
+  guint n_seeds;
+  gint16 owner[RANK_CLUSTER_SLOTS]; /* index in nodes; -1: unknown */
+  gboolean refreshing;
+  gint64 refreshed_at; /* monotonic us of the last request */
+  guint ask_next;      /* round robin over nodes for CLUSTER SLOTS */
+  guint n_masters;
+};
+
+guint16
+rank_cluster_crc16 (const char *data, gsize len)
+{
+  guint16 crc = 0;
+
+  for (gsize i = 0; i < len; i++)
+    {
+      crc ^= (guint16) ((guint8) data[i] << 8);
+      for (int bit = 0; bit < 8; bit++)
+        crc = (crc & 0x8000) ? (guint16) ((crc << 1) ^ 0x1021)
+                             : (guint16) (crc << 1);
+    }
+  return crc;
+}
+
+guint
+rank_cluster_slot (const char *key, gsize len)
+{
+  const char *open = memchr (key, '{', len);
+
+  if (open != NULL)
+    {
+      gsize from = (gsize) (open - key) + 1;
+      const char *close = memchr (key + from, '}', len - from);
+
+      if (close != NULL && close > key + from)
+        return rank_cluster_crc16 (key + from, (gsize) (close - key) - from)
+               % RANK_CLUSTER_SLOTS;
+    }
+  return rank_cluster_crc16 (key, len) % RANK_CLUSTER_SLOTS;
+}
+
+gboolean
+rank_cluster_parse_redirect (const char *text, gboolean *ask, guint *slot,
+                             char **host, guint16 *port)
+{
+  const char *p, *colon;
+  char *end = NULL;
+  guint64 s, n;
+
+  if (g_str_has_prefix (text, "MOVED "))
+    *ask = FALSE, p = text + 6;
+  else if (g_str_has_prefix (text, "ASK "))
+    *ask = TRUE, p = text + 4;
+  else
+    return FALSE;
+  if (!g_ascii_isdigit (*p))
+    return FALSE;
+  s = g_ascii_strtoull (p, &end, 10);
+  if (end == p || *end != ' ' || s >= RANK_CLUSTER_SLOTS)
+    return FALSE;
+  p = end + 1;
+  colon = strrchr (p, ':');
+  if (colon == NULL || colon == p || !g_ascii_isdigit (colon[1]))
+    return FALSE;
+  n = g_ascii_strtoull (colon + 1, &end, 10);
+  if (end == colon + 1 || *end != '\0' || n == 0 || n > 65535)
+    return FALSE;
+  *slot = (guint) s;
+  *port = (guint16) n;
+  *host = g_strndup (p, (gsize) (colon - p));
+  return TRUE;
+}
+
+static gint
+node_index (RankCluster *cluster, const char *host, guint16 port)
+{
+  RankAddress address = { (char *) host, port, NULL };
+  Node *node;
+
+  for (guint i = 0; i < cluster->nodes->len; i++)
+    {
+      node = g_ptr_array_index (cluster->nodes, i);
+      if (node->port == port && strcmp (node->host, host) == 0)
+        return (gint) i;
+    }
+  if (cluster->nodes->len >= RANK_NODES_MAX * 4)
+    return -1; /* a map naming this many nodes is not one we trust */
+  node = g_new0 (Node, 1);
+  node->host = g_strdup (host);
+  node->port = port;
+  node->link
+      = rank_redis_link_new (cluster->loop, &address, cluster->timeout_ms);
+  for (guint i = 0; i < cluster->startup->len; i++)
+    {
+      char **argv = g_ptr_array_index (cluster->startup, i);
+
+      rank_redis_link_add_startup (node->link, (int) g_strv_length (argv),
+                                   (const char **) argv, NULL);
+    }
+  g_ptr_array_add (cluster->nodes, node);
+  return (gint) cluster->nodes->len - 1;
+}
+
+/* Node i's link, connecting from its first use on. */
+static RankRedisLink *
+node_link (RankCluster *cluster, guint i)
+{
+  Node *node = g_ptr_array_index (cluster->nodes, i);
+
+  if (!node->started)
+    {
+      node->started = TRUE;
+      /* Commands sent from now on wait for the connection. */
+      rank_redis_link_connect_now (node->link);
+    }
+  return node->link;
+}
+
+RankCluster *
+rank_cluster_new (RankLoop *loop, const RankAddress *seeds, guint n_seeds,
+                  int timeout_ms, int auth_argc, const char *const *auth_argv)
+{
+  RankCluster *cluster = g_new0 (RankCluster, 1);
+
+  g_assert (n_seeds > 0);
+  cluster->loop = loop;
+  cluster->timeout_ms = timeout_ms;
+  cluster->startup
+      = g_ptr_array_new_with_free_func ((GDestroyNotify) g_strfreev);
+  if (auth_argc > 0)
+    {
+      char **argv = g_new0 (char *, (gsize) auth_argc + 1);
+
+      for (int i = 0; i < auth_argc; i++)
+        argv[i] = g_strdup (auth_argv[i]);
+      g_ptr_array_add (cluster->startup, argv);
+    }
+  cluster->nodes = g_ptr_array_new ();
+  for (guint i = 0; i < RANK_CLUSTER_SLOTS; i++)
+    cluster->owner[i] = -1;
+  for (guint i = 0; i < n_seeds; i++)
+    {
+      g_assert (seeds[i].host != NULL);
+      node_index (cluster, seeds[i].host, seeds[i].port);
+    }
+  cluster->n_seeds = cluster->nodes->len;
+  return cluster;
+}
+
+void
+rank_cluster_add_startup (RankCluster *cluster, int argc,
+                          const char *const *argv)
+{
+  char **copy = g_new0 (char *, (gsize) argc + 1);
+
+  for (int i = 0; i < argc; i++)
+    copy[i] = g_strdup (argv[i]);
+  g_ptr_array_add (cluster->startup, copy);
+  for (guint i = 0; i < cluster->nodes->len; i++)
+    rank_redis_link_add_startup (
+        ((Node *) g_ptr_array_index (cluster->nodes, i))->link, argc,
+        (const char **) argv, NULL);
+}
+
+void
+rank_cluster_start (RankCluster *cluster)
+{
+  for (guint i = 0; i < cluster->nodes->len; i++)
+    node_link (cluster, i);
+  rank_cluster_refresh (cluster);
+}
+
+void
+rank_cluster_free (RankCluster *cluster)
+{
+  if (cluster == NULL)
+    return;
+  /* Freeing a link fails its pending commands: a CLUSTER SLOTS among them
+   * still finds the cluster whole. */
+  for (guint i = 0; i < cluster->nodes->len; i++)
+    rank_redis_link_free (
+        ((Node *) g_ptr_array_index (cluster->nodes, i))->link);
+  for (guint i = 0; i < cluster->nodes->len; i++)
+    {
+      Node *node = g_ptr_array_index (cluster->nodes, i);
+
+      g_free (node->host);
+      g_free (node);
+    }
+  g_ptr_array_unref (cluster->nodes);
+  g_ptr_array_unref (cluster->startup);
+  g_free (cluster);
+}
+
+RankRedisLink *
+rank_cluster_link (RankCluster *cluster, guint slot)
+{
+  gint owner = cluster->owner[slot % RANK_CLUSTER_SLOTS];
+
+  return node_link (cluster, (guint) MAX (owner, 0));
+}
+
+RankRedisLink *
+rank_cluster_link_to (RankCluster *cluster, const char *host, guint16 port)
+{
+  gint i = node_index (cluster, host, port);
+
+  return i < 0 ? NULL : node_link (cluster, (guint) i);
+}
+
+void
+rank_cluster_moved (RankCluster *cluster, guint slot, const char *host,
+                    guint16 port)
+{
+  gint i = node_index (cluster, host, port);
+
+  if (i < 0 || slot >= RANK_CLUSTER_SLOTS)
+    return;
+  node_link (cluster, (guint) i);
+  cluster->owner[slot] = (gint16) i;
+}
+
+/* One CLUSTER SLOTS entry: {start, end, {host, port, id...}, replicas...}.
+ * An empty host means the node that answered. */
+static gboolean
+read_range (RankCluster *cluster, const redisReply *e, const Node *asked)
+{
+  const redisReply *master;
+  gint i;
+
+  if (e->type != REDIS_REPLY_ARRAY || e->elements < 3
+      || e->element[0]->type != REDIS_REPLY_INTEGER
+      || e->element[1]->type != REDIS_REPLY_INTEGER
+      || e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2
+      || e->element[2]->element[0]->type != REDIS_REPLY_STRING
+      || e->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
+    return FALSE;
+  master = e->element[2];
+  if (e->element[0]->integer < 0 || e->element[1]->integer >= RANK_CLUSTER_SLOTS
+      || e->element[0]->integer > e->element[1]->integer
+      || master->element[1]->integer <= 0
+      || master->element[1]->integer > 65535)
+    return FALSE;
+  i = node_index (cluster,
+                  master->element[0]->len > 0 ? master->element[0]->str
+                                              : asked->host,
+                  (guint16) master->element[1]->integer);
+  if (i < 0)
+    return FALSE;
+  node_link (cluster, (guint) i);
+  for (long long s = e->element[0]->integer; s <= e->element[1]->integer; s++)
+    cluster->owner[s] = (gint16) i;
+  return TRUE;
+}
+
+typedef struct
+{
+  RankCluster *cluster;
+  guint asked;
+} SlotsAsk;
+
+static void
+slots_reply (redisReply *reply, const GError *error, gpointer data)
+{
+  SlotsAsk *ask = data;
+  RankCluster *cluster = ask->cluster;
+  const Node *asked = g_ptr_array_index (cluster->nodes, ask->asked);
+  gboolean seen[RANK_NODES_MAX * 4] = { FALSE };
+
+  g_free (ask);
+  cluster->refreshing = FALSE;
+  if (error != NULL || reply->type != REDIS_REPLY_ARRAY)
+    {
+      g_message ("redis cluster: CLUSTER SLOTS from %s:%u failed: %s",
+                 asked->host, asked->port,
+                 error != NULL                      ? error->message
+                 : reply->type == REDIS_REPLY_ERROR ? reply->str
+                                                    : "not an array");
+      return;
+    }
+  for (guint i = 0; i < RANK_CLUSTER_SLOTS; i++)
+    cluster->owner[i] = -1;
+  for (gsize i = 0; i < reply->elements; i++)
+    if (!read_range (cluster, reply->element[i], asked))
+      g_warning ("redis cluster: CLUSTER SLOTS from %s:%u: entry %zu "
+                 "malformed, skipped",
+                 asked->host, asked->port, i);
+  cluster->n_masters = 0;
+  for (guint i = 0; i < RANK_CLUSTER_SLOTS; i++)
+    if (cluster->owner[i] >= 0 && !seen[cluster->owner[i]])
+      {
+        seen[cluster->owner[i]] = TRUE;
+        cluster->n_masters++;
+      }
+}
+
+void
+rank_cluster_refresh (RankCluster *cluster)
+{
+  static const char *const argv[] = { "CLUSTER", "SLOTS" };
+  gint64 now = g_get_monotonic_time ();
+  SlotsAsk *ask;
+
+  if (cluster->refreshing
+      || (cluster->refreshed_at != 0
+          && now - cluster->refreshed_at
+                 < (gint64) RANK_CLUSTER_REFRESH_MIN_MS * 1000))
+    return;
+  cluster->refreshing = TRUE;
+  cluster->refreshed_at = now;
+  ask = g_new (SlotsAsk, 1);
+  ask->cluster = cluster;
+  /* The next connected node (each request another): a dead master does
+   * not stop the map from coming back. */
+  for (guint tries = 0; tries < cluster->nodes->len; tries++)
+    {
+      ask->asked = cluster->ask_next++ % cluster->nodes->len;
+      if (rank_redis_link_is_up (
+              ((Node *) g_ptr_array_index (cluster->nodes, ask->asked))->link))
+        break;
+    }
+  rank_redis_link_send (node_link (cluster, ask->asked), 2,
+                        (const char **) argv, NULL, slots_reply, ask);
+}
+
+gboolean
+rank_cluster_wait_ready (RankCluster *cluster, int timeout_ms, GError **error)
+{
+  /* The seeds were made by rank_cluster_new; their pointers do not change. */
+  return rank_redis_link_wait_ready (
+      ((Node *) g_ptr_array_index (cluster->nodes, 0))->link, timeout_ms,
+      error);
+}
+
+guint
+rank_cluster_n_masters (RankCluster *cluster)
+{
+  return cluster->n_masters;
+}

@@ -1,0 +1,553 @@
+/* http.c -- the HTTP port: metrics, health, board viewer (see http.h).
+ *
+ * libmicrohttpd parses HTTP and runs a thread per connection (at most
+ * RANK_HTTP_CONNECTIONS_MAX), so a slow board read never holds up a
+ * scrape. The viewer's data comes from rankd's Thrift port through a small
+ * pool of clients; a pooled client that rankd closed meanwhile (idle
+ * timeout) is replaced and the read, which changes nothing, is retried once.
+ *
+ * Everything the viewer shows is data: the JSON escapes it, and the page
+ * puts it in the document as text only (viewer.js), under a content
+ * security policy that runs no script but the viewer's own.
+ */
+#include "http.h"
+
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+#include <thrift/c_glib/thrift_application_exception.h>
+
+#include "client.h"
+#include "constants.h"
+#include "error.h"
+#include "metrics.h"
+#include "web_files.h"
+
+struct _RankHttp
+{
+  char *listen_name; /* for the log */
+  char *thrift_host;
+  guint16 thrift_port;
+  gboolean framed;
+  RankProtocolKind protocol;
+  int timeout_ms; /* of each call to the Thrift port */
+  int listen_fd;
+  guint16 port;
+  struct MHD_Daemon *daemon;
+
+  GMutex lock;
+  RankConfig *boards; /* under lock */
+  GQueue idle;        /* RankClient *, under lock */
+};
+
+/* ---- responses ---- */
+
+static enum MHD_Result
+respond (struct MHD_Connection *connection, unsigned int status,
+         const char *type, const char *body, gsize len)
+{
+  struct MHD_Response *response = MHD_create_response_from_buffer (
+      len, (void *) body, MHD_RESPMEM_MUST_COPY);
+  enum MHD_Result ret;
+
+  MHD_add_response_header (response, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  MHD_add_response_header (response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  MHD_add_response_header (response, "X-Content-Type-Options", "nosniff");
+  if (g_str_has_prefix (type, "text/html"))
+    {
+      MHD_add_response_header (response, "Content-Security-Policy",
+                               "default-src 'none'; script-src 'self'; "
+                               "style-src 'self'; connect-src 'self'; "
+                               "frame-ancestors 'none'");
+      MHD_add_response_header (response, "Referrer-Policy", "no-referrer");
+    }
+  ret = MHD_queue_response (connection, status, response);
+  MHD_destroy_response (response);
+  return ret;
+}
+
+static enum MHD_Result
+respond_text (struct MHD_Connection *connection, unsigned int status,
+              const char *text)
+{
+  return respond (connection, status, "text/plain; charset=utf-8", text,
+                  strlen (text));
+}
+
+/* ---- JSON ---- */
+
+/* A JSON string. Invalid UTF-8 (data rankd did not write) is replaced,
+ * and <, >, & are escaped too, so the text is safe wherever it lands. */
+static void
+json_string (GString *out, const char *s)
+{
+  g_autofree char *valid = g_utf8_make_valid (s, -1);
+
+  g_string_append_c (out, '"');
+  for (const unsigned char *p = (const unsigned char *) valid; *p; p++)
+    {
+      if (*p == '"' || *p == '\\')
+        g_string_append_printf (out, "\\%c", *p);
+      else if (*p < 0x20 || *p == '<' || *p == '>' || *p == '&')
+        g_string_append_printf (out, "\\u%04x", *p);
+      else
+        g_string_append_c (out, (char) *p);
+    }
+  g_string_append_c (out, '"');
+}
+
+static int
+compare_strings (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+/* Board options the viewer shows, as the members of a JSON object. */
+static void
+json_board_options (GString *out, const RankBoardOptions *o)
+{
+  static const char *const periods[]
+      = { "none", "hourly", "daily", "weekly", "monthly", "custom" };
+  static const char *const kinds[] = { "", "ordinal", "competition", "dense" };
+
+  g_string_append_printf (
+      out,
+      "\"shards\":%u,\"order\":\"%s\",\"rank\":\"%s\",\"period\":\"%s\","
+      "\"retention\":%u,\"cap\":%u,\"subscores\":[",
+      o->shards, o->order == RANK_ORDER_ASC ? "asc" : "desc", kinds[o->rank],
+      periods[o->period.kind],
+      o->period.kind == RANK_PERIOD_NONE ? 0 : o->retention, o->cap);
+  for (guint i = 0; i < o->n_subscores; i++)
+    g_string_append_printf (out, "%s\"%s\"", i ? "," : "",
+                            o->subscore_asc[i] ? "asc" : "desc");
+  g_string_append_c (out, ']');
+}
+
+static RankConfig *
+current_boards (RankHttp *http)
+{
+  RankConfig *boards;
+
+  g_mutex_lock (&http->lock);
+  boards = rank_config_ref (http->boards);
+  g_mutex_unlock (&http->lock);
+  return boards;
+}
+
+static enum MHD_Result
+serve_boards (RankHttp *http, struct MHD_Connection *connection)
+{
+  g_autoptr (RankConfig) boards = current_boards (http);
+  g_auto (GStrv) names = rank_config_board_names (boards);
+  g_autoptr (GString) out = g_string_new ("{\"boards\":[");
+
+  for (guint i = 0; names[i] != NULL; i++)
+    {
+      g_string_append (out, i ? ",{\"name\":" : "{\"name\":");
+      json_string (out, names[i]);
+      g_string_append_c (out, ',');
+      json_board_options (out, rank_config_board (boards, names[i]));
+      g_string_append_c (out, '}');
+    }
+  g_string_append (out, "]}\n");
+  return respond (connection, MHD_HTTP_OK, "application/json", out->str,
+                  out->len);
+}
+
+/* ---- the Thrift client pool ---- */
+
+static RankClient *
+take_client (RankHttp *http, gboolean *pooled, GError **error)
+{
+  RankClient *client;
+
+  g_mutex_lock (&http->lock);
+  client = g_queue_pop_head (&http->idle);
+  g_mutex_unlock (&http->lock);
+  *pooled = client != NULL;
+  if (client != NULL)
+    return client;
+  return rank_client_connect (http->thrift_host, http->thrift_port,
+                              http->framed, http->protocol, http->timeout_ms,
+                              error);
+}
+
+static void
+give_client (RankHttp *http, RankClient *client)
+{
+  g_mutex_lock (&http->lock);
+  if (http->idle.length < RANK_HTTP_IDLE_CLIENTS_MAX)
+    {
+      g_queue_push_head (&http->idle, client);
+      client = NULL;
+    }
+  g_mutex_unlock (&http->lock);
+  rank_client_free (client); /* the pool is full */
+}
+
+/* GetTopN with data. NULL: *status and *message say why. */
+static GPtrArray *
+get_top (RankHttp *http, const char *board, int n, int periods_back,
+         unsigned int *status, char **message)
+{
+  for (int attempt = 0; attempt < 2; attempt++)
+    {
+      g_autoptr (GError) error = NULL;
+      rankInvalidArgument *invalid = NULL;
+      rankUnavailable *unavailable = NULL;
+      gboolean pooled = FALSE;
+      RankClient *client = take_client (http, &pooled, &error);
+      GPtrArray *page;
+
+      if (client == NULL)
+        {
+          *status = MHD_HTTP_SERVICE_UNAVAILABLE;
+          *message = g_strdup_printf ("cannot reach rankd's Thrift port: %s",
+                                      error->message);
+          return NULL;
+        }
+      page = g_ptr_array_new_with_free_func (g_object_unref);
+      if (rank_ranking_if_get_top_n (rank_client_iface (client), &page, board,
+                                     n, 0, periods_back, TRUE, &invalid,
+                                     &unavailable, &error))
+        {
+          give_client (http, client);
+          return page;
+        }
+      g_ptr_array_unref (page);
+      if (invalid != NULL || unavailable != NULL)
+        {
+          GObject *x = invalid ? G_OBJECT (invalid) : G_OBJECT (unavailable);
+
+          *status
+              = invalid ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_SERVICE_UNAVAILABLE;
+          g_object_get (x, "message", message, NULL);
+          g_object_unref (x);
+          give_client (http, client);
+          return NULL;
+        }
+      rank_client_free (client);
+      if (error->domain == THRIFT_APPLICATION_EXCEPTION_ERROR || !pooled)
+        {
+          *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+          *message = g_strdup (error->message);
+          return NULL;
+        }
+      /* A pooled connection rankd has closed: once more on a new one. */
+    }
+  *status = MHD_HTTP_SERVICE_UNAVAILABLE;
+  *message = g_strdup ("rankd's Thrift port keeps closing the connection");
+  return NULL;
+}
+
+static gboolean
+parse_int (const char *text, int min, int max, int *out)
+{
+  gint64 v;
+
+  if (text == NULL)
+    return TRUE; /* keep the default */
+  if (!g_ascii_string_to_signed (text, 10, min, max, &v, NULL))
+    return FALSE;
+  *out = (int) v;
+  return TRUE;
+}
+
+static void
+json_entry (GString *out, rankEntry *e)
+{
+  g_string_append_printf (
+      out, "{\"rank\":%" G_GINT64_FORMAT ",\"member\":", e->rank);
+  json_string (out, e->member);
+  /* Scores fit a JavaScript number exactly (|score| <= 2^53-1); subscores
+   * are any i64: strings. */
+  g_string_append_printf (
+      out, ",\"score\":%" G_GINT64_FORMAT ",\"subscores\":[", e->score);
+  for (guint i = 0; e->__isset_subscores && i < e->subscores->len; i++)
+    g_string_append_printf (out, "%s\"%" G_GINT64_FORMAT "\"", i ? "," : "",
+                            g_array_index (e->subscores, gint64, i));
+  g_string_append (out, "],\"data\":{");
+  if (e->__isset_data && e->data != NULL)
+    {
+      g_autofree gpointer *keys
+          = g_hash_table_get_keys_as_array (e->data, NULL);
+      guint n = g_hash_table_size (e->data);
+
+      qsort (keys, n, sizeof *keys, compare_strings);
+      for (guint i = 0; i < n; i++)
+        {
+          if (i)
+            g_string_append_c (out, ',');
+          json_string (out, keys[i]);
+          g_string_append_c (out, ':');
+          json_string (out, g_hash_table_lookup (e->data, keys[i]));
+        }
+    }
+  g_string_append (out, "}}");
+}
+
+static enum MHD_Result
+serve_top (RankHttp *http, struct MHD_Connection *connection)
+{
+  const char *board = MHD_lookup_connection_value (
+      connection, MHD_GET_ARGUMENT_KIND, "board");
+  int n = RANK_VIEWER_DEFAULT_N, back = 0;
+  unsigned int status = MHD_HTTP_OK;
+  g_autofree char *message = NULL;
+  g_autoptr (GString) out = g_string_new ("{");
+  g_autoptr (GPtrArray) page = NULL;
+  g_autoptr (RankConfig) boards = NULL;
+  const RankBoardOptions *o;
+
+  if (board == NULL || *board == '\0')
+    message = g_strdup ("board: missing (/api/top?board=NAME)");
+  else if (!parse_int (MHD_lookup_connection_value (connection,
+                                                    MHD_GET_ARGUMENT_KIND, "n"),
+                       1, RANK_TOP_N_MAX, &n))
+    message = g_strdup_printf ("n: must be 1-%d", RANK_TOP_N_MAX);
+  else if (!parse_int (MHD_lookup_connection_value (
+                           connection, MHD_GET_ARGUMENT_KIND, "periods_back"),
+                       0, RANK_RETENTION_MAX, &back))
+    message
+        = g_strdup_printf ("periods_back: must be 0-%d", RANK_RETENTION_MAX);
+  if (message != NULL)
+    status = MHD_HTTP_BAD_REQUEST;
+  else
+    page = get_top (http, board, n, back, &status, &message);
+  if (page == NULL)
+    {
+      g_string_append (out, "\"error\":");
+      json_string (out, message);
+      g_string_append (out, "}\n");
+      return respond (connection, status, "application/json", out->str,
+                      out->len);
+    }
+
+  boards = current_boards (http);
+  o = rank_config_board (boards, board);
+  g_string_append (out, "\"board\":");
+  json_string (out, board);
+  g_string_append_printf (out, ",\"n\":%d,\"periods_back\":%d,", n, back);
+  json_board_options (out, o);
+  if (o->period.kind != RANK_PERIOD_NONE)
+    {
+      RankPeriod period;
+
+      rank_period_back (&o->period, g_get_real_time () / 1000, (guint) back,
+                        &period);
+      g_string_append (out, ",\"period_label\":");
+      json_string (out, period.label);
+    }
+  g_string_append (out, ",\"entries\":[");
+  for (guint i = 0; i < page->len; i++)
+    {
+      if (i)
+        g_string_append_c (out, ',');
+      json_entry (out, page->pdata[i]);
+    }
+  g_string_append (out, "]}\n");
+  return respond (connection, MHD_HTTP_OK, "application/json", out->str,
+                  out->len);
+}
+
+/* ---- metrics and health ---- */
+
+static enum MHD_Result
+serve_metrics (struct MHD_Connection *connection)
+{
+  g_autofree char *text = rank_metrics_render ();
+
+  return respond (connection, MHD_HTTP_OK,
+                  "text/plain; version=0.0.4; charset=utf-8", text,
+                  strlen (text));
+}
+
+static enum MHD_Result
+serve_health (struct MHD_Connection *connection)
+{
+  g_auto (GStrv) down = NULL;
+  g_autofree char *names = NULL;
+  g_autofree char *body = NULL;
+
+  if (!rank_metrics_unreachable (&down))
+    return respond_text (connection, MHD_HTTP_SERVICE_UNAVAILABLE,
+                         "unavailable: no Redis connection started yet\n");
+  if (down[0] == NULL)
+    return respond_text (connection, MHD_HTTP_OK, "ok\n");
+  names = g_strjoinv (", ", down);
+  body = g_strdup_printf ("unavailable: Redis %s unreachable\n", names);
+  return respond_text (connection, MHD_HTTP_SERVICE_UNAVAILABLE, body);
+}
+
+/* ---- dispatch ---- */
+
+static enum MHD_Result
+answer (void *cls, struct MHD_Connection *connection, const char *url,
+        const char *method, const char *version, const char *upload_data,
+        size_t *upload_data_size, void **request)
+{
+  RankHttp *http = cls;
+
+  if (strcmp (method, MHD_HTTP_METHOD_GET) != 0
+      && strcmp (method, MHD_HTTP_METHOD_HEAD) != 0)
+    {
+      struct MHD_Response *response
+          = MHD_create_response_from_buffer (0, NULL, MHD_RESPMEM_PERSISTENT);
+      enum MHD_Result ret;
+
+      MHD_add_response_header (response, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+      ret = MHD_queue_response (connection, MHD_HTTP_METHOD_NOT_ALLOWED,
+                                response);
+      MHD_destroy_response (response);
+      return ret;
+    }
+  if (strcmp (url, "/metrics") == 0)
+    return serve_metrics (connection);
+  if (strcmp (url, "/healthz") == 0)
+    return serve_health (connection);
+  if (strcmp (url, "/api/top") == 0)
+    return serve_top (http, connection);
+  if (strcmp (url, "/api/boards") == 0)
+    return serve_boards (http, connection);
+  if (strcmp (url, "/") == 0)
+    return respond (connection, MHD_HTTP_OK, "text/html; charset=utf-8",
+                    rank_web_viewer_html, sizeof rank_web_viewer_html - 1);
+  if (strcmp (url, "/viewer.js") == 0)
+    return respond (connection, MHD_HTTP_OK, "text/javascript; charset=utf-8",
+                    rank_web_viewer_js, sizeof rank_web_viewer_js - 1);
+  if (strcmp (url, "/viewer.css") == 0)
+    return respond (connection, MHD_HTTP_OK, "text/css; charset=utf-8",
+                    rank_web_viewer_css, sizeof rank_web_viewer_css - 1);
+  return respond_text (connection, MHD_HTTP_NOT_FOUND, "not found\n");
+}
+
+static void
+log_mhd (void *cls, const char *fmt, va_list ap)
+{
+  g_autofree char *text = g_strdup_vprintf (fmt, ap);
+
+  g_warning ("http: %s", g_strchomp (text));
+}
+
+/* ---- public ---- */
+
+gboolean
+rank_http_parse_listen (const char *text, RankAddress *out, GError **error)
+{
+  if (!rank_address_parse (text, 0, out, error))
+    {
+      g_prefix_error (error, "--metrics-listen: ");
+      return FALSE;
+    }
+  if (out->path != NULL)
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                   "--metrics-listen: unix sockets are not supported");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+RankHttp *
+rank_http_new (const RankAddress *listen, const RankServerConfig *server,
+               guint16 thrift_port, RankConfig *boards, GError **error)
+{
+  RankHttp *http;
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  int fd = rank_address_listen (listen, 64, error);
+  const char *host = server->listen.host;
+
+  if (fd < 0)
+    {
+      g_prefix_error (error, "--metrics-listen: ");
+      return NULL;
+    }
+  http = g_new0 (RankHttp, 1);
+  http->listen_fd = fd;
+  if (getsockname (fd, (struct sockaddr *) &ss, &len) == 0)
+    http->port = ntohs (ss.ss_family == AF_INET6
+                            ? ((struct sockaddr_in6 *) &ss)->sin6_port
+                            : ((struct sockaddr_in *) &ss)->sin_port);
+  http->listen_name
+      = g_strdup_printf (strchr (listen->host, ':') ? "[%s]:%u" : "%s:%u",
+                         listen->host, http->port);
+  /* A wildcard listen address is reached through loopback. */
+  if (g_strcmp0 (host, "0.0.0.0") == 0 || g_strcmp0 (host, "") == 0)
+    host = "127.0.0.1";
+  else if (g_strcmp0 (host, "::") == 0)
+    host = "::1";
+  http->thrift_host = g_strdup (host);
+  http->thrift_port = thrift_port;
+  http->framed = server->framed;
+  http->protocol = server->protocol;
+  /* Long enough for rankd to answer Unavailable itself. */
+  http->timeout_ms = server->redis_timeout_ms + RANK_HTTP_CALL_MARGIN_MS;
+  http->boards = rank_config_ref (boards);
+  g_mutex_init (&http->lock);
+  g_queue_init (&http->idle);
+  return http;
+}
+
+gboolean
+rank_http_start (RankHttp *http, GError **error)
+{
+  http->daemon = MHD_start_daemon (
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION
+          | MHD_USE_POLL | MHD_USE_ERROR_LOG,
+      0, NULL, NULL, answer, http, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL,
+      MHD_OPTION_LISTEN_SOCKET, http->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned int) RANK_HTTP_CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
+      (unsigned int) RANK_HTTP_TIMEOUT_S, MHD_OPTION_END);
+  if (http->daemon == NULL)
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INTERNAL,
+                   "--metrics-listen: cannot start the HTTP server");
+      return FALSE;
+    }
+  http->listen_fd = -1; /* the daemon's now: it closes it */
+  g_message ("serving metrics, health and the board viewer on http://%s/",
+             http->listen_name);
+  return TRUE;
+}
+
+guint16
+rank_http_port (RankHttp *http)
+{
+  return http->port;
+}
+
+void
+rank_http_set_boards (RankHttp *http, RankConfig *boards)
+{
+  RankConfig *old;
+
+  if (http == NULL)
+    return;
+  g_mutex_lock (&http->lock);
+  old = http->boards;
+  http->boards = rank_config_ref (boards);
+  g_mutex_unlock (&http->lock);
+  rank_config_unref (old);
+}
+
+void
+rank_http_free (RankHttp *http)
+{
+  if (http == NULL)
+    return;
+  if (http->daemon != NULL)
+    MHD_stop_daemon (http->daemon);
+  if (http->listen_fd >= 0)
+    close (http->listen_fd);
+  g_queue_clear_full (&http->idle, (GDestroyNotify) rank_client_free);
+  rank_config_unref (http->boards);
+  g_mutex_clear (&http->lock);
+  g_free (http->thrift_host);
+  g_free (http->listen_name);
+  g_free (http);
+}

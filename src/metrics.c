@@ -1,0 +1,550 @@
+/* metrics.c -- counters and their Prometheus rendering (see metrics.h).
+ *
+ * A Counter has one writer: it adds with a relaxed load and store (no
+ * locked instruction), and a scrape reads it with a relaxed load from its
+ * own thread. Histogram buckets are kept per bucket and made cumulative
+ * when rendered.
+ */
+#include "metrics.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "error.h"
+
+typedef _Atomic guint64 Counter;
+
+/* Call durations: upper bounds of the buckets in microseconds, and as
+ * Prometheus writes them (seconds). */
+static const gint64 duration_us[]
+    = { 100,   250,    500,    1000,   2500,    5000,    10000,   25000,
+        50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000 };
+static const char *const duration_le[]
+    = { "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
+        "0.01",   "0.025",   "0.05",   "0.1",   "0.25",   "0.5",
+        "1",      "2.5",     "5",      "10" };
+#define N_DURATION G_N_ELEMENTS (duration_us)
+
+/* Commands per write to Redis. */
+static const guint64 batch_max[]
+    = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
+#define N_BATCH G_N_ELEMENTS (batch_max)
+
+static const char *const outcome_names[RANK_OUTCOMES]
+    = { "ok", "invalid", "not_found", "unavailable", "internal" };
+
+typedef struct
+{
+  Counter outcomes[RANK_OUTCOMES];
+  Counter buckets[N_DURATION + 1]; /* the last: above every bound */
+  Counter sum_us;
+} MethodCounters;
+
+struct _RankMetricsCalls
+{
+  MethodCounters *methods;
+};
+
+typedef struct
+{
+  Counter commands; /* sent, in writes */
+  Counter failures; /* failed without a reply */
+  Counter batches[N_BATCH + 1];
+} LinkCounters;
+
+typedef struct
+{
+  char *name;
+  GPtrArray *links;     /* RankMetricsLink *, alive */
+  LinkCounters retired; /* of links already freed */
+} Node;
+
+typedef enum
+{
+  LINK_NEW = 0, /* not started: does not count towards health */
+  LINK_DOWN,
+  LINK_UP,
+} LinkState;
+
+struct _RankMetricsLink
+{
+  Node *node;
+  LinkCounters counters;
+  guint pending;     /* queued since the last write; the link's thread */
+  _Atomic int state; /* LinkState */
+};
+
+/* The registry: everything below is under lock, except the counters, which
+ * their owners write at any time. */
+static GMutex lock;
+static const char *const *method_names;
+static guint n_methods;
+static GPtrArray *call_blocks;  /* RankMetricsCalls *, alive */
+static MethodCounters *retired; /* n_methods, of blocks already freed */
+static GHashTable *nodes;       /* name -> Node * */
+
+static Counter connections_opened; /* atomic read-modify-write: any thread */
+static Counter connections_closed;
+
+static inline void
+add (Counter *c, guint64 by)
+{
+  atomic_store_explicit (c, atomic_load_explicit (c, memory_order_relaxed) + by,
+                         memory_order_relaxed);
+}
+
+static inline guint64
+peek (Counter *c)
+{
+  return atomic_load_explicit (c, memory_order_relaxed);
+}
+
+/* ---- calls ---- */
+
+RankMetricsCalls *
+rank_metrics_calls_new (const char *const *methods, guint n)
+{
+  RankMetricsCalls *calls = g_new0 (RankMetricsCalls, 1);
+
+  calls->methods = g_new0 (MethodCounters, n);
+  g_mutex_lock (&lock);
+  if (method_names == NULL)
+    {
+      method_names = methods;
+      n_methods = n;
+      retired = g_new0 (MethodCounters, n);
+      call_blocks = g_ptr_array_new ();
+    }
+  g_assert (methods == method_names && n == n_methods);
+  g_ptr_array_add (call_blocks, calls);
+  g_mutex_unlock (&lock);
+  return calls;
+}
+
+void
+rank_metrics_call_done (RankMetricsCalls *calls, guint method,
+                        RankOutcome outcome, gint64 elapsed_us)
+{
+  MethodCounters *m = &calls->methods[method];
+  guint b = 0;
+
+  if (elapsed_us < 0)
+    elapsed_us = 0;
+  while (b < N_DURATION && elapsed_us > duration_us[b])
+    b++;
+  add (&m->outcomes[outcome], 1);
+  add (&m->buckets[b], 1);
+  add (&m->sum_us, (guint64) elapsed_us);
+}
+
+static void
+fold_method (MethodCounters *into, MethodCounters *from)
+{
+  for (guint o = 0; o < RANK_OUTCOMES; o++)
+    add (&into->outcomes[o], peek (&from->outcomes[o]));
+  for (guint b = 0; b <= N_DURATION; b++)
+    add (&into->buckets[b], peek (&from->buckets[b]));
+  add (&into->sum_us, peek (&from->sum_us));
+}
+
+void
+rank_metrics_calls_free (RankMetricsCalls *calls)
+{
+  if (calls == NULL)
+    return;
+  g_mutex_lock (&lock);
+  for (guint i = 0; i < n_methods; i++)
+    fold_method (&retired[i], &calls->methods[i]);
+  g_ptr_array_remove_fast (call_blocks, calls);
+  g_mutex_unlock (&lock);
+  g_free (calls->methods);
+  g_free (calls);
+}
+
+RankOutcome
+rank_metrics_outcome (const GError *error)
+{
+  if (error == NULL)
+    return RANK_OUTCOME_OK;
+  if (error->domain != RANK_ERROR)
+    return RANK_OUTCOME_INTERNAL;
+  switch (error->code)
+    {
+    case RANK_ERROR_INVALID:
+      return RANK_OUTCOME_INVALID;
+    case RANK_ERROR_NOT_FOUND:
+      return RANK_OUTCOME_NOT_FOUND;
+    case RANK_ERROR_UNAVAILABLE:
+      return RANK_OUTCOME_UNAVAILABLE;
+    default:
+      return RANK_OUTCOME_INTERNAL;
+    }
+}
+
+/* ---- connections ---- */
+
+void
+rank_metrics_connection_opened (void)
+{
+  atomic_fetch_add_explicit (&connections_opened, 1, memory_order_relaxed);
+}
+
+void
+rank_metrics_connection_closed (void)
+{
+  atomic_fetch_add_explicit (&connections_closed, 1, memory_order_relaxed);
+}
+
+/* ---- Redis links ---- */
+
+static void
+node_free (gpointer data)
+{
+  Node *node = data;
+
+  g_ptr_array_unref (node->links);
+  g_free (node->name);
+  g_free (node);
+}
+
+RankMetricsLink *
+rank_metrics_link_new (const char *name)
+{
+  RankMetricsLink *link = g_new0 (RankMetricsLink, 1);
+
+  g_mutex_lock (&lock);
+  if (nodes == NULL)
+    nodes = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, node_free);
+  link->node = g_hash_table_lookup (nodes, name);
+  if (link->node == NULL)
+    {
+      link->node = g_new0 (Node, 1);
+      link->node->name = g_strdup (name);
+      link->node->links = g_ptr_array_new ();
+      g_hash_table_insert (nodes, link->node->name, link->node);
+    }
+  g_ptr_array_add (link->node->links, link);
+  g_mutex_unlock (&lock);
+  return link;
+}
+
+void
+rank_metrics_link_queued (RankMetricsLink *link)
+{
+  link->pending++;
+}
+
+void
+rank_metrics_link_flushed (RankMetricsLink *link)
+{
+  guint b = 0;
+
+  if (link->pending == 0)
+    return;
+  while (b < N_BATCH && link->pending > batch_max[b])
+    b++;
+  add (&link->counters.batches[b], 1);
+  add (&link->counters.commands, link->pending);
+  link->pending = 0;
+}
+
+void
+rank_metrics_link_dropped (RankMetricsLink *link)
+{
+  link->pending = 0;
+}
+
+void
+rank_metrics_link_failed (RankMetricsLink *link)
+{
+  add (&link->counters.failures, 1);
+}
+
+void
+rank_metrics_link_up (RankMetricsLink *link, gboolean up)
+{
+  atomic_store (&link->state, up ? LINK_UP : LINK_DOWN);
+}
+
+static void
+fold_link (LinkCounters *into, LinkCounters *from)
+{
+  add (&into->commands, peek (&from->commands));
+  add (&into->failures, peek (&from->failures));
+  for (guint b = 0; b <= N_BATCH; b++)
+    add (&into->batches[b], peek (&from->batches[b]));
+}
+
+void
+rank_metrics_link_free (RankMetricsLink *link)
+{
+  if (link == NULL)
+    return;
+  g_mutex_lock (&lock);
+  fold_link (&link->node->retired, &link->counters);
+  g_ptr_array_remove_fast (link->node->links, link);
+  g_mutex_unlock (&lock);
+  g_free (link);
+}
+
+/* ---- reading (under lock) ---- */
+
+/* A label value: backslash, double quote and line feed escaped. */
+static void
+append_label (GString *out, const char *value)
+{
+  for (const char *p = value; *p != '\0'; p++)
+    {
+      if (*p == '\\')
+        g_string_append (out, "\\\\");
+      else if (*p == '"')
+        g_string_append (out, "\\\"");
+      else if (*p == '\n')
+        g_string_append (out, "\\n");
+      else
+        g_string_append_c (out, *p);
+    }
+}
+
+static void
+append_header (GString *out, const char *name, const char *type,
+               const char *help)
+{
+  g_string_append_printf (out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+                          type);
+}
+
+/* A method's counters: the retired ones plus every live block's. */
+static void
+sum_method (guint i, MethodCounters *sum)
+{
+  memset (sum, 0, sizeof *sum);
+  fold_method (sum, &retired[i]);
+  for (guint k = 0; k < call_blocks->len; k++)
+    fold_method (sum,
+                 &((RankMetricsCalls *) call_blocks->pdata[k])->methods[i]);
+}
+
+static void
+render_calls (GString *out)
+{
+  g_autofree MethodCounters *sums = g_new0 (MethodCounters, n_methods);
+
+  for (guint i = 0; i < n_methods; i++)
+    sum_method (i, &sums[i]);
+  append_header (out, "rankd_requests_total", "counter",
+                 "Calls answered, by method and outcome.");
+  for (guint i = 0; i < n_methods; i++)
+    for (guint o = 0; o < RANK_OUTCOMES; o++)
+      g_string_append_printf (out,
+                              "rankd_requests_total{method=\"%s\",outcome=\"%"
+                              "s\"} %" G_GUINT64_FORMAT "\n",
+                              method_names[i], outcome_names[o],
+                              peek (&sums[i].outcomes[o]));
+  append_header (out, "rankd_request_duration_seconds", "histogram",
+                 "Time from a call's request decoded to its reply written.");
+  for (guint i = 0; i < n_methods; i++)
+    {
+      guint64 total = 0, sum_us = peek (&sums[i].sum_us);
+
+      for (guint b = 0; b <= N_DURATION; b++)
+        {
+          total += peek (&sums[i].buckets[b]);
+          g_string_append_printf (
+              out,
+              "rankd_request_duration_seconds_bucket{method=\"%s\",le=\"%s\"} "
+              "%" G_GUINT64_FORMAT "\n",
+              method_names[i], b < N_DURATION ? duration_le[b] : "+Inf", total);
+        }
+      g_string_append_printf (
+          out,
+          "rankd_request_duration_seconds_sum{method=\"%s\"} %" G_GUINT64_FORMAT
+          ".%06u\n"
+          "rankd_request_duration_seconds_count{method=\"%s\"} "
+          "%" G_GUINT64_FORMAT "\n",
+          method_names[i], sum_us / G_USEC_PER_SEC,
+          (guint) (sum_us % G_USEC_PER_SEC), method_names[i], total);
+    }
+}
+
+static void
+render_connections (GString *out)
+{
+  /* Closed first: it never exceeds opened, read later. */
+  guint64 closed = atomic_load (&connections_closed);
+  guint64 opened = atomic_load (&connections_opened);
+
+  append_header (out, "rankd_connections_open", "gauge",
+                 "Thrift client connections open now.");
+  g_string_append_printf (out, "rankd_connections_open %" G_GUINT64_FORMAT "\n",
+                          opened - closed);
+  append_header (out, "rankd_connections_total", "counter",
+                 "Thrift client connections accepted.");
+  g_string_append_printf (
+      out, "rankd_connections_total %" G_GUINT64_FORMAT "\n", opened);
+}
+
+static int
+compare_nodes (gconstpointer a, gconstpointer b)
+{
+  return strcmp ((*(Node *const *) a)->name, (*(Node *const *) b)->name);
+}
+
+/* The nodes, sorted by name. */
+static GPtrArray *
+sorted_nodes (void)
+{
+  GPtrArray *sorted = g_ptr_array_new ();
+  GHashTableIter it;
+  gpointer value;
+
+  if (nodes != NULL)
+    {
+      g_hash_table_iter_init (&it, nodes);
+      while (g_hash_table_iter_next (&it, NULL, &value))
+        g_ptr_array_add (sorted, value);
+    }
+  g_ptr_array_sort (sorted, compare_nodes);
+  return sorted;
+}
+
+/* 1 all started links up, 0 one is not, -1 none started. */
+static int
+node_up (Node *node)
+{
+  int up = -1;
+
+  for (guint i = 0; i < node->links->len; i++)
+    {
+      RankMetricsLink *link = node->links->pdata[i];
+      int state = atomic_load (&link->state);
+
+      if (state == LINK_DOWN)
+        return 0;
+      if (state == LINK_UP)
+        up = 1;
+    }
+  return up;
+}
+
+static void
+sum_node (Node *node, LinkCounters *sum)
+{
+  memset (sum, 0, sizeof *sum);
+  fold_link (sum, &node->retired);
+  for (guint i = 0; i < node->links->len; i++)
+    fold_link (sum, &((RankMetricsLink *) node->links->pdata[i])->counters);
+}
+
+static void
+render_node_counter (GString *out, GPtrArray *sorted, LinkCounters *sums,
+                     const char *name, gsize offset)
+{
+  for (guint i = 0; i < sorted->len; i++)
+    {
+      g_string_append_printf (out, "%s{node=\"", name);
+      append_label (out, ((Node *) sorted->pdata[i])->name);
+      g_string_append_printf (
+          out, "\"} %" G_GUINT64_FORMAT "\n",
+          peek ((Counter *) (gpointer) ((char *) &sums[i] + offset)));
+    }
+}
+
+static void
+render_redis (GString *out)
+{
+  g_autoptr (GPtrArray) sorted = sorted_nodes ();
+  g_autofree LinkCounters *sums = g_new0 (LinkCounters, sorted->len + 1);
+
+  for (guint i = 0; i < sorted->len; i++)
+    sum_node (sorted->pdata[i], &sums[i]);
+  append_header (out, "rankd_redis_round_trips_total", "counter",
+                 "Commands sent to a Redis node (each gets one reply).");
+  render_node_counter (out, sorted, sums, "rankd_redis_round_trips_total",
+                       G_STRUCT_OFFSET (LinkCounters, commands));
+  append_header (out, "rankd_redis_errors_total", "counter",
+                 "Commands to a Redis node that failed without a reply: "
+                 "unreachable, connection lost, or no reply in time.");
+  render_node_counter (out, sorted, sums, "rankd_redis_errors_total",
+                       G_STRUCT_OFFSET (LinkCounters, failures));
+  append_header (out, "rankd_redis_up", "gauge",
+                 "1 when every connection of rankd to the Redis node is up.");
+  for (guint i = 0; i < sorted->len; i++)
+    {
+      int up = node_up (sorted->pdata[i]);
+
+      if (up < 0)
+        continue;
+      g_string_append (out, "rankd_redis_up{node=\"");
+      append_label (out, ((Node *) sorted->pdata[i])->name);
+      g_string_append_printf (out, "\"} %d\n", up);
+    }
+  append_header (out, "rankd_redis_batch_size", "histogram",
+                 "Commands that leave together in one write to a Redis node "
+                 "(pipelining).");
+  for (guint i = 0; i < sorted->len; i++)
+    {
+      const char *node = ((Node *) sorted->pdata[i])->name;
+      guint64 total = 0;
+
+      for (guint b = 0; b <= N_BATCH; b++)
+        {
+          total += peek (&sums[i].batches[b]);
+          g_string_append (out, "rankd_redis_batch_size_bucket{node=\"");
+          append_label (out, node);
+          if (b < N_BATCH)
+            g_string_append_printf (out, "\",le=\"%" G_GUINT64_FORMAT "\"} ",
+                                    batch_max[b]);
+          else
+            g_string_append (out, "\",le=\"+Inf\"} ");
+          g_string_append_printf (out, "%" G_GUINT64_FORMAT "\n", total);
+        }
+      g_string_append (out, "rankd_redis_batch_size_sum{node=\"");
+      append_label (out, node);
+      g_string_append_printf (out, "\"} %" G_GUINT64_FORMAT "\n",
+                              peek (&sums[i].commands));
+      g_string_append (out, "rankd_redis_batch_size_count{node=\"");
+      append_label (out, node);
+      g_string_append_printf (out, "\"} %" G_GUINT64_FORMAT "\n", total);
+    }
+}
+
+char *
+rank_metrics_render (void)
+{
+  GString *out = g_string_sized_new (16 * 1024);
+
+  g_mutex_lock (&lock);
+  if (method_names != NULL)
+    render_calls (out);
+  render_connections (out);
+  render_redis (out);
+  g_mutex_unlock (&lock);
+  return g_string_free (out, FALSE);
+}
+
+gboolean
+rank_metrics_unreachable (char ***unreachable)
+{
+  GStrvBuilder *builder = g_strv_builder_new ();
+  gboolean started = FALSE;
+
+  g_mutex_lock (&lock);
+  {
+    g_autoptr (GPtrArray) sorted = sorted_nodes ();
+
+    for (guint i = 0; i < sorted->len; i++)
+      {
+        int up = node_up (sorted->pdata[i]);
+
+        if (up >= 0)
+          started = TRUE;
+        if (up == 0)
+          g_strv_builder_add (builder, ((Node *) sorted->pdata[i])->name);
+      }
+  }
+  g_mutex_unlock (&lock);
+  *unreachable = g_strv_builder_end (builder);
+  g_strv_builder_unref (builder);
+  return started;
+}

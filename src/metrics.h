@@ -1,0 +1,85 @@
+/* metrics.h -- rankd's counters, gauges and histograms, and their
+ * Prometheus text rendering.
+ *
+ * The hot paths write without locks: each worker's handler and each Redis
+ * link owns a block of counters that only its own thread writes (relaxed
+ * atomic loads and stores, no read-modify-write), and a scrape adds the
+ * blocks up under the registry's lock. A block that goes away (its worker
+ * or link is freed) is folded into the totals first, so counters never go
+ * back. Connections are two process-wide atomic counters.
+ */
+#ifndef RANK_METRICS_H
+#define RANK_METRICS_H
+
+#include <glib.h>
+
+/* How a call ended; the label rankd_requests_total{outcome=...}. */
+typedef enum
+{
+  RANK_OUTCOME_OK,          /* a result */
+  RANK_OUTCOME_INVALID,     /* InvalidArgument */
+  RANK_OUTCOME_NOT_FOUND,   /* NotFound */
+  RANK_OUTCOME_UNAVAILABLE, /* Unavailable */
+  RANK_OUTCOME_INTERNAL,    /* TApplicationException (an internal error) */
+  RANK_OUTCOMES,
+} RankOutcome;
+
+/* ---- calls: one block per handler (per worker thread) ---- */
+
+typedef struct _RankMetricsCalls RankMetricsCalls;
+
+/* methods: the method names, a static array that outlives the block (every
+ * block must be given the same one). */
+RankMetricsCalls *rank_metrics_calls_new (const char *const *methods,
+                                          guint n_methods);
+
+/* One call of methods[method], answered with outcome, elapsed_us after its
+ * request was decoded. The block's own thread only. */
+void rank_metrics_call_done (RankMetricsCalls *calls, guint method,
+                             RankOutcome outcome, gint64 elapsed_us);
+
+/* Folds the block into the totals and frees it. */
+void rank_metrics_calls_free (RankMetricsCalls *calls);
+
+/* The outcome a GError of the RANK_ERROR domain maps to (NULL: OK). */
+RankOutcome rank_metrics_outcome (const GError *error);
+
+/* ---- client connections (any thread) ---- */
+
+void rank_metrics_connection_opened (void);
+void rank_metrics_connection_closed (void);
+
+/* ---- Redis links: one block per link, named by its node ---- */
+
+typedef struct _RankMetricsLink RankMetricsLink;
+
+RankMetricsLink *rank_metrics_link_new (const char *node);
+
+/* The link's own thread only: */
+/* A command queued for the next write. */
+void rank_metrics_link_queued (RankMetricsLink *link);
+/* A write begins: the commands queued since the last one leave together. */
+void rank_metrics_link_flushed (RankMetricsLink *link);
+/* The connection dropped: what was queued will not be sent. */
+void rank_metrics_link_dropped (RankMetricsLink *link);
+/* A command failed without a reply (unreachable, lost, timed out). */
+void rank_metrics_link_failed (RankMetricsLink *link);
+
+/* The link's state changed; up: connected. A link counts towards its
+ * node's health from its first state change on. Any thread. */
+void rank_metrics_link_up (RankMetricsLink *link, gboolean up);
+
+/* Folds the block into its node's totals and frees it. */
+void rank_metrics_link_free (RankMetricsLink *link);
+
+/* ---- reading ---- */
+
+/* Every metric in the Prometheus text exposition format (version 0.0.4). */
+char *rank_metrics_render (void);
+
+/* Nodes with a link that is not connected, sorted, NULL-terminated (empty:
+ * all reachable); FALSE when no link has started yet. Free with
+ * g_strfreev. */
+gboolean rank_metrics_unreachable (char ***nodes);
+
+#endif /* RANK_METRICS_H */

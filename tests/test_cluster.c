@@ -1,0 +1,532 @@
+/* test_cluster.c -- rankd on a Redis Cluster: 3 masters and 3 replicas on
+ * loopback, made with redis-cli --cluster create.
+ *
+ * Boards and their shards spread over the masters; rankd follows MOVED
+ * (a slot moved under it) and ASK (a slot being moved); and when a master
+ * is killed under load, its replica takes over and rankd serves again
+ * without a restart, every update counted exactly once (rankd runs with
+ * --wait-replicas 1, so an acknowledged update is on the replica too).
+ */
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "calls.h"
+#include "cluster.h"
+#include "harness.h"
+
+#define NODES 6
+#define DEADLINE_S 120
+
+static RankTestProcess *nodes[NODES];
+static RankTestProcess *rankd;
+static RankClient *client;
+static char *config_dir;
+
+/* ---- the cluster ---- */
+
+static redisReply *
+node_command (guint16 port, const char *fmt, ...)
+{
+  redisContext *c = redis_connect (port);
+  redisReply *reply;
+  va_list ap;
+
+  va_start (ap, fmt);
+  reply = redisvCommand (c, fmt, ap);
+  va_end (ap);
+  g_assert_nonnull (reply);
+  redisFree (c);
+  return reply;
+}
+
+static gboolean
+node_alive (int i)
+{
+  return nodes[i] != NULL && nodes[i]->pid != 0;
+}
+
+/* Every live master has a replica attached (WAIT 1 can be met). */
+static gboolean
+replicas_attached (void)
+{
+  gboolean ok = TRUE;
+
+  for (int i = 0; ok && i < NODES; i++)
+    {
+      redisReply *r;
+
+      if (!node_alive (i))
+        continue;
+      r = node_command (nodes[i]->port, "ROLE");
+      ok = strcmp (r->element[0]->str, "master") != 0
+           || r->element[2]->elements >= 1;
+      freeReplyObject (r);
+    }
+  return ok;
+}
+
+/* Waits until every live node but dead_port says cluster_state:ok, and
+ * with replicas, until every master has a replica. */
+static void
+wait_cluster_ok (guint16 dead_port, gboolean replicas)
+{
+  gint64 end = g_get_monotonic_time () + (gint64) DEADLINE_S * G_USEC_PER_SEC;
+
+  for (;;)
+    {
+      gboolean ok = TRUE;
+
+      for (int i = 0; ok && i < NODES; i++)
+        {
+          redisReply *r;
+
+          if (!node_alive (i) || nodes[i]->port == dead_port)
+            continue;
+          r = node_command (nodes[i]->port, "CLUSTER INFO");
+          ok = r->type == REDIS_REPLY_STRING
+               && strstr (r->str, "cluster_state:ok") != NULL;
+          freeReplyObject (r);
+        }
+      if (ok && replicas)
+        ok = replicas_attached ();
+      if (ok)
+        return;
+      if (g_get_monotonic_time () > end)
+        g_error ("the cluster did not reach cluster_state:ok in time");
+      g_usleep (20 * 1000); /* polling a condition, with a deadline */
+    }
+}
+
+/* The port of the master of slot, as node at port sees it (0: none). */
+static guint16
+master_of (guint16 port, guint slot)
+{
+  redisReply *r = node_command (port, "CLUSTER SLOTS");
+  guint16 master = 0;
+
+  g_assert_cmpint (r->type, ==, REDIS_REPLY_ARRAY);
+  for (gsize i = 0; i < r->elements; i++)
+    {
+      redisReply *e = r->element[i];
+
+      if ((guint) e->element[0]->integer <= slot
+          && slot <= (guint) e->element[1]->integer)
+        master = (guint16) e->element[2]->element[1]->integer;
+    }
+  freeReplyObject (r);
+  return master;
+}
+
+static char *
+node_id (guint16 port)
+{
+  redisReply *r = node_command (port, "CLUSTER MYID");
+  char *id = g_strdup (r->str);
+
+  freeReplyObject (r);
+  return id;
+}
+
+static int
+node_index (guint16 port)
+{
+  for (int i = 0; i < NODES; i++)
+    if (nodes[i]->port == port)
+      return i;
+  g_error ("no node on port %u", port);
+}
+
+/* A live master other than port. */
+static guint16
+other_master (guint16 port)
+{
+  for (int i = 0; i < NODES; i++)
+    {
+      redisReply *r;
+      gboolean master;
+
+      if (!node_alive (i) || nodes[i]->port == port)
+        continue;
+      r = node_command (nodes[i]->port, "ROLE");
+      master = strcmp (r->element[0]->str, "master") == 0;
+      freeReplyObject (r);
+      if (master)
+        return nodes[i]->port;
+    }
+  g_error ("no other master");
+}
+
+static guint
+board_slot (const char *board)
+{
+  g_autofree char *tag = g_strdup_printf ("{%s}", board);
+
+  return rank_cluster_slot (tag, strlen (tag));
+}
+
+static void
+cluster_start (void)
+{
+  static const char *const args[] = { "--cluster-enabled",
+                                      "yes",
+                                      "--cluster-config-file",
+                                      "nodes-%PORT%.conf",
+                                      "--cluster-node-timeout",
+                                      "1000",
+                                      NULL };
+  GPtrArray *argv = g_ptr_array_new_with_free_func (g_free);
+  g_autofree char *out = NULL;
+  g_autofree char *err = NULL;
+  g_autoptr (GError) error = NULL;
+  int status;
+
+  for (int i = 0; i < NODES; i++)
+    nodes[i] = rank_test_redis_start (args);
+  g_ptr_array_add (argv, g_strdup ("redis-cli"));
+  g_ptr_array_add (argv, g_strdup ("--cluster"));
+  g_ptr_array_add (argv, g_strdup ("create"));
+  for (int i = 0; i < NODES; i++)
+    g_ptr_array_add (argv, g_strdup_printf ("127.0.0.1:%u", nodes[i]->port));
+  g_ptr_array_add (argv, g_strdup ("--cluster-replicas"));
+  g_ptr_array_add (argv, g_strdup ("1"));
+  g_ptr_array_add (argv, g_strdup ("--cluster-yes"));
+  g_ptr_array_add (argv, NULL);
+  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL,
+                               G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err,
+                               &status, &error));
+  g_assert_no_error (error);
+  if (!g_spawn_check_wait_status (status, NULL))
+    g_error ("redis-cli --cluster create failed:\n%s%s", out, err);
+  g_ptr_array_unref (argv);
+  wait_cluster_ok (0, TRUE);
+}
+
+static void
+rankd_start (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *seeds = g_strdup_printf ("127.0.0.1:%u,127.0.0.1:%u",
+                                            nodes[0]->port, nodes[1]->port);
+  g_autofree char *config = NULL;
+  const char *args[]
+      = { "--redis-cluster", seeds, "--config", NULL, "--wait-replicas", "1",
+          "--redis-timeout", "1",   NULL };
+
+  config_dir = g_dir_make_tmp ("rankd-cluster-XXXXXX", &error);
+  g_assert_no_error (error);
+  config = g_build_filename (config_dir, "rankd.conf", NULL);
+  g_assert_true (g_file_set_contents (config,
+                                      "[board c_sh]\nshards=10\n"
+                                      "[board c_fosh]\nshards=10\n",
+                                      -1, NULL));
+  args[3] = config;
+  /* The port is replaced: rankd goes to the cluster, not to one node. */
+  rankd = rank_test_rankd_start (0, args);
+  client = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
+}
+
+/* ---- tests ---- */
+
+/* Ordinary and sharded boards answer as on one Redis, and the shards of
+ * one board live on several masters. */
+static void
+test_served (void)
+{
+  GHashTable *masters = g_hash_table_new (NULL, NULL);
+
+  for (int b = 0; b < 2; b++)
+    {
+      const char *board = b ? "c_sh" : "c_plain";
+
+      for (int i = 0; i < 60; i++)
+        {
+          g_autofree char *member = g_strdup_printf ("m%02d", i);
+          g_autofree char *rid = g_strdup_printf ("%s-%d", board, i);
+          g_auto (Result) r
+              = update_on (client, board, member, i * 3, rid, NO_MODE, NO_TIME);
+
+          assert_ok (&r);
+        }
+      {
+        g_auto (Result) r = { 0 };
+        g_autoptr (GPtrArray) page = top_on (client, board, 5, 10, &r);
+        g_auto (Result) rank = get_rank_on (client, board, "m07");
+
+        assert_ok (&r);
+        g_assert_cmpuint (page->len, ==, 5);
+        g_assert_cmpstr (((rankEntry *) page->pdata[0])->member, ==, "m49");
+        g_assert_cmpint (((rankEntry *) page->pdata[0])->rank, ==, 11);
+        assert_ok (&rank);
+        g_assert_cmpint (rank.rank, ==, 53);
+        g_assert_cmpint (rank.score, ==, 21);
+      }
+    }
+  for (int shard = 0; shard < 10; shard++)
+    {
+      g_autofree char *tag = g_strdup_printf ("{c_sh/%d}", shard);
+
+      g_hash_table_add (
+          masters, GUINT_TO_POINTER (master_of (
+                       nodes[0]->port, rank_cluster_slot (tag, strlen (tag)))));
+    }
+  g_assert_cmpuint (g_hash_table_size (masters), >=, 2);
+  g_hash_table_unref (masters);
+}
+
+/* Starts moving the slot of board from its master to another
+ * (MIGRATING/IMPORTING); *from and *to are their ports. */
+static guint
+move_begin (const char *board, guint16 *from, guint16 *to)
+{
+  guint slot = board_slot (board);
+  g_autofree char *from_id = NULL;
+  g_autofree char *to_id = NULL;
+
+  *from = master_of (nodes[0]->port, slot);
+  *to = other_master (*from);
+  from_id = node_id (*from);
+  to_id = node_id (*to);
+  freeReplyObject (
+      node_command (*to, "CLUSTER SETSLOT %u IMPORTING %s", slot, from_id));
+  freeReplyObject (
+      node_command (*from, "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id));
+  return slot;
+}
+
+/* Moves key, or every key left in slot when key is NULL. */
+static void
+move_keys (guint slot, guint16 from, guint16 to, const char *key)
+{
+  redisReply *r = node_command (from, "CLUSTER GETKEYSINSLOT %u 1000", slot);
+
+  for (gsize i = 0; i < r->elements; i++)
+    if (key == NULL || strcmp (key, r->element[i]->str) == 0)
+      {
+        redisReply *m = node_command (from, "MIGRATE 127.0.0.1 %u %s 0 5000",
+                                      to, r->element[i]->str);
+
+        g_assert_cmpint (m->type, ==, REDIS_REPLY_STATUS);
+        freeReplyObject (m);
+      }
+  freeReplyObject (r);
+}
+
+/* Ends a move: every key goes, and every node learns the new owner. */
+static void
+move_finish (guint slot, guint16 from, guint16 to)
+{
+  g_autofree char *to_id = node_id (to);
+
+  move_keys (slot, from, to, NULL);
+  for (int i = 0; i < NODES; i++)
+    if (node_alive (i))
+      freeReplyObject (node_command (
+          nodes[i]->port, "CLUSTER SETSLOT %u NODE %s", slot, to_id));
+}
+
+/* A slot moved under rankd: the old master answers MOVED, rankd follows
+ * it, and the board (request-id records included) is whole on the new
+ * master. */
+static void
+test_moved (void)
+{
+  g_auto (Result) a
+      = update_on (client, "c_mv", "x", 5, "mv-1", NO_MODE, NO_TIME);
+  g_auto (Result) b = { 0 };
+  g_auto (Result) again = { 0 };
+  guint16 from, to;
+  guint slot;
+  redisReply *r;
+
+  assert_ok (&a);
+  slot = move_begin ("c_mv", &from, &to);
+  move_finish (slot, from, to);
+  b = update_on (client, "c_mv", "x", 2, "mv-2", NO_MODE, NO_TIME);
+  assert_ok (&b);
+  g_assert_cmpint (b.score, ==, 7);
+  again = update_on (client, "c_mv", "x", 5, "mv-1", NO_MODE, NO_TIME);
+  assert_ok (&again);
+  g_assert_false (again.applied);
+  r = node_command (to, "EXISTS rk:{c_mv}:z");
+  g_assert_cmpint (r->integer, ==, 1);
+  freeReplyObject (r);
+}
+
+/* A slot half-way through a move. A read of a key already moved gets ASK
+ * from the old master, and rankd asks the new one (ASKING first). An
+ * update, whose script names keys on both sides, gets TRYAGAIN: Redis runs
+ * no multi-key command on a slot in the middle of a move, and rankd
+ * answers Unavailable until the move is done; then it is served. */
+static void
+test_ask (void)
+{
+  g_auto (Result) a
+      = update_on (client, "c_ask", "y", 9, "ask-1", NO_MODE, NO_TIME);
+  g_auto (Result) during = { 0 };
+  g_auto (Result) after = { 0 };
+  g_auto (Result) r = { 0 };
+  g_autoptr (GPtrArray) page = NULL;
+  guint16 from, to;
+  guint slot;
+
+  assert_ok (&a);
+  slot = move_begin ("c_ask", &from, &to);
+  move_keys (slot, from, to, "rk:{c_ask}:z");
+  page = top_on (client, "c_ask", 10, 0, &r);
+  assert_ok (&r);
+  g_assert_cmpuint (page->len, ==, 1);
+  g_assert_cmpstr (((rankEntry *) page->pdata[0])->member, ==, "y");
+  during = update_on (client, "c_ask", "y", 1, "ask-2", NO_MODE, NO_TIME);
+  assert_fails (&during, UNAVAILABLE, "TRYAGAIN");
+  move_finish (slot, from, to);
+  after = update_on (client, "c_ask", "y", 1, "ask-2", NO_MODE, NO_TIME);
+  assert_ok (&after);
+  g_assert_cmpint (after.score, ==, 10);
+}
+
+/* ---- failover ---- */
+
+#define SENDERS 4
+#define MEMBERS 5
+#define UPDATES 600
+
+typedef struct
+{
+  int index;
+  const char *board;
+  gint64 sums[MEMBERS];
+  RetryStats stats;
+} Sender;
+
+static gint acknowledged; /* atomic */
+static gint64 deadline;
+
+static gpointer
+send_all (gpointer data)
+{
+  Sender *s = data;
+  RankClient *c = NULL;
+
+  for (int i = 0; i < UPDATES; i++)
+    {
+      int m = i % MEMBERS;
+      g_autofree char *member = g_strdup_printf ("s%d-m%d", s->index, m);
+      g_autofree char *rid = g_strdup_printf ("s%d-u%d", s->index, i);
+      gint64 delta = (i * 7919) % 23 - 11;
+
+      update_until_acknowledged (&c, rankd->port, s->board, member, delta, rid,
+                                 deadline, &s->stats, NULL);
+      s->sums[m] += delta;
+      g_atomic_int_inc (&acknowledged);
+    }
+  g_clear_pointer (&c, rank_client_free);
+  return NULL;
+}
+
+static void
+wait_acknowledged (int target)
+{
+  while (g_atomic_int_get (&acknowledged) < target)
+    {
+      if (g_get_monotonic_time () > deadline)
+        g_error ("no progress before the deadline");
+      g_usleep (5 * 1000); /* polling a counter, with a deadline */
+    }
+}
+
+/* Kills the master of an ordinary board's slot under load; its replica
+ * takes over, the old master comes back as a replica, and every update is
+ * counted once. Half the senders write to a sharded board. */
+static void
+test_failover (void)
+{
+  Sender senders[SENDERS];
+  GThread *threads[SENDERS];
+  guint unavailable = 0, not_applied = 0;
+  guint slot = board_slot ("c_fo");
+  guint16 victim = master_of (nodes[0]->port, slot);
+  int v = node_index (victim);
+  guint16 survivor = nodes[v == 0 ? 1 : 0]->port;
+  GPid pid = rankd->pid;
+
+  deadline = g_get_monotonic_time () + (gint64) DEADLINE_S * G_USEC_PER_SEC;
+  memset (senders, 0, sizeof senders);
+  for (int i = 0; i < SENDERS; i++)
+    {
+      senders[i].index = i;
+      senders[i].board = i % 2 ? "c_fosh" : "c_fo";
+      threads[i] = g_thread_new ("sender", send_all, &senders[i]);
+    }
+  wait_acknowledged (300);
+  g_test_message ("killing master %u of slot %u at %d acknowledged", victim,
+                  slot, g_atomic_int_get (&acknowledged));
+  rank_test_kill (nodes[v]);
+  /* The replica takes over... */
+  while (master_of (survivor, slot) == victim)
+    {
+      if (g_get_monotonic_time () > deadline)
+        g_error ("no failover");
+      g_usleep (20 * 1000); /* polling a condition, with a deadline */
+    }
+  wait_cluster_ok (victim, FALSE);
+  g_test_message ("slot %u failed over to %u", slot,
+                  master_of (survivor, slot));
+  /* ...and the old master comes back as its replica, so that WAIT 1 can
+   * be met again. */
+  rank_test_restart (nodes[v]);
+  wait_cluster_ok (0, TRUE);
+  for (int i = 0; i < SENDERS; i++)
+    {
+      g_thread_join (threads[i]);
+      unavailable += senders[i].stats.unavailable;
+      not_applied += senders[i].stats.not_applied;
+    }
+  g_test_message ("retries: %u Unavailable; %u answered 'already applied'",
+                  unavailable, not_applied);
+  for (int i = 0; i < SENDERS; i++)
+    for (int m = 0; m < MEMBERS; m++)
+      {
+        g_autofree char *member = g_strdup_printf ("s%d-m%d", i, m);
+        g_auto (Result) r = get_rank_on (client, senders[i].board, member);
+
+        assert_ok (&r);
+        if (r.score != senders[i].sums[m])
+          g_error ("%s on %s: score %" G_GINT64_FORMAT
+                   ", sum of deltas %" G_GINT64_FORMAT,
+                   member, senders[i].board, r.score, senders[i].sums[m]);
+      }
+  /* The kill did hit the senders; rankd was not restarted. */
+  g_assert_cmpuint (unavailable, >, 0);
+  g_assert_cmpint (rankd->pid, ==, pid);
+}
+
+int
+main (int argc, char **argv)
+{
+  int status;
+
+  g_test_init (&argc, &argv, NULL);
+  cluster_start ();
+  rankd_start ();
+  g_test_add_func ("/cluster/served", test_served);
+  g_test_add_func ("/cluster/moved", test_moved);
+  g_test_add_func ("/cluster/ask", test_ask);
+  g_test_add_func ("/cluster/failover-exactly-once", test_failover);
+  status = g_test_run ();
+  rank_client_free (client);
+  stop_checked (rankd);
+  rank_test_process_free (rankd);
+  for (int i = 0; i < NODES; i++)
+    {
+      rank_test_kill (nodes[i]);
+      rank_test_process_free (nodes[i]);
+    }
+  {
+    g_autofree char *config = g_build_filename (config_dir, "rankd.conf", NULL);
+
+    g_unlink (config);
+    g_rmdir (config_dir);
+    g_free (config_dir);
+  }
+  return status;
+}

@@ -1,0 +1,375 @@
+"""rankd's HTTP port: /metrics counts exactly what clients did, /healthz
+follows Redis going away and coming back, the port is off unless asked.
+
+Usage: test_metrics.py RANKD IDL
+Starts its own redis-server and rankd processes on free loopback ports.
+RANKD_TEST_WRAPPER runs rankd under a wrapper (valgrind).
+"""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+RANKD, IDL = os.path.abspath(sys.argv[1]), sys.argv[2]
+del sys.argv[1:3]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rankd_http  # noqa: E402
+from rankd_http import get, start_rankd, start_redis, stop, wait_for  # noqa
+
+STUBS = rankd_http.load_stubs(IDL)
+
+from thrift.protocol import TBinaryProtocol  # noqa: E402
+from thrift.transport import TSocket, TTransport  # noqa: E402
+from ranking import Ranking  # noqa: E402
+from ranking.ttypes import (  # noqa: E402
+    InvalidArgument, NotFound, Unavailable, UpdateRequest)
+
+METHODS = ["Update", "GetRank", "GetTopN", "GetAround", "GetRanks", "Remove",
+           "Count", "CountBetween", "GetPercentile", "GetScoreAtPercentile",
+           "Sample", "SetMemberData", "GetMemberData"]
+OUTCOMES = ["ok", "invalid", "not_found", "unavailable", "internal"]
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
+
+
+def parse(text):
+    """{(name, frozenset(labels)): value}, checking the exposition format:
+    every sample belongs to a family declared by # HELP and # TYPE."""
+    types, samples = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            continue
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            types[name] = kind
+            continue
+        m = SAMPLE.match(line)
+        assert m, f"not a sample line: {line!r}"
+        name, labels, value = m.groups()
+        family = re.sub(r"_(bucket|sum|count)$", "", name)
+        assert name in types or types.get(family) == "histogram", \
+            f"{name} has no # TYPE"
+        pairs = LABEL.findall(labels or "")
+        assert ",".join(f'{k}="{v}"' for k, v, _ in pairs) == (labels or ""), \
+            f"bad labels: {labels!r}"
+        key = (name, frozenset((k, v) for k, v, _ in pairs))
+        assert key not in samples, f"duplicate sample {line!r}"
+        samples[key] = float(value)
+    return samples, types
+
+
+def value(samples, name, **labels):
+    return samples[(name, frozenset(labels.items()))]
+
+
+def calls_counted(samples):
+    return sum(v for (name, _), v in samples.items()
+               if name == "rankd_requests_total")
+
+
+def connect(port):
+    sock = TSocket.TSocket("127.0.0.1", port)
+    sock.setTimeout(60000)
+    transport = TTransport.TFramedTransport(sock)
+    transport.open()
+    return Ranking.Client(TBinaryProtocol.TBinaryProtocol(transport)), transport
+
+
+class Served(unittest.TestCase):
+    """A redis-server and a rankd with --metrics-listen, of the class's own."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rankd-metrics-")
+        cls.redis, cls.redis_port = start_redis(cls.dir)
+        cls.rankd, cls.port, cls.http = start_rankd(
+            RANKD, cls.dir, cls.redis_port, ["--io-threads", "2"])
+
+    @classmethod
+    def tearDownClass(cls):
+        status = stop(cls.rankd)
+        cls.redis.terminate()
+        cls.redis.wait(30)
+        if status != 0:
+            with open(os.path.join(cls.dir, f"log-{cls.port}")) as f:
+                sys.stderr.write(f.read())
+        shutil.rmtree(cls.dir)
+        assert status == 0, f"rankd exited with {status} on SIGTERM"
+
+    def scrape(self):
+        status, ctype, body = get(self.http, "/metrics")
+        self.assertEqual(status, 200)
+        self.assertTrue(ctype.startswith("text/plain; version=0.0.4"), ctype)
+        return parse(body)[0]
+
+
+class CountersTest(Served):
+
+    def test_counters_are_exact(self):
+        before = self.scrape()
+        # Every family is there, at zero, before any call.
+        for m in METHODS:
+            for o in OUTCOMES:
+                self.assertEqual(value(before, "rankd_requests_total",
+                                       method=m, outcome=o), 0)
+            self.assertEqual(value(before,
+                                   "rankd_request_duration_seconds_count",
+                                   method=m), 0)
+        self.assertEqual(value(before, "rankd_redis_up",
+                               node=f"127.0.0.1:{self.redis_port}"), 1)
+        # servers.start's probe of the Thrift port was a connection too:
+        # wait until rankd has closed it.
+        wait_for("no open connection",
+                 lambda: value(self.scrape(), "rankd_connections_open") == 0)
+        opened = value(self.scrape(), "rankd_connections_total")
+
+        c, t = connect(self.port)
+        b = "metrics-board"
+        for i in range(5):
+            c.Update(UpdateRequest(board=b, member=f"m{i}", value=i * 10,
+                                   request_id=f"r{i}"))
+        for _ in range(2):
+            with self.assertRaises(InvalidArgument):
+                c.Update(UpdateRequest(board=b, member="x" * 257, value=1,
+                                       request_id="bad"))
+        for _ in range(3):
+            self.assertEqual(c.GetRank(b, "m4", 0).rank, 1)
+        for _ in range(2):
+            with self.assertRaises(NotFound):
+                c.GetRank(b, "nobody", 0)
+        for _ in range(4):
+            self.assertEqual(len(c.GetTopN(b, 10, 0, 0, True)), 5)
+        with self.assertRaises(InvalidArgument):
+            c.GetTopN(b, 0, 0, 0, False)
+        self.assertEqual(c.Count(b, 0), 5)
+
+        expected = {("Update", "ok"): 5, ("Update", "invalid"): 2,
+                    ("GetRank", "ok"): 3, ("GetRank", "not_found"): 2,
+                    ("GetTopN", "ok"): 4, ("GetTopN", "invalid"): 1,
+                    ("Count", "ok"): 1}
+        # A call is counted just after its reply is sent: the last one may
+        # still be on its way.
+        s = wait_for("every call counted", lambda: next(
+            (s for s in [self.scrape()]
+             if calls_counted(s) >= sum(expected.values())), None))
+        for m in METHODS:
+            calls = 0
+            for o in OUTCOMES:
+                n = expected.get((m, o), 0)
+                calls += n
+                self.assertEqual(value(s, "rankd_requests_total", method=m,
+                                       outcome=o), n, (m, o))
+            count = value(s, "rankd_request_duration_seconds_count", method=m)
+            self.assertEqual(count, calls, m)
+            buckets = sorted(
+                ((float(dict(k[1])["le"]), v) for k, v in s.items()
+                 if k[0] == "rankd_request_duration_seconds_bucket"
+                 and dict(k[1])["method"] == m))
+            self.assertGreaterEqual(len(buckets), 10)
+            self.assertEqual(buckets[-1], (float("inf"), calls), m)
+            counts = [v for _, v in buckets]
+            self.assertEqual(counts, sorted(counts), f"{m}: not cumulative")
+            total = value(s, "rankd_request_duration_seconds_sum", method=m)
+            self.assertEqual(total > 0, calls > 0, m)
+            self.assertLess(total, 60 * max(calls, 1))
+
+        self.assertEqual(value(s, "rankd_connections_open"), 1)
+        self.assertEqual(value(s, "rankd_connections_total"), opened + 1)
+        node = f"127.0.0.1:{self.redis_port}"
+        trips = value(s, "rankd_redis_round_trips_total", node=node)
+        # Every successful call went to Redis at least once; refused
+        # arguments never did.
+        self.assertGreaterEqual(trips, 5 + 3 + 2 + 4 + 1)
+        self.assertEqual(value(s, "rankd_redis_errors_total", node=node), 0)
+        self.assertEqual(value(s, "rankd_redis_batch_size_sum", node=node),
+                         trips)
+        writes = value(s, "rankd_redis_batch_size_count", node=node)
+        self.assertTrue(0 < writes <= trips, (writes, trips))
+        self.assertEqual(value(s, "rankd_redis_batch_size_bucket", node=node,
+                               le="+Inf"), writes)
+
+        # A second connection, then closed: the gauge follows, the counter
+        # only goes up.
+        c2, t2 = connect(self.port)
+        self.assertEqual(c2.Count(b, 0), 5)
+        s = self.scrape()
+        self.assertEqual(value(s, "rankd_connections_open"), 2)
+        self.assertEqual(value(s, "rankd_connections_total"), opened + 2)
+        t2.close()
+        t.close()
+        wait_for("both connections closed",
+                 lambda: value(self.scrape(), "rankd_connections_open") == 0)
+        s = wait_for("every call counted", lambda: next(
+            (s for s in [self.scrape()]
+             if calls_counted(s) >= sum(expected.values()) + 1), None))
+        self.assertEqual(value(s, "rankd_connections_total"), opened + 2)
+        self.assertEqual(value(s, "rankd_requests_total", method="Count",
+                               outcome="ok"), 2)
+
+    def test_unknown_paths_and_methods(self):
+        status, _, body = get(self.http, "/nothing-here")
+        self.assertEqual((status, body), (404, "not found\n"))
+        self.assertEqual(get(self.http, "/metrics/extra")[0], 404)
+        self.assertEqual(get(self.http, "/metrics", method="POST")[0], 405)
+        self.assertEqual(get(self.http, "/healthz", method="DELETE")[0], 405)
+        status, ctype, _ = get(self.http, "/")
+        self.assertEqual((status, ctype), (200, "text/html; charset=utf-8"))
+
+
+class HealthTest(Served):
+
+    def health(self):
+        return get(self.http, "/healthz")
+
+    def test_health_follows_redis(self):
+        node = f"127.0.0.1:{self.redis_port}"
+        self.assertEqual(self.health(), (200, "text/plain; charset=utf-8",
+                                         "ok\n"))
+        c, t = connect(self.port)
+        before = self.scrape()
+
+        self.redis.terminate()
+        self.assertEqual(self.redis.wait(30), 0)
+        status, _, body = wait_for(
+            "/healthz 503",
+            lambda: next((h for h in [self.health()] if h[0] == 503), None))
+        self.assertEqual(body, f"unavailable: Redis {node} unreachable\n")
+        self.assertEqual(value(self.scrape(), "rankd_redis_up", node=node), 0)
+        # Calls answer Unavailable, and are counted so.
+        for _ in range(3):
+            with self.assertRaises(Unavailable):
+                c.GetRank("health-board", "m", 0)
+        s = wait_for("every call counted", lambda: next(
+            (s for s in [self.scrape()]
+             if calls_counted(s) >= calls_counted(before) + 3), None))
+        self.assertEqual(
+            value(s, "rankd_requests_total", method="GetRank",
+                  outcome="unavailable")
+            - value(before, "rankd_requests_total", method="GetRank",
+                    outcome="unavailable"), 3)
+        self.assertGreaterEqual(
+            value(s, "rankd_redis_errors_total", node=node)
+            - value(before, "rankd_redis_errors_total", node=node), 3)
+
+        # Redis again, on the same port.
+        self.__class__.redis, _ = start_redis(self.dir, self.redis_port)
+        wait_for("/healthz 200", lambda: self.health() == (
+            200, "text/plain; charset=utf-8", "ok\n"))
+        self.assertEqual(value(self.scrape(), "rankd_redis_up", node=node), 1)
+        c.Update(UpdateRequest(board="health-board", member="m", value=1,
+                               request_id="after"))
+        self.assertEqual(c.GetRank("health-board", "m", 0).score, 1)
+        t.close()
+
+
+class ViewerConnectionTest(unittest.TestCase):
+    """The viewer's pooled Thrift connection, closed by rankd's idle
+    timeout, is replaced without an error."""
+
+    def test_idle_pooled_connection_is_replaced(self):
+        work = tempfile.mkdtemp(prefix="rankd-metrics-pool-")
+        redis, redis_port = start_redis(work)
+        try:
+            rankd, _, http = start_rankd(RANKD, work, redis_port,
+                                         ["--idle-timeout", "1"])
+            try:
+                def metric(name):
+                    return value(parse(get(http, "/metrics")[2])[0], name)
+                wait_for("no open connection",
+                         lambda: metric("rankd_connections_open") == 0)
+                opened = metric("rankd_connections_total")
+                self.assertEqual(get(http, "/api/top?board=b")[0], 200)
+                self.assertEqual(metric("rankd_connections_open"), 1)
+                wait_for("the idle connection closed by rankd",
+                         lambda: metric("rankd_connections_open") == 0)
+                status, _, body = get(http, "/api/top?board=b")
+                self.assertEqual(status, 200, body)
+                self.assertEqual(metric("rankd_connections_total"),
+                                 opened + 2)
+            finally:
+                self.assertEqual(stop(rankd), 0)
+        finally:
+            redis.terminate()
+            redis.wait(30)
+            shutil.rmtree(work)
+
+
+def listening_ports(pid):
+    """The TCP ports process pid listens on (from /proc)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        m = re.match(r"socket:\[(\d+)\]", target)
+        if m:
+            inodes.add(m.group(1))
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for row in f.read().splitlines()[1:]:
+                cols = row.split()
+                if cols[3] == "0A" and cols[9] in inodes:  # LISTEN
+                    ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+class OffByDefaultTest(unittest.TestCase):
+
+    def test_off_unless_asked(self):
+        work = tempfile.mkdtemp(prefix="rankd-metrics-off-")
+        redis, redis_port = start_redis(work)
+        try:
+            rankd, port, _ = start_rankd(RANKD, work, redis_port,
+                                         metrics=False)
+            try:
+                self.assertEqual(listening_ports(rankd.pid), {port})
+            finally:
+                self.assertEqual(stop(rankd), 0)
+            # With the option, a second listening port; closed on exit.
+            rankd, port, http = start_rankd(RANKD, work, redis_port)
+            try:
+                self.assertEqual(listening_ports(rankd.pid), {port, http})
+                self.assertEqual(get(http, "/healthz")[0], 200)
+            finally:
+                self.assertEqual(stop(rankd), 0)
+            with self.assertRaises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", http), timeout=5)
+        finally:
+            redis.terminate()
+            redis.wait(30)
+            shutil.rmtree(work)
+
+    def test_bad_and_taken_addresses(self):
+        bad = subprocess.run([RANKD, "--metrics-listen", "127.0.0.1"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("--metrics-listen", bad.stderr)
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen(1)
+            work = tempfile.mkdtemp(prefix="rankd-metrics-taken-")
+            try:
+                r = subprocess.run(
+                    [RANKD, "--listen", "127.0.0.1:0", "--redis",
+                     "127.0.0.1:1", "--metrics-listen",
+                     f"127.0.0.1:{taken.getsockname()[1]}"],
+                    capture_output=True, text=True, timeout=60, cwd=work)
+            finally:
+                shutil.rmtree(work)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("--metrics-listen", r.stderr)
+        self.assertIn("in use", r.stderr)
+
+
+if __name__ == "__main__":
+    try:
+        unittest.main(verbosity=2)
+    finally:
+        shutil.rmtree(STUBS, ignore_errors=True)
