@@ -425,6 +425,10 @@ answer (void *cls, struct MHD_Connection *connection, const char *url,
   return respond_text (connection, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
+/* libmicrohttpd's messages: fmt is the library's own format. */
+static void log_mhd (void *cls, const char *fmt, va_list ap)
+    G_GNUC_PRINTF (2, 0);
+
 static void
 log_mhd (void *cls, const char *fmt, va_list ap)
 {
