@@ -37,15 +37,15 @@ start_redis() { # port [extra args...]
   wait_port "$port" "$!" || { echo "redis-server did not start" >&2; exit 1; }
 }
 
-start_rankd() { # name redis-args...
-  local name=$1 port
+declare -A port
+start_rankd() { # name redis-args...  (sets port[name])
+  local name=$1
   shift
-  port=$(free_port)
-  "$rankd" --listen "127.0.0.1:$port" --config "$work/rankd.conf" "$@" \
-    >"$work/rankd-$name.log" 2>&1 &
+  port[$name]=$(free_port)
+  "$rankd" --listen "127.0.0.1:${port[$name]}" --config "$work/rankd.conf" \
+    "$@" >"$work/rankd-$name.log" 2>&1 &
   pids+=($!)
-  wait_port "$port" "$!" || { echo "rankd did not start" >&2; exit 1; }
-  echo "$port"
+  wait_port "${port[$name]}" "$!" || { echo "rankd did not start" >&2; exit 1; }
 }
 
 cat >"$work/rankd.conf" <<'CONF'
@@ -73,10 +73,8 @@ for _ in $(seq 1 600); do
   sleep 0.05 # polling a condition, with a bound
 done
 
-declare -A port
-port[single]=$(start_rankd single --redis "127.0.0.1:$single")
-port[cluster]=$(start_rankd cluster --redis-cluster \
-  "$(IFS=,; echo "${seeds[*]}")")
+start_rankd single --redis "127.0.0.1:$single"
+start_rankd cluster --redis-cluster "$(IFS=,; echo "${seeds[*]}")"
 for setup in single cluster; do
   echo "== $setup: preload"
   for board in plain sharded; do
