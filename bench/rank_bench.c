@@ -24,6 +24,7 @@
 #include "client.h"
 #include "error.h"
 #include "histogram.h"
+#include "timeline.h"
 #include "lua_scripts.h"
 #include "orderkey.h"
 
@@ -61,6 +62,8 @@ typedef struct
   int top_n;
   gboolean json;
   gint64 seed;
+  char *timeline; /* TSV of per-second percentiles */
+  char *plot;     /* PNG of the same (gnuplot) */
   /* derived */
   gboolean framed;
   RankProtocolKind kind;
@@ -92,11 +95,13 @@ typedef struct
   redisContext *redis;
   guint64 counter;
   Stats stats;
+  GArray *samples; /* RankSample, with --timeline or --plot */
   /* preload: this worker loads members [first, last) */
   int first, last;
 } Worker;
 
-static volatile gint phase; /* 0 warm-up, 1 measuring, 2 stop */
+static volatile gint phase;    /* 0 warm-up, 1 measuring, 2 stop */
+static gint64 measure_started; /* monotonic us, set before phase 1 */
 static gint64 requests_left;
 static gint preloaded;
 
@@ -421,6 +426,14 @@ worker_main (gpointer data)
       if (g_atomic_int_get (&phase) != 1)
         continue;
       rank_histogram_record (&w->stats.hist[op], (guint64) took * 1000);
+      if (w->samples != NULL)
+        {
+          RankSample s
+              = { (guint32) ((start - measure_started) / 1000),
+                  (guint32) MIN (took, (gint64) G_MAXUINT32), (guint8) op };
+
+          g_array_append_val (w->samples, s);
+        }
       if (!ok)
         w->stats.errors[op]++;
     }
@@ -573,6 +586,12 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
     { "top-n", 0, 0, G_OPTION_ARG_INT, &o->top_n, "GetTopN size (10)", "N" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &o->json, "Print JSON", NULL },
     { "seed", 0, 0, G_OPTION_ARG_INT64, &o->seed, "Random seed (1)", "N" },
+    { "timeline", 0, 0, G_OPTION_ARG_FILENAME, &o->timeline,
+      "Write per-second latency percentiles per operation (TSV)", "FILE" },
+    { "plot", 0, 0, G_OPTION_ARG_FILENAME, &o->plot,
+      "Draw them over time with gnuplot (PNG; the TSV goes to FILE.tsv "
+      "unless --timeline says where)",
+      "FILE" },
     { NULL },
   };
   g_autoptr (GOptionContext) ctx
@@ -583,12 +602,15 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
       ctx, "Examples:\n"
            "  rank-bench --preload --members 100000 -c 64 -d 10\n"
            "  rank-bench --mix rank=1 -c 64 -d 10 --json\n"
-           "  rank-bench --direct 127.0.0.1:6379 --preload --mix update=1\n");
+           "  rank-bench --direct 127.0.0.1:6379 --preload --mix update=1\n"
+           "  rank-bench --mix update=80,rank=20 -d 600 --plot latency.png\n");
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!g_option_context_parse (ctx, argc, argv, error))
     return FALSE;
   if (o->preload_only)
     o->preload = TRUE;
+  if (o->plot != NULL && o->timeline == NULL)
+    o->timeline = g_strconcat (o->plot, ".tsv", NULL);
   if (o->host == NULL)
     o->host = g_strdup ("127.0.0.1");
   if (o->mix == NULL)
@@ -742,6 +764,7 @@ finish (Options *o, Worker *workers, GThread **threads, int status)
       g_clear_object (&workers[i].resp);
       g_clear_object (&workers[i].entry);
       g_clear_pointer (&workers[i].page, g_ptr_array_unref);
+      g_clear_pointer (&workers[i].samples, g_array_unref);
       if (workers[i].redis)
         redisFree (workers[i].redis);
       if (workers[i].rand)
@@ -756,6 +779,8 @@ finish (Options *o, Worker *workers, GThread **threads, int status)
   g_free (o->board_prefix);
   g_free (o->transport);
   g_free (o->protocol);
+  g_free (o->timeline);
+  g_free (o->plot);
   return status;
 }
 
@@ -795,6 +820,8 @@ main (int argc, char **argv)
       workers[i].o = &o;
       workers[i].id = i;
       workers[i].rand = g_rand_new_with_seed ((guint32) (o.seed * 7919 + i));
+      if (o.timeline != NULL)
+        workers[i].samples = g_array_new (FALSE, FALSE, sizeof (RankSample));
       if (!worker_connect (&workers[i], &error))
         {
           fprintf (stderr, "rank-bench: %s\n", error->message);
@@ -840,12 +867,14 @@ main (int argc, char **argv)
     }
 
   requests_left = o.requests;
+  measure_started = g_get_monotonic_time ();
   g_atomic_int_set (&phase, o.warmup > 0 ? 0 : 1);
   for (int i = 0; i < o.connections; i++)
     threads[i] = g_thread_new ("load", worker_main, &workers[i]);
   if (o.warmup > 0)
     {
       g_usleep ((gulong) (o.warmup * G_USEC_PER_SEC)); /* the warm-up itself */
+      measure_started = g_get_monotonic_time ();
       g_atomic_int_set (&phase, 1);
     }
   started = g_get_monotonic_time ();
@@ -859,6 +888,25 @@ main (int argc, char **argv)
   for (int i = 0; i < o.connections; i++)
     g_thread_join (threads[i]);
   report (&o, workers, seconds);
+  if (o.timeline != NULL)
+    {
+      GArray **samples = g_new (GArray *, o.connections);
+      g_autofree char *title = g_strdup_printf (
+          "rank-bench: %s, %d connections, mix %s",
+          o.direct ? "direct" : "rankd", o.connections, o.mix);
+      gboolean ok;
+
+      for (int i = 0; i < o.connections; i++)
+        samples[i] = workers[i].samples;
+      ok = rank_timeline_write (samples, (guint) o.connections, op_names, N_OPS,
+                                seconds, o.timeline, o.plot, title, &error);
+      g_free (samples);
+      if (!ok)
+        {
+          fprintf (stderr, "rank-bench: timeline: %s\n", error->message);
+          return finish (&o, workers, threads, 1);
+        }
+    }
 
   for (int i = 0; i < o.connections; i++)
     errors += (gint64) (workers[i].stats.errors[0] + workers[i].stats.errors[1]

@@ -1,6 +1,7 @@
 """CI smoke run of rank-bench: a few seconds against rankd and against Redis
 directly (--direct), checking that both complete without errors and report
-every operation. Not a performance test: no numbers are judged.
+every operation, and that --plot draws latency over time (a PNG, and its
+per-second TSV). Not a performance test: no numbers are judged.
 
 Usage: bench_smoke.py RANKD RANK_BENCH
 """
@@ -32,6 +33,27 @@ def run(args, ops=("update", "rank", "top")):
                              for op, s in result["ops"].items()})
 
 
+def check_plot(port, work):
+    png = os.path.join(work, "latency.png")
+    run(["--port", str(port), "--mix", "update=1,rank=1", "--plot", png],
+        ops=("update", "rank"))
+    with open(png, "rb") as f:
+        image = f.read()
+    assert image[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    assert len(image) > 10000, f"a {len(image)}-byte PNG draws nothing"
+    with open(png + ".tsv", encoding="utf-8") as f:
+        rows = [line.split("\t") for line in f.read().splitlines()]
+    assert rows[0] == ["second", "op", "count", "p50_ms", "p99_ms",
+                       "p999_ms"], rows[0]
+    for op in ("update", "rank"):
+        mine = [r for r in rows[1:] if r[1] == op]
+        assert len(mine) >= 2, (op, mine)  # -d 2: a row per second
+        for r in mine:
+            assert int(r[2]) > 0 and 0 < float(r[3]) <= float(r[4]) \
+                <= float(r[5]), r
+    print("plot", len(image), "bytes,", len(rows) - 1, "rows")
+
+
 def main():
     work = tempfile.mkdtemp(prefix="rankd-bench-smoke-")
     redis = rankd = None
@@ -46,10 +68,11 @@ def main():
         run(["--direct", f"127.0.0.1:{redis_port}", "--preload"])
         run(["--port", str(port), "--mix", "around=1,ranks=1"],
             ops=("around", "ranks"))
+        check_plot(port, work)
         rankd.terminate()
         assert rankd.wait(30) == 0, "rankd did not exit cleanly"
         rankd = None
-        print("3 passed, 0 failed")
+        print("4 passed, 0 failed")
     finally:
         for proc in (rankd, redis):
             if proc is not None:
