@@ -12,7 +12,9 @@
  *
  * Every connection is a thread in a closed loop: pick an operation by the
  * --mix weights, a member uniformly from the population, a board from
- * --boards; time it; record it unless still warming up.
+ * --boards; time it; record it unless still warming up. With --timeline or
+ * --plot each measured request is also kept as a 12-byte sample, turned into
+ * per-second percentiles (and a gnuplot PNG) after the run: timeline.c.
  */
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -428,8 +430,9 @@ worker_main (gpointer data)
       rank_histogram_record (&w->stats.hist[op], (guint64) took * 1000);
       if (w->samples != NULL)
         {
+          /* A request that began in the warm-up counts from 0. */
           RankSample s
-              = { (guint32) ((start - measure_started) / 1000),
+              = { (guint32) (MAX (start - measure_started, 0) / 1000),
                   (guint32) MIN (took, (gint64) G_MAXUINT32), (guint8) op };
 
           g_array_append_val (w->samples, s);
@@ -611,6 +614,19 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
     o->preload = TRUE;
   if (o->plot != NULL && o->timeline == NULL)
     o->timeline = g_strconcat (o->plot, ".tsv", NULL);
+  if (o->plot != NULL)
+    {
+      /* Before the run, not after ten minutes of it. */
+      g_autofree char *gnuplot = g_find_program_in_path ("gnuplot");
+
+      if (gnuplot == NULL)
+        {
+          g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+                       "--plot: gnuplot is not on PATH (Debian: apt-get "
+                       "install gnuplot-nox)");
+          return FALSE;
+        }
+    }
   if (o->host == NULL)
     o->host = g_strdup ("127.0.0.1");
   if (o->mix == NULL)
@@ -909,7 +925,7 @@ main (int argc, char **argv)
     }
 
   for (int i = 0; i < o.connections; i++)
-    errors += (gint64) (workers[i].stats.errors[0] + workers[i].stats.errors[1]
-                        + workers[i].stats.errors[2]);
+    for (int op = 0; op < N_OPS; op++)
+      errors += (gint64) workers[i].stats.errors[op];
   return finish (&o, workers, threads, errors > 0 ? 1 : 0);
 }

@@ -7,16 +7,21 @@
 
 #include <glib.h>
 
+/* One measured request: 12 bytes. */
 typedef struct
 {
-  guint32 t_ms;       /* since the measurement began */
-  guint32 latency_us; /* of one request */
-  guint8 op;
+  guint32 t_ms;       /* when it started, since the measurement began */
+  guint32 latency_us; /* how long it took */
+  guint8 op;          /* index into op_names */
 } RankSample;
 
-/* samples: one GArray of RankSample per worker. Writes tsv (second, op,
- * count, p50/p99/p99.9 in ms) and, if png is set, draws it with gnuplot
- * (log scale, one colour per percentile, one panel per operation). */
+/* samples: one GArray of RankSample per worker, each in the order its
+ * requests started; seconds: how long the measurement ran. Writes tsv (a
+ * header, then "second op count p50_ms p99_ms p999_ms" for each operation
+ * and second with requests, grouped by operation) and, if png is set, draws
+ * it with gnuplot (pngcairo; one panel per operation, p50, p99 and p99.9 on
+ * a log scale). FALSE with error set if a file cannot be written, gnuplot
+ * fails, or there is nothing to draw. */
 gboolean rank_timeline_write (GArray *const *samples, guint n_workers,
                               const char *const *op_names, guint n_ops,
                               double seconds, const char *tsv, const char *png,

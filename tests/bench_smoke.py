@@ -31,23 +31,29 @@ def run(args, ops=("update", "rank", "top")):
         assert 0 < stats["p50_us"] <= stats["p99_us"] <= stats["max_us"], stats
     print(result["target"], {op: round(s["ops_per_sec"])
                              for op, s in result["ops"].items()})
+    return result
 
 
 def check_plot(port, work):
     png = os.path.join(work, "latency.png")
-    run(["--port", str(port), "--mix", "update=1,rank=1", "--plot", png],
-        ops=("update", "rank"))
+    result = run(["--port", str(port), "--mix", "update=1,rank=1",
+                  "--plot", png], ops=("update", "rank"))
     with open(png, "rb") as f:
         image = f.read()
     assert image[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     assert len(image) > 10000, f"a {len(image)}-byte PNG draws nothing"
+    assert not os.path.exists(png + ".data"), "gnuplot's data file was left"
     with open(png + ".tsv", encoding="utf-8") as f:
         rows = [line.split("\t") for line in f.read().splitlines()]
     assert rows[0] == ["second", "op", "count", "p50_ms", "p99_ms",
                        "p999_ms"], rows[0]
+    assert {r[1] for r in rows[1:]} == {"update", "rank"}, rows
     for op in ("update", "rank"):
         mine = [r for r in rows[1:] if r[1] == op]
-        assert len(mine) >= 2, (op, mine)  # -d 2: a row per second
+        # -d 2: a row for each second, and every measured request in one
+        assert [r[0] for r in mine] == ["0", "1"], (op, mine)
+        assert sum(int(r[2]) for r in mine) == result["ops"][op]["count"], \
+            (op, mine, result["ops"][op])
         for r in mine:
             assert int(r[2]) > 0 and 0 < float(r[3]) <= float(r[4]) \
                 <= float(r[5]), r

@@ -2,8 +2,12 @@
 //
 //   npm ci && npm run gen && node client.js [HOST:PORT]
 //
-// rankd's defaults: framed transport, binary protocol. i64 fields arrive as
-// node-int64 `Int64` objects: see scores and subscores below.
+// rankd's defaults: framed transport, binary protocol. The address comes from
+// the first argument, else RANKD_ADDRESS, else 127.0.0.1:9090.
+//
+// Every i64 field arrives as a node-int64 `Int64` object, not a Number:
+// scores (|score| <= 2^53-1) are exact with toNumber(); subscores (any i64)
+// need toBigInt() below.
 'use strict';
 
 const thrift = require('thrift');
@@ -11,75 +15,125 @@ const Int64 = require('node-int64');
 const Ranking = require('./gen-nodejs/Ranking');
 const types = require('./gen-nodejs/ranking_types');
 
-const [host, port] = (process.argv[2] || process.env.RANKD_ADDRESS ||
-                      '127.0.0.1:9090').split(':');
+const BOARD = 'example_node';
+const RAID = 'example_raid'; // configured with subscores=desc
 
-// An i64 exactly, as a BigInt: node-int64 keeps all 64 bits, toNumber()
-// does not (it rounds past 2^53).
-function exact(i64) {
-  return BigInt.asIntN(64, BigInt('0x' + i64.toOctetString()));
+// An i64 exactly, whatever its size: the Int64's 8 bytes, big-endian.
+function toBigInt(i64) {
+  return i64.toBuffer().readBigInt64BE(0);
 }
 
-async function main() {
-  const connection = thrift.createConnection(host, Number(port), {
+// Any BigInt in the i64 range, to send: an Int64 over its 8 bytes.
+function fromBigInt(n) {
+  const bytes = Buffer.alloc(8);
+  bytes.writeBigInt64BE(n); // throws a RangeError outside the i64 range
+  return new Int64(bytes);
+}
+
+function connect(host, port) {
+  const connection = thrift.createConnection(host, port, {
     transport: thrift.TFramedTransport,
     protocol: thrift.TBinaryProtocol,
   });
   connection.on('error', (err) => {
     console.error('connection:', err.message);
-    process.exit(3);
+    process.exitCode = 3;
   });
-  const client = thrift.createClient(Ranking, connection);
-  const board = 'example_node';
+  return { connection, client: thrift.createClient(Ranking, connection) };
+}
 
-  // Record scores. A request id makes an update safe to retry.
+// Sends an update, retrying with the same request id: rankd applies it at
+// most once, however many attempts reach it. failFirst simulates a reply
+// lost on the way back: rankd applied the update, we never saw it.
+async function update(conn, request, { attempts = 3, failFirst = false } = {}) {
+  for (let attempt = 1; attempt <= attempts; attempt++) {
+    try {
+      const response = await conn.client.Update(request);
+      if (failFirst && attempt === 1) throw new Error('reply lost (simulated)');
+      return response;
+    } catch (err) {
+      if (err instanceof types.Unavailable) {
+        console.log(`${request.member}: unavailable (${err.message}), retrying`);
+        continue; // Redis busy or failing over: safe to retry
+      }
+      // Any other answer from rankd (InvalidArgument: a bug) is final.
+      if (err instanceof thrift.Thrift.TException) throw err;
+      const delta = `${request.value >= 0 ? '+' : ''}${request.value}`;
+      console.log(`${request.member} ${delta}: ${err.message}; ` +
+                  `retrying with request id ${request.request_id}`);
+      // The connection's state is unknown (half a reply may be in flight):
+      // never reuse it.
+      conn.connection.end();
+      Object.assign(conn, connect(conn.connection.host, conn.connection.port));
+    }
+  }
+  throw new Error(`no answer after ${attempts} attempts`);
+}
+
+async function main() {
+  const address = process.argv[2] || process.env.RANKD_ADDRESS || '127.0.0.1:9090';
+  const colon = address.lastIndexOf(':');
+  const conn = connect(address.slice(0, colon), Number(address.slice(colon + 1)));
+
+  // Best scores, each with member data (shown by with_data reads below).
+  // A plain Number is fine for an i64 up to 2^53: the library wraps it
+  // in an Int64.
   for (const [member, value] of [['alice', 120], ['bob', 95], ['carol', 130]]) {
-    const r = await client.Update(new types.UpdateRequest({
-      board, member, value, request_id: `node-${member}-1`,
-      mode: types.UpdateMode.BEST, data: { name: member.toUpperCase() },
+    const r = await update(conn, new types.UpdateRequest({
+      board: BOARD, member, value, mode: types.UpdateMode.BEST,
+      request_id: `node-${member}-1`, data: { name: member.toUpperCase() },
     }));
     console.log(`update ${member}: score ${r.score.toNumber()} rank ${r.rank.toNumber()}`);
   }
-  // The same request again (a retry after a timeout, say): not counted twice.
-  const retry = await client.Update(new types.UpdateRequest({
-    board, member: 'bob', value: 95, request_id: 'node-bob-1',
-    mode: types.UpdateMode.BEST, data: { name: 'BOB' },
-  }));
-  console.log(`retry bob: applied ${retry.applied}, score ${retry.score.toNumber()}`);
 
-  const top = await client.GetTopN(board, 3, 0, 0, true);
-  for (const e of top) {
-    console.log(`#${e.rank.toNumber()} ${e.member} ${e.score.toNumber()} ${e.data ? e.data.name : "-"}`);
+  // An INCREMENT whose reply is lost, then retried: counted once, so bob
+  // has 95 + 10, not 95 + 20.
+  const retried = await update(conn, new types.UpdateRequest({
+    board: BOARD, member: 'bob', value: 10, mode: types.UpdateMode.INCREMENT,
+    request_id: 'node-bob-2',
+  }), { failFirst: true });
+  console.log(`bob +10: applied ${retried.applied}, score ${retried.score.toNumber()} (counted once)`);
+
+  const alice = await conn.client.GetRank(BOARD, 'alice', 0);
+  console.log(`alice: rank ${alice.rank.toNumber()}, score ${alice.score.toNumber()}`);
+  for (const e of await conn.client.GetTopN(BOARD, 3, 0, 0, true)) { // with_data
+    console.log(`#${e.rank.toNumber()} ${e.member} ${e.score.toNumber()} ${e.data ? e.data.name : '-'}`);
   }
-  const around = await client.GetAround(board, 'alice', 1, 0, false);
-  console.log('around alice:', around.map((e) => e.member).join(' '));
+  const around = await conn.client.GetAround(BOARD, 'alice', 1, 0, false);
+  console.log('around alice:', around.map((e) => `${e.member}(#${e.rank.toNumber()})`).join(' '));
   try {
-    await client.GetRank(board, 'nobody', 0);
+    await conn.client.GetRank(BOARD, 'nobody', 0);
   } catch (err) {
     if (!(err instanceof types.NotFound)) throw err;
     console.log('nobody:', err.message);
   }
 
-  // The largest score rankd takes, 2^53-1, is exact as a Number.
-  const big = await client.Update(new types.UpdateRequest({
-    board, member: 'max', value: 9007199254740991, request_id: 'node-max-1',
-    mode: types.UpdateMode.SET,
+  // The largest score rankd takes, 2^53-1, is still exact as a Number.
+  const max = await update(conn, new types.UpdateRequest({
+    board: BOARD, member: 'max', value: 9007199254740991, mode: types.UpdateMode.SET,
+    request_id: 'node-max-1',
   }));
-  console.log(`max score: ${big.score.toNumber()} safe ${Number.isSafeInteger(big.score.toNumber())}`);
+  const score = max.score.toNumber();
+  console.log(`max score: ${score} (Number.isSafeInteger: ${Number.isSafeInteger(score)})`);
 
-  // Subscores take any i64: send them as Int64 (from hex) and read them as
-  // BigInt. example_raid is configured with subscores=desc.
-  const r = await client.Update(new types.UpdateRequest({
-    board: 'example_raid', member: 'team7', value: 12, request_id: 'node-raid-1',
-    subscores: [new Int64('7fffffffffffffff')],
-  }));
-  // toNumber() refuses (Infinity) past 2^53; toNumber(true) rounds.
-  console.log(`subscore: ${exact(r.subscores[0])}; toNumber(): ${r.subscores[0].toNumber()}; ` +
-              `toNumber(true): ${r.subscores[0].toNumber(true)}`);
-  connection.end();
+  // Subscores take any i64: send and read them as BigInt, never as Number.
+  for (const [member, subscore] of [['team7', 2n ** 53n + 1n], ['team9', -(2n ** 63n)]]) {
+    const r = await update(conn, new types.UpdateRequest({
+      board: RAID, member, value: 12, mode: types.UpdateMode.SET,
+      request_id: `node-${member}-1`, subscores: [fromBigInt(subscore)],
+    }));
+    const sub = r.subscores[0];
+    console.log(`${member} subscore: ${toBigInt(sub)} exact; toNumber() ${sub.toNumber()}, ` +
+                `toNumber(true) ${sub.toNumber(true)}`);
+  }
+  // A Number past 2^53 has lost its low bits before the library sees it.
+  console.log(`Number 2**53 + 1 is sent as ${toBigInt(new Int64(2 ** 53 + 1))}`);
+  conn.connection.end();
 }
 
 main().catch((err) => {
-  console.error(err);
+  // InvalidArgument names the field and the rule, e.g. subscores sent to a
+  // board configured without them (example_raid needs subscores=desc).
+  console.error(err instanceof types.InvalidArgument ? `invalid argument: ${err.message}` : err);
   process.exit(1);
 });

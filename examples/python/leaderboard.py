@@ -1,9 +1,10 @@
 """A small rankd client in Python, on Debian's python3-thrift.
 
-    thrift --gen py -out gen-py idl/ranking.thrift
-    PYTHONPATH=gen-py python3 examples/python/leaderboard.py [HOST:PORT]
+    mkdir -p gen-py && thrift --gen py -out gen-py idl/ranking.thrift
+    PYTHONPATH=gen-py /usr/bin/python3 examples/python/leaderboard.py [HOST:PORT]
 
-rankd's defaults: framed transport, binary protocol.
+rankd's defaults: framed transport, binary protocol. The address comes from
+the first argument, else RANKD_ADDRESS, else 127.0.0.1:9090.
 """
 import os
 import sys
@@ -14,48 +15,90 @@ from thrift.transport import TSocket, TTransport
 from ranking import Ranking
 from ranking.ttypes import NotFound, Unavailable, UpdateMode, UpdateRequest
 
-address = (sys.argv[1] if len(sys.argv) > 1
-           else os.environ.get("RANKD_ADDRESS", "127.0.0.1:9090"))
-host, port = address.rsplit(":", 1)
-socket = TSocket.TSocket(host, int(port))
-socket.setTimeout(5000)
-transport = TTransport.TFramedTransport(socket)
-client = Ranking.Client(TBinaryProtocol.TBinaryProtocol(transport))
-transport.open()
-board = "example_python"
+BOARD = "example_python"
 
 
-def update(request, attempts=3):
-    """Sends an update, retrying with the same request id: at most once."""
-    for attempt in range(attempts):
+class Connection:
+    """One framed, binary-protocol connection to rankd, reopened on demand."""
+
+    def __init__(self, address):
+        self.host, port = address.rsplit(":", 1)
+        self.port = int(port)
+        self.transport = None
+        self.client = None
+        self.open()
+
+    def open(self):
+        socket = TSocket.TSocket(self.host, self.port)
+        socket.setTimeout(5000)  # ms: a lost reply becomes an error
+        self.transport = TTransport.TFramedTransport(socket)
+        self.client = Ranking.Client(
+            TBinaryProtocol.TBinaryProtocol(self.transport))
+        self.transport.open()
+
+    def reopen(self):
+        # After a transport error the connection's state is unknown (half a
+        # reply may be in flight): never reuse it.
+        self.transport.close()
+        self.open()
+
+
+def update(conn, request, attempts=3, fail_first=False):
+    """Sends an update, retrying with the same request id: rankd applies it
+    at most once, however many attempts reach it. fail_first simulates a
+    reply lost on the way back: rankd applied the update, we never saw it."""
+    for attempt in range(1, attempts + 1):
         try:
-            return client.Update(request)
-        except Unavailable as e:  # Redis busy or restarting: safe to retry
-            print("unavailable, retrying:", e.message)
-    raise RuntimeError("rankd stayed unavailable")
+            response = conn.client.Update(request)
+            if fail_first and attempt == 1:
+                raise TTransport.TTransportException(
+                    TTransport.TTransportException.TIMED_OUT,
+                    "reply lost (simulated)")
+            return response
+        except TTransport.TTransportException as e:
+            print(f"{request.member} {request.value:+d}: {e.message}; "
+                  f"retrying with request id {request.request_id}")
+            conn.reopen()
+        except Unavailable as e:  # Redis busy or failing over: safe to retry
+            print(f"{request.member}: unavailable ({e.message}), retrying")
+    raise RuntimeError(f"no answer after {attempts} attempts")
 
 
-for member, value in (("alice", 120), ("bob", 95), ("carol", 130)):
-    r = update(UpdateRequest(board=board, member=member, value=value,
-                             request_id=f"py-{member}-1", mode=UpdateMode.BEST,
-                             data={"name": member.title()}))
-    print(f"update {member}: score {r.score} rank {r.rank}")
+def main():
+    address = (sys.argv[1] if len(sys.argv) > 1
+               else os.environ.get("RANKD_ADDRESS", "127.0.0.1:9090"))
+    conn = Connection(address)
 
-# The same request again (a retry after a lost reply, say): not counted twice.
-r = update(UpdateRequest(board=board, member="bob", value=95,
-                         request_id="py-bob-1", mode=UpdateMode.BEST,
-                         data={"name": "Bob"}))
-print(f"retry bob: applied {r.applied}, score {r.score}")
+    # Best scores, each with member data (shown by with_data reads below).
+    for member, value in (("alice", 120), ("bob", 95), ("carol", 130)):
+        r = update(conn, UpdateRequest(
+            board=BOARD, member=member, value=value, mode=UpdateMode.BEST,
+            request_id=f"py-{member}-1", data={"name": member.title()}))
+        print(f"update {member}: score {r.score} rank {r.rank}")
 
-for e in client.GetTopN(board, 3, 0, 0, True):  # with_data
-    print(f"#{e.rank} {e.member} {e.score} {e.data['name'] if e.data else '-'}")
-print("around alice:",
-      " ".join(e.member for e in client.GetAround(board, "alice", 1, 0, False)))
-ranks = client.GetRanks(board, ["bob", "nobody"], 0)
-print("ranks:", ", ".join(f"{r.member}={r.rank if r.found else '-'}"
-                          for r in ranks))
-try:
-    client.GetRank(board, "nobody", 0)
-except NotFound as e:
-    print("nobody:", e.message)
-transport.close()
+    # An INCREMENT whose reply is lost, then retried: counted once, so bob
+    # has 95 + 10, not 95 + 20.
+    r = update(conn, UpdateRequest(
+        board=BOARD, member="bob", value=10, mode=UpdateMode.INCREMENT,
+        request_id="py-bob-2"), fail_first=True)
+    print(f"bob +10: applied {r.applied}, score {r.score} (counted once)")
+
+    e = conn.client.GetRank(BOARD, "alice", 0)
+    print(f"alice: rank {e.rank}, score {e.score}")
+    for e in conn.client.GetTopN(BOARD, 3, 0, 0, True):  # with_data
+        print(f"#{e.rank} {e.member} {e.score} "
+              f"{e.data['name'] if e.data else '-'}")
+    around = conn.client.GetAround(BOARD, "alice", 1, 0, False)
+    print("around alice:", " ".join(f"{e.member}(#{e.rank})" for e in around))
+    ranks = conn.client.GetRanks(BOARD, ["bob", "nobody"], 0)
+    print("ranks:", ", ".join(f"{r.member}={r.rank if r.found else '-'}"
+                              for r in ranks))
+    try:
+        conn.client.GetRank(BOARD, "nobody", 0)
+    except NotFound as e:
+        print("nobody:", e.message)
+    conn.transport.close()
+
+
+if __name__ == "__main__":
+    main()
