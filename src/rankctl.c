@@ -1,21 +1,29 @@
-/* rankctl.c -- rankd from the shell: every Ranking method as a command,
- * an aligned table or JSON out, and exit codes a script can test.
+/* rankctl.c -- rankd from the shell: every Ranking method as a command, an
+ * aligned table or one JSON document out, and exit codes a script can test.
  *
  *   rankctl [--connect HOST:PORT] [--json] COMMAND ARGS...
  *
- * Exit codes: 0 done; 1 not found; 2 invalid (usage, or InvalidArgument);
- * 3 unavailable (Unavailable, or rankd out of reach); 4 anything else.
+ * Everything the command line says is checked before rankctl connects: a
+ * usage error is exit 2 whether rankd is up or not. Syntax (is it a number,
+ * is it KEY=VALUE) is checked here; the service's own limits (n 1-1000, pct
+ * 0-100...) are left to rankd, whose InvalidArgument names the field.
+ *
+ * JSON is written by hand (json-glib is not a dependency): strings escaped,
+ * i64s as plain numbers, exact.
  */
-#include <locale.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include <thrift/c_glib/thrift_application_exception.h>
+#include <thrift/c_glib/transport/thrift_transport.h>
 
 #include "address.h"
 #include "client.h"
 #include "constants.h"
-#include "thrift_fixes.h"
+
+#ifndef RANKD_VERSION
+#define RANKD_VERSION "dev"
+#endif
 
 enum
 {
@@ -26,66 +34,161 @@ enum
   EXIT_OTHER = 4,
 };
 
-static const char usage_text[]
+#define DEFAULT_TIMEOUT_S 10.0
+#define DEFAULT_TOP_N 10
+#define DEFAULT_RADIUS 5
+#define DEFAULT_SAMPLE_COUNT 10
+
+static const char help_text[]
     = "Usage: rankctl [OPTION...] COMMAND ARGS...\n"
       "\n"
-      "Calls rankd's Ranking service (idl/ranking.thrift) and prints the "
-      "answer.\n"
+      "Calls rankd (the Ranking service of idl/ranking.thrift) and prints "
+      "the answer\n"
+      "as an aligned table, or as one JSON document with --json.\n"
       "\n"
-      "Commands:\n"
-      "  update BOARD MEMBER VALUE [--mode increment|best|set]\n"
-      "         [--request-id ID] [--timestamp-ms MS] [--subscore N]...\n"
-      "         [--data KEY=VALUE]...\n"
-      "  rank BOARD MEMBER\n"
-      "  top BOARD [N] [--offset K] [--with-data]          (N default 10)\n"
-      "  around BOARD MEMBER [RADIUS] [--with-data]        (RADIUS default "
-      "5)\n"
-      "  ranks BOARD MEMBER...\n"
-      "  remove BOARD MEMBER [--request-id ID]\n"
-      "  count BOARD\n"
-      "  count-between BOARD MIN MAX\n"
-      "  percentile BOARD MEMBER\n"
-      "  score-at-percentile BOARD PCT\n"
-      "  sample BOARD MIN MAX [COUNT]                      (COUNT default "
-      "10)\n"
-      "  set-data BOARD MEMBER [KEY=VALUE]...              (none: delete)\n"
-      "  get-data BOARD MEMBER\n"
-      "Reads take --periods-back N (periodic boards). Without --request-id, "
-      "update and\nremove make a random one and print it: reuse it to retry.\n"
+      "Commands (the reads take --periods-back N on periodic boards):\n"
+      "  update BOARD MEMBER VALUE     record a score, with:\n"
+      "      --mode increment|best|set    how VALUE counts (default: the "
+      "board's mode)\n"
+      "      --request-id ID              idempotency key (default: a random "
+      "UUID,\n"
+      "                                   printed: reuse it to retry)\n"
+      "      --timestamp-ms MS            when it was reached (default: "
+      "rankd's clock)\n"
+      "      --subscore N                 each of the board's subscores, in "
+      "order\n"
+      "      --data KEY=VALUE             the member's data, one per key\n"
+      "  rank BOARD MEMBER             the member's rank and score\n"
+      "  top BOARD [N]                 the N best (default 10); --offset K "
+      "skips K;\n"
+      "                                --with-data adds each member's data\n"
+      "  around BOARD MEMBER [RADIUS]  the member and RADIUS (default 5) "
+      "above and\n"
+      "                                below it; --with-data\n"
+      "  ranks BOARD MEMBER...         several members' ranks in one call\n"
+      "  remove BOARD MEMBER           take the member off the board; "
+      "--request-id ID\n"
+      "  count BOARD                   how many members\n"
+      "  count-between BOARD MIN MAX   how many with MIN <= score <= MAX\n"
+      "  percentile BOARD MEMBER       the % of members with a worse score\n"
+      "  score-at-percentile BOARD PCT the score at PCT (100: the best, 0: "
+      "the worst)\n"
+      "  sample BOARD MIN MAX [COUNT]  up to COUNT (default 10) random "
+      "members with\n"
+      "                                MIN <= score <= MAX\n"
+      "  set-data BOARD MEMBER [KEY=VALUE]...\n"
+      "                                replace the member's data (no pairs: "
+      "delete it)\n"
+      "  get-data BOARD MEMBER         the member's data\n"
       "\n"
-      "Options:\n"
-      "  --connect HOST:PORT     rankd's address (default $RANKCTL_CONNECT, "
-      "else 127.0.0.1:9090)\n"
-      "  --transport framed|buffered, --protocol binary|compact   as rankd's\n"
-      "  --timeout SECONDS       wait this long for rankd (default 10)\n"
-      "  --json                  print JSON instead of a table\n"
-      "  --help                  this text\n"
+      "Options (anywhere on the line; --name=value works too; -- ends "
+      "them):\n"
+      "  --connect HOST:PORT           rankd's address (default "
+      "$RANKCTL_CONNECT,\n"
+      "                                else 127.0.0.1:9090)\n"
+      "  --transport framed|buffered   as rankd's --transport (default "
+      "framed)\n"
+      "  --protocol binary|compact     as rankd's --protocol (default "
+      "binary)\n"
+      "  --timeout SECONDS             wait for rankd at most this long "
+      "(default 10)\n"
+      "  --json                        print JSON instead of a table\n"
+      "  --help, --version\n"
       "\n"
-      "Exit codes: 0 done, 1 not found, 2 invalid (usage or InvalidArgument),\n"
-      "3 unavailable (Unavailable, or rankd out of reach), 4 other errors.\n"
+      "Exit codes:\n"
+      "  0  done\n"
+      "  1  not found (NotFound)\n"
+      "  2  invalid: a usage error, or InvalidArgument from rankd\n"
+      "  3  unavailable: Unavailable from rankd, or rankd out of reach\n"
+      "  4  any other error (TApplicationException, a bad answer, output "
+      "failed)\n"
       "\n"
       "Examples:\n"
       "  rankctl update run_hero alice 120 --mode best\n"
-      "  rankctl top run_hero 5\n"
+      "  rankctl top run_hero 5 --with-data\n"
       "  rankctl --json rank run_hero alice\n"
       "  rankctl update raid team7 12 --subscore 4 --subscore 93000 --data "
       "name=Seven\n"
-      "  rankctl around run_hero alice 2 --with-data\n"
-      "  rankctl top daily_run_hero 10 --periods-back 1\n";
+      "  rankctl around run_hero alice 2\n"
+      "  rankctl --connect 10.0.0.5:9090 count daily_run_hero --periods-back "
+      "1\n";
 
-/* The command line, split: positional arguments and --options. */
+/* Which options a command takes, besides the global ones. */
+enum
+{
+  TAKES_PERIODS_BACK = 1 << 0,
+  TAKES_WITH_DATA = 1 << 1,
+  TAKES_OFFSET = 1 << 2,
+  TAKES_REQUEST_ID = 1 << 3,
+  TAKES_UPDATE = 1 << 4, /* --mode, --timestamp-ms, --subscore, --data */
+};
+
 typedef struct
 {
-  GPtrArray *args;    /* char *, not owned */
-  GHashTable *values; /* option name -> last value (not owned) */
-  GPtrArray *subscores;
-  GPtrArray *data;
+  const char *name;
+  guint takes;       /* 0: a global option */
+  const char *value; /* its value's name; NULL: a flag */
+} OptionSpec;
+
+static const OptionSpec option_specs[] = {
+  { "connect", 0, "HOST:PORT" },
+  { "transport", 0, "framed|buffered" },
+  { "protocol", 0, "binary|compact" },
+  { "timeout", 0, "SECONDS" },
+  { "json", 0, NULL },
+  { "help", 0, NULL },
+  { "version", 0, NULL },
+  { "periods-back", TAKES_PERIODS_BACK, "N" },
+  { "with-data", TAKES_WITH_DATA, NULL },
+  { "offset", TAKES_OFFSET, "K" },
+  { "request-id", TAKES_REQUEST_ID, "ID" },
+  { "mode", TAKES_UPDATE, "increment|best|set" },
+  { "timestamp-ms", TAKES_UPDATE, "MS" },
+  { "subscore", TAKES_UPDATE, "N" },
+  { "data", TAKES_UPDATE, "KEY=VALUE" },
+};
+
+typedef struct _Cli Cli;
+
+typedef struct
+{
+  const char *name;
+  const char *args; /* the synopsis after the name */
+  guint min_args, max_args;
+  guint takes;
+  int (*run) (Cli *cli);
+} CommandSpec;
+
+/* The command line, checked, and the connection once made. */
+struct _Cli
+{
+  /* global options */
+  RankAddress address;
+  gboolean framed;
+  RankProtocolKind protocol;
+  int timeout_ms;
   gboolean json;
+  /* the command and its arguments (argv's strings, not owned) */
+  const CommandSpec *command;
+  GPtrArray *args;
+  /* its options */
+  gint32 periods_back;
   gboolean with_data;
-} Command;
+  gint32 offset;
+  const char *request_id;
+  gboolean has_mode;
+  rankUpdateMode mode;
+  gboolean has_timestamp;
+  gint64 timestamp_ms;
+  GArray *subscores; /* gint64 */
+  GHashTable *data;  /* --data: key -> value, owned */
+  gboolean has_data;
+  RankClient *client; /* connected by rankd() */
+};
 
 static int fail (int code, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
 
+/* Prints "rankctl: message" on stderr; returns code. */
 static int
 fail (int code, const char *fmt, ...)
 {
@@ -99,36 +202,211 @@ fail (int code, const char *fmt, ...)
   return code;
 }
 
+/* ---- parsing ---- */
+
+/* A whole decimal integer in min..max; FALSE (printed, naming what) if the
+ * text is anything else. */
 static gboolean
 parse_int (const char *what, const char *text, gint64 min, gint64 max,
            gint64 *out)
 {
   g_autoptr (GError) error = NULL;
+
+  if (g_ascii_string_to_signed (text, 10, min, max, out, &error))
+    return TRUE;
+  fail (EXIT_INVALID, "%s: %s", what, error->message);
+  return FALSE;
+}
+
+static gboolean
+parse_i32 (const char *what, const char *text, gint32 *out)
+{
   gint64 v;
 
-  if (!g_ascii_string_to_signed (text, 10, min, max, &v, &error))
+  if (!parse_int (what, text, G_MININT32, G_MAXINT32, &v))
+    return FALSE;
+  *out = (gint32) v;
+  return TRUE;
+}
+
+static gboolean
+parse_i64 (const char *what, const char *text, gint64 *out)
+{
+  return parse_int (what, text, G_MININT64, G_MAXINT64, out);
+}
+
+/* A finite decimal number, all of text (not "nan", "inf" or hex, which
+ * strtod takes). */
+static gboolean
+parse_double (const char *what, const char *text, double *out)
+{
+  char *end = NULL;
+  double v = g_ascii_strtod (text, &end);
+
+  if (end == text || *end != '\0' || !isfinite (v)
+      || text[strspn (text, "0123456789.eE+-")] != '\0')
     {
-      fail (EXIT_INVALID, "%s: %s", what, error->message);
+      fail (EXIT_INVALID, "%s: '%s' is not a number", what, text);
       return FALSE;
     }
   *out = v;
   return TRUE;
 }
 
+/* KEY=VALUE into map; a key given twice is a mistake, not "last wins". */
+static gboolean
+parse_pair (const char *what, const char *pair, GHashTable *map)
+{
+  const char *eq = strchr (pair, '=');
+  char *key;
+
+  if (eq == NULL)
+    {
+      fail (EXIT_INVALID, "%s: '%s' is not KEY=VALUE", what, pair);
+      return FALSE;
+    }
+  key = g_strndup (pair, (gsize) (eq - pair));
+  if (g_hash_table_contains (map, key))
+    {
+      fail (EXIT_INVALID, "%s: key '%s' given twice", what, key);
+      g_free (key);
+      return FALSE;
+    }
+  g_hash_table_insert (map, key, g_strdup (eq + 1));
+  return TRUE;
+}
+
+static gboolean
+parse_mode (const char *text, rankUpdateMode *out)
+{
+  if (g_ascii_strcasecmp (text, "increment") == 0)
+    *out = RANK_UPDATE_MODE_INCREMENT;
+  else if (g_ascii_strcasecmp (text, "best") == 0)
+    *out = RANK_UPDATE_MODE_BEST;
+  else if (g_ascii_strcasecmp (text, "set") == 0)
+    *out = RANK_UPDATE_MODE_SET;
+  else
+    {
+      fail (EXIT_INVALID, "--mode: '%s' is not increment, best or set", text);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* rankd's address; what names its source (--connect, RANKCTL_CONNECT). */
+static gboolean
+parse_connect (Cli *cli, const char *what, const char *text)
+{
+  g_autoptr (GError) error = NULL;
+
+  rank_address_clear (&cli->address);
+  if (!rank_address_parse (text, RANK_DEFAULT_PORT, &cli->address, &error))
+    {
+      fail (EXIT_INVALID, "%s: %s", what, error->message);
+      return FALSE;
+    }
+  if (cli->address.host == NULL)
+    {
+      fail (EXIT_INVALID, "%s: '%s': rankd is reached over TCP: HOST:PORT",
+            what, text);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Stores one option's value in cli; FALSE (printed) if it is not valid. */
+static gboolean
+apply_option (Cli *cli, const OptionSpec *o, const char *value)
+{
+  const char *name = o->name;
+  double seconds;
+  gint64 v;
+
+  if (strcmp (name, "connect") == 0)
+    return parse_connect (cli, "--connect", value);
+  if (strcmp (name, "transport") == 0)
+    {
+      cli->framed = strcmp (value, "framed") == 0;
+      if (!cli->framed && strcmp (value, "buffered") != 0)
+        {
+          fail (EXIT_INVALID, "--transport: '%s' is not framed or buffered",
+                value);
+          return FALSE;
+        }
+    }
+  else if (strcmp (name, "protocol") == 0)
+    {
+      if (!rank_protocol_kind_parse (value, &cli->protocol))
+        {
+          fail (EXIT_INVALID, "--protocol: '%s' is not binary or compact",
+                value);
+          return FALSE;
+        }
+    }
+  else if (strcmp (name, "timeout") == 0)
+    {
+      if (!parse_double ("--timeout", value, &seconds))
+        return FALSE;
+      if (!(seconds >= 0.001 && seconds <= 3600))
+        {
+          fail (EXIT_INVALID, "--timeout: must be 0.001-3600 seconds, got %s",
+                value);
+          return FALSE;
+        }
+      cli->timeout_ms = MAX (1, (int) (seconds * 1000));
+    }
+  else if (strcmp (name, "json") == 0)
+    cli->json = TRUE;
+  else if (strcmp (name, "periods-back") == 0)
+    return parse_i32 ("--periods-back", value, &cli->periods_back);
+  else if (strcmp (name, "with-data") == 0)
+    cli->with_data = TRUE;
+  else if (strcmp (name, "offset") == 0)
+    return parse_i32 ("--offset", value, &cli->offset);
+  else if (strcmp (name, "request-id") == 0)
+    cli->request_id = value;
+  else if (strcmp (name, "mode") == 0)
+    {
+      cli->has_mode = TRUE;
+      return parse_mode (value, &cli->mode);
+    }
+  else if (strcmp (name, "timestamp-ms") == 0)
+    {
+      cli->has_timestamp = TRUE;
+      return parse_i64 ("--timestamp-ms", value, &cli->timestamp_ms);
+    }
+  else if (strcmp (name, "subscore") == 0)
+    {
+      if (!parse_i64 ("--subscore", value, &v))
+        return FALSE;
+      g_array_append_val (cli->subscores, v);
+    }
+  else if (strcmp (name, "data") == 0)
+    {
+      cli->has_data = TRUE;
+      return parse_pair ("--data", value, cli->data);
+    }
+  return TRUE;
+}
+
 /* ---- output ---- */
 
 static void
-json_string (GString *out, const char *s, gssize len)
+json_string (GString *out, const char *s)
 {
-  const char *end = s + (len < 0 ? (gssize) strlen (s) : len);
+  g_autofree char *valid = g_utf8_make_valid (s, -1);
 
   g_string_append_c (out, '"');
-  for (const char *p = s; p < end; p++)
+  for (const char *p = valid; *p != '\0'; p++)
     {
       guchar c = (guchar) *p;
 
       if (c == '"' || c == '\\')
         g_string_append_printf (out, "\\%c", c);
+      else if (c == '\n')
+        g_string_append (out, "\\n");
+      else if (c == '\t')
+        g_string_append (out, "\\t");
       else if (c < 0x20)
         g_string_append_printf (out, "\\u%04x", c);
       else
@@ -137,103 +415,195 @@ json_string (GString *out, const char *s, gssize len)
   g_string_append_c (out, '"');
 }
 
-static char *
-subscores_text (const GArray *subs)
+static void
+json_subscores (GString *out, const GArray *subscores)
 {
-  GString *out = g_string_new (NULL);
-
-  for (guint i = 0; i < subs->len; i++)
+  g_string_append_c (out, '[');
+  for (guint i = 0; i < subscores->len; i++)
     g_string_append_printf (out, "%s%" G_GINT64_FORMAT, i ? "," : "",
-                            g_array_index (subs, gint64, i));
-  return g_string_free (out, FALSE);
+                            g_array_index (subscores, gint64, i));
+  g_string_append_c (out, ']');
 }
 
 static gint
-by_key (gconstpointer a, gconstpointer b)
+compare_keys (gconstpointer a, gconstpointer b)
 {
   return strcmp (*(const char *const *) a, *(const char *const *) b);
 }
 
-/* key=value pairs in key order, or a JSON object. */
-static void
-data_text (GString *out, GHashTable *data, gboolean json)
+/* The map's keys in byte order (the order rankd stores them in). */
+static const char **
+sorted_keys (GHashTable *map, guint *n)
 {
-  guint n = data != NULL ? g_hash_table_size (data) : 0;
-  g_autofree gpointer *keys
-      = n > 0 ? g_hash_table_get_keys_as_array (data, NULL) : NULL;
+  const char **keys = (const char **) g_hash_table_get_keys_as_array (map, n);
 
-  if (n > 1)
-    qsort (keys, n, sizeof *keys, by_key);
-  if (json)
-    g_string_append_c (out, '{');
-  for (guint i = 0; i < n; i++)
-    {
-      const char *v = g_hash_table_lookup (data, keys[i]);
-
-      if (json)
-        {
-          g_string_append (out, i ? "," : "");
-          json_string (out, keys[i], -1);
-          g_string_append_c (out, ':');
-          json_string (out, v, -1);
-        }
-      else
-        g_string_append_printf (out, "%s%s=%s", i ? " " : "",
-                                (const char *) keys[i], v);
-    }
-  if (json)
-    g_string_append_c (out, '}');
+  qsort (keys, *n, sizeof *keys, compare_keys);
+  return keys;
 }
 
-/* Prints rows (each a GPtrArray of cells) under header, columns padded to
- * their widest cell (in characters); numbers right-aligned. */
+static void
+json_data (GString *out, GHashTable *data)
+{
+  guint n;
+  g_autofree const char **keys = sorted_keys (data, &n);
+
+  g_string_append_c (out, '{');
+  for (guint i = 0; i < n; i++)
+    {
+      if (i > 0)
+        g_string_append_c (out, ',');
+      json_string (out, keys[i]);
+      g_string_append_c (out, ':');
+      json_string (out, g_hash_table_lookup (data, keys[i]));
+    }
+  g_string_append_c (out, '}');
+}
+
+/* A table cell: control characters shown as \xNN, so that a member named
+ * "a\nb" cannot break a row. */
+static char *
+cell (const char *s)
+{
+  g_autofree char *valid = g_utf8_make_valid (s, -1);
+  GString *out = g_string_new (NULL);
+
+  for (const char *p = valid; *p != '\0'; p++)
+    if ((guchar) *p < 0x20 || *p == 0x7f)
+      g_string_append_printf (out, "\\x%02x", (guchar) *p);
+    else
+      g_string_append_c (out, *p);
+  return g_string_free (out, FALSE);
+}
+
+static char *
+cell_i64 (gint64 v)
+{
+  return g_strdup_printf ("%" G_GINT64_FORMAT, v);
+}
+
+static char *
+cell_subscores (const GArray *subscores)
+{
+  GString *out = g_string_new (NULL);
+
+  for (guint i = 0; i < subscores->len; i++)
+    g_string_append_printf (out, "%s%" G_GINT64_FORMAT, i ? "," : "",
+                            g_array_index (subscores, gint64, i));
+  return g_string_free (out, FALSE);
+}
+
+/* "key=value key=value", keys in order. */
+static char *
+cell_data (GHashTable *data)
+{
+  GString *out = g_string_new (NULL);
+  guint n;
+  g_autofree const char **keys = sorted_keys (data, &n);
+
+  for (guint i = 0; i < n; i++)
+    {
+      g_autofree char *k = cell (keys[i]);
+      g_autofree char *v = cell (g_hash_table_lookup (data, keys[i]));
+
+      g_string_append_printf (out, "%s%s=%s", i ? " " : "", k, v);
+    }
+  return g_string_free (out, FALSE);
+}
+
+/* Terminal columns a (valid UTF-8) string takes: wide characters two, combining
+ * marks none. */
+static glong
+display_width (const char *s)
+{
+  glong width = 0;
+
+  for (const char *p = s; *p != '\0'; p = g_utf8_next_char (p))
+    {
+      gunichar c = g_utf8_get_char (p);
+
+      width += g_unichar_iszerowidth (c) ? 0 : g_unichar_iswide (c) ? 2 : 1;
+    }
+  return width;
+}
+
+static void
+pad (GString *line, glong n)
+{
+  for (glong i = 0; i < n; i++)
+    g_string_append_c (line, ' ');
+}
+
+/* Prints cells (row after row, cols each, owned) under header (or none),
+ * each column as wide as its widest cell, two spaces apart; the columns
+ * numeric[] says are numbers are right-aligned. */
 static void
 print_table (const char *const *header, const gboolean *numeric, guint cols,
-             GPtrArray *rows)
+             GPtrArray *cells)
 {
-  glong width[8] = { 0 };
+  g_autofree glong *width = g_new0 (glong, cols);
+  guint first = header != NULL ? 0 : 1;
+  guint rows = cells->len / cols + 1; /* with the header */
 
-  g_assert (cols <= G_N_ELEMENTS (width));
-  for (guint c = 0; c < cols; c++)
-    width[c] = g_utf8_strlen (header[c], -1);
-  for (guint r = 0; r < rows->len; r++)
-    for (guint c = 0; c < cols; c++)
-      width[c]
-          = MAX (width[c],
-                 g_utf8_strlen (
-                     g_ptr_array_index ((GPtrArray *) rows->pdata[r], c), -1));
-  for (guint r = 0; r <= rows->len; r++)
+  for (guint c = 0; header != NULL && c < cols; c++)
+    width[c] = display_width (header[c]);
+  for (guint i = 0; i < cells->len; i++)
+    width[i % cols] = MAX (width[i % cols], display_width (cells->pdata[i]));
+  for (guint r = first; r < rows; r++)
     {
-      GString *line = g_string_new (NULL);
+      g_autoptr (GString) line = g_string_new (NULL);
 
       for (guint c = 0; c < cols; c++)
         {
-          const char *cell
-              = r == 0
-                    ? header[c]
-                    : g_ptr_array_index ((GPtrArray *) rows->pdata[r - 1], c);
-          glong pad = width[c] - g_utf8_strlen (cell, -1);
+          const char *text
+              = r == 0 ? header[c] : cells->pdata[(r - 1) * cols + c];
+          glong gap = width[c] - display_width (text);
 
           if (c > 0)
             g_string_append (line, "  ");
           if (numeric[c])
-            for (glong i = 0; i < pad; i++)
-              g_string_append_c (line, ' ');
-          g_string_append (line, cell);
+            pad (line, gap);
+          g_string_append (line, text);
           if (!numeric[c] && c + 1 < cols)
-            for (glong i = 0; i < pad; i++)
-              g_string_append_c (line, ' ');
+            pad (line, gap);
         }
-      g_strchomp (line->str);
+      while (line->len > 0 && line->str[line->len - 1] == ' ')
+        g_string_truncate (line, line->len - 1);
       puts (line->str);
-      g_string_free (line, TRUE);
     }
 }
 
-/* Entries as a table (RANK MEMBER SCORE [SUBSCORES] [DATA]) or JSON. */
+/* An entry as a JSON object with the IDL's field names. */
+static void
+json_entry (GString *out, rankEntry *e)
+{
+  g_string_append_printf (out, "{\"rank\":%" G_GINT64_FORMAT, e->rank);
+  g_string_append (out, ",\"member\":");
+  json_string (out, e->member);
+  g_string_append_printf (out, ",\"score\":%" G_GINT64_FORMAT, e->score);
+  if (e->__isset_subscores)
+    {
+      g_string_append (out, ",\"subscores\":");
+      json_subscores (out, e->subscores);
+    }
+  if (e->__isset_data)
+    {
+      g_string_append (out, ",\"data\":");
+      json_data (out, e->data);
+    }
+  g_string_append_c (out, '}');
+}
+
+/* Entries: RANK MEMBER SCORE, then SUBSCORES and DATA when any has them;
+ * or a JSON list of objects. */
 static void
 print_entries (GPtrArray *entries, gboolean json)
 {
+  static const char *const header[]
+      = { "RANK", "MEMBER", "SCORE", "SUBSCORES", "DATA" };
+  static const char *const header_no_subscores[]
+      = { "RANK", "MEMBER", "SCORE", "DATA" };
+  static const gboolean numeric[] = { TRUE, FALSE, TRUE, FALSE, FALSE };
+  g_autoptr (GPtrArray) cells = g_ptr_array_new_with_free_func (g_free);
   gboolean subs = FALSE, data = FALSE;
 
   for (guint i = 0; i < entries->len; i++)
@@ -245,431 +615,430 @@ print_entries (GPtrArray *entries, gboolean json)
     }
   if (json)
     {
-      GString *out = g_string_new ("[");
+      g_autoptr (GString) out = g_string_new ("[");
 
       for (guint i = 0; i < entries->len; i++)
         {
-          rankEntry *e = entries->pdata[i];
-
-          g_string_append_printf (
-              out, "%s{\"rank\":%" G_GINT64_FORMAT ",\"member\":", i ? "," : "",
-              e->rank);
-          json_string (out, e->member, -1);
-          g_string_append_printf (out, ",\"score\":%" G_GINT64_FORMAT,
-                                  e->score);
-          if (e->__isset_subscores)
-            {
-              g_autofree char *t = subscores_text (e->subscores);
-
-              g_string_append_printf (out, ",\"subscores\":[%s]", t);
-            }
-          if (e->__isset_data)
-            {
-              g_string_append (out, ",\"data\":");
-              data_text (out, e->data, TRUE);
-            }
-          g_string_append_c (out, '}');
+          if (i > 0)
+            g_string_append_c (out, ',');
+          json_entry (out, entries->pdata[i]);
         }
       g_string_append_c (out, ']');
       puts (out->str);
-      g_string_free (out, TRUE);
       return;
     }
-  {
-    const char *header[] = { "RANK", "MEMBER", "SCORE", "SUBSCORES", "DATA" };
-    const char *header_data[] = { "RANK", "MEMBER", "SCORE", "DATA" };
-    gboolean numeric[] = { TRUE, FALSE, TRUE, FALSE, FALSE };
-    GPtrArray *rows
-        = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
+  for (guint i = 0; i < entries->len; i++)
+    {
+      rankEntry *e = entries->pdata[i];
 
-    for (guint i = 0; i < entries->len; i++)
-      {
-        rankEntry *e = entries->pdata[i];
-        GPtrArray *row = g_ptr_array_new_with_free_func (g_free);
-
-        g_ptr_array_add (row, g_strdup_printf ("%" G_GINT64_FORMAT, e->rank));
-        g_ptr_array_add (row, g_strdup (e->member));
-        g_ptr_array_add (row, g_strdup_printf ("%" G_GINT64_FORMAT, e->score));
-        if (subs)
-          g_ptr_array_add (row, subscores_text (e->subscores));
-        if (data)
-          {
-            GString *d = g_string_new (NULL);
-
-            data_text (d, e->__isset_data ? e->data : NULL, FALSE);
-            g_ptr_array_add (row, g_string_free (d, FALSE));
-          }
-        g_ptr_array_add (rows, row);
-      }
-    print_table (subs ? header : header_data, numeric,
-                 3 + (subs ? 1 : 0) + (data ? 1 : 0), rows);
-    g_ptr_array_unref (rows);
-  }
+      g_ptr_array_add (cells, cell_i64 (e->rank));
+      g_ptr_array_add (cells, cell (e->member));
+      g_ptr_array_add (cells, cell_i64 (e->score));
+      if (subs)
+        g_ptr_array_add (cells, e->__isset_subscores
+                                    ? cell_subscores (e->subscores)
+                                    : g_strdup (""));
+      if (data)
+        g_ptr_array_add (cells,
+                         e->__isset_data ? cell_data (e->data) : g_strdup (""));
+    }
+  print_table (subs ? header : header_no_subscores, numeric,
+               3 + (subs ? 1 : 0) + (data ? 1 : 0), cells);
 }
 
-/* One value: a number as it is, or "key: value" lines. */
-static void
-print_value (const char *name, const char *value, gboolean json,
-             gboolean quoted)
+/* One record (an update's or a remove's answer): name-value lines, or one
+ * JSON object. Each field has its JSON text and its table text. */
+typedef struct
 {
-  if (!json)
-    {
-      printf ("%s\n", value);
-      return;
-    }
-  {
-    GString *out = g_string_new ("{");
+  GPtrArray *names; /* static strings */
+  GPtrArray *json;  /* owned */
+  GPtrArray *cells; /* owned, name and value in turn */
+} Record;
 
-    json_string (out, name, -1);
-    g_string_append_c (out, ':');
-    if (quoted)
-      json_string (out, value, -1);
-    else
-      g_string_append (out, value);
-    g_string_append_c (out, '}');
-    puts (out->str);
-    g_string_free (out, TRUE);
-  }
+static Record
+record_new (void)
+{
+  return (Record){ g_ptr_array_new (), g_ptr_array_new_with_free_func (g_free),
+                   g_ptr_array_new_with_free_func (g_free) };
+}
+
+/* Adds a field; takes json and text. */
+static void
+record_add (Record *r, const char *name, char *json, char *text)
+{
+  g_ptr_array_add (r->names, (char *) name);
+  g_ptr_array_add (r->json, json);
+  g_ptr_array_add (r->cells, g_strdup (name));
+  g_ptr_array_add (r->cells, text);
+}
+
+static char *
+json_quoted (const char *s)
+{
+  GString *out = g_string_new (NULL);
+
+  json_string (out, s);
+  return g_string_free (out, FALSE);
+}
+
+static void
+record_print_free (Record *r, gboolean json)
+{
+  static const gboolean numeric[] = { FALSE, FALSE };
+
+  if (json)
+    {
+      g_autoptr (GString) out = g_string_new ("{");
+
+      for (guint i = 0; i < r->names->len; i++)
+        {
+          if (i > 0)
+            g_string_append_c (out, ',');
+          json_string (out, r->names->pdata[i]);
+          g_string_append_printf (out, ":%s", (char *) r->json->pdata[i]);
+        }
+      g_string_append_c (out, '}');
+      puts (out->str);
+    }
+  else
+    print_table (NULL, numeric, 2, r->cells);
+  g_ptr_array_unref (r->names);
+  g_ptr_array_unref (r->json);
+  g_ptr_array_unref (r->cells);
+}
+
+/* One number: as it is, or {"name":number}. */
+static void
+print_number (const char *name, const char *number, gboolean json)
+{
+  if (json)
+    printf ("{\"%s\":%s}\n", name, number);
+  else
+    puts (number);
 }
 
 /* ---- calls ---- */
 
-/* The outcome of a call: an exit code, with the message printed. */
-static int
-outcome (gboolean ok, GObject *invalid, GObject *not_found,
-         GObject *unavailable, GError *error)
+/* A call's exceptions and error; call_outcome() turns them into an exit
+ * code and a message on stderr. */
+typedef struct
 {
-  GObject *x = invalid ? invalid : not_found ? not_found : unavailable;
-  int code = invalid     ? EXIT_INVALID
-             : not_found ? EXIT_NOT_FOUND
-                         : EXIT_UNAVAILABLE;
+  rankInvalidArgument *invalid;
+  rankNotFound *not_found;
+  rankUnavailable *unavailable;
+  GError *error;
+} Call;
+
+static int
+call_outcome (Cli *cli, gboolean ok, Call *call)
+{
+  GObject *x = call->invalid     ? G_OBJECT (call->invalid)
+               : call->not_found ? G_OBJECT (call->not_found)
+                                 : G_OBJECT (call->unavailable);
+  int code = call->invalid     ? EXIT_INVALID
+             : call->not_found ? EXIT_NOT_FOUND
+                               : EXIT_UNAVAILABLE;
 
   if (ok)
-    return EXIT_OK;
-  if (x != NULL)
+    code = EXIT_OK;
+  else if (x != NULL)
     {
       g_autofree char *message = NULL;
 
       g_object_get (x, "message", &message, NULL);
       fail (code, "%s", message);
     }
-  else if (error != NULL && error->domain == THRIFT_APPLICATION_EXCEPTION_ERROR)
-    code = fail (EXIT_OTHER, "rankd: %s", error->message);
+  else if (call->error == NULL || call->error->domain != THRIFT_TRANSPORT_ERROR)
+    /* A TApplicationException, or an answer that does not decode. */
+    code = fail (EXIT_OTHER, "rankd: %s",
+                 call->error ? call->error->message : "no result");
   else
-    code = fail (EXIT_UNAVAILABLE, "no answer from rankd: %s",
-                 error ? error->message : "?");
-  g_clear_object (&invalid);
-  g_clear_object (&not_found);
-  g_clear_object (&unavailable);
-  g_clear_error (&error);
+    {
+      g_autofree char *where = rank_address_to_string (&cli->address);
+      const char *message = call->error->message;
+
+      /* rankd closes, unanswered, a connection whose first bytes are not
+       * in its framing and protocol. */
+      code = fail (EXIT_UNAVAILABLE, "no answer from rankd at %s: %s%s", where,
+                   message,
+                   strstr (message, "closed") != NULL
+                       ? " (do --transport and --protocol match rankd's?)"
+                       : "");
+    }
+  g_clear_object (&call->invalid);
+  g_clear_object (&call->not_found);
+  g_clear_object (&call->unavailable);
+  g_clear_error (&call->error);
   return code;
 }
 
-#define EXCEPTIONS                                                             \
-  rankInvalidArgument *invalid = NULL;                                         \
-  rankNotFound *not_found = NULL;                                              \
-  rankUnavailable *unavailable = NULL;                                         \
-  GError *error = NULL;                                                        \
-  gboolean ok
-#define OUTCOME()                                                              \
-  outcome (ok, G_OBJECT (invalid), G_OBJECT (not_found),                       \
-           G_OBJECT (unavailable), error)
-
-static gboolean
-need_args (const Command *c, guint min, guint max, const char *synopsis)
+/* Connects to rankd (once); NULL, printed, if it is out of reach: the
+ * command then exits with EXIT_UNAVAILABLE. */
+static rankRankingIf *
+rankd (Cli *cli)
 {
-  if (c->args->len < min || c->args->len > max)
+  g_autoptr (GError) error = NULL;
+
+  if (cli->client == NULL)
+    cli->client = rank_client_connect (cli->address.host, cli->address.port,
+                                       cli->framed, cli->protocol,
+                                       cli->timeout_ms, &error);
+  if (cli->client == NULL)
     {
-      fail (EXIT_INVALID, "usage: rankctl %s", synopsis);
-      return FALSE;
+      g_autofree char *where = rank_address_to_string (&cli->address);
+
+      fail (EXIT_UNAVAILABLE, "cannot reach rankd at %s: %s", where,
+            error->message);
+      return NULL;
     }
-  return TRUE;
+  return rank_client_iface (cli->client);
 }
 
 static const char *
-arg (const Command *c, guint i)
+arg (const Cli *cli, guint i)
 {
-  return c->args->len > i ? c->args->pdata[i] : NULL;
+  return i < cli->args->len ? cli->args->pdata[i] : NULL;
 }
 
-static const char *
-option (const Command *c, const char *name)
-{
-  return g_hash_table_lookup (c->values, name);
-}
-
-static gboolean
-periods_back (const Command *c, gint32 *out)
-{
-  gint64 v = 0;
-
-  if (option (c, "periods-back") != NULL
-      && !parse_int ("--periods-back", option (c, "periods-back"), 0,
-                     G_MAXINT32, &v))
-    return FALSE;
-  *out = (gint32) v;
-  return TRUE;
-}
-
-/* KEY=VALUE arguments into a map; FALSE (printed) on one without '='. */
-static gboolean
-data_map (GPtrArray *pairs, guint from, GHashTable *map)
-{
-  for (guint i = from; i < pairs->len; i++)
-    {
-      const char *kv = pairs->pdata[i], *eq = strchr (kv, '=');
-
-      if (eq == NULL)
-        {
-          fail (EXIT_INVALID, "'%s': data must be KEY=VALUE", kv);
-          return FALSE;
-        }
-      g_hash_table_insert (map, g_strndup (kv, (gsize) (eq - kv)),
-                           g_strdup (eq + 1));
-    }
-  return TRUE;
-}
-
+/* The request id to send: --request-id, or a new random one. */
 static char *
-request_id (const Command *c)
+request_id (const Cli *cli)
 {
-  const char *given = option (c, "request-id");
-  char *id = given != NULL ? g_strdup (given) : g_uuid_string_random ();
-
-  if (given == NULL)
-    fprintf (stderr, "request id: %s\n", id);
-  return id;
+  return cli->request_id != NULL ? g_strdup (cli->request_id)
+                                 : g_uuid_string_random ();
 }
+
+/* After a failed update or remove with a made-up request id: the id a retry
+ * must reuse, as the call may have been applied. */
+static void
+retry_hint (const Cli *cli, int code, const char *rid)
+{
+  if (cli->request_id == NULL
+      && (code == EXIT_UNAVAILABLE || code == EXIT_OTHER))
+    fprintf (stderr,
+             "rankctl: to retry, reuse --request-id %s (applied at most "
+             "once)\n",
+             rid);
+}
+
+/* ---- commands ---- */
 
 static int
-cmd_update (RankClient *client, Command *c)
+cmd_update (Cli *cli)
 {
-  rankUpdateRequest *req;
-  rankUpdateResponse *resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
   g_autofree char *rid = NULL;
-  gint64 value, v;
+  rankUpdateRequest *req;
+  rankUpdateResponse *resp;
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gint64 value;
+  gboolean ok;
   int code;
-  EXCEPTIONS;
 
-  if (!need_args (c, 3, 3, "update BOARD MEMBER VALUE [--mode M] ...")
-      || !parse_int ("VALUE", arg (c, 2), G_MININT64, G_MAXINT64, &value))
+  if (!parse_i64 ("VALUE", arg (cli, 2), &value))
     return EXIT_INVALID;
-  rid = request_id (c);
-  req = g_object_new (RANK_TYPE_UPDATE_REQUEST, "board", arg (c, 0), "member",
-                      arg (c, 1), "request_id", rid, NULL);
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  rid = request_id (cli);
+  /* Fields, not properties, so that nothing is checked twice: rankd's
+   * InvalidArgument names the field. */
+  req = g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL);
+  resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
+  req->board = g_strdup (arg (cli, 0));
+  req->member = g_strdup (arg (cli, 1));
   req->value = value;
-  if (option (c, "mode") != NULL)
+  req->request_id = g_strdup (rid);
+  req->mode = cli->mode;
+  req->__isset_mode = cli->has_mode;
+  req->timestamp_ms = cli->timestamp_ms;
+  req->__isset_timestamp_ms = cli->has_timestamp;
+  if (cli->subscores->len > 0)
     {
-      const char *m = option (c, "mode");
-
-      req->__isset_mode = TRUE;
-      if (g_ascii_strcasecmp (m, "increment") == 0)
-        req->mode = RANK_UPDATE_MODE_INCREMENT;
-      else if (g_ascii_strcasecmp (m, "best") == 0)
-        req->mode = RANK_UPDATE_MODE_BEST;
-      else if (g_ascii_strcasecmp (m, "set") == 0)
-        req->mode = RANK_UPDATE_MODE_SET;
-      else
-        {
-          g_object_unref (req);
-          g_object_unref (resp);
-          return fail (EXIT_INVALID,
-                       "--mode: '%s' is not increment, best or set", m);
-        }
-    }
-  if (option (c, "timestamp-ms") != NULL)
-    {
-      if (!parse_int ("--timestamp-ms", option (c, "timestamp-ms"), G_MININT64,
-                      G_MAXINT64, &v))
-        {
-          g_object_unref (req);
-          g_object_unref (resp);
-          return EXIT_INVALID;
-        }
-      req->timestamp_ms = v;
-      req->__isset_timestamp_ms = TRUE;
-    }
-  for (guint i = 0; i < c->subscores->len; i++)
-    {
-      if (!parse_int ("--subscore", c->subscores->pdata[i], G_MININT64,
-                      G_MAXINT64, &v))
-        {
-          g_object_unref (req);
-          g_object_unref (resp);
-          return EXIT_INVALID;
-        }
-      g_array_append_val (req->subscores, v);
+      g_array_append_vals (req->subscores, cli->subscores->data,
+                           cli->subscores->len);
       req->__isset_subscores = TRUE;
     }
-  if (c->data->len > 0)
+  if (cli->has_data)
     {
-      if (!data_map (c->data, 0, req->data))
-        {
-          g_object_unref (req);
-          g_object_unref (resp);
-          return EXIT_INVALID;
-        }
+      GHashTableIter it;
+      gpointer k, v;
+
+      g_hash_table_iter_init (&it, cli->data);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        g_hash_table_insert (req->data, g_strdup (k), g_strdup (v));
       req->__isset_data = TRUE;
     }
-  not_found = NULL;
-  ok = rank_ranking_if_update (rank_client_iface (client), &resp, req, &invalid,
-                               &unavailable, &error);
-  code = OUTCOME ();
+  ok = rank_ranking_if_update (iface, &resp, req, &call.invalid,
+                               &call.unavailable, &call.error);
+  code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK)
     {
-      GString *out = g_string_new (NULL);
-      g_autofree char *subs = subscores_text (resp->subscores);
+      Record r = record_new ();
 
-      if (c->json)
+      record_add (&r, "score", cell_i64 (resp->score), cell_i64 (resp->score));
+      if (resp->__isset_rank)
+        record_add (&r, "rank", cell_i64 (resp->rank), cell_i64 (resp->rank));
+      if (resp->__isset_subscores)
         {
-          g_string_append_printf (out, "{\"score\":%" G_GINT64_FORMAT,
-                                  resp->score);
-          if (resp->__isset_rank)
-            g_string_append_printf (out, ",\"rank\":%" G_GINT64_FORMAT,
-                                    resp->rank);
-          g_string_append_printf (out, ",\"applied\":%s",
-                                  resp->applied ? "true" : "false");
-          if (resp->__isset_subscores)
-            g_string_append_printf (out, ",\"subscores\":[%s]", subs);
-          g_string_append (out, ",\"request_id\":");
-          json_string (out, rid, -1);
-          g_string_append_c (out, '}');
+          g_autoptr (GString) subs = g_string_new (NULL);
+
+          json_subscores (subs, resp->subscores);
+          record_add (&r, "subscores", g_strdup (subs->str),
+                      cell_subscores (resp->subscores));
         }
-      else
-        {
-          g_string_append_printf (out, "score      %" G_GINT64_FORMAT "\n",
-                                  resp->score);
-          if (resp->__isset_rank)
-            g_string_append_printf (out, "rank       %" G_GINT64_FORMAT "\n",
-                                    resp->rank);
-          if (resp->__isset_subscores)
-            g_string_append_printf (out, "subscores  %s\n", subs);
-          g_string_append_printf (
-              out, "applied    %s",
-              resp->applied ? "yes" : "no (a retry: already applied)");
-        }
-      puts (out->str);
-      g_string_free (out, TRUE);
+      record_add (
+          &r, "applied", g_strdup (resp->applied ? "true" : "false"),
+          g_strdup (resp->applied ? "yes" : "no (a retry: nothing changed)"));
+      record_add (&r, "request_id", json_quoted (rid), cell (rid));
+      record_print_free (&r, cli->json);
     }
+  retry_hint (cli, code, rid);
   g_object_unref (req);
   g_object_unref (resp);
   return code;
 }
 
 static int
-cmd_rank (RankClient *client, Command *c)
+cmd_rank (Cli *cli)
 {
-  rankEntry *entry = g_object_new (RANK_TYPE_ENTRY, NULL);
-  gint32 back;
+  rankEntry *entry;
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gboolean ok;
   int code;
-  EXCEPTIONS;
 
-  if (!need_args (c, 2, 2, "rank BOARD MEMBER") || !periods_back (c, &back))
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  entry = g_object_new (RANK_TYPE_ENTRY, NULL);
+  ok = rank_ranking_if_get_rank (
+      iface, &entry, arg (cli, 0), arg (cli, 1), cli->periods_back,
+      &call.invalid, &call.not_found, &call.unavailable, &call.error);
+  code = call_outcome (cli, ok, &call);
+  if (code == EXIT_OK && cli->json)
     {
-      g_object_unref (entry);
-      return EXIT_INVALID;
+      g_autoptr (GString) out = g_string_new (NULL);
+
+      json_entry (out, entry); /* the object, not a list of one */
+      puts (out->str);
     }
-  ok = rank_ranking_if_get_rank (rank_client_iface (client), &entry, arg (c, 0),
-                                 arg (c, 1), back, &invalid, &not_found,
-                                 &unavailable, &error);
-  code = OUTCOME ();
-  if (code == EXIT_OK)
+  else if (code == EXIT_OK)
     {
-      GPtrArray *one = g_ptr_array_new ();
+      g_autoptr (GPtrArray) one = g_ptr_array_new ();
 
       g_ptr_array_add (one, entry);
-      print_entries (one, c->json);
-      g_ptr_array_unref (one);
+      print_entries (one, FALSE);
     }
   g_object_unref (entry);
   return code;
 }
 
-/* top, around and sample: a page of entries. */
+/* Prints a page (top, around, sample) once the call is made. */
 static int
-cmd_page (RankClient *client, Command *c, const char *name)
+page_outcome (Cli *cli, gboolean ok, Call *call, GPtrArray *page)
 {
-  GPtrArray *page = g_ptr_array_new_with_free_func (g_object_unref);
-  gint64 n = 10, offset = 0, lo = 0, hi = 0;
-  gint32 back;
-  int code = EXIT_INVALID;
-  EXCEPTIONS;
+  int code = call_outcome (cli, ok, call);
 
-  ok = FALSE;
-  if (!periods_back (c, &back))
-    goto out;
-  if (strcmp (name, "top") == 0)
-    {
-      if (!need_args (c, 1, 2, "top BOARD [N] [--offset K] [--with-data]")
-          || (arg (c, 1) && !parse_int ("N", arg (c, 1), 1, G_MAXINT32, &n))
-          || (option (c, "offset")
-              && !parse_int ("--offset", option (c, "offset"), 0, G_MAXINT32,
-                             &offset)))
-        goto out;
-      ok = rank_ranking_if_get_top_n (
-          rank_client_iface (client), &page, arg (c, 0), (gint32) n,
-          (gint32) offset, back, c->with_data, &invalid, &unavailable, &error);
-    }
-  else if (strcmp (name, "around") == 0)
-    {
-      n = 5;
-      if (!need_args (c, 2, 3, "around BOARD MEMBER [RADIUS] [--with-data]")
-          || (arg (c, 2)
-              && !parse_int ("RADIUS", arg (c, 2), 0, G_MAXINT32, &n)))
-        goto out;
-      ok = rank_ranking_if_get_around (
-          rank_client_iface (client), &page, arg (c, 0), arg (c, 1), (gint32) n,
-          back, c->with_data, &invalid, &not_found, &unavailable, &error);
-    }
-  else
-    {
-      if (!need_args (c, 3, 4, "sample BOARD MIN MAX [COUNT]")
-          || !parse_int ("MIN", arg (c, 1), G_MININT64, G_MAXINT64, &lo)
-          || !parse_int ("MAX", arg (c, 2), G_MININT64, G_MAXINT64, &hi)
-          || (arg (c, 3)
-              && !parse_int ("COUNT", arg (c, 3), 1, G_MAXINT32, &n)))
-        goto out;
-      ok = rank_ranking_if_sample (rank_client_iface (client), &page,
-                                   arg (c, 0), lo, hi, (gint32) n, back,
-                                   &invalid, &unavailable, &error);
-    }
-  code = OUTCOME ();
   if (code == EXIT_OK)
-    print_entries (page, c->json);
-out:
+    print_entries (page, cli->json);
   g_ptr_array_unref (page);
   return code;
 }
 
 static int
-cmd_ranks (RankClient *client, Command *c)
+cmd_top (Cli *cli)
 {
-  GPtrArray *members = g_ptr_array_new ();
-  GPtrArray *result = g_ptr_array_new_with_free_func (g_object_unref);
-  gint32 back;
-  int code = EXIT_INVALID;
-  EXCEPTIONS;
+  gint32 n = DEFAULT_TOP_N;
+  rankRankingIf *iface;
+  GPtrArray *page;
+  Call call = { 0 };
+  gboolean ok;
 
-  not_found = NULL;
-  if (!need_args (c, 2, G_MAXUINT, "ranks BOARD MEMBER...")
-      || !periods_back (c, &back))
-    goto out;
-  for (guint i = 1; i < c->args->len; i++)
-    g_ptr_array_add (members, c->args->pdata[i]);
-  ok = rank_ranking_if_get_ranks (rank_client_iface (client), &result,
-                                  arg (c, 0), members, back, &invalid,
-                                  &unavailable, &error);
-  code = OUTCOME ();
-  if (code == EXIT_OK && c->json)
+  if (arg (cli, 1) != NULL && !parse_i32 ("N", arg (cli, 1), &n))
+    return EXIT_INVALID;
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  page = g_ptr_array_new_with_free_func (g_object_unref);
+  ok = rank_ranking_if_get_top_n (
+      iface, &page, arg (cli, 0), n, cli->offset, cli->periods_back,
+      cli->with_data, &call.invalid, &call.unavailable, &call.error);
+  return page_outcome (cli, ok, &call, page);
+}
+
+static int
+cmd_around (Cli *cli)
+{
+  gint32 radius = DEFAULT_RADIUS;
+  rankRankingIf *iface;
+  GPtrArray *page;
+  Call call = { 0 };
+  gboolean ok;
+
+  if (arg (cli, 2) != NULL && !parse_i32 ("RADIUS", arg (cli, 2), &radius))
+    return EXIT_INVALID;
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  page = g_ptr_array_new_with_free_func (g_object_unref);
+  ok = rank_ranking_if_get_around (iface, &page, arg (cli, 0), arg (cli, 1),
+                                   radius, cli->periods_back, cli->with_data,
+                                   &call.invalid, &call.not_found,
+                                   &call.unavailable, &call.error);
+  return page_outcome (cli, ok, &call, page);
+}
+
+static int
+cmd_sample (Cli *cli)
+{
+  gint32 count = DEFAULT_SAMPLE_COUNT;
+  gint64 min, max;
+  rankRankingIf *iface;
+  GPtrArray *page;
+  Call call = { 0 };
+  gboolean ok;
+
+  if (!parse_i64 ("MIN", arg (cli, 1), &min)
+      || !parse_i64 ("MAX", arg (cli, 2), &max)
+      || (arg (cli, 3) != NULL && !parse_i32 ("COUNT", arg (cli, 3), &count)))
+    return EXIT_INVALID;
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  page = g_ptr_array_new_with_free_func (g_object_unref);
+  ok = rank_ranking_if_sample (iface, &page, arg (cli, 0), min, max, count,
+                               cli->periods_back, &call.invalid,
+                               &call.unavailable, &call.error);
+  return page_outcome (cli, ok, &call, page);
+}
+
+static int
+cmd_ranks (Cli *cli)
+{
+  static const char *const header[] = { "RANK", "MEMBER", "SCORE" };
+  static const gboolean numeric[] = { TRUE, FALSE, TRUE };
+  g_autoptr (GPtrArray) members = g_ptr_array_new ();
+  g_autoptr (GPtrArray) result = NULL;
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gboolean ok;
+  int code;
+
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  for (guint i = 1; i < cli->args->len; i++)
+    g_ptr_array_add (members, cli->args->pdata[i]);
+  result = g_ptr_array_new_with_free_func (g_object_unref);
+  ok = rank_ranking_if_get_ranks (iface, &result, arg (cli, 0), members,
+                                  cli->periods_back, &call.invalid,
+                                  &call.unavailable, &call.error);
+  code = call_outcome (cli, ok, &call);
+  if (code == EXIT_OK && cli->json)
     {
-      GString *out = g_string_new ("[");
+      g_autoptr (GString) out = g_string_new ("[");
 
       for (guint i = 0; i < result->len; i++)
         {
           rankRankOf *r = result->pdata[i];
 
           g_string_append (out, i ? ",{\"member\":" : "{\"member\":");
-          json_string (out, r->member, -1);
+          json_string (out, r->member);
           if (r->found)
             g_string_append_printf (out,
                                     ",\"found\":true,\"rank\":%" G_GINT64_FORMAT
@@ -680,329 +1049,398 @@ cmd_ranks (RankClient *client, Command *c)
         }
       g_string_append_c (out, ']');
       puts (out->str);
-      g_string_free (out, TRUE);
     }
   else if (code == EXIT_OK)
     {
-      const char *header[] = { "RANK", "MEMBER", "SCORE" };
-      gboolean numeric[] = { TRUE, FALSE, TRUE };
-      GPtrArray *rows
-          = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
+      g_autoptr (GPtrArray) cells = g_ptr_array_new_with_free_func (g_free);
 
+      /* Members not on the board: "-" for rank and score. */
       for (guint i = 0; i < result->len; i++)
         {
           rankRankOf *r = result->pdata[i];
-          GPtrArray *row = g_ptr_array_new_with_free_func (g_free);
 
-          g_ptr_array_add (
-              row, r->found ? g_strdup_printf ("%" G_GINT64_FORMAT, r->rank)
-                            : g_strdup ("-"));
-          g_ptr_array_add (row, g_strdup (r->member));
-          g_ptr_array_add (
-              row, r->found ? g_strdup_printf ("%" G_GINT64_FORMAT, r->score)
-                            : g_strdup ("(not on the board)"));
-          g_ptr_array_add (rows, row);
+          g_ptr_array_add (cells,
+                           r->found ? cell_i64 (r->rank) : g_strdup ("-"));
+          g_ptr_array_add (cells, cell (r->member));
+          g_ptr_array_add (cells,
+                           r->found ? cell_i64 (r->score) : g_strdup ("-"));
         }
-      print_table (header, numeric, 3, rows);
-      g_ptr_array_unref (rows);
+      print_table (header, numeric, 3, cells);
     }
-out:
-  g_ptr_array_unref (members);
-  g_ptr_array_unref (result);
   return code;
 }
 
 static int
-cmd_remove (RankClient *client, Command *c)
+cmd_remove (Cli *cli)
 {
-  rankRemoveResponse *resp = g_object_new (RANK_TYPE_REMOVE_RESPONSE, NULL);
   g_autofree char *rid = NULL;
+  rankRemoveResponse *resp;
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gboolean ok;
   int code;
-  EXCEPTIONS;
 
-  not_found = NULL;
-  if (!need_args (c, 2, 2, "remove BOARD MEMBER [--request-id ID]"))
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  rid = request_id (cli);
+  resp = g_object_new (RANK_TYPE_REMOVE_RESPONSE, NULL);
+  ok = rank_ranking_if_remove (iface, &resp, arg (cli, 0), arg (cli, 1), rid,
+                               &call.invalid, &call.unavailable, &call.error);
+  code = call_outcome (cli, ok, &call);
+  if (code == EXIT_OK)
     {
-      g_object_unref (resp);
-      return EXIT_INVALID;
+      Record r = record_new ();
+
+      /* removed means something only when applied. */
+      record_add (&r, "removed", g_strdup (resp->removed ? "true" : "false"),
+                  g_strdup (!resp->applied  ? "-"
+                            : resp->removed ? "yes"
+                                            : "no (it was not on the board)"));
+      record_add (
+          &r, "applied", g_strdup (resp->applied ? "true" : "false"),
+          g_strdup (resp->applied ? "yes" : "no (a retry: nothing changed)"));
+      record_add (&r, "request_id", json_quoted (rid), cell (rid));
+      record_print_free (&r, cli->json);
     }
-  rid = request_id (c);
-  ok = rank_ranking_if_remove (rank_client_iface (client), &resp, arg (c, 0),
-                               arg (c, 1), rid, &invalid, &unavailable, &error);
-  code = OUTCOME ();
-  if (code == EXIT_OK && c->json)
-    printf ("{\"applied\":%s,\"removed\":%s}\n",
-            resp->applied ? "true" : "false", resp->removed ? "true" : "false");
-  else if (code == EXIT_OK)
-    puts (!resp->applied  ? "not applied (a retry: already done)"
-          : resp->removed ? "removed"
-                          : "was not on the board");
+  retry_hint (cli, code, rid);
   g_object_unref (resp);
   return code;
 }
 
-/* count, count-between, percentile, score-at-percentile: one number. */
 static int
-cmd_number (RankClient *client, Command *c, const char *name)
+count_outcome (Cli *cli, gboolean ok, Call *call, const char *name,
+               gint64 count)
 {
-  gint64 count = 0, lo = 0, hi = 0;
-  double pct = 0;
-  g_autofree char *text = NULL;
-  gint32 back;
-  int code;
-  EXCEPTIONS;
+  int code = call_outcome (cli, ok, call);
+  g_autofree char *text = cell_i64 (count);
 
-  ok = FALSE;
-  if (!periods_back (c, &back))
-    return EXIT_INVALID;
-  if (strcmp (name, "count") == 0)
-    {
-      if (!need_args (c, 1, 1, "count BOARD"))
-        return EXIT_INVALID;
-      ok = rank_ranking_if_count (rank_client_iface (client), &count,
-                                  arg (c, 0), back, &invalid, &unavailable,
-                                  &error);
-    }
-  else if (strcmp (name, "count-between") == 0)
-    {
-      if (!need_args (c, 3, 3, "count-between BOARD MIN MAX")
-          || !parse_int ("MIN", arg (c, 1), G_MININT64, G_MAXINT64, &lo)
-          || !parse_int ("MAX", arg (c, 2), G_MININT64, G_MAXINT64, &hi))
-        return EXIT_INVALID;
-      ok = rank_ranking_if_count_between (rank_client_iface (client), &count,
-                                          arg (c, 0), lo, hi, back, &invalid,
-                                          &unavailable, &error);
-    }
-  else if (strcmp (name, "percentile") == 0)
-    {
-      if (!need_args (c, 2, 2, "percentile BOARD MEMBER"))
-        return EXIT_INVALID;
-      ok = rank_ranking_if_get_percentile (
-          rank_client_iface (client), &pct, arg (c, 0), arg (c, 1), back,
-          &invalid, &not_found, &unavailable, &error);
-    }
-  else
-    {
-      char *end = NULL;
-
-      if (!need_args (c, 2, 2, "score-at-percentile BOARD PCT"))
-        return EXIT_INVALID;
-      pct = g_ascii_strtod (arg (c, 1), &end);
-      if (end == arg (c, 1) || *end != '\0')
-        return fail (EXIT_INVALID, "PCT: '%s' is not a number", arg (c, 1));
-      ok = rank_ranking_if_get_score_at_percentile (
-          rank_client_iface (client), &count, arg (c, 0), pct, back, &invalid,
-          &not_found, &unavailable, &error);
-    }
-  code = OUTCOME ();
-  if (code != EXIT_OK)
-    return code;
-  if (strcmp (name, "percentile") == 0)
-    {
-      char buf[G_ASCII_DTOSTR_BUF_SIZE];
-
-      text = g_strdup (g_ascii_dtostr (buf, sizeof buf, pct));
-    }
-  else
-    text = g_strdup_printf ("%" G_GINT64_FORMAT, count);
-  print_value (strcmp (name, "percentile") == 0            ? "percentile"
-               : strcmp (name, "score-at-percentile") == 0 ? "score"
-                                                           : "count",
-               text, c->json, FALSE);
-  return EXIT_OK;
-}
-
-static int
-cmd_data (RankClient *client, Command *c, gboolean set)
-{
-  GHashTable *map
-      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  gint32 back;
-  int code = EXIT_INVALID;
-  EXCEPTIONS;
-
-  ok = FALSE;
-  if (set)
-    {
-      not_found = NULL;
-      if (!need_args (c, 2, G_MAXUINT, "set-data BOARD MEMBER [KEY=VALUE]...")
-          || !data_map (c->args, 2, map))
-        goto out;
-      ok = rank_ranking_if_set_member_data (
-          rank_client_iface (client), arg (c, 0), arg (c, 1), map, &invalid,
-          &not_found, &unavailable, &error);
-      code = OUTCOME ();
-      if (code == EXIT_OK)
-        print_value ("set", "true", c->json, FALSE);
-      goto out;
-    }
-  if (!need_args (c, 2, 2, "get-data BOARD MEMBER") || !periods_back (c, &back))
-    goto out;
-  ok = rank_ranking_if_get_member_data (rank_client_iface (client), &map,
-                                        arg (c, 0), arg (c, 1), back, &invalid,
-                                        &not_found, &unavailable, &error);
-  code = OUTCOME ();
   if (code == EXIT_OK)
-    {
-      GString *out = g_string_new (NULL);
-
-      data_text (out, map, c->json);
-      if (!c->json)
-        g_strdelimit (out->str, " ", '\n');
-      if (out->len > 0)
-        puts (out->str);
-      g_string_free (out, TRUE);
-    }
-out:
-  g_hash_table_unref (map);
+    print_number (name, text, cli->json);
   return code;
 }
 
-/* ---- main ---- */
-
-/* Splits argv into c; options may come anywhere. FALSE (printed) on an
- * unknown option or a missing value. */
-static gboolean
-split_args (int argc, char **argv, Command *c, gboolean *help)
+static int
+cmd_count (Cli *cli)
 {
-  static const char *const valued[]
-      = { "connect",    "transport",    "protocol", "timeout",     "mode",
-          "request-id", "timestamp-ms", "offset",   "periods-back" };
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gint64 count = 0;
+  gboolean ok;
+
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  ok = rank_ranking_if_count (iface, &count, arg (cli, 0), cli->periods_back,
+                              &call.invalid, &call.unavailable, &call.error);
+  return count_outcome (cli, ok, &call, "count", count);
+}
+
+static int
+cmd_count_between (Cli *cli)
+{
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gint64 count = 0, min, max;
+  gboolean ok;
+
+  if (!parse_i64 ("MIN", arg (cli, 1), &min)
+      || !parse_i64 ("MAX", arg (cli, 2), &max))
+    return EXIT_INVALID;
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  ok = rank_ranking_if_count_between (iface, &count, arg (cli, 0), min, max,
+                                      cli->periods_back, &call.invalid,
+                                      &call.unavailable, &call.error);
+  return count_outcome (cli, ok, &call, "count", count);
+}
+
+static int
+cmd_score_at_percentile (Cli *cli)
+{
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gint64 score = 0;
+  double pct;
+  gboolean ok;
+
+  if (!parse_double ("PCT", arg (cli, 1), &pct))
+    return EXIT_INVALID;
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  ok = rank_ranking_if_get_score_at_percentile (
+      iface, &score, arg (cli, 0), pct, cli->periods_back, &call.invalid,
+      &call.not_found, &call.unavailable, &call.error);
+  return count_outcome (cli, ok, &call, "score", score);
+}
+
+static int
+cmd_percentile (Cli *cli)
+{
+  char text[G_ASCII_DTOSTR_BUF_SIZE];
+  rankRankingIf *iface;
+  Call call = { 0 };
+  double pct = 0;
+  gboolean ok;
+  int code;
+
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  ok = rank_ranking_if_get_percentile (
+      iface, &pct, arg (cli, 0), arg (cli, 1), cli->periods_back, &call.invalid,
+      &call.not_found, &call.unavailable, &call.error);
+  code = call_outcome (cli, ok, &call);
+  if (code == EXIT_OK)
+    {
+      /* The shortest text that reads back as the same double. */
+      g_ascii_dtostr (text, sizeof text, pct);
+      print_number ("percentile", isfinite (pct) ? text : "null", cli->json);
+    }
+  return code;
+}
+
+static int
+cmd_set_data (Cli *cli)
+{
+  g_autoptr (GHashTable) map
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gboolean ok;
+  int code;
+
+  for (guint i = 2; i < cli->args->len; i++)
+    if (!parse_pair ("KEY=VALUE", cli->args->pdata[i], map))
+      return EXIT_INVALID;
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  ok = rank_ranking_if_set_member_data (iface, arg (cli, 0), arg (cli, 1), map,
+                                        &call.invalid, &call.not_found,
+                                        &call.unavailable, &call.error);
+  code = call_outcome (cli, ok, &call);
+  if (code == EXIT_OK && cli->json)
+    {
+      g_autoptr (GString) out = g_string_new ("{\"data\":");
+
+      json_data (out, map);
+      g_string_append_c (out, '}');
+      puts (out->str);
+    }
+  else if (code == EXIT_OK && g_hash_table_size (map) == 0)
+    puts ("data deleted");
+  else if (code == EXIT_OK)
+    printf ("data replaced: %u key%s\n", g_hash_table_size (map),
+            g_hash_table_size (map) == 1 ? "" : "s");
+  return code;
+}
+
+static int
+cmd_get_data (Cli *cli)
+{
+  static const char *const header[] = { "KEY", "VALUE" };
+  static const gboolean numeric[] = { FALSE, FALSE };
+  g_autoptr (GHashTable) map
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gboolean ok;
+  int code;
+
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  ok = rank_ranking_if_get_member_data (
+      iface, &map, arg (cli, 0), arg (cli, 1), cli->periods_back, &call.invalid,
+      &call.not_found, &call.unavailable, &call.error);
+  code = call_outcome (cli, ok, &call);
+  if (code == EXIT_OK && cli->json)
+    {
+      g_autoptr (GString) out = g_string_new (NULL);
+
+      json_data (out, map);
+      puts (out->str);
+    }
+  else if (code == EXIT_OK)
+    {
+      g_autoptr (GPtrArray) cells = g_ptr_array_new_with_free_func (g_free);
+      guint n;
+      g_autofree const char **keys = sorted_keys (map, &n);
+
+      for (guint i = 0; i < n; i++)
+        {
+          g_ptr_array_add (cells, cell (keys[i]));
+          g_ptr_array_add (cells, cell (g_hash_table_lookup (map, keys[i])));
+        }
+      print_table (header, numeric, 2, cells);
+    }
+  return code;
+}
+
+static const CommandSpec command_specs[] = {
+  { "update", "BOARD MEMBER VALUE", 3, 3, TAKES_UPDATE | TAKES_REQUEST_ID,
+    cmd_update },
+  { "rank", "BOARD MEMBER", 2, 2, TAKES_PERIODS_BACK, cmd_rank },
+  { "top", "BOARD [N]", 1, 2,
+    TAKES_PERIODS_BACK | TAKES_WITH_DATA | TAKES_OFFSET, cmd_top },
+  { "around", "BOARD MEMBER [RADIUS]", 2, 3,
+    TAKES_PERIODS_BACK | TAKES_WITH_DATA, cmd_around },
+  { "ranks", "BOARD MEMBER...", 2, G_MAXUINT, TAKES_PERIODS_BACK, cmd_ranks },
+  { "remove", "BOARD MEMBER", 2, 2, TAKES_REQUEST_ID, cmd_remove },
+  { "count", "BOARD", 1, 1, TAKES_PERIODS_BACK, cmd_count },
+  { "count-between", "BOARD MIN MAX", 3, 3, TAKES_PERIODS_BACK,
+    cmd_count_between },
+  { "percentile", "BOARD MEMBER", 2, 2, TAKES_PERIODS_BACK, cmd_percentile },
+  { "score-at-percentile", "BOARD PCT", 2, 2, TAKES_PERIODS_BACK,
+    cmd_score_at_percentile },
+  { "sample", "BOARD MIN MAX [COUNT]", 3, 4, TAKES_PERIODS_BACK, cmd_sample },
+  { "set-data", "BOARD MEMBER [KEY=VALUE]...", 2, G_MAXUINT, 0, cmd_set_data },
+  { "get-data", "BOARD MEMBER", 2, 2, TAKES_PERIODS_BACK, cmd_get_data },
+};
+
+/* ---- the command line ---- */
+
+/* "usage: rankctl top BOARD [N] [--offset K] ..." for a wrong argument
+ * count. */
+static int
+usage_of (const CommandSpec *command)
+{
+  g_autoptr (GString) line = g_string_new (NULL);
+
+  for (gsize i = 0; i < G_N_ELEMENTS (option_specs); i++)
+    if (option_specs[i].takes & command->takes)
+      g_string_append_printf (
+          line, " [--%s%s%s]", option_specs[i].name,
+          option_specs[i].value != NULL ? " " : "",
+          option_specs[i].value != NULL ? option_specs[i].value : "");
+  return fail (EXIT_INVALID, "usage: rankctl %s %s%s (see --help)",
+               command->name, command->args, line->str);
+}
+
+static const OptionSpec *
+find_option (const char *name, gsize len)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS (option_specs); i++)
+    if (strlen (option_specs[i].name) == len
+        && strncmp (option_specs[i].name, name, len) == 0)
+      return &option_specs[i];
+  return NULL;
+}
+
+/* Reads argv into cli: options (anywhere, "--name value" or
+ * "--name=value"), the command and its arguments, all checked. Returns
+ * EXIT_OK, or the exit code with the message printed; *done when --help or
+ * --version answered. */
+static int
+parse_command_line (int argc, char **argv, Cli *cli, gboolean *done)
+{
+  g_autoptr (GPtrArray) given = g_ptr_array_new (); /* OptionSpec, value */
+  g_autoptr (GPtrArray) words = g_ptr_array_new ();
+  const char *env = g_getenv ("RANKCTL_CONNECT");
+  gboolean options_end = FALSE, connect_given = FALSE;
 
   for (int i = 1; i < argc; i++)
     {
-      const char *a = argv[i];
-      const char *name = a + 2;
-      gboolean known = FALSE;
+      const char *a = argv[i], *eq;
+      const OptionSpec *o;
 
-      if (!g_str_has_prefix (a, "--") || strcmp (a, "--") == 0)
+      if (options_end || !g_str_has_prefix (a, "-") || strcmp (a, "-") == 0
+          || (a[1] != '-' && strcmp (a, "-h") != 0))
         {
-          if (strcmp (a, "--") == 0)
-            for (i++; i < argc; i++)
-              g_ptr_array_add (c->args, argv[i]);
-          else
-            g_ptr_array_add (c->args, (char *) a);
+          g_ptr_array_add (words, (char *) a);
           continue;
         }
-      if (strcmp (name, "help") == 0)
-        *help = TRUE, known = TRUE;
-      else if (strcmp (name, "json") == 0)
-        c->json = TRUE, known = TRUE;
-      else if (strcmp (name, "with-data") == 0)
-        c->with_data = TRUE, known = TRUE;
-      else if (strcmp (name, "subscore") == 0 || strcmp (name, "data") == 0)
+      if (strcmp (a, "--") == 0)
         {
-          if (i + 1 >= argc)
-            return fail (EXIT_INVALID, "%s needs a value", a), FALSE;
-          g_ptr_array_add (strcmp (name, "data") == 0 ? c->data : c->subscores,
-                           argv[++i]);
+          options_end = TRUE;
           continue;
         }
-      for (gsize k = 0; !known && k < G_N_ELEMENTS (valued); k++)
-        if (strcmp (name, valued[k]) == 0)
-          {
-            if (i + 1 >= argc)
-              return fail (EXIT_INVALID, "%s needs a value", a), FALSE;
-            g_hash_table_insert (c->values, (char *) name, argv[++i]);
-            known = TRUE;
-          }
-      if (!known)
-        return fail (EXIT_INVALID, "unknown option %s (see --help)", a), FALSE;
+      if (strcmp (a, "-h") == 0)
+        a = "--help";
+      eq = strchr (a, '=');
+      o = find_option (a + 2,
+                       eq != NULL ? (gsize) (eq - a - 2) : strlen (a + 2));
+      if (o == NULL)
+        return fail (EXIT_INVALID, "unknown option %.*s (see --help)",
+                     eq != NULL ? (int) (eq - a) : (int) strlen (a), a);
+      if (o->value == NULL && eq != NULL)
+        return fail (EXIT_INVALID, "--%s takes no value", o->name);
+      if (o->value != NULL && eq == NULL && i + 1 >= argc)
+        return fail (EXIT_INVALID, "--%s needs a value (%s)", o->name,
+                     o->value);
+      g_ptr_array_add (given, (gpointer) o);
+      if (o->value == NULL)
+        g_ptr_array_add (given, NULL);
+      else
+        g_ptr_array_add (given, eq != NULL ? (char *) eq + 1 : argv[++i]);
     }
-  return TRUE;
-}
+  for (guint i = 0; i < given->len; i += 2)
+    {
+      const OptionSpec *o = given->pdata[i];
 
-static int
-run (Command *c)
-{
-  const char *connect = option (c, "connect");
-  const char *transport = option (c, "transport");
-  const char *protocol = option (c, "protocol");
-  g_autoptr (GError) error = NULL;
-  g_autoptr (RankClient) client = NULL;
-  RankProtocolKind kind = RANK_PROTOCOL_BINARY;
-  RankAddress address = { 0 };
-  const char *name;
-  gint64 timeout_s = 10;
-  int code;
-
-  if (c->args->len == 0)
+      connect_given = connect_given || strcmp (o->name, "connect") == 0;
+      if (strcmp (o->name, "help") == 0 || strcmp (o->name, "version") == 0)
+        {
+          fputs (strcmp (o->name, "help") == 0 ? help_text
+                                               : "rankctl " RANKD_VERSION "\n",
+                 stdout);
+          *done = TRUE;
+          return EXIT_OK;
+        }
+    }
+  if (words->len == 0)
     return fail (EXIT_INVALID, "no command (see --help)");
-  name = c->args->pdata[0];
-  g_ptr_array_remove_index (c->args, 0);
-  if (connect == NULL)
-    connect = g_getenv ("RANKCTL_CONNECT");
-  if (!rank_address_parse (connect ? connect : RANK_DEFAULT_LISTEN,
-                           RANK_DEFAULT_PORT, &address, &error)
-      || address.host == NULL)
-    return fail (EXIT_INVALID, "--connect: %s",
-                 error ? error->message : "must be HOST:PORT");
-  if (transport != NULL && strcmp (transport, "framed") != 0
-      && strcmp (transport, "buffered") != 0)
-    code = fail (EXIT_INVALID, "--transport: '%s' is not framed or buffered",
-                 transport);
-  else if (protocol != NULL && !rank_protocol_kind_parse (protocol, &kind))
-    code = fail (EXIT_INVALID, "--protocol: '%s' is not binary or compact",
-                 protocol);
-  else if (option (c, "timeout") != NULL
-           && !parse_int ("--timeout", option (c, "timeout"), 1, 3600,
-                          &timeout_s))
-    code = EXIT_INVALID;
-  else if ((client = rank_client_connect (
-                address.host, address.port,
-                transport == NULL || strcmp (transport, "framed") == 0, kind,
-                (int) timeout_s * 1000, &error))
-           == NULL)
-    code = fail (EXIT_UNAVAILABLE, "cannot reach rankd at %s:%u: %s",
-                 address.host, address.port, error->message);
-  else if (strcmp (name, "update") == 0)
-    code = cmd_update (client, c);
-  else if (strcmp (name, "rank") == 0)
-    code = cmd_rank (client, c);
-  else if (strcmp (name, "top") == 0 || strcmp (name, "around") == 0
-           || strcmp (name, "sample") == 0)
-    code = cmd_page (client, c, name);
-  else if (strcmp (name, "ranks") == 0)
-    code = cmd_ranks (client, c);
-  else if (strcmp (name, "remove") == 0)
-    code = cmd_remove (client, c);
-  else if (strcmp (name, "count") == 0 || strcmp (name, "count-between") == 0
-           || strcmp (name, "percentile") == 0
-           || strcmp (name, "score-at-percentile") == 0)
-    code = cmd_number (client, c, name);
-  else if (strcmp (name, "set-data") == 0 || strcmp (name, "get-data") == 0)
-    code = cmd_data (client, c, strcmp (name, "set-data") == 0);
-  else
-    code = fail (EXIT_INVALID, "unknown command '%s' (see --help)", name);
-  rank_address_clear (&address);
-  return code;
+  for (gsize i = 0; i < G_N_ELEMENTS (command_specs); i++)
+    if (strcmp (command_specs[i].name, words->pdata[0]) == 0)
+      cli->command = &command_specs[i];
+  if (cli->command == NULL)
+    return fail (EXIT_INVALID, "unknown command '%s' (see --help)",
+                 (const char *) words->pdata[0]);
+  for (guint i = 1; i < words->len; i++)
+    g_ptr_array_add (cli->args, words->pdata[i]);
+  if (cli->args->len < cli->command->min_args
+      || cli->args->len > cli->command->max_args)
+    return usage_of (cli->command);
+  /* Without --connect: $RANKCTL_CONNECT, else the default. */
+  if (env != NULL && *env != '\0' && !connect_given
+      && !parse_connect (cli, "RANKCTL_CONNECT", env))
+    return EXIT_INVALID;
+  if (cli->address.host == NULL
+      && !parse_connect (cli, "--connect", RANK_DEFAULT_LISTEN))
+    return EXIT_INVALID;
+  for (guint i = 0; i < given->len; i += 2)
+    {
+      const OptionSpec *o = given->pdata[i];
+
+      if (o->takes != 0 && !(o->takes & cli->command->takes))
+        return fail (EXIT_INVALID, "%s takes no --%s", cli->command->name,
+                     o->name);
+      if (!apply_option (cli, o, given->pdata[i + 1]))
+        return EXIT_INVALID;
+    }
+  return EXIT_OK;
 }
 
 int
 main (int argc, char **argv)
 {
-  Command c = { 0 };
-  gboolean help = FALSE;
+  Cli cli = {
+    .framed = TRUE,
+    .protocol = RANK_PROTOCOL_BINARY,
+    .timeout_ms = (int) (DEFAULT_TIMEOUT_S * 1000),
+    .args = g_ptr_array_new (),
+    .subscores = g_array_new (FALSE, FALSE, sizeof (gint64)),
+    .data = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free),
+  };
+  gboolean done = FALSE;
   int code;
 
-  setlocale (LC_ALL, "");
-  rank_thrift_fixes_apply ();
-  c.args = g_ptr_array_new ();
-  c.values = g_hash_table_new (g_str_hash, g_str_equal);
-  c.subscores = g_ptr_array_new ();
-  c.data = g_ptr_array_new ();
-  if (!split_args (argc, argv, &c, &help))
-    code = EXIT_INVALID;
-  else if (help)
-    {
-      fputs (usage_text, stdout);
-      code = EXIT_OK;
-    }
-  else
-    code = run (&c);
-  g_ptr_array_unref (c.args);
-  g_hash_table_unref (c.values);
-  g_ptr_array_unref (c.subscores);
-  g_ptr_array_unref (c.data);
+  code = parse_command_line (argc, argv, &cli, &done);
+  if (code == EXIT_OK && !done)
+    code = cli.command->run (&cli);
+  /* A full disk or a closed pipe must not pass for success. */
+  if (fflush (stdout) != 0 || ferror (stdout))
+    code = fail (EXIT_OTHER, "writing the output failed");
+  rank_client_free (cli.client);
+  rank_address_clear (&cli.address);
+  g_ptr_array_unref (cli.args);
+  g_array_unref (cli.subscores);
+  g_hash_table_unref (cli.data);
   return code;
 }

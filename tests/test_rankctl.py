@@ -1,23 +1,106 @@
-"""rankctl against a real rankd: tables, JSON and exit codes.
+"""rankctl against a real rankd: tables, JSON and every exit code.
 
 Usage: test_rankctl.py RANKD RANKCTL
-Starts its own redis-server and rankd on free loopback ports.
+Starts its own redis-server and rankds on free loopback ports: one as
+configured by default, one buffered+compact, one whose Redis is down (for
+Unavailable), and a stand-in Thrift server that answers every call with a
+TApplicationException, junk or a closed connection (for exit codes 3 and 4).
+RANKCTL_WRAPPER (e.g. "valgrind --error-exitcode=99 ...") runs each rankctl
+under it.
 """
 import json
 import os
+import re
+import shlex
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 
 RANKD, RANKCTL = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 del sys.argv[1:3]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from thrift.protocol import TBinaryProtocol  # noqa: E402
+from thrift.Thrift import TApplicationException, TMessageType  # noqa: E402
+from thrift.transport import TTransport  # noqa: E402
+
 from servers import free_port, start  # noqa: E402
 
-CONFIG = "[board raid]\nsubscores=asc,desc\nmode=best\n"
+WRAPPER = shlex.split(os.environ.get("RANKCTL_WRAPPER", ""))
+CONFIG = """[board raid]
+subscores=asc,desc
+mode=best
+
+[board daily]
+period=daily
+retention=2
+"""
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+class StandIn:
+    """A Thrift server (framed, binary) that reads one call per connection
+    and answers as `mode` says: "exception" (a TApplicationException),
+    "junk" (a frame that is no Thrift message) or "close" (nothing)."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.calls = []
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                self.answer(conn)
+
+    def answer(self, conn):
+        head = self.read(conn, 4)
+        if head is None:
+            return
+        body = self.read(conn, struct.unpack(">i", head)[0])
+        proto = TBinaryProtocol.TBinaryProtocol(
+            TTransport.TMemoryBuffer(body))
+        name, _, seqid = proto.readMessageBegin()
+        self.calls.append(name)
+        if self.mode == "close":
+            return
+        out = TTransport.TMemoryBuffer()
+        if self.mode == "exception":
+            reply = TBinaryProtocol.TBinaryProtocol(out)
+            reply.writeMessageBegin(name, TMessageType.EXCEPTION, seqid)
+            TApplicationException(TApplicationException.INTERNAL_ERROR,
+                                  "stand-in says no").write(reply)
+            reply.writeMessageEnd()
+        else:
+            out.write(b"\x00\x00\x00\x07garbage")
+        data = out.getvalue()
+        conn.sendall(struct.pack(">i", len(data)) + data)
+
+    @staticmethod
+    def read(conn, n):
+        data = b""
+        while len(data) < n:
+            chunk = conn.recv(n - len(data))
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+    def close(self):
+        self.sock.close()
 
 
 class RankctlTest(unittest.TestCase):
@@ -28,139 +111,362 @@ class RankctlTest(unittest.TestCase):
         conf = os.path.join(cls.dir, "rankd.conf")
         with open(conf, "w", encoding="utf-8") as f:
             f.write(CONFIG)
+        cls.procs = []
         cls.redis, cls.redis_port = start(
             lambda p: ["redis-server", "--bind", "127.0.0.1", "--port", str(p),
                        "--save", "", "--appendonly", "no"], cls.dir)
-        cls.rankd, cls.port = start(
-            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}", "--config", conf,
-                       "--redis", f"127.0.0.1:{cls.redis_port}"], cls.dir)
+        cls.rankd, cls.port = cls.start_rankd(
+            "--config", conf, "--redis", f"127.0.0.1:{cls.redis_port}")
+        cls.rankd_compact, cls.port_compact = cls.start_rankd(
+            "--redis", f"127.0.0.1:{cls.redis_port}",
+            "--transport", "buffered", "--protocol", "compact")
+        # Redis on a port nobody listens on: every call is Unavailable.
+        cls.rankd_down, cls.port_down = cls.start_rankd(
+            "--redis", f"127.0.0.1:{free_port()}", "--redis-timeout", "0.2")
+
+    @classmethod
+    def start_rankd(cls, *args):
+        proc, port = start(
+            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}", *args], cls.dir)
+        cls.procs.append(proc)
+        return proc, port
 
     @classmethod
     def tearDownClass(cls):
-        cls.rankd.terminate()
-        assert cls.rankd.wait(30) == 0, "rankd did not exit cleanly"
+        for proc in cls.procs:
+            proc.terminate()
+            assert proc.wait(30) == 0, "rankd did not exit cleanly"
         cls.redis.terminate()
         cls.redis.wait(30)
         shutil.rmtree(cls.dir)
 
-    def ctl(self, *args, code=0, connect=None):
-        env = dict(os.environ,
-                   RANKCTL_CONNECT=connect or f"127.0.0.1:{self.port}")
-        r = subprocess.run([RANKCTL, *args], capture_output=True, text=True,
-                           env=env, timeout=60)
+    def ctl(self, *args, code=0, port=None, env=None):
+        """Runs rankctl (RANKCTL_CONNECT: our rankd, or port); checks its
+        exit code; returns stdout and stderr."""
+        environ = dict(os.environ,
+                       RANKCTL_CONNECT=f"127.0.0.1:{port or self.port}")
+        environ.update(env or {})
+        r = subprocess.run([*WRAPPER, RANKCTL, *args], capture_output=True,
+                           text=True, env=environ, timeout=120)
         self.assertEqual(r.returncode, code, (args, r.stdout, r.stderr))
+        if code != 0:
+            self.assertRegex(r.stderr, r"^rankctl: ", args)
         return r.stdout, r.stderr
 
-    def test_update_and_table(self):
-        out, _ = self.ctl("update", "t", "alice", "120", "--mode", "best",
-                          "--request-id", "t-1")
-        self.assertEqual(out.split(), ["score", "120", "rank", "1",
-                                       "applied", "yes"])
-        self.ctl("update", "t", "bob", "95", "--request-id", "t-2")
-        self.ctl("update", "t", "Zoë", "120", "--request-id", "t-3",
-                 "--data", "name=Zoé", "--data", "country=FR")
-        out, _ = self.ctl("update", "t", "alice", "120", "--mode", "best",
-                          "--request-id", "t-1")
-        self.assertIn("applied    no (a retry: already applied)", out)
-        out, _ = self.ctl("top", "t")
-        self.assertEqual(out, "RANK  MEMBER  SCORE\n"
-                              "   1  alice     120\n"
-                              "   2  Zoë       120\n"
-                              "   3  bob        95\n")
-        out, _ = self.ctl("top", "t", "2", "--offset", "1", "--with-data")
+    def json(self, *args):
+        return json.loads(self.ctl("--json", *args)[0])
+
+    # ---- output ----
+
+    def test_update_fields_and_retry(self):
+        out, _ = self.ctl("update", "u", "alice", "120", "--mode", "best",
+                          "--request-id", "u-1")
+        self.assertEqual(out, "score       120\n"
+                              "rank        1\n"
+                              "applied     yes\n"
+                              "request_id  u-1\n")
+        out, _ = self.ctl("update", "u", "alice", "120", "--mode", "best",
+                          "--request-id", "u-1")
+        self.assertIn("applied     no (a retry: nothing changed)\n", out)
+        # Without --request-id, a random UUID, shown for a retry.
+        out, _ = self.ctl("update", "u", "bob", "5")
+        self.assertRegex(out, f"request_id  {UUID}\n")
+        first = re.search(UUID, out).group(0)
+        out, _ = self.ctl("update", "u", "bob", "5")
+        self.assertNotIn(first, out)
+        self.assertEqual(self.json("count", "u"), {"count": 2})
+        self.assertEqual(
+            self.json("update", "u", "alice", "-20", "--mode=increment",
+                      "--request-id=u-2", "--timestamp-ms", "1000"),
+            {"score": 100, "rank": 1, "applied": True, "request_id": "u-2"})
+
+    def test_tables(self):
+        for member, score in (("alice", "120"), ("bob", "95"), ("Zoë", "120"),
+                              ("張偉", "1000000"), ("new\nline", "-3")):
+            self.ctl("update", "tb", member, score, "--timestamp-ms",
+                     str(1000 + len(member)))
+        self.ctl("update", "tb", "bob", "0", "--data", "name=Bob Smith",
+                 "--data", "country=FR")
+        # Numbers right-aligned, text left; wide characters take two
+        # columns; control characters cannot break a row.
+        out, _ = self.ctl("top", "tb")
+        self.assertEqual(out, "RANK  MEMBER         SCORE\n"
+                              "   1  張偉         1000000\n"
+                              "   2  Zoë              120\n"
+                              "   3  alice            120\n"
+                              "   4  bob               95\n"
+                              "   5  new\\x0aline       -3\n")
+        out, _ = self.ctl("top", "tb", "2", "--offset", "2", "--with-data")
         self.assertEqual(out, "RANK  MEMBER  SCORE  DATA\n"
-                              "   2  Zoë       120  country=FR name=Zoé\n"
-                              "   3  bob        95\n")
-        # Without --request-id, one is made and printed for a retry.
-        _, err = self.ctl("update", "t", "carl", "1")
-        self.assertRegex(err, r"request id: [0-9a-f-]{36}")
+                              "   3  alice     120\n"
+                              "   4  bob        95  country=FR name=Bob Smith\n")
+        out, _ = self.ctl("around", "tb", "alice", "1")
+        self.assertEqual(out, "RANK  MEMBER  SCORE\n"
+                              "   2  Zoë       120\n"
+                              "   3  alice     120\n"
+                              "   4  bob        95\n")
+        out, _ = self.ctl("ranks", "tb", "bob", "ghost", "張偉")
+        self.assertEqual(out, "RANK  MEMBER    SCORE\n"
+                              "   4  bob          95\n"
+                              "   -  ghost         -\n"
+                              "   1  張偉    1000000\n")
+        out, _ = self.ctl("rank", "tb", "bob")
+        self.assertEqual(out, "RANK  MEMBER  SCORE\n   4  bob        95\n")
+        out, _ = self.ctl("get-data", "tb", "bob")
+        self.assertEqual(out, "KEY      VALUE\n"
+                              "country  FR\n"
+                              "name     Bob Smith\n")
+        self.assertEqual(self.ctl("count", "tb")[0], "5\n")
+        self.assertEqual(self.ctl("count-between", "tb", "95", "120")[0],
+                         "3\n")
+        self.assertEqual(self.ctl("percentile", "tb", "bob")[0], "20\n")
+        self.assertEqual(
+            self.ctl("score-at-percentile", "tb", "100")[0], "1000000\n")
+        self.assertEqual(self.ctl("score-at-percentile", "tb", "0")[0],
+                         "-3\n")
+        self.assertEqual(
+            self.ctl("score-at-percentile", "tb", "1e2")[0], "1000000\n")
+        out, _ = self.ctl("sample", "tb", "100", "200")
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "RANK  MEMBER  SCORE")
+        self.assertEqual(sorted(lines[1:]), ["   2  Zoë       120",
+                                             "   3  alice     120"])
+        out, _ = self.ctl("top", "empty-board")
+        self.assertEqual(out, "RANK  MEMBER  SCORE\n")
 
     def test_json(self):
-        self.ctl("update", "j", "a", "10", "--request-id", "j-1",
-                 "--data", 'quote="x"')
-        self.ctl("update", "j", "b", "20", "--request-id", "j-2")
-        out, _ = self.ctl("--json", "top", "j", "--with-data")
-        self.assertEqual(json.loads(out), [
-            {"rank": 1, "member": "b", "score": 20},
-            {"rank": 2, "member": "a", "score": 10,
-             "data": {"quote": '"x"'}}])
-        out, _ = self.ctl("--json", "rank", "j", "a")
-        self.assertEqual(json.loads(out),
-                         [{"rank": 2, "member": "a", "score": 10}])
-        out, _ = self.ctl("--json", "ranks", "j", "a", "ghost")
-        self.assertEqual(json.loads(out), [
-            {"member": "a", "found": True, "rank": 2, "score": 10},
+        tricky = 'q"b\\s\t\x01é'
+        self.ctl("update", "j", tricky, "10", "--data", f"k={tricky}")
+        self.ctl("update", "j", "b", "9007199254740991")
+        self.assertEqual(self.json("top", "j", "--with-data"), [
+            {"rank": 1, "member": "b", "score": 9007199254740991},
+            {"rank": 2, "member": tricky, "score": 10,
+             "data": {"k": tricky}}])
+        self.assertEqual(self.json("rank", "j", tricky),
+                         {"rank": 2, "member": tricky, "score": 10})
+        self.assertEqual(self.json("around", "j", "b", "0"),
+                         [{"rank": 1, "member": "b",
+                           "score": 9007199254740991}])
+        self.assertEqual(self.json("ranks", "j", tricky, "ghost"), [
+            {"member": tricky, "found": True, "rank": 2, "score": 10},
             {"member": "ghost", "found": False}])
-        self.assertEqual(json.loads(self.ctl("--json", "count", "j")[0]),
-                         {"count": 2})
-        self.assertEqual(
-            json.loads(self.ctl("--json", "count-between", "j", "15",
-                                "25")[0]), {"count": 1})
-        self.assertEqual(
-            json.loads(self.ctl("--json", "percentile", "j", "b")[0]),
-            {"percentile": 50})
-        self.assertEqual(
-            json.loads(self.ctl("--json", "score-at-percentile", "j",
-                                "100")[0]), {"score": 20})
-        out, _ = self.ctl("--json", "update", "j", "a", "1",
-                          "--request-id", "j-3")
-        self.assertEqual(json.loads(out), {"score": 11, "rank": 2,
-                                           "applied": True,
-                                           "request_id": "j-3"})
-        drawn = json.loads(self.ctl("--json", "sample", "j", "0", "100",
-                                    "5")[0])
-        self.assertEqual(sorted(e["member"] for e in drawn), ["a", "b"])
+        self.assertEqual(self.json("count", "j"), {"count": 2})
+        self.assertEqual(self.json("count-between", "j", "0", "10"),
+                         {"count": 1})
+        self.assertEqual(self.json("percentile", "j", "b"),
+                         {"percentile": 50})
+        self.assertEqual(self.json("score-at-percentile", "j", "100"),
+                         {"score": 9007199254740991})
+        self.assertEqual(self.json("get-data", "j", tricky), {"k": tricky})
+        self.assertEqual(self.json("get-data", "j", "b"), {})
+        self.assertEqual(self.json("set-data", "j", "b", "x=1", "y="),
+                         {"data": {"x": "1", "y": ""}})
+        drawn = self.json("sample", "j", "-5", "9007199254740991", "5")
+        self.assertEqual(sorted(e["member"] for e in drawn), ["b", tricky])
+        self.assertEqual(self.json("remove", "j", "b", "--request-id", "j-r"),
+                         {"removed": True, "applied": True,
+                          "request_id": "j-r"})
+        self.assertEqual(self.json("remove", "j", "b", "--request-id", "j-r"),
+                         {"removed": False, "applied": False,
+                          "request_id": "j-r"})
+        self.assertEqual(self.json("top", "j", "--offset", "5"), [])
 
     def test_subscores_and_data(self):
-        out, _ = self.ctl("--json", "update", "raid", "t7", "12",
-                          "--subscore", "4", "--subscore", "93000",
-                          "--request-id", "r-1")
-        self.assertEqual(json.loads(out)["subscores"], [4, 93000])
-        self.ctl("update", "raid", "t8", "12", "--subscore", "4",
-                 "--subscore", "95000", "--request-id", "r-2")
-        out, _ = self.ctl("top", "raid")
-        self.assertEqual(out, "RANK  MEMBER  SCORE  SUBSCORES\n"
-                              "   1  t8         12  4,95000\n"
-                              "   2  t7         12  4,93000\n")
-        self.ctl("set-data", "raid", "t7", "name=Seven", "tag=a=b")
-        self.assertEqual(self.ctl("get-data", "raid", "t7")[0],
-                         "name=Seven\ntag=a=b\n")
-        self.assertEqual(json.loads(self.ctl("--json", "around", "raid", "t7",
-                                             "1", "--with-data")[0])[1],
+        out = self.json("update", "raid", "t7", "12", "--subscore", "4",
+                        "--subscore", "93000", "--request-id", "r-1")
+        self.assertEqual(out["subscores"], [4, 93000])
+        out, _ = self.ctl("update", "raid", "t8", "12", "--subscore", "4",
+                          "--subscore", "-9223372036854775808",
+                          "--request-id", "r-2")
+        self.assertIn("subscores   4,-9223372036854775808\n", out)
+        self.ctl("update", "raid", "t9", "12", "--subscore", "3",
+                 "--subscore", "9223372036854775807", "--data", "name=Nine",
+                 "--request-id", "r-3")
+        # asc then desc: fewer characters first, then the higher subscore.
+        out, _ = self.ctl("top", "raid", "--with-data")
+        self.assertEqual(
+            out, "RANK  MEMBER  SCORE  SUBSCORES               DATA\n"
+                 "   1  t9         12  3,9223372036854775807   name=Nine\n"
+                 "   2  t7         12  4,93000\n"
+                 "   3  t8         12  4,-9223372036854775808\n")
+        self.assertEqual(self.json("rank", "raid", "t8")["subscores"],
+                         [4, -9223372036854775808])
+        self.assertEqual(self.ctl("set-data", "raid", "t7", "name=Seven",
+                                  "tag=a=b")[0], "data replaced: 2 keys\n")
+        self.assertEqual(self.json("around", "raid", "t7", "1",
+                                   "--with-data")[1],
                          {"rank": 2, "member": "t7", "score": 12,
                           "subscores": [4, 93000],
                           "data": {"name": "Seven", "tag": "a=b"}})
-        self.ctl("set-data", "raid", "t7")
-        self.assertEqual(self.ctl("get-data", "raid", "t7")[0], "")
-        self.assertEqual(self.ctl("remove", "raid", "t7", "--request-id",
-                                  "r-3")[0], "removed\n")
-        self.assertEqual(self.ctl("remove", "raid", "t7", "--request-id",
-                                  "r-3")[0],
-                         "not applied (a retry: already done)\n")
+        self.assertEqual(self.ctl("set-data", "raid", "t7")[0],
+                         "data deleted\n")
+        self.assertEqual(self.ctl("get-data", "raid", "t7")[0], "KEY  VALUE\n")
+        out, _ = self.ctl("remove", "raid", "t7", "--request-id", "r-4")
+        self.assertEqual(out, "removed     yes\n"
+                              "applied     yes\n"
+                              "request_id  r-4\n")
+        out, _ = self.ctl("remove", "raid", "t7", "--request-id", "r-4")
+        self.assertIn("applied     no (a retry: nothing changed)\n", out)
 
-    def test_exit_codes(self):
-        _, err = self.ctl("rank", "t", "nobody", code=1)
-        self.assertIn("member 'nobody' is not on board 't'", err)
-        self.ctl("get-data", "t", "nobody", code=1)
-        _, err = self.ctl("update", "raid", "x", "1", "--subscore", "1",
-                          code=2)
-        self.assertIn("subscores: board 'raid' ranks by 2 subscores", err)
-        _, err = self.ctl("update", "t", "x", "9007199254740992", code=2)
-        self.assertIn("value:", err)
-        self.ctl("top", "t", "0", code=2)
-        self.ctl("top", code=2)
-        self.ctl("frobnicate", code=2)
-        self.ctl("top", "t", "--bogus", code=2)
-        self.ctl("update", "t", "x", "ten", code=2)
-        _, err = self.ctl("count", "t", code=3,
-                          connect=f"127.0.0.1:{free_port()}")
-        self.assertIn("cannot reach rankd", err)
+    def test_periods_back(self):
+        self.ctl("update", "daily", "p", "3")
+        self.assertEqual(self.json("top", "daily", "--periods-back", "0"),
+                         [{"rank": 1, "member": "p", "score": 3}])
+        self.assertEqual(self.json("top", "daily", "--periods-back", "1"), [])
+        self.assertEqual(self.json("count", "daily", "--periods-back=2"),
+                         {"count": 0})
+        _, err = self.ctl("count", "daily", "--periods-back", "3", code=2)
+        self.assertIn("periods_back", err)
+
+    # ---- exit codes ----
+
+    def test_not_found_is_1(self):
+        self.ctl("update", "nf", "here", "1")
+        for args, message in (
+                (("rank", "nf", "ghost"), "member 'ghost' is not on"),
+                (("around", "nf", "ghost"), "member 'ghost' is not on"),
+                (("percentile", "nf", "ghost"), "member 'ghost' is not on"),
+                (("get-data", "nf", "ghost"), "member 'ghost' is not on"),
+                (("set-data", "nf", "ghost", "a=b"),
+                 "member 'ghost' is not on"),
+                (("score-at-percentile", "nf-empty", "50"), "no members")):
+            _, err = self.ctl(*args, code=1)
+            self.assertIn(message, err, args)
+        _, err = self.ctl("rank", "nf", "ghost", code=1)
+        self.assertEqual(err, "rankctl: member 'ghost' is not on board "
+                              "'nf'\n")
+
+    def test_invalid_is_2(self):
+        # InvalidArgument from rankd: its message, naming the field.
+        for args, field in ((("top", "iv", "0"), "n: must be 1-1000, got 0"),
+                            (("around", "iv", "m", "101"), "radius"),
+                            (("update", "iv", "x", "9007199254740992"),
+                             "value:"),
+                            (("update", "raid", "x", "1", "--subscore", "1"),
+                             "subscores: board 'raid' ranks by 2"),
+                            (("score-at-percentile", "iv", "101"), "pct"),
+                            (("sample", "iv", "0", "1", "0"), "count"),
+                            (("top", "bad{board"), "board"),
+                            (("update", "iv", "x", "1", "--data", "=v"),
+                             "data")):
+            _, err = self.ctl(*args, code=2)
+            self.assertIn(field, err, args)
+        # Usage errors: 2 even with rankd out of reach (checked first).
+        closed = free_port()
+        for args, message in (
+                ((), "no command"),
+                (("frobnicate",), "unknown command 'frobnicate'"),
+                (("top",), "usage: rankctl top BOARD [N]"),
+                (("rank", "b"), "usage: rankctl rank BOARD MEMBER"),
+                (("count", "b", "c"), "usage: rankctl count BOARD"),
+                (("top", "b", "ten"), "N: "),
+                (("top", "b", "99999999999"), "N: "),
+                (("update", "b", "x", "1.5"), "VALUE: "),
+                (("update", "b", "x", "1", "--subscore", "x"), "--subscore"),
+                (("update", "b", "x", "1", "--mode", "worst"), "--mode"),
+                (("update", "b", "x", "1", "--timestamp-ms", "1e3"),
+                 "--timestamp-ms"),
+                (("update", "b", "x", "1", "--data", "novalue"),
+                 "'novalue' is not KEY=VALUE"),
+                (("update", "b", "x", "1", "--data", "a=1", "--data", "a=2"),
+                 "key 'a' given twice"),
+                (("count-between", "b", "1", " 2"), "MAX: "),
+                (("sample", "b", "0", "x"), "MAX: "),
+                (("score-at-percentile", "b", "nan"), "PCT: 'nan'"),
+                (("score-at-percentile", "b", "0x10"), "PCT: '0x10'"),
+                (("score-at-percentile", "b", "50 "), "PCT: '50 '"),
+                (("top", "b", "--offset", "-"), "--offset"),
+                (("top", "b", "--offset"), "--offset needs a value"),
+                (("top", "b", "--periods-back", "x"), "--periods-back"),
+                (("count", "b", "--with-data"), "count takes no --with-data"),
+                (("remove", "b", "m", "--mode", "set"), "remove takes no"),
+                (("top", "b", "--bogus"), "unknown option --bogus"),
+                (("--json=yes", "count", "b"), "--json takes no value"),
+                (("--timeout", "0", "count", "b"), "--timeout"),
+                (("--transport", "tcp", "count", "b"), "--transport"),
+                (("--protocol", "json", "count", "b"), "--protocol"),
+                (("--connect", "unix:/x", "count", "b"), "--connect"),
+                (("--connect", "h:99999", "count", "b"), "--connect")):
+            _, err = self.ctl(*args, code=2, port=closed)
+            self.assertIn(message, err, args)
+        _, err = self.ctl("count", "b", code=2,
+                          env={"RANKCTL_CONNECT": "h:x"})
+        self.assertIn("RANKCTL_CONNECT", err)
+
+    def test_unavailable_is_3(self):
+        _, err = self.ctl("count", "b", code=3, port=free_port())
+        self.assertRegex(err, r"^rankctl: cannot reach rankd at "
+                              r"127\.0\.0\.1:\d+: ")
+        # Unavailable from rankd (its Redis is down): rankd's message; an
+        # update that may have been applied names its request id for a retry.
+        _, err = self.ctl("rank", "b", "m", code=3, port=self.port_down)
+        self.assertIn("unavailable", err)
+        _, err = self.ctl("update", "b", "m", "1", code=3,
+                          port=self.port_down)
+        self.assertRegex(err, f"to retry, reuse --request-id {UUID}")
+        _, err = self.ctl("update", "b", "m", "1", "--request-id", "mine",
+                          code=3, port=self.port_down)
+        self.assertNotIn("to retry", err)
+        # Framing or protocol unlike rankd's: it closes the connection.
+        _, err = self.ctl("count", "b", code=3, port=self.port_compact)
+        self.assertIn("do --transport and --protocol match", err)
+        stand_in = StandIn("close")
+        try:
+            _, err = self.ctl("remove", "b", "m", code=3, port=stand_in.port)
+            self.assertIn("no answer from rankd", err)
+            self.assertRegex(err, f"to retry, reuse --request-id {UUID}")
+            self.assertEqual(stand_in.calls, ["Remove"])
+        finally:
+            stand_in.close()
+
+    def test_other_errors_are_4(self):
+        for mode, message in (("exception", "stand-in says no"),
+                              ("junk", "rankd: ")):
+            stand_in = StandIn(mode)
+            try:
+                _, err = self.ctl("top", "b", code=4, port=stand_in.port)
+                self.assertIn(message, err)
+                self.assertEqual(stand_in.calls, ["GetTopN"])
+            finally:
+                stand_in.close()
+        if os.path.exists("/dev/full"):
+            with open("/dev/full", "w") as full:
+                r = subprocess.run([*WRAPPER, RANKCTL, "--help"],
+                                   stdout=full, stderr=subprocess.PIPE,
+                                   text=True, timeout=120)
+            self.assertEqual(r.returncode, 4, r.stderr)
+            self.assertIn("writing the output failed", r.stderr)
+
+    # ---- options ----
+
+    def test_transport_and_protocol(self):
+        self.ctl("update", "tp", "m", "7", "--request-id", "tp-1")
+        out, _ = self.ctl("--transport", "buffered", "--protocol", "compact",
+                          "rank", "tp", "m", port=self.port_compact)
+        self.assertEqual(out, "RANK  MEMBER  SCORE\n   1  m           7\n")
+
+    def test_connect_option_beats_environment(self):
+        self.ctl("update", "cn", "m", "1", "--request-id", "cn-1")
+        out, _ = self.ctl("--connect", f"127.0.0.1:{self.port}", "count",
+                          "cn", "--timeout", "2.5", port=free_port())
+        self.assertEqual(out, "1\n")
+        # Options anywhere, -- ends them.
+        self.ctl("update", "cn", "--request-id", "cn-2", "--", "--m", "5")
+        self.assertEqual(self.json("rank", "cn", "--", "--m")["score"], 5)
 
     def test_help(self):
-        out, _ = self.ctl("--help")
-        self.assertIn("Examples:", out)
-        self.assertIn("rankctl top run_hero 5", out)
-        self.assertIn("Exit codes: 0 done, 1 not found, 2 invalid", out)
+        out, _ = self.ctl("--help", port=free_port())
+        self.assertIn("Examples:\n  rankctl update run_hero alice 120", out)
+        for command in ("update", "rank", "top", "around", "ranks", "remove",
+                        "count", "count-between", "percentile",
+                        "score-at-percentile", "sample", "set-data",
+                        "get-data"):
+            self.assertRegex(out, f"\n  {command} BOARD")
+        for code in ("0  done", "1  not found", "2  invalid",
+                     "3  unavailable", "4  any other error"):
+            self.assertIn(code, out)
+        self.assertEqual(self.ctl("top", "-h")[0], out)
+        self.assertRegex(self.ctl("--version")[0], r"^rankctl \d+\.\d+\.\d+\n$")
 
 
 if __name__ == "__main__":
