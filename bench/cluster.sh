@@ -27,16 +27,6 @@ cluster_port() {
   done
 }
 
-start_redis() { # port [extra args...]
-  local port=$1
-  shift
-  mkdir -p "$work/redis-$port"
-  redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
-    --dir "$work/redis-$port" "$@" >"$work/redis-$port.log" 2>&1 &
-  pids+=($!)
-  wait_port "$port" "$!" || { echo "redis-server did not start" >&2; exit 1; }
-}
-
 declare -A port
 start_rankd() { # name redis-args...  (sets port[name])
   local name=$1

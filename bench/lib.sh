@@ -49,3 +49,15 @@ stop_all() {
   wait 2>/dev/null || true
   pids=()
 }
+
+# A redis-server without persistence on port, in $work, stopped by stop_all
+# (after bench_setup).
+start_redis() { # port [extra args...]
+  local port=$1
+  shift
+  mkdir -p "$work/redis-$port"
+  redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+    --dir "$work/redis-$port" "$@" >"$work/redis-$port.log" 2>&1 &
+  pids+=($!)
+  wait_port "$port" "$!" || { echo "redis-server did not start" >&2; exit 1; }
+}

@@ -30,11 +30,7 @@ for nodes in 1 3; do
   redis_args=()
   for i in $(seq 1 "$nodes"); do
     port=$(free_port)
-    mkdir -p "$work/redis-$nodes-$i"
-    redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
-      --dir "$work/redis-$nodes-$i" >"$work/redis-$nodes-$i.log" 2>&1 &
-    pids+=($!)
-    wait_port "$port" "$!" || { echo "redis-server did not start" >&2; exit 1; }
+    start_redis "$port"
     redis_args+=(--redis "127.0.0.1:$port")
   done
   rankd_port=$(free_port)

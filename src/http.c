@@ -24,6 +24,7 @@
 #include "client.h"
 #include "constants.h"
 #include "error.h"
+#include "json.h"
 #include "metrics.h"
 #include "web_files.h"
 
@@ -80,32 +81,6 @@ respond_text (struct MHD_Connection *connection, unsigned int status,
 
 /* ---- JSON ---- */
 
-/* A JSON string. Invalid UTF-8 (data rankd did not write) is replaced,
- * and <, >, & are escaped too, so the text is safe wherever it lands. */
-static void
-json_string (GString *out, const char *s)
-{
-  g_autofree char *valid = g_utf8_make_valid (s, -1);
-
-  g_string_append_c (out, '"');
-  for (const unsigned char *p = (const unsigned char *) valid; *p; p++)
-    {
-      if (*p == '"' || *p == '\\')
-        g_string_append_printf (out, "\\%c", *p);
-      else if (*p < 0x20 || *p == '<' || *p == '>' || *p == '&')
-        g_string_append_printf (out, "\\u%04x", *p);
-      else
-        g_string_append_c (out, (char) *p);
-    }
-  g_string_append_c (out, '"');
-}
-
-static int
-compare_strings (gconstpointer a, gconstpointer b)
-{
-  return strcmp (*(const char *const *) a, *(const char *const *) b);
-}
-
 /* Board options the viewer shows, as the members of a JSON object. */
 static void
 json_board_options (GString *out, const RankBoardOptions *o)
@@ -148,7 +123,7 @@ serve_boards (RankHttp *http, struct MHD_Connection *connection)
   for (guint i = 0; names[i] != NULL; i++)
     {
       g_string_append (out, i ? ",{\"name\":" : "{\"name\":");
-      json_string (out, names[i]);
+      rank_json_string (out, names[i], RANK_JSON_HTML_SAFE);
       g_string_append_c (out, ',');
       json_board_options (out, rank_config_board (boards, names[i]));
       g_string_append_c (out, '}');
@@ -262,7 +237,7 @@ json_entry (GString *out, rankEntry *e)
 {
   g_string_append_printf (
       out, "{\"rank\":%" G_GINT64_FORMAT ",\"member\":", e->rank);
-  json_string (out, e->member);
+  rank_json_string (out, e->member, RANK_JSON_HTML_SAFE);
   /* Scores fit a JavaScript number exactly (|score| <= 2^53-1); subscores
    * are any i64: strings. */
   g_string_append_printf (
@@ -270,24 +245,9 @@ json_entry (GString *out, rankEntry *e)
   for (guint i = 0; e->__isset_subscores && i < e->subscores->len; i++)
     g_string_append_printf (out, "%s\"%" G_GINT64_FORMAT "\"", i ? "," : "",
                             g_array_index (e->subscores, gint64, i));
-  g_string_append (out, "],\"data\":{");
-  if (e->__isset_data && e->data != NULL)
-    {
-      g_autofree gpointer *keys
-          = g_hash_table_get_keys_as_array (e->data, NULL);
-      guint n = g_hash_table_size (e->data);
-
-      qsort (keys, n, sizeof *keys, compare_strings);
-      for (guint i = 0; i < n; i++)
-        {
-          if (i)
-            g_string_append_c (out, ',');
-          json_string (out, keys[i]);
-          g_string_append_c (out, ':');
-          json_string (out, g_hash_table_lookup (e->data, keys[i]));
-        }
-    }
-  g_string_append (out, "}}");
+  g_string_append (out, "],\"data\":");
+  rank_json_map (out, e->__isset_data ? e->data : NULL, RANK_JSON_HTML_SAFE);
+  g_string_append_c (out, '}');
 }
 
 static enum MHD_Result
@@ -321,7 +281,7 @@ serve_top (RankHttp *http, struct MHD_Connection *connection)
   if (page == NULL)
     {
       g_string_append (out, "\"error\":");
-      json_string (out, message);
+      rank_json_string (out, message, RANK_JSON_HTML_SAFE);
       g_string_append (out, "}\n");
       return respond (connection, status, "application/json", out->str,
                       out->len);
@@ -330,7 +290,7 @@ serve_top (RankHttp *http, struct MHD_Connection *connection)
   boards = current_boards (http);
   o = rank_config_board (boards, board);
   g_string_append (out, "\"board\":");
-  json_string (out, board);
+  rank_json_string (out, board, RANK_JSON_HTML_SAFE);
   g_string_append_printf (out, ",\"n\":%d,\"periods_back\":%d,", n, back);
   json_board_options (out, o);
   if (o->period.kind != RANK_PERIOD_NONE)
@@ -340,7 +300,7 @@ serve_top (RankHttp *http, struct MHD_Connection *connection)
       rank_period_back (&o->period, g_get_real_time () / 1000, (guint) back,
                         &period);
       g_string_append (out, ",\"period_label\":");
-      json_string (out, period.label);
+      rank_json_string (out, period.label, RANK_JSON_HTML_SAFE);
     }
   g_string_append (out, ",\"entries\":[");
   for (guint i = 0; i < page->len; i++)

@@ -11,6 +11,15 @@ by_key (gconstpointer a, gconstpointer b)
   return strcmp (*(const char *const *) a, *(const char *const *) b);
 }
 
+const char **
+rank_member_data_keys (GHashTable *map, guint *n)
+{
+  const char **keys = (const char **) g_hash_table_get_keys_as_array (map, n);
+
+  qsort (keys, *n, sizeof *keys, by_key);
+  return keys;
+}
+
 static gboolean
 check_string (const char *field, const char *what, const char *key,
               const char *s, gsize min, gsize max, GError **error)
@@ -36,7 +45,7 @@ rank_member_data_encode (GHashTable *map, const char *field, gsize *len,
                          GError **error)
 {
   guint n = map != NULL ? g_hash_table_size (map) : 0;
-  g_autofree gpointer *keys = NULL;
+  g_autofree const char **keys = NULL;
   gsize total = 0, at = 0;
   char *out;
 
@@ -46,7 +55,7 @@ rank_member_data_encode (GHashTable *map, const char *field, gsize *len,
                    "%s: at most %d keys, got %u", field, RANK_DATA_KEYS_MAX, n);
       return NULL;
     }
-  keys = n > 0 ? g_hash_table_get_keys_as_array (map, NULL) : NULL;
+  keys = n > 0 ? rank_member_data_keys (map, &n) : NULL;
   for (guint i = 0; i < n; i++)
     {
       const char *k = keys[i], *v = g_hash_table_lookup (map, k);
@@ -67,8 +76,6 @@ rank_member_data_encode (GHashTable *map, const char *field, gsize *len,
                    field, RANK_DATA_TOTAL_MAX_BYTES, total);
       return NULL;
     }
-  if (n > 1)
-    qsort (keys, n, sizeof *keys, by_key);
   out = g_malloc (total + 3 * n + 1);
   for (guint i = 0; i < n; i++)
     {

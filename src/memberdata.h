@@ -22,6 +22,10 @@ typedef struct
   gsize value_len;
 } RankDataPair;
 
+/* map's keys (string -> string) in byte order, the order they are stored
+ * in; *n of them. g_free the array, not the keys. */
+const char **rank_member_data_keys (GHashTable *map, guint *n);
+
 /* Checks map (string -> string) against the limits in constants.h, naming
  * field in the error, and returns its encoding (g_free it; an empty map
  * gives an empty, non-NULL buffer), or NULL. */

@@ -20,6 +20,8 @@
 #include "address.h"
 #include "client.h"
 #include "constants.h"
+#include "json.h"
+#include "memberdata.h"
 
 #ifndef RANKD_VERSION
 #define RANKD_VERSION "dev"
@@ -392,30 +394,6 @@ apply_option (Cli *cli, const OptionSpec *o, const char *value)
 /* ---- output ---- */
 
 static void
-json_string (GString *out, const char *s)
-{
-  g_autofree char *valid = g_utf8_make_valid (s, -1);
-
-  g_string_append_c (out, '"');
-  for (const char *p = valid; *p != '\0'; p++)
-    {
-      guchar c = (guchar) *p;
-
-      if (c == '"' || c == '\\')
-        g_string_append_printf (out, "\\%c", c);
-      else if (c == '\n')
-        g_string_append (out, "\\n");
-      else if (c == '\t')
-        g_string_append (out, "\\t");
-      else if (c < 0x20)
-        g_string_append_printf (out, "\\u%04x", c);
-      else
-        g_string_append_c (out, (char) c);
-    }
-  g_string_append_c (out, '"');
-}
-
-static void
 json_subscores (GString *out, const GArray *subscores)
 {
   g_string_append_c (out, '[');
@@ -423,40 +401,6 @@ json_subscores (GString *out, const GArray *subscores)
     g_string_append_printf (out, "%s%" G_GINT64_FORMAT, i ? "," : "",
                             g_array_index (subscores, gint64, i));
   g_string_append_c (out, ']');
-}
-
-static gint
-compare_keys (gconstpointer a, gconstpointer b)
-{
-  return strcmp (*(const char *const *) a, *(const char *const *) b);
-}
-
-/* The map's keys in byte order (the order rankd stores them in). */
-static const char **
-sorted_keys (GHashTable *map, guint *n)
-{
-  const char **keys = (const char **) g_hash_table_get_keys_as_array (map, n);
-
-  qsort (keys, *n, sizeof *keys, compare_keys);
-  return keys;
-}
-
-static void
-json_data (GString *out, GHashTable *data)
-{
-  guint n;
-  g_autofree const char **keys = sorted_keys (data, &n);
-
-  g_string_append_c (out, '{');
-  for (guint i = 0; i < n; i++)
-    {
-      if (i > 0)
-        g_string_append_c (out, ',');
-      json_string (out, keys[i]);
-      g_string_append_c (out, ':');
-      json_string (out, g_hash_table_lookup (data, keys[i]));
-    }
-  g_string_append_c (out, '}');
 }
 
 /* A table cell: control characters shown as \xNN, so that a member named
@@ -498,7 +442,7 @@ cell_data (GHashTable *data)
 {
   GString *out = g_string_new (NULL);
   guint n;
-  g_autofree const char **keys = sorted_keys (data, &n);
+  g_autofree const char **keys = rank_member_data_keys (data, &n);
 
   for (guint i = 0; i < n; i++)
     {
@@ -578,7 +522,7 @@ json_entry (GString *out, rankEntry *e)
 {
   g_string_append_printf (out, "{\"rank\":%" G_GINT64_FORMAT, e->rank);
   g_string_append (out, ",\"member\":");
-  json_string (out, e->member);
+  rank_json_string (out, e->member, RANK_JSON_PLAIN);
   g_string_append_printf (out, ",\"score\":%" G_GINT64_FORMAT, e->score);
   if (e->__isset_subscores)
     {
@@ -588,7 +532,7 @@ json_entry (GString *out, rankEntry *e)
   if (e->__isset_data)
     {
       g_string_append (out, ",\"data\":");
-      json_data (out, e->data);
+      rank_json_map (out, e->data, RANK_JSON_PLAIN);
     }
   g_string_append_c (out, '}');
 }
@@ -677,7 +621,7 @@ json_quoted (const char *s)
 {
   GString *out = g_string_new (NULL);
 
-  json_string (out, s);
+  rank_json_string (out, s, RANK_JSON_PLAIN);
   return g_string_free (out, FALSE);
 }
 
@@ -694,7 +638,7 @@ record_print_free (Record *r, gboolean json)
         {
           if (i > 0)
             g_string_append_c (out, ',');
-          json_string (out, r->names->pdata[i]);
+          rank_json_string (out, r->names->pdata[i], RANK_JSON_PLAIN);
           g_string_append_printf (out, ":%s", (char *) r->json->pdata[i]);
         }
       g_string_append_c (out, '}');
@@ -1038,7 +982,7 @@ cmd_ranks (Cli *cli)
           rankRankOf *r = result->pdata[i];
 
           g_string_append (out, i ? ",{\"member\":" : "{\"member\":");
-          json_string (out, r->member);
+          rank_json_string (out, r->member, RANK_JSON_PLAIN);
           if (r->found)
             g_string_append_printf (out,
                                     ",\"found\":true,\"rank\":%" G_GINT64_FORMAT
@@ -1220,7 +1164,7 @@ cmd_set_data (Cli *cli)
     {
       g_autoptr (GString) out = g_string_new ("{\"data\":");
 
-      json_data (out, map);
+      rank_json_map (out, map, RANK_JSON_PLAIN);
       g_string_append_c (out, '}');
       puts (out->str);
     }
@@ -1254,14 +1198,14 @@ cmd_get_data (Cli *cli)
     {
       g_autoptr (GString) out = g_string_new (NULL);
 
-      json_data (out, map);
+      rank_json_map (out, map, RANK_JSON_PLAIN);
       puts (out->str);
     }
   else if (code == EXIT_OK)
     {
       g_autoptr (GPtrArray) cells = g_ptr_array_new_with_free_func (g_free);
       guint n;
-      g_autofree const char **keys = sorted_keys (map, &n);
+      g_autofree const char **keys = rank_member_data_keys (map, &n);
 
       for (guint i = 0; i < n; i++)
         {

@@ -395,8 +395,7 @@ struct _Op
   RankRedisLink *link;
   const Script *script; /* NULL: not a script */
   gboolean retried;
-  guint slot;      /* Redis Cluster: of the command's first key */
-  guint redirects; /* MOVED and ASK followed so far */
+  guint redirects; /* Redis Cluster: MOVED and ASK followed so far */
   OpDone done;
   gpointer data; /* the call this command is part of */
   guint part;    /* which node or shard of the call */
@@ -422,7 +421,6 @@ op_start (RankStore *store, guint node, const Script *script, int nkeys,
           Cmd *cmd, OpDone done, gpointer data, guint part)
 {
   RankRedisLink *link;
-  guint slot = 0;
   char numkeys[8];
   const char *pre[3] = { "EVALSHA", script ? script->sha : NULL, numkeys };
   int npre = script != NULL ? 3 : 0;
@@ -438,8 +436,9 @@ op_start (RankStore *store, guint node, const Script *script, int nkeys,
       int k = script != NULL ? 0 : 1;
 
       g_assert (cmd->argc > k && (script == NULL || nkeys > 0));
-      slot = rank_cluster_slot (cmd->bytes + cmd->offset[k], cmd->len[k]);
-      link = rank_cluster_link (store->cluster, slot);
+      link = rank_cluster_link (
+          store->cluster,
+          rank_cluster_slot (cmd->bytes + cmd->offset[k], cmd->len[k]));
     }
   else
     link = store->links[node];
@@ -454,7 +453,6 @@ op_start (RankStore *store, guint node, const Script *script, int nkeys,
   op->done = done;
   op->data = data;
   op->part = part;
-  op->slot = slot;
   op->argc = argc;
   op->argv = (const char **) (op + 1);
   op->argvlen = (size_t *) (op->argv + argc);
