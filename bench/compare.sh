@@ -7,10 +7,15 @@
 # the same population, then runs rankd, direct and redis-rank alternately
 # for each operation, ROUNDS times, and prints the median throughput, the
 # p99 and the ratios rankd/direct and rankd/redis-rank (bench/summarize.py).
+# rankd runs twice: CONNECTIONS blocking clients (one call each), and
+# PIPELINE_CONNECTIONS clients with PIPELINE calls in flight each: by
+# default 4 x 16, the 64 calls in flight that redis-rank keeps on its one
+# connection.
 #
 # Usage: bench/compare.sh            (after building into build/)
 # Environment: BUILD=build MEMBERS=1000000 ROUNDS=3 DURATION=10 WARMUP=2
-#              CONNECTIONS=64 IO_THREADS=$(nproc) OUT=bench/results/<date>
+#              CONNECTIONS=64 PIPELINE_CONNECTIONS=4 PIPELINE=16
+#              IO_THREADS=$(nproc) OUT=bench/results/<date>
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -20,6 +25,8 @@ rounds=${ROUNDS:-3}
 duration=${DURATION:-10}
 warmup=${WARMUP:-2}
 conns=${CONNECTIONS:-64}
+pconns=${PIPELINE_CONNECTIONS:-4}
+depth=${PIPELINE:-16}
 io_threads=${IO_THREADS:-$(nproc)}
 out=${OUT:-$here/results/$(date -u +%Y%m%dT%H%M%SZ)}
 bench=$build/bench/rank-bench
@@ -50,7 +57,7 @@ wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1
 rcli() { redis-cli -p "$redis_port" "$@"; }
 used() { rcli info memory | awk -F: '/^used_memory:/{print $2}' | tr -d '\r'; }
 
-bench_meta "MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup CONNECTIONS=$conns IO_THREADS=$io_threads bench/compare.sh" >"$out/meta.txt"
+bench_meta "MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup CONNECTIONS=$conns PIPELINE_CONNECTIONS=$pconns PIPELINE=$depth IO_THREADS=$io_threads bench/compare.sh" >"$out/meta.txt"
 cat "$out/meta.txt"
 
 # ---- memory ----
@@ -105,6 +112,9 @@ for round in $(seq 1 "$rounds"); do
     "$bench" --port "$rankd_port" --members "$members" --mix "$op=1" \
       -c "$conns" -d "$duration" -w "$warmup" --json \
       >"$out/r$round-$op-rankd.json"
+    "$bench" --port "$rankd_port" --members "$members" --mix "$op=1" \
+      -c "$pconns" --pipeline "$depth" -d "$duration" -w "$warmup" --json \
+      >"$out/r$round-$op-rankd-pipelined.json"
     "$bench" --direct "127.0.0.1:$redis_port" --members "$members" \
       --mix "$op=1" -c "$conns" -d "$duration" -w "$warmup" --json \
       >"$out/r$round-$op-direct.json"

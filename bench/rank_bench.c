@@ -40,6 +40,8 @@ enum
   N_OPS
 };
 
+#define RANK_BENCH_MAX_PIPELINE 64
+
 static const char *const op_names[N_OPS]
     = { "update", "rank", "top", "around", "ranks" };
 
@@ -66,6 +68,7 @@ typedef struct
   gint64 seed;
   char *timeline; /* TSV of per-second percentiles */
   char *plot;     /* PNG of the same (gnuplot) */
+  int pipeline;   /* calls in flight per connection */
   /* derived */
   gboolean framed;
   RankProtocolKind kind;
@@ -96,6 +99,7 @@ typedef struct
   GPtrArray *page;
   redisContext *redis;
   guint64 counter;
+  int update_mode; /* RANK_UPDATE_MODE_BEST; the preload SETs */
   Stats stats;
   GArray *samples; /* RankSample, with --timeline or --plot */
   /* preload: this worker loads members [first, last) */
@@ -121,132 +125,122 @@ note_error (Worker *w, const char *msg)
   g_strlcpy (w->stats.last_error, msg, sizeof w->stats.last_error);
 }
 
+/* Sends one call to rankd: corked (pipelined) it waits in the transport
+ * until the batch is sent. */
 static gboolean
-rankd_update (Worker *w, const char *board, const char *member, gint64 score,
-              int mode)
+rankd_send (Worker *w, int op, const char *board, const char *member,
+            gint64 score)
 {
-  char rid[64];
-  rankUpdateRequest *req = w->req;
+  rankRankingIf *iface = rank_client_iface (w->client);
+  GError *error = NULL;
+  gboolean ok;
+
+  switch (op)
+    {
+    case OP_UPDATE:
+      {
+        char rid[64];
+        rankUpdateRequest *req = w->req;
+
+        g_snprintf (rid, sizeof rid,
+                    "%016" G_GINT64_MODIFIER "x-%d-%" G_GUINT64_FORMAT,
+                    w->o->nonce, w->id, w->counter++);
+        /* Borrowed strings, handed back before the request is freed. */
+        req->board = (char *) board;
+        req->member = (char *) member;
+        req->request_id = rid;
+        req->value = score;
+        req->mode = w->update_mode;
+        req->__isset_mode = TRUE;
+        ok = rank_ranking_client_send_update (iface, req, &error);
+        req->board = req->member = req->request_id = NULL;
+        break;
+      }
+    case OP_RANK:
+      ok = rank_ranking_client_send_get_rank (iface, board, member, 0, &error);
+      break;
+    case OP_AROUND:
+      ok = rank_ranking_client_send_get_around (iface, board, member, 5, 0,
+                                                FALSE, &error);
+      break;
+    case OP_RANKS:
+      {
+        g_autoptr (GPtrArray) members = g_ptr_array_new_with_free_func (g_free);
+
+        for (int i = 0; i < 10; i++)
+          g_ptr_array_add (
+              members, g_strdup_printf ("m%d", g_rand_int_range (
+                                                   w->rand, 0, w->o->members)));
+        ok = rank_ranking_client_send_get_ranks (iface, board, members, 0,
+                                                 &error);
+        break;
+      }
+    default:
+      ok = rank_ranking_client_send_get_top_n (iface, board, w->o->top_n, 0, 0,
+                                               FALSE, &error);
+      break;
+    }
+  if (!ok)
+    note_error (w, error ? error->message : "?");
+  g_clear_error (&error);
+  return ok;
+}
+
+/* Reads the reply to a call of op. NotFound is an answer (a member not
+ * loaded yet), not a failure; other failures are noted. */
+static gboolean
+rankd_recv (Worker *w, int op)
+{
+  rankRankingIf *iface = rank_client_iface (w->client);
   rankInvalidArgument *invalid = NULL;
+  rankNotFound *not_found = NULL;
   rankUnavailable *unavailable = NULL;
   GError *error = NULL;
   gboolean ok;
 
-  g_snprintf (rid, sizeof rid,
-              "%016" G_GINT64_MODIFIER "x-%d-%" G_GUINT64_FORMAT, w->o->nonce,
-              w->id, w->counter++);
-  /* Borrowed strings, handed back before the request is freed. */
-  req->board = (char *) board;
-  req->member = (char *) member;
-  req->request_id = rid;
-  req->value = score;
-  req->mode = mode;
-  req->__isset_mode = TRUE;
-  ok = rank_ranking_if_update (rank_client_iface (w->client), &w->resp, req,
-                               &invalid, &unavailable, &error);
-  req->board = req->member = req->request_id = NULL;
+  switch (op)
+    {
+    case OP_UPDATE:
+      ok = rank_ranking_client_recv_update (iface, &w->resp, &invalid,
+                                            &unavailable, &error);
+      break;
+    case OP_RANK:
+      ok = rank_ranking_client_recv_get_rank (iface, &w->entry, &invalid,
+                                              &not_found, &unavailable, &error);
+      break;
+    case OP_AROUND:
+      g_ptr_array_set_size (w->page, 0);
+      ok = rank_ranking_client_recv_get_around (
+          iface, &w->page, &invalid, &not_found, &unavailable, &error);
+      break;
+    case OP_RANKS:
+      g_ptr_array_set_size (w->page, 0);
+      ok = rank_ranking_client_recv_get_ranks (iface, &w->page, &invalid,
+                                               &unavailable, &error);
+      break;
+    default:
+      g_ptr_array_set_size (w->page, 0);
+      ok = rank_ranking_client_recv_get_top_n (iface, &w->page, &invalid,
+                                               &unavailable, &error);
+      break;
+    }
+  if (not_found != NULL)
+    ok = TRUE;
   if (!ok)
     {
       GObject *x = invalid ? G_OBJECT (invalid) : G_OBJECT (unavailable);
       char *msg = NULL;
 
       if (x != NULL)
-        {
-          g_object_get (x, "message", &msg, NULL);
-          note_error (w, msg);
-          g_free (msg);
-          g_object_unref (x);
-        }
-      else
-        note_error (w, error ? error->message : "?");
-      g_clear_error (&error);
+        g_object_get (x, "message", &msg, NULL);
+      note_error (w, msg ? msg : error ? error->message : "?");
+      g_free (msg);
     }
-  return ok;
-}
-
-/* The end of a call to rankd: NotFound is an answer (a member not loaded
- * yet), not a failure; other failures are noted. Frees the exceptions and
- * the error. */
-static gboolean
-call_done (Worker *w, gboolean ok, rankInvalidArgument *invalid,
-           rankNotFound *not_found, rankUnavailable *unavailable, GError *error)
-{
-  if (not_found != NULL)
-    ok = TRUE;
-  if (!ok)
-    note_error (w, error ? error->message : "InvalidArgument or Unavailable");
   g_clear_object (&invalid);
   g_clear_object (&not_found);
   g_clear_object (&unavailable);
   g_clear_error (&error);
   return ok;
-}
-
-static gboolean
-rankd_rank (Worker *w, const char *board, const char *member)
-{
-  rankInvalidArgument *invalid = NULL;
-  rankNotFound *not_found = NULL;
-  rankUnavailable *unavailable = NULL;
-  GError *error = NULL;
-  gboolean ok = rank_ranking_if_get_rank (rank_client_iface (w->client),
-                                          &w->entry, board, member, 0, &invalid,
-                                          &not_found, &unavailable, &error);
-
-  return call_done (w, ok, invalid, not_found, unavailable, error);
-}
-
-static gboolean
-rankd_top (Worker *w, const char *board)
-{
-  rankInvalidArgument *invalid = NULL;
-  rankUnavailable *unavailable = NULL;
-  GError *error = NULL;
-  gboolean ok;
-
-  g_ptr_array_set_size (w->page, 0);
-  ok = rank_ranking_if_get_top_n (rank_client_iface (w->client), &w->page,
-                                  board, w->o->top_n, 0, 0, FALSE, &invalid,
-                                  &unavailable, &error);
-
-  return call_done (w, ok, invalid, NULL, unavailable, error);
-}
-
-static gboolean
-rankd_around (Worker *w, const char *board, const char *member)
-{
-  rankInvalidArgument *invalid = NULL;
-  rankNotFound *not_found = NULL;
-  rankUnavailable *unavailable = NULL;
-  GError *error = NULL;
-  gboolean ok;
-
-  g_ptr_array_set_size (w->page, 0);
-  ok = rank_ranking_if_get_around (rank_client_iface (w->client), &w->page,
-                                   board, member, 5, 0, FALSE, &invalid,
-                                   &not_found, &unavailable, &error);
-  return call_done (w, ok, invalid, not_found, unavailable, error);
-}
-
-static gboolean
-rankd_ranks (Worker *w, const char *board)
-{
-  rankInvalidArgument *invalid = NULL;
-  rankUnavailable *unavailable = NULL;
-  GError *error = NULL;
-  g_autoptr (GPtrArray) members = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr (GPtrArray) answers
-      = g_ptr_array_new_with_free_func (g_object_unref);
-  gboolean ok;
-
-  for (int i = 0; i < 10; i++)
-    g_ptr_array_add (
-        members,
-        g_strdup_printf ("m%d", g_rand_int_range (w->rand, 0, w->o->members)));
-  ok = rank_ranking_if_get_ranks (rank_client_iface (w->client), &answers,
-                                  board, members, 0, &invalid, &unavailable,
-                                  &error);
-  return call_done (w, ok, invalid, NULL, unavailable, error);
 }
 
 static gboolean
@@ -347,8 +341,10 @@ pick_op (Worker *w)
   return OP_UPDATE;
 }
 
+/* One operation on a random board and member; against rankd, corked (a
+ * pipelined batch) it is only sent: rankd_recv reads its reply. */
 static gboolean
-run_op (Worker *w, int op)
+start_op (Worker *w, int op)
 {
   char board[128], member[32];
   gint64 score = g_rand_int_range (w->rand, 0, 1000000000);
@@ -357,28 +353,16 @@ run_op (Worker *w, int op)
               sizeof board);
   g_snprintf (member, sizeof member, "m%d",
               g_rand_int_range (w->rand, 0, w->o->members));
-  if (w->o->direct != NULL)
-    switch (op)
-      {
-      case OP_UPDATE:
-        return direct_update (w, board, member, score);
-      case OP_RANK:
-        return direct_rank (w, board, member);
-      default:
-        return direct_top (w, board);
-      }
+  if (w->o->direct == NULL)
+    return rankd_send (w, op, board, member, score);
   switch (op)
     {
     case OP_UPDATE:
-      return rankd_update (w, board, member, score, RANK_UPDATE_MODE_BEST);
+      return direct_update (w, board, member, score);
     case OP_RANK:
-      return rankd_rank (w, board, member);
-    case OP_AROUND:
-      return rankd_around (w, board, member);
-    case OP_RANKS:
-      return rankd_ranks (w, board);
+      return direct_rank (w, board, member);
     default:
-      return rankd_top (w, board);
+      return direct_top (w, board);
     }
 }
 
@@ -399,6 +383,7 @@ worker_connect (Worker *w, GError **error)
         }
       return TRUE;
     }
+  w->update_mode = RANK_UPDATE_MODE_BEST;
   w->client = rank_client_connect (w->o->host, (guint16) w->o->port,
                                    w->o->framed, w->o->kind, 30000, error);
   w->req = g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL);
@@ -408,37 +393,77 @@ worker_connect (Worker *w, GError **error)
   return w->client != NULL;
 }
 
+static void
+record (Worker *w, int op, gint64 start, gboolean ok)
+{
+  gint64 took = g_get_monotonic_time () - start;
+
+  if (g_atomic_int_get (&phase) != 1)
+    return;
+  rank_histogram_record (&w->stats.hist[op], (guint64) took * 1000);
+  if (w->samples != NULL)
+    {
+      /* A request that began in the warm-up counts from 0. */
+      RankSample s
+          = { (guint32) (MAX (start - measure_started, 0) / 1000),
+              (guint32) MIN (took, (gint64) G_MAXUINT32), (guint8) op };
+
+      g_array_append_val (w->samples, s);
+    }
+  if (!ok)
+    w->stats.errors[op]++;
+}
+
+/* Closed loop: a batch of --pipeline calls (1 unless pipelining) is sent
+ * in one write; each call's latency runs from then to its reply. */
 static gpointer
 worker_main (gpointer data)
 {
   Worker *w = data;
+  int depth = w->o->pipeline;
+  RankTransport *t = w->client ? rank_client_transport (w->client) : NULL;
 
   while (g_atomic_int_get (&phase) < 2)
     {
-      int op = pick_op (w);
-      gint64 start, took;
-      gboolean ok;
+      int ops[RANK_BENCH_MAX_PIPELINE];
+      gboolean sent[RANK_BENCH_MAX_PIPELINE];
+      gboolean all_sent = TRUE;
+      int n;
+      gint64 start;
 
-      if (w->o->requests > 0 && g_atomic_int_get (&phase) == 1
-          && __atomic_sub_fetch (&requests_left, 1, __ATOMIC_RELAXED) < 0)
+      for (n = 0; n < depth; n++)
+        {
+          if (w->o->requests > 0 && g_atomic_int_get (&phase) == 1
+              && __atomic_sub_fetch (&requests_left, 1, __ATOMIC_RELAXED) < 0)
+            break;
+          ops[n] = pick_op (w);
+        }
+      if (n == 0)
         break;
       start = g_get_monotonic_time ();
-      ok = run_op (w, op);
-      took = g_get_monotonic_time () - start;
-      if (g_atomic_int_get (&phase) != 1)
-        continue;
-      rank_histogram_record (&w->stats.hist[op], (guint64) took * 1000);
-      if (w->samples != NULL)
+      if (w->o->direct != NULL)
         {
-          /* A request that began in the warm-up counts from 0. */
-          RankSample s
-              = { (guint32) (MAX (start - measure_started, 0) / 1000),
-                  (guint32) MIN (took, (gint64) G_MAXUINT32), (guint8) op };
-
-          g_array_append_val (w->samples, s);
+          record (w, ops[0], start, start_op (w, ops[0]));
+          continue;
         }
-      if (!ok)
-        w->stats.errors[op]++;
+      if (depth > 1)
+        rank_transport_cork (t);
+      for (int i = 0; i < n; i++)
+        all_sent &= sent[i] = start_op (w, ops[i]);
+      if (depth > 1)
+        {
+          g_autoptr (GError) error = NULL;
+
+          if (!rank_transport_uncork (t, &error))
+            {
+              note_error (w, error->message);
+              all_sent = FALSE;
+            }
+        }
+      /* A call that was not sent has no reply, and the stream is lost. */
+      for (int i = 0; i < n; i++)
+        record (w, ops[i], start,
+                all_sent && sent[i] && rankd_recv (w, ops[i]));
     }
   return NULL;
 }
@@ -467,8 +492,9 @@ preload_main (gpointer data)
               g_snprintf (member, sizeof member, "m%d", m);
               if (w->o->direct == NULL)
                 {
-                  if (!rankd_update (w, board, member, score,
-                                     RANK_UPDATE_MODE_SET))
+                  w->update_mode = RANK_UPDATE_MODE_SET;
+                  if (!rankd_send (w, OP_UPDATE, board, member, score)
+                      || !rankd_recv (w, OP_UPDATE))
                     w->stats.errors[OP_UPDATE]++;
                   continue;
                 }
@@ -587,6 +613,10 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
     { "protocol", 'P', 0, G_OPTION_ARG_STRING, &o->protocol,
       "binary (default) or compact, as rankd runs", "P" },
     { "top-n", 0, 0, G_OPTION_ARG_INT, &o->top_n, "GetTopN size (10)", "N" },
+    { "pipeline", 0, 0, G_OPTION_ARG_INT, &o->pipeline,
+      "Calls in flight per connection, sent together (1; up to 64; not with "
+      "--direct)",
+      "K" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &o->json, "Print JSON", NULL },
     { "seed", 0, 0, G_OPTION_ARG_INT64, &o->seed, "Random seed (1)", "N" },
     { "timeline", 0, 0, G_OPTION_ARG_FILENAME, &o->timeline,
@@ -643,6 +673,17 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
       g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                    "--connections, --members, --boards, --top-n and "
                    "--duration must be positive");
+      return FALSE;
+    }
+  if (o->pipeline == 0)
+    o->pipeline = 1;
+  if (o->pipeline < 1 || o->pipeline > RANK_BENCH_MAX_PIPELINE
+      || (o->pipeline > 1 && o->direct != NULL))
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--pipeline: 1..%d, and only against rankd (the direct "
+                   "baseline does not pipeline)",
+                   RANK_BENCH_MAX_PIPELINE);
       return FALSE;
     }
   o->framed = g_strcmp0 (o->transport, "buffered") != 0;
@@ -716,9 +757,9 @@ report (const Options *o, Worker *workers, double seconds)
     {
       gboolean first = TRUE;
 
-      printf ("{\"target\":\"%s\",\"connections\":%d,\"duration_s\":%.3f,"
-              "\"ops\":{",
-              target, o->connections, seconds);
+      printf ("{\"target\":\"%s\",\"connections\":%d,\"pipeline\":%d,"
+              "\"duration_s\":%.3f,\"ops\":{",
+              target, o->connections, o->pipeline, seconds);
       for (int op = 0; op < N_OPS; op++)
         {
           const RankHistogram *h = &total.hist[op];
@@ -740,8 +781,8 @@ report (const Options *o, Worker *workers, double seconds)
     }
   else
     {
-      printf ("target %s  connections %d  measured %.1f s\n", target,
-              o->connections, seconds);
+      printf ("target %s  connections %d  pipeline %d  measured %.1f s\n",
+              target, o->connections, o->pipeline, seconds);
       printf ("%-8s %10s %10s %9s %9s %9s %9s %7s\n", "op", "count", "ops/s",
               "p50 us", "p99 us", "p99.9 us", "max us", "errors");
       for (int op = 0; op < N_OPS; op++)

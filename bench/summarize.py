@@ -11,7 +11,8 @@ import os
 import statistics
 import sys
 
-TARGETS = ["rankd", "direct", "redis-rank"]
+TARGETS = ["rankd", "rankd-pipelined", "direct", "redis-rank"]
+OURS = ["rankd", "rankd-pipelined"]
 OPS = ["update", "rank", "top"]
 
 
@@ -28,29 +29,40 @@ def load(directory):
     return runs
 
 
+def medians(runs, op):
+    med = {}
+    for t in TARGETS:
+        r = runs.get((op, t))
+        if r:
+            med[t] = (statistics.median(x["ops_per_sec"] for x in r),
+                      statistics.median(x["p99_us"] for x in r) / 1000,
+                      sum(x["errors"] for x in r))
+    return med
+
+
 def main(directory):
     runs = load(directory)
-    print("| op | target | ops/s (median) | p99 ms | rankd/this ops/s | "
-          "rankd p99 / this p99 | errors |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("| op | target | ops/s (median) | p99 ms | errors |")
+    print("|---|---|---:|---:|---:|")
     for op in OPS:
-        med = {}
-        for t in TARGETS:
-            r = runs.get((op, t))
-            if r:
-                med[t] = (statistics.median(x["ops_per_sec"] for x in r),
-                          statistics.median(x["p99_us"] for x in r) / 1000,
-                          sum(x["errors"] for x in r))
-        for t in TARGETS:
-            if t not in med:
+        for t, (ops, p99, errors) in medians(runs, op).items():
+            print(f"| {op} | {t} | {ops:,.0f} | {p99:.2f} | {errors} |")
+    print()
+    print("| op | rankd as | ops/s vs direct | ops/s vs redis-rank | "
+          "p99 vs direct p99 |")
+    print("|---|---|---:|---:|---:|")
+    for op in OPS:
+        med = medians(runs, op)
+        for ours in OURS:
+            if ours not in med:
                 continue
-            ops, p99, errors = med[t]
-            ratio = p99_ratio = ""
-            if t != "rankd" and "rankd" in med:
-                ratio = f"{med['rankd'][0] / ops:.2f}x"
-                p99_ratio = f"{med['rankd'][1] / p99:.2f}x"
-            print(f"| {op} | {t} | {ops:,.0f} | {p99:.2f} | {ratio} | "
-                  f"{p99_ratio} | {errors} |")
+            cells = []
+            for other in ("direct", "redis-rank"):
+                cells.append(f"{med[ours][0] / med[other][0]:.2f}x"
+                             if other in med else "")
+            p99 = (f"{med[ours][1] / med['direct'][1]:.2f}x"
+                   if "direct" in med else "")
+            print(f"| {op} | {ours} | {cells[0]} | {cells[1]} | {p99} |")
     memory = os.path.join(directory, "memory.txt")
     if os.path.exists(memory):
         print()

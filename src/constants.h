@@ -78,6 +78,12 @@
 /* Per-connection read buffer kept between requests; larger ones are freed. */
 #define RANK_CONN_BUFFER_BYTES 4096
 
+/* A pipelining client: calls in flight per connection (more requests wait
+ * in the socket), and the unsent reply bytes past which a connection reads
+ * no more requests (its client is not reading). */
+#define RANK_CONN_MAX_CALLS 16
+#define RANK_CONN_OUTPUT_HIGH (64 * 1024)
+
 /* --metrics-listen: HTTP connections served at once (a thread each), idle
  * HTTP timeout, the viewer's idle Thrift clients kept, its page size. */
 #define RANK_HTTP_CONNECTIONS_MAX 64

@@ -1,10 +1,13 @@
 /* server.c -- accept loop, event-loop workers, connections (see server.h).
  *
- * A connection serves one request at a time, in order: when a whole
- * request is buffered it is decoded and dispatched; while it is in flight
- * (waiting for Redis) or its reply is still being sent, the connection reads
- * nothing more. So each connection holds at most one request and one reply,
- * however fast or slow its client is.
+ * A connection may pipeline: each whole request buffered is decoded and
+ * dispatched at once, up to RANK_CONN_MAX_CALLS calls in flight, and the
+ * replies go back in the order of the requests (a reply that completes
+ * before an earlier one is captured until that one is written). Replies are
+ * sent once per loop iteration, so those that complete together leave in one
+ * write. A connection whose client does not read its replies reads nothing
+ * more once RANK_CONN_OUTPUT_HIGH bytes are unsent: however fast or slow its
+ * client is, it holds a bounded number of requests and replies.
  *
  * Requests are decoded with the c_glib protocols over the connection's
  * event-driven transport. The message header is checked here (c_glib's own
@@ -44,17 +47,29 @@ typedef struct _Worker Worker;
 typedef struct
 {
   Worker *worker;
-  GList node; /* in worker->conns */
+  GList node;        /* in worker->conns */
+  GList unsent_node; /* in worker->unsent while queued there */
   RankTransport *transport;
   ThriftProtocol *protocol;
   RankLoopWatch *watch;
+  GQueue calls;          /* Slot: the calls in flight, oldest first */
   gboolean input_parked; /* stopped reading: enough is buffered already */
-  gboolean busy;         /* a call is in flight */
   gboolean processing;   /* inside process(): finished() must not recurse */
-  gboolean closing;      /* close once the call and its reply are done */
+  gboolean closing;      /* close once the calls and their replies are done */
+  gboolean broken;       /* a reply failed: later ones are dropped */
   gboolean eof;          /* the client half-closed: serve what it sent, close */
+  gboolean input_closed; /* draining: read nothing more, serve, close */
   gint64 last_io;        /* monotonic us: last bytes in, or last reply */
 } Conn;
+
+/* A call in flight on a connection: the handler's reply sink. */
+typedef struct
+{
+  Conn *conn;
+  GByteArray *out; /* its reply, written while an earlier call was in flight */
+  gboolean done;
+  gboolean ok;
+} Slot;
 
 struct _Worker
 {
@@ -65,6 +80,7 @@ struct _Worker
   RankStore *store;
   RankHandler *handler;
   GQueue conns;
+  GQueue unsent; /* connections with replies to send before the loop sleeps */
   gboolean draining;
   gint64 next_sweep;
 };
@@ -91,12 +107,26 @@ static void process (Conn *c);
 /* ---- connections ---- */
 
 static void
+slot_free (gpointer data)
+{
+  Slot *s = data;
+
+  if (s->out != NULL)
+    g_byte_array_unref (s->out);
+  g_free (s);
+}
+
+static void
 conn_free (Conn *c)
 {
   Worker *w = c->worker;
 
   rank_loop_unwatch (c->watch);
+  /* Calls still in flight only when the loop has stopped. */
+  g_queue_clear_full (&c->calls, slot_free);
   g_queue_unlink (&w->conns, &c->node);
+  if (c->unsent_node.data != NULL)
+    g_queue_unlink (&w->unsent, &c->unsent_node);
   g_object_unref (c->protocol);
   g_object_unref (c->transport); /* closes the socket */
   g_free (c);
@@ -111,14 +141,19 @@ conn_free (Conn *c)
     }
 }
 
-/* Closes now, or as soon as the call in flight and its reply are done.
+static gboolean
+done (Conn *c)
+{
+  return c->calls.length == 0 && !rank_transport_output_pending (c->transport);
+}
+
+/* Closes now, or as soon as the calls in flight and their replies are done.
  * Inside process() only marks it: process() frees it on the way out. */
 static void
 conn_close (Conn *c)
 {
   c->closing = TRUE;
-  if (!c->processing && !c->busy
-      && !rank_transport_output_pending (c->transport))
+  if (!c->processing && done (c))
     conn_free (c);
 }
 
@@ -128,12 +163,24 @@ conn_close (Conn *c)
 static gboolean
 update_interest (Conn *c)
 {
-  if (c->closing && !c->busy && !rank_transport_output_pending (c->transport))
+  if (c->closing && done (c))
     {
       conn_free (c);
       return FALSE;
     }
   return TRUE;
+}
+
+/* Replies go out before the loop sleeps (send_unsent). */
+static void
+queue_unsent (Conn *c)
+{
+  if (c->unsent_node.data == NULL
+      && rank_transport_output_pending (c->transport))
+    {
+      c->unsent_node.data = c;
+      g_queue_push_tail_link (&c->worker->unsent, &c->unsent_node);
+    }
 }
 
 /* Reads what the socket has, unless a whole request or more is already
@@ -151,6 +198,8 @@ receive (Conn *c)
       return TRUE;
     }
   c->input_parked = FALSE;
+  if (c->input_closed)
+    return TRUE;
   r = rank_transport_receive (c->transport);
   if (r == RANK_IO_CLOSED)
     {
@@ -163,21 +212,54 @@ receive (Conn *c)
   return TRUE;
 }
 
+/* The oldest call in flight writes its reply to the pending output; a later
+ * one to its own buffer, until those before it are done. */
 static ThriftProtocol *
-sink_protocol (gpointer conn)
+sink_protocol (gpointer slot)
 {
-  return ((Conn *) conn)->protocol;
+  Slot *s = slot;
+  Conn *c = s->conn;
+
+  if (c->broken || g_queue_peek_head (&c->calls) != s)
+    {
+      s->out = g_byte_array_new ();
+      rank_transport_capture (c->transport, s->out);
+    }
+  return c->protocol;
+}
+
+/* Retires the calls done at the head of the queue, their captured replies
+ * in order. */
+static void
+retire (Conn *c)
+{
+  Slot *s;
+
+  while ((s = g_queue_peek_head (&c->calls)) != NULL && s->done)
+    {
+      g_queue_pop_head (&c->calls);
+      if (!s->ok)
+        c->broken = c->closing = TRUE;
+      else if (s->out != NULL && !c->broken)
+        rank_transport_queue_output (c->transport, s->out->data, s->out->len);
+      slot_free (s);
+    }
 }
 
 static void
-sink_finished (gpointer conn, gboolean reply_ok)
+sink_finished (gpointer slot, gboolean reply_ok)
 {
-  Conn *c = conn;
+  Slot *s = slot;
+  Conn *c = s->conn;
 
-  c->busy = FALSE;
+  rank_transport_capture (c->transport, NULL);
+  if (!reply_ok)
+    rank_transport_discard_write (c->transport);
+  s->done = TRUE;
+  s->ok = reply_ok;
+  retire (c);
   c->last_io = g_get_monotonic_time ();
-  if (!reply_ok || c->worker->draining)
-    c->closing = TRUE;
+  queue_unsent (c);
   if (c->processing)
     return; /* process() goes on with the next request itself */
   if (!update_interest (c))
@@ -187,15 +269,19 @@ sink_finished (gpointer conn, gboolean reply_ok)
 
 static const RankReplySink sink = { sink_protocol, sink_finished };
 
-/* Replies to a request whose arguments did not decode. */
+/* Replies to a request whose arguments did not decode, in its turn. */
 static gboolean
-reply_protocol_error (Conn *c, const char *method, gint32 seqid,
+reply_protocol_error (Slot *s, const char *method, gint32 seqid,
                       const char *message)
 {
-  rank_transport_abort_message (c->transport);
-  return rank_handler_write_exception (
-      c->protocol, method, seqid,
+  gboolean ok;
+
+  rank_transport_abort_message (s->conn->transport);
+  ok = rank_handler_write_exception (
+      sink_protocol (s), method, seqid,
       THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR, message, NULL);
+  sink_finished (s, ok);
+  return ok;
 }
 
 /* Serves the next buffered request. FALSE: stop for now (wait for more
@@ -210,6 +296,7 @@ serve_one (Conn *c)
   ThriftMessageType type;
   gint32 seqid;
   RankDispatch d;
+  Slot *s;
 
   if (!rank_transport_begin_message (c->transport, &error)
       || thrift_protocol_read_message_begin (c->protocol, &name, &type, &seqid,
@@ -236,23 +323,27 @@ serve_one (Conn *c)
   g_strlcpy (method, name, sizeof method);
   g_free (name);
 
-  c->busy = TRUE;
-  d = rank_handler_dispatch (w->handler, c, method, seqid, c->protocol, &error);
+  s = g_new0 (Slot, 1);
+  s->conn = c;
+  g_queue_push_tail (&c->calls, s);
+  d = rank_handler_dispatch (w->handler, s, method, seqid, c->protocol, &error);
   if (d == RANK_DISPATCH_PENDING)
     return TRUE;
-  c->busy = FALSE;
+  if (error != NULL && error->domain == THRIFT_PROTOCOL_ERROR
+      && !rank_transport_starved (c->transport))
+    {
+      g_debug ("bad arguments to %s: %s", method, error->message);
+      if (!reply_protocol_error (s, method, seqid, error->message)
+          || !w->server->config.framed)
+        c->closing = TRUE; /* unframed: the next message's start is lost */
+      return !c->closing;
+    }
+  g_queue_pop_tail (&c->calls);
+  g_free (s);
   if (rank_transport_starved (c->transport))
     {
       rank_transport_rewind_message (c->transport);
       return FALSE;
-    }
-  if (error != NULL && error->domain == THRIFT_PROTOCOL_ERROR)
-    {
-      g_debug ("bad arguments to %s: %s", method, error->message);
-      if (!reply_protocol_error (c, method, seqid, error->message)
-          || !w->server->config.framed)
-        c->closing = TRUE; /* unframed: the next message's start is lost */
-      return !c->closing;
     }
   g_debug ("closing connection during %s: %s", method,
            error ? error->message : "?");
@@ -264,8 +355,8 @@ static void
 process (Conn *c)
 {
   c->processing = TRUE;
-  while (!c->busy && !c->closing
-         && !rank_transport_output_pending (c->transport))
+  while (c->calls.length < RANK_CONN_MAX_CALLS && !c->closing
+         && rank_transport_output_bytes (c->transport) < RANK_CONN_OUTPUT_HIGH)
     {
       if (c->input_parked && !receive (c))
         {
@@ -286,13 +377,55 @@ process (Conn *c)
       if (!serve_one (c))
         break;
     }
-  /* A client that half-closed gets the replies to every whole request it
-   * sent; then the connection closes. (Here nothing is in flight or unsent,
-   * so no whole request is left: the loop above served them all.) */
-  if (c->eof && !c->busy && !rank_transport_output_pending (c->transport))
+  /* A client that half-closed (or a worker draining) gets the replies to
+   * every whole request it sent; then the connection closes. (Here nothing
+   * is in flight or unsent, so no whole request is left: the loop above
+   * served them all.) */
+  if ((c->eof || c->input_closed) && done (c))
     c->closing = TRUE;
   c->processing = FALSE;
   update_interest (c);
+}
+
+/* Sends the pending replies. FALSE: the socket failed, and c is freed or
+ * closing. */
+static gboolean
+send_replies (Conn *c)
+{
+  if (rank_transport_send_pending (c->transport) == RANK_IO_FAILED)
+    {
+      c->broken = c->closing = TRUE;
+      rank_transport_abort_message (c->transport);
+      update_interest (c);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Before the loop sleeps: every reply completed in this iteration goes out,
+ * one write per connection. What the socket does not take waits for
+ * EPOLLOUT. Serving the requests buffered behind them may complete more at
+ * once: the loop goes on until none is left. Runs before the Redis links'
+ * hooks, so commands those requests queued are sent in this iteration too. */
+static int
+send_unsent (gpointer data)
+{
+  Worker *w = data;
+  GList *l;
+
+  while ((l = g_queue_pop_head_link (&w->unsent)) != NULL)
+    {
+      Conn *c = l->data;
+
+      l->data = NULL;
+      if (!rank_transport_output_pending (c->transport))
+        continue;
+      if (!send_replies (c))
+        continue;
+      if (!rank_transport_output_pending (c->transport))
+        process (c);
+    }
+  return -1;
 }
 
 static void
@@ -300,15 +433,10 @@ conn_io (gpointer data, guint32 events)
 {
   Conn *c = data;
 
-  if (events & EPOLLOUT)
+  if ((events & EPOLLOUT) && rank_transport_output_pending (c->transport))
     {
-      if (rank_transport_send_pending (c->transport) == RANK_IO_FAILED)
-        {
-          c->closing = TRUE;
-          rank_transport_abort_message (c->transport);
-          update_interest (c);
-          return;
-        }
+      if (!send_replies (c))
+        return;
       c->last_io = g_get_monotonic_time ();
     }
   /* With edge-triggered events a FIN that arrives with the last request
@@ -378,7 +506,7 @@ sweep (gpointer data)
       Conn *c = l->data;
 
       l = l->next;
-      if (c->busy)
+      if (c->calls.length > 0)
         continue;
       if (rank_transport_buffered_input (c->transport) > 0
               ? now - c->last_io > stalled
@@ -412,9 +540,12 @@ start_drain (gpointer data)
 
       l = l->next;
       /* Serve what was already sent to us, then close. */
-      if (!c->busy && receive (c))
-        process (c);
-      if (g_queue_find (&w->conns, c) != NULL)
+      if (receive (c))
+        {
+          c->input_closed = TRUE;
+          process (c);
+        }
+      else
         conn_close (c);
     }
 }
@@ -427,9 +558,12 @@ worker_init_cluster (Worker *w, RankServer *server, guint index)
   const char *password = server->config.redis_password;
   const char *auth[] = { "AUTH", user ? user : password, password };
 
-  w->cluster = rank_cluster_new (
-      w->loop, server->nodes, server->n_nodes, server->config.redis_timeout_ms,
-      password == NULL ? 0 : user ? 3 : 2, auth);
+  w->cluster = rank_cluster_new (w->loop, server->nodes, server->n_nodes,
+                                 server->config.redis_timeout_ms,
+                                 password == NULL ? 0
+                                 : user           ? 3
+                                                  : 2,
+                                 auth);
   w->store = rank_store_new_cluster (
       w->cluster, server->config.boards, server->config.dedup_window_ms,
       server->config.random_seed ? server->config.random_seed + index : 0);
@@ -442,6 +576,8 @@ worker_init (Worker *w, RankServer *server, guint index)
 
   w->server = server;
   w->loop = rank_loop_new ();
+  g_queue_init (&w->unsent);
+  rank_loop_add_prepare (w->loop, send_unsent, w);
   if (server->config.redis_cluster)
     worker_init_cluster (w, server, index);
   else
@@ -493,10 +629,7 @@ worker_clear (Worker *w)
   rank_loop_run_pending (w->loop);
   while (w->conns.head != NULL)
     {
-      Conn *c = w->conns.head->data;
-
-      c->busy = FALSE;
-      conn_free (c);
+      conn_free (w->conns.head->data);
     }
   rank_handler_free (w->handler);
   rank_store_free (w->store);

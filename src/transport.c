@@ -39,8 +39,11 @@ struct _RankTransport
   gsize msg_start; /* buffered, event-driven: where the message began */
 
   GByteArray *wbuf;
-  GByteArray *pending; /* event-driven: reply bytes the socket did not take */
+  gsize frame_start;   /* framed: where the message being written begins */
+  gboolean corked;     /* blocking: flush keeps messages until uncorked */
+  GByteArray *pending; /* event-driven: reply bytes not sent yet */
   gsize pending_pos;
+  GByteArray *capture; /* event-driven: flush appends here, not to pending */
 };
 
 G_DEFINE_TYPE (RankTransport, rank_transport, THRIFT_TYPE_TRANSPORT)
@@ -64,6 +67,7 @@ set_error (GError **error, int code, const char *fmt, ...)
 static void
 reset_write (RankTransport *self)
 {
+  self->frame_start = 0;
   g_byte_array_set_size (self->wbuf, self->framed ? FRAME_HEADER : 0);
 }
 
@@ -441,7 +445,8 @@ rank_transport_write (ThriftTransport *transport, const gpointer buf,
 {
   RankTransport *self = RANK_TRANSPORT (transport);
 
-  if ((gsize) self->wbuf->len + len > (gsize) self->max_frame + FRAME_HEADER)
+  if ((gsize) (self->wbuf->len - self->frame_start) + len
+      > (gsize) self->max_frame + FRAME_HEADER)
     {
       set_error (error, THRIFT_TRANSPORT_ERROR_SEND,
                  "message is longer than the %u-byte limit", self->max_frame);
@@ -489,37 +494,86 @@ rank_transport_flush (ThriftTransport *transport, GError **error)
 
   if (self->framed)
     {
-      guint32 len = self->wbuf->len - FRAME_HEADER;
+      guint8 *h = self->wbuf->data + self->frame_start;
+      guint32 len = self->wbuf->len - self->frame_start - FRAME_HEADER;
 
       if (len == 0)
         return TRUE;
-      self->wbuf->data[0] = (guint8) (len >> 24);
-      self->wbuf->data[1] = (guint8) (len >> 16);
-      self->wbuf->data[2] = (guint8) (len >> 8);
-      self->wbuf->data[3] = (guint8) len;
+      h[0] = (guint8) (len >> 24);
+      h[1] = (guint8) (len >> 16);
+      h[2] = (guint8) (len >> 8);
+      h[3] = (guint8) len;
     }
   else if (self->wbuf->len == 0)
     return TRUE;
+  if (self->corked)
+    {
+      /* The message stays; the next one starts after it. */
+      self->frame_start = self->wbuf->len;
+      if (self->framed)
+        g_byte_array_set_size (self->wbuf, self->wbuf->len + FRAME_HEADER);
+      return TRUE;
+    }
   sent = self->wbuf->len;
   if (self->event_driven)
     {
-      /* Never wait: what the socket does not take now goes out when the
-       * loop sees it writable. */
-      g_byte_array_append (self->pending, self->wbuf->data, self->wbuf->len);
+      /* Never wait, and never send here: the server sends what is pending
+       * once per loop iteration, so replies that complete together leave
+       * in one write. */
+      g_byte_array_append (self->capture ? self->capture : self->pending,
+                           self->wbuf->data, self->wbuf->len);
       shed (&self->wbuf, sent);
       reset_write (self);
-      if (rank_transport_send_pending (self) == RANK_IO_FAILED)
-        {
-          set_error (error, THRIFT_TRANSPORT_ERROR_SEND, "send failed: %s",
-                     g_strerror (errno));
-          return FALSE;
-        }
       return TRUE;
     }
   ok = send_all (self, self->wbuf->data, self->wbuf->len, error);
   shed (&self->wbuf, sent);
   reset_write (self);
   return ok;
+}
+
+void
+rank_transport_cork (RankTransport *self)
+{
+  self->corked = TRUE;
+}
+
+gboolean
+rank_transport_uncork (RankTransport *self, GError **error)
+{
+  gsize len = self->framed ? self->frame_start : self->wbuf->len;
+  guint sent = self->wbuf->len;
+  gboolean ok = send_all (self, self->wbuf->data, len, error);
+
+  self->corked = FALSE;
+  shed (&self->wbuf, sent);
+  reset_write (self);
+  return ok;
+}
+
+void
+rank_transport_capture (RankTransport *self, GByteArray *into)
+{
+  self->capture = into;
+}
+
+void
+rank_transport_queue_output (RankTransport *self, const guint8 *data, gsize len)
+{
+  g_byte_array_append (self->pending, data, (guint) len);
+}
+
+void
+rank_transport_discard_write (RankTransport *self)
+{
+  shed (&self->wbuf, self->wbuf->len);
+  reset_write (self);
+}
+
+gsize
+rank_transport_output_bytes (RankTransport *self)
+{
+  return self->pending->len - self->pending_pos;
 }
 
 static gboolean

@@ -65,9 +65,25 @@ gboolean rank_transport_starved (RankTransport *self);
 void rank_transport_rewind_message (RankTransport *self);
 gsize rank_transport_buffered_input (RankTransport *self);
 
-/* Event-driven: sends what is pending; RANK_IO_AGAIN if some remains. */
+/* Event-driven: a flushed message is pending until this sends it (the
+ * server does once per loop iteration); RANK_IO_AGAIN if some remains. */
 RankIoResult rank_transport_send_pending (RankTransport *self);
 gboolean rank_transport_output_pending (RankTransport *self);
+gsize rank_transport_output_bytes (RankTransport *self);
+
+/* Event-driven: while into is not NULL, flushed messages go to into instead
+ * of the pending output (a reply that must wait for an earlier one). */
+void rank_transport_capture (RankTransport *self, GByteArray *into);
+/* Event-driven: appends bytes (a captured reply) to the pending output. */
+void rank_transport_queue_output (RankTransport *self, const guint8 *data,
+                                  gsize len);
+/* Drops a message written in part (its write failed). */
+void rank_transport_discard_write (RankTransport *self);
+
+/* Blocking (clients): after cork, flush keeps each message; uncork sends
+ * them all in one write. For pipelining calls of the generated client. */
+void rank_transport_cork (RankTransport *self);
+gboolean rank_transport_uncork (RankTransport *self, GError **error);
 
 /* Blocking mode: bound on each wait for the peer (0: none). */
 void rank_transport_set_timeout (RankTransport *self, int timeout_ms);

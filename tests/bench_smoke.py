@@ -1,6 +1,6 @@
 """CI smoke run of rank-bench: a few seconds against rankd and against Redis
-directly (--direct), checking that both complete without errors and report
-every operation, and that --plot draws latency over time (a PNG, and its
+directly (--direct), and pipelined against rankd, checking that they
+complete without errors and report every operation, and that --plot draws latency over time (a PNG, and its
 per-second TSV). Not a performance test: no numbers are judged.
 
 Usage: bench_smoke.py RANKD RANK_BENCH
@@ -74,11 +74,17 @@ def main():
         run(["--direct", f"127.0.0.1:{redis_port}", "--preload"])
         run(["--port", str(port), "--mix", "around=1,ranks=1"],
             ops=("around", "ranks"))
+        # Pipelined: 24 calls per write, more than rankd runs at once on a
+        # connection; every reply must match its call.
+        piped = run(["--port", str(port), "--pipeline", "24", "-c", "2",
+                     "--mix", "update=1,rank=1,top=1,around=1,ranks=1"],
+                    ops=("update", "rank", "top", "around", "ranks"))
+        assert piped["pipeline"] == 24, piped
         check_plot(port, work)
         rankd.terminate()
         assert rankd.wait(30) == 0, "rankd did not exit cleanly"
         rankd = None
-        print("4 passed, 0 failed")
+        print("5 passed, 0 failed")
     finally:
         for proc in (rankd, redis):
             if proc is not None:

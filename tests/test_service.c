@@ -845,18 +845,12 @@ expect_app_exception (ThriftProtocol *p, gint32 want_seqid,
   g_object_unref (x);
 }
 
-/* A call whose arguments do not decode gets an error that says why; with
- * framing the connection stays usable. */
+/* Writes Update(request = {board: "b"}): member, value, request_id
+ * missing. */
 static void
-test_missing_required_field (void)
+write_update_missing_member (ThriftProtocol *p, gint32 seqid)
 {
-  g_autoptr (RankClient) c
-      = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
-  RankTransport *t = rank_client_transport (c);
-  g_autoptr (ThriftProtocol) p = rank_protocol_new (RANK_PROTOCOL_BINARY, t);
-
-  /* Update(request = {board: "b"}) -- member, value, request_id missing. */
-  thrift_protocol_write_message_begin (p, "Update", T_CALL, 7, NULL);
+  thrift_protocol_write_message_begin (p, "Update", T_CALL, seqid, NULL);
   thrift_protocol_write_struct_begin (p, "args", NULL);
   thrift_protocol_write_field_begin (p, "request", T_STRUCT, 1, NULL);
   thrift_protocol_write_struct_begin (p, "UpdateRequest", NULL);
@@ -869,7 +863,20 @@ test_missing_required_field (void)
   thrift_protocol_write_field_stop (p, NULL);
   thrift_protocol_write_struct_end (p, NULL);
   thrift_protocol_write_message_end (p, NULL);
-  g_assert_true (thrift_transport_flush (THRIFT_TRANSPORT (t), NULL));
+  g_assert_true (thrift_transport_flush (p->transport, NULL));
+}
+
+/* A call whose arguments do not decode gets an error that says why; with
+ * framing the connection stays usable. */
+static void
+test_missing_required_field (void)
+{
+  g_autoptr (RankClient) c
+      = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
+  RankTransport *t = rank_client_transport (c);
+  g_autoptr (ThriftProtocol) p = rank_protocol_new (RANK_PROTOCOL_BINARY, t);
+
+  write_update_missing_member (p, 7);
   expect_app_exception (p, 7, THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR,
                         "missing required field 'member'");
 
@@ -879,6 +886,120 @@ test_missing_required_field (void)
     g_auto (Result) r = update_on (c, b, "ann", 2, "y", NO_MODE, NO_TIME);
     assert_ok (&r);
   }
+}
+
+/* A pipelining client: 48 calls in one write, three times as many as a
+ * connection runs at once. GetTopN with data takes two rounds to Redis and
+ * the GetRank behind it one, so rankd completes them out of order; every
+ * reply still comes back in the order of its request (the generated client
+ * checks each reply's method name), a call whose arguments do not decode
+ * gets its error in its turn, and each GetRank sees the Update sent before
+ * it. */
+static void
+test_pipelined_in_order (void)
+{
+  g_autofree char *b = rank_test_unique ("pipe");
+  g_autoptr (RankClient) c
+      = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
+  RankTransport *t = rank_client_transport (c);
+  rankRankingIf *iface = rank_client_iface (c);
+  g_autoptr (ThriftProtocol) p = rank_protocol_new (RANK_PROTOCOL_BINARY, t);
+  const int n = 48;
+
+  rank_transport_cork (t);
+  for (int i = 0; i < n; i++)
+    {
+      g_autofree char *member = g_strdup_printf ("p%02d", i / 4);
+      g_autofree char *rid = g_strdup_printf ("r%d", i);
+      gboolean ok = TRUE;
+
+      switch (i % 4)
+        {
+        case 0:
+          {
+            rankUpdateRequest *req = update_request_new (b, member, 100 + i,
+                                                         rid, NO_MODE, NO_TIME);
+
+            g_hash_table_insert (req->data, g_strdup ("k"), g_strdup (rid));
+            req->__isset_data = TRUE;
+            ok = rank_ranking_client_send_update (iface, req, NULL);
+            g_object_unref (req);
+            break;
+          }
+        case 1:
+          ok = rank_ranking_client_send_get_top_n (iface, b, 3, 0, 0, TRUE,
+                                                   NULL);
+          break;
+        case 2:
+          ok = rank_ranking_client_send_get_rank (iface, b, member, 0, NULL);
+          break;
+        default:
+          write_update_missing_member (p, 1000 + i);
+          break;
+        }
+      g_assert_true (ok);
+    }
+  g_assert_true (rank_transport_uncork (t, NULL));
+
+  for (int i = 0; i < n; i++)
+    {
+      g_autoptr (GError) error = NULL;
+      rankInvalidArgument *invalid = NULL;
+      rankNotFound *not_found = NULL;
+      rankUnavailable *unavailable = NULL;
+      int k = i / 4; /* members p00..p<k> are on the board, p<k> best */
+
+      switch (i % 4)
+        {
+        case 0:
+          {
+            rankUpdateResponse *r
+                = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
+
+            g_assert_true (rank_ranking_client_recv_update (
+                iface, &r, &invalid, &unavailable, &error));
+            g_assert_cmpint (r->score, ==, 100 + i);
+            g_assert_cmpint (r->rank, ==, 1);
+            g_object_unref (r);
+            break;
+          }
+        case 1:
+          {
+            g_autoptr (GPtrArray) page
+                = g_ptr_array_new_with_free_func (g_object_unref);
+            rankEntry *top;
+
+            g_assert_true (rank_ranking_client_recv_get_top_n (
+                iface, &page, &invalid, &unavailable, &error));
+            g_assert_cmpuint (page->len, ==, MIN (k + 1, 3));
+            top = page->pdata[0];
+            g_assert_cmpint (top->score, ==, 100 + 4 * k);
+            g_assert_true (top->__isset_data);
+            {
+              g_autofree char *rid = g_strdup_printf ("r%d", 4 * k);
+
+              g_assert_cmpstr (g_hash_table_lookup (top->data, "k"), ==, rid);
+            }
+            break;
+          }
+        case 2:
+          {
+            rankEntry *e = g_object_new (RANK_TYPE_ENTRY, NULL);
+
+            g_assert_true (rank_ranking_client_recv_get_rank (
+                iface, &e, &invalid, &not_found, &unavailable, &error));
+            g_assert_cmpint (e->score, ==, 100 + 4 * k);
+            g_assert_cmpint (e->rank, ==, 1);
+            g_object_unref (e);
+            break;
+          }
+        default:
+          expect_app_exception (
+              p, 1000 + i, THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR,
+              "missing required field 'member'");
+          break;
+        }
+    }
 }
 
 static void
@@ -1710,6 +1831,8 @@ main (int argc, char **argv)
   g_test_add_func ("/hostile/missing-required-field",
                    test_missing_required_field);
   g_test_add_func ("/hostile/unknown-method", test_unknown_method);
+  g_test_add_func ("/transport/pipelined-replies-in-order",
+                   test_pipelined_in_order);
   g_test_add_func ("/redis/unreachable", test_redis_unreachable);
   g_test_add_func ("/redis/restarted", test_redis_restarted);
   g_test_add_func ("/redis/noscript-reload", test_noscript_reload);
