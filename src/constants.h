@@ -84,6 +84,10 @@
 #define RANK_CONN_MAX_CALLS 16
 #define RANK_CONN_OUTPUT_HIGH (64 * 1024)
 
+/* Free memory at the top of a malloc arena past which it goes back to the
+ * kernel. */
+#define RANK_MALLOC_TRIM_BYTES (4 * 1024 * 1024)
+
 /* --metrics-listen: HTTP connections served at once (a thread each), idle
  * HTTP timeout, the viewer's idle Thrift clients kept, its page size. */
 #define RANK_HTTP_CONNECTIONS_MAX 64

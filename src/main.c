@@ -7,6 +7,7 @@
  * accepting, let calls in flight finish, stop the embedded Redis, exit 0.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,7 +91,7 @@ parse_nodes (Options *o, GError **error)
                              : o->redis != NULL
                                  ? (const char *const *) o->redis
                                  : rank_config_redis_nodes (o->boards);
-  const char *what = seeds != NULL       ? "--redis-cluster"
+  const char *what = seeds != NULL      ? "--redis-cluster"
                      : o->redis != NULL ? "--redis"
                                         : "[redis] nodes";
 
@@ -112,8 +113,9 @@ parse_nodes (Options *o, GError **error)
         }
       g_array_append_val (o->nodes, address);
       if (seeds != NULL && address.path != NULL)
-        return usage_error (error, "--redis-cluster: '%s': a cluster is "
-                                   "reached over TCP, not a unix socket",
+        return usage_error (error,
+                            "--redis-cluster: '%s': a cluster is "
+                            "reached over TCP, not a unix socket",
                             names[i]);
     }
   return TRUE;
@@ -464,6 +466,10 @@ main (int argc, char **argv)
   RankServerConfig config = { 0 };
   int status;
 
+  /* Each worker thread's malloc arena gave memory back to the kernel
+   * (madvise) whenever its top grew past 128 KiB and shrank again: 4% of
+   * rankd's CPU on pipelined reads (perf). Trim only past a few MiB. */
+  mallopt (M_TRIM_THRESHOLD, RANK_MALLOC_TRIM_BYTES);
   rank_thrift_fixes_apply ();
   if (!parse_options (&argc, &argv, &o, &config, &error))
     {
