@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include <thrift/c_glib/protocol/thrift_binary_protocol.h>
 #include <thrift/c_glib/thrift_application_exception.h>
 
 #include "constants.h"
@@ -67,6 +68,9 @@ typedef struct
 } Call;
 
 /* ---- replies ---- */
+
+static void reply_entries (Call *call, const RankEntry *entries, gsize n,
+                           gboolean list);
 
 static const char *
 call_name (const Call *call)
@@ -335,24 +339,20 @@ rank_done (const RankEntry *e, const GError *error, gpointer data)
 {
   Call *call = data;
   rankRankingGetRankArgs *args = RANK_RANKING_GET_RANK_ARGS (call->args);
-  rankRankingGetRankResult *result;
 
   if (error != NULL)
     {
       reply_error (call, RANK_TYPE_RANKING_GET_RANK_RESULT, error);
       return;
     }
-  result = g_object_new (RANK_TYPE_RANKING_GET_RANK_RESULT, NULL);
-  g_free (result->success->member);
-  result->success->member = g_strdup (args->member);
-  result->success->score = e->score;
-  result->success->rank = e->rank;
-  g_array_append_vals (result->success->subscores, e->subscores,
-                       e->n_subscores);
-  result->success->__isset_subscores = e->n_subscores > 0;
-  result->__isset_success = TRUE;
-  reply (call, THRIFT_STRUCT (result), 0, NULL);
-  g_object_unref (result);
+  {
+    RankEntry named = *e;
+
+    named.member = args->member;
+    named.member_len = strlen (args->member);
+    named.data = NULL;
+    reply_entries (call, &named, 1, FALSE);
+  }
 }
 
 static void
@@ -428,9 +428,47 @@ write_entry_extras (ThriftProtocol *out, const RankEntry *e, GError **error)
          && thrift_protocol_write_field_end (out, error) >= 0;
 }
 
-static gboolean
-write_entry (ThriftProtocol *out, const RankEntry *e, GError **error)
+static guint8 *
+put_be (guint8 *p, guint64 v, int bytes)
 {
+  for (int i = bytes - 1; i >= 0; i--)
+    *p++ = (guint8) (v >> (8 * i));
+  return p;
+}
+
+/* An Entry without subscores or data in the binary protocol, in one write:
+ * the protocol's field-by-field writes were a fifth of rankd's CPU on a
+ * pipelined GetTopN (perf). The same bytes as the generic path below. */
+static gboolean
+write_entry_binary (ThriftProtocol *out, const RankEntry *e, GError **error)
+{
+  guint8 buf[3 + 4 + RANK_MEMBER_MAX_BYTES + 2 * (3 + 8) + 1];
+  guint8 *p = buf;
+
+  *p++ = T_STRING;
+  p = put_be (p, 1, 2);
+  p = put_be (p, e->member_len, 4);
+  memcpy (p, e->member, e->member_len);
+  p += e->member_len;
+  *p++ = T_I64;
+  p = put_be (p, 2, 2);
+  p = put_be (p, (guint64) e->score, 8);
+  *p++ = T_I64;
+  p = put_be (p, 3, 2);
+  p = put_be (p, (guint64) e->rank, 8);
+  *p++ = T_STOP;
+  return thrift_transport_write (out->transport, buf, (guint32) (p - buf),
+                                 error);
+}
+
+/* binary: out is a binary protocol. */
+static gboolean
+write_entry (ThriftProtocol *out, gboolean binary, const RankEntry *e,
+             GError **error)
+{
+  if (binary && e->n_subscores == 0 && e->data == NULL
+      && e->member_len <= RANK_MEMBER_MAX_BYTES)
+    return write_entry_binary (out, e, error);
   return thrift_protocol_write_struct_begin (out, "Entry", error) >= 0
          && thrift_protocol_write_field_begin (out, "member", T_STRING, 1,
                                                error)
@@ -452,27 +490,31 @@ write_entry (ThriftProtocol *out, const RankEntry *e, GError **error)
          && thrift_protocol_write_struct_end (out, error) >= 0;
 }
 
-/* The GetTopN reply: RankingGetTopNResult { 0: success list<Entry> }. */
+/* A result whose success (field 0) is a list<Entry> (GetTopN, GetAround,
+ * Sample) or, when !list, one Entry (GetRank): written straight from the
+ * entries, without the generated structs. */
 static void
-reply_top (Call *call, const RankEntry *entries, gsize n)
+reply_entries (Call *call, const RankEntry *entries, gsize n, gboolean list)
 {
   ThriftProtocol *out = call->handler->sink.protocol (call->conn);
+  gboolean binary = THRIFT_IS_BINARY_PROTOCOL (out);
   g_autoptr (GError) error = NULL;
   gboolean ok
       = thrift_protocol_write_message_begin (out, call_name (call), T_REPLY,
                                              call->seqid, &error)
             >= 0
-        && thrift_protocol_write_struct_begin (out, "RankingGetTopNResult",
-                                               &error)
+        && thrift_protocol_write_struct_begin (out, "Result", &error) >= 0
+        && thrift_protocol_write_field_begin (
+               out, "success", list ? T_LIST : T_STRUCT, 0, &error)
                >= 0
-        && thrift_protocol_write_field_begin (out, "success", T_LIST, 0, &error)
-               >= 0
-        && thrift_protocol_write_list_begin (out, T_STRUCT, (guint32) n, &error)
-               >= 0;
+        && (!list
+            || thrift_protocol_write_list_begin (out, T_STRUCT, (guint32) n,
+                                                 &error)
+                   >= 0);
 
   for (gsize i = 0; ok && i < n; i++)
-    ok = write_entry (out, &entries[i], &error);
-  ok = ok && thrift_protocol_write_list_end (out, &error) >= 0
+    ok = write_entry (out, binary, &entries[i], &error);
+  ok = ok && (!list || thrift_protocol_write_list_end (out, &error) >= 0)
        && thrift_protocol_write_field_end (out, &error) >= 0
        && thrift_protocol_write_field_stop (out, &error) >= 0
        && thrift_protocol_write_struct_end (out, &error) >= 0
@@ -490,7 +532,7 @@ top_done (const RankEntry *entries, gsize n, const GError *error, gpointer data)
       reply_error (call, RANK_TYPE_RANKING_GET_TOP_N_RESULT, error);
       return;
     }
-  reply_top (call, entries, n);
+  reply_entries (call, entries, n, TRUE);
 }
 
 static gboolean
@@ -546,7 +588,7 @@ around_page (const RankEntry *entries, gsize n, const GError *error,
       reply_error (call, RANK_TYPE_RANKING_GET_AROUND_RESULT, error);
       return;
     }
-  reply_top (call, entries, n);
+  reply_entries (call, entries, n, TRUE);
 }
 
 /* The member's position is known: read the page around it. */
@@ -1002,7 +1044,7 @@ drawn_ranked (const RankOfMember *results, guint n, const GError *error,
             entries[kept].score = results[i].score;
             entries[kept++].rank = results[i].rank;
           }
-      reply_top (drawn->call, entries, kept);
+      reply_entries (drawn->call, entries, kept, TRUE);
     }
   for (guint i = 0; i < drawn->n; i++)
     g_free (drawn->members[i]);
@@ -1025,7 +1067,7 @@ sample_drawn (const RankEntry *entries, gsize n, const GError *error,
     }
   if (n == 0)
     {
-      reply_top (call, NULL, 0);
+      reply_entries (call, NULL, 0, TRUE);
       return;
     }
   drawn = g_new0 (Drawn, 1);
