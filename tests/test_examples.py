@@ -53,6 +53,7 @@ alice: rank 2, score 120
 #3 bob 105 BOB
 around alice: carol(#1) alice(#2) bob(#3)
 nobody: member 'nobody' is not on board 'example_node'
+20 calls at once: alice #2, bob #3, carol #1, top carol
 max score: 9007199254740991 (Number.isSafeInteger: true)
 team7 subscore: 9007199254740993 exact; toNumber() Infinity, \
 toNumber(true) 9007199254740992

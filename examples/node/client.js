@@ -108,6 +108,19 @@ async function main() {
     console.log('nobody:', err.message);
   }
 
+  // Calls made together share the connection: the library sends each at
+  // once and matches replies by sequence id, and rankd runs up to 16 of a
+  // connection's calls at a time (pipelining). No pool needed for this.
+  const calls = [];
+  for (let i = 0; i < 10; i++) {
+    calls.push(conn.client.GetRank(BOARD, ['alice', 'bob', 'carol'][i % 3], 0));
+    calls.push(conn.client.GetTopN(BOARD, 1, 0, 0, true));
+  }
+  const answers = await Promise.all(calls);
+  const seen = new Set(answers.map((a) => (Array.isArray(a)
+    ? `top ${a[0].member}` : `${a.member} #${a.rank.toNumber()}`)));
+  console.log(`${answers.length} calls at once: ${[...seen].sort().join(', ')}`);
+
   // The largest score rankd takes, 2^53-1, is still exact as a Number.
   const max = await update(conn, new types.UpdateRequest({
     board: BOARD, member: 'max', value: 9007199254740991, mode: types.UpdateMode.SET,
