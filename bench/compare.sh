@@ -63,17 +63,18 @@ cat "$out/meta.txt"
 # ---- memory ----
 # Per member: the preload's growth without its request-id records. Per
 # record: the growth from 262,144 updates into a bucket sized as it is at
-# a steady rate (the previous bucket's count is set to match; rankd's
-# default window of 3600 s makes 900 s buckets).
+# a steady rate (the previous bucket's count, field <k-1>:n of the board's
+# meta hash rk:{board}:q, is set to match; rankd's default window of 3600 s
+# makes 900 s buckets).
 echo "== memory"
 records=262144
 m0=$(used)
 "$bench" --port "$rankd_port" --members "$members" --preload-only -c 16
 rcli eval "for _,k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('UNLINK', k) end return 1" \
-  0 'rk:{bench-0}:q:*' >/dev/null
+  0 'rk:{bench-0}:q*' >/dev/null
 m1=$(used)
 bucket=$(python3 -c 'import time; print(int(time.time() * 1000) // 900000)')
-rcli hset "rk:{bench-0}:q:$((bucket - 1))" n "$records" >/dev/null
+rcli hset "rk:{bench-0}:q" "$((bucket - 1)):n" "$records" >/dev/null
 m2=$(used)
 "$bench" --port "$rankd_port" --members "$members" --mix update=1 \
   --requests "$records" --warmup 0 -c 16 --json >"$out/records.json"

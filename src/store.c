@@ -227,8 +227,8 @@ unexpected (const redisReply *reply, const char *what)
  * without them hashes as before they existed). 4 bytes: a false match needs
  * a client bug (an id reused for another update) and 2^-32 luck, and only
  * hides that bug. */
-static void
-fingerprint (const RankUpdate *update, guint8 out[4])
+void
+rank_store_fingerprint (const RankUpdate *update, guint8 out[4])
 {
   g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA1);
   guint8 digest[20];
@@ -297,8 +297,9 @@ entry_from_key (const RankBoardOptions *o, const char *key, gsize key_len,
  * select its record hash. Hashing bounds a record's size whatever the id's
  * length; 80 bits keep a false match (a new id taken for a retry) below
  * 10^-16 per request even with 45 million records in a board's window. */
-static void
-request_id_hash (const char *request_id, guint8 field[10], guint32 *selector)
+void
+rank_store_request_id_hash (const char *request_id, guint8 field[10],
+                            guint32 *selector)
 {
   g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
   guint8 digest[32];
@@ -691,8 +692,8 @@ rank_store_update (RankStore *store, const RankUpdate *update,
 
   rank_period_of (&o->period, update->timestamp_ms, &period);
   rank_orderkey_encode_time (update->timestamp_ms, prefix);
-  fingerprint (update, fp);
-  request_id_hash (update->request_id, idhash, &sel);
+  rank_store_fingerprint (update, fp);
+  rank_store_request_id_hash (update->request_id, idhash, &sel);
   call->func = func;
   call->data = data;
   call->options = *o;

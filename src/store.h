@@ -189,4 +189,11 @@ void rank_store_get_data (RankStore *store, const char *board,
                           const char *member, guint periods_back,
                           RankStoreDataFunc func, gpointer user_data);
 
+/* What update.lua gets to record a request id: the 4-byte fingerprint of
+ * what the update stands for, and the request id's 10-byte hash and record
+ * hash selector. Public for tests that write records as an older rankd did. */
+void rank_store_fingerprint (const RankUpdate *update, guint8 out[4]);
+void rank_store_request_id_hash (const char *request_id, guint8 field[10],
+                                 guint32 *selector);
+
 #endif /* RANK_STORE_H */

@@ -22,7 +22,9 @@
 #include "calls.h"
 #include "harness.h"
 #include "constants.h"
+#include "lua_scripts.h"
 #include "orderkey.h"
+#include "store.h"
 
 static RankTestProcess *redis;
 static RankTestProcess *rankd;
@@ -310,6 +312,53 @@ test_request_id_reuse_refused (void)
   assert_update (update (other, "ann", 7, "id", NO_MODE, NO_TIME), 7, 1, TRUE);
 }
 
+/* The board's request-id meta hash rk:{board}:q, field -> value. */
+static GHashTable *
+request_meta (redisContext *c, const char *board)
+{
+  GHashTable *meta
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  redisReply *r = redisCommand (c, "HGETALL rk:{%s}:q", board);
+
+  g_assert_cmpint (r->type, ==, REDIS_REPLY_ARRAY);
+  for (gsize i = 0; i + 1 < r->elements; i += 2)
+    g_hash_table_insert (meta, g_strdup (r->element[i]->str),
+                         g_strdup (r->element[i + 1]->str));
+  freeReplyObject (r);
+  return meta;
+}
+
+static gint
+compare_strings (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+/* The time buckets a meta hash describes (its fields <k>), ascending. */
+static GPtrArray *
+meta_buckets (GHashTable *meta)
+{
+  GPtrArray *buckets = g_ptr_array_new ();
+  GHashTableIter i;
+  gpointer field;
+
+  g_hash_table_iter_init (&i, meta);
+  while (g_hash_table_iter_next (&i, &field, NULL))
+    if (g_regex_match_simple ("^[0-9]+$", field, 0, 0))
+      g_ptr_array_add (buckets, field);
+  g_ptr_array_sort (buckets, compare_strings);
+  return buckets;
+}
+
+/* The value of field "<bucket><suffix>" of a meta hash, or NULL. */
+static const char *
+meta_field (GHashTable *meta, const char *bucket, const char *suffix)
+{
+  g_autofree char *field = g_strconcat (bucket, suffix, NULL);
+
+  return g_hash_table_lookup (meta, field);
+}
+
 /* The key layout the README documents, and the records' expiry. */
 static void
 test_key_layout (void)
@@ -317,16 +366,20 @@ test_key_layout (void)
   g_autofree char *b = rank_test_unique ("layout");
   g_autofree char *zkey = g_strdup_printf ("rk:{%s}:z", b);
   g_autofree char *tkey = g_strdup_printf ("rk:{%s}:t", b);
-  g_autofree char *pattern = g_strdup_printf ("rk:{%s}:q:*", b);
+  g_autofree char *qkey = g_strdup_printf ("rk:{%s}:q", b);
+  g_autofree char *record = NULL;
+  g_autoptr (GHashTable) meta = NULL;
+  g_autoptr (GPtrArray) buckets = NULL;
   redisContext *c = redis_connect (redis->port);
   redisReply *r, *keys;
   guint8 prefix[RANK_ORDERKEY_TIME_BYTES];
-  guint metas = 0, records = 0;
+  gint64 bucket, now_bucket;
 
   assert_update (update (b, "ann", 42, "req-1", NO_MODE, 1763800000123), 42, 1,
                  TRUE);
   assert_update (update (b, "bob", 7, "req-2", NO_MODE, 1763800000123), 7, 2,
                  TRUE);
+  now_bucket = g_get_real_time () / 1000 / (RANK_DEFAULT_DEDUP_WINDOW_S * 250);
   rank_orderkey_encode_time (1763800000123, prefix);
 
   r = redisCommand (c, "HGET %s ann", tkey);
@@ -342,44 +395,45 @@ test_key_layout (void)
   g_assert_cmpstr (r->element[1]->str, ==, "-42");
   freeReplyObject (r);
 
-  /* One bucket's meta hash (S = 1: a new board) and one record hash with
+  /* The board's meta hash describes one time bucket k (this one): its one
+   * generation of one record hash (a new board), its 2 records, and since
+   * 0 (no record in the layout before it). */
+  meta = request_meta (c, b);
+  buckets = meta_buckets (meta);
+  g_assert_cmpuint (g_hash_table_size (meta), ==, 3);
+  g_assert_cmpstr (g_hash_table_lookup (meta, "since"), ==, "0");
+  g_assert_cmpuint (buckets->len, ==, 1);
+  bucket = g_ascii_strtoll (buckets->pdata[0], NULL, 10);
+  g_assert_true (bucket == now_bucket || bucket == now_bucket - 1);
+  g_assert_cmpstr (meta_field (meta, buckets->pdata[0], ""), ==, "1");
+  g_assert_cmpstr (meta_field (meta, buckets->pdata[0], ":n"), ==, "2");
+  /* The meta hash and one record hash, bucket k's generation 0 hash 0, with
    * both 10-byte request-id hashes -> 4-byte fingerprints, all expiring
    * after more than the window and at most 1.25 windows. */
-  keys = redisCommand (c, "KEYS %s", pattern);
+  record = g_strdup_printf ("rk:{%s}:q:%s:0:0", b, (char *) buckets->pdata[0]);
+  keys = redisCommand (c, "KEYS rk:{%s}:q*", b);
+  g_assert_cmpuint (keys->elements, ==, 2);
   for (gsize i = 0; i < keys->elements; i++)
     {
       const char *key = keys->element[i]->str;
-      gboolean meta = g_regex_match_simple (":q:[0-9]+$", key, 0, 0);
 
       r = redisCommand (c, "PTTL %s", key);
       g_assert_cmpint (r->integer, >, 3600 * 1000 - 900 * 1000);
       g_assert_cmpint (r->integer, <=, 3600 * 1250);
       freeReplyObject (r);
-      if (meta)
+      if (strcmp (key, qkey) == 0)
+        continue;
+      g_assert_cmpstr (key, ==, record);
+      r = redisCommand (c, "HGETALL %s", key);
+      g_assert_cmpint (r->elements, ==, 4);
+      for (gsize j = 0; j < 4; j += 2)
         {
-          metas++;
-          r = redisCommand (c, "HMGET %s g s0 n", key);
-          g_assert_cmpstr (r->element[0]->str, ==, "1");
-          g_assert_cmpstr (r->element[1]->str, ==, "1"); /* a new board */
-          g_assert_cmpstr (r->element[2]->str, ==, "2");
-        }
-      else
-        {
-          records++;
-          g_assert_true (g_str_has_suffix (key, ":0:0"));
-          r = redisCommand (c, "HGETALL %s", key);
-          g_assert_cmpint (r->elements, ==, 4);
-          for (gsize j = 0; j < 4; j += 2)
-            {
-              g_assert_cmpuint (r->element[j]->len, ==, 10);
-              g_assert_cmpuint (r->element[j + 1]->len, ==, 4);
-            }
+          g_assert_cmpuint (r->element[j]->len, ==, 10);
+          g_assert_cmpuint (r->element[j + 1]->len, ==, 4);
         }
       freeReplyObject (r);
     }
   freeReplyObject (keys);
-  g_assert_cmpuint (metas, ==, 1);
-  g_assert_cmpuint (records, ==, 1);
   redisFree (c);
 }
 
@@ -390,11 +444,11 @@ static void
 test_packed_records (void)
 {
   g_autofree char *b = rank_test_unique ("packed");
-  g_autofree char *pattern = g_strdup_printf ("rk:{%s}:q:*", b);
+  g_autoptr (GHashTable) meta = NULL;
+  g_autoptr (GPtrArray) buckets = NULL;
   redisContext *c = redis_connect (redis->port);
   redisReply *keys;
   const int n = 300;
-  guint metas = 0;
 
   for (int pass = 0; pass < 2; pass++)
     for (int i = 0; i < n; i++)
@@ -406,37 +460,378 @@ test_packed_records (void)
         g_assert_cmpint (u.applied, ==, pass == 0);
         g_assert_cmpint (u.score, ==, pass == 0 ? i + 1 : n);
       }
-  keys = redisCommand (c, "KEYS %s", pattern);
-  for (gsize i = 0; i < keys->elements; i++)
-    if (g_regex_match_simple (":q:[0-9]+$", keys->element[i]->str, 0, 0))
-      metas++;
+  meta = request_meta (c, b);
+  buckets = meta_buckets (meta);
+  g_assert_cmpuint (buckets->len, >=, 1);
+  g_assert_cmpstr (g_hash_table_lookup (meta, "since"), ==, "0");
+  /* Exact only if the burst did not straddle a 15-minute bucket boundary
+   * (then each bucket holds part of it). */
+  if (buckets->len == 1)
+    {
+      g_assert_cmpstr (meta_field (meta, buckets->pdata[0], ""), ==, "1,32");
+      g_assert_cmpstr (meta_field (meta, buckets->pdata[0], ":n"), ==, "300");
+    }
+  /* Every other key is a record hash of a bucket of the meta hash. */
+  keys = redisCommand (c, "KEYS rk:{%s}:q:*", b);
+  g_assert_cmpuint (keys->elements, >=, 2);
   for (gsize i = 0; i < keys->elements; i++)
     {
       const char *key = keys->element[i]->str;
+      g_auto (GStrv) parts = g_strsplit (key, ":", -1);
       redisReply *r;
 
-      if (g_regex_match_simple (":q:[0-9]+$", key, 0, 0))
-        {
-          r = redisCommand (c, "HMGET %s g s0 s1 n", key);
-          /* Exact only if the burst did not straddle a 15-minute bucket
-           * boundary (then each bucket holds part of it). */
-          if (metas == 1)
-            {
-              g_assert_cmpstr (r->element[0]->str, ==, "2");
-              g_assert_cmpstr (r->element[1]->str, ==, "1");
-              g_assert_cmpstr (r->element[2]->str, ==, "32");
-              g_assert_cmpstr (r->element[3]->str, ==, "300");
-            }
-        }
-      else
-        {
-          r = redisCommand (c, "OBJECT ENCODING %s", key);
-          g_assert_cmpstr (r->str, ==, "listpack");
-        }
+      g_assert_cmpuint (g_strv_length (parts), ==, 6);
+      g_assert_nonnull (meta_field (meta, parts[3], ""));
+      r = redisCommand (c, "OBJECT ENCODING %s", key);
+      g_assert_cmpstr (r->str, ==, "listpack");
       freeReplyObject (r);
     }
-  g_assert_cmpuint (metas, >=, 1);
   freeReplyObject (keys);
+  redisFree (c);
+}
+
+/* ---- upgrade from one meta hash per bucket ---- */
+
+/* update.lua before the board's shared meta hash: one meta hash per time
+ * bucket, rk:{board}:q:<k> (tests/fixtures/update-old-layout.lua). */
+static char *
+old_update_script (void)
+{
+  g_autofree char *path = g_build_filename (RANK_TEST_SOURCE_DIR, "fixtures",
+                                            "update-old-layout.lua", NULL);
+  char *source = NULL;
+
+  g_assert_true (g_file_get_contents (path, &source, NULL, NULL));
+  return source;
+}
+
+/* Runs the Lua source of update.lua on board b as rankd runs its own (see
+ * rank_store_update) for an INCREMENT of member by value with request id
+ * rid, at now (Unix ms), with rankd's default window. Returns applied. */
+static gboolean
+eval_update (redisContext *c, const char *source, const char *b,
+             const char *member, gint64 value, const char *rid, gint64 now)
+{
+  RankUpdate u = { .board = b,
+                   .member = member,
+                   .request_id = rid,
+                   .value = value,
+                   .mode = RANK_MODE_INCREMENT,
+                   .timestamp_ms = now };
+  guint8 fp[4], idhash[10], prefix[RANK_ORDERKEY_TIME_BYTES];
+  guint32 selector;
+  g_autofree char *z = g_strdup_printf ("rk:{%s}:z", b);
+  g_autofree char *t = g_strdup_printf ("rk:{%s}:t", b);
+  g_autofree char *q = g_strdup_printf ("rk:{%s}:q", b);
+  g_autofree char *d = g_strdup_printf ("rk:{%s}:d", b);
+  g_autofree char *cc = g_strdup_printf ("rk:{%s}:c", b);
+  g_autofree char *a = g_strdup_printf ("rk:{%s}:a", b);
+  g_autofree char *v = g_strdup_printf ("%" G_GINT64_FORMAT, value);
+  g_autofree char *window
+      = g_strdup_printf ("%d", RANK_DEFAULT_DEDUP_WINDOW_S * 1000);
+  g_autofree char *sel = NULL;
+  g_autofree char *now_s = g_strdup_printf ("%" G_GINT64_FORMAT, now);
+  const char *argv[] = { "EVAL",
+                         source,
+                         "6",
+                         z,
+                         t,
+                         q,
+                         d,
+                         cc,
+                         a,
+                         member,
+                         "1",
+                         v,
+                         (const char *) prefix,
+                         window,
+                         (const char *) fp,
+                         (const char *) idhash,
+                         NULL,
+                         now_s,
+                         "1",
+                         "desc",
+                         "ordinal",
+                         "0",
+                         "0",
+                         "",
+                         "1",
+                         "0",
+                         "" };
+  size_t lens[G_N_ELEMENTS (argv)];
+  redisReply *r;
+  gboolean applied;
+
+  rank_store_fingerprint (&u, fp);
+  rank_store_request_id_hash (rid, idhash, &selector);
+  rank_orderkey_encode_time (now, prefix);
+  sel = g_strdup_printf ("%u", selector);
+  argv[16] = sel;
+  for (gsize i = 0; i < G_N_ELEMENTS (argv); i++)
+    lens[i] = i == 12   ? sizeof prefix
+              : i == 14 ? sizeof fp
+              : i == 15 ? sizeof idhash
+                        : strlen (argv[i]);
+  r = redisCommandArgv (c, G_N_ELEMENTS (argv), argv, lens);
+  if (r->type != REDIS_REPLY_ARRAY)
+    g_error ("update.lua: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+  g_assert_cmpuint (r->elements, ==, 4);
+  applied = r->element[2]->integer != 0;
+  freeReplyObject (r);
+  return applied;
+}
+
+#define WIDTH_MS (RANK_DEFAULT_DEDUP_WINDOW_S * 250) /* a time bucket */
+
+/* Some time in bucket k. */
+static gint64
+in_bucket (gint64 k)
+{
+  return k * WIDTH_MS + 1234;
+}
+
+/* The meta hash keeps the current bucket and the 4 before it: opening a
+ * bucket drops the fields of older ones, a request id is found in any of
+ * the 5 and forgotten after, and the meta hash expires with the records of
+ * its newest bucket. update.lua on its own, at chosen times (buckets from
+ * this one on, so that nothing has expired yet). */
+static void
+test_meta_buckets (void)
+{
+  g_autofree char *b = rank_test_unique ("meta");
+  redisContext *c = redis_connect (redis->port);
+  gint64 k0 = g_get_real_time () / 1000 / WIDTH_MS;
+  redisReply *r;
+
+  for (gint64 i = 0; i < 8; i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("r%" G_GINT64_FORMAT, i);
+      g_autoptr (GHashTable) meta = NULL;
+      g_autoptr (GPtrArray) buckets = NULL;
+
+      g_assert_true (eval_update (c, rank_lua_update, b, "ann", 1, rid,
+                                  in_bucket (k0 + i)));
+      meta = request_meta (c, b);
+      buckets = meta_buckets (meta);
+      g_assert_cmpuint (buckets->len, ==, MIN (i + 1, 5));
+      g_assert_cmpuint (g_hash_table_size (meta), ==, 1 + 2 * buckets->len);
+      g_assert_cmpstr (g_hash_table_lookup (meta, "since"), ==, "0");
+      for (guint j = 0; j < buckets->len; j++)
+        {
+          g_autofree char *want = g_strdup_printf (
+              "%" G_GINT64_FORMAT, k0 + i - (buckets->len - 1) + j);
+
+          g_assert_cmpstr (buckets->pdata[j], ==, want);
+          g_assert_cmpstr (meta_field (meta, want, ""), ==, "1");
+          g_assert_cmpstr (meta_field (meta, want, ":n"), ==, "1");
+        }
+    }
+  /* In bucket k0+7: r3 (4 buckets before) is still a retry, r2 (5 before)
+   * is forgotten and applies again. */
+  g_assert_false (
+      eval_update (c, rank_lua_update, b, "ann", 1, "r3", in_bucket (k0 + 7)));
+  g_assert_true (
+      eval_update (c, rank_lua_update, b, "ann", 1, "r2", in_bucket (k0 + 7)));
+  for (int i = 3; i < 8; i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("r%d", i);
+      g_assert_false (eval_update (c, rank_lua_update, b, "ann", 1, rid,
+                                   in_bucket (k0 + 7)));
+    }
+  /* The meta hash goes with the records of bucket k0+7, at the end of
+   * bucket k0+11. */
+  r = redisCommand (c, "PEXPIRETIME rk:{%s}:q", b);
+  g_assert_cmpint (r->integer, ==, (k0 + 12) * WIDTH_MS);
+  freeReplyObject (r);
+  r = redisCommand (c, "PEXPIRETIME rk:{%s}:q:%" G_GINT64_FORMAT ":0:0", b,
+                    k0 + 7);
+  g_assert_cmpint (r->integer, ==, (k0 + 12) * WIDTH_MS);
+  freeReplyObject (r);
+  redisFree (c);
+}
+
+/* The first bucket is sized from the previous bucket's count in either
+ * layout (bench/compare.sh sets it in the meta hash to size a bucket). */
+static void
+test_meta_sizing (void)
+{
+  g_autofree char *b = rank_test_unique ("sizing");
+  g_autofree char *old_b = rank_test_unique ("sizing-old");
+  redisContext *c = redis_connect (redis->port);
+  gint64 k0 = g_get_real_time () / 1000 / WIDTH_MS;
+  g_autoptr (GHashTable) meta = NULL;
+  g_autoptr (GHashTable) old_meta = NULL;
+  g_autofree char *k1 = g_strdup_printf ("%" G_GINT64_FORMAT, k0 + 1);
+  g_autofree char *since
+      = g_strdup_printf ("%" G_GINT64_FORMAT, (k0 + 1) * WIDTH_MS);
+  redisReply *r;
+
+  r = redisCommand (c, "HSET rk:{%s}:q %" G_GINT64_FORMAT ":n 262144", b, k0);
+  freeReplyObject (r);
+  g_assert_true (
+      eval_update (c, rank_lua_update, b, "ann", 1, "x", in_bucket (k0 + 1)));
+  meta = request_meta (c, b);
+  g_assert_cmpstr (meta_field (meta, k1, ""), ==, "4096");
+  g_assert_cmpstr (meta_field (meta, k1, ":n"), ==, "1");
+  g_assert_cmpstr (g_hash_table_lookup (meta, "since"), ==, "0");
+
+  /* The same from an old-layout bucket: buckets up to it stay looked up in
+   * that layout. */
+  r = redisCommand (c, "HSET rk:{%s}:q:%" G_GINT64_FORMAT " g 1 s0 1 n 262144",
+                    old_b, k0);
+  freeReplyObject (r);
+  g_assert_true (eval_update (c, rank_lua_update, old_b, "ann", 1, "x",
+                              in_bucket (k0 + 1)));
+  old_meta = request_meta (c, old_b);
+  g_assert_cmpstr (meta_field (old_meta, k1, ""), ==, "4096");
+  g_assert_cmpstr (g_hash_table_lookup (old_meta, "since"), ==, since);
+  redisFree (c);
+}
+
+/* An upgrade: records written by the update.lua before (one meta hash per
+ * bucket) in the current bucket (a burst: two generations) and in 3 of the
+ * 4 before it, then the current update.lua at later times. Every retry is
+ * recognised until it is out of the window, before and after the first
+ * record in the new layout, which takes over the current bucket's old
+ * generations and looks in the old layout only for the buckets before. */
+static void
+test_upgrade_meta (void)
+{
+  g_autofree char *b = rank_test_unique ("upmeta");
+  g_autofree char *old_script = old_update_script ();
+  redisContext *c = redis_connect (redis->port);
+  gint64 k0 = g_get_real_time () / 1000 / WIDTH_MS;
+  g_autofree char *k4 = g_strdup_printf ("%" G_GINT64_FORMAT, k0 + 4);
+  g_autofree char *since
+      = g_strdup_printf ("%" G_GINT64_FORMAT, (k0 + 4) * WIDTH_MS);
+  g_autoptr (GHashTable) meta = NULL;
+  const char *old_ids[] = { "o0", "o1", "o3", NULL };
+  const gint64 old_buckets[] = { 0, 1, 3 };
+
+  /* The old layout: o0, o1, o3 in buckets k0, k0+1, k0+3; a burst of 100
+   * in k0+4. */
+  for (int i = 0; old_ids[i] != NULL; i++)
+    g_assert_true (eval_update (c, old_script, b, "bob", 1, old_ids[i],
+                                in_bucket (k0 + old_buckets[i])));
+  for (int i = 0; i < 100; i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("burst-%d", i);
+      g_assert_true (
+          eval_update (c, old_script, b, "ann", 1, rid, in_bucket (k0 + 4)));
+    }
+  /* New script, bucket k0+4: all of them are retries, and nothing is
+   * written for them. */
+  for (int pass = 0; pass < 2; pass++)
+    {
+      for (int i = 0; old_ids[i] != NULL; i++)
+        g_assert_false (eval_update (c, rank_lua_update, b, "bob", 1,
+                                     old_ids[i], in_bucket (k0 + 4)));
+      for (int i = 0; i < 100; i++)
+        {
+          g_autofree char *rid = g_strdup_printf ("burst-%d", i);
+          g_assert_false (eval_update (c, rank_lua_update, b, "ann", 1, rid,
+                                       in_bucket (k0 + 4)));
+        }
+      if (pass == 0)
+        {
+          g_autoptr (GHashTable) none = request_meta (c, b);
+          g_assert_cmpuint (g_hash_table_size (none), ==, 0);
+          /* The first record in the new layout. */
+          g_assert_true (eval_update (c, rank_lua_update, b, "ann", 1, "new",
+                                      in_bucket (k0 + 4)));
+        }
+    }
+  meta = request_meta (c, b);
+  g_assert_cmpuint (g_hash_table_size (meta), ==, 3);
+  g_assert_cmpstr (g_hash_table_lookup (meta, "since"), ==, since);
+  g_assert_cmpstr (meta_field (meta, k4, ""), ==, "1,32");
+  g_assert_cmpstr (meta_field (meta, k4, ":n"), ==, "101");
+  /* Bucket k0+5: o0 is out of the window (applies again), o1 and o3 are
+   * still found in the old layout. */
+  g_assert_true (
+      eval_update (c, rank_lua_update, b, "bob", 1, "o0", in_bucket (k0 + 5)));
+  g_assert_false (
+      eval_update (c, rank_lua_update, b, "bob", 1, "o1", in_bucket (k0 + 5)));
+  g_assert_false (
+      eval_update (c, rank_lua_update, b, "bob", 1, "o3", in_bucket (k0 + 5)));
+  /* Bucket k0+7: o3 is 4 buckets back; k0+8: the burst is, now in the new
+   * layout's meta. */
+  g_assert_false (
+      eval_update (c, rank_lua_update, b, "bob", 1, "o3", in_bucket (k0 + 7)));
+  g_assert_true (
+      eval_update (c, rank_lua_update, b, "bob", 1, "o3", in_bucket (k0 + 8)));
+  for (int i = 0; i < 100; i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("burst-%d", i);
+      g_assert_false (eval_update (c, rank_lua_update, b, "ann", 1, rid,
+                                   in_bucket (k0 + 8)));
+    }
+  g_assert_false (
+      eval_update (c, rank_lua_update, b, "ann", 1, "new", in_bucket (k0 + 8)));
+  redisFree (c);
+}
+
+/* An upgrade through rankd: records the rankd before wrote (the old
+ * update.lua, now, a bucket and 3 buckets ago) are still recognised by this
+ * rankd: a retry is not applied twice, before and after this rankd's first
+ * record on the board, and reusing the id for another value is refused. */
+static void
+test_upgrade_old_records (void)
+{
+  g_autofree char *b = rank_test_unique ("upgrade");
+  g_autofree char *old_script = old_update_script ();
+  redisContext *c = redis_connect (redis->port);
+  gint64 now = g_get_real_time () / 1000;
+  struct
+  {
+    const char *rid, *member;
+    gint64 value, ago_ms;
+  } old[] = {
+    { "old-now", "ann", 100, 0 },
+    { "old-bucket-ago", "bob", 20, WIDTH_MS },
+    { "old-3-buckets-ago", "cid", 30, 3 * WIDTH_MS },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (old); i++)
+    g_assert_true (eval_update (c, old_script, b, old[i].member, old[i].value,
+                                old[i].rid, now - old[i].ago_ms));
+  for (int pass = 0; pass < 2; pass++)
+    {
+      for (gsize i = 0; i < G_N_ELEMENTS (old); i++)
+        {
+          g_auto (Result) u
+              = update (b, old[i].member, old[i].value, old[i].rid,
+                        RANK_UPDATE_MODE_INCREMENT, NO_TIME);
+
+          assert_ok (&u);
+          g_assert_false (u.applied);
+          /* ann has had new-1 since pass 0. */
+          g_assert_cmpint (u.score, ==, old[i].value + (i == 0 ? pass : 0));
+        }
+      {
+        g_auto (Result) u = update (b, "ann", 101, "old-now",
+                                    RANK_UPDATE_MODE_INCREMENT, NO_TIME);
+        assert_fails (&u, INVALID, "request_id: already used");
+      }
+      /* This rankd's first record on the board. */
+      if (pass == 0)
+        assert_update (
+            update (b, "ann", 1, "new-1", RANK_UPDATE_MODE_INCREMENT, NO_TIME),
+            101, 1, TRUE);
+    }
+  assert_rank (b, "ann", 101, 1);
+  assert_rank (b, "cid", 30, 2);
+  assert_rank (b, "bob", 20, 3);
+  {
+    g_autoptr (GHashTable) meta = request_meta (c, b);
+    const char *since = g_hash_table_lookup (meta, "since");
+
+    /* Buckets up to a bucket ago (at least) are looked up in the old layout
+     * too. */
+    g_assert_nonnull (since);
+    g_assert_cmpint (g_ascii_strtoll (since, NULL, 10), >=,
+                     (now / WIDTH_MS) * WIDTH_MS);
+  }
   redisFree (c);
 }
 
@@ -1818,6 +2213,11 @@ main (int argc, char **argv)
   g_test_add_func ("/idempotency/key-layout", test_key_layout);
   g_test_add_func ("/idempotency/window", test_dedup_window);
   g_test_add_func ("/idempotency/packed-records", test_packed_records);
+  g_test_add_func ("/idempotency/meta-buckets", test_meta_buckets);
+  g_test_add_func ("/idempotency/meta-sizing", test_meta_sizing);
+  g_test_add_func ("/idempotency/upgrade-meta", test_upgrade_meta);
+  g_test_add_func ("/idempotency/upgrade-old-records",
+                   test_upgrade_old_records);
   g_test_add_func ("/names/limits", test_name_limits);
   g_test_add_func ("/read/get-rank-not-found", test_get_rank_not_found);
   g_test_add_func ("/read/top-bounds", test_top_bounds);

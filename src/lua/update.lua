@@ -3,7 +3,8 @@
 -- KEYS[1]  sorted set  rk:{board}:z    member = prefix .. member id, score = -score
 -- KEYS[2]  hash        rk:{board}:t    member id -> its prefix: subscores (8 bytes
 --                                      each, see orderkey.h), time (6 bytes, big-endian ms)
--- KEYS[3]  key prefix  rk:{board}:q    of the request-id records (see below)
+-- KEYS[3]  hash        rk:{board}:q    meta of the request-id records, and the
+--                                      prefix of their hashes (see below)
 -- KEYS[4]  sorted set  rk:{board}:d    distinct sorted-set scores (rank=dense only)
 -- KEYS[5]  hash        rk:{board}:c    sorted-set score -> members with it (dense only)
 -- KEYS[6]  hash        rk:{board}:a    member id -> its data (encoded by rankd)
@@ -24,15 +25,29 @@
 --
 -- Request-id records are packed: a record is one field (the 10-byte hash of
 -- the request id) -> value (the fingerprint) of a small hash. Time is cut
--- into buckets of window/4. Bucket k has a meta hash rk:{board}:q:<k>
--- (g: generations, s<i>: record hashes of generation i, n: all records;
--- a generation closes when it holds 96 records per hash) and record hashes rk:{board}:q:<k>:<i>:<selector mod s<i>>.
--- A bucket opens with one generation sized from the previous bucket's n,
--- about 64 records per hash: small enough for Redis's compact listpack
--- encoding at any steady rate. When a generation fills (96 per hash: a new
--- board, a burst), the next has 32 times the hashes. A request id is looked
--- up in the current bucket and the 4 before it, so it is remembered for at
--- least the window; every key of bucket k expires at the end of bucket k+4.
+-- into buckets of window/4. Bucket k has record hashes
+-- rk:{board}:q:<k>:<i>:<selector mod s_i> in generations i = 0, 1, ... (at
+-- most 5). The board keeps the meta of all its buckets in one hash,
+-- rk:{board}:q: field <k> lists the hash counts s_0,s_1,... of bucket k's
+-- generations ("1,32"), field <k>:n counts its records. A bucket opens with
+-- one generation sized from the previous bucket's n, about 64 records per
+-- hash: small enough for Redis's compact listpack encoding at any steady
+-- rate. When a generation fills (96 per hash: a new board, a burst), the next
+-- has 32 times the hashes. A request id is looked up in the current bucket and
+-- the 4 before it (one HMGET of the meta hash, then one HGET per generation),
+-- so it is remembered for at least the window; every record hash of bucket k
+-- expires at the end of bucket k+4. Opening a bucket deletes the meta fields
+-- of the buckets out of the window and has the meta hash expire with the
+-- records of its newest bucket.
+--
+-- Upgrade from the layout before, with a meta hash per bucket
+-- (rk:{board}:q:<k>: g generations, s0..s4, n; the same record hashes):
+-- field since of the meta hash (Unix ms) says that buckets starting before it
+-- may hold records in that layout (0: none), and those are looked up there
+-- too, so a retry across the upgrade is still recognised; a window later no
+-- bucket is that old. A new meta hash (no since) looks in both layouts for
+-- every bucket; its first record sets since and takes over the current
+-- bucket's old meta (generations and n), if any.
 --
 -- Returns {score, rank, applied, subscores}: applied is 0 when the request id
 -- was already used (nothing changes; score, rank and subscores are current, rank
@@ -65,72 +80,165 @@ local MAX_GENERATIONS = 5
 local width = math.ceil(window / BUCKETS)
 local current = math.floor(now / width)
 
-local function meta_key(k)
-  return qprefix .. ':' .. string.format('%d', k)
+-- The buckets looked in, by name: names[0] the current one, names[i] the
+-- one i before it.
+local names = {}
+for i = 0, BUCKETS do
+  names[i] = string.format('%d', current - i)
 end
 
-local function record_hash(meta, generation, hashes)
-  return meta .. ':' .. generation .. ':' .. string.format('%d', selector % hashes)
+local function record_hash(bucket, generation, hashes)
+  return qprefix .. ':' .. bucket .. ':' .. generation .. ':' ..
+    string.format('%d', selector % hashes)
 end
 
--- The fingerprint recorded for this request id, or nil; and the current
--- bucket's meta fields {g, s0..s4, n} for record().
-local function recorded()
-  local current_meta
-  for k = current, current - BUCKETS, -1 do
-    local meta = meta_key(k)
-    local m = redis.call('HMGET', meta, 'g', 's0', 's1', 's2', 's3', 's4', 'n')
-    if k == current then
-      current_meta = m
+-- The hash counts of a bucket's generations, oldest first, from its meta
+-- field ("1,32").
+local function generations_of(layout)
+  local s = {}
+  for hashes in string.gmatch(layout, '%d+') do
+    s[#s + 1] = tonumber(hashes)
+  end
+  return s
+end
+
+-- The fingerprint recorded for this request id in bucket names[i], whose
+-- generations have s hashes, or nil. The newest generation first.
+local function look(i, s)
+  for g = #s, 1, -1 do
+    local v = redis.call('HGET', record_hash(names[i], g - 1, s[g]), idhash)
+    if v then
+      return v
     end
-    local generations = tonumber(m[1])
-    if generations then
-      for g = generations - 1, 0, -1 do
-        local v = redis.call('HGET', record_hash(meta, g, tonumber(m[g + 2])), idhash)
+  end
+  return nil
+end
+
+-- The board's meta: since, the generations of the 5 buckets, the current
+-- bucket's n.
+local meta = redis.call('HMGET', qprefix, 'since', names[0], names[1],
+  names[2], names[3], names[4], names[0] .. ':n')
+local since = tonumber(meta[1])
+local old_before = since or math.huge
+-- The buckets found in the old layout: old[i] = {s = hash counts, n = records}.
+local old = {}
+
+-- The fingerprint recorded for this request id, or nil.
+local function recorded()
+  for i = 0, BUCKETS do
+    local layout = meta[i + 2]
+    if layout then
+      local hashes, v = tonumber(layout) -- one generation: the usual case
+      if hashes then
+        v = redis.call('HGET', record_hash(names[i], 0, hashes), idhash)
+      else
+        v = look(i, generations_of(layout))
+      end
+      if v then
+        return v
+      end
+    end
+    if (current - i) * width < old_before then
+      local m = redis.call('HMGET', qprefix .. ':' .. names[i],
+        'g', 's0', 's1', 's2', 's3', 's4', 'n')
+      local generations = tonumber(m[1])
+      if generations then
+        local s = {}
+        for g = 1, generations do
+          s[g] = tonumber(m[g + 1])
+        end
+        old[i] = {s = s, n = tonumber(m[7])}
+        local v = look(i, s)
         if v then
-          return v, current_meta
+          return v
         end
       end
     end
   end
-  return nil, current_meta
+  return nil
 end
 
--- m: the current bucket's meta fields, as recorded() read them.
-local function record(m)
-  local meta = meta_key(current)
+-- Records the request id in the current bucket (after recorded()).
+local function record()
+  local name = names[0]
+  local layout, n = meta[2], tonumber(meta[7]) or 0
   local expire_at = (current + BUCKETS + 1) * width
-  local generations = tonumber(m[1])
-  local g, hashes
-  if not generations then
-    -- A new bucket: size it from the previous one.
-    local previous = tonumber(redis.call('HGET', meta_key(current - 1), 'n') or '0')
-    hashes = 1
-    while hashes * PER_HASH < previous and hashes < MAX_HASHES do
-      hashes = hashes * 2
+  local meta_expire_at
+  if not layout then
+    -- A new bucket (once per window/4). The meta of buckets out of the
+    -- window goes, and of those more than 4 buckets ahead (another window
+    -- length, a clock far off); the previous bucket's n sizes this one.
+    local fields = redis.call('HGETALL', qprefix)
+    local stale, newest, previous = {}, current, nil
+    for j = 1, #fields, 2 do
+      local f = fields[j]
+      if f ~= 'since' then
+        local k = tonumber(string.match(f, '^%-?%d+'))
+        if not k or k < current - BUCKETS or k > current + BUCKETS then
+          stale[#stale + 1] = f
+        elseif k > newest then
+          newest = k
+        end
+        if f == names[1] .. ':n' then
+          previous = tonumber(fields[j + 1])
+        end
+      end
     end
-    g = 0
-    redis.call('HSET', meta, 'g', 1, 's0', hashes, 'n', 0)
-    redis.call('PEXPIREAT', meta, expire_at)
-  else
-    g = generations - 1
-    hashes = tonumber(m[g + 2])
-    -- Earlier generations closed exactly when full, so the newest one holds
-    -- n minus their capacity.
-    local in_newest = tonumber(m[7])
-    for i = 0, g - 1 do
-      in_newest = in_newest - tonumber(m[i + 2]) * FULL_HASH
+    if #stale > 0 then
+      redis.call('HDEL', qprefix, unpack(stale))
     end
-    -- More records than the hashes hold compactly (a new board, a burst):
-    -- open a generation with 32 times the hashes.
-    if in_newest >= hashes * FULL_HASH and generations < MAX_GENERATIONS then
-      g = generations
-      hashes = math.min(hashes * 32, MAX_HASHES)
-      redis.call('HSET', meta, 'g', generations + 1, 's' .. g, hashes)
+    if old[0] then
+      -- Records of this bucket in the old layout: go on with its generations.
+      layout, n = table.concat(old[0].s, ','), old[0].n or 0
+      old[0] = nil
+    else
+      -- Sized from the previous bucket.
+      previous = previous or (old[1] and old[1].n) or 0
+      local hashes = 1
+      while hashes * PER_HASH < previous and hashes < MAX_HASHES do
+        hashes = hashes * 2
+      end
+      layout = string.format('%d', hashes)
     end
+    meta_expire_at = (newest + BUCKETS + 1) * width
   end
-  redis.call('HINCRBY', meta, 'n', 1)
-  local hash = record_hash(meta, g, hashes)
+  local s = generations_of(layout)
+  local g = #s
+  local hashes = s[g]
+  -- Earlier generations closed exactly when full, so the newest one holds
+  -- n minus their capacity.
+  local in_newest = n
+  for i = 1, g - 1 do
+    in_newest = in_newest - s[i] * FULL_HASH
+  end
+  -- More records than the hashes hold compactly (a new board, a burst):
+  -- open a generation with 32 times the hashes.
+  if in_newest >= hashes * FULL_HASH and g < MAX_GENERATIONS then
+    g = g + 1
+    hashes = math.min(hashes * 32, MAX_HASHES)
+    layout = layout .. ',' .. string.format('%d', hashes)
+  end
+  local set = {name .. ':n', n + 1}
+  if layout ~= meta[2] then
+    set[3], set[4] = name, layout
+  end
+  if not since then
+    -- The meta hash's first record: buckets with records left in the old
+    -- layout are looked up there until they are out of the window.
+    since = 0
+    for i = BUCKETS, 0, -1 do
+      if old[i] then
+        since = (current - i + 1) * width
+      end
+    end
+    set[#set + 1] = 'since'
+    set[#set + 1] = string.format('%d', since)
+  end
+  redis.call('HSET', qprefix, unpack(set))
+  if meta_expire_at then
+    redis.call('PEXPIREAT', qprefix, meta_expire_at)
+  end
+  local hash = record_hash(name, g - 1, hashes)
   redis.call('HSET', hash, idhash, fingerprint)
   redis.call('PEXPIREAT', hash, expire_at)
 end
@@ -193,7 +301,7 @@ local function count_score(score, delta)
   end
 end
 
-local seen, current_meta = recorded()
+local seen = recorded()
 if seen then
   if seen ~= fingerprint then
     return redis.error_reply('RANK_INVALID request_id: already used on this board ' ..
@@ -218,7 +326,7 @@ if mode == 4 then
       count_score(old, -1)
     end
   end
-  record(current_meta)
+  record()
   return {old or 0, key and 1 or 0, 1, ''}
 end
 if keep_subs and old_subs then
@@ -294,5 +402,5 @@ if expire_at > 0 then
     redis.call('PEXPIREAT', ckey, expire_at)
   end
 end
-record(current_meta)
+record()
 return {new, ranked and rank_of(key, new) or 0, 1, ranked and new_subs or ''}
