@@ -688,6 +688,21 @@ test_meta_sizing (void)
   redisFree (c);
 }
 
+/* Runs the 100 INCREMENTs burst-0..burst-99 of ann with source at now;
+ * each must be applied, or each a recognised retry. */
+static void
+eval_burst (redisContext *c, const char *source, const char *b, gint64 now,
+            gboolean applied)
+{
+  for (int i = 0; i < 100; i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("burst-%d", i);
+
+      g_assert_cmpint (eval_update (c, source, b, "ann", 1, rid, now), ==,
+                       applied);
+    }
+}
+
 /* An upgrade: records written by the update.lua before (one meta hash per
  * bucket) in the current bucket (a burst: two generations) and in 3 of the
  * 4 before it, then the current update.lua at later times. Every retry is
@@ -713,12 +728,7 @@ test_upgrade_meta (void)
   for (int i = 0; old_ids[i] != NULL; i++)
     g_assert_true (eval_update (c, old_script, b, "bob", 1, old_ids[i],
                                 in_bucket (k0 + old_buckets[i])));
-  for (int i = 0; i < 100; i++)
-    {
-      g_autofree char *rid = g_strdup_printf ("burst-%d", i);
-      g_assert_true (
-          eval_update (c, old_script, b, "ann", 1, rid, in_bucket (k0 + 4)));
-    }
+  eval_burst (c, old_script, b, in_bucket (k0 + 4), TRUE);
   /* New script, bucket k0+4: all of them are retries, and nothing is
    * written for them. */
   for (int pass = 0; pass < 2; pass++)
@@ -726,12 +736,7 @@ test_upgrade_meta (void)
       for (int i = 0; old_ids[i] != NULL; i++)
         g_assert_false (eval_update (c, rank_lua_update, b, "bob", 1,
                                      old_ids[i], in_bucket (k0 + 4)));
-      for (int i = 0; i < 100; i++)
-        {
-          g_autofree char *rid = g_strdup_printf ("burst-%d", i);
-          g_assert_false (eval_update (c, rank_lua_update, b, "ann", 1, rid,
-                                       in_bucket (k0 + 4)));
-        }
+      eval_burst (c, rank_lua_update, b, in_bucket (k0 + 4), FALSE);
       if (pass == 0)
         {
           g_autoptr (GHashTable) none = request_meta (c, b);
@@ -760,12 +765,7 @@ test_upgrade_meta (void)
       eval_update (c, rank_lua_update, b, "bob", 1, "o3", in_bucket (k0 + 7)));
   g_assert_true (
       eval_update (c, rank_lua_update, b, "bob", 1, "o3", in_bucket (k0 + 8)));
-  for (int i = 0; i < 100; i++)
-    {
-      g_autofree char *rid = g_strdup_printf ("burst-%d", i);
-      g_assert_false (eval_update (c, rank_lua_update, b, "ann", 1, rid,
-                                   in_bucket (k0 + 8)));
-    }
+  eval_burst (c, rank_lua_update, b, in_bucket (k0 + 8), FALSE);
   g_assert_false (
       eval_update (c, rank_lua_update, b, "ann", 1, "new", in_bucket (k0 + 8)));
   redisFree (c);
