@@ -702,7 +702,9 @@ rank_store_update (RankStore *store, const RankUpdate *update,
   /* Without subscores, an INCREMENT keeps the member's own; a new member
    * gets 0s. */
   g_assert (update->n_subscores == 0 || update->n_subscores == o->n_subscores);
-  for (guint i = 0; i < o->n_subscores; i++)
+  /* The config refuses more than RANK_SUBSCORES_MAX; the second bound says
+   * so to the compiler, whose -O3 warns of an overflow of subs otherwise. */
+  for (guint i = 0; i < o->n_subscores && i < RANK_SUBSCORES_MAX; i++)
     rank_orderkey_encode_subscore (
         update->n_subscores > 0 ? update->subscores[i] : 0, o->subscore_asc[i],
         subs + i * RANK_ORDERKEY_SUBSCORE_BYTES);
