@@ -266,6 +266,7 @@ direct_update_append (Worker *w, const char *board, const char *member,
   guint8 prefix[RANK_ORDERKEY_TIME_BYTES], idhash[10] = { 0 };
   guint32 fp = (guint32) (w->o->nonce ^ w->counter);
   guint64 id = w->counter++;
+  gint64 now_ms = g_get_real_time () / 1000, bucket = now_ms / 900000;
 
   /* A unique request id per update, as rankd would hash it: 10 bytes. */
   memcpy (idhash, &w->o->nonce, 2);
@@ -281,14 +282,19 @@ direct_update_append (Worker *w, const char *board, const char *member,
   g_snprintf (modes, sizeof modes, "%d", mode);
   g_snprintf (selector, sizeof selector, "%u",
               (guint32) (id * 2654435761u) ^ (guint32) w->id);
-  g_snprintf (now, sizeof now, "%" G_GINT64_FORMAT, g_get_real_time () / 1000);
-  rank_orderkey_encode_time (g_get_real_time () / 1000, prefix);
+  g_snprintf (now, sizeof now, "%" G_GINT64_FORMAT, now_ms);
+  rank_orderkey_encode_time (now_ms, prefix);
+  /* The request-id buckets and the records' expiry, as rankd passes them
+   * (rank_store_update): the 1-hour window has 15-minute buckets. */
   redisAppendCommand (
       w->redis,
       "EVALSHA %s 6 %s %s %s %s %s %s %s %s %s %b 3600000 %b %b %s %s 1 desc "
-      "ordinal 0 0 %s 1 0 %s",
+      "ordinal 0 0 %s 1 0 %s %lld %lld %lld %lld %lld %lld",
       w->o->sha, z, t, q, d, c, a, member, modes, value, prefix, sizeof prefix,
-      &fp, sizeof fp, idhash, sizeof idhash, selector, now, "", "");
+      &fp, sizeof fp, idhash, sizeof idhash, selector, now, "", "",
+      (long long) bucket, (long long) bucket - 1, (long long) bucket - 2,
+      (long long) bucket - 3, (long long) bucket - 4,
+      (long long) (bucket + 5) * 900000);
 }
 
 static gboolean

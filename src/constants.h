@@ -58,6 +58,10 @@
 #define RANK_DEFAULT_DATA_DIR "./rankd-data"
 #define RANK_DEFAULT_DEDUP_WINDOW_S 3600
 #define RANK_DEDUP_WINDOW_MAX_S (30 * 24 * 3600)
+/* update.lua cuts the dedup window into this many time buckets of
+ * request-id records (its BUCKETS), and looks in the current one and this
+ * many before it. */
+#define RANK_DEDUP_BUCKETS 4
 #define RANK_DEFAULT_REDIS_TIMEOUT_MS 2000
 #define RANK_DEFAULT_IDLE_TIMEOUT_S 60
 #define RANK_DEFAULT_MAX_CONNECTIONS 1024

@@ -421,6 +421,10 @@ test_key_layout (void)
       g_assert_cmpint (r->integer, >, 3600 * 1000 - 900 * 1000);
       g_assert_cmpint (r->integer, <=, 3600 * 1250);
       freeReplyObject (r);
+      /* Exactly: the end of bucket k+4 (rankd passes it to update.lua). */
+      r = redisCommand (c, "PEXPIRETIME %s", key);
+      g_assert_cmpint (r->integer, ==, (bucket + 5) * 900 * 1000);
+      freeReplyObject (r);
       if (strcmp (key, qkey) == 0)
         continue;
       g_assert_cmpstr (key, ==, record);
@@ -505,6 +509,8 @@ old_update_script (void)
   return source;
 }
 
+#define WIDTH_MS (RANK_DEFAULT_DEDUP_WINDOW_S * 250) /* a time bucket */
+
 /* Runs the Lua source of update.lua on board b as rankd runs its own (see
  * rank_store_update) for an INCREMENT of member by value with request id
  * rid, at now (Unix ms), with rankd's default window. Returns applied. */
@@ -557,7 +563,14 @@ eval_update (redisContext *c, const char *source, const char *b,
                          "",
                          "1",
                          "0",
-                         "" };
+                         "",
+                         NULL,
+                         NULL,
+                         NULL,
+                         NULL,
+                         NULL,
+                         NULL };
+  char *buckets[6];
   size_t lens[G_N_ELEMENTS (argv)];
   redisReply *r;
   gboolean applied;
@@ -567,12 +580,22 @@ eval_update (redisContext *c, const char *source, const char *b,
   rank_orderkey_encode_time (now, prefix);
   sel = g_strdup_printf ("%u", selector);
   argv[16] = sel;
+  /* The buckets and the records' expiry, as rank_store_update passes them
+   * (the script before ignores them). */
+  for (int i = 0; i <= 4; i++)
+    buckets[i] = g_strdup_printf ("%" G_GINT64_FORMAT, now / WIDTH_MS - i);
+  buckets[5]
+      = g_strdup_printf ("%" G_GINT64_FORMAT, (now / WIDTH_MS + 5) * WIDTH_MS);
+  for (int i = 0; i < 6; i++)
+    argv[27 + i] = buckets[i];
   for (gsize i = 0; i < G_N_ELEMENTS (argv); i++)
     lens[i] = i == 12   ? sizeof prefix
               : i == 14 ? sizeof fp
               : i == 15 ? sizeof idhash
                         : strlen (argv[i]);
   r = redisCommandArgv (c, G_N_ELEMENTS (argv), argv, lens);
+  for (int i = 0; i < 6; i++)
+    g_free (buckets[i]);
   if (r->type != REDIS_REPLY_ARRAY)
     g_error ("update.lua: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
   g_assert_cmpuint (r->elements, ==, 4);
@@ -580,8 +603,6 @@ eval_update (redisContext *c, const char *source, const char *b,
   freeReplyObject (r);
   return applied;
 }
-
-#define WIDTH_MS (RANK_DEFAULT_DEDUP_WINDOW_S * 250) /* a time bucket */
 
 /* Some time in bucket k. */
 static gint64

@@ -21,7 +21,11 @@
 --          subscores absent (1: an INCREMENT without them keeps the member's own;
 --          the subscores given are then the 0s of a new member),
 --          data given (1: replace the member's data with the next argument, which
---          when empty deletes it), data
+--          when empty deletes it), data,
+--          the request-id buckets looked in: k, k-1, .., k-4 for the current
+--          bucket k = floor(now / ceil(window / 4)), and the expiry of bucket
+--          k's records, (k + 5) * ceil(window / 4) (Unix ms): numbers rankd
+--          formats, as string.format here costs Redis more
 --
 -- Request-id records are packed: a record is one field (the 10-byte hash of
 -- the request id) -> value (the fingerprint) of a small hash. Time is cut
@@ -57,16 +61,17 @@
 --
 -- Try it: redis-cli EVAL "$(cat update.lua)" 6 'rk:{b}:z' 'rk:{b}:t' 'rk:{b}:q' \
 --   'rk:{b}:d' 'rk:{b}:c' 'rk:{b}:a' alice 1 10 "$(printf '\0\0\0\0\0\1')" 3600000 \
---   fp01 request-1- 12345 1763800000000 1 desc ordinal 0 0 '' 0 0 ''
+--   fp01 request-1- 12345 1763800000000 1 desc ordinal 0 0 '' 0 0 '' \
+--   1959777 1959776 1959775 1959774 1959773 1763803800000
 
 local zkey, tkey, qprefix, dkey, ckey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local akey = KEYS[6]
-local member, mode, value = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local member, mode, value = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local time, window, fingerprint = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local idhash, selector, now = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
 local rank_wanted = ARGV[10] == '1'
-local ascending, kind, cap = ARGV[11] == 'asc', ARGV[12], tonumber(ARGV[13])
-local expire_at = tonumber(ARGV[14])
+local ascending, kind, cap = ARGV[11] == 'asc', ARGV[12], ARGV[13]
+local expire_at = ARGV[14]
 local subs, keep_subs = ARGV[15], ARGV[16] == '1'
 local data_given, data = ARGV[17] == '1', ARGV[18]
 local nsub = #subs
@@ -82,10 +87,10 @@ local current = math.floor(now / width)
 
 -- The buckets looked in, by name: names[0] the current one, names[i] the
 -- one i before it.
-local names = {}
-for i = 0, BUCKETS do
-  names[i] = string.format('%d', current - i)
-end
+local names = {[0] = ARGV[19], ARGV[20], ARGV[21], ARGV[22], ARGV[23]}
+local record_expire_at = ARGV[24]
+-- The current bucket's newest record hash, once recorded() has named it.
+local current_hash, current_layout
 
 local function record_hash(bucket, generation, hashes)
   return qprefix .. ':' .. bucket .. ':' .. generation .. ':' ..
@@ -130,7 +135,11 @@ local function recorded()
     if layout then
       local hashes, v = tonumber(layout) -- one generation: the usual case
       if hashes then
-        v = redis.call('HGET', record_hash(names[i], 0, hashes), idhash)
+        local hash = record_hash(names[i], 0, hashes)
+        if i == 0 then
+          current_hash, current_layout = hash, layout
+        end
+        v = redis.call('HGET', hash, idhash)
       else
         v = look(i, generations_of(layout))
       end
@@ -162,7 +171,6 @@ end
 local function record()
   local name = names[0]
   local layout, n = meta[2], tonumber(meta[7]) or 0
-  local expire_at = (current + BUCKETS + 1) * width
   local meta_expire_at
   if not layout then
     -- A new bucket (once per window/4). The meta of buckets out of the
@@ -202,7 +210,8 @@ local function record()
     end
     meta_expire_at = (newest + BUCKETS + 1) * width
   end
-  local s = generations_of(layout)
+  local single = tonumber(layout)
+  local s = single and {single} or generations_of(layout)
   local g = #s
   local hashes = s[g]
   -- Earlier generations closed exactly when full, so the newest one holds
@@ -238,9 +247,12 @@ local function record()
   if meta_expire_at then
     redis.call('PEXPIREAT', qprefix, meta_expire_at)
   end
-  local hash = record_hash(name, g - 1, hashes)
+  local hash = current_hash
+  if layout ~= current_layout then
+    hash = record_hash(name, g - 1, hashes)
+  end
   redis.call('HSET', hash, idhash, fingerprint)
-  redis.call('PEXPIREAT', hash, expire_at)
+  redis.call('PEXPIREAT', hash, record_expire_at)
 end
 
 -- The sorted-set score of a score, and back: sorted sets order ascending.
@@ -317,7 +329,7 @@ end
 local key, old, old_subs = place()
 -- Remove (mode 4, rankd's Remove): the member and its data go. Returns {the
 -- score it had, 1 if it was on the board, 1}.
-if mode == 4 then
+if mode == '4' then
   if key then
     redis.call('ZREM', zkey, key)
     redis.call('HDEL', tkey, member)
@@ -333,9 +345,9 @@ if keep_subs and old_subs then
   subs = old_subs
 end
 local new, new_subs = old, old_subs
-if mode == 1 then
+if mode == '1' then
   new, new_subs = (old or 0) + value, subs
-elseif mode == 2 then
+elseif mode == '2' then
   -- BEST compares the whole (score, subscores) tuple and keeps one of the two.
   if old == nil or (ascending and value < old) or (not ascending and value > old)
       or (value == old and before(subs, old_subs)) then
@@ -383,7 +395,7 @@ end
 -- which ties lose to those who got there first. If that is this member, the
 -- update did not make the cut: applied, but not ranked.
 local ranked = true
-if cap > 0 and moved and redis.call('ZCARD', zkey) > cap then
+if cap ~= '0' and moved and redis.call('ZCARD', zkey) > tonumber(cap) then
   local worst = redis.call('ZPOPMAX', zkey)
   local gone = string.sub(worst[1], nsub + 7)
   redis.call('HDEL', tkey, gone)
@@ -393,7 +405,7 @@ if cap > 0 and moved and redis.call('ZCARD', zkey) > cap then
   end
   ranked = worst[1] ~= key
 end
-if expire_at > 0 then
+if expire_at ~= '0' then
   redis.call('PEXPIREAT', zkey, expire_at)
   redis.call('PEXPIREAT', tkey, expire_at)
   redis.call('PEXPIREAT', akey, expire_at)
