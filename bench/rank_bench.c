@@ -29,6 +29,7 @@
 #include "timeline.h"
 #include "lua_scripts.h"
 #include "orderkey.h"
+#include "store.h"
 
 enum
 {
@@ -266,7 +267,7 @@ direct_update_append (Worker *w, const char *board, const char *member,
   guint8 prefix[RANK_ORDERKEY_TIME_BYTES], idhash[10] = { 0 };
   guint32 fp = (guint32) (w->o->nonce ^ w->counter);
   guint64 id = w->counter++;
-  gint64 now_ms = g_get_real_time () / 1000, bucket = now_ms / 900000;
+  gint64 now_ms = g_get_real_time () / 1000, b[RANK_STORE_BUCKET_ARGS];
 
   /* A unique request id per update, as rankd would hash it: 10 bytes. */
   memcpy (idhash, &w->o->nonce, 2);
@@ -284,17 +285,17 @@ direct_update_append (Worker *w, const char *board, const char *member,
               (guint32) (id * 2654435761u) ^ (guint32) w->id);
   g_snprintf (now, sizeof now, "%" G_GINT64_FORMAT, now_ms);
   rank_orderkey_encode_time (now_ms, prefix);
-  /* The request-id buckets and the records' expiry, as rankd passes them
-   * (rank_store_update): the 1-hour window has 15-minute buckets. */
+  /* The request-id buckets and the records' expiry, as rankd passes them. */
+  G_STATIC_ASSERT (RANK_STORE_BUCKET_ARGS == 6);
+  rank_store_request_buckets (3600000, now_ms, b);
   redisAppendCommand (
       w->redis,
       "EVALSHA %s 6 %s %s %s %s %s %s %s %s %s %b 3600000 %b %b %s %s 1 desc "
       "ordinal 0 0 %s 1 0 %s %lld %lld %lld %lld %lld %lld",
       w->o->sha, z, t, q, d, c, a, member, modes, value, prefix, sizeof prefix,
       &fp, sizeof fp, idhash, sizeof idhash, selector, now, "", "",
-      (long long) bucket, (long long) bucket - 1, (long long) bucket - 2,
-      (long long) bucket - 3, (long long) bucket - 4,
-      (long long) (bucket + 5) * 900000);
+      (long long) b[0], (long long) b[1], (long long) b[2], (long long) b[3],
+      (long long) b[4], (long long) b[5]);
 }
 
 static gboolean

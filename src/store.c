@@ -688,7 +688,7 @@ rank_store_update (RankStore *store, const RankUpdate *update,
   UpdateCall *call = g_new (UpdateCall, 1);
   RankPeriod period;
   guint32 sel;
-  gint64 now_ms = g_get_real_time () / 1000, width, bucket;
+  gint64 now_ms = g_get_real_time () / 1000, buckets[RANK_STORE_BUCKET_ARGS];
   gint64 window_ms = o->dedup_window_s != 0 ? (gint64) o->dedup_window_s * 1000
                                             : store->dedup_window_ms;
   Cmd cmd;
@@ -750,16 +750,24 @@ rank_store_update (RankStore *store, const RankUpdate *update,
   cmd_add_str (&cmd, update->data_given ? "1" : "0");
   cmd_add (&cmd, update->data_given ? update->data : "",
            update->data_given ? update->data_len : 0);
-  /* The request-id buckets looked in, the current one first, and when the
-   * records of the current one expire: numbers update.lua would otherwise
-   * format itself, which costs Redis more (the same arithmetic as its
-   * width and current). */
-  width = (window_ms + RANK_DEDUP_BUCKETS - 1) / RANK_DEDUP_BUCKETS;
-  bucket = now_ms / width;
-  for (gint64 i = 0; i <= RANK_DEDUP_BUCKETS; i++)
-    cmd_add_int (&cmd, bucket - i);
-  cmd_add_int (&cmd, (bucket + RANK_DEDUP_BUCKETS + 1) * width);
+  rank_store_request_buckets (window_ms, now_ms, buckets);
+  for (guint i = 0; i < RANK_STORE_BUCKET_ARGS; i++)
+    cmd_add_int (&cmd, buckets[i]);
   op_start (store, node, &store->update, 6, &cmd, update_done, call, node);
+}
+
+/* Numbers update.lua would otherwise format itself, which costs Redis more;
+ * the same arithmetic as its width and current. */
+void
+rank_store_request_buckets (gint64 window_ms, gint64 now_ms,
+                            gint64 out[RANK_STORE_BUCKET_ARGS])
+{
+  gint64 width = (window_ms + RANK_DEDUP_BUCKETS - 1) / RANK_DEDUP_BUCKETS;
+  gint64 bucket = now_ms / width;
+
+  for (gint64 i = 0; i <= RANK_DEDUP_BUCKETS; i++)
+    out[i] = bucket - i;
+  out[RANK_DEDUP_BUCKETS + 1] = (bucket + RANK_DEDUP_BUCKETS + 1) * width;
 }
 
 /* What is ahead of an entry, summed over nodes: a count (ordinal and

@@ -196,4 +196,13 @@ void rank_store_fingerprint (const RankUpdate *update, guint8 out[4]);
 void rank_store_request_id_hash (const char *request_id, guint8 field[10],
                                  guint32 *selector);
 
+/* update.lua's last arguments: the request-id buckets an update at now_ms
+ * looks in, with a dedup window of window_ms (out[0] the current bucket,
+ * out[i] the one i before it), and out[RANK_DEDUP_BUCKETS + 1], when the
+ * current bucket's records expire (Unix ms). Public for the load
+ * generator's direct baseline and for tests that run update.lua. */
+#define RANK_STORE_BUCKET_ARGS (RANK_DEDUP_BUCKETS + 2)
+void rank_store_request_buckets (gint64 window_ms, gint64 now_ms,
+                                 gint64 out[RANK_STORE_BUCKET_ARGS]);
+
 #endif /* RANK_STORE_H */

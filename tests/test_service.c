@@ -570,7 +570,8 @@ eval_update (redisContext *c, const char *source, const char *b,
                          NULL,
                          NULL,
                          NULL };
-  char *buckets[6];
+  gint64 numbers[RANK_STORE_BUCKET_ARGS];
+  char *buckets[RANK_STORE_BUCKET_ARGS];
   size_t lens[G_N_ELEMENTS (argv)];
   redisReply *r;
   gboolean applied;
@@ -582,19 +583,20 @@ eval_update (redisContext *c, const char *source, const char *b,
   argv[16] = sel;
   /* The buckets and the records' expiry, as rank_store_update passes them
    * (the script before ignores them). */
-  for (int i = 0; i <= 4; i++)
-    buckets[i] = g_strdup_printf ("%" G_GINT64_FORMAT, now / WIDTH_MS - i);
-  buckets[5]
-      = g_strdup_printf ("%" G_GINT64_FORMAT, (now / WIDTH_MS + 5) * WIDTH_MS);
-  for (int i = 0; i < 6; i++)
-    argv[27 + i] = buckets[i];
+  G_STATIC_ASSERT (G_N_ELEMENTS (argv) == 27 + RANK_STORE_BUCKET_ARGS);
+  rank_store_request_buckets (RANK_DEFAULT_DEDUP_WINDOW_S * 1000, now, numbers);
+  for (int i = 0; i < RANK_STORE_BUCKET_ARGS; i++)
+    {
+      buckets[i] = g_strdup_printf ("%" G_GINT64_FORMAT, numbers[i]);
+      argv[27 + i] = buckets[i];
+    }
   for (gsize i = 0; i < G_N_ELEMENTS (argv); i++)
     lens[i] = i == 12   ? sizeof prefix
               : i == 14 ? sizeof fp
               : i == 15 ? sizeof idhash
                         : strlen (argv[i]);
   r = redisCommandArgv (c, G_N_ELEMENTS (argv), argv, lens);
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < RANK_STORE_BUCKET_ARGS; i++)
     g_free (buckets[i]);
   if (r->type != REDIS_REPLY_ARRAY)
     g_error ("update.lua: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");

@@ -98,8 +98,12 @@ local function record_hash(bucket, generation, hashes)
 end
 
 -- The hash counts of a bucket's generations, oldest first, from its meta
--- field ("1,32").
+-- field ("1,32"; "4096", one generation, is the usual case).
 local function generations_of(layout)
+  local one = tonumber(layout)
+  if one then
+    return {one}
+  end
   local s = {}
   for hashes in string.gmatch(layout, '%d+') do
     s[#s + 1] = tonumber(hashes)
@@ -210,8 +214,7 @@ local function record()
     end
     meta_expire_at = (newest + BUCKETS + 1) * width
   end
-  local single = tonumber(layout)
-  local s = single and {single} or generations_of(layout)
+  local s = generations_of(layout)
   local g = #s
   local hashes = s[g]
   -- Earlier generations closed exactly when full, so the newest one holds
