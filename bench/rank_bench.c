@@ -428,7 +428,7 @@ worker_main (gpointer data)
 {
   Worker *w = data;
   int depth = w->o->pipeline;
-  RankTransport *t = w->client ? rank_client_transport (w->client) : NULL;
+  RankClientTransport *t = w->client ? rank_client_get_transport (w->client) : NULL;
 
   while (g_atomic_int_get (&phase) < 2)
     {
@@ -454,14 +454,14 @@ worker_main (gpointer data)
           continue;
         }
       if (depth > 1)
-        rank_transport_cork (t);
+        rank_client_transport_cork (t);
       for (int i = 0; i < n; i++)
         all_sent &= sent[i] = start_op (w, ops[i]);
       if (depth > 1)
         {
           g_autoptr (GError) error = NULL;
 
-          if (!rank_transport_uncork (t, &error))
+          if (!rank_client_transport_uncork (t, &error))
             {
               note_error (w, error->message);
               all_sent = FALSE;

@@ -5,7 +5,7 @@
 
 struct _RankClient
 {
-  RankTransport *transport;
+  RankClientTransport *transport;
   ThriftProtocol *protocol;
   rankRankingClient *client;
 };
@@ -15,15 +15,16 @@ rank_client_connect (const char *host, guint16 port, gboolean framed,
                      RankProtocolKind protocol, int timeout_ms, GError **error)
 {
   RankClient *client;
-  RankTransport *transport;
+  RankClientTransport *transport;
 
   rank_thrift_fixes_apply ();
-  transport = rank_transport_connect (host, port, framed, timeout_ms, error);
+  transport
+      = rank_client_transport_connect (host, port, framed, timeout_ms, error);
   if (transport == NULL)
     return NULL;
   client = g_new0 (RankClient, 1);
   client->transport = transport;
-  client->protocol = rank_protocol_new (protocol, transport);
+  client->protocol = rank_protocol_new (protocol, THRIFT_TRANSPORT (transport));
   client->client = g_object_new (RANK_TYPE_RANKING_CLIENT, "input_protocol",
                                  client->protocol, "output_protocol",
                                  client->protocol, NULL);
@@ -36,8 +37,8 @@ rank_client_iface (RankClient *client)
   return RANK_RANKING_IF (client->client);
 }
 
-RankTransport *
-rank_client_transport (RankClient *client)
+RankClientTransport *
+rank_client_get_transport (RankClient *client)
 {
   return client->transport;
 }

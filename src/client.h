@@ -1,12 +1,13 @@
 /* client.h -- a Ranking client over rankd's own transport and protocols.
  *
  * For C callers of rankd (the tests, rank-bench, rankctl): the generated
- * client on top of RankTransport, which unlike c_glib's stock socket and
+ * client on top of RankClientTransport, which unlike c_glib's stock socket and
  * framed transports neither leaks nor stalls on replies over 512 bytes.
  */
 #ifndef RANK_CLIENT_H
 #define RANK_CLIENT_H
 
+#include "client_transport.h"
 #include "protocol.h"
 #include "rank_ranking.h"
 
@@ -20,7 +21,8 @@ RankClient *rank_client_connect (const char *host, guint16 port,
 /* The generated interface: rank_ranking_if_update (iface, ...), etc. */
 rankRankingIf *rank_client_iface (RankClient *client);
 
-RankTransport *rank_client_transport (RankClient *client);
+/* Its transport (cork and uncork it to pipeline calls). */
+RankClientTransport *rank_client_get_transport (RankClient *client);
 
 void rank_client_free (RankClient *client);
 

@@ -20,8 +20,12 @@
 #define RANK_TIMESTAMP_MIN_MS G_GINT64_CONSTANT (0)
 #define RANK_TIMESTAMP_MAX_MS G_GINT64_CONSTANT (7289654399999)
 
-/* GetTopN page size. */
+/* GetTopN page size; GetAround's radius; GetRanks' members; Sample's
+ * count. */
 #define RANK_TOP_N_MAX 1000
+#define RANK_AROUND_RADIUS_MAX 100
+#define RANK_RANKS_MAX 1000
+#define RANK_SAMPLE_COUNT_MAX 100
 #define RANK_SUBSCORES_MAX 3
 /* Member data (Update.data, SetMemberData): keys, their bytes, value bytes,
  * and keys plus values in all. */
@@ -83,10 +87,19 @@
 #define RANK_CONN_BUFFER_BYTES 4096
 
 /* A pipelining client: calls in flight per connection (more requests wait
- * in the socket), and the unsent reply bytes past which a connection reads
- * no more requests (its client is not reading). */
+ * in the socket), and the reply bytes a connection may hold before it
+ * decodes no more requests: the replies not sent yet (its client is not
+ * reading) plus the largest reply each call in flight could make. A call
+ * whose largest reply is above this runs only when the connection holds
+ * nothing else, so a connection holds at most this or one reply. */
 #define RANK_CONN_MAX_CALLS 16
-#define RANK_CONN_OUTPUT_HIGH (64 * 1024)
+#define RANK_CONN_REPLY_BUDGET (64 * 1024)
+
+/* The largest reply rankd encodes; the documented limits stay far below it
+ * (a GetTopN of 1,000 entries with member data is under 2 MiB). A reply
+ * past it answers InvalidArgument instead. Replies are not held to
+ * --max-frame, which caps requests. */
+#define RANK_REPLY_MAX_BYTES (16 * 1024 * 1024)
 
 /* Free memory at the top of a malloc arena past which it goes back to the
  * kernel. */

@@ -13,6 +13,7 @@
 #include <thrift/c_glib/protocol/thrift_binary_protocol.h>
 #include <thrift/c_glib/thrift_application_exception.h>
 
+#include "connbuf.h"
 #include "constants.h"
 #include "error.h"
 #include "memberdata.h"
@@ -23,7 +24,10 @@
 struct _RankHandler
 {
   RankStore *store;
-  RankReplySink sink;
+  RankAnsweredFunc answered;
+  /* Replies are encoded one at a time, each into its call's own buffer. */
+  RankReplyWriter *writer;
+  ThriftProtocol *out;
   RankMetricsCalls *metrics; /* this worker's call counters */
 };
 
@@ -45,19 +49,11 @@ typedef enum
   METHOD_UNKNOWN,
 } Method;
 
-static const char *const method_names[]
-    = { "Update",        "GetRank",
-        "GetTopN",       "GetAround",
-        "GetRanks",      "Remove",
-        "Count",         "CountBetween",
-        "GetPercentile", "GetScoreAtPercentile",
-        "Sample",        "SetMemberData",
-        "GetMemberData" };
-
 typedef struct
 {
   RankHandler *handler;
-  gpointer conn;
+  gpointer request;  /* the server's, for answered() */
+  GByteArray *reply; /* the server's buffer this call's reply goes to */
   Method method;
   gint32 seqid;
   ThriftStruct *args;
@@ -66,6 +62,171 @@ typedef struct
   gint64 start_us;    /* monotonic: the request decoded */
   RankOutcome outcome;
 } Call;
+
+/* ---- the methods ---- */
+
+static void start_update (Call *call);
+static void start_get_rank (Call *call);
+static void start_get_top_n (Call *call);
+static void start_get_around (Call *call);
+static void start_get_ranks (Call *call);
+static void start_remove (Call *call);
+static void start_count (Call *call);
+static void start_get_percentile (Call *call);
+static void start_get_score_at_percentile (Call *call);
+static void start_sample (Call *call);
+static void start_set_member_data (Call *call);
+static void start_get_member_data (Call *call);
+
+/* The largest replies, in bytes (binary protocol, framed; compact is
+ * smaller): what a connection reserves for a call in flight (server.c).
+ * An Entry: member, score, rank, three subscores, and member data at its
+ * limits; a message: its header and result struct; an exception's message
+ * names at most a board, a member and a few numbers. */
+#define ENTRY_BYTES (3 + 4 + RANK_MEMBER_MAX_BYTES + 2 * 11 + 8 + 3 * 8 + 1)
+#define ENTRY_DATA_BYTES                                                       \
+  (9 + RANK_DATA_KEYS_MAX * 8 + RANK_DATA_TOTAL_MAX_BYTES)
+#define MESSAGE_BYTES (4 + 12 + RANK_METHOD_NAME_MAX_BYTES + 16)
+#define SMALL_REPLY_BYTES 1024
+
+static gsize
+bound_small (const ThriftStruct *args)
+{
+  return SMALL_REPLY_BYTES;
+}
+
+static gsize
+entries_bound (gint64 n, gboolean with_data)
+{
+  n = CLAMP (n, 1, RANK_TOP_N_MAX);
+  return MAX ((gsize) SMALL_REPLY_BYTES,
+              MESSAGE_BYTES
+                  + (gsize) n
+                        * (ENTRY_BYTES + (with_data ? ENTRY_DATA_BYTES : 0)));
+}
+
+static gsize
+bound_top (const ThriftStruct *args)
+{
+  const rankRankingGetTopNArgs *a = (const rankRankingGetTopNArgs *) args;
+
+  return entries_bound (a->n, a->with_data);
+}
+
+static gsize
+bound_around (const ThriftStruct *args)
+{
+  const rankRankingGetAroundArgs *a = (const rankRankingGetAroundArgs *) args;
+
+  return entries_bound (
+      2 * (gint64) CLAMP (a->radius, 0, RANK_AROUND_RADIUS_MAX) + 1,
+      a->with_data);
+}
+
+static gsize
+bound_ranks (const ThriftStruct *args)
+{
+  const rankRankingGetRanksArgs *a = (const rankRankingGetRanksArgs *) args;
+
+  /* A RankOf is an Entry without subscores or data, and found. */
+  return entries_bound (MIN (a->members->len, RANK_RANKS_MAX), FALSE);
+}
+
+static gsize
+bound_sample (const ThriftStruct *args)
+{
+  const rankRankingSampleArgs *a = (const rankRankingSampleArgs *) args;
+
+  return entries_bound (CLAMP (a->count, 1, RANK_SAMPLE_COUNT_MAX), FALSE);
+}
+
+static gsize
+bound_data (const ThriftStruct *args)
+{
+  return MESSAGE_BYTES + ENTRY_DATA_BYTES;
+}
+
+/* One row per method of the IDL: its name, its generated argument and
+ * result structs, what starts it, and how large its reply can be. */
+typedef struct
+{
+  const char *name;
+  GType (*args_type) (void);
+  GType (*result_type) (void);
+  void (*start) (Call *call);
+  gsize (*reply_bound) (const ThriftStruct *args);
+} MethodSpec;
+
+static const MethodSpec methods[] = {
+  [METHOD_UPDATE]
+  = { "Update", rank_ranking_update_args_get_type,
+      rank_ranking_update_result_get_type, start_update, bound_small },
+  [METHOD_GET_RANK]
+  = { "GetRank", rank_ranking_get_rank_args_get_type,
+      rank_ranking_get_rank_result_get_type, start_get_rank, bound_small },
+  [METHOD_GET_TOP_N]
+  = { "GetTopN", rank_ranking_get_top_n_args_get_type,
+      rank_ranking_get_top_n_result_get_type, start_get_top_n, bound_top },
+  [METHOD_GET_AROUND]
+  = { "GetAround", rank_ranking_get_around_args_get_type,
+      rank_ranking_get_around_result_get_type, start_get_around, bound_around },
+  [METHOD_GET_RANKS]
+  = { "GetRanks", rank_ranking_get_ranks_args_get_type,
+      rank_ranking_get_ranks_result_get_type, start_get_ranks, bound_ranks },
+  [METHOD_REMOVE]
+  = { "Remove", rank_ranking_remove_args_get_type,
+      rank_ranking_remove_result_get_type, start_remove, bound_small },
+  [METHOD_COUNT]
+  = { "Count", rank_ranking_count_args_get_type,
+      rank_ranking_count_result_get_type, start_count, bound_small },
+  [METHOD_COUNT_BETWEEN]
+  = { "CountBetween", rank_ranking_count_between_args_get_type,
+      rank_ranking_count_between_result_get_type, start_count, bound_small },
+  [METHOD_GET_PERCENTILE]
+  = { "GetPercentile", rank_ranking_get_percentile_args_get_type,
+      rank_ranking_get_percentile_result_get_type, start_get_percentile,
+      bound_small },
+  [METHOD_GET_SCORE_AT_PERCENTILE]
+  = { "GetScoreAtPercentile",
+      rank_ranking_get_score_at_percentile_args_get_type,
+      rank_ranking_get_score_at_percentile_result_get_type,
+      start_get_score_at_percentile, bound_small },
+  [METHOD_SAMPLE]
+  = { "Sample", rank_ranking_sample_args_get_type,
+      rank_ranking_sample_result_get_type, start_sample, bound_sample },
+  [METHOD_SET_MEMBER_DATA]
+  = { "SetMemberData", rank_ranking_set_member_data_args_get_type,
+      rank_ranking_set_member_data_result_get_type, start_set_member_data,
+      bound_small },
+  [METHOD_GET_MEMBER_DATA]
+  = { "GetMemberData", rank_ranking_get_member_data_args_get_type,
+      rank_ranking_get_member_data_result_get_type, start_get_member_data,
+      bound_data },
+};
+
+G_STATIC_ASSERT (G_N_ELEMENTS (methods) == METHOD_UNKNOWN);
+
+/* The names, in the table's order, for the metrics. */
+static const char *const *
+method_names (void)
+{
+  static const char *names[METHOD_UNKNOWN];
+  static gsize once = 0;
+
+  if (g_once_init_enter (&once))
+    {
+      for (guint m = 0; m < METHOD_UNKNOWN; m++)
+        names[m] = methods[m].name;
+      g_once_init_leave (&once, 1);
+    }
+  return names;
+}
+
+static GType
+method_result_type (Method m)
+{
+  return methods[m].result_type ();
+}
 
 /* ---- replies ---- */
 
@@ -76,10 +237,18 @@ static const char *
 call_name (const Call *call)
 {
   return call->method == METHOD_UNKNOWN ? call->unknown_name
-                                        : method_names[call->method];
+                                        : methods[call->method].name;
 }
 
-/* Ends a reply's message and sends it. */
+/* The protocol that writes the reply of call, into its own buffer. */
+static ThriftProtocol *
+begin_reply (Call *call)
+{
+  rank_reply_writer_begin (call->handler->writer, call->reply);
+  return call->handler->out;
+}
+
+/* Ends a reply's message. */
 static gboolean
 end_message (ThriftProtocol *out, GError **error)
 {
@@ -87,11 +256,10 @@ end_message (ThriftProtocol *out, GError **error)
          && thrift_transport_flush (out->transport, error);
 }
 
-gboolean
-rank_handler_write_exception (ThriftProtocol *out, const char *method,
-                              gint32 seqid,
-                              ThriftApplicationExceptionError type,
-                              const char *message, GError **error)
+static gboolean
+write_exception (ThriftProtocol *out, const char *method, gint32 seqid,
+                 ThriftApplicationExceptionError type, const char *message,
+                 GError **error)
 {
   ThriftApplicationException *x
       = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, "type", type,
@@ -106,17 +274,49 @@ rank_handler_write_exception (ThriftProtocol *out, const char *method,
   return ok;
 }
 
-/* Ends the call once its reply is written (ok) or could not be. */
+gboolean
+rank_handler_write_exception (RankHandler *handler, GByteArray *reply,
+                              const char *method, gint32 seqid,
+                              ThriftApplicationExceptionError type,
+                              const char *message)
+{
+  g_autoptr (GError) error = NULL;
+
+  rank_reply_writer_begin (handler->writer, reply);
+  if (write_exception (handler->out, method, seqid, type, message, &error))
+    return TRUE;
+  g_debug ("cannot write the exception for %s: %s", method, error->message);
+  return FALSE;
+}
+
+static void reply_error (Call *call, GType result_type, const GError *err);
+
+/* Ends the call once its reply is written (ok) or could not be. A reply
+ * over RANK_REPLY_MAX_BYTES becomes InvalidArgument instead. */
 static void
 finish_call (Call *call, gboolean ok, const GError *error)
 {
+  if (!ok && error != NULL && error->domain == THRIFT_TRANSPORT_ERROR
+      && error->code == THRIFT_TRANSPORT_ERROR_SEND
+      && call->method != METHOD_UNKNOWN && call->reply->len > 0)
+    {
+      g_autoptr (GError) big = g_error_new (
+          RANK_ERROR, RANK_ERROR_INVALID,
+          "%s: the reply would be over the %d-byte reply limit; ask for "
+          "fewer entries, or without member data",
+          methods[call->method].name, RANK_REPLY_MAX_BYTES);
+
+      g_byte_array_set_size (call->reply, 0);
+      reply_error (call, method_result_type (call->method), big);
+      return;
+    }
   if (!ok)
-    g_debug ("cannot send the reply to %s: %s", call_name (call),
+    g_debug ("cannot encode the reply to %s: %s", call_name (call),
              error ? error->message : "?");
   if (call->method != METHOD_UNKNOWN)
     rank_metrics_call_done (call->handler->metrics, call->method, call->outcome,
                             g_get_monotonic_time () - call->start_us);
-  call->handler->sink.finished (call->conn, ok);
+  call->handler->answered (call->request, ok);
   g_clear_object (&call->args);
   g_free (call->unknown_name);
   g_free (call);
@@ -128,7 +328,7 @@ static void
 reply (Call *call, ThriftStruct *result, ThriftApplicationExceptionError type,
        const char *message)
 {
-  ThriftProtocol *out = call->handler->sink.protocol (call->conn);
+  ThriftProtocol *out = begin_reply (call);
   g_autoptr (GError) error = NULL;
   gboolean ok;
 
@@ -139,8 +339,8 @@ reply (Call *call, ThriftStruct *result, ThriftApplicationExceptionError type,
          && thrift_struct_write (result, out, &error) >= 0
          && end_message (out, &error);
   else
-    ok = rank_handler_write_exception (out, call_name (call), call->seqid, type,
-                                       message, &error);
+    ok = write_exception (out, call_name (call), call->seqid, type, message,
+                          &error);
   finish_call (call, ok, error);
 }
 
@@ -496,7 +696,7 @@ write_entry (ThriftProtocol *out, gboolean binary, const RankEntry *e,
 static void
 reply_entries (Call *call, const RankEntry *entries, gsize n, gboolean list)
 {
-  ThriftProtocol *out = call->handler->sink.protocol (call->conn);
+  ThriftProtocol *out = begin_reply (call);
   gboolean binary = THRIFT_IS_BINARY_PROTOCOL (out);
   g_autoptr (GError) error = NULL;
   gboolean ok
@@ -575,8 +775,6 @@ start_get_top_n (Call *call)
 
 /* ---- GetAround ---- */
 
-#define AROUND_RADIUS_MAX 100
-
 static void
 around_page (const RankEntry *entries, gsize n, const GError *error,
              gpointer data)
@@ -631,9 +829,9 @@ start_get_around (Call *call)
       || !rank_store_check_period (call->handler->store, args->board,
                                    args->periods_back, &error))
     ;
-  else if (args->radius < 0 || args->radius > AROUND_RADIUS_MAX)
+  else if (args->radius < 0 || args->radius > RANK_AROUND_RADIUS_MAX)
     g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
-                 "radius: must be 0-%d, got %d", AROUND_RADIUS_MAX,
+                 "radius: must be 0-%d, got %d", RANK_AROUND_RADIUS_MAX,
                  args->radius);
   if (error != NULL)
     {
@@ -647,8 +845,6 @@ start_get_around (Call *call)
 }
 
 /* ---- GetRanks ---- */
-
-#define RANKS_MAX 1000
 
 static void
 ranks_done (const RankOfMember *results, guint n, const GError *error,
@@ -693,9 +889,10 @@ start_get_ranks (Call *call)
       && rank_store_check_period (call->handler->store, args->board,
                                   args->periods_back, &error))
     {
-      if (n < 1 || n > RANKS_MAX)
+      if (n < 1 || n > RANK_RANKS_MAX)
         g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
-                     "members: must list 1-%d members, got %u", RANKS_MAX, n);
+                     "members: must list 1-%d members, got %u", RANK_RANKS_MAX,
+                     n);
       for (guint i = 0; error == NULL && i < n; i++)
         if (!rank_validate_member (g_ptr_array_index (args->members, i),
                                    &error))
@@ -1013,15 +1210,13 @@ start_get_score_at_percentile (Call *call)
 
 /* ---- Sample ---- */
 
-#define SAMPLE_COUNT_MAX 100
-
 /* The drawn members, waiting for their ranks. */
 typedef struct
 {
   Call *call;
   guint n;
-  RankEntry entries[SAMPLE_COUNT_MAX];
-  char *members[SAMPLE_COUNT_MAX];
+  RankEntry entries[RANK_SAMPLE_COUNT_MAX];
+  char *members[RANK_SAMPLE_COUNT_MAX];
 } Drawn;
 
 static void
@@ -1029,7 +1224,7 @@ drawn_ranked (const RankOfMember *results, guint n, const GError *error,
               gpointer data)
 {
   Drawn *drawn = data;
-  RankEntry entries[SAMPLE_COUNT_MAX];
+  RankEntry entries[RANK_SAMPLE_COUNT_MAX];
   gsize kept = 0;
 
   if (error != NULL)
@@ -1103,9 +1298,10 @@ start_sample (Call *call)
                  "min_score: %" G_GINT64_FORMAT
                  " is above max_score %" G_GINT64_FORMAT,
                  args->min_score, args->max_score);
-  else if (args->count < 1 || args->count > SAMPLE_COUNT_MAX)
+  else if (args->count < 1 || args->count > RANK_SAMPLE_COUNT_MAX)
     g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
-                 "count: must be 1-%d, got %d", SAMPLE_COUNT_MAX, args->count);
+                 "count: must be 1-%d, got %d", RANK_SAMPLE_COUNT_MAX,
+                 args->count);
   if (error != NULL)
     {
       reply_error (call, RANK_TYPE_RANKING_SAMPLE_RESULT, error);
@@ -1205,37 +1401,21 @@ start_get_member_data (Call *call)
 /* ---- dispatch ---- */
 
 RankDispatch
-rank_handler_dispatch (RankHandler *handler, gpointer conn, const char *method,
-                       gint32 seqid, ThriftProtocol *in, GError **error)
+rank_handler_dispatch (RankHandler *handler, gpointer request,
+                       GByteArray *reply_buf, const char *method, gint32 seqid,
+                       ThriftProtocol *in, gsize *reply_bound, GError **error)
 {
-  GType types[] = {
-    RANK_TYPE_RANKING_UPDATE_ARGS,
-    RANK_TYPE_RANKING_GET_RANK_ARGS,
-    RANK_TYPE_RANKING_GET_TOP_N_ARGS,
-    RANK_TYPE_RANKING_GET_AROUND_ARGS,
-    RANK_TYPE_RANKING_GET_RANKS_ARGS,
-    RANK_TYPE_RANKING_REMOVE_ARGS,
-    RANK_TYPE_RANKING_COUNT_ARGS,
-    RANK_TYPE_RANKING_COUNT_BETWEEN_ARGS,
-    RANK_TYPE_RANKING_GET_PERCENTILE_ARGS,
-    RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_ARGS,
-    RANK_TYPE_RANKING_SAMPLE_ARGS,
-    RANK_TYPE_RANKING_SET_MEMBER_DATA_ARGS,
-    RANK_TYPE_RANKING_GET_MEMBER_DATA_ARGS,
-  };
   Call *call = g_new0 (Call, 1);
 
-  /* One argument type per method name, in the same order. */
-  G_STATIC_ASSERT (G_N_ELEMENTS (method_names) == METHOD_UNKNOWN);
-  G_STATIC_ASSERT (G_N_ELEMENTS (types) == METHOD_UNKNOWN);
-
   call->handler = handler;
-  call->conn = conn;
+  call->request = request;
+  call->reply = reply_buf;
   call->seqid = seqid;
   call->method = METHOD_UNKNOWN;
   for (int m = 0; m < METHOD_UNKNOWN; m++)
-    if (strcmp (method, method_names[m]) == 0)
+    if (strcmp (method, methods[m].name) == 0)
       call->method = (Method) m;
+  *reply_bound = SMALL_REPLY_BYTES;
 
   if (call->method == METHOD_UNKNOWN)
     {
@@ -1255,7 +1435,7 @@ rank_handler_dispatch (RankHandler *handler, gpointer conn, const char *method,
       return RANK_DISPATCH_PENDING;
     }
 
-  call->args = g_object_new (types[call->method], NULL);
+  call->args = g_object_new (methods[call->method].args_type (), NULL);
   if (thrift_struct_read (call->args, in, error) < 0
       || thrift_protocol_read_message_end (in, error) < 0)
     {
@@ -1265,56 +1445,23 @@ rank_handler_dispatch (RankHandler *handler, gpointer conn, const char *method,
     }
   thrift_transport_read_end (in->transport, NULL);
   call->start_us = g_get_monotonic_time ();
-  switch (call->method)
-    {
-    case METHOD_UPDATE:
-      start_update (call);
-      break;
-    case METHOD_GET_RANK:
-      start_get_rank (call);
-      break;
-    case METHOD_GET_TOP_N:
-      start_get_top_n (call);
-      break;
-    case METHOD_GET_AROUND:
-      start_get_around (call);
-      break;
-    case METHOD_GET_RANKS:
-      start_get_ranks (call);
-      break;
-    case METHOD_REMOVE:
-      start_remove (call);
-      break;
-    case METHOD_GET_PERCENTILE:
-      start_get_percentile (call);
-      break;
-    case METHOD_GET_SCORE_AT_PERCENTILE:
-      start_get_score_at_percentile (call);
-      break;
-    case METHOD_SAMPLE:
-      start_sample (call);
-      break;
-    case METHOD_SET_MEMBER_DATA:
-      start_set_member_data (call);
-      break;
-    case METHOD_GET_MEMBER_DATA:
-      start_get_member_data (call);
-      break;
-    default:
-      start_count (call);
-      break;
-    }
+  *reply_bound = methods[call->method].reply_bound (call->args);
+  methods[call->method].start (call);
   return RANK_DISPATCH_PENDING;
 }
 
 RankHandler *
-rank_handler_new (RankStore *store, const RankReplySink *sink)
+rank_handler_new (RankStore *store, RankProtocolKind protocol, gboolean framed,
+                  RankAnsweredFunc answered)
 {
   RankHandler *handler = g_new0 (RankHandler, 1);
 
   handler->store = store;
-  handler->sink = *sink;
-  handler->metrics = rank_metrics_calls_new (method_names, METHOD_UNKNOWN);
+  handler->answered = answered;
+  handler->writer = rank_reply_writer_new (framed);
+  handler->out
+      = rank_protocol_new (protocol, THRIFT_TRANSPORT (handler->writer));
+  handler->metrics = rank_metrics_calls_new (method_names (), METHOD_UNKNOWN);
   return handler;
 }
 
@@ -1322,5 +1469,7 @@ void
 rank_handler_free (RankHandler *handler)
 {
   rank_metrics_calls_free (handler->metrics);
+  g_object_unref (handler->out);
+  g_object_unref (handler->writer);
   g_free (handler);
 }

@@ -13,42 +13,42 @@
 #include <thrift/c_glib/protocol/thrift_protocol.h>
 #include <thrift/c_glib/thrift_application_exception.h>
 
+#include "protocol.h"
 #include "store.h"
 
 typedef struct _RankHandler RankHandler;
 
-/* Where a call's reply goes: the connection it came from. */
-typedef struct
-{
-  /* The protocol the reply is written to (then flushed by the handler). */
-  ThriftProtocol *(*protocol) (gpointer conn);
-  /* Called exactly once per dispatched call, after its reply is written
-   * (reply_ok FALSE: writing it failed; close the connection). */
-  void (*finished) (gpointer conn, gboolean reply_ok);
-} RankReplySink;
+/* A call's reply is whole in the buffer it was given (ok), or could not be
+ * encoded (!ok: the connection's reply stream is lost; close it). Called
+ * exactly once per dispatched call. */
+typedef void (*RankAnsweredFunc) (gpointer request, gboolean ok);
 
 typedef enum
 {
-  RANK_DISPATCH_PENDING, /* the store will answer; finished() follows */
+  RANK_DISPATCH_PENDING, /* the call will answer; answered() follows */
   RANK_DISPATCH_FAILED,  /* the arguments did not decode: see error */
 } RankDispatch;
 
-/* Writes and sends a whole TApplicationException message: for unknown
- * methods, internal errors, and (from the server) calls whose arguments
- * do not decode. */
-gboolean rank_handler_write_exception (ThriftProtocol *out, const char *method,
-                                       gint32 seqid,
-                                       ThriftApplicationExceptionError type,
-                                       const char *message, GError **error);
-
-RankHandler *rank_handler_new (RankStore *store, const RankReplySink *sink);
+/* Replies are encoded in protocol, framed or not, as the server's. */
+RankHandler *rank_handler_new (RankStore *store, RankProtocolKind protocol,
+                               gboolean framed, RankAnsweredFunc answered);
 void rank_handler_free (RankHandler *handler);
 
-/* Reads the arguments of method from in and starts the call. Unknown
- * methods and invalid arguments are answered at once: finished() may run
- * before this returns. */
-RankDispatch rank_handler_dispatch (RankHandler *handler, gpointer conn,
-                                    const char *method, gint32 seqid,
-                                    ThriftProtocol *in, GError **error);
+/* Reads the arguments of method from in and starts the call, which writes
+ * its reply into reply (the caller's, kept until answered) and then calls
+ * answered (request, ...). *reply_bound gets the most bytes that reply can
+ * take. Unknown methods and invalid arguments are answered at once:
+ * answered() may run before this returns. */
+RankDispatch rank_handler_dispatch (RankHandler *handler, gpointer request,
+                                    GByteArray *reply, const char *method,
+                                    gint32 seqid, ThriftProtocol *in,
+                                    gsize *reply_bound, GError **error);
+
+/* Writes a whole TApplicationException message into reply: for calls
+ * whose arguments do not decode. FALSE if it could not be encoded. */
+gboolean rank_handler_write_exception (RankHandler *handler, GByteArray *reply,
+                                       const char *method, gint32 seqid,
+                                       ThriftApplicationExceptionError type,
+                                       const char *message);
 
 #endif /* RANK_HANDLER_H */

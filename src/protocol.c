@@ -12,6 +12,8 @@
 
 #include <string.h>
 
+#include "client_transport.h"
+#include "connbuf.h"
 #include "constants.h"
 
 struct _RankBinaryProtocol
@@ -42,10 +44,16 @@ depth_of (ThriftProtocol *protocol)
   return &RANK_COMPACT_PROTOCOL (protocol)->depth;
 }
 
+/* What is left of the message being read: rankd reads requests through
+ * its connection buffers, its clients replies through their transport. */
 static gsize
 remaining (ThriftProtocol *protocol)
 {
-  return rank_transport_remaining (RANK_TRANSPORT (protocol->transport));
+  ThriftTransport *t = protocol->transport;
+
+  if (RANK_IS_REQUEST_READER (t))
+    return rank_request_reader_remaining (RANK_REQUEST_READER (t));
+  return rank_client_transport_remaining (RANK_CLIENT_TRANSPORT (t));
 }
 
 static gboolean
@@ -468,7 +476,7 @@ rank_compact_protocol_init (RankCompactProtocol *self)
 /* ---- public ---- */
 
 ThriftProtocol *
-rank_protocol_new (RankProtocolKind kind, RankTransport *transport)
+rank_protocol_new (RankProtocolKind kind, ThriftTransport *transport)
 {
   GType type = kind == RANK_PROTOCOL_COMPACT ? RANK_TYPE_COMPACT_PROTOCOL
                                              : RANK_TYPE_BINARY_PROTOCOL;

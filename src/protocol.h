@@ -16,7 +16,9 @@
 #include <thrift/c_glib/protocol/thrift_binary_protocol.h>
 #include <thrift/c_glib/protocol/thrift_compact_protocol.h>
 
-#include "transport.h"
+#include <thrift/c_glib/transport/thrift_transport.h>
+
+#include "thrift_fixes.h"
 
 G_BEGIN_DECLS
 
@@ -26,7 +28,6 @@ typedef enum
   RANK_PROTOCOL_COMPACT,
 } RankProtocolKind;
 
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (ThriftProtocol, g_object_unref)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ThriftBinaryProtocol, g_object_unref)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ThriftCompactProtocol, g_object_unref)
 
@@ -38,9 +39,10 @@ G_DECLARE_FINAL_TYPE (RankBinaryProtocol, rank_binary_protocol, RANK,
 G_DECLARE_FINAL_TYPE (RankCompactProtocol, rank_compact_protocol, RANK,
                       COMPACT_PROTOCOL, ThriftCompactProtocol)
 
-/* A protocol of the given kind over transport (which it references). */
+/* A protocol of the given kind over transport (which it references): a
+ * RankRequestReader, a RankReplyWriter or a RankClientTransport. */
 ThriftProtocol *rank_protocol_new (RankProtocolKind kind,
-                                   RankTransport *transport);
+                                   ThriftTransport *transport);
 
 /* Parses "binary" or "compact". */
 gboolean rank_protocol_kind_parse (const char *name, RankProtocolKind *kind);

@@ -1,19 +1,25 @@
 /* server.c -- accept loop, event-loop workers, connections (see server.h).
  *
  * A connection may pipeline: each whole request buffered is decoded and
- * dispatched at once, up to RANK_CONN_MAX_CALLS calls in flight, and the
- * replies go back in the order of the requests (a reply that completes
- * before an earlier one is captured until that one is written). Replies are
- * sent once per loop iteration, so those that complete together leave in one
- * write. A connection whose client does not read its replies reads nothing
- * more once RANK_CONN_OUTPUT_HIGH bytes are unsent: however fast or slow its
- * client is, it holds a bounded number of requests and replies.
+ * dispatched at once, up to RANK_CONN_MAX_CALLS calls in flight. Every call
+ * encodes its reply into a buffer of its own and hands it back when it
+ * finishes; the connection keeps its requests in the order they came and,
+ * before the loop sleeps, writes every reply that is ready at the head of
+ * that queue with one writev.
+ *
+ * What a connection holds is bounded whatever its client does: it decodes
+ * no more requests while the replies it holds -- sent to nobody yet, or the
+ * largest a call in flight could make -- reach RANK_CONN_REPLY_BUDGET. A
+ * client that stops reading therefore holds its connection, that budget and
+ * one reply; one that stops reading and closes, or whose socket fails, has
+ * its unsent replies dropped and its connection freed once its calls in
+ * flight answer (their replies go nowhere).
  *
  * Requests are decoded with the c_glib protocols over the connection's
- * event-driven transport. The message header is checked here (c_glib's own
- * check lets garbage through); a request whose arguments do not decode gets a
- * TApplicationException naming the problem, and with framing the connection
- * goes on. Hostile bytes close only their own connection.
+ * request reader (connbuf.h). The message header is checked here (c_glib's
+ * own check lets garbage through); a request whose arguments do not decode
+ * gets a TApplicationException naming the problem, and with framing the
+ * connection goes on. Hostile bytes close only their own connection.
  *
  * Shutdown: the accept loop stops; each worker closes idle connections,
  * serves requests already received, closes the rest as their calls finish;
@@ -24,52 +30,66 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <thrift/c_glib/thrift_application_exception.h>
 
 #include "cluster.h"
+#include "connbuf.h"
 #include "constants.h"
 #include "handler.h"
 #include "loop.h"
 #include "metrics.h"
 #include "redis_link.h"
 #include "store.h"
-#include "transport.h"
 
 typedef struct _Worker Worker;
+typedef struct _Conn Conn;
 
-typedef struct
-{
-  Worker *worker;
-  GList node;        /* in worker->conns */
-  GList unsent_node; /* in worker->unsent while queued there */
-  RankTransport *transport;
-  ThriftProtocol *protocol;
-  RankLoopWatch *watch;
-  GQueue calls;          /* Slot: the calls in flight, oldest first */
-  gboolean input_parked; /* stopped reading: enough is buffered already */
-  gboolean processing;   /* inside process(): finished() must not recurse */
-  gboolean closing;      /* close once the calls and their replies are done */
-  gboolean broken;       /* a reply failed: later ones are dropped */
-  gboolean eof;          /* the client half-closed: serve what it sent, close */
-  gboolean input_closed; /* draining: read nothing more, serve, close */
-  gint64 last_io;        /* monotonic us: last bytes in, or last reply */
-} Conn;
-
-/* A call in flight on a connection: the handler's reply sink. */
+/* One request of a connection, from its decoding until its reply is sent
+ * (or dropped): the handler writes the reply into reply and says when it is
+ * done. */
 typedef struct
 {
   Conn *conn;
-  GByteArray *out; /* its reply, written while an earlier call was in flight */
-  gboolean done;
-  gboolean ok;
-} Slot;
+  GList link;        /* in conn->requests */
+  GByteArray *reply; /* the call's own buffer */
+  gsize reserved;    /* counted in conn->held until answered */
+  gboolean answered; /* reply is whole */
+} Request;
+
+struct _Conn
+{
+  Worker *worker;
+  GList node;       /* in worker->conns */
+  GList ready_node; /* in worker->ready while it may have replies to send */
+  int fd;           /* -1 once the socket is closed */
+  RankLoopWatch *watch;
+  RankRequestReader *reader;
+  ThriftProtocol *in;
+  GQueue requests;       /* Request, in the order they came */
+  guint in_flight;       /* requests not answered yet */
+  gsize held;            /* unsent reply bytes, and what calls in flight
+                            reserved */
+  gsize sent;            /* bytes of the head request's reply already sent */
+  gboolean serving;      /* inside serve(): answers do not recurse into it */
+  gboolean parked;       /* stopped reading: a whole request is buffered */
+  gboolean want_bytes;   /* the next request is not whole yet */
+  gboolean eof;          /* the client half-closed: serve what it sent */
+  gboolean input_closed; /* draining: read nothing more, serve, close */
+  gboolean closing;      /* close once the requests are answered and sent */
+  gboolean blocked;      /* the socket is full: EPOLLOUT resumes sending */
+  gint64 last_progress;  /* monotonic us: bytes in, or bytes out */
+  gint64 last_received;  /* monotonic us: bytes in */
+  gint64 partial_since;  /* monotonic us: a request began and is not whole */
+};
 
 struct _Worker
 {
@@ -80,7 +100,8 @@ struct _Worker
   RankStore *store;
   RankHandler *handler;
   GQueue conns;
-  GQueue unsent; /* connections with replies to send before the loop sleeps */
+  GQueue ready; /* connections with replies to send before the loop sleeps */
+  GPtrArray *spare; /* reply buffers to reuse */
   gboolean draining;
   gint64 next_sweep;
 };
@@ -102,18 +123,58 @@ struct _RankServer
   gint64 last_refusal_log;
 };
 
-static void process (Conn *c);
+static void serve (Conn *c);
+
+/* ---- reply buffers ---- */
+
+/* Reused while small: a buffer per call costs a malloc otherwise. */
+#define SPARE_MAX 64
+#define SPARE_BYTES 4096
+
+static GByteArray *
+buffer_take (Worker *w)
+{
+  if (w->spare->len > 0)
+    return g_ptr_array_steal_index_fast (w->spare, w->spare->len - 1);
+  return g_byte_array_sized_new (256);
+}
+
+static void
+buffer_give (Worker *w, GByteArray *buf)
+{
+  if (w->spare->len < SPARE_MAX && buf->len <= SPARE_BYTES)
+    {
+      g_byte_array_set_size (buf, 0);
+      g_ptr_array_add (w->spare, buf);
+    }
+  else
+    g_byte_array_unref (buf);
+}
 
 /* ---- connections ---- */
 
 static void
-slot_free (gpointer data)
+request_free (Conn *c, Request *r)
 {
-  Slot *s = data;
+  g_queue_unlink (&c->requests, &r->link);
+  c->held -= r->answered ? r->reply->len : r->reserved;
+  buffer_give (c->worker, r->reply);
+  g_free (r);
+}
 
-  if (s->out != NULL)
-    g_byte_array_unref (s->out);
-  g_free (s);
+/* Closes the socket: the client is gone, or will get nothing more. The
+ * connection itself lives on until its calls in flight answer. */
+static void
+conn_close_socket (Conn *c)
+{
+  if (c->fd < 0)
+    return;
+  rank_loop_unwatch (c->watch);
+  c->watch = NULL;
+  close (c->fd);
+  c->fd = -1;
+  g_atomic_int_add (&c->worker->server->connections, -1);
+  rank_metrics_connection_closed ();
 }
 
 static void
@@ -121,17 +182,16 @@ conn_free (Conn *c)
 {
   Worker *w = c->worker;
 
-  rank_loop_unwatch (c->watch);
+  conn_close_socket (c);
   /* Calls still in flight only when the loop has stopped. */
-  g_queue_clear_full (&c->calls, slot_free);
+  while (c->requests.head != NULL)
+    request_free (c, c->requests.head->data);
   g_queue_unlink (&w->conns, &c->node);
-  if (c->unsent_node.data != NULL)
-    g_queue_unlink (&w->unsent, &c->unsent_node);
-  g_object_unref (c->protocol);
-  g_object_unref (c->transport); /* closes the socket */
+  if (c->ready_node.data != NULL)
+    g_queue_unlink (&w->ready, &c->ready_node);
+  g_object_unref (c->in);
+  g_object_unref (c->reader);
   g_free (c);
-  g_atomic_int_add (&w->server->connections, -1);
-  rank_metrics_connection_closed ();
   if (w->draining && w->conns.length == 0)
     {
       g_mutex_lock (&w->server->lock);
@@ -141,147 +201,200 @@ conn_free (Conn *c)
     }
 }
 
+/* The head request's reply is ready to go. */
 static gboolean
-done (Conn *c)
+head_answered (Conn *c)
 {
-  return c->calls.length == 0 && !rank_transport_output_pending (c->transport);
+  Request *r = g_queue_peek_head (&c->requests);
+
+  return r != NULL && r->answered;
 }
 
-/* Closes now, or as soon as the calls in flight and their replies are done.
- * Inside process() only marks it: process() frees it on the way out. */
+/* The client gets nothing more: replies not sent yet are dropped, and so
+ * will be those of the calls still in flight. */
+static void
+conn_break (Conn *c)
+{
+  GList *l = c->requests.head;
+
+  c->closing = TRUE;
+  rank_request_reader_skip (c->reader);
+  conn_close_socket (c);
+  while (l != NULL)
+    {
+      Request *r = l->data;
+
+      l = l->next;
+      if (r->answered)
+        request_free (c, r);
+    }
+  c->sent = 0;
+}
+
+/* Frees c if it is closing and has nothing left to do. FALSE if c was
+ * freed. */
+static gboolean
+conn_settle (Conn *c)
+{
+  if (c->serving || !c->closing || c->requests.length > 0)
+    return TRUE;
+  conn_free (c);
+  return FALSE;
+}
+
+/* Closes now, or as soon as the calls in flight and their replies are done
+ * (inside serve(): on the way out). */
 static void
 conn_close (Conn *c)
 {
   c->closing = TRUE;
-  if (!c->processing && done (c))
-    conn_free (c);
+  conn_settle (c);
 }
 
-/* Frees the connection if it is closing and done. Returns FALSE if c was
- * freed. (The watch is edge-triggered for both directions and never
- * changes: no epoll_ctl per request.) */
-static gboolean
-update_interest (Conn *c)
+/* Replies go out before the loop sleeps (send_ready). */
+static void
+queue_ready (Conn *c)
 {
-  if (c->closing && done (c))
+  if (c->ready_node.data == NULL && !c->blocked)
     {
-      conn_free (c);
-      return FALSE;
+      c->ready_node.data = c;
+      g_queue_push_tail_link (&c->worker->ready, &c->ready_node);
+    }
+}
+
+/* Called by the handler when a call's reply is whole (ok) or could not be
+ * encoded (!ok: the connection's reply stream is lost). Never recurses into
+ * serve(): the next requests are served when the loop sends this reply. */
+static void
+request_answered (gpointer data, gboolean ok)
+{
+  Request *r = data;
+  Conn *c = r->conn;
+
+  c->in_flight--;
+  c->held -= r->reserved;
+  r->answered = TRUE;
+  c->held += r->reply->len;
+  if (!ok)
+    {
+      g_debug ("closing connection: a reply could not be encoded");
+      conn_break (c);
+    }
+  else if (c->fd < 0)
+    request_free (c, r); /* the client is gone */
+  queue_ready (c);
+}
+
+/* Writes the ready replies at the head of the queue, as many as one writev
+ * takes. FALSE: the socket failed, and c is broken (maybe freed). */
+static gboolean
+send_replies (Conn *c)
+{
+  struct iovec iov[64];
+  GList *l;
+
+  while (c->fd >= 0 && head_answered (c))
+    {
+      int n = 0;
+      gssize wrote;
+
+      for (l = c->requests.head; l != NULL && n < (int) G_N_ELEMENTS (iov);
+           l = l->next)
+        {
+          Request *r = l->data;
+          gsize skip = n == 0 ? c->sent : 0;
+
+          if (!r->answered)
+            break;
+          iov[n].iov_base = r->reply->data + skip;
+          iov[n++].iov_len = r->reply->len - skip;
+        }
+      wrote = writev (c->fd, iov, n);
+      if (wrote < 0 && errno == EINTR)
+        continue;
+      if (wrote < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        {
+          c->blocked = TRUE; /* EPOLLOUT resumes it */
+          return TRUE;
+        }
+      if (wrote < 0)
+        {
+          g_debug ("closing connection: send failed: %s", g_strerror (errno));
+          conn_break (c);
+          conn_settle (c);
+          return FALSE;
+        }
+      c->last_progress = g_get_monotonic_time ();
+      c->sent += (gsize) wrote;
+      while (head_answered (c))
+        {
+          Request *r = g_queue_peek_head (&c->requests);
+
+          if (c->sent < r->reply->len)
+            break;
+          c->sent -= r->reply->len;
+          request_free (c, r);
+        }
     }
   return TRUE;
-}
-
-/* Replies go out before the loop sleeps (send_unsent). */
-static void
-queue_unsent (Conn *c)
-{
-  if (c->unsent_node.data == NULL
-      && rank_transport_output_pending (c->transport))
-    {
-      c->unsent_node.data = c;
-      g_queue_push_tail_link (&c->worker->unsent, &c->unsent_node);
-    }
 }
 
 /* Reads what the socket has, unless a whole request or more is already
  * buffered (a client cannot make us buffer more than one max-size frame).
- * With an edge-triggered watch a parked read must be resumed by hand. */
+ * With an edge-triggered watch a parked read must be resumed by hand.
+ * FALSE: the socket failed. */
 static gboolean
 receive (Conn *c)
 {
   RankIoResult r;
+  gsize before = rank_request_reader_buffered (c->reader);
 
-  if (rank_transport_buffered_input (c->transport)
-      > (gsize) c->worker->server->config.max_frame + 4)
+  if (before > (gsize) c->worker->server->config.max_frame + 4)
     {
-      c->input_parked = TRUE;
+      c->parked = TRUE;
       return TRUE;
     }
-  c->input_parked = FALSE;
-  if (c->input_closed)
+  c->parked = FALSE;
+  if (c->input_closed || c->fd < 0)
     return TRUE;
-  r = rank_transport_receive (c->transport);
+  r = rank_request_reader_receive (c->reader, c->fd);
   if (r == RANK_IO_CLOSED)
-    {
-      c->eof = TRUE;
-      return TRUE;
-    }
-  if (r != RANK_IO_OK)
+    c->eof = TRUE;
+  else if (r != RANK_IO_OK)
     return FALSE;
-  c->last_io = g_get_monotonic_time ();
+  if (rank_request_reader_buffered (c->reader) > before)
+    c->last_progress = c->last_received = g_get_monotonic_time ();
+  /* A request's time runs from its first byte (the stall rule). */
+  if (before == 0 && rank_request_reader_buffered (c->reader) > 0)
+    c->partial_since = c->last_received;
   return TRUE;
 }
 
-/* The oldest call in flight writes its reply to the pending output; a later
- * one to its own buffer, until those before it are done. */
-static ThriftProtocol *
-sink_protocol (gpointer slot)
-{
-  Slot *s = slot;
-  Conn *c = s->conn;
-
-  if (c->broken || g_queue_peek_head (&c->calls) != s)
-    {
-      s->out = g_byte_array_new ();
-      rank_transport_capture (c->transport, s->out);
-    }
-  return c->protocol;
-}
-
-/* Retires the calls done at the head of the queue, their captured replies
- * in order. */
-static void
-retire (Conn *c)
-{
-  Slot *s;
-
-  while ((s = g_queue_peek_head (&c->calls)) != NULL && s->done)
-    {
-      g_queue_pop_head (&c->calls);
-      if (!s->ok)
-        c->broken = c->closing = TRUE;
-      else if (s->out != NULL && !c->broken)
-        rank_transport_queue_output (c->transport, s->out->data, s->out->len);
-      slot_free (s);
-    }
-}
-
-static void
-sink_finished (gpointer slot, gboolean reply_ok)
-{
-  Slot *s = slot;
-  Conn *c = s->conn;
-
-  rank_transport_capture (c->transport, NULL);
-  if (!reply_ok)
-    rank_transport_discard_write (c->transport);
-  s->done = TRUE;
-  s->ok = reply_ok;
-  retire (c);
-  c->last_io = g_get_monotonic_time ();
-  queue_unsent (c);
-  if (c->processing)
-    return; /* process() goes on with the next request itself */
-  if (!update_interest (c))
-    return;
-  process (c);
-}
-
-static const RankReplySink sink = { sink_protocol, sink_finished };
-
 /* Replies to a request whose arguments did not decode, in its turn. */
-static gboolean
-reply_protocol_error (Slot *s, const char *method, gint32 seqid,
+static void
+reply_protocol_error (Request *r, const char *method, gint32 seqid,
                       const char *message)
 {
-  gboolean ok;
+  Conn *c = r->conn;
 
-  rank_transport_abort_message (s->conn->transport);
-  ok = rank_handler_write_exception (
-      sink_protocol (s), method, seqid,
-      THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR, message, NULL);
-  sink_finished (s, ok);
-  return ok;
+  rank_request_reader_skip (c->reader);
+  if (!rank_handler_write_exception (
+          c->worker->handler, r->reply, method, seqid,
+          THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR, message))
+    {
+      request_answered (r, FALSE);
+      return;
+    }
+  request_answered (r, TRUE);
+}
+
+/* The next request is not whole: wait for its bytes. */
+static gboolean
+wait_for_bytes (Conn *c)
+{
+  rank_request_reader_rewind (c->reader);
+  c->want_bytes = TRUE;
+  return FALSE;
 }
 
 /* Serves the next buffered request. FALSE: stop for now (wait for more
@@ -296,134 +409,135 @@ serve_one (Conn *c)
   ThriftMessageType type;
   gint32 seqid;
   RankDispatch d;
-  Slot *s;
+  Request *r;
+  gsize bound = 0;
 
-  if (!rank_transport_begin_message (c->transport, &error)
-      || thrift_protocol_read_message_begin (c->protocol, &name, &type, &seqid,
+  if (!rank_request_reader_begin (c->reader, &error)
+      || thrift_protocol_read_message_begin (c->in, &name, &type, &seqid,
                                              &error)
              < 0)
     {
       g_free (name);
-      if (rank_transport_starved (c->transport))
-        {
-          rank_transport_rewind_message (c->transport);
-          return FALSE;
-        }
+      if (rank_request_reader_starved (c->reader))
+        return wait_for_bytes (c);
       g_debug ("closing connection: %s", error ? error->message : "?");
-      conn_close (c);
+      c->closing = TRUE;
       return FALSE;
     }
   if (type != T_CALL || strlen (name) > RANK_METHOD_NAME_MAX_BYTES)
     {
       g_debug ("closing connection: message type %d is not a call", type);
       g_free (name);
-      conn_close (c);
+      c->closing = TRUE;
       return FALSE;
     }
   g_strlcpy (method, name, sizeof method);
   g_free (name);
 
-  s = g_new0 (Slot, 1);
-  s->conn = c;
-  g_queue_push_tail (&c->calls, s);
-  d = rank_handler_dispatch (w->handler, s, method, seqid, c->protocol, &error);
+  r = g_new0 (Request, 1);
+  r->conn = c;
+  r->link.data = r;
+  r->reply = buffer_take (w);
+  g_queue_push_tail_link (&c->requests, &r->link);
+  c->in_flight++;
+  d = rank_handler_dispatch (w->handler, r, r->reply, method, seqid, c->in,
+                             &bound, &error);
   if (d == RANK_DISPATCH_PENDING)
-    return TRUE;
+    {
+      /* What its reply may take counts until it is answered. */
+      if (!r->answered)
+        {
+          r->reserved = bound;
+          c->held += bound;
+        }
+      return !c->closing;
+    }
   if (error != NULL && error->domain == THRIFT_PROTOCOL_ERROR
-      && !rank_transport_starved (c->transport))
+      && !rank_request_reader_starved (c->reader))
     {
       g_debug ("bad arguments to %s: %s", method, error->message);
-      if (!reply_protocol_error (s, method, seqid, error->message)
-          || !w->server->config.framed)
+      reply_protocol_error (r, method, seqid, error->message);
+      if (!w->server->config.framed)
         c->closing = TRUE; /* unframed: the next message's start is lost */
       return !c->closing;
     }
-  g_queue_pop_tail (&c->calls);
-  g_free (s);
-  if (rank_transport_starved (c->transport))
-    {
-      rank_transport_rewind_message (c->transport);
-      return FALSE;
-    }
+  c->in_flight--;
+  request_free (c, r);
+  if (rank_request_reader_starved (c->reader))
+    return wait_for_bytes (c);
   g_debug ("closing connection during %s: %s", method,
            error ? error->message : "?");
-  conn_close (c);
+  c->closing = TRUE;
   return FALSE;
 }
 
+/* Decodes and dispatches the buffered requests while the connection may
+ * take more: fewer than RANK_CONN_MAX_CALLS in flight and less than
+ * RANK_CONN_REPLY_BUDGET held. */
 static void
-process (Conn *c)
+serve (Conn *c)
 {
-  c->processing = TRUE;
-  while (c->calls.length < RANK_CONN_MAX_CALLS && !c->closing
-         && rank_transport_output_bytes (c->transport) < RANK_CONN_OUTPUT_HIGH)
+  c->serving = TRUE;
+  c->want_bytes = FALSE;
+  while (c->in_flight < RANK_CONN_MAX_CALLS && !c->closing
+         && c->held < RANK_CONN_REPLY_BUDGET)
     {
-      if (c->input_parked && !receive (c))
-        {
-          c->closing = TRUE;
-          break;
-        }
       g_autoptr (GError) error = NULL;
 
-      if (!rank_transport_message_ready (c->transport, &error))
+      if (c->parked && !receive (c))
+        {
+          conn_break (c);
+          break;
+        }
+      if (!rank_request_reader_ready (c->reader, &error))
         {
           if (error != NULL)
             {
               g_debug ("closing connection: %s", error->message);
               c->closing = TRUE;
             }
+          else
+            c->want_bytes = TRUE;
           break;
         }
       if (!serve_one (c))
         break;
+      /* The next request, if any is buffered, started arriving no later
+       * than the last bytes did. */
+      c->partial_since = c->last_received;
     }
+  if (!c->want_bytes || rank_request_reader_buffered (c->reader) == 0)
+    c->partial_since = 0;
   /* A client that half-closed (or a worker draining) gets the replies to
-   * every whole request it sent; then the connection closes. (Here nothing
-   * is in flight or unsent, so no whole request is left: the loop above
-   * served them all.) */
-  if ((c->eof || c->input_closed) && done (c))
+   * every whole request it sent; then the connection closes. */
+  if ((c->eof || c->input_closed) && c->requests.length == 0
+      && (c->want_bytes || rank_request_reader_buffered (c->reader) == 0))
     c->closing = TRUE;
-  c->processing = FALSE;
-  update_interest (c);
-}
-
-/* Sends the pending replies. FALSE: the socket failed, and c is freed or
- * closing. */
-static gboolean
-send_replies (Conn *c)
-{
-  if (rank_transport_send_pending (c->transport) == RANK_IO_FAILED)
-    {
-      c->broken = c->closing = TRUE;
-      rank_transport_abort_message (c->transport);
-      update_interest (c);
-      return FALSE;
-    }
-  return TRUE;
+  c->serving = FALSE;
+  if (head_answered (c))
+    queue_ready (c);
+  conn_settle (c);
 }
 
 /* Before the loop sleeps: every reply completed in this iteration goes out,
- * one write per connection. What the socket does not take waits for
+ * one writev per connection; what the socket does not take waits for
  * EPOLLOUT. Serving the requests buffered behind them may complete more at
  * once: the loop goes on until none is left. Runs before the Redis links'
  * hooks, so commands those requests queued are sent in this iteration too. */
 static int
-send_unsent (gpointer data)
+send_ready (gpointer data)
 {
   Worker *w = data;
   GList *l;
 
-  while ((l = g_queue_pop_head_link (&w->unsent)) != NULL)
+  while ((l = g_queue_pop_head_link (&w->ready)) != NULL)
     {
       Conn *c = l->data;
 
       l->data = NULL;
-      if (!rank_transport_output_pending (c->transport))
-        continue;
       if (!send_replies (c))
         continue;
-      if (!rank_transport_output_pending (c->transport))
-        process (c);
+      serve (c);
     }
   return -1;
 }
@@ -433,12 +547,10 @@ conn_io (gpointer data, guint32 events)
 {
   Conn *c = data;
 
-  if ((events & EPOLLOUT) && rank_transport_output_pending (c->transport))
-    {
-      if (!send_replies (c))
-        return;
-      c->last_io = g_get_monotonic_time ();
-    }
+  if (events & EPOLLOUT)
+    c->blocked = FALSE;
+  if ((events & EPOLLOUT) && head_answered (c) && !send_replies (c))
+    return;
   /* With edge-triggered events a FIN that arrives with the last request
    * raises no event of its own: EPOLLRDHUP tells it. */
   if (events & EPOLLRDHUP)
@@ -446,23 +558,29 @@ conn_io (gpointer data, guint32 events)
   if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !receive (c))
     {
       /* A receive error: the connection is broken. */
-      conn_close (c);
+      conn_break (c);
+      conn_settle (c);
       return;
     }
-  process (c);
+  serve (c);
 }
 
 static void
 conn_add (Worker *w, int fd)
 {
   Conn *c = g_new0 (Conn, 1);
+  int one = 1;
 
   c->worker = w;
   c->node.data = c;
-  c->transport = rank_transport_new_event_driven (fd, w->server->config.framed,
-                                                  w->server->config.max_frame);
-  c->protocol = rank_protocol_new (w->server->config.protocol, c->transport);
-  c->last_io = g_get_monotonic_time ();
+  c->fd = fd;
+  (void) fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) | O_NONBLOCK);
+  (void) setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  c->reader = rank_request_reader_new (w->server->config.framed,
+                                       w->server->config.max_frame);
+  c->in = rank_protocol_new (w->server->config.protocol,
+                             THRIFT_TRANSPORT (c->reader));
+  c->last_progress = c->last_received = g_get_monotonic_time ();
   c->watch = rank_loop_watch (
       w->loop, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, conn_io, c);
   g_queue_push_tail_link (&w->conns, &c->node);
@@ -506,14 +624,17 @@ sweep (gpointer data)
       Conn *c = l->data;
 
       l = l->next;
-      if (c->calls.length > 0)
+      /* Calls in flight wait for Redis, which --redis-timeout bounds. */
+      if (c->in_flight > 0 || c->fd < 0)
         continue;
-      if (rank_transport_buffered_input (c->transport) > 0
-              ? now - c->last_io > stalled
-              : now - c->last_io > idle)
+      /* A request must arrive whole within RANK_REQUEST_READ_TIMEOUT_MS of
+       * its first byte; otherwise neither bytes in nor replies out for
+       * --idle-timeout (a client that reads nothing it asked for too). */
+      if ((c->partial_since != 0 && now - c->partial_since > stalled)
+          || now - c->last_progress > idle)
         {
-          rank_transport_abort_message (c->transport);
-          conn_close (c);
+          conn_break (c);
+          conn_settle (c);
         }
     }
   return 1000;
@@ -543,10 +664,13 @@ start_drain (gpointer data)
       if (receive (c))
         {
           c->input_closed = TRUE;
-          process (c);
+          serve (c);
         }
       else
-        conn_close (c);
+        {
+          conn_break (c);
+          conn_settle (c);
+        }
     }
 }
 
@@ -576,8 +700,10 @@ worker_init (Worker *w, RankServer *server, guint index)
 
   w->server = server;
   w->loop = rank_loop_new ();
-  g_queue_init (&w->unsent);
-  rank_loop_add_prepare (w->loop, send_unsent, w);
+  g_queue_init (&w->ready);
+  w->spare
+      = g_ptr_array_new_with_free_func ((GDestroyNotify) g_byte_array_unref);
+  rank_loop_add_prepare (w->loop, send_ready, w);
   if (server->config.redis_cluster)
     worker_init_cluster (w, server, index);
   else
@@ -606,7 +732,8 @@ worker_init (Worker *w, RankServer *server, guint index)
    * for the connection itself. */
   rank_store_set_wait_replicas (w->store, server->config.wait_replicas,
                                 MAX (server->config.redis_timeout_ms / 2, 1));
-  w->handler = rank_handler_new (w->store, &sink);
+  w->handler = rank_handler_new (w->store, server->config.protocol,
+                                 server->config.framed, request_answered);
   g_queue_init (&w->conns);
   rank_loop_add_prepare (w->loop, sweep, w);
   for (guint i = 0; w->links != NULL && i < server->n_nodes; i++)
@@ -634,6 +761,7 @@ worker_clear (Worker *w)
   rank_handler_free (w->handler);
   rank_store_free (w->store);
   rank_loop_free (w->loop);
+  g_ptr_array_unref (w->spare);
 }
 
 /* ---- accepting ---- */

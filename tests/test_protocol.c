@@ -1,20 +1,25 @@
-/* test_protocol.c -- the transport and protocols refuse hostile sizes and
- * nesting before allocating, and never read past a frame. Runs over a
- * socketpair: the test writes raw bytes, the library reads them. */
+/* test_protocol.c -- rankd's connection buffers and protocols refuse
+ * hostile sizes and nesting before allocating, and never read past a frame;
+ * replies are encoded whole into the call's buffer, whatever their size.
+ * Runs over a socketpair: the test writes raw bytes, the request reader
+ * receives them as rankd's server does (non-blocking). */
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "client_transport.h"
+#include "connbuf.h"
 #include "constants.h"
 #include "protocol.h"
 #include "rank_ranking_types.h"
 #include "thrift_fixes.h"
-#include "transport.h"
 
 typedef struct
 {
+  int fd;
   int peer;
-  RankTransport *transport;
+  RankRequestReader *reader;
   ThriftProtocol *protocol;
 } Pair;
 
@@ -24,24 +29,38 @@ pair_open (Pair *p, gboolean framed, RankProtocolKind kind, guint32 max_frame)
   int sv[2];
 
   g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM, 0, sv), ==, 0);
+  p->fd = sv[0];
   p->peer = sv[1];
-  p->transport = rank_transport_new (sv[0], framed, max_frame);
-  rank_transport_set_timeout (p->transport, 2000);
-  p->protocol = rank_protocol_new (kind, p->transport);
+  g_assert_cmpint (fcntl (p->fd, F_SETFL, O_NONBLOCK), ==, 0);
+  p->reader = rank_request_reader_new (framed, max_frame);
+  p->protocol = rank_protocol_new (kind, THRIFT_TRANSPORT (p->reader));
 }
 
 static void
 pair_close (Pair *p)
 {
   g_object_unref (p->protocol);
-  g_object_unref (p->transport);
+  g_object_unref (p->reader);
+  close (p->fd);
   close (p->peer);
 }
 
+/* Writes bytes as the client would, and receives them as rankd does. */
 static void
 put (Pair *p, const void *data, gsize len)
 {
   g_assert_cmpint (write (p->peer, data, len), ==, (gssize) len);
+  g_assert_cmpint (rank_request_reader_receive (p->reader, p->fd), ==,
+                   RANK_IO_OK);
+}
+
+/* What the server does before decoding: the request is whole, then its
+ * message begins. */
+static gboolean
+begin (Pair *p, GError **error)
+{
+  return rank_request_reader_ready (p->reader, error)
+         && rank_request_reader_begin (p->reader, error);
 }
 
 static void
@@ -61,7 +80,7 @@ test_zero_frame (void)
 
   pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
   put (&p, "\0\0\0\0", 4);
-  g_assert_false (rank_transport_begin_message (p.transport, &error));
+  g_assert_false (begin (&p, &error));
   g_assert_nonnull (strstr (error->message, "frame length 0 is outside"));
   pair_close (&p);
 }
@@ -74,13 +93,15 @@ test_huge_frame (void)
 
   pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
   put (&p, "\x80\0\0\0", 4); /* 2 GiB */
-  g_assert_false (rank_transport_begin_message (p.transport, &error));
+  g_assert_false (begin (&p, &error));
   g_assert_nonnull (strstr (error->message, "outside 1..1048576"));
   /* Nothing of that size was allocated. */
-  g_assert_cmpuint (rank_transport_buffer_bytes (p.transport), <, 64 * 1024);
+  g_assert_cmpuint (rank_request_reader_memory (p.reader), <, 64 * 1024);
   pair_close (&p);
 }
 
+/* Half a frame is not a request yet (the server's stall rule closes the
+ * connection if the rest never comes); the rest makes it one. */
 static void
 test_stalled_half_frame (void)
 {
@@ -88,14 +109,51 @@ test_stalled_half_frame (void)
   g_autoptr (GError) error = NULL;
 
   pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
-  rank_transport_set_timeout (p.transport, 200);
   put (&p,
-       "\0\0\0\x10"
+       "\0\0\0\x05"
        "abc",
        7);
-  g_assert_false (rank_transport_begin_message (p.transport, &error));
-  g_assert_nonnull (strstr (error->message, "timed out"));
+  g_assert_false (begin (&p, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (rank_request_reader_buffered (p.reader), ==, 7);
+  put (&p, "de", 2);
+  g_assert_true (begin (&p, &error));
+  g_assert_cmpuint (rank_request_reader_remaining (p.reader), ==, 5);
   pair_close (&p);
+}
+
+/* The client side's transport refuses a frame length out of range before
+ * it allocates, and times out on half a frame. */
+static void
+test_client_frames (void)
+{
+  int sv[2];
+  RankClientTransport *t;
+  g_autoptr (GError) error = NULL;
+
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM, 0, sv), ==, 0);
+  t = rank_client_transport_new (sv[0], TRUE, 1024);
+  rank_client_transport_set_timeout (t, 200);
+  g_assert_cmpint (write (sv[1], "\x80\0\0\0", 4), ==, 4);
+  g_assert_false (rank_client_transport_begin_message (t, &error));
+  g_assert_nonnull (strstr (error->message, "outside 1..1024"));
+  g_assert_cmpuint (rank_client_transport_memory (t), <, 64 * 1024);
+  g_clear_error (&error);
+  g_object_unref (t);
+  close (sv[1]);
+
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM, 0, sv), ==, 0);
+  t = rank_client_transport_new (sv[0], TRUE, 1024);
+  rank_client_transport_set_timeout (t, 200);
+  g_assert_cmpint (write (sv[1],
+                          "\0\0\0\x10"
+                          "abc",
+                          7),
+                   ==, 7);
+  g_assert_false (rank_client_transport_begin_message (t, &error));
+  g_assert_nonnull (strstr (error->message, "timed out"));
+  g_object_unref (t);
+  close (sv[1]);
 }
 
 /* A string claiming 1 GiB inside a 12-byte frame. */
@@ -112,7 +170,7 @@ test_string_claim (void)
 
   pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
   put_frame (&p, msg, sizeof msg);
-  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_true (begin (&p, NULL));
   /* name "x" reads, then seqid would need 4 bytes: only 3 are left. */
   g_assert_cmpint (thrift_protocol_read_message_begin (p.protocol, &name, &type,
                                                        &seqid, &error),
@@ -125,7 +183,7 @@ test_string_claim (void)
   g_clear_error (&error);
   pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
   put_frame (&p, str, sizeof str);
-  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_true (begin (&p, NULL));
   g_assert_cmpint (thrift_protocol_read_string (p.protocol, &name, &error), <,
                    0);
   g_assert_error (error, THRIFT_PROTOCOL_ERROR,
@@ -145,7 +203,7 @@ test_compact_string_claim (void)
 
   pair_open (&p, TRUE, RANK_PROTOCOL_COMPACT, RANK_DEFAULT_MAX_FRAME);
   put_frame (&p, str, sizeof str);
-  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_true (begin (&p, NULL));
   g_assert_cmpint (thrift_protocol_read_string (p.protocol, &s, &error), <, 0);
   g_assert_error (error, THRIFT_PROTOCOL_ERROR,
                   THRIFT_PROTOCOL_ERROR_SIZE_LIMIT);
@@ -165,7 +223,7 @@ test_unversioned_header (void)
 
   pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
   put_frame (&p, msg, sizeof msg);
-  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_true (begin (&p, NULL));
   g_assert_cmpint (thrift_protocol_read_message_begin (p.protocol, &name, &type,
                                                        &seqid, &error),
                    <, 0);
@@ -191,7 +249,7 @@ test_nesting (void)
     }
   pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
   put_frame (&p, msg->data, msg->len);
-  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_true (begin (&p, NULL));
   g_assert_cmpint (thrift_protocol_skip (p.protocol, T_LIST, &error), <, 0);
   g_assert_error (error, THRIFT_PROTOCOL_ERROR,
                   THRIFT_PROTOCOL_ERROR_DEPTH_LIMIT);
@@ -211,7 +269,7 @@ test_container_claim (void)
 
   pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
   put_frame (&p, msg, sizeof msg);
-  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_true (begin (&p, NULL));
   g_assert_cmpint (
       thrift_protocol_read_list_begin (p.protocol, &type, &size, &error), <, 0);
   g_assert_error (error, THRIFT_PROTOCOL_ERROR,
@@ -232,7 +290,7 @@ read_truncated (RankProtocolKind kind, const guint8 *msg, gsize len)
 
   pair_open (&p, TRUE, kind, RANK_DEFAULT_MAX_FRAME);
   put_frame (&p, msg, (guint32) len);
-  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_true (begin (&p, NULL));
   g_assert_cmpint (thrift_struct_read (THRIFT_STRUCT (req), p.protocol, &error),
                    <, 0);
   g_assert_nonnull (error);
@@ -264,7 +322,7 @@ test_nul_in_string (void)
 
   pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
   put_frame (&p, str, sizeof str);
-  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_true (begin (&p, NULL));
   g_assert_cmpint (thrift_protocol_read_string (p.protocol, &s, NULL), ==, 7);
   /* The NUL became 0xFF: the string keeps its length and fails UTF-8
    * validation instead of silently becoming "a". */
@@ -291,26 +349,58 @@ test_buffered_cap (void)
   big[3] = 0xf0; /* a 2032-byte string */
   pair_open (&p, FALSE, RANK_PROTOCOL_BINARY, 1024);
   put (&p, big, sizeof big);
-  g_assert_true (rank_transport_begin_message (p.transport, NULL));
+  g_assert_true (begin (&p, NULL));
   g_assert_cmpint (thrift_protocol_read_string (p.protocol, &s, &error), <, 0);
   g_assert_null (s);
   pair_close (&p);
 }
 
-/* Writes go out as one frame with its length. */
+/* A reply is one frame with its length, in the call's own buffer. */
 static void
 test_frame_write (void)
 {
-  Pair p;
-  guint8 buf[64];
+  RankReplyWriter *w = rank_reply_writer_new (TRUE);
+  g_autoptr (ThriftProtocol) out
+      = rank_protocol_new (RANK_PROTOCOL_BINARY, THRIFT_TRANSPORT (w));
+  g_autoptr (GByteArray) reply = g_byte_array_new ();
 
-  pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
-  g_assert_cmpint (thrift_protocol_write_i32 (p.protocol, 0x01020304, NULL), ==,
-                   4);
-  g_assert_true (thrift_transport_flush (THRIFT_TRANSPORT (p.transport), NULL));
-  g_assert_cmpint (read (p.peer, buf, sizeof buf), ==, 8);
-  g_assert_cmpmem (buf, 8, "\0\0\0\x04\x01\x02\x03\x04", 8);
-  pair_close (&p);
+  rank_reply_writer_begin (w, reply);
+  g_assert_cmpint (thrift_protocol_write_i32 (out, 0x01020304, NULL), ==, 4);
+  g_assert_true (thrift_transport_flush (THRIFT_TRANSPORT (w), NULL));
+  g_assert_cmpmem (reply->data, reply->len, "\0\0\0\x04\x01\x02\x03\x04", 8);
+  g_object_unref (w);
+}
+
+/* A reply is not held to the request frame cap (--max-frame): 3 MiB go
+ * into one frame; past RANK_REPLY_MAX_BYTES the writer refuses. */
+static void
+test_large_reply (void)
+{
+  RankReplyWriter *w = rank_reply_writer_new (TRUE);
+  g_autoptr (ThriftProtocol) out
+      = rank_protocol_new (RANK_PROTOCOL_BINARY, THRIFT_TRANSPORT (w));
+  g_autoptr (GByteArray) reply = g_byte_array_new ();
+  g_autoptr (GError) error = NULL;
+  gsize big = 3 * 1024 * 1024;
+  guint8 *bytes = g_malloc0 (big);
+
+  rank_reply_writer_begin (w, reply);
+  g_assert_cmpint (
+      thrift_protocol_write_binary (out, bytes, (guint32) big, &error), ==,
+      (gint32) big + 4);
+  g_assert_true (thrift_transport_flush (THRIFT_TRANSPORT (w), NULL));
+  g_assert_cmpuint (reply->len, ==, big + 8);
+  g_assert_cmpuint (((guint32) reply->data[0] << 24 | reply->data[1] << 16
+                     | reply->data[2] << 8 | reply->data[3]),
+                    ==, big + 4);
+  g_byte_array_set_size (reply, 0);
+  rank_reply_writer_begin (w, reply);
+  for (int i = 0; error == NULL && i < 8; i++)
+    thrift_protocol_write_binary (out, bytes, (guint32) big, &error);
+  g_assert_error (error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_SEND);
+  g_assert_cmpuint (reply->len, <=, RANK_REPLY_MAX_BYTES + 4);
+  g_free (bytes);
+  g_object_unref (w);
 }
 
 int
@@ -323,6 +413,8 @@ main (int argc, char **argv)
   g_test_add_func ("/transport/frame/stalled-half-frame",
                    test_stalled_half_frame);
   g_test_add_func ("/transport/frame/write", test_frame_write);
+  g_test_add_func ("/transport/frame/large-reply", test_large_reply);
+  g_test_add_func ("/transport/client/frames", test_client_frames);
   g_test_add_func ("/transport/buffered/message-cap", test_buffered_cap);
   g_test_add_func ("/protocol/binary/string-claim", test_string_claim);
   g_test_add_func ("/protocol/binary/container-claim", test_container_claim);

@@ -1291,8 +1291,8 @@ test_missing_required_field (void)
 {
   g_autoptr (RankClient) c
       = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
-  RankTransport *t = rank_client_transport (c);
-  g_autoptr (ThriftProtocol) p = rank_protocol_new (RANK_PROTOCOL_BINARY, t);
+  RankClientTransport *t = rank_client_get_transport (c);
+  g_autoptr (ThriftProtocol) p = rank_protocol_new (RANK_PROTOCOL_BINARY, THRIFT_TRANSPORT (t));
 
   write_update_missing_member (p, 7);
   expect_app_exception (p, 7, THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR,
@@ -1319,12 +1319,12 @@ test_pipelined_in_order (void)
   g_autofree char *b = rank_test_unique ("pipe");
   g_autoptr (RankClient) c
       = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
-  RankTransport *t = rank_client_transport (c);
+  RankClientTransport *t = rank_client_get_transport (c);
   rankRankingIf *iface = rank_client_iface (c);
-  g_autoptr (ThriftProtocol) p = rank_protocol_new (RANK_PROTOCOL_BINARY, t);
+  g_autoptr (ThriftProtocol) p = rank_protocol_new (RANK_PROTOCOL_BINARY, THRIFT_TRANSPORT (t));
   const int n = 48;
 
-  rank_transport_cork (t);
+  rank_client_transport_cork (t);
   for (int i = 0; i < n; i++)
     {
       g_autofree char *member = g_strdup_printf ("p%02d", i / 4);
@@ -1357,7 +1357,7 @@ test_pipelined_in_order (void)
         }
       g_assert_true (ok);
     }
-  g_assert_true (rank_transport_uncork (t, NULL));
+  g_assert_true (rank_client_transport_uncork (t, NULL));
 
   for (int i = 0; i < n; i++)
     {
@@ -1425,8 +1425,8 @@ test_unknown_method (void)
 {
   g_autoptr (RankClient) c
       = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
-  RankTransport *t = rank_client_transport (c);
-  g_autoptr (ThriftProtocol) p = rank_protocol_new (RANK_PROTOCOL_BINARY, t);
+  RankClientTransport *t = rank_client_get_transport (c);
+  g_autoptr (ThriftProtocol) p = rank_protocol_new (RANK_PROTOCOL_BINARY, THRIFT_TRANSPORT (t));
 
   thrift_protocol_write_message_begin (p, "Explode", T_CALL, 3, NULL);
   thrift_protocol_write_struct_begin (p, "args", NULL);

@@ -1,0 +1,532 @@
+/* client_transport.c -- a blocking socket transport with a real read buffer
+ * (see client_transport.h).
+ *
+ * Invariants:
+ *   rbuf[rpos, rlen) holds received bytes not yet consumed.
+ *   Framed: while in_frame, frame_left bytes of the current frame remain and
+ *   all of them are already in rbuf (the frame was read whole).
+ *   Buffered: msg_used counts the bytes consumed by the current message.
+ *   wbuf starts with 4 reserved bytes in framed mode for the length.
+ */
+#include "client_transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "address.h"
+#include "constants.h"
+
+struct _RankClientTransport
+{
+  ThriftTransport parent;
+
+  int fd;
+  gboolean framed;
+  guint32 max_frame;
+  int timeout_ms;
+
+  guint8 *rbuf;
+  gsize rcap, rpos, rlen;
+  gboolean in_frame;
+  gsize frame_left;
+  gsize msg_used;
+
+  GByteArray *wbuf;
+  gsize frame_start; /* framed: where the message being written begins */
+  gboolean corked;   /* flush keeps messages until uncorked */
+};
+
+G_DEFINE_TYPE (RankClientTransport, rank_client_transport,
+               THRIFT_TYPE_TRANSPORT)
+
+#define FRAME_HEADER 4
+
+static void set_error (GError **error, int code, const char *fmt, ...)
+    G_GNUC_PRINTF (3, 4);
+
+static void
+set_error (GError **error, int code, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  if (error != NULL && *error == NULL)
+    *error = g_error_new_valist (THRIFT_TRANSPORT_ERROR, code, fmt, ap);
+  va_end (ap);
+}
+
+static void
+reset_write (RankClientTransport *self)
+{
+  self->frame_start = 0;
+  g_byte_array_set_size (self->wbuf, self->framed ? FRAME_HEADER : 0);
+}
+
+/* Replaces a write buffer that grew for one large message, so that an idle
+ * client does not keep it. */
+static void
+shed (RankClientTransport *self, guint len_before)
+{
+  if (len_before > 16 * RANK_CONN_BUFFER_BYTES)
+    {
+      g_byte_array_unref (self->wbuf);
+      self->wbuf = g_byte_array_sized_new (256);
+    }
+}
+
+static void
+ensure_capacity (RankClientTransport *self, gsize need)
+{
+  if (self->rpos > 0 && self->rpos == self->rlen)
+    self->rpos = self->rlen = 0;
+  if (self->rcap - self->rlen >= need)
+    return;
+  if (self->rpos > 0)
+    {
+      memmove (self->rbuf, self->rbuf + self->rpos, self->rlen - self->rpos);
+      self->rlen -= self->rpos;
+      self->rpos = 0;
+    }
+  if (self->rcap - self->rlen < need)
+    {
+      gsize cap = MAX (self->rcap, (gsize) RANK_CONN_BUFFER_BYTES);
+
+      while (cap - self->rlen < need)
+        cap *= 2;
+      self->rbuf = g_realloc (self->rbuf, cap);
+      self->rcap = cap;
+    }
+}
+
+/* Receives more bytes, at least one, into rbuf. */
+static gboolean
+fill (RankClientTransport *self, gsize want, GError **error)
+{
+  ensure_capacity (self, MAX (want, (gsize) 1));
+  for (;;)
+    {
+      ssize_t n = recv (self->fd, self->rbuf + self->rlen,
+                        self->rcap - self->rlen, 0);
+
+      if (n > 0)
+        {
+          self->rlen += (gsize) n;
+          return TRUE;
+        }
+      if (n == 0)
+        {
+          set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                     "connection closed by peer");
+          return FALSE;
+        }
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        {
+          set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                     "timed out after %d ms waiting for the peer to send",
+                     self->timeout_ms);
+          return FALSE;
+        }
+      set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE, "recv failed: %s",
+                 g_strerror (errno));
+      return FALSE;
+    }
+}
+
+/* Makes sure n bytes are buffered. */
+static gboolean
+fill_to (RankClientTransport *self, gsize n, GError **error)
+{
+  while (self->rlen - self->rpos < n)
+    if (!fill (self, n - (self->rlen - self->rpos), error))
+      return FALSE;
+  return TRUE;
+}
+
+/* Shrinks the read buffer after a large message. */
+static void
+trim_buffer (RankClientTransport *self)
+{
+  if (self->rcap > 16 * RANK_CONN_BUFFER_BYTES
+      && self->rlen - self->rpos <= RANK_CONN_BUFFER_BYTES)
+    {
+      gsize left = self->rlen - self->rpos;
+      guint8 *nb = g_malloc (RANK_CONN_BUFFER_BYTES);
+
+      memcpy (nb, self->rbuf + self->rpos, left);
+      g_free (self->rbuf);
+      self->rbuf = nb;
+      self->rcap = RANK_CONN_BUFFER_BYTES;
+      self->rpos = 0;
+      self->rlen = left;
+    }
+}
+
+static gboolean
+read_frame (RankClientTransport *self, GError **error)
+{
+  guint32 len;
+
+  if (!fill_to (self, FRAME_HEADER, error))
+    return FALSE;
+  len = ((guint32) self->rbuf[self->rpos] << 24)
+        | ((guint32) self->rbuf[self->rpos + 1] << 16)
+        | ((guint32) self->rbuf[self->rpos + 2] << 8)
+        | (guint32) self->rbuf[self->rpos + 3];
+  if (len == 0 || len > self->max_frame)
+    {
+      set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                 "frame length %u is outside 1..%u", len, self->max_frame);
+      return FALSE;
+    }
+  if (!fill_to (self, FRAME_HEADER + (gsize) len, error))
+    return FALSE;
+  self->rpos += FRAME_HEADER;
+  self->in_frame = TRUE;
+  self->frame_left = len;
+  return TRUE;
+}
+
+gboolean
+rank_client_transport_begin_message (RankClientTransport *self, GError **error)
+{
+  self->msg_used = 0;
+  if (self->framed)
+    {
+      self->in_frame = FALSE;
+      return read_frame (self, error);
+    }
+  return TRUE;
+}
+
+gsize
+rank_client_transport_remaining (RankClientTransport *self)
+{
+  if (self->framed)
+    return self->in_frame ? self->frame_left : self->max_frame;
+  return self->max_frame - MIN (self->msg_used, (gsize) self->max_frame);
+}
+
+static gint32
+client_read (ThriftTransport *transport, gpointer buf, guint32 len,
+             GError **error)
+{
+  RankClientTransport *self = RANK_CLIENT_TRANSPORT (transport);
+  gsize n;
+
+  if (len == 0)
+    return 0;
+  if (self->framed)
+    {
+      if (!self->in_frame && !read_frame (self, error))
+        return -1;
+      if (len > self->frame_left)
+        {
+          set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                     "message reads %u bytes past the end of its frame",
+                     (guint) (len - self->frame_left));
+          return -1;
+        }
+      memcpy (buf, self->rbuf + self->rpos, len);
+      self->rpos += len;
+      self->frame_left -= len;
+      return (gint32) len;
+    }
+  if (self->msg_used + len > self->max_frame)
+    {
+      set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                 "message is longer than the %u-byte limit", self->max_frame);
+      return -1;
+    }
+  if (!fill_to (self, 1, error))
+    return -1;
+  n = MIN ((gsize) len, self->rlen - self->rpos);
+  memcpy (buf, self->rbuf + self->rpos, n);
+  self->rpos += n;
+  self->msg_used += n;
+  return (gint32) n;
+}
+
+static gint32
+client_read_all (ThriftTransport *transport, gpointer buf, guint32 len,
+                 GError **error)
+{
+  guint32 have = 0;
+
+  while (have < len)
+    {
+      gint32 n
+          = client_read (transport, (guint8 *) buf + have, len - have, error);
+      if (n < 0)
+        return -1;
+      have += (guint32) n;
+    }
+  return (gint32) have;
+}
+
+static gboolean
+client_read_end (ThriftTransport *transport, GError **error)
+{
+  RankClientTransport *self = RANK_CLIENT_TRANSPORT (transport);
+
+  if (self->framed && self->in_frame)
+    {
+      /* Bytes the reader did not ask for (unknown trailing data) are
+       * dropped with the frame. */
+      self->rpos += self->frame_left;
+      self->frame_left = 0;
+      self->in_frame = FALSE;
+    }
+  self->msg_used = 0;
+  trim_buffer (self);
+  return TRUE;
+}
+
+static gboolean
+client_write (ThriftTransport *transport, const gpointer buf, const guint32 len,
+              GError **error)
+{
+  RankClientTransport *self = RANK_CLIENT_TRANSPORT (transport);
+
+  if ((gsize) (self->wbuf->len - self->frame_start) + len
+      > (gsize) self->max_frame + FRAME_HEADER)
+    {
+      set_error (error, THRIFT_TRANSPORT_ERROR_SEND,
+                 "message is longer than the %u-byte limit", self->max_frame);
+      return FALSE;
+    }
+  g_byte_array_append (self->wbuf, buf, len);
+  return TRUE;
+}
+
+static gboolean
+send_all (RankClientTransport *self, const guint8 *data, gsize len,
+          GError **error)
+{
+  while (len > 0)
+    {
+      ssize_t n = send (self->fd, data, len, MSG_NOSIGNAL);
+
+      if (n >= 0)
+        {
+          data += n;
+          len -= (gsize) n;
+          continue;
+        }
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        {
+          set_error (error, THRIFT_TRANSPORT_ERROR_SEND,
+                     "timed out after %d ms waiting for the peer to read",
+                     self->timeout_ms);
+          return FALSE;
+        }
+      set_error (error, THRIFT_TRANSPORT_ERROR_SEND, "send failed: %s",
+                 g_strerror (errno));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+client_flush (ThriftTransport *transport, GError **error)
+{
+  RankClientTransport *self = RANK_CLIENT_TRANSPORT (transport);
+  gboolean ok;
+  guint sent;
+
+  if (self->framed)
+    {
+      guint8 *h = self->wbuf->data + self->frame_start;
+      guint32 len = self->wbuf->len - self->frame_start - FRAME_HEADER;
+
+      if (len == 0)
+        return TRUE;
+      h[0] = (guint8) (len >> 24);
+      h[1] = (guint8) (len >> 16);
+      h[2] = (guint8) (len >> 8);
+      h[3] = (guint8) len;
+    }
+  else if (self->wbuf->len == 0)
+    return TRUE;
+  if (self->corked)
+    {
+      /* The message stays; the next one starts after it. */
+      self->frame_start = self->wbuf->len;
+      if (self->framed)
+        g_byte_array_set_size (self->wbuf, self->wbuf->len + FRAME_HEADER);
+      return TRUE;
+    }
+  sent = self->wbuf->len;
+  ok = send_all (self, self->wbuf->data, self->wbuf->len, error);
+  shed (self, sent);
+  reset_write (self);
+  return ok;
+}
+
+void
+rank_client_transport_cork (RankClientTransport *self)
+{
+  self->corked = TRUE;
+}
+
+gboolean
+rank_client_transport_uncork (RankClientTransport *self, GError **error)
+{
+  gsize len = self->framed ? self->frame_start : self->wbuf->len;
+  guint sent = self->wbuf->len;
+  gboolean ok = send_all (self, self->wbuf->data, len, error);
+
+  self->corked = FALSE;
+  shed (self, sent);
+  reset_write (self);
+  return ok;
+}
+
+static gboolean
+client_write_end (ThriftTransport *transport, GError **error)
+{
+  return TRUE;
+}
+
+static gboolean
+client_is_open (ThriftTransport *transport)
+{
+  return RANK_CLIENT_TRANSPORT (transport)->fd >= 0;
+}
+
+static gboolean
+client_open (ThriftTransport *transport, GError **error)
+{
+  if (RANK_CLIENT_TRANSPORT (transport)->fd >= 0)
+    return TRUE;
+  set_error (error, THRIFT_TRANSPORT_ERROR_CONNECT,
+             "transport has no socket; use rank_client_transport_connect");
+  return FALSE;
+}
+
+static gboolean
+client_close (ThriftTransport *transport, GError **error)
+{
+  RankClientTransport *self = RANK_CLIENT_TRANSPORT (transport);
+
+  if (self->fd >= 0)
+    {
+      close (self->fd);
+      self->fd = -1;
+    }
+  return TRUE;
+}
+
+/* The protocols ask before reading a container whether its minimum size
+ * fits in what is left of the message. */
+static gboolean
+client_check_available (ThriftTransport *transport, glong num_bytes,
+                        GError **error)
+{
+  RankClientTransport *self = RANK_CLIENT_TRANSPORT (transport);
+
+  if (num_bytes < 0
+      || (gsize) num_bytes > rank_client_transport_remaining (self))
+    {
+      set_error (error, THRIFT_TRANSPORT_ERROR_MAX_MESSAGE_SIZE_REACHED,
+                 "container claims more bytes than the message holds");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+rank_client_transport_finalize (GObject *object)
+{
+  RankClientTransport *self = RANK_CLIENT_TRANSPORT (object);
+
+  if (self->fd >= 0)
+    close (self->fd);
+  g_free (self->rbuf);
+  g_byte_array_unref (self->wbuf);
+  G_OBJECT_CLASS (rank_client_transport_parent_class)->finalize (object);
+}
+
+static void
+rank_client_transport_class_init (RankClientTransportClass *klass)
+{
+  ThriftTransportClass *tt = THRIFT_TRANSPORT_CLASS (klass);
+
+  G_OBJECT_CLASS (klass)->finalize = rank_client_transport_finalize;
+  tt->is_open = client_is_open;
+  tt->open = client_open;
+  tt->close = client_close;
+  tt->read = client_read;
+  tt->read_all = client_read_all;
+  tt->read_end = client_read_end;
+  tt->write = client_write;
+  tt->write_end = client_write_end;
+  tt->flush = client_flush;
+  tt->checkReadBytesAvailable = client_check_available;
+}
+
+static void
+rank_client_transport_init (RankClientTransport *self)
+{
+  self->fd = -1;
+  self->wbuf = g_byte_array_sized_new (256);
+}
+
+RankClientTransport *
+rank_client_transport_new (int fd, gboolean framed, guint32 max_frame)
+{
+  RankClientTransport *self = g_object_new (RANK_TYPE_CLIENT_TRANSPORT, NULL);
+  int one = 1;
+  int flags = fcntl (fd, F_GETFL);
+
+  /* Blocking, with SO_RCVTIMEO/SO_SNDTIMEO as the bound: one recv per
+   * reply instead of recv, poll, recv. */
+  if (flags >= 0)
+    (void) fcntl (fd, F_SETFL, flags & ~O_NONBLOCK);
+  (void) setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  self->fd = fd;
+  self->framed = framed;
+  self->max_frame = max_frame;
+  reset_write (self);
+  rank_client_transport_set_timeout (self, RANK_REQUEST_READ_TIMEOUT_MS);
+  return self;
+}
+
+RankClientTransport *
+rank_client_transport_connect (const char *host, guint16 port, gboolean framed,
+                               int timeout_ms, GError **error)
+{
+  RankAddress address = { (char *) host, port, NULL };
+  RankClientTransport *self;
+  int fd = rank_address_connect (&address, timeout_ms, error);
+
+  if (fd < 0)
+    return NULL;
+  self = rank_client_transport_new (fd, framed, RANK_MAX_MAX_FRAME);
+  rank_client_transport_set_timeout (self, timeout_ms);
+  return self;
+}
+
+void
+rank_client_transport_set_timeout (RankClientTransport *self, int timeout_ms)
+{
+  struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+
+  self->timeout_ms = timeout_ms;
+  (void) setsockopt (self->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  (void) setsockopt (self->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+gsize
+rank_client_transport_memory (RankClientTransport *self)
+{
+  return self->rcap + self->wbuf->len;
+}

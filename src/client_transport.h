@@ -1,0 +1,65 @@
+/* client_transport.h -- the blocking Thrift transport of rankd's own
+ * clients: rankctl, the viewer, rank-bench and the tests.
+ *
+ * Replaces c_glib's socket + framed/buffered transports, which leak, copy
+ * the wrong bytes when a frame spans reads, trust any frame length, send in
+ * 512-byte pieces without TCP_NODELAY and let SIGPIPE kill the process.
+ *
+ * Framed mode: a 4-byte big-endian length, then the message. A frame is
+ * read whole (0 < length <= max_frame, checked before anything is
+ * allocated) before the protocol sees any of it; the protocol cannot read
+ * past its end. Buffered mode: the bare message; at most max_frame bytes per
+ * message. Each wait for the peer is bounded by the timeout; one write per
+ * message, or per corked batch of messages.
+ *
+ * (rankd's own side of a connection is connbuf.h.)
+ */
+#ifndef RANK_CLIENT_TRANSPORT_H
+#define RANK_CLIENT_TRANSPORT_H
+
+#include <thrift/c_glib/transport/thrift_transport.h>
+
+#include "thrift_fixes.h"
+
+G_BEGIN_DECLS
+
+#define RANK_TYPE_CLIENT_TRANSPORT (rank_client_transport_get_type ())
+G_DECLARE_FINAL_TYPE (RankClientTransport, rank_client_transport, RANK,
+                      CLIENT_TRANSPORT, ThriftTransport)
+
+/* Takes ownership of fd (closed on finalize); makes it blocking and sets
+ * TCP_NODELAY where it applies. */
+RankClientTransport *rank_client_transport_new (int fd, gboolean framed,
+                                                guint32 max_frame);
+
+/* Connects to host:port (TCP). timeout_ms bounds connect and each later
+ * wait for the peer; 0 means no bound. Replies may be as large as
+ * RANK_MAX_MAX_FRAME. */
+RankClientTransport *
+rank_client_transport_connect (const char *host, guint16 port, gboolean framed,
+                               int timeout_ms, GError **error);
+
+/* Bound on each wait for the peer (0: none). */
+void rank_client_transport_set_timeout (RankClientTransport *self,
+                                        int timeout_ms);
+
+/* After cork, flush keeps each message; uncork sends them all in one
+ * write. For pipelining calls of the generated client. */
+void rank_client_transport_cork (RankClientTransport *self);
+gboolean rank_client_transport_uncork (RankClientTransport *self,
+                                       GError **error);
+
+/* Starts reading the next message (framed: reads the whole frame). Reads
+ * do this by themselves; tests call it to see a frame refused. */
+gboolean rank_client_transport_begin_message (RankClientTransport *self,
+                                              GError **error);
+
+/* Bytes the protocol may still read from the current message. */
+gsize rank_client_transport_remaining (RankClientTransport *self);
+
+/* Bytes of memory held by buffers (for tests). */
+gsize rank_client_transport_memory (RankClientTransport *self);
+
+G_END_DECLS
+
+#endif /* RANK_CLIENT_TRANSPORT_H */
