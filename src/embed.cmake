@@ -1,11 +1,24 @@
 # Turns Lua scripts into a C header of string constants, so the scripts stay
 # readable .lua files (try them in redis-cli) and are built into rankd.
+# prelude.lua, what the scripts share, goes in front of each of the others.
 # Usage: cmake -DOUT=header.h -DIN="a.lua|b.lua" -P embed.cmake
+cmake_policy(SET CMP0054 NEW)
 string(REPLACE "|" ";" IN "${IN}")
+set(prelude_text "")
+foreach(path ${IN})
+  get_filename_component(name ${path} NAME_WE)
+  if(name STREQUAL "prelude")
+    file(READ ${path} prelude_text)
+  endif()
+endforeach()
 file(WRITE ${OUT}.tmp "/* Generated from the .lua files of src/lua by src/embed.cmake. Do not edit. */\n")
 foreach(path ${IN})
   get_filename_component(name ${path} NAME_WE)
+  if(name STREQUAL "prelude")
+    continue()
+  endif()
   file(READ ${path} text)
+  set(text "${prelude_text}${text}")
   string(REPLACE "\\" "\\\\" text "${text}")
   string(REPLACE "\"" "\\\"" text "${text}")
   string(REPLACE "\n" "\\n\"\n\"" text "${text}")

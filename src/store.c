@@ -205,6 +205,25 @@ reply_error (const redisReply *reply)
   if (g_str_has_prefix (msg, "RANK_INVALID "))
     return g_error_new_literal (RANK_ERROR, RANK_ERROR_INVALID,
                                 msg + strlen ("RANK_INVALID "));
+  /* A key of another type than rankd keeps there: the script found it
+   * before its first write and changed nothing. Not worth a retry: an
+   * operator has to repair or reset the board. The script's location,
+   * which Redis appends, tells the operator nothing. */
+  if (g_str_has_prefix (msg, "RANK_DAMAGED "))
+    {
+      const char *where = strstr (msg, " script: ");
+      int len = where != NULL ? (int) (where - msg) : (int) strlen (msg);
+
+      return g_error_new (RANK_ERROR, RANK_ERROR_INTERNAL,
+                          "damaged data: %.*s; nothing was changed",
+                          len - (int) strlen ("RANK_DAMAGED "),
+                          msg + strlen ("RANK_DAMAGED "));
+    }
+  if (g_str_has_prefix (msg, "WRONGTYPE "))
+    return g_error_new (RANK_ERROR, RANK_ERROR_INTERNAL,
+                        "damaged data: a key of the board holds another type "
+                        "than rankd keeps there (%s)",
+                        msg);
   for (gsize i = 0; i < G_N_ELEMENTS (unavailable); i++)
     if (g_str_has_prefix (msg, unavailable[i]))
       return g_error_new (RANK_ERROR, RANK_ERROR_UNAVAILABLE,
@@ -1637,8 +1656,6 @@ rank_store_get_top (RankStore *store, const char *board, gint64 offset, gint n,
 
 /* ---- Sample ---- */
 
-#define SAMPLE_MAX 100
-
 typedef struct
 {
   RankStore *store;
@@ -1654,15 +1671,15 @@ typedef struct
   gint64 in_range[RANK_SHARDS_MAX];
   /* Round 2: the drawn entries. */
   guint n;
-  char *keys[SAMPLE_MAX];
-  gsize key_lens[SAMPLE_MAX];
-  gint64 zscores[SAMPLE_MAX];
+  char *keys[RANK_SAMPLE_COUNT_MAX];
+  gsize key_lens[RANK_SAMPLE_COUNT_MAX];
+  gint64 zscores[RANK_SAMPLE_COUNT_MAX];
 } SampleCall;
 
 static void
 sample_finish (SampleCall *call)
 {
-  RankEntry entries[SAMPLE_MAX];
+  RankEntry entries[RANK_SAMPLE_COUNT_MAX];
   gsize n = 0;
 
   if (call->countdown.error != NULL)
@@ -1712,7 +1729,7 @@ sample_draw (SampleCall *call)
 {
   const RankBoardOptions *o = &call->options;
   gint64 total = 0;
-  gint64 picks[SAMPLE_MAX];
+  gint64 picks[RANK_SAMPLE_COUNT_MAX];
   guint k;
   GHashTable *chosen;
 
@@ -1789,7 +1806,7 @@ rank_store_sample (RankStore *store, const char *board, gint64 min, gint64 max,
   call->board = g_strdup (board);
   call->func = func;
   call->data = data;
-  call->count = MIN (count, SAMPLE_MAX);
+  call->count = MIN (count, RANK_SAMPLE_COUNT_MAX);
   rank_period_back (&o->period, g_get_real_time () / 1000, periods_back,
                     &call->period);
   zscore_bounds (o, min, max, &lo, &hi);

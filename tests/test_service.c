@@ -396,12 +396,10 @@ test_key_layout (void)
   freeReplyObject (r);
 
   /* The board's meta hash describes one time bucket k (this one): its one
-   * generation of one record hash (a new board), its 2 records, and since
-   * 0 (no record in the layout before it). */
+   * generation of one record hash (a new board) and its 2 records. */
   meta = request_meta (c, b);
   buckets = meta_buckets (meta);
-  g_assert_cmpuint (g_hash_table_size (meta), ==, 3);
-  g_assert_cmpstr (g_hash_table_lookup (meta, "since"), ==, "0");
+  g_assert_cmpuint (g_hash_table_size (meta), ==, 2);
   g_assert_cmpuint (buckets->len, ==, 1);
   bucket = g_ascii_strtoll (buckets->pdata[0], NULL, 10);
   g_assert_true (bucket == now_bucket || bucket == now_bucket - 1);
@@ -467,7 +465,6 @@ test_packed_records (void)
   meta = request_meta (c, b);
   buckets = meta_buckets (meta);
   g_assert_cmpuint (buckets->len, >=, 1);
-  g_assert_cmpstr (g_hash_table_lookup (meta, "since"), ==, "0");
   /* Exact only if the burst did not straddle a 15-minute bucket boundary
    * (then each bucket holds part of it). */
   if (buckets->len == 1)
@@ -494,20 +491,7 @@ test_packed_records (void)
   redisFree (c);
 }
 
-/* ---- upgrade from one meta hash per bucket ---- */
-
-/* update.lua before the board's shared meta hash: one meta hash per time
- * bucket, rk:{board}:q:<k> (tests/fixtures/update-old-layout.lua). */
-static char *
-old_update_script (void)
-{
-  g_autofree char *path = g_build_filename (RANK_TEST_SOURCE_DIR, "fixtures",
-                                            "update-old-layout.lua", NULL);
-  char *source = NULL;
-
-  g_assert_true (g_file_get_contents (path, &source, NULL, NULL));
-  return source;
-}
+/* ---- update.lua on its own ---- */
 
 #define WIDTH_MS (RANK_DEFAULT_DEDUP_WINDOW_S * 250) /* a time bucket */
 
@@ -637,8 +621,7 @@ test_meta_buckets (void)
       meta = request_meta (c, b);
       buckets = meta_buckets (meta);
       g_assert_cmpuint (buckets->len, ==, MIN (i + 1, 5));
-      g_assert_cmpuint (g_hash_table_size (meta), ==, 1 + 2 * buckets->len);
-      g_assert_cmpstr (g_hash_table_lookup (meta, "since"), ==, "0");
+      g_assert_cmpuint (g_hash_table_size (meta), ==, 2 * buckets->len);
       for (guint j = 0; j < buckets->len; j++)
         {
           g_autofree char *want = g_strdup_printf (
@@ -673,20 +656,16 @@ test_meta_buckets (void)
   redisFree (c);
 }
 
-/* The first bucket is sized from the previous bucket's count in either
- * layout (bench/compare.sh sets it in the meta hash to size a bucket). */
+/* The first bucket is sized from the previous bucket's count
+ * (bench/compare.sh sets it in the meta hash to size a bucket). */
 static void
 test_meta_sizing (void)
 {
   g_autofree char *b = rank_test_unique ("sizing");
-  g_autofree char *old_b = rank_test_unique ("sizing-old");
   redisContext *c = redis_connect (redis->port);
   gint64 k0 = g_get_real_time () / 1000 / WIDTH_MS;
   g_autoptr (GHashTable) meta = NULL;
-  g_autoptr (GHashTable) old_meta = NULL;
   g_autofree char *k1 = g_strdup_printf ("%" G_GINT64_FORMAT, k0 + 1);
-  g_autofree char *since
-      = g_strdup_printf ("%" G_GINT64_FORMAT, (k0 + 1) * WIDTH_MS);
   redisReply *r;
 
   r = redisCommand (c, "HSET rk:{%s}:q %" G_GINT64_FORMAT ":n 262144", b, k0);
@@ -696,165 +675,6 @@ test_meta_sizing (void)
   meta = request_meta (c, b);
   g_assert_cmpstr (meta_field (meta, k1, ""), ==, "4096");
   g_assert_cmpstr (meta_field (meta, k1, ":n"), ==, "1");
-  g_assert_cmpstr (g_hash_table_lookup (meta, "since"), ==, "0");
-
-  /* The same from an old-layout bucket: buckets up to it stay looked up in
-   * that layout. */
-  r = redisCommand (c, "HSET rk:{%s}:q:%" G_GINT64_FORMAT " g 1 s0 1 n 262144",
-                    old_b, k0);
-  freeReplyObject (r);
-  g_assert_true (eval_update (c, rank_lua_update, old_b, "ann", 1, "x",
-                              in_bucket (k0 + 1)));
-  old_meta = request_meta (c, old_b);
-  g_assert_cmpstr (meta_field (old_meta, k1, ""), ==, "4096");
-  g_assert_cmpstr (g_hash_table_lookup (old_meta, "since"), ==, since);
-  redisFree (c);
-}
-
-/* Runs the 100 INCREMENTs burst-0..burst-99 of ann with source at now;
- * each must be applied, or each a recognised retry. */
-static void
-eval_burst (redisContext *c, const char *source, const char *b, gint64 now,
-            gboolean applied)
-{
-  for (int i = 0; i < 100; i++)
-    {
-      g_autofree char *rid = g_strdup_printf ("burst-%d", i);
-
-      g_assert_cmpint (eval_update (c, source, b, "ann", 1, rid, now), ==,
-                       applied);
-    }
-}
-
-/* An upgrade: records written by the update.lua before (one meta hash per
- * bucket) in the current bucket (a burst: two generations) and in 3 of the
- * 4 before it, then the current update.lua at later times. Every retry is
- * recognised until it is out of the window, before and after the first
- * record in the new layout, which takes over the current bucket's old
- * generations and looks in the old layout only for the buckets before. */
-static void
-test_upgrade_meta (void)
-{
-  g_autofree char *b = rank_test_unique ("upmeta");
-  g_autofree char *old_script = old_update_script ();
-  redisContext *c = redis_connect (redis->port);
-  gint64 k0 = g_get_real_time () / 1000 / WIDTH_MS;
-  g_autofree char *k4 = g_strdup_printf ("%" G_GINT64_FORMAT, k0 + 4);
-  g_autofree char *since
-      = g_strdup_printf ("%" G_GINT64_FORMAT, (k0 + 4) * WIDTH_MS);
-  g_autoptr (GHashTable) meta = NULL;
-  const char *old_ids[] = { "o0", "o1", "o3", NULL };
-  const gint64 old_buckets[] = { 0, 1, 3 };
-
-  /* The old layout: o0, o1, o3 in buckets k0, k0+1, k0+3; a burst of 100
-   * in k0+4. */
-  for (int i = 0; old_ids[i] != NULL; i++)
-    g_assert_true (eval_update (c, old_script, b, "bob", 1, old_ids[i],
-                                in_bucket (k0 + old_buckets[i])));
-  eval_burst (c, old_script, b, in_bucket (k0 + 4), TRUE);
-  /* New script, bucket k0+4: all of them are retries, and nothing is
-   * written for them. */
-  for (int pass = 0; pass < 2; pass++)
-    {
-      for (int i = 0; old_ids[i] != NULL; i++)
-        g_assert_false (eval_update (c, rank_lua_update, b, "bob", 1,
-                                     old_ids[i], in_bucket (k0 + 4)));
-      eval_burst (c, rank_lua_update, b, in_bucket (k0 + 4), FALSE);
-      if (pass == 0)
-        {
-          g_autoptr (GHashTable) none = request_meta (c, b);
-          g_assert_cmpuint (g_hash_table_size (none), ==, 0);
-          /* The first record in the new layout. */
-          g_assert_true (eval_update (c, rank_lua_update, b, "ann", 1, "new",
-                                      in_bucket (k0 + 4)));
-        }
-    }
-  meta = request_meta (c, b);
-  g_assert_cmpuint (g_hash_table_size (meta), ==, 3);
-  g_assert_cmpstr (g_hash_table_lookup (meta, "since"), ==, since);
-  g_assert_cmpstr (meta_field (meta, k4, ""), ==, "1,32");
-  g_assert_cmpstr (meta_field (meta, k4, ":n"), ==, "101");
-  /* Bucket k0+5: o0 is out of the window (applies again), o1 and o3 are
-   * still found in the old layout. */
-  g_assert_true (
-      eval_update (c, rank_lua_update, b, "bob", 1, "o0", in_bucket (k0 + 5)));
-  g_assert_false (
-      eval_update (c, rank_lua_update, b, "bob", 1, "o1", in_bucket (k0 + 5)));
-  g_assert_false (
-      eval_update (c, rank_lua_update, b, "bob", 1, "o3", in_bucket (k0 + 5)));
-  /* Bucket k0+7: o3 is 4 buckets back; k0+8: the burst is, now in the new
-   * layout's meta. */
-  g_assert_false (
-      eval_update (c, rank_lua_update, b, "bob", 1, "o3", in_bucket (k0 + 7)));
-  g_assert_true (
-      eval_update (c, rank_lua_update, b, "bob", 1, "o3", in_bucket (k0 + 8)));
-  eval_burst (c, rank_lua_update, b, in_bucket (k0 + 8), FALSE);
-  g_assert_false (
-      eval_update (c, rank_lua_update, b, "ann", 1, "new", in_bucket (k0 + 8)));
-  redisFree (c);
-}
-
-/* An upgrade through rankd: records the rankd before wrote (the old
- * update.lua, now, a bucket and 3 buckets ago) are still recognised by this
- * rankd: a retry is not applied twice, before and after this rankd's first
- * record on the board, and reusing the id for another value is refused. */
-static void
-test_upgrade_old_records (void)
-{
-  g_autofree char *b = rank_test_unique ("upgrade");
-  g_autofree char *old_script = old_update_script ();
-  redisContext *c = redis_connect (redis->port);
-  gint64 now = g_get_real_time () / 1000;
-  struct
-  {
-    const char *rid, *member;
-    gint64 value, ago_ms;
-  } old[] = {
-    { "old-now", "ann", 100, 0 },
-    { "old-bucket-ago", "bob", 20, WIDTH_MS },
-    { "old-3-buckets-ago", "cid", 30, 3 * WIDTH_MS },
-  };
-
-  for (gsize i = 0; i < G_N_ELEMENTS (old); i++)
-    g_assert_true (eval_update (c, old_script, b, old[i].member, old[i].value,
-                                old[i].rid, now - old[i].ago_ms));
-  for (int pass = 0; pass < 2; pass++)
-    {
-      for (gsize i = 0; i < G_N_ELEMENTS (old); i++)
-        {
-          g_auto (Result) u
-              = update (b, old[i].member, old[i].value, old[i].rid,
-                        RANK_UPDATE_MODE_INCREMENT, NO_TIME);
-
-          assert_ok (&u);
-          g_assert_false (u.applied);
-          /* ann has had new-1 since pass 0. */
-          g_assert_cmpint (u.score, ==, old[i].value + (i == 0 ? pass : 0));
-        }
-      {
-        g_auto (Result) u = update (b, "ann", 101, "old-now",
-                                    RANK_UPDATE_MODE_INCREMENT, NO_TIME);
-        assert_fails (&u, INVALID, "request_id: already used");
-      }
-      /* This rankd's first record on the board. */
-      if (pass == 0)
-        assert_update (
-            update (b, "ann", 1, "new-1", RANK_UPDATE_MODE_INCREMENT, NO_TIME),
-            101, 1, TRUE);
-    }
-  assert_rank (b, "ann", 101, 1);
-  assert_rank (b, "cid", 30, 2);
-  assert_rank (b, "bob", 20, 3);
-  {
-    g_autoptr (GHashTable) meta = request_meta (c, b);
-    const char *since = g_hash_table_lookup (meta, "since");
-
-    /* Buckets up to a bucket ago (at least) are looked up in the old layout
-     * too. */
-    g_assert_nonnull (since);
-    g_assert_cmpint (g_ascii_strtoll (since, NULL, 10), >=,
-                     (now / WIDTH_MS) * WIDTH_MS);
-  }
   redisFree (c);
 }
 
@@ -2238,9 +2058,6 @@ main (int argc, char **argv)
   g_test_add_func ("/idempotency/packed-records", test_packed_records);
   g_test_add_func ("/idempotency/meta-buckets", test_meta_buckets);
   g_test_add_func ("/idempotency/meta-sizing", test_meta_sizing);
-  g_test_add_func ("/idempotency/upgrade-meta", test_upgrade_meta);
-  g_test_add_func ("/idempotency/upgrade-old-records",
-                   test_upgrade_old_records);
   g_test_add_func ("/names/limits", test_name_limits);
   g_test_add_func ("/read/get-rank-not-found", test_get_rank_not_found);
   g_test_add_func ("/read/top-bounds", test_top_bounds);

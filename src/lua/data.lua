@@ -9,21 +9,22 @@
 -- hash takes the expiry of the times hash: a period's data goes with it);
 -- get: the data, or '' if it has none.
 --
--- Try it: redis-cli EVAL "$(cat data.lua)" 2 'rk:{b}:t' 'rk:{b}:a' get alice
+-- Try it: redis-cli EVAL "$(cat prelude.lua data.lua)" 2 'rk:{b}:t' 'rk:{b}:a' get alice
 
 local tkey, akey = KEYS[1], KEYS[2]
 local op, member = ARGV[1], ARGV[2]
 
-if redis.call('HEXISTS', tkey, member) == 0 then
+if call_on(tkey, 'hash', 'member times', 'HEXISTS', member) == 0 then
   return false
 end
 if op == 'get' then
-  return redis.call('HGET', akey, member) or ''
+  return call_on(akey, 'hash', 'member data', 'HGET', member) or ''
 end
+-- The only write that can fail, and the first.
 if ARGV[3] == '' then
-  redis.call('HDEL', akey, member)
+  call_on(akey, 'hash', 'member data', 'HDEL', member)
 else
-  redis.call('HSET', akey, member, ARGV[3])
+  call_on(akey, 'hash', 'member data', 'HSET', member, ARGV[3])
   local ttl = redis.call('PTTL', tkey)
   if ttl > 0 then
     redis.call('PEXPIRE', akey, ttl)

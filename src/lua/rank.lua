@@ -31,20 +31,8 @@
 -- score. No member is in two shards, so 1 + the sum over all shards is the
 -- rank the same entries would have on one ordinary board.
 --
--- Try it: redis-cli EVAL "$(cat rank.lua)" 3 'rk:s:{b/0}:t' 'rk:s:{b/0}:z' 'rk:s:{b/1}:z' \
+-- Try it: redis-cli EVAL "$(cat prelude.lua rank.lua)" 3 'rk:s:{b/0}:t' 'rk:s:{b/0}:z' 'rk:s:{b/1}:z' \
 --   find desc ordinal 0 alice
-
--- a < b bytewise, as Redis orders members of equal score (Lua's own string
--- comparison follows the server's locale).
-local function before(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x < y
-    end
-  end
-  return #a < #b
-end
 
 local op, ascending, kind, limit = ARGV[1], ARGV[2] == 'asc', ARGV[3], tonumber(ARGV[4])
 
@@ -102,12 +90,12 @@ if op == 'count' then
 end
 
 local member = ARGV[5]
-local p = redis.call('HGET', KEYS[1], member)
+local p = call_on(KEYS[1], 'hash', 'member times', 'HGET', member)
 if not p then
   return false
 end
 local key = p .. member
-local s = redis.call('ZSCORE', KEYS[2], key)
+local s = call_on(KEYS[2], 'zset', 'scores', 'ZSCORE', key)
 local score = ascending and tonumber(s) or -tonumber(s)
 if kind == 'dense' then
   return {score, redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. s), key, s}

@@ -44,22 +44,15 @@
 -- of the buckets out of the window and has the meta hash expire with the
 -- records of its newest bucket.
 --
--- Upgrade from the layout before, with a meta hash per bucket
--- (rk:{board}:q:<k>: g generations, s0..s4, n; the same record hashes):
--- field since of the meta hash (Unix ms) says that buckets starting before it
--- may hold records in that layout (0: none), and those are looked up there
--- too, so a retry across the upgrade is still recognised; a window later no
--- bucket is that old. A new meta hash (no since) looks in both layouts for
--- every bucket; its first record sets since and takes over the current
--- bucket's old meta (generations and n), if any.
---
 -- Returns {score, rank, applied, subscores}: applied is 0 when the request id
 -- was already used (nothing changes; score, rank and subscores are current, rank
 -- 0 if the member is gone); subscores as stored (8 bytes each; '' if none).
--- A refusal is an error reply starting with "RANK_INVALID "; every check runs
--- before the first write, so a refused update changes nothing.
+-- A refusal is an error reply starting with "RANK_INVALID "; a key of another
+-- type than rankd keeps there (damaged data) is "RANK_DAMAGED ...". Every
+-- check, and every command that can fail, runs before the first write: a
+-- refused or failed update changes nothing and records nothing.
 --
--- Try it: redis-cli EVAL "$(cat update.lua)" 6 'rk:{b}:z' 'rk:{b}:t' 'rk:{b}:q' \
+-- Try it: redis-cli EVAL "$(cat prelude.lua update.lua)" 6 'rk:{b}:z' 'rk:{b}:t' 'rk:{b}:q' \
 --   'rk:{b}:d' 'rk:{b}:c' 'rk:{b}:a' alice 1 10 "$(printf '\0\0\0\0\0\1')" 3600000 \
 --   fp01 request-1- 12345 1763800000000 1 desc ordinal 0 0 '' 0 0 '' \
 --   1959777 1959776 1959775 1959774 1959773 1763803800000
@@ -111,59 +104,37 @@ local function generations_of(layout)
   return s
 end
 
--- The fingerprint recorded for this request id in bucket names[i], whose
--- generations have s hashes, or nil. The newest generation first.
-local function look(i, s)
-  for g = #s, 1, -1 do
-    local v = redis.call('HGET', record_hash(names[i], g - 1, s[g]), idhash)
-    if v then
-      return v
-    end
-  end
-  return nil
+local function hget_record(hash)
+  return call_on(hash, 'hash', 'request-id records', 'HGET', idhash)
 end
 
--- The board's meta: since, the generations of the 5 buckets, the current
--- bucket's n.
-local meta = redis.call('HMGET', qprefix, 'since', names[0], names[1],
-  names[2], names[3], names[4], names[0] .. ':n')
-local since = tonumber(meta[1])
-local old_before = since or math.huge
--- The buckets found in the old layout: old[i] = {s = hash counts, n = records}.
-local old = {}
+-- The board's meta: the generations of the 5 buckets, the current bucket's n.
+local meta = call_on(qprefix, 'hash', 'request-id meta', 'HMGET', names[0],
+  names[1], names[2], names[3], names[4], names[0] .. ':n')
 
--- The fingerprint recorded for this request id, or nil.
+-- The fingerprint recorded for this request id, or nil. The newest
+-- generation of each bucket first.
 local function recorded()
   for i = 0, BUCKETS do
-    local layout = meta[i + 2]
+    local layout = meta[i + 1]
     if layout then
-      local hashes, v = tonumber(layout) -- one generation: the usual case
+      local hashes = tonumber(layout) -- one generation: the usual case
       if hashes then
         local hash = record_hash(names[i], 0, hashes)
         if i == 0 then
           current_hash, current_layout = hash, layout
         end
-        v = redis.call('HGET', hash, idhash)
-      else
-        v = look(i, generations_of(layout))
-      end
-      if v then
-        return v
-      end
-    end
-    if (current - i) * width < old_before then
-      local m = redis.call('HMGET', qprefix .. ':' .. names[i],
-        'g', 's0', 's1', 's2', 's3', 's4', 'n')
-      local generations = tonumber(m[1])
-      if generations then
-        local s = {}
-        for g = 1, generations do
-          s[g] = tonumber(m[g + 1])
-        end
-        old[i] = {s = s, n = tonumber(m[7])}
-        local v = look(i, s)
+        local v = hget_record(hash)
         if v then
           return v
+        end
+      else
+        local s = generations_of(layout)
+        for g = #s, 1, -1 do
+          local v = hget_record(record_hash(names[i], g - 1, s[g]))
+          if v then
+            return v
+          end
         end
       end
     end
@@ -171,48 +142,37 @@ local function recorded()
   return nil
 end
 
--- Records the request id in the current bucket (after recorded()).
-local function record()
+-- How the request id will be recorded in the current bucket (after
+-- recorded()): reads only, so that record() runs after every check.
+local function plan_record()
   local name = names[0]
-  local layout, n = meta[2], tonumber(meta[7]) or 0
-  local meta_expire_at
+  local layout, n = meta[1], tonumber(meta[6]) or 0
+  local plan = {}
   if not layout then
     -- A new bucket (once per window/4). The meta of buckets out of the
     -- window goes, and of those more than 4 buckets ahead (another window
     -- length, a clock far off); the previous bucket's n sizes this one.
-    local fields = redis.call('HGETALL', qprefix)
-    local stale, newest, previous = {}, current, nil
+    local fields = call_on(qprefix, 'hash', 'request-id meta', 'HGETALL')
+    local stale, newest, previous = {}, current, 0
     for j = 1, #fields, 2 do
       local f = fields[j]
-      if f ~= 'since' then
-        local k = tonumber(string.match(f, '^%-?%d+'))
-        if not k or k < current - BUCKETS or k > current + BUCKETS then
-          stale[#stale + 1] = f
-        elseif k > newest then
-          newest = k
-        end
-        if f == names[1] .. ':n' then
-          previous = tonumber(fields[j + 1])
-        end
+      local k = tonumber(string.match(f, '^%-?%d+'))
+      if not k or k < current - BUCKETS or k > current + BUCKETS then
+        stale[#stale + 1] = f
+      elseif k > newest then
+        newest = k
+      end
+      if f == names[1] .. ':n' then
+        previous = tonumber(fields[j + 1]) or 0
       end
     end
-    if #stale > 0 then
-      redis.call('HDEL', qprefix, unpack(stale))
+    plan.stale = stale
+    local hashes = 1
+    while hashes * PER_HASH < previous and hashes < MAX_HASHES do
+      hashes = hashes * 2
     end
-    if old[0] then
-      -- Records of this bucket in the old layout: go on with its generations.
-      layout, n = table.concat(old[0].s, ','), old[0].n or 0
-      old[0] = nil
-    else
-      -- Sized from the previous bucket.
-      previous = previous or (old[1] and old[1].n) or 0
-      local hashes = 1
-      while hashes * PER_HASH < previous and hashes < MAX_HASHES do
-        hashes = hashes * 2
-      end
-      layout = string.format('%d', hashes)
-    end
-    meta_expire_at = (newest + BUCKETS + 1) * width
+    layout = string.format('%d', hashes)
+    plan.meta_expire_at = (newest + BUCKETS + 1) * width
   end
   local s = generations_of(layout)
   local g = #s
@@ -230,32 +190,30 @@ local function record()
     hashes = math.min(hashes * 32, MAX_HASHES)
     layout = layout .. ',' .. string.format('%d', hashes)
   end
-  local set = {name .. ':n', n + 1}
-  if layout ~= meta[2] then
-    set[3], set[4] = name, layout
+  plan.set = {name .. ':n', n + 1}
+  if layout ~= meta[1] then
+    plan.set[3], plan.set[4] = name, layout
   end
-  if not since then
-    -- The meta hash's first record: buckets with records left in the old
-    -- layout are looked up there until they are out of the window.
-    since = 0
-    for i = BUCKETS, 0, -1 do
-      if old[i] then
-        since = (current - i + 1) * width
-      end
-    end
-    set[#set + 1] = 'since'
-    set[#set + 1] = string.format('%d', since)
-  end
-  redis.call('HSET', qprefix, unpack(set))
-  if meta_expire_at then
-    redis.call('PEXPIREAT', qprefix, meta_expire_at)
-  end
-  local hash = current_hash
+  plan.hash = current_hash
   if layout ~= current_layout then
-    hash = record_hash(name, g - 1, hashes)
+    plan.hash = record_hash(name, g - 1, hashes)
+    -- Not read by recorded(): it is written below.
+    expect(plan.hash, 'hash', 'request-id records')
   end
-  redis.call('HSET', hash, idhash, fingerprint)
-  redis.call('PEXPIREAT', hash, record_expire_at)
+  return plan
+end
+
+-- Records the request id as planned.
+local function record(plan)
+  if plan.stale and #plan.stale > 0 then
+    redis.call('HDEL', qprefix, unpack(plan.stale))
+  end
+  redis.call('HSET', qprefix, unpack(plan.set))
+  if plan.meta_expire_at then
+    redis.call('PEXPIREAT', qprefix, plan.meta_expire_at)
+  end
+  redis.call('HSET', plan.hash, idhash, fingerprint)
+  redis.call('PEXPIREAT', plan.hash, record_expire_at)
 end
 
 -- The sorted-set score of a score, and back: sorted sets order ascending.
@@ -267,27 +225,16 @@ local function zformat(score)
   return string.format('%d', zscore_of(score))
 end
 
--- a < b bytewise, as Redis orders members of equal score (Lua's own string
--- comparison follows the server's locale).
-local function before(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x < y
-    end
-  end
-  return #a < #b
-end
-
 -- The member's sorted-set key, score and subscores, or nil if it is not on
 -- the board.
 local function place()
-  local p = redis.call('HGET', tkey, member)
+  local p = call_on(tkey, 'hash', 'member times', 'HGET', member)
   if not p then
     return nil
   end
   local key = p .. member
-  return key, zscore_of(tonumber(redis.call('ZSCORE', zkey, key))), string.sub(p, 1, nsub)
+  local s = call_on(zkey, 'zset', 'scores', 'ZSCORE', key)
+  return key, zscore_of(tonumber(s)), string.sub(p, 1, nsub)
 end
 
 -- The member's rank (key, score): ordinal 1,2,3,4; competition 1,2,2,4 (1 +
@@ -298,7 +245,8 @@ local function rank_of(key, score)
   elseif kind == 'competition' then
     return redis.call('ZCOUNT', zkey, '-inf', '(' .. zformat(score)) + 1
   elseif kind == 'dense' then
-    return redis.call('ZCOUNT', dkey, '-inf', '(' .. zformat(score)) + 1
+    return call_on(dkey, 'zset', 'distinct scores', 'ZCOUNT', '-inf',
+      '(' .. zformat(score)) + 1
   end
   return redis.call('ZRANK', zkey, key) + 1
 end
@@ -314,6 +262,22 @@ local function count_score(score, delta)
   elseif n == 1 and delta == 1 then
     redis.call('ZADD', dkey, zs, zs)
   end
+end
+
+-- Before the first write: the keys this update writes that it has not read
+-- (a read of the wrong type has failed already) hold their types.
+local function check_writes(known)
+  if not known then
+    expect(zkey, 'zset', 'scores')
+  end
+  if data_given or mode == '4' or cap ~= '0' then
+    expect(akey, 'hash', 'member data')
+  end
+  if kind == 'dense' then
+    expect(dkey, 'zset', 'distinct scores')
+    expect(ckey, 'hash', 'members per score')
+  end
+  return plan_record()
 end
 
 local seen = recorded()
@@ -333,6 +297,7 @@ local key, old, old_subs = place()
 -- Remove (mode 4, rankd's Remove): the member and its data go. Returns {the
 -- score it had, 1 if it was on the board, 1}.
 if mode == '4' then
+  local plan = check_writes(key ~= nil)
   if key then
     redis.call('ZREM', zkey, key)
     redis.call('HDEL', tkey, member)
@@ -341,7 +306,7 @@ if mode == '4' then
       count_score(old, -1)
     end
   end
-  record()
+  record(plan)
   return {old or 0, key and 1 or 0, 1, ''}
 end
 if keep_subs and old_subs then
@@ -367,6 +332,7 @@ if new > LIMIT or new < -LIMIT then
     'RANK_INVALID value: current score %d + %d is outside -%d..%d',
     old or 0, value, LIMIT, LIMIT))
 end
+local plan = check_writes(key ~= nil)
 
 -- An update that leaves the score (and subscores) as they were keeps the old
 -- time: whoever reached a score first stays ahead of those who reach it later.
@@ -417,5 +383,5 @@ if expire_at ~= '0' then
     redis.call('PEXPIREAT', ckey, expire_at)
   end
 end
-record()
+record(plan)
 return {new, ranked and rank_of(key, new) or 0, 1, ranked and new_subs or ''}
