@@ -1,9 +1,13 @@
 /* redis_link.c -- a pipelined Redis connection on an event loop
  * (see redis_link.h).
  *
- * State: CONNECTING (a non-blocking connect is under way; commands queue),
- * UP, or DOWN (the last attempt failed; commands fail at once until the
- * back-off ends and the next attempt starts).
+ * State: CONNECTING (a non-blocking connect, then the start-up commands --
+ * AUTH, SCRIPT LOAD -- are under way; commands queue behind them), UP (every
+ * start-up command succeeded), or DOWN (the last attempt failed; commands
+ * fail at once until the back-off ends and the next attempt starts). The
+ * back-off (RANK_RECONNECT_MIN_MS doubling to RANK_RECONNECT_MAX_MS) starts
+ * again only once a connection is UP: a refused AUTH is a failed attempt like
+ * a refused connect, logged once per attempt.
  *
  * Commands are formatted into obuf and recorded in a ring of slots awaiting
  * replies; the prepare hook writes obuf just before the loop sleeps, so a
@@ -64,6 +68,8 @@ struct _RankRedisLink
 
   /* Loop thread only. */
   int fd;
+  gboolean tcp_up;      /* connected; start-up replies may still be due */
+  guint handshake_left; /* start-up commands not answered yet */
   RankLoopWatch *watch;
   gboolean want_write;
   gint64 connect_deadline;
@@ -79,6 +85,9 @@ struct _RankRedisLink
 };
 
 static void io_ready (gpointer data, guint32 events);
+
+/* The usual size of a link's output buffer. */
+#define OBUF_BYTES (64 * 1024)
 
 /* ---- state ---- */
 
@@ -201,6 +210,13 @@ pop_slot (RankRedisLink *link)
   link->ring_len--;
   if (link->expired > 0)
     link->expired--;
+  /* Empty after a burst: back to the usual size. */
+  if (link->ring_len == 0 && link->ring_cap > 4096)
+    {
+      g_free (link->ring);
+      link->ring = NULL;
+      link->ring_cap = link->ring_head = 0;
+    }
   return s;
 }
 
@@ -240,6 +256,8 @@ disconnect (RankRedisLink *link, LinkState next, const char *why)
   if (link->fd >= 0)
     close (link->fd);
   link->fd = -1;
+  link->tcp_up = FALSE;
+  link->handshake_left = 0;
   g_clear_pointer (&link->reader, redisReaderFree);
   g_string_truncate (link->obuf, 0);
   link->opos = 0;
@@ -282,6 +300,7 @@ begin_connect (RankRedisLink *link)
   link->watch = rank_loop_watch (link->loop, link->fd, EPOLLIN | EPOLLOUT,
                                  io_ready, link);
   link->want_write = TRUE;
+  link->handshake_left = link->startup->len;
   link->reader = redisReaderCreate ();
   /* The start-up commands go first, ahead of anything already queued. */
   for (guint i = link->startup->len; i > 0; i--)
@@ -310,6 +329,14 @@ begin_connect (RankRedisLink *link)
   }
 }
 
+/* The connection is up and every start-up command succeeded. */
+static void
+handshake_done (RankRedisLink *link)
+{
+  link->backoff_ms = RANK_RECONNECT_MIN_MS;
+  set_state (link, LINK_UP, NULL);
+}
+
 static void
 finish_connect (RankRedisLink *link)
 {
@@ -325,11 +352,27 @@ finish_connect (RankRedisLink *link)
       disconnect (link, LINK_DOWN, why);
       return;
     }
-  link->backoff_ms = RANK_RECONNECT_MIN_MS;
-  set_state (link, LINK_UP, NULL);
+  link->tcp_up = TRUE;
+  if (link->handshake_left == 0)
+    handshake_done (link);
 }
 
 /* ---- I/O ---- */
+
+/* The output buffer is empty: one that grew for a burst (thousands of
+ * commands in one iteration) goes back to its usual size, so that a quiet
+ * link holds little. */
+static void
+shrink_output (RankRedisLink *link)
+{
+  if (link->obuf->allocated_len > 4 * OBUF_BYTES)
+    {
+      g_string_free (link->obuf, TRUE);
+      link->obuf = g_string_sized_new (OBUF_BYTES);
+    }
+  else
+    g_string_truncate (link->obuf, 0);
+}
 
 static gboolean
 flush_output (RankRedisLink *link)
@@ -358,7 +401,7 @@ flush_output (RankRedisLink *link)
           return FALSE;
         }
     }
-  g_string_truncate (link->obuf, 0);
+  shrink_output (link);
   link->opos = 0;
   set_write_interest (link, FALSE);
   return TRUE;
@@ -382,14 +425,28 @@ deliver (RankRedisLink *link, redisReply *reply)
     {
       /* A connection whose AUTH or SCRIPT LOAD failed cannot serve: what
        * waits on it fails with Unavailable, naming the reply (never the
-       * command: it may carry a password), and the link retries later. */
-      g_autofree char *why
-          = g_strdup_printf ("start-up command failed: %s", reply->str);
+       * command: it may carry a password), and the link retries after the
+       * back-off, which keeps growing. */
+      gboolean auth = g_str_has_prefix (reply->str, "WRONGPASS")
+                      || g_str_has_prefix (reply->str, "NOAUTH")
+                      || g_str_has_prefix (reply->str, "ERR AUTH")
+                      || strstr (reply->str, "invalid password") != NULL;
+      g_autofree char *why = g_strdup_printf (
+          "%s: %s", auth ? "authentication failed" : "start-up command failed",
+          reply->str);
 
+      g_warning ("redis %s: %s; retrying in %d ms", link->name, why,
+                 link->backoff_ms);
+      /* Said: the state change need not say it again. */
+      g_mutex_lock (&link->lock);
+      link->attempted = TRUE;
+      g_mutex_unlock (&link->lock);
       freeReplyObject (reply);
       disconnect (link, LINK_DOWN, why);
       return;
     }
+  else if (s.startup && --link->handshake_left == 0)
+    handshake_done (link);
   freeReplyObject (reply);
 }
 
@@ -446,7 +503,7 @@ io_ready (gpointer data, guint32 events)
 {
   RankRedisLink *link = data;
 
-  if (get_state (link) == LINK_CONNECTING)
+  if (!link->tcp_up)
     {
       if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
         return;
@@ -592,7 +649,7 @@ rank_redis_link_new (RankLoop *loop, const RankAddress *address, int timeout_ms)
   link->fd = -1;
   link->retry_at = G_MAXINT64; /* until started */
   link->backoff_ms = RANK_RECONNECT_MIN_MS;
-  link->obuf = g_string_sized_new (64 * 1024);
+  link->obuf = g_string_sized_new (OBUF_BYTES);
   rank_loop_add_prepare (loop, prepare, link);
   return link;
 }
