@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -232,6 +233,38 @@ static gboolean get_choice (const Loader *loader, const char *section,
                             const char *key, const char *const *names,
                             const int *values, int *out, GError **error);
 
+/* An IANA zone name ("UTC", "Europe/Paris"), checked before GLib sees it:
+ * GLib also opens absolute paths and any file under the zone directory, and
+ * asserts (a CRITICAL in the log) on one that is not a zone file. */
+static gboolean
+zone_name_ok (const char *name)
+{
+  const char *dir = g_getenv ("TZDIR");
+  g_autofree char *path = NULL;
+  char head[4];
+  FILE *f;
+  gboolean zone_file;
+
+  if (!g_ascii_isalpha (name[0]) || strstr (name, "..") != NULL
+      || strstr (name, "//") != NULL || g_str_has_suffix (name, "/"))
+    return FALSE;
+  for (const char *p = name; *p; p++)
+    if (!g_ascii_isalnum (*p) && *p != '/' && *p != '_' && *p != '-'
+        && *p != '+')
+      return FALSE;
+  if (strcmp (name, "UTC") == 0)
+    return TRUE;
+  path = g_build_filename (dir != NULL ? dir : "/usr/share/zoneinfo", name,
+                           NULL);
+  f = fopen (path, "rb");
+  if (f == NULL)
+    return TRUE; /* not there: GLib says so without a fuss */
+  zone_file = fread (head, 1, sizeof head, f) == sizeof head
+              && memcmp (head, "TZif", 4) == 0;
+  fclose (f);
+  return zone_file;
+}
+
 /* period, timezone, week_start, period_seconds, period_epoch, retention,
  * accept_late. */
 static gboolean
@@ -269,7 +302,8 @@ load_period (const Loader *loader, const char *section, RankBoardOptions *o,
     return FALSE;
   if (zone != NULL)
     {
-      GTimeZone *tz = g_time_zone_new_identifier (zone);
+      GTimeZone *tz
+          = zone_name_ok (zone) ? g_time_zone_new_identifier (zone) : NULL;
 
       if (tz == NULL)
         return fail_at (loader, section, "timezone", error,
@@ -507,27 +541,57 @@ rank_config_new (void)
   return config;
 }
 
+/* The file is UTF-8 text, every byte of which the scan and GKeyFile read:
+ * a NUL would end the text early (what follows it silently ignored) and
+ * other control characters (but tab, and CR before LF) have no place in
+ * it. */
+static gboolean
+check_text (const char *path, const char *text, gsize length, GError **error)
+{
+  int line = 1;
+
+  for (gsize i = 0; i < length; i++)
+    {
+      guchar c = (guchar) text[i];
+
+      if (c == '\n')
+        line++;
+      else if ((c < 0x20 && c != '\t' && !(c == '\r' && text[i + 1] == '\n'))
+               || c == 0x7f)
+        {
+          g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                       "%s:%d: %s (byte 0x%02x): the file must be text", path,
+                       line, c == 0 ? "a NUL byte" : "a control character", c);
+          return FALSE;
+        }
+    }
+  if (!g_utf8_validate (text, (gssize) length, NULL))
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                   "%s: not valid UTF-8 text", path);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 RankConfig *
 rank_config_load (const char *path, GError **error)
 {
   g_autoptr (GError) io = NULL;
   g_autofree char *text = NULL;
+  gsize length = 0;
   g_autoptr (GKeyFile) file = g_key_file_new ();
   RankConfig *config;
   Loader loader = { path, file, NULL };
   gboolean ok;
 
-  if (!g_file_get_contents (path, &text, NULL, &io))
+  if (!g_file_get_contents (path, &text, &length, &io))
     {
       g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID, "%s", io->message);
       return NULL;
     }
-  if (!g_utf8_validate (text, -1, NULL))
-    {
-      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
-                   "%s: not valid UTF-8 text", path);
-      return NULL;
-    }
+  if (!check_text (path, text, length, error))
+    return NULL;
   loader.lines = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   config = rank_config_new ();
   ok = scan (&loader, text, error);

@@ -8,22 +8,29 @@
 
 static char *dir;
 
-/* Writes text to a file of its own; returns its path. */
+/* Writes text (len bytes, -1: up to its NUL) to a file of its own;
+ * returns its path. */
 static char *
-write_conf (const char *text)
+write_conf_bytes (const char *text, gssize len)
 {
   static int n;
   char *path = g_strdup_printf ("%s/c%d.conf", dir, n++);
 
-  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  g_assert_true (g_file_set_contents (path, text, len, NULL));
   return path;
+}
+
+static char *
+write_conf (const char *text)
+{
+  return write_conf_bytes (text, -1);
 }
 
 /* Loading text fails with a message containing every one of expected. */
 static void
-assert_fails (const char *text, const char *const *expected)
+assert_fails (const char *text, gssize len, const char *const *expected)
 {
-  g_autofree char *path = write_conf (text);
+  g_autofree char *path = write_conf_bytes (text, len);
   g_autoptr (GError) error = NULL;
   RankConfig *config = rank_config_load (path, &error);
 
@@ -36,7 +43,12 @@ assert_fails (const char *text, const char *const *expected)
 }
 
 #define FAILS(text, ...)                                                       \
-  assert_fails (text, (const char *const[]){ __VA_ARGS__, NULL })
+  assert_fails (text, -1, (const char *const[]){ __VA_ARGS__, NULL })
+/* The same for text with NUL bytes in it: sizeof the literal, less its
+ * terminating NUL. */
+#define FAILS_BYTES(text, ...)                                                 \
+  assert_fails (text, sizeof text - 1,                                         \
+                (const char *const[]){ __VA_ARGS__, NULL })
 
 static void
 test_errors (void)
@@ -182,6 +194,50 @@ test_good (void)
   rank_config_unref (config);
 }
 
+/* A NUL byte cut the file short (what followed it was silently dropped:
+ * "\0[board hot]..." started with no boards, "shards=3\0garbage" read 3);
+ * it is an error with its line, and so is any other control character. */
+static void
+test_text_only (void)
+{
+  g_autoptr (RankConfig) crlf = NULL;
+  g_autofree char *path = NULL;
+
+  FAILS_BYTES ("\0[board hot]\nshards=10\n", ":1: ", "NUL byte",
+               "must be text");
+  FAILS_BYTES ("[defaults]\nshards=3\0garbage\n", ":2: ", "NUL byte");
+  FAILS_BYTES ("[board a]\n\nshards=3\n\0", ":4: ", "NUL byte");
+  FAILS ("[defaults]\nshards=3\x01\n", ":2: ", "control character", "0x01");
+  FAILS ("[defaults]\x1b[2J\nshards=3\n", ":1: ", "control character");
+  /* Windows line ends are text. */
+  path = write_conf ("[board a]\r\nshards=3\r\n");
+  crlf = rank_config_load (path, NULL);
+  g_assert_nonnull (crlf);
+  g_assert_cmpuint (rank_config_board (crlf, "a")->shards, ==, 3);
+}
+
+/* timezone= takes IANA names only; GLib would open a path (and print a
+ * CRITICAL on a file that is not a zone file, which g_test makes fatal
+ * here). */
+static void
+test_timezone_names (void)
+{
+  g_autoptr (RankConfig) paris = NULL;
+  g_autofree char *path = NULL;
+
+  FAILS ("[board p]\nperiod=daily\ntimezone=/etc/passwd\n",
+         ":3: ", "[board p] timezone", "not an IANA time zone name");
+  FAILS ("[board p]\ntimezone=../../../etc/passwd\n", ":2: ", "timezone");
+  FAILS ("[board p]\ntimezone=Europe/../../etc/passwd\n", ":2: ", "timezone");
+  FAILS ("[board p]\ntimezone=+01:00\n", ":2: ", "timezone");
+  FAILS ("[board p]\ntimezone=Mars/Olympus\n", ":2: ", "timezone");
+  if (g_file_test ("/usr/share/zoneinfo/leapseconds", G_FILE_TEST_EXISTS))
+    FAILS ("[board p]\ntimezone=leapseconds\n", ":2: ", "timezone");
+  path = write_conf ("[board p]\nperiod=daily\ntimezone=Europe/Paris\n");
+  paris = rank_config_load (path, NULL);
+  g_assert_nonnull (paris);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -191,6 +247,8 @@ main (int argc, char **argv)
   dir = g_dir_make_tmp ("rankd-config-XXXXXX", NULL);
   g_test_add_func ("/config/errors", test_errors);
   g_test_add_func ("/config/good", test_good);
+  g_test_add_func ("/config/text-only", test_text_only);
+  g_test_add_func ("/config/timezone-names", test_timezone_names);
   status = g_test_run ();
   {
     g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
