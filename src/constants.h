@@ -128,6 +128,15 @@
                                     */
 #define RANK_KEY_SUFFIX_COUNTS "c" /* rank=dense: hash score -> members */
 #define RANK_KEY_SUFFIX_DATA "a"   /* hash: member -> its data (encoded) */
+/* The board's layout descriptor (layout.h), always under the board's own
+ * tag, whatever its shards: "rk:{board}:o". */
+#define RANK_KEY_SUFFIX_LAYOUT "o"
+
+/* A worker trusts what it learned of a board's stored layout this long;
+ * then it asks Redis again (one GET per board and worker). It remembers at
+ * most this many boards. */
+#define RANK_LAYOUT_RECHECK_MS 1000
+#define RANK_LAYOUT_CACHE_MAX 10000
 
 /* Shard i of a sharded board: RANK_SHARD_KEY_PREFIX ":{" board "/" i "}:"
  * suffix. Each shard is its own hash tag (shards spread over a cluster);

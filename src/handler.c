@@ -146,62 +146,95 @@ bound_data (const ThriftStruct *args)
   return MESSAGE_BYTES + ENTRY_DATA_BYTES;
 }
 
+/* The board a call names. */
+static const char *
+board_of_update (const ThriftStruct *args)
+{
+  return ((const rankRankingUpdateArgs *) args)->request->board;
+}
+
+#define BOARD_OF(fn, type)                                                     \
+  static const char *fn (const ThriftStruct *args)                             \
+  {                                                                            \
+    return ((const type *) args)->board;                                       \
+  }
+BOARD_OF (board_of_get_rank, rankRankingGetRankArgs)
+BOARD_OF (board_of_get_top_n, rankRankingGetTopNArgs)
+BOARD_OF (board_of_get_around, rankRankingGetAroundArgs)
+BOARD_OF (board_of_get_ranks, rankRankingGetRanksArgs)
+BOARD_OF (board_of_remove, rankRankingRemoveArgs)
+BOARD_OF (board_of_count, rankRankingCountArgs)
+BOARD_OF (board_of_count_between, rankRankingCountBetweenArgs)
+BOARD_OF (board_of_get_percentile, rankRankingGetPercentileArgs)
+BOARD_OF (board_of_get_score_at_percentile, rankRankingGetScoreAtPercentileArgs)
+BOARD_OF (board_of_sample, rankRankingSampleArgs)
+BOARD_OF (board_of_set_member_data, rankRankingSetMemberDataArgs)
+BOARD_OF (board_of_get_member_data, rankRankingGetMemberDataArgs)
+
 /* One row per method of the IDL: its name, its generated argument and
- * result structs, what starts it, and how large its reply can be. */
+ * result structs, the board it names and whether it may change it, what
+ * starts it, and how large its reply can be. */
 typedef struct
 {
   const char *name;
   GType (*args_type) (void);
   GType (*result_type) (void);
+  const char *(*board) (const ThriftStruct *args);
+  gboolean writes;
   void (*start) (Call *call);
   gsize (*reply_bound) (const ThriftStruct *args);
 } MethodSpec;
 
 static const MethodSpec methods[] = {
-  [METHOD_UPDATE]
-  = { "Update", rank_ranking_update_args_get_type,
-      rank_ranking_update_result_get_type, start_update, bound_small },
-  [METHOD_GET_RANK]
-  = { "GetRank", rank_ranking_get_rank_args_get_type,
-      rank_ranking_get_rank_result_get_type, start_get_rank, bound_small },
+  [METHOD_UPDATE] = { "Update", rank_ranking_update_args_get_type,
+                      rank_ranking_update_result_get_type, board_of_update,
+                      TRUE, start_update, bound_small },
+  [METHOD_GET_RANK] = { "GetRank", rank_ranking_get_rank_args_get_type,
+                        rank_ranking_get_rank_result_get_type,
+                        board_of_get_rank, FALSE, start_get_rank, bound_small },
   [METHOD_GET_TOP_N]
   = { "GetTopN", rank_ranking_get_top_n_args_get_type,
-      rank_ranking_get_top_n_result_get_type, start_get_top_n, bound_top },
+      rank_ranking_get_top_n_result_get_type, board_of_get_top_n, FALSE,
+      start_get_top_n, bound_top },
   [METHOD_GET_AROUND]
   = { "GetAround", rank_ranking_get_around_args_get_type,
-      rank_ranking_get_around_result_get_type, start_get_around, bound_around },
+      rank_ranking_get_around_result_get_type, board_of_get_around, FALSE,
+      start_get_around, bound_around },
   [METHOD_GET_RANKS]
   = { "GetRanks", rank_ranking_get_ranks_args_get_type,
-      rank_ranking_get_ranks_result_get_type, start_get_ranks, bound_ranks },
-  [METHOD_REMOVE]
-  = { "Remove", rank_ranking_remove_args_get_type,
-      rank_ranking_remove_result_get_type, start_remove, bound_small },
-  [METHOD_COUNT]
-  = { "Count", rank_ranking_count_args_get_type,
-      rank_ranking_count_result_get_type, start_count, bound_small },
+      rank_ranking_get_ranks_result_get_type, board_of_get_ranks, FALSE,
+      start_get_ranks, bound_ranks },
+  [METHOD_REMOVE] = { "Remove", rank_ranking_remove_args_get_type,
+                      rank_ranking_remove_result_get_type, board_of_remove,
+                      TRUE, start_remove, bound_small },
+  [METHOD_COUNT] = { "Count", rank_ranking_count_args_get_type,
+                     rank_ranking_count_result_get_type, board_of_count, FALSE,
+                     start_count, bound_small },
   [METHOD_COUNT_BETWEEN]
   = { "CountBetween", rank_ranking_count_between_args_get_type,
-      rank_ranking_count_between_result_get_type, start_count, bound_small },
+      rank_ranking_count_between_result_get_type, board_of_count_between, FALSE,
+      start_count, bound_small },
   [METHOD_GET_PERCENTILE]
   = { "GetPercentile", rank_ranking_get_percentile_args_get_type,
-      rank_ranking_get_percentile_result_get_type, start_get_percentile,
-      bound_small },
+      rank_ranking_get_percentile_result_get_type, board_of_get_percentile,
+      FALSE, start_get_percentile, bound_small },
   [METHOD_GET_SCORE_AT_PERCENTILE]
   = { "GetScoreAtPercentile",
       rank_ranking_get_score_at_percentile_args_get_type,
       rank_ranking_get_score_at_percentile_result_get_type,
-      start_get_score_at_percentile, bound_small },
-  [METHOD_SAMPLE]
-  = { "Sample", rank_ranking_sample_args_get_type,
-      rank_ranking_sample_result_get_type, start_sample, bound_sample },
+      board_of_get_score_at_percentile, FALSE, start_get_score_at_percentile,
+      bound_small },
+  [METHOD_SAMPLE] = { "Sample", rank_ranking_sample_args_get_type,
+                      rank_ranking_sample_result_get_type, board_of_sample,
+                      FALSE, start_sample, bound_sample },
   [METHOD_SET_MEMBER_DATA]
   = { "SetMemberData", rank_ranking_set_member_data_args_get_type,
-      rank_ranking_set_member_data_result_get_type, start_set_member_data,
-      bound_small },
+      rank_ranking_set_member_data_result_get_type, board_of_set_member_data,
+      TRUE, start_set_member_data, bound_small },
   [METHOD_GET_MEMBER_DATA]
   = { "GetMemberData", rank_ranking_get_member_data_args_get_type,
-      rank_ranking_get_member_data_result_get_type, start_get_member_data,
-      bound_data },
+      rank_ranking_get_member_data_result_get_type, board_of_get_member_data,
+      FALSE, start_get_member_data, bound_data },
 };
 
 G_STATIC_ASSERT (G_N_ELEMENTS (methods) == METHOD_UNKNOWN);
@@ -1400,6 +1433,46 @@ start_get_member_data (Call *call)
 
 /* ---- dispatch ---- */
 
+/* The board's stored layout is known to match: the call proper starts. */
+static void
+layout_checked (const GError *error, gpointer data)
+{
+  Call *call = data;
+
+  if (error != NULL)
+    reply_error (call, methods[call->method].result_type (), error);
+  else
+    methods[call->method].start (call);
+}
+
+/* A call starts once the board it names may be touched in the layout the
+ * configuration says (a bad board name is refused by the call itself). */
+static void
+begin_call (Call *call)
+{
+  const MethodSpec *m = &methods[call->method];
+  const char *board = m->board (call->args);
+  g_autoptr (GError) error = NULL;
+
+  if (!rank_validate_board (board, NULL))
+    {
+      m->start (call);
+      return;
+    }
+  switch (rank_store_check_layout (call->handler->store, board, m->writes,
+                                   &error, layout_checked, call))
+    {
+    case RANK_LAYOUT_OK:
+      m->start (call);
+      break;
+    case RANK_LAYOUT_REFUSED:
+      reply_error (call, m->result_type (), error);
+      break;
+    case RANK_LAYOUT_PENDING:
+      break;
+    }
+}
+
 RankDispatch
 rank_handler_dispatch (RankHandler *handler, gpointer request,
                        GByteArray *reply_buf, const char *method, gint32 seqid,
@@ -1446,7 +1519,7 @@ rank_handler_dispatch (RankHandler *handler, gpointer request,
   thrift_transport_read_end (in->transport, NULL);
   call->start_us = g_get_monotonic_time ();
   *reply_bound = methods[call->method].reply_bound (call->args);
-  methods[call->method].start (call);
+  begin_call (call);
   return RANK_DISPATCH_PENDING;
 }
 

@@ -414,6 +414,8 @@ run (Options *o, RankServerConfig *config)
       g_warning ("%s; serving anyway", error->message);
       g_clear_error (&error);
     }
+  else
+    rank_server_check_layouts (server);
   if (http != NULL && !rank_http_start (http, &error))
     goto out;
 

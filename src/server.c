@@ -29,6 +29,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -101,7 +102,9 @@ struct _Worker
   RankHandler *handler;
   GQueue conns;
   GQueue ready; /* connections with replies to send before the loop sleeps */
-  GPtrArray *spare; /* reply buffers to reuse */
+  GPtrArray *spare;  /* reply buffers to reuse */
+  guint in_flight;   /* calls of all its connections not answered yet */
+  gsize large_freed; /* bytes of large replies freed since the last trim */
   gboolean draining;
   gint64 next_sweep;
 };
@@ -120,6 +123,7 @@ struct _RankServer
   GMutex lock;
   GCond drained_cond;
   guint drained; /* workers with no connection left after drain */
+  guint swapped; /* workers that took the board options of a reload */
   gint64 last_refusal_log;
 };
 
@@ -156,6 +160,8 @@ buffer_give (Worker *w, GByteArray *buf)
 static void
 request_free (Conn *c, Request *r)
 {
+  if (r->reply->len > SPARE_BYTES)
+    c->worker->large_freed += r->reply->len;
   g_queue_unlink (&c->requests, &r->link);
   c->held -= r->answered ? r->reply->len : r->reserved;
   buffer_give (c->worker, r->reply);
@@ -272,6 +278,7 @@ request_answered (gpointer data, gboolean ok)
   Conn *c = r->conn;
 
   c->in_flight--;
+  c->worker->in_flight--;
   c->held -= r->reserved;
   r->answered = TRUE;
   c->held += r->reply->len;
@@ -440,6 +447,7 @@ serve_one (Conn *c)
   r->reply = buffer_take (w);
   g_queue_push_tail_link (&c->requests, &r->link);
   c->in_flight++;
+  w->in_flight++;
   d = rank_handler_dispatch (w->handler, r, r->reply, method, seqid, c->in,
                              &bound, &error);
   if (d == RANK_DISPATCH_PENDING)
@@ -462,6 +470,7 @@ serve_one (Conn *c)
       return !c->closing;
     }
   c->in_flight--;
+  w->in_flight--;
   request_free (c, r);
   if (rank_request_reader_starved (c->reader))
     return wait_for_bytes (c);
@@ -619,6 +628,13 @@ sweep (gpointer data)
   if (now < w->next_sweep)
     return (int) ((w->next_sweep - now) / 1000) + 1;
   w->next_sweep = now + G_USEC_PER_SEC;
+  /* Large replies (and the Redis replies they were made of) leave the
+   * arena fragmented; a quiet moment hands its free pages back. */
+  if (w->large_freed > 0 && w->in_flight == 0)
+    {
+      malloc_trim (0);
+      w->large_freed = 0;
+    }
   while (l != NULL)
     {
       Conn *c = l->data;
@@ -964,14 +980,42 @@ swap_boards (gpointer data)
 {
   Swap *swap = data;
 
+  RankServer *server = swap->worker->server;
+
   rank_store_set_config (swap->worker->store, swap->boards);
+  /* One worker tells the log which boards the new options do not fit. */
+  if (swap->worker == &server->workers[0])
+    rank_store_check_configured_layouts (swap->worker->store);
   rank_config_unref (swap->boards);
   g_free (swap);
+  g_mutex_lock (&server->lock);
+  server->swapped++;
+  g_cond_broadcast (&server->drained_cond);
+  g_mutex_unlock (&server->lock);
+}
+
+static void
+check_layouts (gpointer data)
+{
+  Worker *w = data;
+
+  rank_store_check_configured_layouts (w->store);
+}
+
+void
+rank_server_check_layouts (RankServer *server)
+{
+  rank_loop_post (server->workers[0].loop, check_layouts, &server->workers[0]);
 }
 
 void
 rank_server_set_boards (RankServer *server, RankConfig *boards)
 {
+  gint64 deadline = g_get_monotonic_time () + G_USEC_PER_SEC;
+
+  g_mutex_lock (&server->lock);
+  server->swapped = 0;
+  g_mutex_unlock (&server->lock);
   for (guint i = 0; i < server->config.io_threads; i++)
     {
       Swap *swap = g_new (Swap, 1);
@@ -980,6 +1024,13 @@ rank_server_set_boards (RankServer *server, RankConfig *boards)
       swap->boards = rank_config_ref (boards);
       rank_loop_post (swap->worker->loop, swap_boards, swap);
     }
+  /* Calls decoded from now on use them: the workers take them between two
+   * events, at once. */
+  g_mutex_lock (&server->lock);
+  while (server->swapped < server->config.io_threads
+         && g_cond_wait_until (&server->drained_cond, &server->lock, deadline))
+    ;
+  g_mutex_unlock (&server->lock);
 }
 
 void

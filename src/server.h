@@ -57,9 +57,15 @@ int rank_server_accept (RankServer *server, int signal_fd);
  * RANK_DRAIN_TIMEOUT_MS), closes every connection and stops the workers. */
 void rank_server_drain (RankServer *server);
 
-/* Board options for calls from now on, in every worker (SIGHUP). Calls in
- * flight finish with the options they started with; connections stay. */
+/* Board options for calls from now on, in every worker (SIGHUP): returns
+ * once every worker has them. Calls in flight finish with the options they
+ * started with; connections stay. */
 void rank_server_set_boards (RankServer *server, RankConfig *boards);
+
+/* Has one worker read the stored layout of every configured board, so
+ * that the log says at once which the options do not fit (layout.h); a
+ * reload does the same by itself. */
+void rank_server_check_layouts (RankServer *server);
 
 /* Open connections right now. */
 guint rank_server_connections (RankServer *server);

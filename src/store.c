@@ -26,6 +26,7 @@
 #include "cluster.h"
 #include "error.h"
 #include "constants.h"
+#include "layout.h"
 #include "lua_scripts.h"
 #include "orderkey.h"
 #include "period.h"
@@ -52,6 +53,9 @@ struct _RankStore
   RankConfig *config; /* a reference */
   gint64 dedup_window_ms;
   GRand *rand; /* Sample */
+  /* What this worker learned of boards' stored layouts (layout.h): board
+   * -> LayoutEntry, for the config in force. */
+  GHashTable *layouts;
   Script update;
   Script rank;
   Script data;
@@ -102,6 +106,23 @@ script_register (RankRedisLink *link, const Script *script)
   rank_redis_link_add_startup (link, 3, argv, NULL);
 }
 
+/* A board's stored layout as last read, for the config in force. */
+typedef struct
+{
+  gboolean present; /* it has a descriptor */
+  char *mismatch;   /* why the config may not touch it; NULL: it may */
+  gint64 checked;   /* monotonic us */
+} LayoutEntry;
+
+static void
+layout_free (gpointer data)
+{
+  LayoutEntry *e = data;
+
+  g_free (e->mismatch);
+  g_free (e);
+}
+
 /* What both kinds of store start with; n_nodes as in the struct. */
 static RankStore *
 store_new (guint n_nodes, RankConfig *config, gint64 dedup_window_ms,
@@ -113,6 +134,8 @@ store_new (guint n_nodes, RankConfig *config, gint64 dedup_window_ms,
   store->config = rank_config_ref (config);
   store->dedup_window_ms = dedup_window_ms;
   store->rand = seed != 0 ? g_rand_new_with_seed (seed) : g_rand_new ();
+  store->layouts
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, layout_free);
   script_init (&store->update, "update.lua", rank_lua_update);
   script_init (&store->rank, "rank.lua", rank_lua_rank);
   script_init (&store->data, "data.lua", rank_lua_data);
@@ -168,6 +191,7 @@ rank_store_free (RankStore *store)
     return;
   rank_config_unref (store->config);
   g_rand_free (store->rand);
+  g_hash_table_unref (store->layouts);
   g_free (store->links);
   g_free (store);
 }
@@ -179,6 +203,8 @@ rank_store_set_config (RankStore *store, RankConfig *config)
 
   store->config = rank_config_ref (config);
   rank_config_unref (old);
+  /* Verdicts were for the options before. */
+  g_hash_table_remove_all (store->layouts);
 }
 
 /* Turns a Redis error reply into a GError. */
@@ -617,6 +643,149 @@ zscore_bounds (const RankBoardOptions *o, gint64 min, gint64 max, gint64 *lo,
 {
   *lo = o->order == RANK_ORDER_ASC ? min : -max;
   *hi = o->order == RANK_ORDER_ASC ? max : -min;
+}
+
+/* ---- the board's layout ---- */
+
+typedef struct
+{
+  RankStore *store;
+  char *board;
+  gboolean write;
+  RankStoreLayoutFunc func;
+  gpointer data;
+} LayoutCall;
+
+static GError *
+layout_refusal (const char *mismatch)
+{
+  return g_error_new_literal (RANK_ERROR, RANK_ERROR_UNAVAILABLE, mismatch);
+}
+
+static void
+layout_read (Op *op, const redisReply *reply, const GError *error)
+{
+  LayoutCall *call = op->data;
+  RankStore *store = call->store;
+  const RankBoardOptions *o = rank_config_board (store->config, call->board);
+  g_autoptr (GError) refused = NULL;
+  LayoutEntry *e;
+
+  if (error == NULL && reply->type != REDIS_REPLY_NIL
+      && reply->type != REDIS_REPLY_STRING)
+    error = refused = unexpected (reply, "the board's layout descriptor");
+  if (error == NULL)
+    {
+      if (g_hash_table_size (store->layouts) >= RANK_LAYOUT_CACHE_MAX)
+        g_hash_table_remove_all (store->layouts);
+      e = g_new0 (LayoutEntry, 1);
+      /* NIL: none (a read), or none until this SET NX wrote ours. */
+      e->present = reply->type == REDIS_REPLY_STRING || call->write;
+      e->mismatch = reply->type == REDIS_REPLY_STRING
+                        ? rank_layout_mismatch (call->board, reply->str, o)
+                        : NULL;
+      e->checked = g_get_monotonic_time ();
+      g_hash_table_replace (store->layouts, g_strdup (call->board), e);
+      if (e->present)
+        rank_layout_report (call->board, e->mismatch);
+      if (e->mismatch != NULL)
+        error = refused = layout_refusal (e->mismatch);
+    }
+  call->func (error, call->data);
+  g_free (call->board);
+  g_free (call);
+}
+
+static void
+ignore_reply (Op *op, const redisReply *reply, const GError *error)
+{
+}
+
+RankLayoutCheck
+rank_store_check_layout (RankStore *store, const char *board, gboolean write,
+                         GError **error, RankStoreLayoutFunc func,
+                         gpointer data)
+{
+  const RankBoardOptions *o = rank_config_board (store->config, board);
+  LayoutEntry *e = g_hash_table_lookup (store->layouts, board);
+  LayoutCall *call;
+  Cmd cmd;
+
+  if (e != NULL
+      && g_get_monotonic_time () - e->checked
+             < (gint64) RANK_LAYOUT_RECHECK_MS * 1000
+      && (e->present || !write))
+    {
+      if (e->mismatch == NULL)
+        return RANK_LAYOUT_OK;
+      g_propagate_error (error, layout_refusal (e->mismatch));
+      return RANK_LAYOUT_REFUSED;
+    }
+  call = g_new0 (LayoutCall, 1);
+  call->store = store;
+  call->board = g_strdup (board);
+  call->write = write;
+  call->func = func;
+  call->data = data;
+  cmd_init (&cmd);
+  if (!write)
+    {
+      cmd_add_str (&cmd, "GET");
+      cmd_add_key (&cmd, board, NULL, 0, 1, RANK_KEY_SUFFIX_LAYOUT);
+      op_start (store, 0, NULL, 0, &cmd, layout_read, call, 0);
+      return RANK_LAYOUT_PENDING;
+    }
+  {
+    /* The first write records the layout; a periodic board's descriptor
+     * lives as long as its newest period's keys, and every write check
+     * moves that on. */
+    g_autofree char *describe = rank_layout_describe (o);
+    gint64 expire_ms = 0;
+
+    if (o->period.kind != RANK_PERIOD_NONE)
+      {
+        RankPeriod current;
+
+        rank_period_of (&o->period, g_get_real_time () / 1000, &current);
+        expire_ms = rank_period_expiry_ms (&o->period, &current, o->retention);
+      }
+    cmd_add_str (&cmd, "SET");
+    cmd_add_key (&cmd, board, NULL, 0, 1, RANK_KEY_SUFFIX_LAYOUT);
+    cmd_add_str (&cmd, describe);
+    cmd_add_str (&cmd, "NX");
+    cmd_add_str (&cmd, "GET");
+    if (expire_ms > 0)
+      {
+        cmd_add_str (&cmd, "PXAT");
+        cmd_add_int (&cmd, expire_ms);
+      }
+    op_start (store, 0, NULL, 0, &cmd, layout_read, call, 0);
+    if (expire_ms > 0)
+      {
+        cmd_init (&cmd);
+        cmd_add_str (&cmd, "PEXPIREAT");
+        cmd_add_key (&cmd, board, NULL, 0, 1, RANK_KEY_SUFFIX_LAYOUT);
+        cmd_add_int (&cmd, expire_ms);
+        cmd_add_str (&cmd, "GT");
+        op_start (store, 0, NULL, 0, &cmd, ignore_reply, NULL, 0);
+      }
+  }
+  return RANK_LAYOUT_PENDING;
+}
+
+static void
+layout_checked_quietly (const GError *error, gpointer data)
+{
+}
+
+void
+rank_store_check_configured_layouts (RankStore *store)
+{
+  g_auto (GStrv) boards = rank_config_board_names (store->config);
+
+  for (char **b = boards; *b != NULL; b++)
+    rank_store_check_layout (store, *b, FALSE, NULL, layout_checked_quietly,
+                             NULL);
 }
 
 /* ---- Update ---- */

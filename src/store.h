@@ -115,6 +115,29 @@ void rank_store_set_wait_replicas (RankStore *store, guint replicas,
 void rank_store_set_config (RankStore *store, RankConfig *config);
 void rank_store_free (RankStore *store);
 
+/* Before a call touches board (write: it may change it), its stored
+ * layout must match the options in force (layout.h): OK, known now;
+ * REFUSED, known now, with error (Unavailable naming the option); or
+ * PENDING: func says, later. What a worker learned holds for
+ * RANK_LAYOUT_RECHECK_MS; a write on a board with no descriptor records
+ * one. */
+typedef enum
+{
+  RANK_LAYOUT_OK,
+  RANK_LAYOUT_REFUSED,
+  RANK_LAYOUT_PENDING,
+} RankLayoutCheck;
+
+typedef void (*RankStoreLayoutFunc) (const GError *error, gpointer data);
+RankLayoutCheck rank_store_check_layout (RankStore *store, const char *board,
+                                         gboolean write, GError **error,
+                                         RankStoreLayoutFunc func,
+                                         gpointer data);
+
+/* Reads the stored layout of every board the configuration names, so that
+ * the log says at once which do not match (at start, after a reload). */
+void rank_store_check_configured_layouts (RankStore *store);
+
 void rank_store_update (RankStore *store, const RankUpdate *update,
                         RankStoreUpdateFunc func, gpointer data);
 
