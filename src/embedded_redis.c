@@ -61,6 +61,18 @@ lock_dir (RankEmbeddedRedis *redis, GError **error)
   return TRUE;
 }
 
+/* The data directory of the embedded Redis should be its owner's only. */
+static void
+warn_if_shared (const char *dir)
+{
+  struct stat st;
+
+  if (stat (dir, &st) == 0 && (st.st_mode & 077) != 0)
+    g_warning ("data directory %s is open to other users (mode %03o); "
+               "rankd's files in it are not (0600), but chmod 700 it",
+               dir, (unsigned) (st.st_mode & 0777));
+}
+
 static pid_t
 spawn (char **argv, const char *log_path, GError **error)
 {
@@ -90,6 +102,9 @@ spawn (char **argv, const char *log_path, GError **error)
       /* Not in rankd's process group: a Ctrl-C reaches rankd, which then
        * stops Redis in order, after its own connections drained. */
       setpgid (0, 0);
+      /* Redis's files (the append-only file holds every board) are the
+       * owner's alone, whatever the directory's mode. */
+      umask (077);
       execv (argv[0], argv);
       _exit (127);
     }
@@ -287,6 +302,7 @@ rank_embedded_redis_start (const char *data_dir, GError **error)
     }
   if (!lock_dir (redis, error))
     goto fail;
+  warn_if_shared (redis->dir);
 
   redis->binary = g_strdup (g_getenv ("RANKD_REDIS_SERVER"));
   if (redis->binary == NULL)

@@ -250,11 +250,27 @@ json_entry (GString *out, rankEntry *e)
   g_string_append_c (out, '}');
 }
 
+/* The query argument key; FALSE if it holds a NUL byte (%00), which C
+ * strings would silently cut it at: "board=a%00b" would read board a. */
+static gboolean
+query_arg (struct MHD_Connection *connection, const char *key,
+           const char **value)
+{
+  size_t len = 0;
+
+  *value = NULL;
+  if (MHD_lookup_connection_value_n (connection, MHD_GET_ARGUMENT_KIND, key,
+                                     strlen (key), value, &len)
+          == MHD_NO
+      || *value == NULL)
+    return TRUE;
+  return strlen (*value) == len;
+}
+
 static enum MHD_Result
 serve_top (RankHttp *http, struct MHD_Connection *connection)
 {
-  const char *board = MHD_lookup_connection_value (
-      connection, MHD_GET_ARGUMENT_KIND, "board");
+  const char *board = NULL, *n_arg = NULL, *back_arg = NULL;
   int n = RANK_VIEWER_DEFAULT_N, back = 0;
   unsigned int status = MHD_HTTP_OK;
   g_autofree char *message = NULL;
@@ -263,15 +279,15 @@ serve_top (RankHttp *http, struct MHD_Connection *connection)
   g_autoptr (RankConfig) boards = NULL;
   const RankBoardOptions *o;
 
-  if (board == NULL || *board == '\0')
+  if (!query_arg (connection, "board", &board)
+      || !query_arg (connection, "n", &n_arg)
+      || !query_arg (connection, "periods_back", &back_arg))
+    message = g_strdup ("a query argument holds a NUL byte (%00)");
+  else if (board == NULL || *board == '\0')
     message = g_strdup ("board: missing (/api/top?board=NAME)");
-  else if (!parse_int (MHD_lookup_connection_value (connection,
-                                                    MHD_GET_ARGUMENT_KIND, "n"),
-                       1, RANK_TOP_N_MAX, &n))
+  else if (!parse_int (n_arg, 1, RANK_TOP_N_MAX, &n))
     message = g_strdup_printf ("n: must be 1-%d", RANK_TOP_N_MAX);
-  else if (!parse_int (MHD_lookup_connection_value (
-                           connection, MHD_GET_ARGUMENT_KIND, "periods_back"),
-                       0, RANK_RETENTION_MAX, &back))
+  else if (!parse_int (back_arg, 0, RANK_RETENTION_MAX, &back))
     message
         = g_strdup_printf ("periods_back: must be 0-%d", RANK_RETENTION_MAX);
   if (message != NULL)
@@ -389,12 +405,37 @@ answer (void *cls, struct MHD_Connection *connection, const char *url,
 static void log_mhd (void *cls, const char *fmt, va_list ap)
     G_GNUC_PRINTF (2, 0);
 
+/* At most one line a second, as for the Thrift port: a flood of refused
+ * connections must not flood the log too. */
 static void
 log_mhd (void *cls, const char *fmt, va_list ap)
 {
+  static GMutex lock;
+  static gint64 last;
+  static guint suppressed;
   g_autofree char *text = g_strdup_vprintf (fmt, ap);
+  gint64 now = g_get_monotonic_time ();
+  guint before = 0;
+  gboolean say;
 
-  g_warning ("http: %s", g_strchomp (text));
+  g_mutex_lock (&lock);
+  say = now - last >= G_USEC_PER_SEC;
+  if (say)
+    {
+      last = now;
+      before = suppressed;
+      suppressed = 0;
+    }
+  else
+    suppressed++;
+  g_mutex_unlock (&lock);
+  if (!say)
+    return;
+  if (before > 0)
+    g_warning ("http: %s (%u more suppressed since the last line)",
+               g_strchomp (text), before);
+  else
+    g_warning ("http: %s", g_strchomp (text));
 }
 
 /* ---- public ---- */
