@@ -313,3 +313,57 @@ rank_test_bed_stop (RankTestBed *bed)
   g_free (bed->config);
   g_free (bed->dir);
 }
+
+/* ---- calls encoded by hand ---- */
+
+void
+frame_put_u8 (GByteArray *b, guint8 v)
+{
+  g_byte_array_append (b, &v, 1);
+}
+
+void
+frame_put_u32 (GByteArray *b, guint32 v)
+{
+  guint32 be = GUINT32_TO_BE (v);
+
+  g_byte_array_append (b, (const guint8 *) &be, 4);
+}
+
+void
+frame_put_str (GByteArray *b, const char *s)
+{
+  frame_put_u32 (b, (guint32) strlen (s));
+  g_byte_array_append (b, (const guint8 *) s, (guint) strlen (s));
+}
+
+GByteArray *
+frame_begin (const char *method, gint32 seqid)
+{
+  GByteArray *b = g_byte_array_new ();
+
+  frame_put_u32 (b, 0);           /* the frame length, at the end */
+  frame_put_u32 (b, 0x80010001u); /* version 1, CALL */
+  frame_put_str (b, method);
+  frame_put_u32 (b, (guint32) seqid);
+  return b;
+}
+
+/* Field header of the binary protocol: type, then the 16-bit id. */
+void
+frame_field (GByteArray *b, guint8 type, guint8 id)
+{
+  frame_put_u8 (b, type);
+  frame_put_u8 (b, 0);
+  frame_put_u8 (b, id);
+}
+
+void
+frame_end (GByteArray *b)
+{
+  guint32 len;
+
+  frame_put_u8 (b, 0); /* stop */
+  len = GUINT32_TO_BE (b->len - 4);
+  memcpy (b->data, &len, 4);
+}

@@ -92,6 +92,17 @@ void assert_fails (const Result *r, Kind kind, const char *want);
 
 redisContext *redis_connect (guint16 port);
 
+/* Calls encoded by hand (framed, strict binary): frame_begin writes the
+ * frame's room for its length and the message header, the frame_put_*
+ * functions a field header (frame_field) or a value, frame_end the stop
+ * and the length. For bytes the generated client would never send. */
+GByteArray *frame_begin (const char *method, gint32 seqid);
+void frame_put_u8 (GByteArray *b, guint8 v);
+void frame_put_u32 (GByteArray *b, guint32 v);
+void frame_put_str (GByteArray *b, const char *s);
+void frame_field (GByteArray *b, guint8 type, guint8 id);
+void frame_end (GByteArray *b);
+
 /* Stops p and asserts it exited 0 (under valgrind: no errors). */
 void stop_checked (RankTestProcess *p);
 

@@ -190,7 +190,11 @@ rank_test_rankd_start (guint16 redis_port, const char *const *extra_args)
       for (char **w = words; *w; w++)
         g_ptr_array_add (argv, g_strdup (*w));
     }
-  g_ptr_array_add (argv, g_strdup (RANKD_BIN));
+  /* RANKD_TEST_BIN: another rankd (an older build, to see a test fail
+   * before its fix). */
+  g_ptr_array_add (argv, g_strdup (g_getenv ("RANKD_TEST_BIN") != NULL
+                                       ? g_getenv ("RANKD_TEST_BIN")
+                                       : RANKD_BIN));
   g_ptr_array_add (argv, g_strdup ("--listen"));
   g_ptr_array_add (argv, g_strdup ("127.0.0.1:%PORT%"));
   if (redis_port != 0)

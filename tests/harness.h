@@ -6,6 +6,8 @@
  *
  * RANKD_TEST_WRAPPER (e.g. "valgrind --error-exitcode=99 ...") is put in
  * front of every rankd started, so the same tests run under valgrind.
+ * RANKD_TEST_BIN runs another rankd than the one built with the tests (an
+ * older build: a test of a fix must fail on it).
  */
 #ifndef RANK_TEST_HARNESS_H
 #define RANK_TEST_HARNESS_H

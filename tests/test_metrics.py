@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 RANKD, IDL = os.path.abspath(sys.argv[1]), sys.argv[2]
@@ -265,6 +266,48 @@ class HealthTest(Served):
                                request_id="after"))
         self.assertEqual(c.GetRank("health-board", "m", 0).score, 1)
         t.close()
+
+
+class HostileHttpTest(Served):
+    """What an attack on the HTTP port found."""
+
+    def test_nul_in_a_query_is_refused(self):
+        # board=a%00b read board a (C strings stop at the NUL).
+        c, t = connect(self.port)
+        c.Update(UpdateRequest(board="a", member="m", value=1,
+                               request_id="nul-1"))
+        t.close()
+        self.assertEqual(get(self.http, "/api/top?board=a")[0], 200)
+        for query in ("board=a%00b", "board=a&n=5%00x",
+                      "board=a&periods_back=0%00"):
+            status, ctype, body = get(self.http, "/api/top?" + query)
+            self.assertEqual(status, 400, query)
+            self.assertIn("NUL", body)
+            self.assertNotIn('"entries"', body)
+
+    def test_refused_connections_log_once_a_second(self):
+        # Past 64 connections each new one is refused; one log line each
+        # (344 in 2 s) flooded the log.
+        log = os.path.join(self.dir, f"log-{self.port}")
+
+        def lines():
+            with open(log, encoding="utf-8", errors="replace") as f:
+                return sum(1 for line in f if "http:" in line)
+        before = lines()
+        held = []
+        start = time.monotonic()
+        try:
+            for _ in range(64 + 200):
+                s = socket.create_connection(("127.0.0.1", self.http))
+                held.append(s)
+        finally:
+            for s in held:
+                s.close()
+        elapsed = time.monotonic() - start
+        # Refusals happened (the 265th connection could not be served)...
+        wait_for("a refusal logged", lambda: lines() > before)
+        # ...and at most one line a second was written for them.
+        self.assertLessEqual(lines() - before, int(elapsed) + 2)
 
 
 class ViewerConnectionTest(unittest.TestCase):

@@ -1112,7 +1112,8 @@ test_missing_required_field (void)
   g_autoptr (RankClient) c
       = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
   RankClientTransport *t = rank_client_get_transport (c);
-  g_autoptr (ThriftProtocol) p = rank_protocol_new (RANK_PROTOCOL_BINARY, THRIFT_TRANSPORT (t));
+  g_autoptr (ThriftProtocol) p
+      = rank_protocol_new (RANK_PROTOCOL_BINARY, THRIFT_TRANSPORT (t));
 
   write_update_missing_member (p, 7);
   expect_app_exception (p, 7, THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR,
@@ -1141,7 +1142,8 @@ test_pipelined_in_order (void)
       = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
   RankClientTransport *t = rank_client_get_transport (c);
   rankRankingIf *iface = rank_client_iface (c);
-  g_autoptr (ThriftProtocol) p = rank_protocol_new (RANK_PROTOCOL_BINARY, THRIFT_TRANSPORT (t));
+  g_autoptr (ThriftProtocol) p
+      = rank_protocol_new (RANK_PROTOCOL_BINARY, THRIFT_TRANSPORT (t));
   const int n = 48;
 
   rank_client_transport_cork (t);
@@ -1246,7 +1248,8 @@ test_unknown_method (void)
   g_autoptr (RankClient) c
       = rank_test_client (rankd->port, TRUE, RANK_PROTOCOL_BINARY);
   RankClientTransport *t = rank_client_get_transport (c);
-  g_autoptr (ThriftProtocol) p = rank_protocol_new (RANK_PROTOCOL_BINARY, THRIFT_TRANSPORT (t));
+  g_autoptr (ThriftProtocol) p
+      = rank_protocol_new (RANK_PROTOCOL_BINARY, THRIFT_TRANSPORT (t));
 
   thrift_protocol_write_message_begin (p, "Explode", T_CALL, 3, NULL);
   thrift_protocol_write_struct_begin (p, "args", NULL);
@@ -1550,51 +1553,19 @@ test_idle_timeout (void)
 
 /* ---- client faults ---- */
 
-static void
-put_u8 (GByteArray *b, guint8 v)
-{
-  g_byte_array_append (b, &v, 1);
-}
-
-static void
-put_u32 (GByteArray *b, guint32 v)
-{
-  guint32 be = GUINT32_TO_BE (v);
-
-  g_byte_array_append (b, (const guint8 *) &be, 4);
-}
-
-/* Field header of the binary protocol: type, then the 16-bit id. */
-static void
-put_field (GByteArray *b, guint8 type, guint8 id)
-{
-  put_u8 (b, type);
-  put_u8 (b, 0);
-  put_u8 (b, id);
-}
-
 /* A framed, strict-binary GetTopN(board, n, 0) call, encoded by hand. */
 static GByteArray *
 top_call_frame (const char *board, gint32 n, gint32 seqid)
 {
-  GByteArray *b = g_byte_array_new ();
-  guint32 len;
+  GByteArray *b = frame_begin ("GetTopN", seqid);
 
-  put_u32 (b, 0);           /* the frame length, below */
-  put_u32 (b, 0x80010001u); /* version 1, CALL */
-  put_u32 (b, 7);
-  g_byte_array_append (b, (const guint8 *) "GetTopN", 7);
-  put_u32 (b, (guint32) seqid);
-  put_field (b, 11, 1); /* 1: string board */
-  put_u32 (b, (guint32) strlen (board));
-  g_byte_array_append (b, (const guint8 *) board, (guint) strlen (board));
-  put_field (b, 8, 2); /* 2: i32 n */
-  put_u32 (b, (guint32) n);
-  put_field (b, 8, 3); /* 3: i32 offset */
-  put_u32 (b, 0);
-  put_u8 (b, 0); /* stop */
-  len = GUINT32_TO_BE (b->len - 4);
-  memcpy (b->data, &len, 4);
+  frame_field (b, 11, 1); /* 1: string board */
+  frame_put_str (b, board);
+  frame_field (b, 8, 2); /* 2: i32 n */
+  frame_put_u32 (b, (guint32) n);
+  frame_field (b, 8, 3); /* 3: i32 offset */
+  frame_put_u32 (b, 0);
+  frame_end (b);
   return b;
 }
 
