@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "cpu.h"
 #include "error.h"
 #include "histogram.h"
 #include "timeline.h"
@@ -70,6 +71,8 @@ typedef struct
   char *timeline; /* TSV of per-second percentiles */
   char *plot;     /* PNG of the same (gnuplot) */
   int pipeline;   /* calls in flight per connection */
+  char *cpu;      /* NAME=PID,...: processes whose CPU per op to report */
+  RankCpuWatch *cpu_watch;
   /* derived */
   gboolean framed;
   RankProtocolKind kind;
@@ -428,7 +431,8 @@ worker_main (gpointer data)
 {
   Worker *w = data;
   int depth = w->o->pipeline;
-  RankClientTransport *t = w->client ? rank_client_get_transport (w->client) : NULL;
+  RankClientTransport *t
+      = w->client ? rank_client_get_transport (w->client) : NULL;
 
   while (g_atomic_int_get (&phase) < 2)
     {
@@ -625,6 +629,10 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
       "--direct)",
       "K" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &o->json, "Print JSON", NULL },
+    { "cpu", 0, 0, G_OPTION_ARG_STRING, &o->cpu,
+      "Also report the CPU time per operation of these processes over the "
+      "measured interval (rank-bench's own is always reported, as client)",
+      "NAME=PID,..." },
     { "seed", 0, 0, G_OPTION_ARG_INT64, &o->seed, "Random seed (1)", "N" },
     { "timeline", 0, 0, G_OPTION_ARG_FILENAME, &o->timeline,
       "Write per-second latency percentiles per operation (TSV)", "FILE" },
@@ -673,6 +681,9 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
   if (o->protocol == NULL)
     o->protocol = g_strdup ("binary");
   if (!parse_mix (o, error))
+    return FALSE;
+  o->cpu_watch = rank_cpu_watch_new (o->cpu, error);
+  if (o->cpu_watch == NULL)
     return FALSE;
   if (o->connections < 1 || o->members < 1 || o->boards < 1 || o->top_n < 1
       || o->duration <= 0 || o->warmup < 0)
@@ -753,6 +764,8 @@ report (const Options *o, Worker *workers, double seconds)
 {
   Stats total = { 0 };
   const char *target = o->direct ? "direct" : "rankd";
+  g_autoptr (GString) cpu = g_string_new (NULL);
+  guint64 ops = 0;
 
   for (int i = 0; i < o->connections; i++)
     for (int op = 0; op < N_OPS; op++)
@@ -760,6 +773,8 @@ report (const Options *o, Worker *workers, double seconds)
         rank_histogram_merge (&total.hist[op], &workers[i].stats.hist[op]);
         total.errors[op] += workers[i].stats.errors[op];
       }
+  for (int op = 0; op < N_OPS; op++)
+    ops += total.hist[op].total;
   if (o->json)
     {
       gboolean first = TRUE;
@@ -784,7 +799,8 @@ report (const Options *o, Worker *workers, double seconds)
                   rank_histogram_quantile (h, 0.999) / 1e3, h->max / 1e3);
           first = FALSE;
         }
-      printf ("}}\n");
+      rank_cpu_watch_json (o->cpu_watch, ops, cpu);
+      printf ("},\"cpu_us_per_op\":{%s}}\n", cpu->str);
     }
   else
     {
@@ -806,6 +822,8 @@ report (const Options *o, Worker *workers, double seconds)
                   rank_histogram_quantile (h, 0.999) / 1e3, h->max / 1e3,
                   total.errors[op]);
         }
+      rank_cpu_watch_text (o->cpu_watch, ops, cpu);
+      fputs (cpu->str, stdout);
     }
   for (int i = 0; i < o->connections; i++)
     if (workers[i].stats.last_error[0])
@@ -845,6 +863,8 @@ finish (Options *o, Worker *workers, GThread **threads, int status)
   g_free (o->protocol);
   g_free (o->timeline);
   g_free (o->plot);
+  g_free (o->cpu);
+  rank_cpu_watch_free (o->cpu_watch);
   return status;
 }
 
@@ -941,6 +961,7 @@ main (int argc, char **argv)
       measure_started = g_get_monotonic_time ();
       g_atomic_int_set (&phase, 1);
     }
+  rank_cpu_watch_start (o.cpu_watch);
   started = g_get_monotonic_time ();
   if (o.requests > 0)
     while (__atomic_load_n (&requests_left, __ATOMIC_RELAXED) > 0)
@@ -949,6 +970,7 @@ main (int argc, char **argv)
     g_usleep ((gulong) (o.duration * G_USEC_PER_SEC)); /* the measurement */
   seconds = (double) (g_get_monotonic_time () - started) / 1e6;
   g_atomic_int_set (&phase, 2);
+  rank_cpu_watch_stop (o.cpu_watch);
   for (int i = 0; i < o.connections; i++)
     g_thread_join (threads[i]);
   report (&o, workers, seconds);
