@@ -68,10 +68,11 @@ typedef struct
   int top_n;
   gboolean json;
   gint64 seed;
-  char *timeline; /* TSV of per-second percentiles */
-  char *plot;     /* PNG of the same (gnuplot) */
-  int pipeline;   /* calls in flight per connection */
-  char *cpu;      /* NAME=PID,...: processes whose CPU per op to report */
+  char *timeline;       /* TSV of per-second percentiles */
+  char *plot;           /* PNG of the same (gnuplot) */
+  int pipeline;         /* calls in flight per connection */
+  char *cpu;            /* NAME=PID,...: processes whose CPU per op to report */
+  RankConfig *defaults; /* board options of the direct baseline's updates */
   RankCpuWatch *cpu_watch;
   /* derived */
   gboolean framed;
@@ -259,46 +260,46 @@ redis_ok (Worker *w, redisReply *r)
   return ok;
 }
 
-/* The update a hand-written service would send: rankd's own script, on
- * keys of the same layout under "direct-<board>". */
+/* The update a hand-written service would send: rankd's own script, with
+ * the arguments rankd gives it (rank_store_update_command), on keys of the
+ * same layout under "direct-<board>". */
 static void
 direct_update_append (Worker *w, const char *board, const char *member,
                       gint64 score, int mode)
 {
-  char z[300], t[300], q[300], d[300], c[300], a[300], value[24], modes[4],
-      selector[16], now[24];
-  guint8 prefix[RANK_ORDERKEY_TIME_BYTES], idhash[10] = { 0 };
-  guint32 fp = (guint32) (w->o->nonce ^ w->counter);
-  guint64 id = w->counter++;
-  gint64 now_ms = g_get_real_time () / 1000, b[RANK_STORE_BUCKET_ARGS];
+  g_autofree char *name = g_strdup_printf ("direct-%s", board);
+  char rid[64];
+  RankContext ctx;
+  RankUpdate update = { 0 };
+  RankCommand cmd;
+  const char *argv[RANK_COMMAND_MAX_ARGS + 3];
+  size_t argvlen[RANK_COMMAND_MAX_ARGS + 3];
+  char numkeys[8];
 
-  /* A unique request id per update, as rankd would hash it: 10 bytes. */
-  memcpy (idhash, &w->o->nonce, 2);
-  memcpy (idhash + 2, &id, 8);
-  idhash[0] ^= (guint8) w->id;
-  g_snprintf (z, sizeof z, "rk:{direct-%s}:z", board);
-  g_snprintf (t, sizeof t, "rk:{direct-%s}:t", board);
-  g_snprintf (q, sizeof q, "rk:{direct-%s}:q", board);
-  g_snprintf (d, sizeof d, "rk:{direct-%s}:d", board);
-  g_snprintf (c, sizeof c, "rk:{direct-%s}:c", board);
-  g_snprintf (a, sizeof a, "rk:{direct-%s}:a", board);
-  g_snprintf (value, sizeof value, "%" G_GINT64_FORMAT, score);
-  g_snprintf (modes, sizeof modes, "%d", mode);
-  g_snprintf (selector, sizeof selector, "%u",
-              (guint32) (id * 2654435761u) ^ (guint32) w->id);
-  g_snprintf (now, sizeof now, "%" G_GINT64_FORMAT, now_ms);
-  rank_orderkey_encode_time (now_ms, prefix);
-  /* The request-id buckets and the records' expiry, as rankd passes them. */
-  G_STATIC_ASSERT (RANK_STORE_BUCKET_ARGS == 6);
-  rank_store_request_buckets (3600000, now_ms, b);
-  redisAppendCommand (
-      w->redis,
-      "EVALSHA %s 6 %s %s %s %s %s %s %s %s %s %b 3600000 %b %b %s %s 1 desc "
-      "ordinal 0 0 %s 1 0 %s %lld %lld %lld %lld %lld %lld",
-      w->o->sha, z, t, q, d, c, a, member, modes, value, prefix, sizeof prefix,
-      &fp, sizeof fp, idhash, sizeof idhash, selector, now, "", "",
-      (long long) b[0], (long long) b[1], (long long) b[2], (long long) b[3],
-      (long long) b[4], (long long) b[5]);
+  /* A unique request id per update. */
+  g_snprintf (rid, sizeof rid, "%" G_GINT64_MODIFIER "x-%d-%" G_GUINT64_FORMAT,
+              w->o->nonce, w->id, w->counter++);
+  rank_context_init (&ctx, w->o->defaults, name, g_get_real_time () / 1000,
+                     3600000);
+  rank_context_write (&ctx, ctx.now_ms, NULL);
+  update.member = member;
+  update.request_id = rid;
+  update.value = score;
+  update.mode = (RankMode) mode;
+  update.timestamp_ms = ctx.now_ms;
+  rank_store_update_command (&ctx, &update, 1, &cmd);
+  g_snprintf (numkeys, sizeof numkeys, "%d", cmd.nkeys);
+  argv[0] = "EVALSHA", argvlen[0] = 7;
+  argv[1] = w->o->sha, argvlen[1] = strlen (w->o->sha);
+  argv[2] = numkeys, argvlen[2] = strlen (numkeys);
+  for (int i = 0; i < cmd.argc; i++)
+    {
+      argv[3 + i] = cmd.bytes + cmd.offset[i];
+      argvlen[3 + i] = cmd.len[i];
+    }
+  redisAppendCommandArgv (w->redis, cmd.argc + 3, argv, argvlen);
+  rank_command_clear (&cmd);
+  rank_context_clear (&ctx);
 }
 
 static gboolean
@@ -865,6 +866,7 @@ finish (Options *o, Worker *workers, GThread **threads, int status)
   g_free (o->plot);
   g_free (o->cpu);
   rank_cpu_watch_free (o->cpu_watch);
+  g_clear_pointer (&o->defaults, rank_config_unref);
   return status;
 }
 
@@ -891,6 +893,7 @@ main (int argc, char **argv)
       return finish (&o, NULL, NULL, 2);
     }
   o.nonce = ((guint64) g_random_int () << 32) | g_random_int ();
+  o.defaults = rank_config_new ();
   if (o.direct != NULL && !load_script (&o, &error))
     {
       fprintf (stderr, "rank-bench: %s\n", error->message);

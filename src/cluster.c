@@ -245,17 +245,17 @@ rank_cluster_moved (RankCluster *cluster, guint slot, const char *host,
 /* One CLUSTER SLOTS entry: {start, end, {host, port, id...}, replicas...}.
  * An empty host means the node that answered. */
 static gboolean
-read_range (RankCluster *cluster, const redisReply *e, const Node *asked)
+read_range (RankCluster *cluster, const RankReply *e, const Node *asked)
 {
-  const redisReply *master;
+  const RankReply *master;
   gint i;
 
-  if (e->type != REDIS_REPLY_ARRAY || e->elements < 3
-      || e->element[0]->type != REDIS_REPLY_INTEGER
-      || e->element[1]->type != REDIS_REPLY_INTEGER
-      || e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2
-      || e->element[2]->element[0]->type != REDIS_REPLY_STRING
-      || e->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
+  if (e->type != RANK_REPLY_ARRAY || e->elements < 3
+      || e->element[0]->type != RANK_REPLY_INTEGER
+      || e->element[1]->type != RANK_REPLY_INTEGER
+      || e->element[2]->type != RANK_REPLY_ARRAY || e->element[2]->elements < 2
+      || e->element[2]->element[0]->type != RANK_REPLY_STRING
+      || e->element[2]->element[1]->type != RANK_REPLY_INTEGER)
     return FALSE;
   master = e->element[2];
   if (e->element[0]->integer < 0 || e->element[1]->integer >= RANK_CLUSTER_SLOTS
@@ -282,7 +282,7 @@ typedef struct
 } SlotsAsk;
 
 static void
-slots_reply (redisReply *reply, const GError *error, gpointer data)
+slots_reply (const RankReply *reply, const GError *error, gpointer data)
 {
   SlotsAsk *ask = data;
   RankCluster *cluster = ask->cluster;
@@ -291,13 +291,13 @@ slots_reply (redisReply *reply, const GError *error, gpointer data)
 
   g_free (ask);
   cluster->refreshing = FALSE;
-  if (error != NULL || reply->type != REDIS_REPLY_ARRAY)
+  if (error != NULL || reply->type != RANK_REPLY_ARRAY)
     {
       g_message ("redis cluster: CLUSTER SLOTS from %s:%u failed: %s",
                  asked->host, asked->port,
-                 error != NULL                      ? error->message
-                 : reply->type == REDIS_REPLY_ERROR ? reply->str
-                                                    : "not an array");
+                 error != NULL                     ? error->message
+                 : reply->type == RANK_REPLY_ERROR ? reply->str
+                                                   : "not an array");
       return;
     }
   for (guint i = 0; i < RANK_CLUSTER_SLOTS; i++)

@@ -138,6 +138,15 @@ rank_request_reader_receive (RankRequestReader *self, int fd)
     }
 }
 
+void
+rank_request_reader_feed (RankRequestReader *self, const guint8 *bytes,
+                          gsize len)
+{
+  reserve (self, len);
+  memcpy (self->buf + self->len, bytes, len);
+  self->len += len;
+}
+
 gsize
 rank_request_reader_buffered (RankRequestReader *self)
 {

@@ -48,6 +48,10 @@ RankRequestReader *rank_request_reader_new (gboolean framed, guint32 max_frame);
  * more than a whole largest frame is buffered. */
 RankIoResult rank_request_reader_receive (RankRequestReader *self, int fd);
 
+/* Takes bytes that did not come from a socket (tests, tools). */
+void rank_request_reader_feed (RankRequestReader *self, const guint8 *bytes,
+                               gsize len);
+
 /* Bytes received and not yet decoded. */
 gsize rank_request_reader_buffered (RankRequestReader *self);
 

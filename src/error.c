@@ -1,4 +1,8 @@
 /* error.c -- the RANK_ERROR GError domain (see error.h). */
 #include "error.h"
 
-G_DEFINE_QUARK (rank - error - quark, rank_error)
+GQuark
+rank_error_quark (void)
+{
+  return g_quark_from_static_string ("rank-error-quark");
+}

@@ -13,13 +13,14 @@ GQuark rank_error_quark (void);
 
 typedef enum
 {
-  RANK_ERROR_INVALID, /* -> InvalidArgument: the caller must change the request
-                       */
-  RANK_ERROR_NOT_FOUND,   /* -> NotFound */
-  RANK_ERROR_UNAVAILABLE, /* -> Unavailable: storage down or slow; retry is safe
-                           */
-  RANK_ERROR_INTERNAL, /* -> TApplicationException: a bug or an unexpected reply
-                        */
+  /* -> InvalidArgument: the caller must change the request. */
+  RANK_ERROR_INVALID,
+  /* -> NotFound. */
+  RANK_ERROR_NOT_FOUND,
+  /* -> Unavailable: storage down or slow; a retry is safe. */
+  RANK_ERROR_UNAVAILABLE,
+  /* -> TApplicationException: a bug, damaged data, an unexpected reply. */
+  RANK_ERROR_INTERNAL,
 } RankErrorCode;
 
 #endif /* RANK_ERROR_H */

@@ -1,9 +1,14 @@
-/* handler.c -- Ranking methods (see handler.h).
+/* handler.c -- the Ranking methods (see handler.h).
  *
- * A call in flight is a Call: the connection, the method, the sequence id
- * and the decoded arguments. Every outcome (result, declared exception,
+ * A call in flight is a Call: where its reply goes, the method, the
+ * sequence id, the decoded arguments, and the context resolved for it once
+ * (context.h). Each method has one row in the method table; its start
+ * function checks the fields (validate.h) and what the board's options
+ * refuse (policy.h), resolves the context, and hands the call to the store
+ * once the board's stored layout is known to fit (store.h); its answer
+ * function encodes the result. Every outcome (result, declared exception,
  * TApplicationException for an internal error or an unknown method) is
- * written by reply() and ends with sink->finished().
+ * written by reply() or reply_rows() and ends with answered().
  */
 #include "handler.h"
 
@@ -15,15 +20,21 @@
 
 #include "connbuf.h"
 #include "constants.h"
+#include "context.h"
 #include "error.h"
 #include "memberdata.h"
 #include "metrics.h"
+#include "policy.h"
 #include "rank_ranking_types.h"
 #include "validate.h"
 
 struct _RankHandler
 {
   RankStore *store;
+  RankConfig *config;       /* in force; a reload swaps it */
+  gint64 default_window_ms; /* --dedup-window */
+  RankClockFunc clock;
+  gpointer clock_data;
   RankAnsweredFunc answered;
   /* Replies are encoded one at a time, each into its call's own buffer. */
   RankReplyWriter *writer;
@@ -49,7 +60,9 @@ typedef enum
   METHOD_UNKNOWN,
 } Method;
 
-typedef struct
+typedef struct _Call Call;
+
+struct _Call
 {
   RankHandler *handler;
   gpointer request;  /* the server's, for answered() */
@@ -58,10 +71,16 @@ typedef struct
   gint32 seqid;
   ThriftStruct *args;
   char *unknown_name; /* METHOD_UNKNOWN only */
-  gint64 step[3];     /* what a call of several steps learned so far */
   gint64 start_us;    /* monotonic: the request decoded */
   RankOutcome outcome;
-} Call;
+  RankContext ctx;          /* resolved by the start function */
+  gboolean writes;          /* the call may change the board */
+  void (*run) (Call *call); /* the store operation, once the layout fits */
+  /* What a method decoded for its store operation. */
+  RankUpdate update;
+  char *data; /* encoded member data (Update, SetMemberData) */
+  gsize data_len;
+};
 
 /* ---- the methods ---- */
 
@@ -146,95 +165,62 @@ bound_data (const ThriftStruct *args)
   return MESSAGE_BYTES + ENTRY_DATA_BYTES;
 }
 
-/* The board a call names. */
-static const char *
-board_of_update (const ThriftStruct *args)
-{
-  return ((const rankRankingUpdateArgs *) args)->request->board;
-}
-
-#define BOARD_OF(fn, type)                                                     \
-  static const char *fn (const ThriftStruct *args)                             \
-  {                                                                            \
-    return ((const type *) args)->board;                                       \
-  }
-BOARD_OF (board_of_get_rank, rankRankingGetRankArgs)
-BOARD_OF (board_of_get_top_n, rankRankingGetTopNArgs)
-BOARD_OF (board_of_get_around, rankRankingGetAroundArgs)
-BOARD_OF (board_of_get_ranks, rankRankingGetRanksArgs)
-BOARD_OF (board_of_remove, rankRankingRemoveArgs)
-BOARD_OF (board_of_count, rankRankingCountArgs)
-BOARD_OF (board_of_count_between, rankRankingCountBetweenArgs)
-BOARD_OF (board_of_get_percentile, rankRankingGetPercentileArgs)
-BOARD_OF (board_of_get_score_at_percentile, rankRankingGetScoreAtPercentileArgs)
-BOARD_OF (board_of_sample, rankRankingSampleArgs)
-BOARD_OF (board_of_set_member_data, rankRankingSetMemberDataArgs)
-BOARD_OF (board_of_get_member_data, rankRankingGetMemberDataArgs)
-
 /* One row per method of the IDL: its name, its generated argument and
- * result structs, the board it names and whether it may change it, what
- * starts it, and how large its reply can be. */
+ * result structs, what starts it, and how large its reply can be. */
 typedef struct
 {
   const char *name;
   GType (*args_type) (void);
   GType (*result_type) (void);
-  const char *(*board) (const ThriftStruct *args);
-  gboolean writes;
   void (*start) (Call *call);
   gsize (*reply_bound) (const ThriftStruct *args);
 } MethodSpec;
 
 static const MethodSpec methods[] = {
-  [METHOD_UPDATE] = { "Update", rank_ranking_update_args_get_type,
-                      rank_ranking_update_result_get_type, board_of_update,
-                      TRUE, start_update, bound_small },
-  [METHOD_GET_RANK] = { "GetRank", rank_ranking_get_rank_args_get_type,
-                        rank_ranking_get_rank_result_get_type,
-                        board_of_get_rank, FALSE, start_get_rank, bound_small },
+  [METHOD_UPDATE]
+  = { "Update", rank_ranking_update_args_get_type,
+      rank_ranking_update_result_get_type, start_update, bound_small },
+  [METHOD_GET_RANK]
+  = { "GetRank", rank_ranking_get_rank_args_get_type,
+      rank_ranking_get_rank_result_get_type, start_get_rank, bound_small },
   [METHOD_GET_TOP_N]
   = { "GetTopN", rank_ranking_get_top_n_args_get_type,
-      rank_ranking_get_top_n_result_get_type, board_of_get_top_n, FALSE,
-      start_get_top_n, bound_top },
+      rank_ranking_get_top_n_result_get_type, start_get_top_n, bound_top },
   [METHOD_GET_AROUND]
   = { "GetAround", rank_ranking_get_around_args_get_type,
-      rank_ranking_get_around_result_get_type, board_of_get_around, FALSE,
-      start_get_around, bound_around },
+      rank_ranking_get_around_result_get_type, start_get_around, bound_around },
   [METHOD_GET_RANKS]
   = { "GetRanks", rank_ranking_get_ranks_args_get_type,
-      rank_ranking_get_ranks_result_get_type, board_of_get_ranks, FALSE,
-      start_get_ranks, bound_ranks },
-  [METHOD_REMOVE] = { "Remove", rank_ranking_remove_args_get_type,
-                      rank_ranking_remove_result_get_type, board_of_remove,
-                      TRUE, start_remove, bound_small },
-  [METHOD_COUNT] = { "Count", rank_ranking_count_args_get_type,
-                     rank_ranking_count_result_get_type, board_of_count, FALSE,
-                     start_count, bound_small },
+      rank_ranking_get_ranks_result_get_type, start_get_ranks, bound_ranks },
+  [METHOD_REMOVE]
+  = { "Remove", rank_ranking_remove_args_get_type,
+      rank_ranking_remove_result_get_type, start_remove, bound_small },
+  [METHOD_COUNT]
+  = { "Count", rank_ranking_count_args_get_type,
+      rank_ranking_count_result_get_type, start_count, bound_small },
   [METHOD_COUNT_BETWEEN]
   = { "CountBetween", rank_ranking_count_between_args_get_type,
-      rank_ranking_count_between_result_get_type, board_of_count_between, FALSE,
-      start_count, bound_small },
+      rank_ranking_count_between_result_get_type, start_count, bound_small },
   [METHOD_GET_PERCENTILE]
   = { "GetPercentile", rank_ranking_get_percentile_args_get_type,
-      rank_ranking_get_percentile_result_get_type, board_of_get_percentile,
-      FALSE, start_get_percentile, bound_small },
+      rank_ranking_get_percentile_result_get_type, start_get_percentile,
+      bound_small },
   [METHOD_GET_SCORE_AT_PERCENTILE]
   = { "GetScoreAtPercentile",
       rank_ranking_get_score_at_percentile_args_get_type,
       rank_ranking_get_score_at_percentile_result_get_type,
-      board_of_get_score_at_percentile, FALSE, start_get_score_at_percentile,
-      bound_small },
-  [METHOD_SAMPLE] = { "Sample", rank_ranking_sample_args_get_type,
-                      rank_ranking_sample_result_get_type, board_of_sample,
-                      FALSE, start_sample, bound_sample },
+      start_get_score_at_percentile, bound_small },
+  [METHOD_SAMPLE]
+  = { "Sample", rank_ranking_sample_args_get_type,
+      rank_ranking_sample_result_get_type, start_sample, bound_sample },
   [METHOD_SET_MEMBER_DATA]
   = { "SetMemberData", rank_ranking_set_member_data_args_get_type,
-      rank_ranking_set_member_data_result_get_type, board_of_set_member_data,
-      TRUE, start_set_member_data, bound_small },
+      rank_ranking_set_member_data_result_get_type, start_set_member_data,
+      bound_small },
   [METHOD_GET_MEMBER_DATA]
   = { "GetMemberData", rank_ranking_get_member_data_args_get_type,
-      rank_ranking_get_member_data_result_get_type, board_of_get_member_data,
-      FALSE, start_get_member_data, bound_data },
+      rank_ranking_get_member_data_result_get_type, start_get_member_data,
+      bound_data },
 };
 
 G_STATIC_ASSERT (G_N_ELEMENTS (methods) == METHOD_UNKNOWN);
@@ -255,16 +241,7 @@ method_names (void)
   return names;
 }
 
-static GType
-method_result_type (Method m)
-{
-  return methods[m].result_type ();
-}
-
 /* ---- replies ---- */
-
-static void reply_entries (Call *call, const RankEntry *entries, gsize n,
-                           gboolean list);
 
 static const char *
 call_name (const Call *call)
@@ -322,7 +299,7 @@ rank_handler_write_exception (RankHandler *handler, GByteArray *reply,
   return FALSE;
 }
 
-static void reply_error (Call *call, GType result_type, const GError *err);
+static void reply_error (Call *call, const GError *err);
 
 /* Ends the call once its reply is written (ok) or could not be. A reply
  * over RANK_REPLY_MAX_BYTES becomes InvalidArgument instead. */
@@ -340,7 +317,7 @@ finish_call (Call *call, gboolean ok, const GError *error)
           methods[call->method].name, RANK_REPLY_MAX_BYTES);
 
       g_byte_array_set_size (call->reply, 0);
-      reply_error (call, method_result_type (call->method), big);
+      reply_error (call, big);
       return;
     }
   if (!ok)
@@ -350,8 +327,10 @@ finish_call (Call *call, gboolean ok, const GError *error)
     rank_metrics_call_done (call->handler->metrics, call->method, call->outcome,
                             g_get_monotonic_time () - call->start_us);
   call->handler->answered (call->request, ok);
+  rank_context_clear (&call->ctx);
   g_clear_object (&call->args);
   g_free (call->unknown_name);
+  g_free (call->data);
   g_free (call);
 }
 
@@ -375,6 +354,20 @@ reply (Call *call, ThriftStruct *result, ThriftApplicationExceptionError type,
     ok = write_exception (out, call_name (call), call->seqid, type, message,
                           &error);
   finish_call (call, ok, error);
+}
+
+/* Answers with a result struct of the call's method, success filled in by
+ * set (NULL: nothing to fill). */
+static void
+reply_result (Call *call, void (*set) (GObject *result, gpointer data),
+              gpointer data)
+{
+  GObject *result = g_object_new (methods[call->method].result_type (), NULL);
+
+  if (set != NULL)
+    set (result, data);
+  reply (call, THRIFT_STRUCT (result), 0, NULL);
+  g_object_unref (result);
 }
 
 /* Puts err into the result's matching exception field; FALSE if the method
@@ -407,9 +400,9 @@ set_exception (GObject *result, const GError *err)
 /* Replies with err as the method's declared exception, or as an internal
  * error. */
 static void
-reply_error (Call *call, GType result_type, const GError *err)
+reply_error (Call *call, const GError *err)
 {
-  GObject *result = g_object_new (result_type, NULL);
+  GObject *result = g_object_new (methods[call->method].result_type (), NULL);
 
   call->outcome = set_exception (result, err) ? rank_metrics_outcome (err)
                                               : RANK_OUTCOME_INTERNAL;
@@ -420,193 +413,6 @@ reply_error (Call *call, GType result_type, const GError *err)
            err->message);
   g_object_unref (result);
 }
-
-/* ---- Update ---- */
-
-/* The request's mode, or the board's default mode when it sets none. */
-static gboolean
-parse_mode (const rankUpdateRequest *request, RankMode board_mode,
-            RankMode *mode, GError **error)
-{
-  if (!request->__isset_mode)
-    {
-      *mode = board_mode;
-      return TRUE;
-    }
-  switch (request->mode)
-    {
-    case RANK_UPDATE_MODE_INCREMENT:
-      *mode = RANK_MODE_INCREMENT;
-      return TRUE;
-    case RANK_UPDATE_MODE_BEST:
-      *mode = RANK_MODE_BEST;
-      return TRUE;
-    case RANK_UPDATE_MODE_SET:
-      *mode = RANK_MODE_SET;
-      return TRUE;
-    default:
-      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
-                   "mode: %d is not an UpdateMode (INCREMENT=1, BEST=2, SET=3)",
-                   (int) request->mode);
-      return FALSE;
-    }
-}
-
-/* Subscores: all the board's, or (INCREMENT) none. */
-static gboolean
-check_subscores (const rankUpdateRequest *request, const RankBoardOptions *o,
-                 RankUpdate *update, GError **error)
-{
-  guint n = request->__isset_subscores ? request->subscores->len : 0;
-
-  if (n > 0 && o->n_subscores == 0)
-    g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
-                 "subscores: board '%s' has none (config subscores=), got %u",
-                 request->board, n);
-  else if (n != o->n_subscores
-           && !(n == 0 && update->mode == RANK_MODE_INCREMENT))
-    g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
-                 "subscores: board '%s' ranks by %u subscores; %s must give "
-                 "all %u, got %u",
-                 request->board, o->n_subscores,
-                 update->mode == RANK_MODE_INCREMENT ? "INCREMENT"
-                                                     : "BEST and SET",
-                 o->n_subscores, n);
-  else
-    {
-      update->n_subscores = n;
-      update->subscores
-          = n > 0 ? (const gint64 *) request->subscores->data : NULL;
-      return TRUE;
-    }
-  return FALSE;
-}
-
-/* On success, *data_buf holds the encoded data (g_free it). */
-static gboolean
-check_update (RankStore *store, const rankUpdateRequest *request,
-              RankUpdate *update, char **data_buf, GError **error)
-{
-  const RankBoardOptions *o;
-
-  if (!rank_validate_board (request->board, error))
-    return FALSE;
-  o = rank_store_board (store, request->board);
-  if (!rank_validate_member (request->member, error)
-      || !rank_validate_request_id (request->request_id, error)
-      || !parse_mode (request, o->mode, &update->mode, error)
-      || !rank_validate_score ("value", request->value, error)
-      || !check_subscores (request, o, update, error))
-    return FALSE;
-  if (request->__isset_data)
-    {
-      *data_buf = rank_member_data_encode (request->data, "data",
-                                           &update->data_len, error);
-      if (*data_buf == NULL)
-        return FALSE;
-      update->data_given = TRUE;
-      update->data = *data_buf;
-    }
-  update->board = request->board;
-  update->member = request->member;
-  update->request_id = request->request_id;
-  update->value = request->value;
-  if (request->__isset_timestamp_ms)
-    {
-      if (!rank_validate_timestamp ("timestamp_ms", request->timestamp_ms,
-                                    error))
-        return FALSE;
-      update->timestamp_ms = request->timestamp_ms;
-    }
-  else
-    update->timestamp_ms = g_get_real_time () / 1000;
-  return TRUE;
-}
-
-static void
-update_done (const RankUpdateResult *r, const GError *error, gpointer data)
-{
-  Call *call = data;
-  rankRankingUpdateResult *result;
-
-  if (error != NULL)
-    {
-      reply_error (call, RANK_TYPE_RANKING_UPDATE_RESULT, error);
-      return;
-    }
-  result = g_object_new (RANK_TYPE_RANKING_UPDATE_RESULT, NULL);
-  result->success->score = r->score;
-  result->success->applied = r->applied;
-  result->success->rank = r->rank;
-  result->success->__isset_rank = r->rank > 0;
-  g_array_append_vals (result->success->subscores, r->subscores,
-                       r->n_subscores);
-  result->success->__isset_subscores = r->n_subscores > 0;
-  result->__isset_success = TRUE;
-  reply (call, THRIFT_STRUCT (result), 0, NULL);
-  g_object_unref (result);
-}
-
-static void
-start_update (Call *call)
-{
-  rankRankingUpdateArgs *args = RANK_RANKING_UPDATE_ARGS (call->args);
-  g_autoptr (GError) error = NULL;
-  g_autofree char *data = NULL;
-  RankUpdate update = { 0 };
-
-  if (!check_update (call->handler->store, args->request, &update, &data,
-                     &error)
-      || !rank_store_check_update (call->handler->store, &update, &error))
-    {
-      update_done (NULL, error, call);
-      return;
-    }
-  rank_store_update (call->handler->store, &update, update_done, call);
-}
-
-/* ---- GetRank ---- */
-
-static void
-rank_done (const RankEntry *e, const GError *error, gpointer data)
-{
-  Call *call = data;
-  rankRankingGetRankArgs *args = RANK_RANKING_GET_RANK_ARGS (call->args);
-
-  if (error != NULL)
-    {
-      reply_error (call, RANK_TYPE_RANKING_GET_RANK_RESULT, error);
-      return;
-    }
-  {
-    RankEntry named = *e;
-
-    named.member = args->member;
-    named.member_len = strlen (args->member);
-    named.data = NULL;
-    reply_entries (call, &named, 1, FALSE);
-  }
-}
-
-static void
-start_get_rank (Call *call)
-{
-  rankRankingGetRankArgs *args = RANK_RANKING_GET_RANK_ARGS (call->args);
-  g_autoptr (GError) error = NULL;
-
-  if (!rank_validate_board (args->board, &error)
-      || !rank_validate_member (args->member, &error)
-      || !rank_store_check_period (call->handler->store, args->board,
-                                   args->periods_back, &error))
-    {
-      rank_done (NULL, error, call);
-      return;
-    }
-  rank_store_get_rank (call->handler->store, args->board, args->member,
-                       (guint) args->periods_back, rank_done, call);
-}
-
-/* ---- GetTopN ---- */
 
 /* Writes one Entry as the generated rank_entry_write would, straight from
  * the Redis reply: a page of 1000 entries would otherwise be 1000 GObjects
@@ -621,7 +427,7 @@ write_field_begin (ThriftProtocol *out, const char *name, ThriftType type,
 
 /* Entry.subscores (4) and Entry.data (5), when the entry has them. */
 static gboolean
-write_entry_extras (ThriftProtocol *out, const RankEntry *e, GError **error)
+write_entry_extras (ThriftProtocol *out, const RankRow *e, GError **error)
 {
   RankDataPair pairs[RANK_DATA_KEYS_MAX];
   guint n = 0;
@@ -673,7 +479,7 @@ put_be (guint8 *p, guint64 v, int bytes)
  * the protocol's field-by-field writes were a fifth of rankd's CPU on a
  * pipelined GetTopN (perf). The same bytes as the generic path below. */
 static gboolean
-write_entry_binary (ThriftProtocol *out, const RankEntry *e, GError **error)
+write_entry_binary (ThriftProtocol *out, const RankRow *e, GError **error)
 {
   guint8 buf[3 + 4 + RANK_MEMBER_MAX_BYTES + 2 * (3 + 8) + 1];
   guint8 *p = buf;
@@ -696,7 +502,7 @@ write_entry_binary (ThriftProtocol *out, const RankEntry *e, GError **error)
 
 /* binary: out is a binary protocol. */
 static gboolean
-write_entry (ThriftProtocol *out, gboolean binary, const RankEntry *e,
+write_entry (ThriftProtocol *out, gboolean binary, const RankRow *e,
              GError **error)
 {
   if (binary && e->n_subscores == 0 && e->data == NULL
@@ -725,9 +531,9 @@ write_entry (ThriftProtocol *out, gboolean binary, const RankEntry *e,
 
 /* A result whose success (field 0) is a list<Entry> (GetTopN, GetAround,
  * Sample) or, when !list, one Entry (GetRank): written straight from the
- * entries, without the generated structs. */
+ * rows, without the generated structs. */
 static void
-reply_entries (Call *call, const RankEntry *entries, gsize n, gboolean list)
+reply_rows (Call *call, const RankRow *rows, gsize n, gboolean list)
 {
   ThriftProtocol *out = begin_reply (call);
   gboolean binary = THRIFT_IS_BINARY_PROTOCOL (out);
@@ -746,7 +552,7 @@ reply_entries (Call *call, const RankEntry *entries, gsize n, gboolean list)
                    >= 0);
 
   for (gsize i = 0; ok && i < n; i++)
-    ok = write_entry (out, binary, &entries[i], &error);
+    ok = write_entry (out, binary, &rows[i], &error);
   ok = ok && (!list || thrift_protocol_write_list_end (out, &error) >= 0)
        && thrift_protocol_write_field_end (out, &error) >= 0
        && thrift_protocol_write_field_stop (out, &error) >= 0
@@ -755,39 +561,300 @@ reply_entries (Call *call, const RankEntry *entries, gsize n, gboolean list)
   finish_call (call, ok, error);
 }
 
+/* Store operations' answers that are a page (GetTopN, GetAround, Sample). */
 static void
-top_done (const RankEntry *entries, gsize n, const GError *error, gpointer data)
+rows_answered (const RankRow *rows, gsize n, const GError *error, gpointer data)
 {
   Call *call = data;
 
   if (error != NULL)
-    {
-      reply_error (call, RANK_TYPE_RANKING_GET_TOP_N_RESULT, error);
-      return;
-    }
-  reply_entries (call, entries, n, TRUE);
+    reply_error (call, error);
+  else
+    reply_rows (call, rows, n, TRUE);
 }
 
-static gboolean
-check_top (RankStore *store, const rankRankingGetTopNArgs *args, GError **error)
+/* ---- the call's context ---- */
+
+/* Once the board's stored layout fits the options (store.h), the call
+ * proper runs. */
+static void
+layout_checked (const GError *error, gpointer data)
 {
-  if (!rank_validate_board (args->board, error))
+  Call *call = data;
+
+  if (error != NULL)
+    reply_error (call, error);
+  else
+    call->run (call);
+}
+
+/* The call's checks passed and its context is resolved: run is its store
+ * operation. */
+static void
+proceed (Call *call, void (*run) (Call *call))
+{
+  g_autoptr (GError) error = NULL;
+
+  call->run = run;
+  switch (rank_store_check_layout (call->handler->store, &call->ctx,
+                                   call->writes, &error, layout_checked, call))
+    {
+    case RANK_LAYOUT_OK:
+      run (call);
+      break;
+    case RANK_LAYOUT_REFUSED:
+      reply_error (call, error);
+      break;
+    case RANK_LAYOUT_PENDING:
+      break;
+    }
+}
+
+/* The context of a call on board (already valid), at the handler's clock,
+ * under the configuration in force. */
+static void
+resolve (Call *call, const char *board)
+{
+  RankHandler *handler = call->handler;
+
+  rank_context_init (&call->ctx, handler->config, board,
+                     handler->clock (handler->clock_data),
+                     handler->default_window_ms);
+}
+
+/* The call's checks are done: error refuses it; else run is its store
+ * operation. */
+static void
+checked (Call *call, const GError *error, void (*run) (Call *call))
+{
+  if (error != NULL)
+    reply_error (call, error);
+  else
+    proceed (call, run);
+}
+
+/* Validates board, resolves the context and checks periods_back. */
+static gboolean
+resolve_read (Call *call, const char *board, gint64 periods_back,
+              GError **error)
+{
+  if (!rank_validate_board (board, error))
     return FALSE;
-  if (args->n < 1 || args->n > RANK_TOP_N_MAX)
+  resolve (call, board);
+  return rank_context_read (&call->ctx, periods_back, error);
+}
+
+/* ---- Update ---- */
+
+static void update_answered (const RankUpdateResult *r, const GError *error,
+                             gpointer data);
+
+static void
+run_update (Call *call)
+{
+  rank_store_update (call->handler->store, &call->ctx, &call->update,
+                     update_answered, call);
+}
+
+/* The fields of the request, then what the board's options say of them. */
+static gboolean
+check_update (Call *call, const rankUpdateRequest *request, GError **error)
+{
+  RankUpdate *update = &call->update;
+  const RankBoardOptions *o;
+
+  if (!rank_validate_board (request->board, error))
+    return FALSE;
+  resolve (call, request->board);
+  o = call->ctx.options;
+  if (!rank_validate_member (request->member, error)
+      || !rank_validate_request_id (request->request_id, error)
+      || !rank_policy_mode (o, request->__isset_mode, request->mode,
+                            &update->mode, error)
+      || !rank_validate_score ("value", request->value, error))
+    return FALSE;
+  update->n_subscores
+      = request->__isset_subscores ? request->subscores->len : 0;
+  if (!rank_policy_subscores (request->board, o, update->mode,
+                              update->n_subscores, error))
+    return FALSE;
+  update->subscores = update->n_subscores > 0
+                          ? (const gint64 *) request->subscores->data
+                          : NULL;
+  if (request->__isset_data)
     {
-      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
-                   "n: must be 1-%d, got %d", RANK_TOP_N_MAX, args->n);
-      return FALSE;
+      call->data = rank_member_data_encode (request->data, "data",
+                                            &call->data_len, error);
+      if (call->data == NULL)
+        return FALSE;
+      update->data_given = TRUE;
+      update->data = call->data;
+      update->data_len = call->data_len;
     }
-  if (args->offset < 0)
+  update->member = request->member;
+  update->request_id = request->request_id;
+  update->value = request->value;
+  update->timestamp_ms = call->ctx.now_ms;
+  if (request->__isset_timestamp_ms
+      && !rank_validate_timestamp ("timestamp_ms", request->timestamp_ms,
+                                   error))
+    return FALSE;
+  if (request->__isset_timestamp_ms)
+    update->timestamp_ms = request->timestamp_ms;
+  return rank_context_write (&call->ctx, update->timestamp_ms, error);
+}
+
+static void
+start_update (Call *call)
+{
+  rankRankingUpdateArgs *args = RANK_RANKING_UPDATE_ARGS (call->args);
+  g_autoptr (GError) error = NULL;
+
+  call->writes = TRUE;
+  check_update (call, args->request, &error);
+  checked (call, error, run_update);
+}
+
+static void
+set_update_response (GObject *object, gpointer data)
+{
+  rankRankingUpdateResult *result = RANK_RANKING_UPDATE_RESULT (object);
+  const RankUpdateResult *r = data;
+
+  result->success->score = r->score;
+  result->success->applied = r->applied;
+  result->success->rank = r->rank;
+  result->success->__isset_rank = r->rank > 0;
+  g_array_append_vals (result->success->subscores, r->subscores,
+                       r->n_subscores);
+  result->success->__isset_subscores = r->n_subscores > 0;
+  result->__isset_success = TRUE;
+}
+
+static void
+update_answered (const RankUpdateResult *r, const GError *error, gpointer data)
+{
+  Call *call = data;
+
+  if (error != NULL)
+    reply_error (call, error);
+  else
+    reply_result (call, set_update_response, (gpointer) r);
+}
+
+/* ---- Remove ---- */
+
+static void remove_answered (const RankUpdateResult *r, const GError *error,
+                             gpointer data);
+
+static void
+run_remove (Call *call)
+{
+  rank_store_update (call->handler->store, &call->ctx, &call->update,
+                     remove_answered, call);
+}
+
+static void
+start_remove (Call *call)
+{
+  rankRankingRemoveArgs *args = RANK_RANKING_REMOVE_ARGS (call->args);
+  g_autoptr (GError) error = NULL;
+
+  call->writes = TRUE;
+  if (!rank_validate_board (args->board, &error)
+      || !rank_validate_member (args->member, &error)
+      || !rank_validate_request_id (args->request_id, &error))
     {
-      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
-                   "offset: must be >= 0, got %d", args->offset);
-      return FALSE;
+      reply_error (call, error);
+      return;
     }
-  return rank_store_check_top (store, args->board, args->offset, args->n, error)
-         && rank_store_check_period (store, args->board, args->periods_back,
-                                     error);
+  resolve (call, args->board);
+  call->update = (RankUpdate){
+    .member = args->member,
+    .request_id = args->request_id,
+    .value = 0,
+    .mode = RANK_MODE_REMOVE,
+    .timestamp_ms = call->ctx.now_ms,
+  };
+  /* Now is in the current period: nothing to refuse. */
+  rank_context_write (&call->ctx, call->ctx.now_ms, NULL);
+  proceed (call, run_remove);
+}
+
+static void
+set_remove_response (GObject *object, gpointer data)
+{
+  rankRankingRemoveResult *result = RANK_RANKING_REMOVE_RESULT (object);
+  const RankUpdateResult *r = data;
+
+  result->success->applied = r->applied;
+  result->success->removed = r->applied && r->rank != 0;
+  result->__isset_success = TRUE;
+}
+
+static void
+remove_answered (const RankUpdateResult *r, const GError *error, gpointer data)
+{
+  Call *call = data;
+
+  if (error != NULL)
+    reply_error (call, error);
+  else
+    reply_result (call, set_remove_response, (gpointer) r);
+}
+
+/* ---- GetRank ---- */
+
+static void
+rank_answered (const RankRow *row, const GError *error, gpointer data)
+{
+  Call *call = data;
+  rankRankingGetRankArgs *args = RANK_RANKING_GET_RANK_ARGS (call->args);
+  RankRow named;
+
+  if (error != NULL)
+    {
+      reply_error (call, error);
+      return;
+    }
+  named = *row;
+  named.member = args->member;
+  named.member_len = strlen (args->member);
+  named.data = NULL;
+  reply_rows (call, &named, 1, FALSE);
+}
+
+static void
+run_get_rank (Call *call)
+{
+  rankRankingGetRankArgs *args = RANK_RANKING_GET_RANK_ARGS (call->args);
+
+  rank_store_get_rank (call->handler->store, &call->ctx, args->member, 0,
+                       rank_answered, call);
+}
+
+static void
+start_get_rank (Call *call)
+{
+  rankRankingGetRankArgs *args = RANK_RANKING_GET_RANK_ARGS (call->args);
+  g_autoptr (GError) error = NULL;
+
+  if (rank_validate_board (args->board, &error)
+      && rank_validate_member (args->member, &error))
+    resolve_read (call, args->board, args->periods_back, &error);
+  checked (call, error, run_get_rank);
+}
+
+/* ---- GetTopN ---- */
+
+static void
+run_get_top_n (Call *call)
+{
+  rankRankingGetTopNArgs *args = RANK_RANKING_GET_TOP_N_ARGS (call->args);
+  RankTopQuery query = { args->offset, args->n, args->with_data };
+
+  rank_store_get_top (call->handler->store, &call->ctx, &query, rows_answered,
+                      call);
 }
 
 static void
@@ -796,59 +863,34 @@ start_get_top_n (Call *call)
   rankRankingGetTopNArgs *args = RANK_RANKING_GET_TOP_N_ARGS (call->args);
   g_autoptr (GError) error = NULL;
 
-  if (!check_top (call->handler->store, args, &error))
+  if (!rank_validate_board (args->board, &error))
+    ;
+  else if (args->n < 1 || args->n > RANK_TOP_N_MAX)
+    g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "n: must be 1-%d, got %d", RANK_TOP_N_MAX, args->n);
+  else if (args->offset < 0)
+    g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
+                 "offset: must be >= 0, got %d", args->offset);
+  else
     {
-      top_done (NULL, 0, error, call);
-      return;
+      resolve (call, args->board);
+      if (rank_policy_depth (args->board, call->ctx.options, "offset+n",
+                             args->offset, args->n, &error))
+        rank_context_read (&call->ctx, args->periods_back, &error);
     }
-  rank_store_get_top (call->handler->store, args->board, args->offset, args->n,
-                      (guint) args->periods_back, args->with_data, top_done,
-                      call);
+  checked (call, error, run_get_top_n);
 }
 
 /* ---- GetAround ---- */
 
 static void
-around_page (const RankEntry *entries, gsize n, const GError *error,
-             gpointer data)
+run_get_around (Call *call)
 {
-  Call *call = data;
-
-  if (error != NULL)
-    {
-      reply_error (call, RANK_TYPE_RANKING_GET_AROUND_RESULT, error);
-      return;
-    }
-  reply_entries (call, entries, n, TRUE);
-}
-
-/* The member's position is known: read the page around it. */
-static void
-around_found (const RankEntry *e, const GError *error, gpointer data)
-{
-  Call *call = data;
   rankRankingGetAroundArgs *args = RANK_RANKING_GET_AROUND_ARGS (call->args);
-  g_autoptr (GError) deep = NULL;
-  gint64 offset, position;
-  gint n;
+  RankAroundQuery query = { args->member, args->radius, args->with_data };
 
-  if (error != NULL)
-    {
-      reply_error (call, RANK_TYPE_RANKING_GET_AROUND_RESULT, error);
-      return;
-    }
-  position = e->rank;
-  offset = MAX (0, position - 1 - args->radius);
-  n = (gint) (position - offset + args->radius);
-  if (!rank_store_check_top (call->handler->store, args->board, offset, n,
-                             &deep))
-    {
-      reply_error (call, RANK_TYPE_RANKING_GET_AROUND_RESULT, deep);
-      return;
-    }
-  rank_store_get_top (call->handler->store, args->board, offset, n,
-                      (guint) args->periods_back, args->with_data, around_page,
-                      call);
+  rank_store_get_around (call->handler->store, &call->ctx, &query,
+                         rows_answered, call);
 }
 
 static void
@@ -859,29 +901,20 @@ start_get_around (Call *call)
 
   if (!rank_validate_board (args->board, &error)
       || !rank_validate_member (args->member, &error)
-      || !rank_store_check_period (call->handler->store, args->board,
-                                   args->periods_back, &error))
+      || !resolve_read (call, args->board, args->periods_back, &error))
     ;
   else if (args->radius < 0 || args->radius > RANK_AROUND_RADIUS_MAX)
     g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
                  "radius: must be 0-%d, got %d", RANK_AROUND_RADIUS_MAX,
                  args->radius);
-  if (error != NULL)
-    {
-      reply_error (call, RANK_TYPE_RANKING_GET_AROUND_RESULT, error);
-      return;
-    }
-  /* Where the page starts: the ordinal position, whatever the rank kind. */
-  rank_store_get_rank_as (call->handler->store, args->board, args->member,
-                          (guint) args->periods_back, RANK_KIND_ORDINAL,
-                          around_found, call);
+  checked (call, error, run_get_around);
 }
 
 /* ---- GetRanks ---- */
 
 static void
-ranks_done (const RankOfMember *results, guint n, const GError *error,
-            gpointer data)
+ranks_answered (const RankOfMember *results, guint n, const GError *error,
+                gpointer data)
 {
   Call *call = data;
   rankRankingGetRanksArgs *args = RANK_RANKING_GET_RANKS_ARGS (call->args);
@@ -889,7 +922,7 @@ ranks_done (const RankOfMember *results, guint n, const GError *error,
 
   if (error != NULL)
     {
-      reply_error (call, RANK_TYPE_RANKING_GET_RANKS_RESULT, error);
+      reply_error (call, error);
       return;
     }
   result = g_object_new (RANK_TYPE_RANKING_GET_RANKS_RESULT, NULL);
@@ -912,15 +945,23 @@ ranks_done (const RankOfMember *results, guint n, const GError *error,
 }
 
 static void
+run_get_ranks (Call *call)
+{
+  rankRankingGetRanksArgs *args = RANK_RANKING_GET_RANKS_ARGS (call->args);
+
+  rank_store_get_ranks (call->handler->store, &call->ctx,
+                        (const char *const *) args->members->pdata,
+                        args->members->len, ranks_answered, call);
+}
+
+static void
 start_get_ranks (Call *call)
 {
   rankRankingGetRanksArgs *args = RANK_RANKING_GET_RANKS_ARGS (call->args);
   g_autoptr (GError) error = NULL;
   guint n = args->members->len;
 
-  if (rank_validate_board (args->board, &error)
-      && rank_store_check_period (call->handler->store, args->board,
-                                  args->periods_back, &error))
+  if (resolve_read (call, args->board, args->periods_back, &error))
     {
       if (n < 1 || n > RANK_RANKS_MAX)
         g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
@@ -931,90 +972,48 @@ start_get_ranks (Call *call)
                                    &error))
           g_prefix_error (&error, "members[%u]: ", i);
     }
-  if (error != NULL)
-    {
-      reply_error (call, RANK_TYPE_RANKING_GET_RANKS_RESULT, error);
-      return;
-    }
-  rank_store_get_ranks (call->handler->store, args->board,
-                        (const char *const *) args->members->pdata, n,
-                        (guint) args->periods_back, ranks_done, call);
-}
-
-/* ---- Remove ---- */
-
-static void
-remove_done (const RankUpdateResult *r, const GError *error, gpointer data)
-{
-  Call *call = data;
-  rankRankingRemoveResult *result;
-
-  if (error != NULL)
-    {
-      reply_error (call, RANK_TYPE_RANKING_REMOVE_RESULT, error);
-      return;
-    }
-  result = g_object_new (RANK_TYPE_RANKING_REMOVE_RESULT, NULL);
-  result->success->applied = r->applied;
-  result->success->removed = r->applied && r->rank != 0;
-  result->__isset_success = TRUE;
-  reply (call, THRIFT_STRUCT (result), 0, NULL);
-  g_object_unref (result);
-}
-
-static void
-start_remove (Call *call)
-{
-  rankRankingRemoveArgs *args = RANK_RANKING_REMOVE_ARGS (call->args);
-  g_autoptr (GError) error = NULL;
-  RankUpdate update = {
-    .board = args->board,
-    .member = args->member,
-    .request_id = args->request_id,
-    .value = 0,
-    .mode = RANK_MODE_REMOVE,
-    .timestamp_ms = g_get_real_time () / 1000,
-  };
-
-  if (!rank_validate_board (args->board, &error)
-      || !rank_validate_member (args->member, &error)
-      || !rank_validate_request_id (args->request_id, &error))
-    {
-      reply_error (call, RANK_TYPE_RANKING_REMOVE_RESULT, error);
-      return;
-    }
-  rank_store_update (call->handler->store, &update, remove_done, call);
+  checked (call, error, run_get_ranks);
 }
 
 /* ---- Count, CountBetween ---- */
 
-static gboolean check_countable (RankStore *store, const char *board,
-                                 const char *what, GError **error);
+static void
+set_count (GObject *result, gpointer data)
+{
+  /* The property setter marks success as set. */
+  g_object_set (result, "success", *(const gint64 *) data, NULL);
+}
 
 static void
-count_done (gint64 count, const GError *error, gpointer data)
+count_answered (gint64 count, const GError *error, gpointer data)
 {
   Call *call = data;
-  GType type = call->method == METHOD_COUNT
-                   ? RANK_TYPE_RANKING_COUNT_RESULT
-                   : RANK_TYPE_RANKING_COUNT_BETWEEN_RESULT;
-  GObject *result;
 
   if (error != NULL)
+    reply_error (call, error);
+  else
+    reply_result (call, set_count, &count);
+}
+
+static void
+run_count (Call *call)
+{
+  RankCountQuery query = { FALSE, 0, 0 };
+
+  if (call->method == METHOD_COUNT_BETWEEN)
     {
-      reply_error (call, type, error);
-      return;
+      rankRankingCountBetweenArgs *args
+          = RANK_RANKING_COUNT_BETWEEN_ARGS (call->args);
+
+      query = (RankCountQuery){ TRUE, args->min_score, args->max_score };
     }
-  /* The property setter marks success as set. */
-  result = g_object_new (type, "success", count, NULL);
-  reply (call, THRIFT_STRUCT (result), 0, NULL);
-  g_object_unref (result);
+  rank_store_count (call->handler->store, &call->ctx, &query, count_answered,
+                    call);
 }
 
 static void
 start_count (Call *call)
 {
-  RankStore *store = call->handler->store;
   g_autoptr (GError) error = NULL;
   gboolean range = call->method == METHOD_COUNT_BETWEEN;
   const char *board;
@@ -1035,8 +1034,7 @@ start_count (Call *call)
 
       board = args->board, back = args->periods_back;
     }
-  if (!rank_validate_board (board, &error)
-      || !rank_store_check_period (store, board, back, &error)
+  if (!resolve_read (call, board, back, &error)
       || (range
           && (!rank_validate_score ("min_score", min, &error)
               || !rank_validate_score ("max_score", max, &error))))
@@ -1047,106 +1045,38 @@ start_count (Call *call)
                  " is above max_score %" G_GINT64_FORMAT,
                  min, max);
   else if (range)
-    check_countable (store, board, "CountBetween", &error);
-  if (error != NULL)
-    {
-      count_done (0, error, call);
-      return;
-    }
-  rank_store_count (store, board, range, min, max, (guint) back, count_done,
-                    call);
+    rank_policy_countable (board, call->ctx.options, "CountBetween", &error);
+  checked (call, error, run_count);
 }
 
 /* ---- GetPercentile, GetScoreAtPercentile ---- */
 
-/* Capped sharded boards store more than they show: their counts by score
- * are not the board's. */
-static gboolean
-check_countable (RankStore *store, const char *board, const char *what,
-                 GError **error)
-{
-  const RankBoardOptions *o = rank_store_board (store, board);
-
-  if (o->cap > 0 && o->shards > 1)
-    {
-      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
-                   "board: %s is not available on capped sharded board '%s'",
-                   what, board);
-      return FALSE;
-    }
-  return TRUE;
-}
-
 static void
-percentile_reply (Call *call, GType type, const GError *error,
-                  const char *property, const GValue *value)
+set_double (GObject *result, gpointer data)
 {
-  GObject *result;
-
-  if (error != NULL)
-    {
-      reply_error (call, type, error);
-      return;
-    }
-  result = g_object_new (type, NULL);
   /* The property setter marks success as set. */
-  g_object_set_property (result, property, value);
-  reply (call, THRIFT_STRUCT (result), 0, NULL);
-  g_object_unref (result);
+  g_object_set (result, "success", *(const double *) data, NULL);
 }
 
-/* Step 3: the board's size; the share behind is what is neither better nor
- * equal. */
 static void
-percentile_total (gint64 total, const GError *error, gpointer data)
+percentile_answered (double value, const GError *error, gpointer data)
 {
   Call *call = data;
-  g_auto (GValue) v = G_VALUE_INIT;
 
-  g_value_init (&v, G_TYPE_DOUBLE);
-  if (error == NULL)
-    g_value_set_double (
-        &v, total > 0 ? 100.0 * (double) (total - call->step[0] - call->step[1])
-                            / (double) total
-                      : 0);
-  percentile_reply (call, RANK_TYPE_RANKING_GET_PERCENTILE_RESULT, error,
-                    "success", &v);
+  if (error != NULL)
+    reply_error (call, error);
+  else
+    reply_result (call, set_double, &value);
 }
 
-/* Step 2: how many share the member's score. */
 static void
-percentile_equal (gint64 equal, const GError *error, gpointer data)
+run_get_percentile (Call *call)
 {
-  Call *call = data;
   rankRankingGetPercentileArgs *args
       = RANK_RANKING_GET_PERCENTILE_ARGS (call->args);
 
-  if (error != NULL)
-    {
-      percentile_total (0, error, call);
-      return;
-    }
-  call->step[1] = equal;
-  rank_store_count (call->handler->store, args->board, FALSE, 0, 0,
-                    (guint) args->periods_back, percentile_total, call);
-}
-
-/* Step 1: the member's score, and how many are better (competition rank). */
-static void
-percentile_found (const RankEntry *e, const GError *error, gpointer data)
-{
-  Call *call = data;
-  rankRankingGetPercentileArgs *args
-      = RANK_RANKING_GET_PERCENTILE_ARGS (call->args);
-
-  if (error != NULL)
-    {
-      percentile_total (0, error, call);
-      return;
-    }
-  call->step[0] = e->rank - 1;
-  rank_store_count (call->handler->store, args->board, TRUE, e->score, e->score,
-                    (guint) args->periods_back, percentile_equal, call);
+  rank_store_get_percentile (call->handler->store, &call->ctx, args->member,
+                             percentile_answered, call);
 }
 
 static void
@@ -1154,67 +1084,35 @@ start_get_percentile (Call *call)
 {
   rankRankingGetPercentileArgs *args
       = RANK_RANKING_GET_PERCENTILE_ARGS (call->args);
-  RankStore *store = call->handler->store;
   g_autoptr (GError) error = NULL;
 
-  if (!rank_validate_board (args->board, &error)
-      || !rank_validate_member (args->member, &error)
-      || !rank_store_check_period (store, args->board, args->periods_back,
-                                   &error)
-      || !check_countable (store, args->board, "GetPercentile", &error))
-    {
-      percentile_total (0, error, call);
-      return;
-    }
-  rank_store_get_rank_as (store, args->board, args->member,
-                          (guint) args->periods_back, RANK_KIND_COMPETITION,
-                          percentile_found, call);
+  if (rank_validate_board (args->board, &error)
+      && rank_validate_member (args->member, &error)
+      && resolve_read (call, args->board, args->periods_back, &error))
+    rank_policy_countable (args->board, call->ctx.options, "GetPercentile",
+                           &error);
+  checked (call, error, run_get_percentile);
 }
 
-/* Step 2: the entry at that position. */
 static void
-score_at_entry (const RankEntry *entries, gsize n, const GError *error,
-                gpointer data)
+score_at_answered (gint64 score, const GError *error, gpointer data)
 {
   Call *call = data;
-  g_autoptr (GError) empty = NULL;
-  g_auto (GValue) v = G_VALUE_INIT;
 
-  g_value_init (&v, G_TYPE_INT64);
-  if (error == NULL && n == 0)
-    error = empty = g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND,
-                                 "the board has no members");
-  if (error == NULL)
-    g_value_set_int64 (&v, entries[0].score);
-  percentile_reply (call, RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_RESULT,
-                    error, "success", &v);
+  if (error != NULL)
+    reply_error (call, error);
+  else
+    reply_result (call, set_count, &score);
 }
 
-/* Step 1: the board's size gives the position. */
 static void
-score_at_total (gint64 total, const GError *error, gpointer data)
+run_get_score_at_percentile (Call *call)
 {
-  Call *call = data;
   rankRankingGetScoreAtPercentileArgs *args
       = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS (call->args);
-  g_autoptr (GError) deep = NULL;
-  gint64 position;
 
-  if (error != NULL || total == 0)
-    {
-      score_at_entry (NULL, 0, error, call);
-      return;
-    }
-  position = (gint64) ceil ((double) total * (100.0 - args->pct) / 100.0);
-  position = CLAMP (position, 1, total);
-  if (!rank_store_check_top (call->handler->store, args->board, position - 1, 1,
-                             &deep))
-    {
-      score_at_entry (NULL, 0, deep, call);
-      return;
-    }
-  rank_store_get_top (call->handler->store, args->board, position - 1, 1, FALSE,
-                      (guint) args->periods_back, score_at_entry, call);
+  rank_store_score_at_percentile (call->handler->store, &call->ctx, args->pct,
+                                  score_at_answered, call);
 }
 
 static void
@@ -1222,109 +1120,39 @@ start_get_score_at_percentile (Call *call)
 {
   rankRankingGetScoreAtPercentileArgs *args
       = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS (call->args);
-  RankStore *store = call->handler->store;
   g_autoptr (GError) error = NULL;
 
-  if (!rank_validate_board (args->board, &error)
-      || !rank_store_check_period (store, args->board, args->periods_back,
-                                   &error))
+  if (!resolve_read (call, args->board, args->periods_back, &error))
     ;
   else if (!(args->pct >= 0 && args->pct <= 100))
     g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
                  "pct: must be 0-100, got %g", args->pct);
-  if (error != NULL)
-    {
-      score_at_entry (NULL, 0, error, call);
-      return;
-    }
-  rank_store_count (store, args->board, FALSE, 0, 0, (guint) args->periods_back,
-                    score_at_total, call);
+  checked (call, error, run_get_score_at_percentile);
 }
 
 /* ---- Sample ---- */
 
-/* The drawn members, waiting for their ranks. */
-typedef struct
-{
-  Call *call;
-  guint n;
-  RankEntry entries[RANK_SAMPLE_COUNT_MAX];
-  char *members[RANK_SAMPLE_COUNT_MAX];
-} Drawn;
-
 static void
-drawn_ranked (const RankOfMember *results, guint n, const GError *error,
-              gpointer data)
+run_sample (Call *call)
 {
-  Drawn *drawn = data;
-  RankEntry entries[RANK_SAMPLE_COUNT_MAX];
-  gsize kept = 0;
-
-  if (error != NULL)
-    reply_error (drawn->call, RANK_TYPE_RANKING_SAMPLE_RESULT, error);
-  else
-    {
-      /* A member removed between the draw and its rank is left out. */
-      for (guint i = 0; i < n; i++)
-        if (results[i].found)
-          {
-            entries[kept] = drawn->entries[i];
-            entries[kept].score = results[i].score;
-            entries[kept++].rank = results[i].rank;
-          }
-      reply_entries (drawn->call, entries, kept, TRUE);
-    }
-  for (guint i = 0; i < drawn->n; i++)
-    g_free (drawn->members[i]);
-  g_free (drawn);
-}
-
-/* The draw is in: rank each drawn member. */
-static void
-sample_drawn (const RankEntry *entries, gsize n, const GError *error,
-              gpointer data)
-{
-  Call *call = data;
   rankRankingSampleArgs *args = RANK_RANKING_SAMPLE_ARGS (call->args);
-  Drawn *drawn;
+  RankSampleQuery query = { args->min_score, args->max_score, args->count };
 
-  if (error != NULL)
-    {
-      reply_error (call, RANK_TYPE_RANKING_SAMPLE_RESULT, error);
-      return;
-    }
-  if (n == 0)
-    {
-      reply_entries (call, NULL, 0, TRUE);
-      return;
-    }
-  drawn = g_new0 (Drawn, 1);
-  drawn->call = call;
-  drawn->n = (guint) n;
-  for (guint i = 0; i < n; i++)
-    {
-      drawn->members[i] = g_strndup (entries[i].member, entries[i].member_len);
-      drawn->entries[i] = entries[i];
-      drawn->entries[i].member = drawn->members[i];
-    }
-  rank_store_get_ranks (call->handler->store, args->board,
-                        (const char *const *) drawn->members, drawn->n,
-                        (guint) args->periods_back, drawn_ranked, drawn);
+  rank_store_sample (call->handler->store, &call->ctx, &query, rows_answered,
+                     call);
 }
 
 static void
 start_sample (Call *call)
 {
   rankRankingSampleArgs *args = RANK_RANKING_SAMPLE_ARGS (call->args);
-  RankStore *store = call->handler->store;
   g_autoptr (GError) error = NULL;
 
-  if (!rank_validate_board (args->board, &error)
-      || !rank_store_check_period (store, args->board, args->periods_back,
-                                   &error)
+  if (!resolve_read (call, args->board, args->periods_back, &error)
       || !rank_validate_score ("min_score", args->min_score, &error)
       || !rank_validate_score ("max_score", args->max_score, &error)
-      || !check_countable (store, args->board, "Sample", &error))
+      || !rank_policy_countable (args->board, call->ctx.options, "Sample",
+                                 &error))
     ;
   else if (args->min_score > args->max_score)
     g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
@@ -1335,32 +1163,30 @@ start_sample (Call *call)
     g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
                  "count: must be 1-%d, got %d", RANK_SAMPLE_COUNT_MAX,
                  args->count);
-  if (error != NULL)
-    {
-      reply_error (call, RANK_TYPE_RANKING_SAMPLE_RESULT, error);
-      return;
-    }
-  rank_store_sample (store, args->board, args->min_score, args->max_score,
-                     args->count, (guint) args->periods_back, sample_drawn,
-                     call);
+  checked (call, error, run_sample);
 }
 
 /* ---- SetMemberData, GetMemberData ---- */
 
 static void
-set_data_done (const GError *error, gpointer data)
+set_data_answered (const GError *error, gpointer data)
 {
   Call *call = data;
-  rankRankingSetMemberDataResult *result;
 
   if (error != NULL)
-    {
-      reply_error (call, RANK_TYPE_RANKING_SET_MEMBER_DATA_RESULT, error);
-      return;
-    }
-  result = g_object_new (RANK_TYPE_RANKING_SET_MEMBER_DATA_RESULT, NULL);
-  reply (call, THRIFT_STRUCT (result), 0, NULL);
-  g_object_unref (result);
+    reply_error (call, error);
+  else
+    reply_result (call, NULL, NULL);
+}
+
+static void
+run_set_member_data (Call *call)
+{
+  rankRankingSetMemberDataArgs *args
+      = RANK_RANKING_SET_MEMBER_DATA_ARGS (call->args);
+
+  rank_store_set_data (call->handler->store, &call->ctx, args->member,
+                       call->data, call->data_len, set_data_answered, call);
 }
 
 static void
@@ -1369,47 +1195,66 @@ start_set_member_data (Call *call)
   rankRankingSetMemberDataArgs *args
       = RANK_RANKING_SET_MEMBER_DATA_ARGS (call->args);
   g_autoptr (GError) error = NULL;
-  g_autofree char *encoded = NULL;
-  gsize len = 0;
 
+  call->writes = TRUE;
   if (!rank_validate_board (args->board, &error)
       || !rank_validate_member (args->member, &error)
-      || (encoded = rank_member_data_encode (args->data, "data", &len, &error))
+      || (call->data = rank_member_data_encode (args->data, "data",
+                                                &call->data_len, &error))
              == NULL)
     {
-      set_data_done (error, call);
+      reply_error (call, error);
       return;
     }
-  rank_store_set_data (call->handler->store, args->board, args->member, encoded,
-                       len, set_data_done, call);
+  resolve (call, args->board);
+  /* The member's data on the current period. */
+  rank_context_read (&call->ctx, 0, NULL);
+  proceed (call, run_set_member_data);
 }
 
 static void
-get_data_done (const char *data, gsize len, const GError *error,
-               gpointer user_data)
+set_data_map (GObject *object, gpointer data)
+{
+  rankRankingGetMemberDataResult *result
+      = RANK_RANKING_GET_MEMBER_DATA_RESULT (object);
+  const RankDataPair *pairs = data;
+
+  for (guint i = 0; pairs[i].key != NULL; i++)
+    g_hash_table_insert (result->success,
+                         g_strndup (pairs[i].key, pairs[i].key_len),
+                         g_strndup (pairs[i].value, pairs[i].value_len));
+  result->__isset_success = TRUE;
+}
+
+static void
+get_data_answered (const char *data, gsize len, const GError *error,
+                   gpointer user_data)
 {
   Call *call = user_data;
   g_autoptr (GError) bad = NULL;
-  rankRankingGetMemberDataResult *result;
-  RankDataPair pairs[RANK_DATA_KEYS_MAX];
+  RankDataPair pairs[RANK_DATA_KEYS_MAX + 1] = { 0 };
   guint n = 0;
 
   if (error == NULL && !rank_member_data_parse (data, len, pairs, &n))
     error = bad = g_error_new (RANK_ERROR, RANK_ERROR_INTERNAL,
                                "stored member data is malformed");
   if (error != NULL)
+    reply_error (call, error);
+  else
     {
-      reply_error (call, RANK_TYPE_RANKING_GET_MEMBER_DATA_RESULT, error);
-      return;
+      pairs[n].key = NULL;
+      reply_result (call, set_data_map, pairs);
     }
-  result = g_object_new (RANK_TYPE_RANKING_GET_MEMBER_DATA_RESULT, NULL);
-  for (guint i = 0; i < n; i++)
-    g_hash_table_insert (result->success,
-                         g_strndup (pairs[i].key, pairs[i].key_len),
-                         g_strndup (pairs[i].value, pairs[i].value_len));
-  result->__isset_success = TRUE;
-  reply (call, THRIFT_STRUCT (result), 0, NULL);
-  g_object_unref (result);
+}
+
+static void
+run_get_member_data (Call *call)
+{
+  rankRankingGetMemberDataArgs *args
+      = RANK_RANKING_GET_MEMBER_DATA_ARGS (call->args);
+
+  rank_store_get_data (call->handler->store, &call->ctx, args->member,
+                       get_data_answered, call);
 }
 
 static void
@@ -1419,59 +1264,13 @@ start_get_member_data (Call *call)
       = RANK_RANKING_GET_MEMBER_DATA_ARGS (call->args);
   g_autoptr (GError) error = NULL;
 
-  if (!rank_validate_board (args->board, &error)
-      || !rank_validate_member (args->member, &error)
-      || !rank_store_check_period (call->handler->store, args->board,
-                                   args->periods_back, &error))
-    {
-      get_data_done (NULL, 0, error, call);
-      return;
-    }
-  rank_store_get_data (call->handler->store, args->board, args->member,
-                       (guint) args->periods_back, get_data_done, call);
+  if (rank_validate_board (args->board, &error)
+      && rank_validate_member (args->member, &error))
+    resolve_read (call, args->board, args->periods_back, &error);
+  checked (call, error, run_get_member_data);
 }
 
 /* ---- dispatch ---- */
-
-/* The board's stored layout is known to match: the call proper starts. */
-static void
-layout_checked (const GError *error, gpointer data)
-{
-  Call *call = data;
-
-  if (error != NULL)
-    reply_error (call, methods[call->method].result_type (), error);
-  else
-    methods[call->method].start (call);
-}
-
-/* A call starts once the board it names may be touched in the layout the
- * configuration says (a bad board name is refused by the call itself). */
-static void
-begin_call (Call *call)
-{
-  const MethodSpec *m = &methods[call->method];
-  const char *board = m->board (call->args);
-  g_autoptr (GError) error = NULL;
-
-  if (!rank_validate_board (board, NULL))
-    {
-      m->start (call);
-      return;
-    }
-  switch (rank_store_check_layout (call->handler->store, board, m->writes,
-                                   &error, layout_checked, call))
-    {
-    case RANK_LAYOUT_OK:
-      m->start (call);
-      break;
-    case RANK_LAYOUT_REFUSED:
-      reply_error (call, m->result_type (), error);
-      break;
-    case RANK_LAYOUT_PENDING:
-      break;
-    }
-}
 
 RankDispatch
 rank_handler_dispatch (RankHandler *handler, gpointer request,
@@ -1519,17 +1318,27 @@ rank_handler_dispatch (RankHandler *handler, gpointer request,
   thrift_transport_read_end (in->transport, NULL);
   call->start_us = g_get_monotonic_time ();
   *reply_bound = methods[call->method].reply_bound (call->args);
-  begin_call (call);
+  methods[call->method].start (call);
   return RANK_DISPATCH_PENDING;
 }
 
+static gint64
+real_clock (gpointer data)
+{
+  return g_get_real_time () / 1000;
+}
+
 RankHandler *
-rank_handler_new (RankStore *store, RankProtocolKind protocol, gboolean framed,
-                  RankAnsweredFunc answered)
+rank_handler_new (RankStore *store, RankConfig *config,
+                  gint64 default_window_ms, RankProtocolKind protocol,
+                  gboolean framed, RankAnsweredFunc answered)
 {
   RankHandler *handler = g_new0 (RankHandler, 1);
 
   handler->store = store;
+  handler->config = rank_config_ref (config);
+  handler->default_window_ms = default_window_ms;
+  handler->clock = real_clock;
   handler->answered = answered;
   handler->writer = rank_reply_writer_new (framed);
   handler->out
@@ -1539,10 +1348,43 @@ rank_handler_new (RankStore *store, RankProtocolKind protocol, gboolean framed,
 }
 
 void
+rank_handler_set_clock (RankHandler *handler, RankClockFunc clock,
+                        gpointer data)
+{
+  handler->clock = clock != NULL ? clock : real_clock;
+  handler->clock_data = data;
+}
+
+void
+rank_handler_set_config (RankHandler *handler, RankConfig *config)
+{
+  RankConfig *old = handler->config;
+
+  handler->config = rank_config_ref (config);
+  rank_config_unref (old);
+  rank_store_forget_layouts (handler->store);
+}
+
+gint64
+rank_handler_now (RankHandler *handler)
+{
+  return handler->clock (handler->clock_data);
+}
+
+RankConfig *
+rank_handler_config (RankHandler *handler)
+{
+  return handler->config;
+}
+
+void
 rank_handler_free (RankHandler *handler)
 {
+  if (handler == NULL)
+    return;
   rank_metrics_calls_free (handler->metrics);
   g_object_unref (handler->out);
   g_object_unref (handler->writer);
+  rank_config_unref (handler->config);
   g_free (handler);
 }

@@ -13,6 +13,7 @@
 #include <thrift/c_glib/protocol/thrift_protocol.h>
 #include <thrift/c_glib/thrift_application_exception.h>
 
+#include "config.h"
 #include "protocol.h"
 #include "store.h"
 
@@ -29,10 +30,31 @@ typedef enum
   RANK_DISPATCH_FAILED,  /* the arguments did not decode: see error */
 } RankDispatch;
 
-/* Replies are encoded in protocol, framed or not, as the server's. */
-RankHandler *rank_handler_new (RankStore *store, RankProtocolKind protocol,
-                               gboolean framed, RankAnsweredFunc answered);
+/* The time of a call, Unix ms (tests can give their own clock). */
+typedef gint64 (*RankClockFunc) (gpointer data);
+
+/* Calls use config's board options (a reference is kept; see
+ * rank_handler_set_config) and default_window_ms for boards without a
+ * dedup_window of their own. Replies are encoded in protocol, framed or
+ * not, as the server's. */
+RankHandler *rank_handler_new (RankStore *store, RankConfig *config,
+                               gint64 default_window_ms,
+                               RankProtocolKind protocol, gboolean framed,
+                               RankAnsweredFunc answered);
 void rank_handler_free (RankHandler *handler);
+
+/* Calls decoded from now on take their time from clock (NULL: the real
+ * one). */
+void rank_handler_set_clock (RankHandler *handler, RankClockFunc clock,
+                             gpointer data);
+
+/* Calls decoded from now on use config (a reload); calls in flight finish
+ * with the one they started with. */
+void rank_handler_set_config (RankHandler *handler, RankConfig *config);
+
+/* The configuration in force, and the time by the handler's clock. */
+RankConfig *rank_handler_config (RankHandler *handler);
+gint64 rank_handler_now (RankHandler *handler);
 
 /* Reads the arguments of method from in and starts the call, which writes
  * its reply into reply (the caller's, kept until answered) and then calls

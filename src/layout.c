@@ -96,11 +96,10 @@ value_of (char **words, const char *key)
 }
 
 char *
-rank_layout_mismatch (const char *board, const char *stored,
-                      const RankBoardOptions *o)
+rank_layout_mismatch (const char *board, const char *stored, const char *wanted)
 {
   g_auto (GStrv) words = g_strsplit (stored, " ", -1);
-  g_autoptr (GPtrArray) want = options_of (o);
+  g_auto (GStrv) want = g_strsplit (wanted, " ", -1);
   gint64 version;
 
   if (words[0] == NULL || strcmp (words[0], MAGIC) != 0 || words[1] == NULL)
@@ -112,11 +111,10 @@ rank_layout_mismatch (const char *board, const char *stored,
     return g_strdup_printf ("board '%s' is stored in layout version %s; this "
                             "rankd reads version %d only",
                             board, words[1], RANK_LAYOUT_VERSION);
-  for (guint i = 0; i < want->len; i++)
+  for (char **pair = want + 2; *pair != NULL; pair++)
     {
-      const char *pair = want->pdata[i];
-      const char *eq = strchr (pair, '=');
-      g_autofree char *key = g_strndup (pair, (gsize) (eq - pair));
+      const char *eq = strchr (*pair, '=');
+      g_autofree char *key = g_strndup (*pair, (gsize) (eq - *pair));
       const char *have = value_of (words + 2, key);
 
       if (have == NULL || strcmp (have, eq + 1) != 0)
@@ -124,7 +122,7 @@ rank_layout_mismatch (const char *board, const char *stored,
             "board '%s' is stored with %s=%s, but the configuration in force "
             "says %s: rankd will not read or write it in another layout; "
             "restore the board's options, or reset the board",
-            board, key, have != NULL ? have : "(unset)", pair);
+            board, key, have != NULL ? have : "(unset)", *pair);
     }
   /* An option the stored one has and this rankd does not know. */
   for (char **w = words + 2; *w != NULL; w++)
@@ -132,12 +130,8 @@ rank_layout_mismatch (const char *board, const char *stored,
       const char *eq = strchr (*w, '=');
       g_autofree char *key
           = eq != NULL ? g_strndup (*w, (gsize) (eq - *w)) : g_strdup (*w);
-      gboolean known = FALSE;
 
-      for (guint i = 0; i < want->len && !known; i++)
-        known = g_str_has_prefix (want->pdata[i], key)
-                && ((const char *) want->pdata[i])[strlen (key)] == '=';
-      if (!known)
+      if (value_of (want + 2, key) == NULL)
         return g_strdup_printf ("board '%s' is stored with %s, which this "
                                 "rankd does not know",
                                 board, *w);

@@ -31,10 +31,11 @@
 char *rank_layout_describe (const RankBoardOptions *o);
 
 /* NULL when a board stored as stored (a descriptor) may be read and written
- * with options o; else why not, naming board and the first option that
- * differs (or the layout version). Free with g_free. */
+ * by options described as wanted (rank_layout_describe); else why not,
+ * naming board and the first option that differs (or the layout version).
+ * Free with g_free. */
 char *rank_layout_mismatch (const char *board, const char *stored,
-                            const RankBoardOptions *o);
+                            const char *wanted);
 
 /* Logs board's verdict when it changes (mismatch NULL: it matches), once
  * for the whole process whatever the number of workers that see it. */

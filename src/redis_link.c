@@ -9,16 +9,17 @@
  * again only once a connection is UP: a refused AUTH is a failed attempt like
  * a refused connect, logged once per attempt.
  *
- * Commands are formatted into obuf and recorded in a ring of slots awaiting
- * replies; the prepare hook writes obuf just before the loop sleeps, so a
- * whole iteration's commands go out in one send. A slot whose deadline
+ * Commands are formatted into obuf and recorded in a ring of pending entries
+ * awaiting replies; the prepare hook writes obuf just before the loop sleeps,
+ * so a whole iteration's commands go out in one send. An entry whose deadline
  * passed has its callback failed and stays in the ring without it (its
- * reply still comes and is dropped). If the oldest slot has waited longer
+ * reply still comes and is dropped). If the oldest entry has waited longer
  * than RANK_REDIS_STALL_MS, the connection is presumed dead and replaced.
  */
 #include "redis_link.h"
 
 #include <errno.h>
+#include <hiredis/hiredis.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -41,7 +42,7 @@ typedef struct
   gpointer data;
   gint64 deadline; /* monotonic us */
   gboolean startup;
-} Slot;
+} Pending;
 
 typedef struct
 {
@@ -78,9 +79,9 @@ struct _RankRedisLink
   redisReader *reader;
   GString *obuf;
   gsize opos;
-  Slot *ring;
+  Pending *ring;
   gsize ring_cap, ring_head, ring_len;
-  gsize expired; /* leading slots already past their deadline */
+  gsize expired; /* leading entries already past their deadline */
   char rbuf[64 * 1024];
 };
 
@@ -167,33 +168,33 @@ unavailable (const char *fmt, ...)
   return error;
 }
 
-/* ---- slots ---- */
+/* ---- commands awaiting replies ---- */
 
-static Slot *
-slot_at (RankRedisLink *link, gsize i)
+static Pending *
+pending_at (RankRedisLink *link, gsize i)
 {
   return &link->ring[(link->ring_head + i) % link->ring_cap];
 }
 
 static void
-push_slot (RankRedisLink *link, RankRedisReplyFunc func, gpointer data,
-           gboolean startup)
+push_pending (RankRedisLink *link, RankRedisReplyFunc func, gpointer data,
+              gboolean startup)
 {
-  Slot *s;
+  Pending *s;
 
   if (link->ring_len == link->ring_cap)
     {
       gsize cap = MAX (link->ring_cap * 2, (gsize) 256);
-      Slot *ring = g_new (Slot, cap);
+      Pending *ring = g_new (Pending, cap);
 
       for (gsize i = 0; i < link->ring_len; i++)
-        ring[i] = *slot_at (link, i);
+        ring[i] = *pending_at (link, i);
       g_free (link->ring);
       link->ring = ring;
       link->ring_cap = cap;
       link->ring_head = 0;
     }
-  s = slot_at (link, link->ring_len);
+  s = pending_at (link, link->ring_len);
   s->func = func;
   s->data = data;
   s->startup = startup;
@@ -201,10 +202,10 @@ push_slot (RankRedisLink *link, RankRedisReplyFunc func, gpointer data,
   link->ring_len++;
 }
 
-static Slot
-pop_slot (RankRedisLink *link)
+static Pending
+pop_pending (RankRedisLink *link)
 {
-  Slot s = link->ring[link->ring_head];
+  Pending s = link->ring[link->ring_head];
 
   link->ring_head = (link->ring_head + 1) % link->ring_cap;
   link->ring_len--;
@@ -220,19 +221,17 @@ pop_slot (RankRedisLink *link)
   return s;
 }
 
+/* The command in Redis's protocol, by hiredis's formatter. */
 static void
 format_command (GString *out, int argc, const char **argv,
                 const size_t *argvlen)
 {
-  g_string_append_printf (out, "*%d\r\n", argc);
-  for (int i = 0; i < argc; i++)
-    {
-      size_t len = argvlen != NULL ? argvlen[i] : strlen (argv[i]);
+  char *text = NULL;
+  int len = redisFormatCommandArgv (&text, argc, argv, argvlen);
 
-      g_string_append_printf (out, "$%zu\r\n", len);
-      g_string_append_len (out, argv[i], (gssize) len);
-      g_string_append_len (out, "\r\n", 2);
-    }
+  g_assert (len > 0);
+  g_string_append_len (out, text, len);
+  redisFreeCommand (text);
 }
 
 /* ---- connection ---- */
@@ -264,7 +263,7 @@ disconnect (RankRedisLink *link, LinkState next, const char *why)
   rank_metrics_link_dropped (link->metrics);
   while (link->ring_len > 0)
     {
-      Slot s = pop_slot (link);
+      Pending s = pop_pending (link);
 
       if (s.func != NULL)
         fail_later (link, s.func, s.data,
@@ -301,7 +300,7 @@ begin_connect (RankRedisLink *link)
                                  io_ready, link);
   link->want_write = TRUE;
   link->handshake_left = link->startup->len;
-  link->reader = redisReaderCreate ();
+  link->reader = redisReaderCreateWithFunctions (rank_reply_functions ());
   /* The start-up commands go first, ahead of anything already queued. */
   for (guint i = link->startup->len; i > 0; i--)
     {
@@ -310,20 +309,20 @@ begin_connect (RankRedisLink *link)
       g_string_prepend_len (link->obuf, cmd->str, (gssize) cmd->len);
     }
   {
-    /* Matching slots, in front of the queued ones. */
+    /* Matching entries, in front of the queued ones. */
     gsize queued = link->ring_len;
-    Slot *old = g_new (Slot, MAX (queued, (gsize) 1));
+    Pending *old = g_new (Pending, MAX (queued, (gsize) 1));
 
     for (gsize i = 0; i < queued; i++)
-      old[i] = *slot_at (link, i);
+      old[i] = *pending_at (link, i);
     link->ring_len = 0;
     link->ring_head = 0;
     for (guint i = 0; i < link->startup->len; i++)
-      push_slot (link, NULL, NULL, TRUE);
+      push_pending (link, NULL, NULL, TRUE);
     for (gsize i = 0; i < queued; i++)
       {
-        push_slot (link, old[i].func, old[i].data, FALSE);
-        slot_at (link, link->ring_len - 1)->deadline = old[i].deadline;
+        push_pending (link, old[i].func, old[i].data, FALSE);
+        pending_at (link, link->ring_len - 1)->deadline = old[i].deadline;
       }
     g_free (old);
   }
@@ -408,20 +407,20 @@ flush_output (RankRedisLink *link)
 }
 
 static void
-deliver (RankRedisLink *link, redisReply *reply)
+deliver (RankRedisLink *link, RankReply *reply)
 {
-  Slot s;
+  Pending s;
 
   if (link->ring_len == 0)
     {
-      freeReplyObject (reply);
+      rank_reply_free (reply);
       disconnect (link, LINK_CONNECTING, "reply without a request");
       return;
     }
-  s = pop_slot (link);
+  s = pop_pending (link);
   if (s.func != NULL)
     s.func (reply, NULL, s.data);
-  else if (s.startup && reply->type == REDIS_REPLY_ERROR)
+  else if (s.startup && reply->type == RANK_REPLY_ERROR)
     {
       /* A connection whose AUTH or SCRIPT LOAD failed cannot serve: what
        * waits on it fails with Unavailable, naming the reply (never the
@@ -441,13 +440,13 @@ deliver (RankRedisLink *link, redisReply *reply)
       g_mutex_lock (&link->lock);
       link->attempted = TRUE;
       g_mutex_unlock (&link->lock);
-      freeReplyObject (reply);
+      rank_reply_free (reply);
       disconnect (link, LINK_DOWN, why);
       return;
     }
   else if (s.startup && --link->handshake_left == 0)
     handshake_done (link);
-  freeReplyObject (reply);
+  rank_reply_free (reply);
 }
 
 static void
@@ -524,7 +523,7 @@ expire (RankRedisLink *link, gint64 now)
 {
   while (link->expired < link->ring_len)
     {
-      Slot *s = slot_at (link, link->expired);
+      Pending *s = pending_at (link, link->expired);
 
       if (s->deadline > now)
         break;
@@ -538,16 +537,17 @@ expire (RankRedisLink *link, gint64 now)
       link->expired++;
     }
   if (link->expired > 0
-      && slot_at (link, 0)->deadline + (gint64) RANK_REDIS_STALL_MS * 1000
+      && pending_at (link, 0)->deadline + (gint64) RANK_REDIS_STALL_MS * 1000
              < now)
     {
       disconnect (link, LINK_CONNECTING, "no reply for too long");
       return 0;
     }
   if (link->expired < link->ring_len)
-    return (int) ((slot_at (link, link->expired)->deadline - now) / 1000) + 1;
+    return (int) ((pending_at (link, link->expired)->deadline - now) / 1000)
+           + 1;
   if (link->expired > 0)
-    return (int) ((slot_at (link, 0)->deadline
+    return (int) ((pending_at (link, 0)->deadline
                    + (gint64) RANK_REDIS_STALL_MS * 1000 - now)
                   / 1000)
            + 1;
@@ -619,7 +619,7 @@ rank_redis_link_send (RankRedisLink *link, int argc, const char **argv,
       return;
     }
   format_command (link->obuf, argc, argv, argvlen);
-  push_slot (link, func, data, FALSE);
+  push_pending (link, func, data, FALSE);
   rank_metrics_link_queued (link->metrics);
 }
 
@@ -726,7 +726,7 @@ rank_redis_link_free (RankRedisLink *link)
   g_message ("redis %s: disconnected: rankd is stopping", link->name);
   while (link->ring_len > 0)
     {
-      Slot s = pop_slot (link);
+      Pending s = pop_pending (link);
       g_autoptr (GError) error
           = unavailable ("Redis at %s: rankd is stopping", link->name);
 

@@ -17,16 +17,16 @@
 #define RANK_REDIS_LINK_H
 
 #include <glib.h>
-#include <hiredis/hiredis.h>
 
 #include "address.h"
 #include "loop.h"
+#include "reply.h"
 
 typedef struct _RankRedisLink RankRedisLink;
 
 /* reply is NULL when error is set. The link frees both after the callback
- * returns; a Redis error reply is a reply (type REDIS_REPLY_ERROR). */
-typedef void (*RankRedisReplyFunc) (redisReply *reply, const GError *error,
+ * returns; a Redis error reply is a reply (type RANK_REPLY_ERROR). */
+typedef void (*RankRedisReplyFunc) (const RankReply *reply, const GError *error,
                                     gpointer data);
 
 RankRedisLink *rank_redis_link_new (RankLoop *loop, const RankAddress *address,

@@ -42,13 +42,12 @@
 
 #include <thrift/c_glib/thrift_application_exception.h>
 
-#include "cluster.h"
+#include "backend.h"
 #include "connbuf.h"
 #include "constants.h"
 #include "handler.h"
 #include "loop.h"
 #include "metrics.h"
-#include "redis_link.h"
 #include "store.h"
 
 typedef struct _Worker Worker;
@@ -96,8 +95,7 @@ struct _Worker
 {
   RankServer *server;
   RankLoop *loop;
-  RankRedisLink **links; /* one per Redis node; NULL on Redis Cluster */
-  RankCluster *cluster;  /* Redis Cluster: the slot map and its links */
+  RankBackend *backend; /* its links to Redis */
   RankStore *store;
   RankHandler *handler;
   GQueue conns;
@@ -690,29 +688,19 @@ start_drain (gpointer data)
     }
 }
 
-/* On Redis Cluster: the nodes are seeds; the cluster makes the links. */
-static void
-worker_init_cluster (Worker *w, RankServer *server, guint index)
-{
-  const char *user = server->config.redis_user;
-  const char *password = server->config.redis_password;
-  const char *auth[] = { "AUTH", user ? user : password, password };
-
-  w->cluster = rank_cluster_new (w->loop, server->nodes, server->n_nodes,
-                                 server->config.redis_timeout_ms,
-                                 password == NULL ? 0
-                                 : user           ? 3
-                                                  : 2,
-                                 auth);
-  w->store = rank_store_new_cluster (
-      w->cluster, server->config.boards, server->config.dedup_window_ms,
-      server->config.random_seed ? server->config.random_seed + index : 0);
-}
-
 static void
 worker_init (Worker *w, RankServer *server, guint index)
 {
   g_autofree char *name = g_strdup_printf ("rankd-io-%u", index);
+  RankBackendConfig backend = {
+    .nodes = server->nodes,
+    .n_nodes = server->n_nodes,
+    .cluster = server->config.redis_cluster,
+    .timeout_ms = server->config.redis_timeout_ms,
+    .user = server->config.redis_user,
+    .password = server->config.redis_password,
+    .wait_replicas = server->config.wait_replicas,
+  };
 
   w->server = server;
   w->loop = rank_loop_new ();
@@ -720,42 +708,16 @@ worker_init (Worker *w, RankServer *server, guint index)
   w->spare
       = g_ptr_array_new_with_free_func ((GDestroyNotify) g_byte_array_unref);
   rank_loop_add_prepare (w->loop, send_ready, w);
-  if (server->config.redis_cluster)
-    worker_init_cluster (w, server, index);
-  else
-    w->links = g_new0 (RankRedisLink *, server->n_nodes);
-  for (guint i = 0; w->links != NULL && i < server->n_nodes; i++)
-    {
-      w->links[i] = rank_redis_link_new (w->loop, &server->nodes[i],
-                                         server->config.redis_timeout_ms);
-      /* First on every connection, before the scripts load. */
-      if (server->config.redis_password != NULL)
-        {
-          const char *user = server->config.redis_user;
-          const char *auth[]
-              = { "AUTH", user ? user : server->config.redis_password,
-                  server->config.redis_password };
-
-          rank_redis_link_add_startup (w->links[i], user ? 3 : 2, auth, NULL);
-        }
-    }
-  if (w->links != NULL)
-    w->store = rank_store_new (
-        w->links, server->n_nodes, server->config.boards,
-        server->config.dedup_window_ms,
-        server->config.random_seed ? server->config.random_seed + index : 0);
-  /* WAIT answers within half the link's timeout, which stays the bound
-   * for the connection itself. */
-  rank_store_set_wait_replicas (w->store, server->config.wait_replicas,
-                                MAX (server->config.redis_timeout_ms / 2, 1));
-  w->handler = rank_handler_new (w->store, server->config.protocol,
-                                 server->config.framed, request_answered);
+  w->backend = rank_backend_new (w->loop, &backend);
+  w->store = rank_store_new (
+      w->backend,
+      server->config.random_seed ? server->config.random_seed + index : 0);
+  w->handler = rank_handler_new (
+      w->store, server->config.boards, server->config.dedup_window_ms,
+      server->config.protocol, server->config.framed, request_answered);
   g_queue_init (&w->conns);
   rank_loop_add_prepare (w->loop, sweep, w);
-  for (guint i = 0; w->links != NULL && i < server->n_nodes; i++)
-    rank_redis_link_start (w->links[i]);
-  if (w->cluster != NULL)
-    rank_cluster_start (w->cluster);
+  rank_backend_start (w->backend);
   rank_loop_start (w->loop, name);
 }
 
@@ -765,10 +727,7 @@ static void
 worker_clear (Worker *w)
 {
   rank_loop_run_pending (w->loop);
-  for (guint i = 0; w->links != NULL && i < w->server->n_nodes; i++)
-    rank_redis_link_free (w->links[i]);
-  g_free (w->links);
-  rank_cluster_free (w->cluster);
+  rank_backend_free (w->backend);
   rank_loop_run_pending (w->loop);
   while (w->conns.head != NULL)
     {
@@ -868,8 +827,8 @@ rank_server_start (RankServer *server, const RankAddress *nodes, guint n_nodes)
   server->workers = g_new0 (Worker, server->config.io_threads);
   for (guint i = 0; i < server->config.io_threads; i++)
     worker_init (&server->workers[i], server, i);
-  /* The stores hold it now; later ones come by rank_server_set_boards. The
-   * links hold the credentials. */
+  /* The handlers hold it now; later ones come by rank_server_set_boards.
+   * The links hold the credentials. */
   server->config.boards = NULL;
   server->config.redis_user = NULL;
   server->config.redis_password = NULL;
@@ -879,16 +838,9 @@ gboolean
 rank_server_wait_redis (RankServer *server, int timeout_ms, GError **error)
 {
   for (guint i = 0; i < server->config.io_threads; i++)
-    if (server->workers[i].cluster != NULL
-        && !rank_cluster_wait_ready (server->workers[i].cluster, timeout_ms,
-                                     error))
+    if (!rank_backend_wait_ready (server->workers[i].backend, timeout_ms,
+                                  error))
       return FALSE;
-  for (guint i = 0; i < server->config.io_threads; i++)
-    for (guint j = 0; server->workers[i].links != NULL && j < server->n_nodes;
-         j++)
-      if (!rank_redis_link_wait_ready (server->workers[i].links[j], timeout_ms,
-                                       error))
-        return FALSE;
   return TRUE;
 }
 
@@ -976,30 +928,32 @@ typedef struct
 } Swap;
 
 static void
+check_layouts (gpointer data)
+{
+  Worker *w = data;
+
+  rank_store_check_configured_layouts (w->store,
+                                       rank_handler_config (w->handler),
+                                       rank_handler_now (w->handler));
+}
+
+static void
 swap_boards (gpointer data)
 {
   Swap *swap = data;
 
   RankServer *server = swap->worker->server;
 
-  rank_store_set_config (swap->worker->store, swap->boards);
+  rank_handler_set_config (swap->worker->handler, swap->boards);
   /* One worker tells the log which boards the new options do not fit. */
   if (swap->worker == &server->workers[0])
-    rank_store_check_configured_layouts (swap->worker->store);
+    check_layouts (swap->worker);
   rank_config_unref (swap->boards);
   g_free (swap);
   g_mutex_lock (&server->lock);
   server->swapped++;
   g_cond_broadcast (&server->drained_cond);
   g_mutex_unlock (&server->lock);
-}
-
-static void
-check_layouts (gpointer data)
-{
-  Worker *w = data;
-
-  rank_store_check_configured_layouts (w->store);
 }
 
 void

@@ -495,93 +495,43 @@ test_packed_records (void)
 
 #define WIDTH_MS (RANK_DEFAULT_DEDUP_WINDOW_S * 250) /* a time bucket */
 
-/* Runs the Lua source of update.lua on board b as rankd runs its own (see
- * rank_store_update) for an INCREMENT of member by value with request id
- * rid, at now (Unix ms), with rankd's default window. Returns applied. */
+/* Runs the Lua source of update.lua on board b with the arguments rankd
+ * gives it (rank_store_update_command) for an INCREMENT of member by value
+ * with request id rid, at now (Unix ms), with rankd's default window.
+ * Returns applied. */
 static gboolean
 eval_update (redisContext *c, const char *source, const char *b,
              const char *member, gint64 value, const char *rid, gint64 now)
 {
-  RankUpdate u = { .board = b,
-                   .member = member,
+  g_autoptr (RankConfig) config = rank_config_new ();
+  RankUpdate u = { .member = member,
                    .request_id = rid,
                    .value = value,
                    .mode = RANK_MODE_INCREMENT,
                    .timestamp_ms = now };
-  guint8 fp[4], idhash[10], prefix[RANK_ORDERKEY_TIME_BYTES];
-  guint32 selector;
-  g_autofree char *z = g_strdup_printf ("rk:{%s}:z", b);
-  g_autofree char *t = g_strdup_printf ("rk:{%s}:t", b);
-  g_autofree char *q = g_strdup_printf ("rk:{%s}:q", b);
-  g_autofree char *d = g_strdup_printf ("rk:{%s}:d", b);
-  g_autofree char *cc = g_strdup_printf ("rk:{%s}:c", b);
-  g_autofree char *a = g_strdup_printf ("rk:{%s}:a", b);
-  g_autofree char *v = g_strdup_printf ("%" G_GINT64_FORMAT, value);
-  g_autofree char *window
-      = g_strdup_printf ("%d", RANK_DEFAULT_DEDUP_WINDOW_S * 1000);
-  g_autofree char *sel = NULL;
-  g_autofree char *now_s = g_strdup_printf ("%" G_GINT64_FORMAT, now);
-  const char *argv[] = { "EVAL",
-                         source,
-                         "6",
-                         z,
-                         t,
-                         q,
-                         d,
-                         cc,
-                         a,
-                         member,
-                         "1",
-                         v,
-                         (const char *) prefix,
-                         window,
-                         (const char *) fp,
-                         (const char *) idhash,
-                         NULL,
-                         now_s,
-                         "1",
-                         "desc",
-                         "ordinal",
-                         "0",
-                         "0",
-                         "",
-                         "1",
-                         "0",
-                         "",
-                         NULL,
-                         NULL,
-                         NULL,
-                         NULL,
-                         NULL,
-                         NULL };
-  gint64 numbers[RANK_STORE_BUCKET_ARGS];
-  char *buckets[RANK_STORE_BUCKET_ARGS];
-  size_t lens[G_N_ELEMENTS (argv)];
+  const char *argv[RANK_COMMAND_MAX_ARGS + 3];
+  size_t lens[RANK_COMMAND_MAX_ARGS + 3];
+  char numkeys[8];
+  RankContext ctx;
+  RankCommand cmd;
   redisReply *r;
   gboolean applied;
 
-  rank_store_fingerprint (&u, fp);
-  rank_store_request_id_hash (rid, idhash, &selector);
-  rank_orderkey_encode_time (now, prefix);
-  sel = g_strdup_printf ("%u", selector);
-  argv[16] = sel;
-  /* The buckets and the records' expiry, as rank_store_update passes them
-   * (the script before ignores them). */
-  G_STATIC_ASSERT (G_N_ELEMENTS (argv) == 27 + RANK_STORE_BUCKET_ARGS);
-  rank_store_request_buckets (RANK_DEFAULT_DEDUP_WINDOW_S * 1000, now, numbers);
-  for (int i = 0; i < RANK_STORE_BUCKET_ARGS; i++)
+  rank_context_init (&ctx, config, b, now, RANK_DEFAULT_DEDUP_WINDOW_S * 1000);
+  g_assert_true (rank_context_write (&ctx, now, NULL));
+  rank_store_update_command (&ctx, &u, 1, &cmd);
+  g_snprintf (numkeys, sizeof numkeys, "%d", cmd.nkeys);
+  argv[0] = "EVAL", lens[0] = 4;
+  argv[1] = source, lens[1] = strlen (source);
+  argv[2] = numkeys, lens[2] = strlen (numkeys);
+  for (int i = 0; i < cmd.argc; i++)
     {
-      buckets[i] = g_strdup_printf ("%" G_GINT64_FORMAT, numbers[i]);
-      argv[27 + i] = buckets[i];
+      argv[3 + i] = cmd.bytes + cmd.offset[i];
+      lens[3 + i] = cmd.len[i];
     }
-  for (gsize i = 0; i < G_N_ELEMENTS (argv); i++)
-    lens[i] = i == 12   ? sizeof prefix
-              : i == 14 ? sizeof fp
-              : i == 15 ? sizeof idhash
-                        : strlen (argv[i]);
-  r = redisCommandArgv (c, G_N_ELEMENTS (argv), argv, lens);
-  for (int i = 0; i < RANK_STORE_BUCKET_ARGS; i++)
-    g_free (buckets[i]);
+  r = redisCommandArgv (c, cmd.argc + 3, argv, lens);
+  rank_command_clear (&cmd);
+  rank_context_clear (&ctx);
   if (r->type != REDIS_REPLY_ARRAY)
     g_error ("update.lua: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
   g_assert_cmpuint (r->elements, ==, 4);

@@ -59,14 +59,36 @@
 
 local zkey, tkey, qprefix, dkey, ckey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local akey = KEYS[6]
-local member, mode, value = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local time, window, fingerprint = ARGV[4], tonumber(ARGV[5]), ARGV[6]
-local idhash, selector, now = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
-local rank_wanted = ARGV[10] == '1'
-local ascending, kind, cap = ARGV[11] == 'asc', ARGV[12], ARGV[13]
+-- The arguments, one a line, in the order rankd gives them (store_update.c,
+-- UpdateArg; tests/test_requestid.c checks that the two agree).
+local member = ARGV[1]
+local mode = ARGV[2]
+local value = ARGV[3]
+local time = ARGV[4]
+local window = ARGV[5]
+local fingerprint = ARGV[6]
+local idhash = ARGV[7]
+local selector = ARGV[8]
+local now = ARGV[9]
+local rank_wanted = ARGV[10]
+local order = ARGV[11]
+local kind = ARGV[12]
+local cap = ARGV[13]
 local expire_at = ARGV[14]
-local subs, keep_subs = ARGV[15], ARGV[16] == '1'
-local data_given, data = ARGV[17] == '1', ARGV[18]
+local subs = ARGV[15]
+local keep_subs = ARGV[16]
+local data_given = ARGV[17]
+local data = ARGV[18]
+-- The buckets looked in, by name: names[0] the current one, names[i] the
+-- one i before it.
+local names = {[0] = ARGV[19], ARGV[20], ARGV[21], ARGV[22], ARGV[23]}
+local record_expire_at = ARGV[24]
+
+value, window, selector, now = tonumber(value), tonumber(window),
+  tonumber(selector), tonumber(now)
+rank_wanted, keep_subs, data_given = rank_wanted == '1', keep_subs == '1',
+  data_given == '1'
+local ascending = order == 'asc'
 local nsub = #subs
 local LIMIT = 9007199254740991
 local BUCKETS = 4          -- buckets per window
@@ -78,10 +100,6 @@ local MAX_GENERATIONS = 5
 local width = math.ceil(window / BUCKETS)
 local current = math.floor(now / width)
 
--- The buckets looked in, by name: names[0] the current one, names[i] the
--- one i before it.
-local names = {[0] = ARGV[19], ARGV[20], ARGV[21], ARGV[22], ARGV[23]}
-local record_expire_at = ARGV[24]
 -- The current bucket's newest record hash, once recorded() has named it.
 local current_hash, current_layout
 

@@ -1,0 +1,84 @@
+/* backend.h -- Redis as the store sees it: send a command (or one of
+ * rankd's scripts) for a node, get its reply or an error, once.
+ *
+ * Behind this interface are two implementations: plain nodes
+ * (backend_nodes.c: --redis, one link per node) and a Redis Cluster
+ * (backend_cluster.c: the slot map, MOVED and ASK). What both share lives
+ * in backend.c: assembling the links (AUTH and the scripts' SCRIPT LOAD
+ * first on every connection), running scripts by EVALSHA and loading them
+ * again after a NOSCRIPT, WAIT after a replicated write, and turning error
+ * replies into errors of rankd's domain:
+ *
+ *   RANK_INVALID ...   RANK_ERROR_INVALID (a script refused the call)
+ *   RANK_DAMAGED ...   RANK_ERROR_INTERNAL (a key of the wrong type; the
+ *                      script changed nothing)
+ *   WRONGTYPE          RANK_ERROR_INTERNAL
+ *   OOM, READONLY, BUSY, LOADING, MASTERDOWN, TRYAGAIN, CLUSTERDOWN,
+ *   NOREPLICAS, MISCONF, NOAUTH, WRONGPASS, NOPERM
+ *                      RANK_ERROR_UNAVAILABLE
+ *   anything else      RANK_ERROR_INTERNAL (and a warning)
+ *
+ * A reply given to a callback is never an error reply. Every send gets its
+ * callback exactly once, in the loop's thread, never from inside the send.
+ * One backend per event loop.
+ */
+#ifndef RANK_BACKEND_H
+#define RANK_BACKEND_H
+
+#include <glib.h>
+
+#include "address.h"
+#include "command.h"
+#include "loop.h"
+#include "reply.h"
+
+typedef struct _RankBackend RankBackend;
+
+typedef struct
+{
+  const RankAddress *nodes; /* --redis nodes, or Cluster seeds */
+  guint n_nodes;
+  gboolean cluster;
+  int timeout_ms;
+  const char *user; /* AUTH, when password is set */
+  const char *password;
+  guint wait_replicas; /* WAIT after replicated writes (0: none) */
+} RankBackendConfig;
+
+typedef void (*RankBackendFunc) (const RankReply *reply, const GError *error,
+                                 gpointer data);
+
+/* Sends of a write that must reach --wait-replicas replicas before it
+ * counts: WAIT follows it on the same connection; too few replicas is
+ * Unavailable. */
+#define RANK_SEND_REPLICATED (1u << 0)
+
+RankBackend *rank_backend_new (RankLoop *loop, const RankBackendConfig *config);
+
+/* Connects (the loop runs the connections). */
+void rank_backend_start (RankBackend *backend);
+
+/* Waits (any thread) up to timeout_ms until every connection is up. */
+gboolean rank_backend_wait_ready (RankBackend *backend, int timeout_ms,
+                                  GError **error);
+
+/* After the loop stopped: fails what is pending, frees the links. */
+void rank_backend_free (RankBackend *backend);
+
+/* The nodes the shards of a board spread over: shard i goes to node i mod
+ * this (plain nodes: their number; Cluster: RANK_SHARDS_MAX, each shard a
+ * node of its own, since a command may not name keys of two slots). */
+guint rank_backend_nodes (RankBackend *backend);
+
+/* Sends cmd to node (Cluster: the node of its key's slot), taking over its
+ * buffer; func gets the reply. flags: RANK_SEND_*. */
+void rank_backend_send (RankBackend *backend, guint node, RankCommand *cmd,
+                        guint flags, RankBackendFunc func, gpointer data);
+
+/* For tests: hook sees every command as it is sent, before the backend
+ * takes it (loop thread). NULL: none. */
+typedef void (*RankBackendHook) (const RankCommand *cmd, gpointer data);
+void rank_backend_set_hook (RankBackend *backend, RankBackendHook hook,
+                            gpointer data);
+
+#endif /* RANK_BACKEND_H */

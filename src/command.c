@@ -1,0 +1,93 @@
+/* command.c -- a command's arguments in one buffer (see command.h). */
+#include "command.h"
+
+#include <string.h>
+
+static void
+init (RankCommand *cmd, RankScriptId script)
+{
+  cmd->script = script;
+  cmd->nkeys = 0;
+  cmd->argc = 0;
+  cmd->bytes = cmd->inline_bytes;
+  cmd->used = 0;
+  cmd->size = sizeof cmd->inline_bytes;
+}
+
+void
+rank_command_init (RankCommand *cmd, const char *name)
+{
+  init (cmd, RANK_SCRIPT_NONE);
+  rank_command_add_str (cmd, name);
+}
+
+void
+rank_command_init_script (RankCommand *cmd, RankScriptId script)
+{
+  g_assert (script > RANK_SCRIPT_NONE && script < RANK_SCRIPTS);
+  init (cmd, script);
+}
+
+void
+rank_command_add (RankCommand *cmd, const void *arg, gsize len)
+{
+  g_assert (cmd->argc < RANK_COMMAND_MAX_ARGS);
+  if (cmd->used + len > cmd->size)
+    {
+      gsize size = MAX (cmd->size * 2, cmd->used + len);
+
+      if (cmd->bytes == cmd->inline_bytes)
+        cmd->bytes = memcpy (g_malloc (size), cmd->inline_bytes, cmd->used);
+      else
+        cmd->bytes = g_realloc (cmd->bytes, size);
+      cmd->size = size;
+    }
+  cmd->offset[cmd->argc] = cmd->used;
+  cmd->len[cmd->argc++] = len;
+  memcpy (cmd->bytes + cmd->used, arg, len);
+  cmd->used += len;
+}
+
+void
+rank_command_add_str (RankCommand *cmd, const char *arg)
+{
+  rank_command_add (cmd, arg, strlen (arg));
+}
+
+void
+rank_command_add_int (RankCommand *cmd, gint64 value)
+{
+  char text[24];
+
+  rank_command_add (
+      cmd, text,
+      (gsize) g_snprintf (text, sizeof text, "%" G_GINT64_FORMAT, value));
+}
+
+void
+rank_command_keys_done (RankCommand *cmd)
+{
+  g_assert (cmd->script != RANK_SCRIPT_NONE);
+  cmd->nkeys = cmd->argc;
+}
+
+const char *
+rank_command_key (const RankCommand *cmd, gsize *len)
+{
+  int k = cmd->script != RANK_SCRIPT_NONE ? 0 : 1;
+
+  g_assert (cmd->argc > k
+            && (cmd->script == RANK_SCRIPT_NONE || cmd->nkeys > 0));
+  *len = cmd->len[k];
+  return cmd->bytes + cmd->offset[k];
+}
+
+void
+rank_command_clear (RankCommand *cmd)
+{
+  if (cmd->bytes != cmd->inline_bytes)
+    g_free (cmd->bytes);
+  cmd->bytes = cmd->inline_bytes;
+  cmd->used = 0;
+  cmd->argc = 0;
+}

@@ -1,0 +1,63 @@
+/* command.h -- the arguments of one Redis command, built up in one buffer.
+ *
+ * A command is a plain one (its first argument the command's name, its
+ * second the key that routes it), or one of rankd's scripts: its keys,
+ * then rank_command_keys_done, then its other arguments (the backend puts
+ * EVALSHA, the script's SHA1 and the key count in front). The buffer is on
+ * the stack for the usual command, on the heap only for the long key lists
+ * of a sharded read; the backend takes it over when the command is sent.
+ */
+#ifndef RANK_COMMAND_H
+#define RANK_COMMAND_H
+
+#include <glib.h>
+
+#include "constants.h"
+
+/* rankd's Lua scripts (src/lua). */
+typedef enum
+{
+  RANK_SCRIPT_NONE,
+  RANK_SCRIPT_UPDATE,
+  RANK_SCRIPT_RANK,
+  RANK_SCRIPT_DATA,
+  RANK_SCRIPTS,
+} RankScriptId;
+
+#define RANK_COMMAND_MAX_ARGS (MAX (RANK_SHARDS_MAX, RANK_TOP_N_MAX) + 32)
+#define RANK_COMMAND_INLINE_BYTES 1024
+
+typedef struct
+{
+  RankScriptId script;
+  int nkeys; /* a script's: set by rank_command_keys_done */
+  int argc;
+  gsize offset[RANK_COMMAND_MAX_ARGS];
+  gsize len[RANK_COMMAND_MAX_ARGS];
+  char *bytes; /* inline, or a heap copy once it outgrew it */
+  gsize used;
+  gsize size;
+  char inline_bytes[RANK_COMMAND_INLINE_BYTES];
+} RankCommand;
+
+/* A plain command: name is its first argument. */
+void rank_command_init (RankCommand *cmd, const char *name);
+
+/* A script's: its keys come next. */
+void rank_command_init_script (RankCommand *cmd, RankScriptId script);
+
+void rank_command_add (RankCommand *cmd, const void *arg, gsize len);
+void rank_command_add_str (RankCommand *cmd, const char *arg);
+void rank_command_add_int (RankCommand *cmd, gint64 value);
+
+/* A script's: the arguments added so far are its keys. */
+void rank_command_keys_done (RankCommand *cmd);
+
+/* The key that routes the command (Redis Cluster): a script's first key,
+ * a plain command's second argument. */
+const char *rank_command_key (const RankCommand *cmd, gsize *len);
+
+/* Frees the heap buffer of a command that was not sent. */
+void rank_command_clear (RankCommand *cmd);
+
+#endif /* RANK_COMMAND_H */

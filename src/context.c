@@ -1,0 +1,46 @@
+/* context.c -- a call's context (see context.h). */
+#include "context.h"
+
+#include <string.h>
+
+#include "policy.h"
+
+void
+rank_context_init (RankContext *ctx, RankConfig *config, const char *board,
+                   gint64 now_ms, gint64 default_window_ms)
+{
+  ctx->config = rank_config_ref (config);
+  ctx->board = board;
+  ctx->options = rank_config_board (config, board);
+  ctx->now_ms = now_ms;
+  ctx->dedup_window_ms = ctx->options->dedup_window_s != 0
+                             ? (gint64) ctx->options->dedup_window_s * 1000
+                             : default_window_ms;
+  ctx->periods_back = 0;
+  /* Set by rank_context_read or rank_context_write. */
+  memset (&ctx->period, 0, sizeof ctx->period);
+}
+
+gboolean
+rank_context_read (RankContext *ctx, gint64 periods_back, GError **error)
+{
+  if (!rank_policy_periods_back (ctx->board, ctx->options, periods_back, error))
+    return FALSE;
+  ctx->periods_back = (guint) periods_back;
+  rank_period_back (&ctx->options->period, ctx->now_ms, ctx->periods_back,
+                    &ctx->period);
+  return TRUE;
+}
+
+gboolean
+rank_context_write (RankContext *ctx, gint64 timestamp_ms, GError **error)
+{
+  return rank_policy_write_period (ctx->board, ctx->options, timestamp_ms,
+                                   ctx->now_ms, &ctx->period, error);
+}
+
+void
+rank_context_clear (RankContext *ctx)
+{
+  g_clear_pointer (&ctx->config, rank_config_unref);
+}

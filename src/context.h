@@ -1,0 +1,45 @@
+/* context.h -- a call's context, resolved once when the call is decoded.
+ *
+ * The configuration in force then (a reference: a SIGHUP in the middle of
+ * a call of several rounds cannot mix two configurations), the board and
+ * its options, the time of the call, and the period it reads or writes.
+ * Every store operation takes it; nothing below the handler reads the
+ * clock or the configuration again.
+ */
+#ifndef RANK_CONTEXT_H
+#define RANK_CONTEXT_H
+
+#include <glib.h>
+
+#include "config.h"
+#include "period.h"
+
+typedef struct
+{
+  RankConfig *config;              /* a reference, for the call */
+  const char *board;               /* the request's; lives as long */
+  const RankBoardOptions *options; /* config's, for board */
+  gint64 now_ms;                   /* the call's clock (Unix ms) */
+  gint64 dedup_window_ms;          /* the board's */
+  guint periods_back;              /* a read's */
+  RankPeriod period;               /* the period read or written */
+} RankContext;
+
+/* The context of a call on board at now_ms under config; default_window_ms:
+ * --dedup-window, for boards without their own. */
+void rank_context_init (RankContext *ctx, RankConfig *config, const char *board,
+                        gint64 now_ms, gint64 default_window_ms);
+
+/* A read of periods_back periods before the current one: checked against
+ * the board's options (policy.h); sets ctx->period. */
+gboolean rank_context_read (RankContext *ctx, gint64 periods_back,
+                            GError **error);
+
+/* A write at timestamp_ms: the period it goes to, checked (policy.h). */
+gboolean rank_context_write (RankContext *ctx, gint64 timestamp_ms,
+                             GError **error);
+
+/* Drops the reference to the configuration. */
+void rank_context_clear (RankContext *ctx);
+
+#endif /* RANK_CONTEXT_H */

@@ -1,0 +1,64 @@
+/* requestid.c -- request-id records' encoding (see requestid.h). */
+#include "requestid.h"
+
+#include <string.h>
+
+void
+rank_request_id_hash (const char *request_id,
+                      guint8 field[RANK_REQUEST_ID_HASH_BYTES],
+                      guint32 *selector)
+{
+  g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+  guint8 digest[32];
+  gsize len = sizeof digest;
+
+  g_checksum_update (sum, (const guchar *) request_id, -1);
+  g_checksum_get_digest (sum, digest, &len);
+  memcpy (field, digest, RANK_REQUEST_ID_HASH_BYTES);
+  *selector = ((guint32) digest[10] << 24) | ((guint32) digest[11] << 16)
+              | ((guint32) digest[12] << 8) | digest[13];
+}
+
+/* An update without subscores or data hashes as before they existed. */
+void
+rank_request_fingerprint (const RankUpdate *update,
+                          guint8 out[RANK_FINGERPRINT_BYTES])
+{
+  g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA1);
+  guint8 digest[20];
+  gsize len = sizeof digest;
+  char head[32];
+
+  g_snprintf (head, sizeof head, "%d:%" G_GINT64_FORMAT ":", update->mode,
+              update->value);
+  g_checksum_update (sum, (const guchar *) head, -1);
+  g_checksum_update (sum, (const guchar *) update->member, -1);
+  for (guint i = 0; i < update->n_subscores; i++)
+    {
+      g_snprintf (head, sizeof head, "\ns%" G_GINT64_FORMAT,
+                  update->subscores[i]);
+      g_checksum_update (sum, (const guchar *) head, -1);
+    }
+  if (update->data_given)
+    {
+      g_snprintf (head, sizeof head, "\nd%" G_GSIZE_FORMAT ":",
+                  update->data_len);
+      g_checksum_update (sum, (const guchar *) head, -1);
+      g_checksum_update (sum, (const guchar *) update->data,
+                         (gssize) update->data_len);
+    }
+  g_checksum_get_digest (sum, digest, &len);
+  memcpy (out, digest, RANK_FINGERPRINT_BYTES);
+}
+
+void
+rank_request_buckets (gint64 window_ms, gint64 now_ms,
+                      gint64 out[RANK_REQUEST_BUCKET_ARGS])
+{
+  gint64 width = (window_ms + RANK_DEDUP_BUCKETS - 1) / RANK_DEDUP_BUCKETS;
+  gint64 bucket = now_ms / width;
+
+  for (gint64 i = 0; i <= RANK_DEDUP_BUCKETS; i++)
+    out[i] = bucket - i;
+  out[RANK_DEDUP_BUCKETS + 1] = (bucket + RANK_DEDUP_BUCKETS + 1) * width;
+}

@@ -1,0 +1,43 @@
+/* requestid.h -- how update.lua records a request id and what it stood for.
+ *
+ * Pure functions of their inputs (unit-tested in tests/test_requestid.c):
+ *
+ *   the request id's hash: 10 bytes of its SHA-256 (a record's field), and 4
+ *     more bytes that select its record hash. Hashing bounds a record's size
+ *     whatever the id's length; 80 bits keep a false match (a new id taken
+ *     for a retry) below 10^-16 per request even with 45 million records in
+ *     a board's window;
+ *   the fingerprint of what the id stands for: 4 bytes of the SHA-1 of the
+ *     mode, value, member, and subscores and data when given. A retry must
+ *     carry the same; a false match needs a client bug (an id reused for
+ *     another update) and 2^-32 luck, and only hides that bug;
+ *   the time buckets of the dedup window an update at now looks in: the
+ *     current bucket k = floor(now / ceil(window / 4)) and the 4 before it,
+ *     and when bucket k's records expire, (k + 5) * ceil(window / 4): numbers
+ *     rankd formats for the script, as string.format costs Redis more.
+ */
+#ifndef RANK_REQUESTID_H
+#define RANK_REQUESTID_H
+
+#include <glib.h>
+
+#include "constants.h"
+#include "store.h"
+
+#define RANK_REQUEST_ID_HASH_BYTES 10
+#define RANK_FINGERPRINT_BYTES 4
+
+void rank_request_id_hash (const char *request_id,
+                           guint8 field[RANK_REQUEST_ID_HASH_BYTES],
+                           guint32 *selector);
+
+void rank_request_fingerprint (const RankUpdate *update,
+                               guint8 out[RANK_FINGERPRINT_BYTES]);
+
+/* out[0] the current bucket, out[i] the one i before it, and
+ * out[RANK_DEDUP_BUCKETS + 1] when the current bucket's records expire. */
+#define RANK_REQUEST_BUCKET_ARGS (RANK_DEDUP_BUCKETS + 2)
+void rank_request_buckets (gint64 window_ms, gint64 now_ms,
+                           gint64 out[RANK_REQUEST_BUCKET_ARGS]);
+
+#endif /* RANK_REQUESTID_H */

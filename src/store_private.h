@@ -1,0 +1,80 @@
+/* store_private.h -- what the store's files share (store.c, store_update.c,
+ * store_read.c, store_query.c): the store itself, the key layout, and the
+ * helpers of fan-outs. Not for other modules.
+ */
+#ifndef RANK_STORE_PRIVATE_H
+#define RANK_STORE_PRIVATE_H
+
+#include "store.h"
+
+struct _RankStore
+{
+  RankBackend *backend;
+  guint nodes; /* rank_backend_nodes: shard i lives on node i mod nodes */
+  GRand *rand; /* Sample */
+  /* What this worker learned of boards' stored layouts (layout.h): board
+   * -> LayoutEntry, for the options in force. */
+  GHashTable *layouts;
+};
+
+/* ---- keys (README "Key layout in Redis") ---- */
+
+/* The key of suffix of ctx's board, or of its shard when it has shards, in
+ * ctx's period; the request-id records (RANK_KEY_SUFFIX_REQUEST) are the
+ * board's across periods (a retry after midnight is still a retry). */
+void store_add_key (RankCommand *cmd, const RankContext *ctx, guint shard,
+                    const char *suffix);
+
+/* The keys with suffix of the board's shards that live on node, but skip
+ * (-1: none skipped). */
+void store_add_node_keys (RankCommand *cmd, const RankStore *store,
+                          const RankContext *ctx, guint node, gint skip,
+                          const char *suffix);
+
+guint store_shard_of (const RankContext *ctx, const char *member, gsize len);
+guint store_node_of (const RankStore *store, guint shard);
+
+/* ---- replies ---- */
+
+/* An unexpected reply to what: an internal error (and a warning). */
+GError *store_unexpected (const RankReply *reply, const char *what);
+
+/* A row (rank 0, no data) from its order key and sorted-set score. */
+void store_row_from_key (const RankBoardOptions *o, const char *key,
+                         gsize key_len, gint64 zscore, RankRow *row);
+
+/* The subscores an order-key prefix starts with. */
+void store_decode_subscores (const RankBoardOptions *o, const char *prefix,
+                             guint *n, gint64 *out);
+
+/* The order-key prefix bytes of the board: subscores, then time. */
+gsize store_prefix_len (const RankBoardOptions *o);
+
+/* The sorted-set score range of scores min..max: -score, or score on asc
+ * boards. */
+void store_zscore_bounds (const RankBoardOptions *o, gint64 min, gint64 max,
+                          gint64 *lo, gint64 *hi);
+
+const char *store_order_name (RankOrder order);
+const char *store_kind_name (RankKind kind);
+
+/* ---- fan-outs ---- */
+
+/* A fan-out's countdown: records the first error of its commands. TRUE
+ * when the last one is done. */
+typedef struct
+{
+  guint pending;
+  GError *error;
+} StoreCountdown;
+
+gboolean store_countdown_done (StoreCountdown *c, const GError *error);
+
+/* One command of a fan-out: its task, and which of its parts it is. */
+typedef struct
+{
+  gpointer task;
+  guint index;
+} StorePart;
+
+#endif /* RANK_STORE_PRIVATE_H */
