@@ -22,6 +22,17 @@ static const char config_text[] = "[board s_sh]\n"
                                   "[board q_asc_sh]\n"
                                   "order=asc\n"
                                   "rank=competition\n"
+                                  "shards=4\n"
+                                  "[board hist]\n"
+                                  "period=custom\n"
+                                  "period_seconds=604800\n"
+                                  "retention=2\n"
+                                  "accept_late=true\n"
+                                  "[board hist_sh]\n"
+                                  "period=custom\n"
+                                  "period_seconds=604800\n"
+                                  "retention=2\n"
+                                  "accept_late=true\n"
                                   "shards=4\n";
 
 #define MEMBERS 200
@@ -416,6 +427,114 @@ test_long_keys (void)
   }
 }
 
+/* The queries of several rounds read a past period whole when asked to
+ * (periods_back 1): the week before holds alice 500, carol 300, erin 200,
+ * dave 100; this week bob 7 only. GetScoreAtPercentile read this week's
+ * page in its second round (its periods_back went into with_data). */
+static void
+test_periods_back (gconstpointer data)
+{
+  const char *board = data;
+  gint64 now = g_get_real_time () / 1000, last_week = now - 604800000;
+  static const struct
+  {
+    const char *member;
+    gint64 score;
+  } before[] = {
+    { "alice", 500 }, { "carol", 300 }, { "erin", 200 }, { "dave", 100 }
+  };
+  rankInvalidArgument *invalid = NULL;
+  rankNotFound *not_found = NULL;
+  rankUnavailable *unavailable = NULL;
+  g_autoptr (GError) error = NULL;
+
+  for (gsize i = 0; i < G_N_ELEMENTS (before); i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("%s-%s", board, before[i].member);
+      g_auto (Result) r
+          = update_on (bed.client, board, before[i].member, before[i].score,
+                       rid, RANK_UPDATE_MODE_SET, last_week);
+
+      assert_ok (&r);
+    }
+  {
+    g_autofree char *rid = g_strdup_printf ("%s-bob", board);
+    g_auto (Result) r = update_on (bed.client, board, "bob", 7, rid,
+                                   RANK_UPDATE_MODE_SET, now);
+
+    assert_ok (&r);
+  }
+  for (int back = 0; back < 2; back++)
+    {
+      static const double pcts[] = { 100, 50, 0 };
+      static const gint64 want[2][3] = { { 7, 7, 7 }, { 500, 300, 100 } };
+
+      for (gsize k = 0; k < G_N_ELEMENTS (pcts); k++)
+        {
+          gint64 score = G_MININT64;
+
+          g_assert_true (rank_ranking_if_get_score_at_percentile (
+              rank_client_iface (bed.client), &score, board, pcts[k], back,
+              &invalid, &not_found, &unavailable, &error));
+          g_assert_cmpint (score, ==, want[back][k]);
+        }
+    }
+  {
+    double pct = -1;
+
+    g_assert_true (rank_ranking_if_get_percentile (
+        rank_client_iface (bed.client), &pct, board, "carol", 1, &invalid,
+        &not_found, &unavailable, &error));
+    g_assert_cmpfloat_with_epsilon (pct, 50.0, 1e-9);
+    g_assert_false (rank_ranking_if_get_percentile (
+        rank_client_iface (bed.client), &pct, board, "carol", 0, &invalid,
+        &not_found, &unavailable, &error));
+    g_assert_nonnull (not_found);
+    g_clear_object (&not_found);
+    g_clear_error (&error);
+  }
+  {
+    g_autoptr (GPtrArray) page
+        = g_ptr_array_new_with_free_func (g_object_unref);
+    static const char *const around[] = { "alice", "carol", "erin" };
+
+    g_assert_true (rank_ranking_if_get_around (
+        rank_client_iface (bed.client), &page, board, "carol", 1, 1, FALSE,
+        &invalid, &not_found, &unavailable, &error));
+    g_assert_cmpuint (page->len, ==, 3);
+    for (guint i = 0; i < page->len; i++)
+      {
+        rankEntry *e = g_ptr_array_index (page, i);
+
+        g_assert_cmpstr (e->member, ==, around[i]);
+        g_assert_cmpint (e->rank, ==, i + 1);
+      }
+  }
+  {
+    g_autoptr (GPtrArray) page
+        = g_ptr_array_new_with_free_func (g_object_unref);
+    gint64 seen = 0;
+
+    g_assert_true (rank_ranking_if_sample (rank_client_iface (bed.client),
+                                           &page, board, 0, 1000, 10, 1,
+                                           &invalid, &unavailable, &error));
+    g_assert_cmpuint (page->len, ==, G_N_ELEMENTS (before));
+    for (guint i = 0; i < page->len; i++)
+      {
+        rankEntry *e = g_ptr_array_index (page, i);
+
+        for (gsize k = 0; k < G_N_ELEMENTS (before); k++)
+          if (strcmp (e->member, before[k].member) == 0)
+            {
+              g_assert_cmpint (e->score, ==, before[k].score);
+              g_assert_cmpint (e->rank, ==, k + 1);
+              seen |= 1 << k;
+            }
+      }
+    g_assert_cmpint (seen, ==, 15);
+  }
+}
+
 /* Bad arguments name the field. */
 static void
 test_invalid (void)
@@ -502,6 +621,10 @@ main (int argc, char **argv)
   g_test_add_func ("/queries/long-keys-64-shards", test_long_keys);
   g_test_add_data_func ("/queries/sample/ordinary", "s", test_sample);
   g_test_add_data_func ("/queries/sample/sharded", "s_sh", test_sample);
+  g_test_add_data_func ("/queries/periods-back/ordinary", "hist",
+                        test_periods_back);
+  g_test_add_data_func ("/queries/periods-back/sharded", "hist_sh",
+                        test_periods_back);
   status = g_test_run ();
   rank_test_bed_stop (&bed);
   return status;

@@ -1,0 +1,466 @@
+/* test_context.c -- a call's context is resolved once, when it is decoded:
+ * a reload (SIGHUP) that lands between the rounds of a query does not reach
+ * it, and a clock of the test's own decides the time and the period.
+ *
+ * The parts of one of rankd's workers run in this process -- an event loop,
+ * a backend, a store and a handler -- against a real redis-server; calls are
+ * encoded by the generated structs and decoded the way the server does.
+ * The backend's hook sees each command leave: at the first command of a
+ * query's second (or third) round it swaps the handler's configuration, as
+ * a SIGHUP would, to options under which that round would answer otherwise.
+ */
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "calls.h"
+#include "connbuf.h"
+#include "handler.h"
+#include "loop.h"
+#include "rank_ranking_types.h"
+#include "store.h"
+
+static RankTestProcess *redis;
+
+typedef struct
+{
+  RankLoop *loop;
+  RankBackend *backend;
+  RankStore *store;
+  RankHandler *handler;
+  RankRequestReader *reader;
+  ThriftProtocol *in;
+  GMutex lock;
+  GCond cond;
+  GByteArray *reply;
+  gboolean answered;
+  /* The hook: swap to next at the call's command number swap_at. */
+  guint sent;
+  guint swap_at;
+  RankConfig *next;
+  gint64 now_ms; /* the handler's clock */
+  /* The call in flight. */
+  GByteArray *request;
+} Worker;
+
+static gint64
+fake_clock (gpointer data)
+{
+  return ((Worker *) data)->now_ms;
+}
+
+static void
+answered (gpointer request, gboolean ok)
+{
+  Worker *w = request;
+
+  g_assert_true (ok);
+  g_mutex_lock (&w->lock);
+  w->answered = TRUE;
+  g_cond_signal (&w->cond);
+  g_mutex_unlock (&w->lock);
+}
+
+/* Counts the commands of a call, but those of the layout check (its
+ * descriptor key, ":o"). */
+static void
+hook (const RankCommand *cmd, gpointer data)
+{
+  Worker *w = data;
+  gsize len;
+  const char *key = rank_command_key (cmd, &len);
+
+  if (len >= 2 && memcmp (key + len - 2, ":o", 2) == 0)
+    return;
+  if (++w->sent == w->swap_at)
+    rank_handler_set_config (w->handler, w->next);
+}
+
+static RankConfig *
+config_of (const char *text)
+{
+  g_autofree char *dir = g_dir_make_tmp ("rankd-context-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "rankd.conf", NULL);
+  g_autoptr (GError) error = NULL;
+  RankConfig *config;
+
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  config = rank_config_load (path, &error);
+  g_assert_no_error (error);
+  g_unlink (path);
+  g_rmdir (dir);
+  return config;
+}
+
+static void
+worker_start (Worker *w, const char *config_text)
+{
+  RankAddress node = { "127.0.0.1", redis->port, NULL };
+  RankBackendConfig backend
+      = { .nodes = &node, .n_nodes = 1, .timeout_ms = 5000 };
+  g_autoptr (RankConfig) config = config_of (config_text);
+  g_autoptr (GError) error = NULL;
+
+  memset (w, 0, sizeof *w);
+  g_mutex_init (&w->lock);
+  g_cond_init (&w->cond);
+  w->now_ms = g_get_real_time () / 1000;
+  w->loop = rank_loop_new ();
+  w->backend = rank_backend_new (w->loop, &backend);
+  w->store = rank_store_new (w->backend, 1);
+  w->handler = rank_handler_new (w->store, config, 3600000,
+                                 RANK_PROTOCOL_BINARY, TRUE, answered);
+  rank_handler_set_clock (w->handler, fake_clock, w);
+  rank_backend_set_hook (w->backend, hook, w);
+  w->reader = rank_request_reader_new (TRUE, RANK_DEFAULT_MAX_FRAME);
+  w->in
+      = rank_protocol_new (RANK_PROTOCOL_BINARY, THRIFT_TRANSPORT (w->reader));
+  w->reply = g_byte_array_new ();
+  rank_backend_start (w->backend);
+  rank_loop_start (w->loop, "test-worker");
+  g_assert_true (rank_backend_wait_ready (w->backend, 10000, &error));
+}
+
+static void
+worker_stop (Worker *w)
+{
+  rank_loop_quit_and_join (w->loop);
+  rank_loop_run_pending (w->loop);
+  rank_backend_free (w->backend);
+  rank_loop_run_pending (w->loop);
+  rank_handler_free (w->handler);
+  rank_store_free (w->store);
+  rank_loop_free (w->loop);
+  g_object_unref (w->in);
+  g_object_unref (w->reader);
+  g_byte_array_unref (w->reply);
+  g_clear_pointer (&w->next, rank_config_unref);
+  g_mutex_clear (&w->lock);
+  g_cond_clear (&w->cond);
+}
+
+/* In the loop's thread, as the server does with a request it received. */
+static void
+dispatch (gpointer data)
+{
+  Worker *w = data;
+  g_autoptr (GError) error = NULL;
+  gchar *name = NULL;
+  ThriftMessageType type;
+  gint32 seqid;
+  gsize bound;
+
+  rank_request_reader_feed (w->reader, w->request->data, w->request->len);
+  g_assert_true (rank_request_reader_ready (w->reader, &error));
+  g_assert_true (rank_request_reader_begin (w->reader, &error));
+  g_assert_cmpint (
+      thrift_protocol_read_message_begin (w->in, &name, &type, &seqid, &error),
+      >, 0);
+  g_assert_cmpint (rank_handler_dispatch (w->handler, w, w->reply, name, seqid,
+                                          w->in, &bound, &error),
+                   ==, RANK_DISPATCH_PENDING);
+  g_free (name);
+}
+
+/* Calls method with args; returns its result (a *Result struct of
+ * result_type). */
+static GObject *
+call (Worker *w, const char *method, ThriftStruct *args, GType result_type)
+{
+  RankReplyWriter *writer = rank_reply_writer_new (TRUE);
+  g_autoptr (ThriftProtocol) out
+      = rank_protocol_new (RANK_PROTOCOL_BINARY, THRIFT_TRANSPORT (writer));
+  RankRequestReader *reader = rank_request_reader_new (TRUE, 64 << 20);
+  g_autoptr (ThriftProtocol) in
+      = rank_protocol_new (RANK_PROTOCOL_BINARY, THRIFT_TRANSPORT (reader));
+  g_autoptr (GError) error = NULL;
+  gint64 end = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
+  GObject *result = g_object_new (result_type, NULL);
+  gchar *name = NULL;
+  ThriftMessageType type;
+  gint32 seqid;
+
+  w->request = g_byte_array_new ();
+  rank_reply_writer_begin (writer, w->request);
+  g_assert_cmpint (
+      thrift_protocol_write_message_begin (out, method, T_CALL, 1, &error), >,
+      0);
+  g_assert_cmpint (thrift_struct_write (args, out, &error), >, 0);
+  g_assert_cmpint (thrift_protocol_write_message_end (out, &error), >=, 0);
+  g_assert_true (thrift_transport_flush (THRIFT_TRANSPORT (writer), &error));
+  w->answered = FALSE;
+  w->sent = 0;
+  g_byte_array_set_size (w->reply, 0);
+  rank_loop_post (w->loop, dispatch, w);
+  g_mutex_lock (&w->lock);
+  while (!w->answered)
+    g_assert_true (g_cond_wait_until (&w->cond, &w->lock, end));
+  g_mutex_unlock (&w->lock);
+  g_byte_array_unref (w->request);
+
+  rank_request_reader_feed (reader, w->reply->data, w->reply->len);
+  g_assert_true (rank_request_reader_begin (reader, &error));
+  g_assert_cmpint (
+      thrift_protocol_read_message_begin (in, &name, &type, &seqid, &error), >,
+      0);
+  g_assert_cmpint (type, ==, T_REPLY);
+  g_assert_cmpint (thrift_struct_read (THRIFT_STRUCT (result), in, &error), >,
+                   0);
+  g_free (name);
+  g_object_unref (reader);
+  g_object_unref (writer);
+  return result;
+}
+
+static void
+update_at (Worker *w, const char *board, const char *member, gint64 value,
+           gint64 ts)
+{
+  g_autofree char *rid
+      = g_strdup_printf ("%s-%s-%" G_GINT64_FORMAT, board, member, value);
+  rankRankingUpdateArgs *args
+      = g_object_new (RANK_TYPE_RANKING_UPDATE_ARGS, NULL);
+  rankRankingUpdateResult *result;
+
+  g_object_unref (args->request);
+  args->request = update_request_new (board, member, value, rid,
+                                      RANK_UPDATE_MODE_SET, ts);
+  result = RANK_RANKING_UPDATE_RESULT (call (w, "Update", THRIFT_STRUCT (args),
+                                             RANK_TYPE_RANKING_UPDATE_RESULT));
+  g_assert_true (result->__isset_success);
+  g_object_unref (result);
+  g_object_unref (args);
+}
+
+/* ---- a reload between rounds ---- */
+
+/* Board r under A: a 50, b 40, c 40 (after b), d 10, ordinal ranks. B
+ * would answer every round otherwise: lowest first, competition ranks, a
+ * cap of 1. */
+static const char config_a[] = "[board r]\norder=desc\n";
+static const char config_b[]
+    = "[board r]\norder=asc\nrank=competition\ncap=1\n";
+
+static void
+fill (Worker *w)
+{
+  gint64 t = w->now_ms - 10000;
+
+  update_at (w, "r", "a", 50, t);
+  update_at (w, "r", "b", 40, t + 1);
+  update_at (w, "r", "c", 40, t + 2);
+  update_at (w, "r", "d", 10, t + 3);
+}
+
+/* The reload lands at the call's command number at; the answer is A's. */
+static void
+reload_at (Worker *w, guint at)
+{
+  g_clear_pointer (&w->next, rank_config_unref);
+  w->next = config_of (config_b);
+  w->swap_at = at;
+}
+
+static void
+restore (Worker *w)
+{
+  g_autoptr (RankConfig) a = config_of (config_a);
+
+  w->swap_at = 0;
+  rank_handler_set_config (w->handler, a);
+}
+
+static void
+test_reload_around (void)
+{
+  Worker w;
+  static const char *const want[] = { "b", "c", "d" };
+
+  worker_start (&w, config_a);
+  fill (&w);
+  /* Round 1: rank.lua find; round 2: the page. */
+  reload_at (&w, 2);
+  {
+    rankRankingGetAroundArgs *args
+        = g_object_new (RANK_TYPE_RANKING_GET_AROUND_ARGS, "board", "r",
+                        "member", "c", "radius", 1, NULL);
+    rankRankingGetAroundResult *result = RANK_RANKING_GET_AROUND_RESULT (
+        call (&w, "GetAround", THRIFT_STRUCT (args),
+              RANK_TYPE_RANKING_GET_AROUND_RESULT));
+
+    g_assert_cmpuint (w.sent, >=, 2); /* the reload landed */
+    g_assert_cmpuint (result->success->len, ==, 3);
+    for (guint i = 0; i < 3; i++)
+      {
+        rankEntry *e = g_ptr_array_index (result->success, i);
+
+        g_assert_cmpstr (e->member, ==, want[i]);
+        g_assert_cmpint (e->rank, ==, i + 2);
+      }
+    g_object_unref (result);
+    g_object_unref (args);
+  }
+  worker_stop (&w);
+}
+
+static void
+test_reload_percentile (void)
+{
+  Worker w;
+
+  worker_start (&w, config_a);
+  fill (&w);
+  /* Rounds: the member's rank, those with its score, the board's size:
+   * the reload before the second, then (again) before the third. */
+  for (guint at = 2; at <= 3; at++)
+    {
+      rankRankingGetPercentileArgs *args
+          = g_object_new (RANK_TYPE_RANKING_GET_PERCENTILE_ARGS, "board", "r",
+                          "member", "b", NULL);
+      rankRankingGetPercentileResult *result;
+
+      reload_at (&w, at);
+      result = RANK_RANKING_GET_PERCENTILE_RESULT (
+          call (&w, "GetPercentile", THRIFT_STRUCT (args),
+                RANK_TYPE_RANKING_GET_PERCENTILE_RESULT));
+      g_assert_cmpuint (w.sent, >=, at);
+      /* Behind b: d of 4. */
+      g_assert_cmpfloat_with_epsilon (result->success, 25.0, 1e-9);
+      g_object_unref (result);
+      g_object_unref (args);
+      restore (&w);
+    }
+  worker_stop (&w);
+}
+
+static void
+test_reload_score_at (void)
+{
+  Worker w;
+  rankRankingGetScoreAtPercentileArgs *args;
+  rankRankingGetScoreAtPercentileResult *result;
+
+  worker_start (&w, config_a);
+  fill (&w);
+  /* Round 1: the board's size; round 2: the entry at the position. */
+  reload_at (&w, 2);
+  args = g_object_new (RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_ARGS, "board",
+                       "r", "pct", 100.0, NULL);
+  result = RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT (
+      call (&w, "GetScoreAtPercentile", THRIFT_STRUCT (args),
+            RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_RESULT));
+  g_assert_cmpuint (w.sent, >=, 2);
+  g_assert_cmpint (result->success, ==, 50);
+  g_object_unref (result);
+  g_object_unref (args);
+  worker_stop (&w);
+}
+
+static void
+test_reload_sample (void)
+{
+  Worker w;
+  rankRankingSampleArgs *args;
+  rankRankingSampleResult *result;
+  static const struct
+  {
+    const char *member;
+    gint64 score, rank;
+  } want[] = { { "a", 50, 1 }, { "b", 40, 2 }, { "c", 40, 3 }, { "d", 10, 4 } };
+
+  worker_start (&w, config_a);
+  fill (&w);
+  /* Round 1: two counts; round 2: the draws; round 3: their ranks. The
+   * reload before round 2. */
+  reload_at (&w, 3);
+  args = g_object_new (RANK_TYPE_RANKING_SAMPLE_ARGS, "board", "r", "min_score",
+                       (gint64) 0, "max_score", (gint64) 100, "count", 4, NULL);
+  result = RANK_RANKING_SAMPLE_RESULT (call (&w, "Sample", THRIFT_STRUCT (args),
+                                             RANK_TYPE_RANKING_SAMPLE_RESULT));
+  g_assert_cmpuint (w.sent, >=, 3);
+  g_assert_cmpuint (result->success->len, ==, 4);
+  for (guint i = 0; i < result->success->len; i++)
+    {
+      rankEntry *e = g_ptr_array_index (result->success, i);
+      gboolean known = FALSE;
+
+      for (gsize k = 0; k < G_N_ELEMENTS (want); k++)
+        if (strcmp (e->member, want[k].member) == 0)
+          {
+            g_assert_cmpint (e->score, ==, want[k].score);
+            g_assert_cmpint (e->rank, ==, want[k].rank);
+            known = TRUE;
+          }
+      g_assert_true (known);
+    }
+  g_object_unref (result);
+  g_object_unref (args);
+  worker_stop (&w);
+}
+
+/* ---- the clock ---- */
+
+static gboolean
+found (Worker *w, const char *board, const char *member, gint32 back)
+{
+  rankRankingGetRankArgs *args
+      = g_object_new (RANK_TYPE_RANKING_GET_RANK_ARGS, "board", board, "member",
+                      member, "periods_back", back, NULL);
+  rankRankingGetRankResult *result = RANK_RANKING_GET_RANK_RESULT (call (
+      w, "GetRank", THRIFT_STRUCT (args), RANK_TYPE_RANKING_GET_RANK_RESULT));
+  gboolean yes = result->__isset_success;
+
+  g_assert_true (yes || result->not_found != NULL);
+  g_object_unref (result);
+  g_object_unref (args);
+  return yes;
+}
+
+/* An update without a timestamp goes to the period of the handler's clock,
+ * and reads count periods back from it: one hour on, the update is a
+ * period back. */
+static void
+test_clock (void)
+{
+  Worker w;
+  gint64 hour = 3600 * 1000;
+  redisContext *r;
+  redisReply *reply;
+
+  worker_start (&w, "[board p]\nperiod=custom\nperiod_seconds=3600\n"
+                    "retention=1\n");
+  /* A second into this hour: its keys and the next hour's live on. */
+  w.now_ms = g_get_real_time () / 1000 / hour * hour + 1000;
+  update_at (&w, "p", "alice", 5, NO_TIME);
+  r = redis_connect (redis->port);
+  reply = redisCommand (r, "EXISTS rk:{p}:p:n%" G_GINT64_FORMAT ":z",
+                        w.now_ms / hour);
+  g_assert_cmpint (reply->integer, ==, 1);
+  freeReplyObject (reply);
+  redisFree (r);
+  g_assert_true (found (&w, "p", "alice", 0));
+  w.now_ms += hour;
+  g_assert_false (found (&w, "p", "alice", 0));
+  g_assert_true (found (&w, "p", "alice", 1));
+  worker_stop (&w);
+}
+
+int
+main (int argc, char **argv)
+{
+  int status;
+
+  g_test_init (&argc, &argv, NULL);
+  redis = rank_test_redis_start (NULL);
+  g_test_add_func ("/context/reload-between-rounds/around", test_reload_around);
+  g_test_add_func ("/context/reload-between-rounds/percentile",
+                   test_reload_percentile);
+  g_test_add_func ("/context/reload-between-rounds/score-at-percentile",
+                   test_reload_score_at);
+  g_test_add_func ("/context/reload-between-rounds/sample", test_reload_sample);
+  g_test_add_func ("/context/clock", test_clock);
+  status = g_test_run ();
+  rank_test_kill (redis);
+  rank_test_process_free (redis);
+  return status;
+}

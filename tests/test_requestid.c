@@ -1,0 +1,162 @@
+/* test_requestid.c -- how request ids are recorded (requestid.h), against
+ * vectors computed independently (Python's hashlib); and update.lua reads
+ * each of its arguments from the position rankd gives it
+ * (rank_store_update_arg_names), so that a swap on either side fails here. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "requestid.h"
+#include "store.h"
+
+static char *
+hex (const guint8 *bytes, gsize n)
+{
+  GString *s = g_string_new (NULL);
+
+  for (gsize i = 0; i < n; i++)
+    g_string_append_printf (s, "%02x", bytes[i]);
+  return g_string_free (s, FALSE);
+}
+
+/* sha256("run-8f3c"): its first 10 bytes, and the next 4 as a number. */
+static void
+test_id_hash (void)
+{
+  guint8 field[RANK_REQUEST_ID_HASH_BYTES];
+  guint32 selector;
+  g_autofree char *h = NULL;
+
+  rank_request_id_hash ("run-8f3c", field, &selector);
+  h = hex (field, sizeof field);
+  g_assert_cmpstr (h, ==, "f2aac5ccc4c8f400cc1c");
+  g_assert_cmpuint (selector, ==, 4287473296u);
+}
+
+/* sha1 of "mode:value:member", then "\ns<subscore>" each, then
+ * "\nd<len>:<data>": its first 4 bytes. */
+static void
+test_fingerprint (void)
+{
+  gint64 subs[] = { 3, -4 };
+  RankUpdate u = {
+    .member = "alice", .request_id = "x", .value = 120, .mode = RANK_MODE_BEST
+  };
+  guint8 fp[RANK_FINGERPRINT_BYTES];
+  g_autofree char *plain = NULL, *with_subs = NULL, *with_data = NULL;
+
+  rank_request_fingerprint (&u, fp);
+  plain = hex (fp, sizeof fp);
+  u.subscores = subs;
+  u.n_subscores = 2;
+  rank_request_fingerprint (&u, fp);
+  with_subs = hex (fp, sizeof fp);
+  u.data_given = TRUE;
+  u.data = "\x01k\0\x01v";
+  u.data_len = 5;
+  rank_request_fingerprint (&u, fp);
+  with_data = hex (fp, sizeof fp);
+  g_assert_cmpstr (plain, ==, "c66965a8");
+  g_assert_cmpstr (with_subs, ==, "179b65e5");
+  g_assert_cmpstr (with_data, ==, "f6f84535");
+  /* The request id is not part of it: a retry carries the same. */
+  u.request_id = "y";
+  rank_request_fingerprint (&u, fp);
+  {
+    g_autofree char *again = hex (fp, sizeof fp);
+
+    g_assert_cmpstr (again, ==, "f6f84535");
+  }
+}
+
+static void
+test_buckets (void)
+{
+  gint64 b[RANK_REQUEST_BUCKET_ARGS];
+
+  /* 1 h window: 900 s buckets. */
+  rank_request_buckets (3600000, G_GINT64_CONSTANT (1763800000000), b);
+  g_assert_cmpint (b[0], ==, 1959777);
+  g_assert_cmpint (b[4], ==, 1959773);
+  g_assert_cmpint (b[5], ==, G_GINT64_CONSTANT (1763803800000));
+  /* A window that does not divide by 4: buckets of ceil(1001 / 4) ms. */
+  rank_request_buckets (1001, 1001, b);
+  g_assert_cmpint (b[0], ==, 3);
+  g_assert_cmpint (b[1], ==, 2);
+  g_assert_cmpint (b[4], ==, -1);
+  g_assert_cmpint (b[5], ==, 2008);
+}
+
+/* update.lua's "local NAME = ARGV[N]" lines, and the names table of the
+ * buckets: NAME -> N, as the script reads them. */
+static GHashTable *
+script_reads (const char *source)
+{
+  GHashTable *reads
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GRegex) one = g_regex_new ("^local (\\w+) = ARGV\\[(\\d+)\\]$",
+                                        G_REGEX_MULTILINE, 0, NULL);
+  g_autoptr (GRegex) names = g_regex_new (
+      "^local names = \\{\\[0\\] = (.*)\\}$", G_REGEX_MULTILINE, 0, NULL);
+  g_autoptr (GMatchInfo) m = NULL;
+
+  g_regex_match (one, source, 0, &m);
+  while (g_match_info_matches (m))
+    {
+      g_autofree char *name = g_match_info_fetch (m, 1);
+      g_autofree char *n = g_match_info_fetch (m, 2);
+
+      g_hash_table_insert (reads, g_steal_pointer (&name),
+                           GINT_TO_POINTER (atoi (n)));
+      g_match_info_next (m, NULL);
+    }
+  g_clear_pointer (&m, g_match_info_free);
+  g_assert_true (g_regex_match (names, source, 0, &m));
+  {
+    g_autofree char *list = g_match_info_fetch (m, 1);
+    g_auto (GStrv) items = g_strsplit (list, ",", -1);
+
+    for (int i = 0; items[i] != NULL; i++)
+      {
+        const char *at = strstr (items[i], "ARGV[");
+
+        g_assert_nonnull (at);
+        g_hash_table_insert (reads, g_strdup_printf ("names[%d]", i),
+                             GINT_TO_POINTER (atoi (at + 5)));
+      }
+  }
+  return reads;
+}
+
+static void
+test_update_arguments (void)
+{
+  g_autofree char *path
+      = g_build_filename (RANK_SOURCE_DIR, "src", "lua", "update.lua", NULL);
+  g_autofree char *source = NULL;
+  g_autoptr (GHashTable) reads = NULL;
+
+  g_assert_true (g_file_get_contents (path, &source, NULL, NULL));
+  reads = script_reads (source);
+  /* Every argument rankd gives is read, from its position; nothing else. */
+  g_assert_cmpuint (g_hash_table_size (reads), ==, rank_store_update_n_args);
+  for (guint i = 0; i < rank_store_update_n_args; i++)
+    {
+      const char *name = rank_store_update_arg_names[i];
+
+      if (!g_hash_table_contains (reads, name))
+        g_error ("update.lua does not read '%s' (argument %u)", name, i + 1);
+      g_assert_cmpint (GPOINTER_TO_INT (g_hash_table_lookup (reads, name)), ==,
+                       (int) i + 1);
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/requestid/hash", test_id_hash);
+  g_test_add_func ("/requestid/fingerprint", test_fingerprint);
+  g_test_add_func ("/requestid/buckets", test_buckets);
+  g_test_add_func ("/requestid/update-lua-arguments", test_update_arguments);
+  return g_test_run ();
+}
