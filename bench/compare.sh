@@ -6,7 +6,9 @@
 # memory per member and per idempotency record, preloads every target with
 # the same population, then runs rankd, direct and redis-rank alternately
 # for each operation, ROUNDS times, and prints the median throughput, the
-# p99 and the ratios rankd/direct and rankd/redis-rank (bench/summarize.py).
+# p99, the CPU time per operation of each process over the measured interval
+# (redis-server, rankd, the load generator) and the ratios rankd/direct and
+# rankd/redis-rank (bench/summarize.py).
 # rankd runs twice: CONNECTIONS blocking clients (one call each), and
 # PIPELINE_CONNECTIONS clients with PIPELINE calls in flight each: by
 # default 4 x 16, the 64 calls in flight that redis-rank keeps on its one
@@ -16,6 +18,8 @@
 # Environment: BUILD=build MEMBERS=1000000 ROUNDS=3 DURATION=10 WARMUP=2
 #              CONNECTIONS=64 PIPELINE_CONNECTIONS=4 PIPELINE=16
 #              IO_THREADS=$(nproc) OUT=bench/results/<date>
+#              RANKD=$BUILD/rankd (another rankd against the same load
+#              generator: a before/after comparison)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -30,7 +34,7 @@ depth=${PIPELINE:-16}
 io_threads=${IO_THREADS:-$(nproc)}
 out=${OUT:-$here/results/$(date -u +%Y%m%dT%H%M%SZ)}
 bench=$build/bench/rank-bench
-rankd=$build/rankd
+rankd=${RANKD:-$build/rankd}
 mkdir -p "$out"
 work=$(mktemp -d)
 
@@ -112,17 +116,19 @@ for round in $(seq 1 "$rounds"); do
     echo "== round $round: $op"
     "$bench" --port "$rankd_port" --members "$members" --mix "$op=1" \
       -c "$conns" -d "$duration" -w "$warmup" --json \
+      --cpu "redis=$redis_pid,rankd=$rankd_pid" \
       >"$out/r$round-$op-rankd.json"
     "$bench" --port "$rankd_port" --members "$members" --mix "$op=1" \
       -c "$pconns" --pipeline "$depth" -d "$duration" -w "$warmup" --json \
+      --cpu "redis=$redis_pid,rankd=$rankd_pid" \
       >"$out/r$round-$op-rankd-pipelined.json"
     "$bench" --direct "127.0.0.1:$redis_port" --members "$members" \
       --mix "$op=1" -c "$conns" -d "$duration" -w "$warmup" --json \
-      >"$out/r$round-$op-direct.json"
+      --cpu "redis=$redis_pid" >"$out/r$round-$op-direct.json"
     sh "$here/peers/redis-rank.sh" --redis "127.0.0.1:$redis_port" \
       --members "$members" --op "$op" --inflight "$conns" \
       --duration "$duration" --warmup "$warmup" --json \
-      >"$out/r$round-$op-redis-rank.json"
+      --cpu "redis=$redis_pid" >"$out/r$round-$op-redis-rank.json"
   done
 done
 

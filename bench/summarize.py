@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Summarizes a bench/compare.sh results directory as a Markdown table.
 
-For each operation and target: the median over rounds of throughput and
-p99, and the ratios rankd/direct and rankd/redis-rank of the medians.
+For each operation and target: the median over rounds of throughput, p99
+and the CPU time per operation of each process (redis, rankd, client), and
+the ratios rankd/direct and rankd/redis-rank of the medians.
 Usage: summarize.py RESULTS_DIR
 """
 import glob
@@ -25,6 +26,7 @@ def load(directory):
             data = json.load(f)
         stats = data["ops"].get(op)
         if stats:
+            stats = dict(stats, cpu=data.get("cpu_us_per_op", {}))
             runs.setdefault((op, target), []).append(stats)
     return runs
 
@@ -40,13 +42,30 @@ def medians(runs, op):
     return med
 
 
+def cpu_medians(runs, op, target):
+    """{process: median us per op} over the rounds."""
+    r = runs.get((op, target), [])
+    names = sorted({n for x in r for n in x["cpu"]})
+    return {n: statistics.median(x["cpu"][n] for x in r if n in x["cpu"])
+            for n in names}
+
+
+def cell(cpu, name):
+    v = cpu.get(name)
+    return f"{v:.1f}" if v is not None and v >= 0 else "–"
+
+
 def main(directory):
     runs = load(directory)
-    print("| op | target | ops/s (median) | p99 ms | errors |")
-    print("|---|---|---:|---:|---:|")
+    print("| op | target | ops/s (median) | p99 ms | errors | "
+          "Redis µs/op | rankd µs/op | client µs/op |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for op in OPS:
         for t, (ops, p99, errors) in medians(runs, op).items():
-            print(f"| {op} | {t} | {ops:,.0f} | {p99:.2f} | {errors} |")
+            cpu = cpu_medians(runs, op, t)
+            print(f"| {op} | {t} | {ops:,.0f} | {p99:.2f} | {errors} | "
+                  f"{cell(cpu, 'redis')} | {cell(cpu, 'rankd')} | "
+                  f"{cell(cpu, 'client')} |")
     print()
     print("| op | rankd as | ops/s vs direct | ops/s vs redis-rank | "
           "p99 vs direct p99 |")

@@ -45,6 +45,7 @@
 //   sh bench/peers/redis-rank.sh --redis 127.0.0.1:6379 --members 1000000 --preload
 //   sh bench/peers/redis-rank.sh --redis 127.0.0.1:6379 --members 1000000 \
 //       --op rank --inflight 64 --warmup 2 --duration 10 --json
+import { readdirSync, readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { Leaderboard } from 'redis-rank';
 
@@ -60,6 +61,8 @@ const USAGE = `usage: redis-rank.sh [options]
   --duration S       seconds recorded (default 10)
   --seed N           PRNG seed (default 1)
   --json             print one JSON object on stdout
+  --cpu NAME=PID,..  also report the CPU per operation of these processes
+                     over the measured interval (this one's always, as client)
 Give --preload, --op, or both (the preload runs first).`;
 
 const SCORE_RANGE = 1e9;
@@ -81,7 +84,7 @@ function usageError(msg) {
 function parseArgs(argv) {
   const o = { host: '127.0.0.1', port: 6379, key: 'bench:redis-rank', members: 1000000,
               preload: false, op: null, topN: 10, inflight: 64, warmup: 2, duration: 10,
-              seed: 1, json: false };
+              seed: 1, json: false, cpu: [] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -127,6 +130,13 @@ function parseArgs(argv) {
       case '--duration': o.duration = seconds(true); break;
       case '--seed': o.seed = int(-(2 ** 31)); break;
       case '--json': o.json = true; break;
+      case '--cpu':
+        for (const item of value().split(',')) {
+          const [name, pid] = item.split('=');
+          if (!name || !/^\d+$/.test(pid || '')) usageError(`--cpu: expected NAME=PID, got "${item}"`);
+          o.cpu.push({ name, pid: Number(pid) });
+        }
+        break;
       case '-h': case '--help': process.stdout.write(`${USAGE}\n`); process.exit(0); break;
       default: usageError(`unknown argument "${a}"`);
     }
@@ -235,6 +245,23 @@ async function preload(lb, o) {
   }
 }
 
+// CPU time of a process in ns: the sum of its threads' schedstat, as
+// rank-bench's --cpu reads it (bench/cpu.c).
+function processNs(pid) {
+  let sum = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      sum += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    } catch { /* the thread ended */ }
+  }
+  return sum;
+}
+
+function cpuNow(o) {
+  const self = process.cpuUsage();
+  return [(self.user + self.system) * 1000, ...o.cpu.map((p) => processNs(p.pid))];
+}
+
 // Runs o.op for o.warmup + o.duration seconds with o.inflight operations in
 // flight, and returns the latencies recorded during the last o.duration.
 async function measure(lb, o) {
@@ -286,8 +313,10 @@ async function measure(lb, o) {
   await sleep(o.warmup * 1000);
   recording = true;
   const t0 = process.hrtime.bigint();
+  const cpu0 = cpuNow(o);
   await sleep(o.duration * 1000);
   recording = false;
+  const cpu1 = cpuNow(o);
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
   stop = true;
   // Let the operations in flight finish, within a bound (disconnecting
@@ -299,8 +328,11 @@ async function measure(lb, o) {
 
   const sorted = samples.subarray(0, count).sort(); // typed arrays sort numerically
   const q = (p) => (count === 0 ? 0 : sorted[Math.min(count - 1, Math.floor(p * count))]);
+  const names = ['client', ...o.cpu.map((p) => p.name)];
+  const cpu = Object.fromEntries(names.map((name, i) =>
+    [name, count === 0 ? -1 : Math.round((cpu1[i] - cpu0[i]) / 10 / count) / 100]));
   return { count, errors, firstError, seconds, p50: q(0.5), p99: q(0.99), p999: q(0.999),
-           max: count === 0 ? 0 : sorted[count - 1] };
+           max: count === 0 ? 0 : sorted[count - 1], cpu };
 }
 
 function report(o, r) {
@@ -310,13 +342,15 @@ function report(o, r) {
                   max_us: round1(r.max) };
   if (o.json) {
     process.stdout.write(`${JSON.stringify({ target: 'redis-rank', connections: o.inflight,
-      duration_s: Math.round(r.seconds * 1000) / 1000, ops: { [o.op]: stats } })}\n`);
+      duration_s: Math.round(r.seconds * 1000) / 1000, ops: { [o.op]: stats },
+      cpu_us_per_op: r.cpu })}\n`);
   } else {
     const row = (cells) => cells.map((c, i) => (i === 0 ? String(c).padEnd(8) : String(c).padStart(10))).join(' ');
     process.stdout.write(`target redis-rank  in flight ${o.inflight} (one connection)  measured ${r.seconds.toFixed(1)} s\n` +
       `${row(['op', 'count', 'ops/s', 'p50 us', 'p99 us', 'p99.9 us', 'max us', 'errors'])}\n` +
       `${row([o.op, r.count, Math.round(stats.ops_per_sec), Math.round(r.p50), Math.round(r.p99),
-              Math.round(r.p999), Math.round(r.max), r.errors])}\n`);
+              Math.round(r.p999), Math.round(r.max), r.errors])}\n` +
+      `CPU per op: ${Object.entries(r.cpu).map(([n, us]) => `${n} ${us} us`).join(', ')}\n`);
   }
   if (r.errors > 0) {
     process.stderr.write(`redis-rank peer: ${r.errors} of ${r.count} operations failed; first error: ${r.firstError}\n`);
