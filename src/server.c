@@ -79,7 +79,6 @@ struct _Conn
   gsize held;            /* unsent reply bytes, and what calls in flight
                             reserved */
   gsize sent;            /* bytes of the head request's reply already sent */
-  gboolean serving;      /* inside serve(): answers do not recurse into it */
   gboolean parked;       /* stopped reading: a whole request is buffered */
   gboolean want_bytes;   /* the next request is not whole yet */
   gboolean eof;          /* the client half-closed: serve what it sent */
@@ -236,18 +235,19 @@ conn_break (Conn *c)
 }
 
 /* Frees c if it is closing and has nothing left to do. FALSE if c was
- * freed. */
+ * freed. Called where events end (never from a call's answer), so nothing
+ * up the stack still holds c. */
 static gboolean
 conn_settle (Conn *c)
 {
-  if (c->serving || !c->closing || c->requests.length > 0)
+  if (!c->closing || c->requests.length > 0)
     return TRUE;
   conn_free (c);
   return FALSE;
 }
 
-/* Closes now, or as soon as the calls in flight and their replies are done
- * (inside serve(): on the way out). */
+/* Closes now, or as soon as the calls in flight and their replies are
+ * done. */
 static void
 conn_close (Conn *c)
 {
@@ -484,7 +484,6 @@ serve_one (Conn *c)
 static void
 serve (Conn *c)
 {
-  c->serving = TRUE;
   c->want_bytes = FALSE;
   while (c->in_flight < RANK_CONN_MAX_CALLS && !c->closing
          && c->held < RANK_CONN_REPLY_BUDGET)
@@ -520,7 +519,6 @@ serve (Conn *c)
   if ((c->eof || c->input_closed) && c->requests.length == 0
       && (c->want_bytes || rank_request_reader_buffered (c->reader) == 0))
     c->closing = TRUE;
-  c->serving = FALSE;
   if (head_answered (c))
     queue_ready (c);
   conn_settle (c);
