@@ -112,25 +112,29 @@ read_body (ThriftProtocol *protocol, gint64 len, gboolean text, gpointer *out,
            GError **error)
 {
   guint8 *buf;
+  guint32 n;
 
   if (!check_count (protocol, len, 1, error))
     return -1;
-  buf = g_malloc ((gsize) len + 1);
-  if (len > 0
-      && thrift_transport_read_all (protocol->transport, buf, (guint32) len,
-                                    error)
-             < 0)
+  /* check_count refused negative lengths and the caller read an i32; say so
+   * where the optimiser can see it. */
+  if (len < 0 || len > G_MAXINT32)
+    return -1;
+  n = (guint32) len;
+  buf = g_malloc ((gsize) n + 1);
+  if (n > 0
+      && thrift_transport_read_all (protocol->transport, buf, n, error) < 0)
     {
       g_free (buf);
       return -1;
     }
-  buf[len] = '\0';
+  buf[n] = '\0';
   if (text)
-    for (guint8 *p = memchr (buf, 0, (gsize) len); p != NULL;
-         p = memchr (p, 0, (gsize) (buf + len - p)))
+    for (guint8 *p = memchr (buf, 0, n); p != NULL;
+         p = memchr (p, 0, (gsize) (buf + n - p)))
       *p = 0xff;
   *out = buf;
-  return (gint32) len;
+  return (gint32) n;
 }
 
 /* ---- binary ---- */
