@@ -271,10 +271,11 @@ direct_update_append (Worker *w, const char *board, const char *member,
   char rid[64];
   RankContext ctx;
   RankUpdate update = { 0 };
-  RankCommand cmd;
-  const char *argv[RANK_COMMAND_MAX_ARGS + 3];
-  size_t argvlen[RANK_COMMAND_MAX_ARGS + 3];
+  RankCommand head, item;
+  const char *argv[2 * RANK_COMMAND_MAX_ARGS + 3];
+  size_t argvlen[2 * RANK_COMMAND_MAX_ARGS + 3];
   char numkeys[8];
+  int argc;
 
   /* A unique request id per update. */
   g_snprintf (rid, sizeof rid, "%" G_GINT64_MODIFIER "x-%d-%" G_GUINT64_FORMAT,
@@ -287,18 +288,25 @@ direct_update_append (Worker *w, const char *board, const char *member,
   update.value = score;
   update.mode = (RankMode) mode;
   update.timestamp_ms = ctx.now_ms;
-  rank_store_update_command (&ctx, &update, 1, &cmd);
-  g_snprintf (numkeys, sizeof numkeys, "%d", cmd.nkeys);
+  rank_store_update_command (&ctx, &update, 1, &head, &item);
+  g_snprintf (numkeys, sizeof numkeys, "%d", head.nkeys);
   argv[0] = "EVALSHA", argvlen[0] = 7;
   argv[1] = w->o->sha, argvlen[1] = strlen (w->o->sha);
   argv[2] = numkeys, argvlen[2] = strlen (numkeys);
-  for (int i = 0; i < cmd.argc; i++)
+  argc = 3;
+  for (int i = 0; i < head.argc; i++, argc++)
     {
-      argv[3 + i] = cmd.bytes + cmd.offset[i];
-      argvlen[3 + i] = cmd.len[i];
+      argv[argc] = head.bytes + head.offset[i];
+      argvlen[argc] = head.len[i];
     }
-  redisAppendCommandArgv (w->redis, cmd.argc + 3, argv, argvlen);
-  rank_command_clear (&cmd);
+  for (int i = 0; i < item.argc; i++, argc++)
+    {
+      argv[argc] = item.bytes + item.offset[i];
+      argvlen[argc] = item.len[i];
+    }
+  redisAppendCommandArgv (w->redis, argc, argv, argvlen);
+  rank_command_clear (&item);
+  rank_command_clear (&head);
   rank_context_clear (&ctx);
 }
 

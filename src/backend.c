@@ -1,10 +1,16 @@
 /* backend.c -- what both backends share (see backend.h): assembly, scripts,
- * NOSCRIPT, redirects, WAIT, errors.
+ * batches, NOSCRIPT, redirects, WAIT, errors.
  *
  * A command in flight is an Op: where it went, what to call with its reply,
  * and a private copy of its arguments (to send it again after a NOSCRIPT or
  * a redirect). NOSCRIPT means the script did not run, so loading it on the
  * same connection and sending the call again is safe.
+ *
+ * A batch is open from its first item until the loop is about to sleep
+ * (then every open batch becomes one Op, before the links write), until it
+ * is full, or until another command for the same keyspace (the same hash
+ * tag: one board, or one shard of it) is sent on its node: Redis then runs
+ * the commands of a keyspace in the order the calls sent them.
  */
 #include "backend.h"
 
@@ -31,7 +37,34 @@ struct _RankBackend
   int wait_timeout_ms;
   RankBackendHook hook; /* tests */
   gpointer hook_data;
+  GHashTable *batches; /* id -> Batch, the open ones */
+  GQueue open;         /* the open batches, oldest first */
 };
+
+static int flush_batches (gpointer data);
+static void fail_batches (RankBackend *backend);
+
+/* One item of a batch: who gets its reply. */
+typedef struct
+{
+  RankBackendFunc func;
+  gpointer data;
+} Waiter;
+
+typedef struct
+{
+  RankBackend *backend;
+  guint node;
+  char *id;  /* the table key: node, and the head's arguments */
+  char *tag; /* the hash tag of its keys */
+  RankScriptId script;
+  int nkeys;
+  guint flags;
+  GByteArray *bytes; /* every argument, the head's then the items' */
+  GArray *lens;      /* gsize, each argument's */
+  GArray *waiters;   /* Waiter, one per item */
+  GList link;        /* in backend->open */
+} Batch;
 
 typedef struct
 {
@@ -68,6 +101,9 @@ rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
   g_autoptr (GPtrArray) startup
       = g_ptr_array_new_with_free_func ((GDestroyNotify) g_strfreev);
 
+  backend->batches = g_hash_table_new (g_str_hash, g_str_equal);
+  /* Before the links' own hooks: batches leave in this iteration's write. */
+  rank_loop_add_prepare (loop, flush_batches, backend);
   script_init (&backend->scripts[RANK_SCRIPT_UPDATE], "update.lua",
                rank_lua_update);
   script_init (&backend->scripts[RANK_SCRIPT_RANK], "rank.lua", rank_lua_rank);
@@ -120,7 +156,9 @@ rank_backend_free (RankBackend *backend)
 {
   if (backend == NULL)
     return;
+  fail_batches (backend);
   backend->impl->free (backend->impl_data);
+  g_hash_table_unref (backend->batches);
   g_free (backend);
 }
 
@@ -163,6 +201,9 @@ classify (const RankReply *reply)
   if (g_str_has_prefix (msg, "RANK_INVALID "))
     return g_error_new_literal (RANK_ERROR, RANK_ERROR_INVALID,
                                 msg + strlen ("RANK_INVALID "));
+  if (g_str_has_prefix (msg, "RANK_UNAVAILABLE "))
+    return g_error_new_literal (RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                                msg + strlen ("RANK_UNAVAILABLE "));
   /* A key of another type than rankd keeps there: the script found it
    * before its first write and changed nothing. Not worth a retry: an
    * operator has to repair or reset the board. The script's location,
@@ -203,43 +244,42 @@ op_send (Op *op)
                         op);
 }
 
-void
-rank_backend_send (RankBackend *backend, guint node, RankCommand *cmd,
-                   guint flags, RankBackendFunc func, gpointer data)
+/* An Op for argc arguments (after EVALSHA, the script's SHA1 and nkeys, for
+ * a script), copied; routed by key. */
+static Op *
+op_new (RankBackend *backend, guint node, RankScriptId script, int nkeys,
+        int argc, const char *const *args, const gsize *lens, const char *key,
+        gsize key_len)
 {
-  const Script *script
-      = cmd->script != RANK_SCRIPT_NONE ? &backend->scripts[cmd->script] : NULL;
-  char numkeys[8];
-  const char *pre[3] = { "EVALSHA", script ? script->sha : NULL, numkeys };
-  int npre = script != NULL ? 3 : 0;
-  int argc = npre + cmd->argc;
-  gsize bytes = cmd->used + (gsize) argc;
-  gsize key_len;
-  const char *key = rank_command_key (cmd, &key_len);
+  const Script *s
+      = script != RANK_SCRIPT_NONE ? &backend->scripts[script] : NULL;
+  char numkeys[12];
+  const char *pre[3] = { "EVALSHA", s ? s->sha : NULL, numkeys };
+  int npre = s != NULL ? 3 : 0;
+  int total = npre + argc;
+  gsize bytes = (gsize) total;
   Op *op;
   char *p;
 
-  if (backend->hook != NULL)
-    backend->hook (cmd, backend->hook_data);
-  g_snprintf (numkeys, sizeof numkeys, "%d", cmd->nkeys);
+  g_snprintf (numkeys, sizeof numkeys, "%d", nkeys);
   for (int i = 0; i < npre; i++)
     bytes += strlen (pre[i]);
+  for (int i = 0; i < argc; i++)
+    bytes += lens[i];
   op = g_malloc0 (sizeof (Op)
-                  + (gsize) argc * (sizeof (char *) + sizeof (size_t)) + bytes);
+                  + (gsize) total * (sizeof (char *) + sizeof (size_t))
+                  + bytes);
   op->backend = backend;
   op->link = backend->impl->link_for (backend->impl_data, node, key, key_len);
-  op->script = cmd->script;
-  op->flags = flags;
-  op->func = func;
-  op->data = data;
-  op->argc = argc;
+  op->script = script;
+  op->argc = total;
   op->argv = (const char **) (op + 1);
-  op->argvlen = (size_t *) (op->argv + argc);
-  p = (char *) (op->argvlen + argc);
-  for (int i = 0; i < argc; i++)
+  op->argvlen = (size_t *) (op->argv + total);
+  p = (char *) (op->argvlen + total);
+  for (int i = 0; i < total; i++)
     {
-      const char *arg = i < npre ? pre[i] : cmd->bytes + cmd->offset[i - npre];
-      gsize len = i < npre ? strlen (pre[i]) : cmd->len[i - npre];
+      const char *arg = i < npre ? pre[i] : args[i - npre];
+      gsize len = i < npre ? strlen (pre[i]) : lens[i - npre];
 
       memcpy (p, arg, len);
       p[len] = '\0';
@@ -247,8 +287,246 @@ rank_backend_send (RankBackend *backend, guint node, RankCommand *cmd,
       op->argvlen[i] = len;
       p += len + 1;
     }
+  return op;
+}
+
+/* The hash tag of a key (the whole key if it has none). */
+static char *
+tag_of (const char *key, gsize len)
+{
+  const char *open = memchr (key, '{', len);
+  const char *close;
+
+  if (open != NULL
+      && (close = memchr (open + 1, '}', len - (gsize) (open + 1 - key)))
+             != NULL)
+    return g_strndup (open + 1, (gsize) (close - open - 1));
+  return g_strndup (key, len);
+}
+
+static void batch_send (RankBackend *backend, Batch *b);
+
+/* Sends the open batches of node and tag (NULL: all), oldest first. */
+static void
+flush_open (RankBackend *backend, guint node, const char *tag)
+{
+  GList *l = backend->open.head;
+
+  while (l != NULL)
+    {
+      Batch *b = l->data;
+
+      l = l->next;
+      if (tag == NULL || (b->node == node && strcmp (b->tag, tag) == 0))
+        batch_send (backend, b);
+    }
+}
+
+static int
+flush_batches (gpointer data)
+{
+  flush_open (data, 0, NULL);
+  return -1;
+}
+
+void
+rank_backend_send (RankBackend *backend, guint node, RankCommand *cmd,
+                   guint flags, RankBackendFunc func, gpointer data)
+{
+  const char *args[RANK_COMMAND_MAX_ARGS];
+  gsize key_len;
+  const char *key = rank_command_key (cmd, &key_len);
+  Op *op;
+
+  if (backend->hook != NULL)
+    backend->hook (cmd, backend->hook_data);
+  if (backend->open.length > 0)
+    {
+      g_autofree char *tag = tag_of (key, key_len);
+
+      flush_open (backend, node, tag);
+    }
+  for (int i = 0; i < cmd->argc; i++)
+    args[i] = cmd->bytes + cmd->offset[i];
+  op = op_new (backend, node, cmd->script, cmd->nkeys, cmd->argc, args,
+               cmd->len, key, key_len);
+  op->flags = flags;
+  op->func = func;
+  op->data = data;
   rank_command_clear (cmd);
   op_send (op);
+}
+
+/* ---- batches ---- */
+
+/* The table key of a batch: its node, then its head's arguments, each
+ * with its length. */
+static char *
+batch_id (guint node, const RankCommand *head)
+{
+  GString *id = g_string_new (NULL);
+
+  g_string_append_printf (id, "%u:%d:%d", node, head->script, head->nkeys);
+  for (int i = 0; i < head->argc; i++)
+    {
+      g_string_append_printf (id, ":%zu:", head->len[i]);
+      g_string_append_len (id, head->bytes + head->offset[i],
+                           (gssize) head->len[i]);
+    }
+  return g_string_free (id, FALSE);
+}
+
+static void
+batch_add_args (Batch *b, const RankCommand *cmd)
+{
+  g_byte_array_append (b->bytes, (const guint8 *) cmd->bytes,
+                       (guint) cmd->used);
+  for (int i = 0; i < cmd->argc; i++)
+    g_array_append_val (b->lens, cmd->len[i]);
+}
+
+static void
+batch_free (Batch *b)
+{
+  g_free (b->id);
+  g_free (b->tag);
+  g_byte_array_unref (b->bytes);
+  g_array_unref (b->lens);
+  g_array_unref (b->waiters);
+  g_free (b);
+}
+
+/* No longer open: it is sent, or failed. */
+static void
+batch_close (RankBackend *backend, Batch *b)
+{
+  g_hash_table_remove (backend->batches, b->id);
+  g_queue_unlink (&backend->open, &b->link);
+}
+
+void
+rank_backend_send_item (RankBackend *backend, guint node,
+                        const RankCommand *head, RankCommand *item, guint flags,
+                        RankBackendFunc func, gpointer data)
+{
+  g_autofree char *id = batch_id (node, head);
+  Batch *b = g_hash_table_lookup (backend->batches, id);
+  Waiter w = { func, data };
+
+  g_assert (head->script != RANK_SCRIPT_NONE && head->nkeys > 0);
+  if (backend->hook != NULL)
+    backend->hook (head, backend->hook_data);
+  if (b != NULL && b->waiters->len >= RANK_BATCH_MAX_ITEMS)
+    {
+      batch_send (backend, b);
+      b = NULL;
+    }
+  if (b == NULL)
+    {
+      gsize key_len;
+      const char *key = rank_command_key (head, &key_len);
+
+      b = g_new0 (Batch, 1);
+      b->backend = backend;
+      b->node = node;
+      b->tag = tag_of (key, key_len);
+      /* What was sent for this keyspace before goes first. */
+      flush_open (backend, node, b->tag);
+      b->id = g_steal_pointer (&id);
+      b->script = head->script;
+      b->nkeys = head->nkeys;
+      b->bytes = g_byte_array_sized_new ((guint) head->used + 256);
+      b->lens = g_array_new (FALSE, FALSE, sizeof (gsize));
+      b->waiters = g_array_new (FALSE, FALSE, sizeof (Waiter));
+      b->link.data = b;
+      batch_add_args (b, head);
+      g_hash_table_insert (backend->batches, b->id, b);
+      g_queue_push_tail_link (&backend->open, &b->link);
+    }
+  b->flags |= flags;
+  batch_add_args (b, item);
+  g_array_append_val (b->waiters, w);
+  rank_command_clear (item);
+}
+
+static void batch_replied (const RankReply *reply, const GError *error,
+                           gpointer data);
+
+/* The batch becomes one command. */
+static void
+batch_send (RankBackend *backend, Batch *b)
+{
+  guint argc = b->lens->len;
+  const char **args = g_new (const char *, argc);
+  const gsize *lens = (const gsize *) b->lens->data;
+  gsize at = 0;
+  Op *op;
+
+  batch_close (backend, b);
+  for (guint i = 0; i < argc; i++)
+    {
+      args[i] = (const char *) b->bytes->data + at;
+      at += lens[i];
+    }
+  op = op_new (backend, b->node, b->script, b->nkeys, (int) argc, args, lens,
+               args[0], lens[0]);
+  g_free (args);
+  op->flags = b->flags;
+  op->func = batch_replied;
+  op->data = b;
+  op_send (op);
+}
+
+/* The script's array: one reply per item, each to its own waiter. */
+static void
+batch_replied (const RankReply *reply, const GError *error, gpointer data)
+{
+  Batch *b = data;
+  g_autoptr (GError) bad = NULL;
+
+  if (error == NULL
+      && (reply->type != RANK_REPLY_ARRAY
+          || reply->elements != b->waiters->len))
+    {
+      g_warning ("unexpected Redis reply (type %d) to a batch of %u",
+                 reply->type, b->waiters->len);
+      error = bad = g_error_new (RANK_ERROR, RANK_ERROR_INTERNAL,
+                                 "unexpected Redis reply to a batch");
+    }
+  for (guint i = 0; i < b->waiters->len; i++)
+    {
+      Waiter *w = &g_array_index (b->waiters, Waiter, i);
+      const RankReply *one = error == NULL ? reply->element[i] : NULL;
+      g_autoptr (GError) refused = NULL;
+
+      if (one != NULL && one->type == RANK_REPLY_ERROR)
+        refused = classify (one);
+      w->func (refused != NULL || error != NULL ? NULL : one,
+               refused != NULL ? refused : error, w->data);
+    }
+  batch_free (b);
+}
+
+/* Shutting down: the open batches fail. */
+static void
+fail_batches (RankBackend *backend)
+{
+  Batch *b;
+
+  while ((b = g_queue_peek_head (&backend->open)) != NULL)
+    {
+      g_autoptr (GError) error = g_error_new (
+          RANK_ERROR, RANK_ERROR_UNAVAILABLE, "Redis: rankd is stopping");
+
+      batch_close (backend, b);
+      for (guint i = 0; i < b->waiters->len; i++)
+        {
+          Waiter *w = &g_array_index (b->waiters, Waiter, i);
+
+          w->func (NULL, error, w->data);
+        }
+      batch_free (b);
+    }
 }
 
 /* A MOVED or ASK reply on Redis Cluster: sends op where it points. FALSE

@@ -75,6 +75,18 @@ guint rank_backend_nodes (RankBackend *backend);
 void rank_backend_send (RankBackend *backend, guint node, RankCommand *cmd,
                         guint flags, RankBackendFunc func, gpointer data);
 
+/* Batches: the commands of a script that share a head -- the script, its
+ * keys and the arguments that are the batch's -- and are sent for the same
+ * node in one loop iteration leave as one command carrying every item's
+ * own arguments after the head, in the order they came (at most
+ * RANK_BATCH_MAX_ITEMS a command). The script answers an array, one reply
+ * per item; each item's func gets its own (an error reply as an error,
+ * classified as above). A batch of one is one command as before: an idle
+ * board waits for nothing. head is copied; item's arguments are taken. */
+void rank_backend_send_item (RankBackend *backend, guint node,
+                             const RankCommand *head, RankCommand *item,
+                             guint flags, RankBackendFunc func, gpointer data);
+
 /* For tests: hook sees every command as it is sent, before the backend
  * takes it (loop thread). NULL: none. */
 typedef void (*RankBackendHook) (const RankCommand *cmd, gpointer data);

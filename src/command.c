@@ -22,6 +22,12 @@ rank_command_init (RankCommand *cmd, const char *name)
 }
 
 void
+rank_command_init_args (RankCommand *cmd)
+{
+  init (cmd, RANK_SCRIPT_NONE);
+}
+
+void
 rank_command_init_script (RankCommand *cmd, RankScriptId script)
 {
   g_assert (script > RANK_SCRIPT_NONE && script < RANK_SCRIPTS);

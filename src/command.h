@@ -43,6 +43,9 @@ typedef struct
 /* A plain command: name is its first argument. */
 void rank_command_init (RankCommand *cmd, const char *name);
 
+/* Arguments only: an item of a batch (backend.h). */
+void rank_command_init_args (RankCommand *cmd);
+
 /* A script's: its keys come next. */
 void rank_command_init_script (RankCommand *cmd, RankScriptId script);
 

@@ -48,6 +48,10 @@
 /* cap=K: at most this many members. */
 #define RANK_CAP_MAX 10000000
 
+/* Updates of one board (shard, period) queued in one loop iteration leave
+ * as one script call: at most this many a call. */
+#define RANK_BATCH_MAX_ITEMS 64
+
 /* Redis nodes (--redis given several times, or [redis] nodes). */
 #define RANK_NODES_MAX 64
 /* Redis Cluster: the slot map is asked for again at most this often. */

@@ -181,18 +181,22 @@ void rank_store_update (RankStore *store, const RankContext *ctx,
                         const RankUpdate *update, RankStoreUpdateFunc func,
                         gpointer data);
 
-/* The command rank_store_update sends (update.lua's keys and arguments),
- * for nodes over which shards spread: for the load generator's direct
+/* What rank_store_update sends (update.lua's keys and arguments), for nodes
+ * over which shards spread: head, the batch's part (keys, then its
+ * arguments), and item, the update's own arguments; a call of update.lua
+ * is a head and one or more items. For the load generator's direct
  * baseline and for tests that run update.lua on their own. Returns the
  * node it goes to. */
 guint rank_store_update_command (const RankContext *ctx,
                                  const RankUpdate *update, guint nodes,
-                                 RankCommand *cmd);
+                                 RankCommand *head, RankCommand *item);
 
-/* update.lua's arguments after its keys, by name, in their order (tests
- * check the script reads them so). */
-extern const char *const rank_store_update_arg_names[];
-extern const guint rank_store_update_n_args;
+/* update.lua's arguments after its keys, by name, in their order: the
+ * batch's, then each update's (tests check the script reads them so). */
+extern const char *const rank_store_update_batch_arg_names[];
+extern const guint rank_store_update_n_batch_args;
+extern const char *const rank_store_update_item_arg_names[];
+extern const guint rank_store_update_n_item_args;
 
 /* ---- reads (store_read.c) ---- */
 

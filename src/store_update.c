@@ -1,10 +1,13 @@
 /* store_update.c -- Update and Remove (see store.h).
  *
- * Every update is one EVALSHA of update.lua on the member's shard: the
- * request-id check, the read, the computation and the writes happen
- * atomically in Redis. Its arguments are named here (UpdateArg) and filled
- * by name; tests/test_requestid.c checks that update.lua reads each name
- * from the position given here, so a swap on either side fails a test.
+ * Every update runs in update.lua on the member's shard: the request-id
+ * check, the read, the computation and the writes happen atomically in
+ * Redis. The updates of a board (shard, period) queued in one loop
+ * iteration share one call of the script (backend.h, batches): its head --
+ * the keys and the arguments that are the batch's -- and then each
+ * update's own arguments. Both are named here (BatchArg, ItemArg) and
+ * filled by name; tests/test_requestid.c checks that update.lua reads each
+ * name from the position given here, so a swap on either side fails.
  */
 #include "store.h"
 
@@ -33,14 +36,17 @@ rank_store_update (RankStore *store, const RankContext *ctx,
                    gpointer data)
 {
   UpdateTask *task = g_new (UpdateTask, 1);
-  RankCommand cmd;
-  guint node = rank_store_update_command (ctx, update, store->nodes, &cmd);
+  RankCommand head, item;
+  guint node
+      = rank_store_update_command (ctx, update, store->nodes, &head, &item);
 
   task->func = func;
   task->data = data;
   task->options = ctx->options;
-  rank_backend_send (store->backend, node, &cmd, RANK_SEND_REPLICATED,
-                     update_replied, task);
+  /* With the other updates of the board queued in this loop iteration. */
+  rank_backend_send_item (store->backend, node, &head, &item,
+                          RANK_SEND_REPLICATED, update_replied, task);
+  rank_command_clear (&head);
 }
 
 /* {score, rank, applied, subscores} */
@@ -71,61 +77,72 @@ update_replied (const RankReply *reply, const GError *error, gpointer data)
 
 /* ---- update.lua's arguments ---- */
 
-/* After its keys (z, t, q, d, c, a), in this order. */
+/* The batch's, after its keys (z, t, q, d, c, a). */
 typedef enum
 {
-  ARG_MEMBER,
-  ARG_MODE,
-  ARG_VALUE,
-  ARG_TIME,
-  ARG_WINDOW,
-  ARG_FINGERPRINT,
-  ARG_IDHASH,
-  ARG_SELECTOR,
-  ARG_NOW,
-  ARG_RANK_WANTED,
-  ARG_ORDER,
-  ARG_KIND,
-  ARG_CAP,
-  ARG_EXPIRE_AT,
-  ARG_SUBSCORES,
-  ARG_KEEP_SUBSCORES,
-  ARG_DATA_GIVEN,
-  ARG_DATA,
-  ARG_BUCKET, /* the current bucket; then the 4 before it */
-  ARG_RECORD_EXPIRE_AT = ARG_BUCKET + RANK_DEDUP_BUCKETS + 1,
-  N_ARGS,
-} UpdateArg;
+  BATCH_WIDTH,
+  BATCH_BUCKET, /* the current bucket; then the 4 before it */
+  BATCH_RECORD_EXPIRE_AT = BATCH_BUCKET + RANK_DEDUP_BUCKETS + 1,
+  BATCH_RANK_WANTED,
+  BATCH_ORDER,
+  BATCH_KIND,
+  BATCH_CAP,
+  BATCH_EXPIRE_AT,
+  N_BATCH_ARGS,
+} BatchArg;
 
-const char *const rank_store_update_arg_names[] = {
-  [ARG_MEMBER] = "member",
-  [ARG_MODE] = "mode",
-  [ARG_VALUE] = "value",
-  [ARG_TIME] = "time",
-  [ARG_WINDOW] = "window",
-  [ARG_FINGERPRINT] = "fingerprint",
-  [ARG_IDHASH] = "idhash",
-  [ARG_SELECTOR] = "selector",
-  [ARG_NOW] = "now",
-  [ARG_RANK_WANTED] = "rank_wanted",
-  [ARG_ORDER] = "order",
-  [ARG_KIND] = "kind",
-  [ARG_CAP] = "cap",
-  [ARG_EXPIRE_AT] = "expire_at",
-  [ARG_SUBSCORES] = "subs",
-  [ARG_KEEP_SUBSCORES] = "keep_subs",
-  [ARG_DATA_GIVEN] = "data_given",
-  [ARG_DATA] = "data",
-  [ARG_BUCKET] = "names[0]",
-  [ARG_BUCKET + 1] = "names[1]",
-  [ARG_BUCKET + 2] = "names[2]",
-  [ARG_BUCKET + 3] = "names[3]",
-  [ARG_BUCKET + 4] = "names[4]",
-  [ARG_RECORD_EXPIRE_AT] = "record_expire_at",
+/* Each update's, after the batch's. */
+typedef enum
+{
+  ITEM_MEMBER,
+  ITEM_MODE,
+  ITEM_VALUE,
+  ITEM_TIME,
+  ITEM_FINGERPRINT,
+  ITEM_IDHASH,
+  ITEM_SELECTOR,
+  ITEM_SUBSCORES,
+  ITEM_KEEP_SUBSCORES,
+  ITEM_DATA_GIVEN,
+  ITEM_DATA,
+  N_ITEM_ARGS,
+} ItemArg;
+
+const char *const rank_store_update_batch_arg_names[] = {
+  [BATCH_WIDTH] = "width",
+  [BATCH_BUCKET] = "names[0]",
+  [BATCH_BUCKET + 1] = "names[1]",
+  [BATCH_BUCKET + 2] = "names[2]",
+  [BATCH_BUCKET + 3] = "names[3]",
+  [BATCH_BUCKET + 4] = "names[4]",
+  [BATCH_RECORD_EXPIRE_AT] = "record_expire_at",
+  [BATCH_RANK_WANTED] = "rank_wanted",
+  [BATCH_ORDER] = "order",
+  [BATCH_KIND] = "kind",
+  [BATCH_CAP] = "cap",
+  [BATCH_EXPIRE_AT] = "expire_at",
 };
-G_STATIC_ASSERT (G_N_ELEMENTS (rank_store_update_arg_names) == N_ARGS);
+G_STATIC_ASSERT (G_N_ELEMENTS (rank_store_update_batch_arg_names)
+                 == N_BATCH_ARGS);
 G_STATIC_ASSERT (RANK_DEDUP_BUCKETS == 4);
-const guint rank_store_update_n_args = N_ARGS;
+const guint rank_store_update_n_batch_args = N_BATCH_ARGS;
+
+const char *const rank_store_update_item_arg_names[] = {
+  [ITEM_MEMBER] = "member",
+  [ITEM_MODE] = "mode",
+  [ITEM_VALUE] = "value",
+  [ITEM_TIME] = "time",
+  [ITEM_FINGERPRINT] = "fingerprint",
+  [ITEM_IDHASH] = "idhash",
+  [ITEM_SELECTOR] = "selector",
+  [ITEM_SUBSCORES] = "subs",
+  [ITEM_KEEP_SUBSCORES] = "keep_subs",
+  [ITEM_DATA_GIVEN] = "data_given",
+  [ITEM_DATA] = "data",
+};
+G_STATIC_ASSERT (G_N_ELEMENTS (rank_store_update_item_arg_names)
+                 == N_ITEM_ARGS);
+const guint rank_store_update_n_item_args = N_ITEM_ARGS;
 
 /* One argument: bytes, or a number rankd formats. */
 typedef struct
@@ -139,9 +156,19 @@ typedef struct
 #define TEXT(s) ((Arg){ (s), strlen (s), 0 })
 #define NUMBER(v) ((Arg){ NULL, 0, (v) })
 
+static void
+add_args (RankCommand *cmd, const Arg *args, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    if (args[i].bytes != NULL)
+      rank_command_add (cmd, args[i].bytes, args[i].len);
+    else
+      rank_command_add_int (cmd, args[i].number);
+}
+
 guint
 rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
-                           guint nodes, RankCommand *cmd)
+                           guint nodes, RankCommand *head, RankCommand *item)
 {
   static const char *const keys[]
       = { RANK_KEY_SUFFIX_SCORES,  RANK_KEY_SUFFIX_TIMES,
@@ -155,7 +182,7 @@ rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
   guint8 subs[RANK_SUBSCORES_MAX * RANK_ORDERKEY_SUBSCORE_BYTES];
   gint64 buckets[RANK_REQUEST_BUCKET_ARGS];
   guint32 selector;
-  Arg args[N_ARGS];
+  Arg batch[N_BATCH_ARGS], one[N_ITEM_ARGS];
 
   rank_orderkey_encode_time (update->timestamp_ms, time);
   rank_request_fingerprint (update, fp);
@@ -171,45 +198,44 @@ rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
         update->n_subscores > 0 ? update->subscores[i] : 0, o->subscore_asc[i],
         subs + i * RANK_ORDERKEY_SUBSCORE_BYTES);
 
-  args[ARG_MEMBER] = BYTES (update->member, member_len);
-  args[ARG_MODE] = NUMBER (update->mode);
-  args[ARG_VALUE] = NUMBER (update->value);
-  args[ARG_TIME] = BYTES (time, sizeof time);
-  args[ARG_WINDOW] = NUMBER (ctx->dedup_window_ms);
-  args[ARG_FINGERPRINT] = BYTES (fp, sizeof fp);
-  args[ARG_IDHASH] = BYTES (idhash, sizeof idhash);
-  args[ARG_SELECTOR] = NUMBER (selector);
-  args[ARG_NOW] = NUMBER (ctx->now_ms);
+  batch[BATCH_WIDTH] = NUMBER ((ctx->dedup_window_ms + RANK_DEDUP_BUCKETS - 1)
+                               / RANK_DEDUP_BUCKETS);
+  for (guint i = 0; i <= RANK_DEDUP_BUCKETS; i++)
+    batch[BATCH_BUCKET + i] = NUMBER (buckets[i]);
+  batch[BATCH_RECORD_EXPIRE_AT] = NUMBER (buckets[RANK_DEDUP_BUCKETS + 1]);
   /* The rank within one shard is not the board's: sharded updates leave it
    * unset rather than ask every shard. */
-  args[ARG_RANK_WANTED] = TEXT (o->shards > 1 ? "0" : "1");
-  args[ARG_ORDER] = TEXT (store_order_name (o->order));
-  args[ARG_KIND] = TEXT (store_kind_name (o->rank));
+  batch[BATCH_RANK_WANTED] = TEXT (o->shards > 1 ? "0" : "1");
+  batch[BATCH_ORDER] = TEXT (store_order_name (o->order));
+  batch[BATCH_KIND] = TEXT (store_kind_name (o->rank));
   /* Each shard keeps its best cap: the board's best cap are among them. */
-  args[ARG_CAP] = NUMBER (o->cap);
+  batch[BATCH_CAP] = NUMBER (o->cap);
   /* A period's keys expire by themselves once it is past retention. */
-  args[ARG_EXPIRE_AT] = NUMBER (
+  batch[BATCH_EXPIRE_AT] = NUMBER (
       o->period.kind == RANK_PERIOD_NONE
           ? 0
           : rank_period_expiry_ms (&o->period, &ctx->period, o->retention));
-  args[ARG_SUBSCORES]
-      = BYTES (subs, o->n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES);
-  args[ARG_KEEP_SUBSCORES] = TEXT (update->n_subscores == 0 ? "1" : "0");
-  args[ARG_DATA_GIVEN] = TEXT (update->data_given ? "1" : "0");
-  args[ARG_DATA] = update->data_given ? BYTES (update->data, update->data_len)
-                                      : BYTES ("", 0);
-  for (guint i = 0; i <= RANK_DEDUP_BUCKETS; i++)
-    args[ARG_BUCKET + i] = NUMBER (buckets[i]);
-  args[ARG_RECORD_EXPIRE_AT] = NUMBER (buckets[RANK_DEDUP_BUCKETS + 1]);
 
-  rank_command_init_script (cmd, RANK_SCRIPT_UPDATE);
+  one[ITEM_MEMBER] = BYTES (update->member, member_len);
+  one[ITEM_MODE] = NUMBER (update->mode);
+  one[ITEM_VALUE] = NUMBER (update->value);
+  one[ITEM_TIME] = BYTES (time, sizeof time);
+  one[ITEM_FINGERPRINT] = BYTES (fp, sizeof fp);
+  one[ITEM_IDHASH] = BYTES (idhash, sizeof idhash);
+  one[ITEM_SELECTOR] = NUMBER (selector);
+  one[ITEM_SUBSCORES]
+      = BYTES (subs, o->n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES);
+  one[ITEM_KEEP_SUBSCORES] = TEXT (update->n_subscores == 0 ? "1" : "0");
+  one[ITEM_DATA_GIVEN] = TEXT (update->data_given ? "1" : "0");
+  one[ITEM_DATA] = update->data_given ? BYTES (update->data, update->data_len)
+                                      : BYTES ("", 0);
+
+  rank_command_init_script (head, RANK_SCRIPT_UPDATE);
   for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
-    store_add_key (cmd, ctx, shard, keys[i]);
-  rank_command_keys_done (cmd);
-  for (guint i = 0; i < N_ARGS; i++)
-    if (args[i].bytes != NULL)
-      rank_command_add (cmd, args[i].bytes, args[i].len);
-    else
-      rank_command_add_int (cmd, args[i].number);
+    store_add_key (head, ctx, shard, keys[i]);
+  rank_command_keys_done (head);
+  add_args (head, batch, N_BATCH_ARGS);
+  rank_command_init_args (item);
+  add_args (item, one, N_ITEM_ARGS);
   return rank_shard_node (shard, nodes);
 }

@@ -8,6 +8,7 @@ RANKD_TEST_WRAPPER runs rankd under a wrapper (valgrind).
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from thrift.protocol import TBinaryProtocol  # noqa: E402
 from thrift.transport import TSocket, TTransport  # noqa: E402
 from ranking import Ranking  # noqa: E402
 from ranking.ttypes import (  # noqa: E402
-    InvalidArgument, NotFound, Unavailable, UpdateRequest)
+    InvalidArgument, NotFound, Unavailable, UpdateMode as Mode, UpdateRequest)
 
 METHODS = ["Update", "GetRank", "GetTopN", "GetAround", "GetRanks", "Remove",
            "Count", "CountBetween", "GetPercentile", "GetScoreAtPercentile",
@@ -308,6 +309,121 @@ class HostileHttpTest(Served):
         wait_for("a refusal logged", lambda: lines() > before)
         # ...and at most one line a second was written for them.
         self.assertLessEqual(lines() - before, int(elapsed) + 2)
+
+
+class BatchedUpdatesTest(Served):
+    """Updates of one board queued together leave rankd in one script call
+    (per worker), and each keeps the result it has when sent alone."""
+
+    CONNECTIONS = 4  # x RANK_CONN_MAX_CALLS (16) calls in flight each
+
+    @staticmethod
+    def calls(board, c):
+        """Connection c's 16 updates, on members of its own, in the order
+        sent: retries, request-id reuse, a refused range and ties."""
+        m, base = f"m{c}", c * 1000
+        big = 2**53 - 1
+        return [
+            (UpdateRequest(board, m, base + 10, f"r{c}-1", Mode.SET), None),
+            (UpdateRequest(board, m, 5, f"r{c}-2", Mode.INCREMENT), None),
+            # A retry: not applied again.
+            (UpdateRequest(board, m, 5, f"r{c}-2", Mode.INCREMENT), None),
+            # Its request id again with another value: refused.
+            (UpdateRequest(board, m, 6, f"r{c}-2", Mode.INCREMENT), "request_id"),
+            (UpdateRequest(board, m, base + 1, f"r{c}-3", Mode.BEST), None),
+            (UpdateRequest(board, m, base + 99, f"r{c}-4", Mode.BEST), None),
+            # Out of range: refused, and its request id not used up...
+            (UpdateRequest(board, m, big, f"r{c}-5", Mode.INCREMENT), "outside"),
+            # ...so it applies when sent again with a value in range.
+            (UpdateRequest(board, m, 1, f"r{c}-5", Mode.INCREMENT), None),
+            (UpdateRequest(board, f"{m}-b", base + 100, f"r{c}-6",
+                           Mode.SET, data={"k": f"v{c}"}), None),
+            (UpdateRequest(board, f"{m}-b", 0, f"r{c}-7", Mode.INCREMENT), None),
+            (UpdateRequest(board, f"{m}-b", 0, f"r{c}-7", Mode.INCREMENT), None),
+            (UpdateRequest(board, f"{m}-c", base + 100, f"r{c}-8", Mode.SET),
+             None),
+            (UpdateRequest(board, f"{m}-c", base + 100, f"r{c}-8", Mode.SET),
+             None),
+            (UpdateRequest(board, f"{m}-c", base + 100, f"r{c}-9", Mode.SET),
+             None),
+            (UpdateRequest(board, f"{m}-d", -5 - c, f"r{c}-10"), None),
+            (UpdateRequest(board, f"{m}-d", -5 - c, f"r{c}-10", Mode.SET),
+             "request_id"),
+        ]
+
+    @staticmethod
+    def outcome(client, request):
+        try:
+            r = client.Update(request)
+            return ("ok", r.applied, r.score)
+        except InvalidArgument as e:
+            return ("invalid", e.message.replace(request.board, "B"))
+
+    @staticmethod
+    def received(client):
+        try:
+            r = client.recv_Update()
+            return ("ok", r.applied, r.score)
+        except InvalidArgument as e:
+            return ("invalid", e.message)
+
+    def trips(self):
+        return value(self.scrape(), "rankd_redis_round_trips_total",
+                     node=f"127.0.0.1:{self.redis_port}")
+
+    def test_concurrent_updates_share_script_calls(self):
+        together, alone = "batch-together", "batch-alone"
+        n = self.CONNECTIONS
+        conns = [connect(self.port) for _ in range(n)]
+        try:
+            # Each update alone: one call answered before the next is sent.
+            want = [[self.outcome(conns[c][0], r)
+                     for r, _ in self.calls(alone, c)] for c in range(n)]
+            for c in range(n):
+                for (r, refused), got in zip(self.calls(alone, c), want[c]):
+                    self.assertEqual(got[0], "invalid" if refused else "ok",
+                                     (r, got))
+                    if refused:
+                        self.assertIn(refused, got[1])
+            # The board's layout is checked once: a first update (the
+            # lowest score, so it leaves the others' ranks alone).
+            conns[0][0].Update(UpdateRequest(together, "warm", -10**9, "warm"))
+            before = self.trips()
+            # All 64 at once: rankd is stopped while they are sent, so it
+            # reads them in one turn of its loop.
+            os.kill(self.rankd.pid, signal.SIGSTOP)
+            try:
+                for c in range(n):
+                    for r, _ in self.calls(together, c):
+                        conns[c][0].send_Update(r)
+            finally:
+                os.kill(self.rankd.pid, signal.SIGCONT)
+            got = [[self.received(conns[c][0]) for _ in range(16)]
+                   for c in range(n)]
+            sent = n * 16
+            trips = self.trips() - before
+            sys.stderr.write(f"{sent} concurrent updates: {trips:.0f} "
+                             "Redis round trips\n")
+            self.assertLess(trips, sent)
+            for c in range(n):
+                self.assertEqual(
+                    [tuple(x.replace(together, "B") if isinstance(x, str)
+                           else x for x in g) for g in got[c]],
+                    want[c], f"connection {c}")
+            # The boards are the same, member data included.
+            top = [(e.member, e.score, e.rank) for e in
+                   conns[0][0].GetTopN(together, 100, 0, 0, True)
+                   if e.member != "warm"]
+            ref = [(e.member, e.score, e.rank) for e in
+                   conns[0][0].GetTopN(alone, 100, 0, 0, True)]
+            self.assertEqual(top, ref)
+            for c in range(n):
+                self.assertEqual(
+                    conns[0][0].GetMemberData(together, f"m{c}-b", 0),
+                    {"k": f"v{c}"})
+        finally:
+            for _, t in conns:
+                t.close()
 
 
 class ViewerConnectionTest(unittest.TestCase):

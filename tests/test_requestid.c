@@ -86,17 +86,17 @@ test_buckets (void)
   g_assert_cmpint (b[5], ==, 2008);
 }
 
-/* update.lua's "local NAME = ARGV[N]" lines, and the names table of the
- * buckets: NAME -> N, as the script reads them. */
+/* In update.lua, the lines "local NAME = ARGV[PREFIXN]" (the batch's
+ * arguments: PREFIX empty; each update's: "at + "), and for the batch the
+ * names table of the buckets: NAME -> N, as the script reads them. */
 static GHashTable *
-script_reads (const char *source)
+script_reads (const char *source, const char *prefix)
 {
   GHashTable *reads
       = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr (GRegex) one = g_regex_new ("^local (\\w+) = ARGV\\[(\\d+)\\]$",
-                                        G_REGEX_MULTILINE, 0, NULL);
-  g_autoptr (GRegex) names = g_regex_new (
-      "^local names = \\{\\[0\\] = (.*)\\}$", G_REGEX_MULTILINE, 0, NULL);
+  g_autofree char *pattern
+      = g_strdup_printf ("^ *local (\\w+) = ARGV\\[%s(\\d+)\\]$", prefix);
+  g_autoptr (GRegex) one = g_regex_new (pattern, G_REGEX_MULTILINE, 0, NULL);
   g_autoptr (GMatchInfo) m = NULL;
 
   g_regex_match (one, source, 0, &m);
@@ -109,22 +109,44 @@ script_reads (const char *source)
                            GINT_TO_POINTER (atoi (n)));
       g_match_info_next (m, NULL);
     }
-  g_clear_pointer (&m, g_match_info_free);
-  g_assert_true (g_regex_match (names, source, 0, &m));
-  {
-    g_autofree char *list = g_match_info_fetch (m, 1);
-    g_auto (GStrv) items = g_strsplit (list, ",", -1);
+  if (*prefix == '\0')
+    {
+      g_autoptr (GRegex) names = g_regex_new (
+          "^local names = \\{\\[0\\] = (.*)\\}$", G_REGEX_MULTILINE, 0, NULL);
+      g_autoptr (GMatchInfo) nm = NULL;
+      g_autofree char *list = NULL;
+      g_auto (GStrv) items = NULL;
 
-    for (int i = 0; items[i] != NULL; i++)
-      {
-        const char *at = strstr (items[i], "ARGV[");
+      g_assert_true (g_regex_match (names, source, 0, &nm));
+      list = g_match_info_fetch (nm, 1);
+      items = g_strsplit (list, ",", -1);
+      for (int i = 0; items[i] != NULL; i++)
+        {
+          const char *at = strstr (items[i], "ARGV[");
 
-        g_assert_nonnull (at);
-        g_hash_table_insert (reads, g_strdup_printf ("names[%d]", i),
-                             GINT_TO_POINTER (atoi (at + 5)));
-      }
-  }
+          g_assert_nonnull (at);
+          g_hash_table_insert (reads, g_strdup_printf ("names[%d]", i),
+                               GINT_TO_POINTER (atoi (at + 5)));
+        }
+    }
   return reads;
+}
+
+/* Every argument of names[0..n) is read from its position, and nothing
+ * else is read with that prefix. */
+static void
+check_reads (GHashTable *reads, const char *const *names, guint n,
+             const char *what)
+{
+  g_assert_cmpuint (g_hash_table_size (reads), ==, n);
+  for (guint i = 0; i < n; i++)
+    {
+      if (!g_hash_table_contains (reads, names[i]))
+        g_error ("update.lua does not read %s argument '%s' (%u)", what,
+                 names[i], i + 1);
+      g_assert_cmpint (GPOINTER_TO_INT (g_hash_table_lookup (reads, names[i])),
+                       ==, (int) i + 1);
+    }
 }
 
 static void
@@ -133,21 +155,29 @@ test_update_arguments (void)
   g_autofree char *path
       = g_build_filename (RANK_SOURCE_DIR, "src", "lua", "update.lua", NULL);
   g_autofree char *source = NULL;
-  g_autoptr (GHashTable) reads = NULL;
+  g_autoptr (GHashTable) batch = NULL;
+  g_autoptr (GHashTable) item = NULL;
+  g_autoptr (GRegex) sizes = NULL;
+  g_autoptr (GMatchInfo) m = NULL;
 
   g_assert_true (g_file_get_contents (path, &source, NULL, NULL));
-  reads = script_reads (source);
-  /* Every argument rankd gives is read, from its position; nothing else. */
-  g_assert_cmpuint (g_hash_table_size (reads), ==, rank_store_update_n_args);
-  for (guint i = 0; i < rank_store_update_n_args; i++)
-    {
-      const char *name = rank_store_update_arg_names[i];
+  batch = script_reads (source, "");
+  item = script_reads (source, "at \\+ ");
+  check_reads (batch, rank_store_update_batch_arg_names,
+               rank_store_update_n_batch_args, "the batch's");
+  check_reads (item, rank_store_update_item_arg_names,
+               rank_store_update_n_item_args, "an update's");
+  /* And the script counts them as rankd does. */
+  sizes = g_regex_new ("^local HEAD, ITEM = (\\d+), (\\d+)$", G_REGEX_MULTILINE,
+                       0, NULL);
+  g_assert_true (g_regex_match (sizes, source, 0, &m));
+  {
+    g_autofree char *head = g_match_info_fetch (m, 1);
+    g_autofree char *one = g_match_info_fetch (m, 2);
 
-      if (!g_hash_table_contains (reads, name))
-        g_error ("update.lua does not read '%s' (argument %u)", name, i + 1);
-      g_assert_cmpint (GPOINTER_TO_INT (g_hash_table_lookup (reads, name)), ==,
-                       (int) i + 1);
-    }
+    g_assert_cmpint (atoi (head), ==, rank_store_update_n_batch_args);
+    g_assert_cmpint (atoi (one), ==, rank_store_update_n_item_args);
+  }
 }
 
 int

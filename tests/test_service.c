@@ -509,33 +509,46 @@ eval_update (redisContext *c, const char *source, const char *b,
                    .value = value,
                    .mode = RANK_MODE_INCREMENT,
                    .timestamp_ms = now };
-  const char *argv[RANK_COMMAND_MAX_ARGS + 3];
-  size_t lens[RANK_COMMAND_MAX_ARGS + 3];
+  const char *argv[2 * RANK_COMMAND_MAX_ARGS + 3];
+  size_t lens[2 * RANK_COMMAND_MAX_ARGS + 3];
   char numkeys[8];
+  int argc;
   RankContext ctx;
-  RankCommand cmd;
+  RankCommand head, item;
   redisReply *r;
   gboolean applied;
 
   rank_context_init (&ctx, config, b, now, RANK_DEFAULT_DEDUP_WINDOW_S * 1000);
   g_assert_true (rank_context_write (&ctx, now, NULL));
-  rank_store_update_command (&ctx, &u, 1, &cmd);
-  g_snprintf (numkeys, sizeof numkeys, "%d", cmd.nkeys);
+  rank_store_update_command (&ctx, &u, 1, &head, &item);
+  g_snprintf (numkeys, sizeof numkeys, "%d", head.nkeys);
   argv[0] = "EVAL", lens[0] = 4;
   argv[1] = source, lens[1] = strlen (source);
   argv[2] = numkeys, lens[2] = strlen (numkeys);
-  for (int i = 0; i < cmd.argc; i++)
+  argc = 3;
+  for (int i = 0; i < head.argc; i++, argc++)
     {
-      argv[3 + i] = cmd.bytes + cmd.offset[i];
-      lens[3 + i] = cmd.len[i];
+      argv[argc] = head.bytes + head.offset[i];
+      lens[argc] = head.len[i];
     }
-  r = redisCommandArgv (c, cmd.argc + 3, argv, lens);
-  rank_command_clear (&cmd);
+  for (int i = 0; i < item.argc; i++, argc++)
+    {
+      argv[argc] = item.bytes + item.offset[i];
+      lens[argc] = item.len[i];
+    }
+  r = redisCommandArgv (c, argc, argv, lens);
+  rank_command_clear (&head);
+  rank_command_clear (&item);
   rank_context_clear (&ctx);
-  if (r->type != REDIS_REPLY_ARRAY)
+  /* One reply per update of the batch: here one. */
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 1)
     g_error ("update.lua: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
-  g_assert_cmpuint (r->elements, ==, 4);
-  applied = r->element[2]->integer != 0;
+  if (r->element[0]->type != REDIS_REPLY_ARRAY)
+    g_error ("update.lua: %s", r->element[0]->type == REDIS_REPLY_ERROR
+                                   ? r->element[0]->str
+                                   : "?");
+  g_assert_cmpuint (r->element[0]->elements, ==, 4);
+  applied = r->element[0]->element[2]->integer != 0;
   freeReplyObject (r);
   return applied;
 }
