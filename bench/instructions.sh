@@ -1,0 +1,75 @@
+#!/bin/bash
+# instructions.sh -- instructions redis-server runs per rankd operation,
+# counted by callgrind: the figure the wall clock of a shared machine cannot
+# resolve (it repeats to within a fraction of a percent).
+#
+# Starts redis-server under valgrind --tool=callgrind and rankd against it,
+# gives MEMBERS members a score (not counted), then zeroes the counters,
+# runs REQUESTS operations of OP through rank-bench (PIPELINE_CONNECTIONS
+# clients with PIPELINE calls in flight each; CONNECTIONS=64 PIPELINE=1 for
+# blocking clients) and prints the instructions Redis ran, divided by
+# REQUESTS: everything Redis does for them, reading the socket included.
+#
+# Usage: bench/instructions.sh          (after building into build/)
+# Environment: BUILD=build RANKD=$BUILD/rankd OP=update MEMBERS=20000
+#              REQUESTS=20000 PIPELINE_CONNECTIONS=4 PIPELINE=16
+#              IO_THREADS=1
+# Needs valgrind (callgrind_control). Takes about a minute.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+build=${BUILD:-$root/build}
+rankd=${RANKD:-$build/rankd}
+bench=$build/bench/rank-bench
+op=${OP:-update}
+members=${MEMBERS:-20000}
+requests=${REQUESTS:-20000}
+pconns=${PIPELINE_CONNECTIONS:-4}
+depth=${PIPELINE:-16}
+io_threads=${IO_THREADS:-1}
+work=$(mktemp -d)
+
+. "$here/lib.sh"
+
+pids=()
+trap 'stop_all; rm -rf "$work"' EXIT
+
+redis_port=$(free_port)
+valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
+  redis-server --bind 127.0.0.1 --port "$redis_port" --save "" \
+  --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
+redis_pid=$!
+pids+=("$redis_pid")
+wait_port "$redis_port" "$redis_pid" || { echo "redis-server did not start" >&2; exit 1; }
+rankd_port=$(free_port)
+"$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
+  --io-threads "$io_threads" >"$work/rankd.log" 2>&1 &
+rankd_pid=$!
+pids+=("$rankd_pid")
+wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1; }
+
+load() { # mix requests
+  "$bench" -p "$rankd_port" --members "$members" --mix "$1" -n "$2" \
+    -w 0 -c "$pconns" --pipeline "$depth" --seed "$3" >/dev/null
+}
+# The board first, then a warm-up of the operation itself (request-id
+# records of this bucket exist, the script is loaded and compiled).
+"$bench" -p "$rankd_port" --members "$members" --preload-only -c 4 >/dev/null
+load "$op=1" 2000 2
+calls() { # the script calls Redis has run
+  redis-cli -p "$redis_port" INFO commandstats |
+    awk -F'[:=,]' '/^cmdstat_evalsha:/{print $3}'
+}
+redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
+callgrind_control -z "$redis_pid" >/dev/null 2>&1
+load "$op=1" "$requests" 3
+callgrind_control -d "$redis_pid" >/dev/null 2>&1
+scripts=$(calls)
+total=$(cat "$work"/callgrind.out.* 2>/dev/null | awk '/^summary:/{s+=$2} END{print s+0}')
+echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "rankd: $rankd"
+echo "op=$op members=$members requests=$requests clients=${pconns}x$depth io_threads=$io_threads"
+awk -v t="$total" -v n="$requests" \
+  'BEGIN{printf "redis instructions per %s: %.0f\n", "'"$op"'", t / n}'
+awk -v s="${scripts:-0}" -v n="$requests" \
+  'BEGIN{printf "script calls: %d (%.1f %ss per call)\n", s, n / s, "'"$op"'"}'
