@@ -16,6 +16,12 @@ rank_ranking_if_update (rankRankingIf *iface, rankUpdateResponse ** _return, con
 }
 
 gboolean
+rank_ranking_if_update_batch (rankRankingIf *iface, GPtrArray ** _return, const GPtrArray * requests, rankInvalidArgument ** invalid, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->update_batch (iface, _return, requests, invalid, error);
+}
+
+gboolean
 rank_ranking_if_get_rank (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
 {
   return RANK_RANKING_IF_GET_INTERFACE (iface)->get_rank (iface, _return, board, member, periods_back, invalid, not_found, unavailable, error);
@@ -396,6 +402,249 @@ gboolean rank_ranking_client_update (rankRankingIf * iface, rankUpdateResponse *
   if (!rank_ranking_client_send_update (iface, request, error))
     return FALSE;
   if (!rank_ranking_client_recv_update (iface, _return, invalid, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean rank_ranking_client_send_update_batch (rankRankingIf * iface, const GPtrArray * requests, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "UpdateBatch", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "UpdateBatch_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "requests", T_LIST, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    {
+      guint i37;
+
+      if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (requests ? requests->len : 0), error)) < 0)
+        return 0;
+      xfer += ret;
+      for (i37 = 0; i37 < (requests ? requests->len : 0); i37++)
+      {
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) requests, i37))), protocol, error)) < 0)
+          return 0;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_update_batch (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "UpdateBatch", 11) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected UpdateBatch", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_LIST)
+          {
+            {
+              guint32 size;
+              guint32 i;
+              ThriftType element_type;
+
+              if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+                return 0;
+              xfer += ret;
+
+              /* iterate through list elements */
+              for (i = 0; i < size; i++)
+              {
+                rankUpdateResult * _elem38 = NULL;
+                if ( _elem38 != NULL)
+                {
+                  g_object_unref (_elem38);
+                }
+                _elem38 = g_object_new (RANK_TYPE_UPDATE_RESULT, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem38), protocol, error)) < 0)
+                {
+                  g_object_unref (_elem38);
+                  return 0;
+                }
+                xfer += ret;
+                g_ptr_array_add (*_return, _elem38);
+              }
+              if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+                return 0;
+              xfer += ret;
+            }
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_update_batch (rankRankingIf * iface, GPtrArray ** _return, const GPtrArray * requests, rankInvalidArgument ** invalid, GError ** error)
+{
+  if (!rank_ranking_client_send_update_batch (iface, requests, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_update_batch (iface, _return, invalid, error))
     return FALSE;
   return TRUE;
 }
@@ -863,19 +1112,19 @@ gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray **
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem33 = NULL;
-                if ( _elem33 != NULL)
+                rankEntry * _elem39 = NULL;
+                if ( _elem39 != NULL)
                 {
-                  g_object_unref (_elem33);
+                  g_object_unref (_elem39);
                 }
-                _elem33 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem33), protocol, error)) < 0)
+                _elem39 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem39), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem33);
+                  g_object_unref (_elem39);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem33);
+                g_ptr_array_add (*_return, _elem39);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -1160,19 +1409,19 @@ gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray *
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem34 = NULL;
-                if ( _elem34 != NULL)
+                rankEntry * _elem40 = NULL;
+                if ( _elem40 != NULL)
                 {
-                  g_object_unref (_elem34);
+                  g_object_unref (_elem40);
                 }
-                _elem34 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem34), protocol, error)) < 0)
+                _elem40 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem40), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem34);
+                  g_object_unref (_elem40);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem34);
+                g_ptr_array_add (*_return, _elem40);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -1330,14 +1579,14 @@ gboolean rank_ranking_client_send_get_ranks (rankRankingIf * iface, const gchar 
       return 0;
     xfer += ret;
     {
-      guint i35;
+      guint i41;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRING, (gint32) (members ? members->len : 0), error)) < 0)
         return 0;
       xfer += ret;
-      for (i35 = 0; i35 < (members ? members->len : 0); i35++)
+      for (i41 = 0; i41 < (members ? members->len : 0); i41++)
       {
-        if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) members, i35)), error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) members, i41)), error)) < 0)
           return 0;
         xfer += ret;
 
@@ -1477,19 +1726,19 @@ gboolean rank_ranking_client_recv_get_ranks (rankRankingIf * iface, GPtrArray **
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankRankOf * _elem36 = NULL;
-                if ( _elem36 != NULL)
+                rankRankOf * _elem42 = NULL;
+                if ( _elem42 != NULL)
                 {
-                  g_object_unref (_elem36);
+                  g_object_unref (_elem42);
                 }
-                _elem36 = g_object_new (RANK_TYPE_RANK_OF, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem36), protocol, error)) < 0)
+                _elem42 = g_object_new (RANK_TYPE_RANK_OF, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem42), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem36);
+                  g_object_unref (_elem42);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem36);
+                g_ptr_array_add (*_return, _elem42);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -3080,19 +3329,19 @@ gboolean rank_ranking_client_recv_sample (rankRankingIf * iface, GPtrArray ** _r
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem37 = NULL;
-                if ( _elem37 != NULL)
+                rankEntry * _elem43 = NULL;
+                if ( _elem43 != NULL)
                 {
-                  g_object_unref (_elem37);
+                  g_object_unref (_elem43);
                 }
-                _elem37 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem37), protocol, error)) < 0)
+                _elem43 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem43), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem37);
+                  g_object_unref (_elem43);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem37);
+                g_ptr_array_add (*_return, _elem43);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -3233,8 +3482,8 @@ gboolean rank_ranking_client_send_set_member_data (rankRankingIf * iface, const 
       return 0;
     xfer += ret;
     {
-      gchar * key38 = NULL;
-      gchar * val39 = NULL;
+      gchar * key44 = NULL;
+      gchar * val45 = NULL;
       GList *key_list = NULL, *iter = NULL;
       gchar ** keys;
       int i = 0, key_count;
@@ -3252,14 +3501,14 @@ gboolean rank_ranking_client_send_set_member_data (rankRankingIf * iface, const 
 
       for (i = 0; i < key_count; ++i)
       {
-        key38 = keys[i];
-        val39 = (gchar *) g_hash_table_lookup (((GHashTable *) data), (gpointer) key38);
+        key44 = keys[i];
+        val45 = (gchar *) g_hash_table_lookup (((GHashTable *) data), (gpointer) key44);
 
-        if ((ret = thrift_protocol_write_string (protocol,  key38, error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol,  key44, error)) < 0)
           return 0;
         xfer += ret;
 
-        if ((ret = thrift_protocol_write_string (protocol,  val39, error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol,  val45, error)) < 0)
           return 0;
         xfer += ret;
 
@@ -3656,32 +3905,32 @@ gboolean rank_ranking_client_recv_get_member_data (rankRankingIf * iface, GHashT
               /* iterate through each of the map's fields */
               for (i = 0; i < size; i++)
               {
-                gchar * key40 = NULL;
-                gchar * val41 = NULL;
-                if (key40 != NULL)
+                gchar * key46 = NULL;
+                gchar * val47 = NULL;
+                if (key46 != NULL)
                 {
-                  g_free(key40);
-                  key40 = NULL;
+                  g_free(key46);
+                  key46 = NULL;
                 }
 
-                if ((ret = thrift_protocol_read_string (protocol, &key40, error)) < 0)
+                if ((ret = thrift_protocol_read_string (protocol, &key46, error)) < 0)
                   return 0;
                 xfer += ret;
-                if (val41 != NULL)
+                if (val47 != NULL)
                 {
-                  g_free(val41);
-                  val41 = NULL;
+                  g_free(val47);
+                  val47 = NULL;
                 }
 
-                if ((ret = thrift_protocol_read_string (protocol, &val41, error)) < 0)
+                if ((ret = thrift_protocol_read_string (protocol, &val47, error)) < 0)
                 {
                   /* rankd postprocess: do not leak on bad input */
-                  g_free (key40);
+                  g_free (key46);
                   return 0;
                 }
                 xfer += ret;
-                if (*_return && key40)
-                  g_hash_table_insert ((GHashTable *)*_return, (gpointer) key40, (gpointer) val41);
+                if (*_return && key46)
+                  g_hash_table_insert ((GHashTable *)*_return, (gpointer) key46, (gpointer) val47);
               }
 
               /* read the map end marker */
@@ -3815,6 +4064,7 @@ static void
 rank_ranking_if_interface_init (rankRankingIfInterface *iface)
 {
   iface->update = rank_ranking_client_update;
+  iface->update_batch = rank_ranking_client_update_batch;
   iface->get_rank = rank_ranking_client_get_rank;
   iface->get_top_n = rank_ranking_client_get_top_n;
   iface->get_around = rank_ranking_client_get_around;
@@ -3876,6 +4126,13 @@ gboolean rank_ranking_handler_update (rankRankingIf * iface, rankUpdateResponse 
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
   return RANK_RANKING_HANDLER_GET_CLASS (iface)->update (iface, _return, request, invalid, unavailable, error);
+}
+
+gboolean rank_ranking_handler_update_batch (rankRankingIf * iface, GPtrArray ** _return, const GPtrArray * requests, rankInvalidArgument ** invalid, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->update_batch (iface, _return, requests, invalid, error);
 }
 
 gboolean rank_ranking_handler_get_rank (rankRankingIf * iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
@@ -3966,6 +4223,7 @@ static void
 rank_ranking_handler_ranking_if_interface_init (rankRankingIfInterface *iface)
 {
   iface->update = rank_ranking_handler_update;
+  iface->update_batch = rank_ranking_handler_update_batch;
   iface->get_rank = rank_ranking_handler_get_rank;
   iface->get_top_n = rank_ranking_handler_get_top_n;
   iface->get_around = rank_ranking_handler_get_around;
@@ -3990,6 +4248,7 @@ static void
 rank_ranking_handler_class_init (rankRankingHandlerClass *cls)
 {
   cls->update = NULL;
+  cls->update_batch = NULL;
   cls->get_rank = NULL;
   cls->get_top_n = NULL;
   cls->get_around = NULL;
@@ -4032,6 +4291,12 @@ rank_ranking_processor_process_update (rankRankingProcessor *,
                                        ThriftProtocol *,
                                        ThriftProtocol *,
                                        GError **);
+static gboolean
+rank_ranking_processor_process_update_batch (rankRankingProcessor *,
+                                             gint32,
+                                             ThriftProtocol *,
+                                             ThriftProtocol *,
+                                             GError **);
 static gboolean
 rank_ranking_processor_process_get_rank (rankRankingProcessor *,
                                          gint32,
@@ -4106,10 +4371,14 @@ rank_ranking_processor_process_get_member_data (rankRankingProcessor *,
                                                 GError **);
 
 static rank_ranking_processor_process_function_def
-rank_ranking_processor_process_function_defs[13] = {
+rank_ranking_processor_process_function_defs[14] = {
   {
     "Update",
     rank_ranking_processor_process_update
+  },
+  {
+    "UpdateBatch",
+    rank_ranking_processor_process_update_batch
   },
   {
     "GetRank",
@@ -4284,6 +4553,126 @@ if (unavailable != NULL)
       g_object_unref (request);
     if (return_value != NULL)
       g_object_unref (return_value);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
+rank_ranking_processor_process_update_batch (rankRankingProcessor *self,
+                                             gint32 sequence_id,
+                                             ThriftProtocol *input_protocol,
+                                             ThriftProtocol *output_protocol,
+                                             GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingUpdateBatchArgs * args =
+    g_object_new (RANK_TYPE_RANKING_UPDATE_BATCH_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    GPtrArray * requests;
+    rankInvalidArgument * invalid = NULL;
+    GPtrArray * return_value;
+    rankRankingUpdateBatchResult * result_struct;
+
+    g_object_get (args,
+                  "requests", &requests,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_UPDATE_BATCH_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_update_batch (RANK_RANKING_IF (self->handler),
+                                           &return_value,
+                                           requests,
+                                           &invalid,
+                                           error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "UpdateBatch",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "UpdateBatch",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.UpdateBatch implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "UpdateBatch",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (requests != NULL)
+      g_ptr_array_unref (requests);
+    if (return_value != NULL)
+      g_ptr_array_unref (return_value);
     g_object_unref (result_struct);
 
     if (result == TRUE)
@@ -6305,7 +6694,7 @@ rank_ranking_processor_init (rankRankingProcessor *self)
   self->handler = NULL;
   self->process_map = g_hash_table_new (g_str_hash, g_str_equal);
 
-  for (index = 0; index < 13; index += 1)
+  for (index = 0; index < 14; index += 1)
     g_hash_table_insert (self->process_map,
                          rank_ranking_processor_process_function_defs[index].name,
                          &rank_ranking_processor_process_function_defs[index]);

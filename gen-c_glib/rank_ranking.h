@@ -19,6 +19,7 @@ struct _rankRankingIfInterface
   GTypeInterface parent;
 
   gboolean (*update) (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*update_batch) (rankRankingIf *iface, GPtrArray ** _return, const GPtrArray * requests, rankInvalidArgument ** invalid, GError **error);
   gboolean (*get_rank) (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_top_n) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_around) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
@@ -41,6 +42,7 @@ GType rank_ranking_if_get_type (void);
 #define RANK_RANKING_IF_GET_INTERFACE(inst) (G_TYPE_INSTANCE_GET_INTERFACE ((inst), RANK_TYPE_RANKING_IF, rankRankingIfInterface))
 
 gboolean rank_ranking_if_update (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_update_batch (rankRankingIf *iface, GPtrArray ** _return, const GPtrArray * requests, rankInvalidArgument ** invalid, GError **error);
 gboolean rank_ranking_if_get_rank (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_get_around (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
@@ -81,6 +83,9 @@ GType rank_ranking_client_get_type (void);
 gboolean rank_ranking_client_update (rankRankingIf * iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
 gboolean rank_ranking_client_send_update (rankRankingIf * iface, const rankUpdateRequest * request, GError ** error);
 gboolean rank_ranking_client_recv_update (rankRankingIf * iface, rankUpdateResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_update_batch (rankRankingIf * iface, GPtrArray ** _return, const GPtrArray * requests, rankInvalidArgument ** invalid, GError ** error);
+gboolean rank_ranking_client_send_update_batch (rankRankingIf * iface, const GPtrArray * requests, GError ** error);
+gboolean rank_ranking_client_recv_update_batch (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, GError ** error);
 gboolean rank_ranking_client_get_rank (rankRankingIf * iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
 gboolean rank_ranking_client_send_get_rank (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 periods_back, GError ** error);
 gboolean rank_ranking_client_recv_get_rank (rankRankingIf * iface, rankEntry ** _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error);
@@ -132,6 +137,7 @@ struct _rankRankingHandlerClass
   GObjectClass parent;
 
   gboolean (*update) (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*update_batch) (rankRankingIf *iface, GPtrArray ** _return, const GPtrArray * requests, rankInvalidArgument ** invalid, GError **error);
   gboolean (*get_rank) (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_top_n) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_around) (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
@@ -156,6 +162,7 @@ GType rank_ranking_handler_get_type (void);
 #define RANK_RANKING_HANDLER_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_HANDLER, rankRankingHandlerClass))
 
 gboolean rank_ranking_handler_update (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_update_batch (rankRankingIf *iface, GPtrArray ** _return, const GPtrArray * requests, rankInvalidArgument ** invalid, GError **error);
 gboolean rank_ranking_handler_get_rank (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_get_around (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);

@@ -3264,6 +3264,377 @@ rank_unavailable_error_quark (void)
   return g_quark_from_static_string (RANK_UNAVAILABLE_ERROR_DOMAIN);
 }
 
+enum _rankUpdateResultProperties
+{
+  PROP_RANK_UPDATE_RESULT_0,
+  PROP_RANK_UPDATE_RESULT_RESPONSE,
+  PROP_RANK_UPDATE_RESULT_INVALID,
+  PROP_RANK_UPDATE_RESULT_UNAVAILABLE
+};
+
+/* reads a update_result object */
+static gint32
+rank_update_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankUpdateResult * this_object = RANK_UPDATE_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->response), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_response = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_update_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankUpdateResult * this_object = RANK_UPDATE_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "UpdateResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_response == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "response", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->response), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_update_result_set_property (GObject *object,
+                                 guint property_id,
+                                 const GValue *value,
+                                 GParamSpec *pspec)
+{
+  rankUpdateResult *self = RANK_UPDATE_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_UPDATE_RESULT_RESPONSE:
+      if (self->response != NULL)
+        g_object_unref (self->response);
+      self->response = g_value_dup_object (value);
+      self->__isset_response = TRUE;
+      break;
+
+    case PROP_RANK_UPDATE_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_UPDATE_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_update_result_get_property (GObject *object,
+                                 guint property_id,
+                                 GValue *value,
+                                 GParamSpec *pspec)
+{
+  rankUpdateResult *self = RANK_UPDATE_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_UPDATE_RESULT_RESPONSE:
+      g_value_set_object (value, self->response);
+      break;
+
+    case PROP_RANK_UPDATE_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_UPDATE_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_update_result_instance_init (rankUpdateResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->response = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
+  object->__isset_response = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_update_result_finalize (GObject *object)
+{
+  rankUpdateResult *tobject = RANK_UPDATE_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->response != NULL)
+  {
+    g_object_unref(tobject->response);
+    tobject->response = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_update_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_update_result_class_init (rankUpdateResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_update_result_read;
+  struct_class->write = rank_update_result_write;
+
+  gobject_class->finalize = rank_update_result_finalize;
+  gobject_class->get_property = rank_update_result_get_property;
+  gobject_class->set_property = rank_update_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_UPDATE_RESULT_RESPONSE,
+     g_param_spec_object ("response",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UPDATE_RESPONSE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_UPDATE_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_UPDATE_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_update_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankUpdateResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_update_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankUpdateResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_update_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankUpdateResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
 /* constants */
 
 enum _rankRankingUpdateArgsProperties
@@ -3873,6 +4244,633 @@ rank_ranking_update_result_get_type (void)
 
     type = g_type_register_static (THRIFT_TYPE_STRUCT, 
                                    "rankRankingUpdateResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingUpdateBatchArgsProperties
+{
+  PROP_RANK_RANKING_UPDATE_BATCH_ARGS_0,
+  PROP_RANK_RANKING_UPDATE_BATCH_ARGS_REQUESTS
+};
+
+/* reads a ranking_update_batch_args object */
+static gint32
+rank_ranking_update_batch_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingUpdateBatchArgs * this_object = RANK_RANKING_UPDATE_BATCH_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              rankUpdateRequest * _elem15 = NULL;
+              if ( _elem15 != NULL)
+              {
+                g_object_unref (_elem15);
+              }
+              _elem15 = g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem15), protocol, error)) < 0)
+              {
+                g_object_unref (_elem15);
+                return -1;
+              }
+              xfer += ret;
+              g_ptr_array_add (this_object->requests, _elem15);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_requests = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_update_batch_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingUpdateBatchArgs * this_object = RANK_RANKING_UPDATE_BATCH_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingUpdateBatchArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "requests", T_LIST, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    guint i16;
+
+    if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->requests ? this_object->requests->len : 0), error)) < 0)
+      return -1;
+    xfer += ret;
+    for (i16 = 0; i16 < (this_object->requests ? this_object->requests->len : 0); i16++)
+    {
+      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->requests, i16))), protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_update_batch_args_set_property (GObject *object,
+                                             guint property_id,
+                                             const GValue *value,
+                                             GParamSpec *pspec)
+{
+  rankRankingUpdateBatchArgs *self = RANK_RANKING_UPDATE_BATCH_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_UPDATE_BATCH_ARGS_REQUESTS:
+      if (self->requests != NULL)
+        g_ptr_array_unref (self->requests);
+      self->requests = g_value_dup_boxed (value);
+      self->__isset_requests = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_update_batch_args_get_property (GObject *object,
+                                             guint property_id,
+                                             GValue *value,
+                                             GParamSpec *pspec)
+{
+  rankRankingUpdateBatchArgs *self = RANK_RANKING_UPDATE_BATCH_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_UPDATE_BATCH_ARGS_REQUESTS:
+      g_value_set_boxed (value, self->requests);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_update_batch_args_instance_init (rankRankingUpdateBatchArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->requests = g_ptr_array_new_with_free_func (g_object_unref);
+  object->__isset_requests = FALSE;
+}
+
+static void 
+rank_ranking_update_batch_args_finalize (GObject *object)
+{
+  rankRankingUpdateBatchArgs *tobject = RANK_RANKING_UPDATE_BATCH_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->requests != NULL)
+  {
+    g_ptr_array_unref (tobject->requests);
+    tobject->requests = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_update_batch_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_update_batch_args_class_init (rankRankingUpdateBatchArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_update_batch_args_read;
+  struct_class->write = rank_ranking_update_batch_args_write;
+
+  gobject_class->finalize = rank_ranking_update_batch_args_finalize;
+  gobject_class->get_property = rank_ranking_update_batch_args_get_property;
+  gobject_class->set_property = rank_ranking_update_batch_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_UPDATE_BATCH_ARGS_REQUESTS,
+     g_param_spec_boxed ("requests",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_update_batch_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingUpdateBatchArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_update_batch_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingUpdateBatchArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_update_batch_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingUpdateBatchArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingUpdateBatchResultProperties
+{
+  PROP_RANK_RANKING_UPDATE_BATCH_RESULT_0,
+  PROP_RANK_RANKING_UPDATE_BATCH_RESULT_SUCCESS,
+  PROP_RANK_RANKING_UPDATE_BATCH_RESULT_INVALID
+};
+
+/* reads a ranking_update_batch_result object */
+static gint32
+rank_ranking_update_batch_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingUpdateBatchResult * this_object = RANK_RANKING_UPDATE_BATCH_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              rankUpdateResult * _elem17 = NULL;
+              if ( _elem17 != NULL)
+              {
+                g_object_unref (_elem17);
+              }
+              _elem17 = g_object_new (RANK_TYPE_UPDATE_RESULT, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem17), protocol, error)) < 0)
+              {
+                g_object_unref (_elem17);
+                return -1;
+              }
+              xfer += ret;
+              g_ptr_array_add (this_object->success, _elem17);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_update_batch_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingUpdateBatchResult * this_object = RANK_RANKING_UPDATE_BATCH_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingUpdateBatchResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_LIST, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      guint i18;
+
+      if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
+        return -1;
+      xfer += ret;
+      for (i18 = 0; i18 < (this_object->success ? this_object->success->len : 0); i18++)
+      {
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i18))), protocol, error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_update_batch_result_set_property (GObject *object,
+                                               guint property_id,
+                                               const GValue *value,
+                                               GParamSpec *pspec)
+{
+  rankRankingUpdateBatchResult *self = RANK_RANKING_UPDATE_BATCH_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_UPDATE_BATCH_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_ptr_array_unref (self->success);
+      self->success = g_value_dup_boxed (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_UPDATE_BATCH_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_update_batch_result_get_property (GObject *object,
+                                               guint property_id,
+                                               GValue *value,
+                                               GParamSpec *pspec)
+{
+  rankRankingUpdateBatchResult *self = RANK_RANKING_UPDATE_BATCH_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_UPDATE_BATCH_RESULT_SUCCESS:
+      g_value_set_boxed (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_UPDATE_BATCH_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_update_batch_result_instance_init (rankRankingUpdateBatchResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_ptr_array_new_with_free_func (g_object_unref);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+}
+
+static void 
+rank_ranking_update_batch_result_finalize (GObject *object)
+{
+  rankRankingUpdateBatchResult *tobject = RANK_RANKING_UPDATE_BATCH_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_ptr_array_unref (tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_update_batch_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_update_batch_result_class_init (rankRankingUpdateBatchResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_update_batch_result_read;
+  struct_class->write = rank_ranking_update_batch_result_write;
+
+  gobject_class->finalize = rank_ranking_update_batch_result_finalize;
+  gobject_class->get_property = rank_ranking_update_batch_result_get_property;
+  gobject_class->set_property = rank_ranking_update_batch_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_UPDATE_BATCH_RESULT_SUCCESS,
+     g_param_spec_boxed ("success",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_UPDATE_BATCH_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_update_batch_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingUpdateBatchResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_update_batch_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingUpdateBatchResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_update_batch_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingUpdateBatchResultType",
                                    &type_info, 0);
     g_once_init_leave (&type_once, 1);
   }
@@ -5165,19 +6163,19 @@ rank_ranking_get_top_n_result_read (ThriftStruct *object, ThriftProtocol *protoc
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem15 = NULL;
-              if ( _elem15 != NULL)
+              rankEntry * _elem19 = NULL;
+              if ( _elem19 != NULL)
               {
-                g_object_unref (_elem15);
+                g_object_unref (_elem19);
               }
-              _elem15 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem15), protocol, error)) < 0)
+              _elem19 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem19), protocol, error)) < 0)
               {
-                g_object_unref (_elem15);
+                g_object_unref (_elem19);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem15);
+              g_ptr_array_add (this_object->success, _elem19);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -5270,14 +6268,14 @@ rank_ranking_get_top_n_result_write (ThriftStruct *object, ThriftProtocol *proto
       return -1;
     xfer += ret;
     {
-      guint i16;
+      guint i20;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i16 = 0; i16 < (this_object->success ? this_object->success->len : 0); i16++)
+      for (i20 = 0; i20 < (this_object->success ? this_object->success->len : 0); i20++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i16))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i20))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -6015,19 +7013,19 @@ rank_ranking_get_around_result_read (ThriftStruct *object, ThriftProtocol *proto
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem17 = NULL;
-              if ( _elem17 != NULL)
+              rankEntry * _elem21 = NULL;
+              if ( _elem21 != NULL)
               {
-                g_object_unref (_elem17);
+                g_object_unref (_elem21);
               }
-              _elem17 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem17), protocol, error)) < 0)
+              _elem21 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem21), protocol, error)) < 0)
               {
-                g_object_unref (_elem17);
+                g_object_unref (_elem21);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem17);
+              g_ptr_array_add (this_object->success, _elem21);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -6143,14 +7141,14 @@ rank_ranking_get_around_result_write (ThriftStruct *object, ThriftProtocol *prot
       return -1;
     xfer += ret;
     {
-      guint i18;
+      guint i22;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i18 = 0; i18 < (this_object->success ? this_object->success->len : 0); i18++)
+      for (i22 = 0; i22 < (this_object->success ? this_object->success->len : 0); i22++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i18))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i22))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -6505,17 +7503,17 @@ rank_ranking_get_ranks_args_read (ThriftStruct *object, ThriftProtocol *protocol
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              gchar * _elem19 = NULL;
-              if (_elem19 != NULL)
+              gchar * _elem23 = NULL;
+              if (_elem23 != NULL)
               {
-                g_free(_elem19);
-                _elem19 = NULL;
+                g_free(_elem23);
+                _elem23 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &_elem19, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &_elem23, error)) < 0)
                 return -1;
               xfer += ret;
-              g_ptr_array_add (this_object->members, _elem19);
+              g_ptr_array_add (this_object->members, _elem23);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -6584,14 +7582,14 @@ rank_ranking_get_ranks_args_write (ThriftStruct *object, ThriftProtocol *protoco
     return -1;
   xfer += ret;
   {
-    guint i20;
+    guint i24;
 
     if ((ret = thrift_protocol_write_list_begin (protocol, T_STRING, (gint32) (this_object->members ? this_object->members->len : 0), error)) < 0)
       return -1;
     xfer += ret;
-    for (i20 = 0; i20 < (this_object->members ? this_object->members->len : 0); i20++)
+    for (i24 = 0; i24 < (this_object->members ? this_object->members->len : 0); i24++)
     {
-      if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) this_object->members, i20)), error)) < 0)
+      if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) this_object->members, i24)), error)) < 0)
         return -1;
       xfer += ret;
 
@@ -6868,19 +7866,19 @@ rank_ranking_get_ranks_result_read (ThriftStruct *object, ThriftProtocol *protoc
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankRankOf * _elem21 = NULL;
-              if ( _elem21 != NULL)
+              rankRankOf * _elem25 = NULL;
+              if ( _elem25 != NULL)
               {
-                g_object_unref (_elem21);
+                g_object_unref (_elem25);
               }
-              _elem21 = g_object_new (RANK_TYPE_RANK_OF, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem21), protocol, error)) < 0)
+              _elem25 = g_object_new (RANK_TYPE_RANK_OF, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem25), protocol, error)) < 0)
               {
-                g_object_unref (_elem21);
+                g_object_unref (_elem25);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem21);
+              g_ptr_array_add (this_object->success, _elem25);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -6973,14 +7971,14 @@ rank_ranking_get_ranks_result_write (ThriftStruct *object, ThriftProtocol *proto
       return -1;
     xfer += ret;
     {
-      guint i22;
+      guint i26;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i22 = 0; i22 < (this_object->success ? this_object->success->len : 0); i22++)
+      for (i26 = 0; i26 < (this_object->success ? this_object->success->len : 0); i26++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i22))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i26))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -11389,19 +12387,19 @@ rank_ranking_sample_result_read (ThriftStruct *object, ThriftProtocol *protocol,
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem23 = NULL;
-              if ( _elem23 != NULL)
+              rankEntry * _elem27 = NULL;
+              if ( _elem27 != NULL)
               {
-                g_object_unref (_elem23);
+                g_object_unref (_elem27);
               }
-              _elem23 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem23), protocol, error)) < 0)
+              _elem27 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem27), protocol, error)) < 0)
               {
-                g_object_unref (_elem23);
+                g_object_unref (_elem27);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem23);
+              g_ptr_array_add (this_object->success, _elem27);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -11494,14 +12492,14 @@ rank_ranking_sample_result_write (ThriftStruct *object, ThriftProtocol *protocol
       return -1;
     xfer += ret;
     {
-      guint i24;
+      guint i28;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i24 = 0; i24 < (this_object->success ? this_object->success->len : 0); i24++)
+      for (i28 = 0; i28 < (this_object->success ? this_object->success->len : 0); i28++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i24))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i28))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -11838,32 +12836,32 @@ rank_ranking_set_member_data_args_read (ThriftStruct *object, ThriftProtocol *pr
             /* iterate through each of the map's fields */
             for (i = 0; i < size; i++)
             {
-              gchar * key25 = NULL;
-              gchar * val26 = NULL;
-              if (key25 != NULL)
+              gchar * key29 = NULL;
+              gchar * val30 = NULL;
+              if (key29 != NULL)
               {
-                g_free(key25);
-                key25 = NULL;
+                g_free(key29);
+                key29 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &key25, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &key29, error)) < 0)
                 return -1;
               xfer += ret;
-              if (val26 != NULL)
+              if (val30 != NULL)
               {
-                g_free(val26);
-                val26 = NULL;
+                g_free(val30);
+                val30 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &val26, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &val30, error)) < 0)
               {
                 /* rankd postprocess: do not leak on bad input */
-                g_free (key25);
+                g_free (key29);
                 return -1;
               }
               xfer += ret;
-              if (this_object->data && key25)
-                g_hash_table_insert ((GHashTable *)this_object->data, (gpointer) key25, (gpointer) val26);
+              if (this_object->data && key29)
+                g_hash_table_insert ((GHashTable *)this_object->data, (gpointer) key29, (gpointer) val30);
             }
 
             /* read the map end marker */
@@ -11931,8 +12929,8 @@ rank_ranking_set_member_data_args_write (ThriftStruct *object, ThriftProtocol *p
     return -1;
   xfer += ret;
   {
-    gchar * key27 = NULL;
-    gchar * val28 = NULL;
+    gchar * key31 = NULL;
+    gchar * val32 = NULL;
     GList *key_list = NULL, *iter = NULL;
     gchar ** keys;
     int i = 0, key_count;
@@ -11950,14 +12948,14 @@ rank_ranking_set_member_data_args_write (ThriftStruct *object, ThriftProtocol *p
 
     for (i = 0; i < key_count; ++i)
     {
-      key27 = keys[i];
-      val28 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->data), (gpointer) key27);
+      key31 = keys[i];
+      val32 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->data), (gpointer) key31);
 
-      if ((ret = thrift_protocol_write_string (protocol,  key27, error)) < 0)
+      if ((ret = thrift_protocol_write_string (protocol,  key31, error)) < 0)
         return -1;
       xfer += ret;
 
-      if ((ret = thrift_protocol_write_string (protocol,  val28, error)) < 0)
+      if ((ret = thrift_protocol_write_string (protocol,  val32, error)) < 0)
         return -1;
       xfer += ret;
 
@@ -12961,32 +13959,32 @@ rank_ranking_get_member_data_result_read (ThriftStruct *object, ThriftProtocol *
             /* iterate through each of the map's fields */
             for (i = 0; i < size; i++)
             {
-              gchar * key29 = NULL;
-              gchar * val30 = NULL;
-              if (key29 != NULL)
+              gchar * key33 = NULL;
+              gchar * val34 = NULL;
+              if (key33 != NULL)
               {
-                g_free(key29);
-                key29 = NULL;
+                g_free(key33);
+                key33 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &key29, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &key33, error)) < 0)
                 return -1;
               xfer += ret;
-              if (val30 != NULL)
+              if (val34 != NULL)
               {
-                g_free(val30);
-                val30 = NULL;
+                g_free(val34);
+                val34 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &val30, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &val34, error)) < 0)
               {
                 /* rankd postprocess: do not leak on bad input */
-                g_free (key29);
+                g_free (key33);
                 return -1;
               }
               xfer += ret;
-              if (this_object->success && key29)
-                g_hash_table_insert ((GHashTable *)this_object->success, (gpointer) key29, (gpointer) val30);
+              if (this_object->success && key33)
+                g_hash_table_insert ((GHashTable *)this_object->success, (gpointer) key33, (gpointer) val34);
             }
 
             /* read the map end marker */
@@ -13104,8 +14102,8 @@ rank_ranking_get_member_data_result_write (ThriftStruct *object, ThriftProtocol 
       return -1;
     xfer += ret;
     {
-      gchar * key31 = NULL;
-      gchar * val32 = NULL;
+      gchar * key35 = NULL;
+      gchar * val36 = NULL;
       GList *key_list = NULL, *iter = NULL;
       gchar ** keys;
       int i = 0, key_count;
@@ -13123,14 +14121,14 @@ rank_ranking_get_member_data_result_write (ThriftStruct *object, ThriftProtocol 
 
       for (i = 0; i < key_count; ++i)
       {
-        key31 = keys[i];
-        val32 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->success), (gpointer) key31);
+        key35 = keys[i];
+        val36 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->success), (gpointer) key35);
 
-        if ((ret = thrift_protocol_write_string (protocol,  key31, error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol,  key35, error)) < 0)
           return -1;
         xfer += ret;
 
-        if ((ret = thrift_protocol_write_string (protocol,  val32, error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol,  val36, error)) < 0)
           return -1;
         xfer += ret;
 

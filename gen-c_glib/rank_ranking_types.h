@@ -273,6 +273,35 @@ GQuark rank_unavailable_error_quark (void);
 #define RANK_UNAVAILABLE_ERROR (rank_unavailable_error_quark())
 
 
+/* struct UpdateResult */
+struct _rankUpdateResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankUpdateResponse * response;
+  gboolean __isset_response;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankUpdateResult rankUpdateResult;
+
+struct _rankUpdateResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankUpdateResultClass rankUpdateResultClass;
+
+GType rank_update_result_get_type (void);
+#define RANK_TYPE_UPDATE_RESULT (rank_update_result_get_type())
+#define RANK_UPDATE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_UPDATE_RESULT, rankUpdateResult))
+#define RANK_UPDATE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_UPDATE_RESULT, rankUpdateResultClass))
+#define RANK_IS_UPDATE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_UPDATE_RESULT))
+#define RANK_IS_UPDATE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_UPDATE_RESULT))
+#define RANK_UPDATE_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_UPDATE_RESULT, rankUpdateResultClass))
+
 /* constants */
 
 /* struct RankingUpdateArgs */
@@ -328,6 +357,58 @@ GType rank_ranking_update_result_get_type (void);
 #define RANK_IS_RANKING_UPDATE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_UPDATE_RESULT))
 #define RANK_IS_RANKING_UPDATE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_UPDATE_RESULT))
 #define RANK_RANKING_UPDATE_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_UPDATE_RESULT, rankRankingUpdateResultClass))
+
+/* struct RankingUpdateBatchArgs */
+struct _rankRankingUpdateBatchArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  GPtrArray * requests;
+  gboolean __isset_requests;
+};
+typedef struct _rankRankingUpdateBatchArgs rankRankingUpdateBatchArgs;
+
+struct _rankRankingUpdateBatchArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingUpdateBatchArgsClass rankRankingUpdateBatchArgsClass;
+
+GType rank_ranking_update_batch_args_get_type (void);
+#define RANK_TYPE_RANKING_UPDATE_BATCH_ARGS (rank_ranking_update_batch_args_get_type())
+#define RANK_RANKING_UPDATE_BATCH_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_UPDATE_BATCH_ARGS, rankRankingUpdateBatchArgs))
+#define RANK_RANKING_UPDATE_BATCH_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_UPDATE_BATCH_ARGS, rankRankingUpdateBatchArgsClass))
+#define RANK_IS_RANKING_UPDATE_BATCH_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_UPDATE_BATCH_ARGS))
+#define RANK_IS_RANKING_UPDATE_BATCH_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_UPDATE_BATCH_ARGS))
+#define RANK_RANKING_UPDATE_BATCH_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_UPDATE_BATCH_ARGS, rankRankingUpdateBatchArgsClass))
+
+/* struct RankingUpdateBatchResult */
+struct _rankRankingUpdateBatchResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  GPtrArray * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+};
+typedef struct _rankRankingUpdateBatchResult rankRankingUpdateBatchResult;
+
+struct _rankRankingUpdateBatchResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingUpdateBatchResultClass rankRankingUpdateBatchResultClass;
+
+GType rank_ranking_update_batch_result_get_type (void);
+#define RANK_TYPE_RANKING_UPDATE_BATCH_RESULT (rank_ranking_update_batch_result_get_type())
+#define RANK_RANKING_UPDATE_BATCH_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_UPDATE_BATCH_RESULT, rankRankingUpdateBatchResult))
+#define RANK_RANKING_UPDATE_BATCH_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_UPDATE_BATCH_RESULT, rankRankingUpdateBatchResultClass))
+#define RANK_IS_RANKING_UPDATE_BATCH_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_UPDATE_BATCH_RESULT))
+#define RANK_IS_RANKING_UPDATE_BATCH_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_UPDATE_BATCH_RESULT))
+#define RANK_RANKING_UPDATE_BATCH_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_UPDATE_BATCH_RESULT, rankRankingUpdateBatchResultClass))
 
 /* struct RankingGetRankArgs */
 struct _rankRankingGetRankArgs

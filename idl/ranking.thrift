@@ -146,10 +146,34 @@ exception Unavailable {
   1: required string message
 }
 
+/**
+ * One update's answer in UpdateBatch: exactly one field is set. response as
+ * Update would answer; invalid when this update was refused (nothing of it
+ * changed, the others are not affected); unavailable when it could not reach
+ * Redis: send it again with the same request_id (or the whole batch: items
+ * already applied are not applied again).
+ */
+struct UpdateResult {
+  1: optional UpdateResponse response
+  2: optional InvalidArgument invalid
+  3: optional Unavailable unavailable
+}
+
 service Ranking {
   /** Records a score change; idempotent by request_id. */
   UpdateResponse Update(1: UpdateRequest request)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * Several updates in one call, to any boards: 1-1000 requests, answered
+   * with one UpdateResult per request, in order. Each is checked, applied and
+   * answered as Update would, idempotent by its own request_id; updates of one
+   * board are applied in the order given. InvalidArgument (for the whole call)
+   * only when requests is empty or longer than 1000; the call must also fit in
+   * rankd's --max-frame (1 MiB by default).
+   */
+  list<UpdateResult> UpdateBatch(1: list<UpdateRequest> requests)
+    throws (1: InvalidArgument invalid)
 
   /**
    * The member's score and 1-based rank; NotFound if it is not on the board.

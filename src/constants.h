@@ -52,6 +52,9 @@
  * as one script call: at most this many a call. */
 #define RANK_BATCH_MAX_ITEMS 64
 
+/* Updates in one UpdateBatch call (the IDL says so too). */
+#define RANK_UPDATE_BATCH_MAX 1000
+
 /* Redis nodes (--redis given several times, or [redis] nodes). */
 #define RANK_NODES_MAX 64
 /* Redis Cluster: the slot map is asked for again at most this often. */

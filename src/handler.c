@@ -57,10 +57,12 @@ typedef enum
   METHOD_SAMPLE,
   METHOD_SET_MEMBER_DATA,
   METHOD_GET_MEMBER_DATA,
+  METHOD_UPDATE_BATCH,
   METHOD_UNKNOWN,
 } Method;
 
 typedef struct _Call Call;
+typedef struct _Batch Batch;
 
 struct _Call
 {
@@ -80,6 +82,7 @@ struct _Call
   RankUpdate update;
   char *data; /* encoded member data (Update, SetMemberData) */
   gsize data_len;
+  Batch *batch; /* UpdateBatch */
 };
 
 /* ---- the methods ---- */
@@ -96,6 +99,7 @@ static void start_get_score_at_percentile (Call *call);
 static void start_sample (Call *call);
 static void start_set_member_data (Call *call);
 static void start_get_member_data (Call *call);
+static void start_update_batch (Call *call);
 
 /* The largest replies, in bytes (binary protocol, framed; compact is
  * smaller): what a connection reserves for a call in flight (server.c).
@@ -165,6 +169,16 @@ bound_data (const ThriftStruct *args)
   return MESSAGE_BYTES + ENTRY_DATA_BYTES;
 }
 
+/* An UpdateResult: an UpdateResponse with subscores, or an exception. */
+static gsize
+bound_batch (const ThriftStruct *args)
+{
+  const rankRankingUpdateBatchArgs *a
+      = (const rankRankingUpdateBatchArgs *) args;
+
+  return MESSAGE_BYTES + (gsize) a->requests->len * SMALL_REPLY_BYTES;
+}
+
 /* One row per method of the IDL: its name, its generated argument and
  * result structs, what starts it, and how large its reply can be. */
 typedef struct
@@ -221,6 +235,10 @@ static const MethodSpec methods[] = {
   = { "GetMemberData", rank_ranking_get_member_data_args_get_type,
       rank_ranking_get_member_data_result_get_type, start_get_member_data,
       bound_data },
+  [METHOD_UPDATE_BATCH]
+  = { "UpdateBatch", rank_ranking_update_batch_args_get_type,
+      rank_ranking_update_batch_result_get_type, start_update_batch,
+      bound_batch },
 };
 
 G_STATIC_ASSERT (G_N_ELEMENTS (methods) == METHOD_UNKNOWN);
@@ -300,6 +318,7 @@ rank_handler_write_exception (RankHandler *handler, GByteArray *reply,
 }
 
 static void reply_error (Call *call, const GError *err);
+static void batch_free (Batch *batch);
 
 /* Ends the call once its reply is written (ok) or could not be. A reply
  * over RANK_REPLY_MAX_BYTES becomes InvalidArgument instead. */
@@ -331,6 +350,7 @@ finish_call (Call *call, gboolean ok, const GError *error)
   g_clear_object (&call->args);
   g_free (call->unknown_name);
   g_free (call->data);
+  batch_free (call->batch);
   g_free (call);
 }
 
@@ -613,13 +633,17 @@ proceed (Call *call, void (*run) (Call *call))
 /* The context of a call on board (already valid), at the handler's clock,
  * under the configuration in force. */
 static void
-resolve (Call *call, const char *board)
+resolve_context (RankHandler *handler, RankContext *ctx, const char *board)
 {
-  RankHandler *handler = call->handler;
-
-  rank_context_init (&call->ctx, handler->config, board,
+  rank_context_init (ctx, handler->config, board,
                      handler->clock (handler->clock_data),
                      handler->default_window_ms);
+}
+
+static void
+resolve (Call *call, const char *board)
+{
+  resolve_context (call->handler, &call->ctx, board);
 }
 
 /* The call's checks are done: error refuses it; else run is its store
@@ -656,17 +680,20 @@ run_update (Call *call)
                      update_answered, call);
 }
 
-/* The fields of the request, then what the board's options say of them. */
+/* The fields of the request, then what the board's options say of them:
+ * resolves ctx and fills update, which points into request and *data (the
+ * encoded member data, the caller's to free). */
 static gboolean
-check_update (Call *call, const rankUpdateRequest *request, GError **error)
+check_update (RankHandler *handler, const rankUpdateRequest *request,
+              RankContext *ctx, RankUpdate *update, char **data, GError **error)
 {
-  RankUpdate *update = &call->update;
   const RankBoardOptions *o;
+  gsize data_len = 0;
 
   if (!rank_validate_board (request->board, error))
     return FALSE;
-  resolve (call, request->board);
-  o = call->ctx.options;
+  resolve_context (handler, ctx, request->board);
+  o = ctx->options;
   if (!rank_validate_member (request->member, error)
       || !rank_validate_request_id (request->request_id, error)
       || !rank_policy_mode (o, request->__isset_mode, request->mode,
@@ -683,25 +710,24 @@ check_update (Call *call, const rankUpdateRequest *request, GError **error)
                           : NULL;
   if (request->__isset_data)
     {
-      call->data = rank_member_data_encode (request->data, "data",
-                                            &call->data_len, error);
-      if (call->data == NULL)
+      *data = rank_member_data_encode (request->data, "data", &data_len, error);
+      if (*data == NULL)
         return FALSE;
       update->data_given = TRUE;
-      update->data = call->data;
-      update->data_len = call->data_len;
+      update->data = *data;
+      update->data_len = data_len;
     }
   update->member = request->member;
   update->request_id = request->request_id;
   update->value = request->value;
-  update->timestamp_ms = call->ctx.now_ms;
+  update->timestamp_ms = ctx->now_ms;
   if (request->__isset_timestamp_ms
       && !rank_validate_timestamp ("timestamp_ms", request->timestamp_ms,
                                    error))
     return FALSE;
   if (request->__isset_timestamp_ms)
     update->timestamp_ms = request->timestamp_ms;
-  return rank_context_write (&call->ctx, update->timestamp_ms, error);
+  return rank_context_write (ctx, update->timestamp_ms, error);
 }
 
 static void
@@ -711,23 +737,28 @@ start_update (Call *call)
   g_autoptr (GError) error = NULL;
 
   call->writes = TRUE;
-  check_update (call, args->request, &error);
+  check_update (call->handler, args->request, &call->ctx, &call->update,
+                &call->data, &error);
   checked (call, error, run_update);
+}
+
+static void
+fill_update_response (rankUpdateResponse *response, const RankUpdateResult *r)
+{
+  response->score = r->score;
+  response->applied = r->applied;
+  response->rank = r->rank;
+  response->__isset_rank = r->rank > 0;
+  g_array_append_vals (response->subscores, r->subscores, r->n_subscores);
+  response->__isset_subscores = r->n_subscores > 0;
 }
 
 static void
 set_update_response (GObject *object, gpointer data)
 {
   rankRankingUpdateResult *result = RANK_RANKING_UPDATE_RESULT (object);
-  const RankUpdateResult *r = data;
 
-  result->success->score = r->score;
-  result->success->applied = r->applied;
-  result->success->rank = r->rank;
-  result->success->__isset_rank = r->rank > 0;
-  g_array_append_vals (result->success->subscores, r->subscores,
-                       r->n_subscores);
-  result->success->__isset_subscores = r->n_subscores > 0;
+  fill_update_response (result->success, data);
   result->__isset_success = TRUE;
 }
 
@@ -1268,6 +1299,184 @@ start_get_member_data (Call *call)
       && rank_validate_member (args->member, &error))
     resolve_read (call, args->board, args->periods_back, &error);
   checked (call, error, run_get_member_data);
+}
+
+/* ---- UpdateBatch ---- */
+
+/* Each update of the batch goes its own way (its board's context, layout
+ * check and store operation), as an Update would; updates of one board
+ * queued together leave in one script call (backend.c). The call answers
+ * once every item has. */
+typedef struct
+{
+  Batch *batch;
+  guint index;
+  RankContext ctx;
+  RankUpdate update;
+  char *data;
+  rankUpdateResult *result;
+} BatchItem;
+
+struct _Batch
+{
+  Call *call;
+  BatchItem *items;
+  guint n;
+  guint pending; /* items not answered, plus one while they are started */
+};
+
+static void
+batch_free (Batch *batch)
+{
+  if (batch == NULL)
+    return;
+  for (guint i = 0; i < batch->n; i++)
+    {
+      rank_context_clear (&batch->items[i].ctx);
+      g_free (batch->items[i].data);
+      g_clear_object (&batch->items[i].result);
+    }
+  g_free (batch->items);
+  g_free (batch);
+}
+
+static void
+set_batch_response (GObject *object, gpointer data)
+{
+  rankRankingUpdateBatchResult *result
+      = RANK_RANKING_UPDATE_BATCH_RESULT (object);
+  Batch *batch = data;
+
+  for (guint i = 0; i < batch->n; i++)
+    g_ptr_array_add (result->success,
+                     g_steal_pointer (&batch->items[i].result));
+  result->__isset_success = TRUE;
+}
+
+static void
+batch_item_done (Batch *batch)
+{
+  if (--batch->pending == 0)
+    reply_result (batch->call, set_batch_response, batch);
+}
+
+/* The item's refusal or failure, as the exception of its result; an error
+ * that is neither (internal) answers as Unavailable, naming it. */
+static void
+batch_item_failed (BatchItem *item, const GError *error)
+{
+  rankUpdateResult *result = item->result;
+  g_autofree char *message
+      = g_strdup_printf ("requests[%u]: %s", item->index, error->message);
+
+  if (error->domain == RANK_ERROR && error->code == RANK_ERROR_INVALID)
+    {
+      result->invalid
+          = g_object_new (RANK_TYPE_INVALID_ARGUMENT, "message", message, NULL);
+      result->__isset_invalid = TRUE;
+    }
+  else
+    {
+      result->unavailable
+          = g_object_new (RANK_TYPE_UNAVAILABLE, "message", message, NULL);
+      result->__isset_unavailable = TRUE;
+    }
+  batch_item_done (item->batch);
+}
+
+static void
+batch_item_answered (const RankUpdateResult *r, const GError *error,
+                     gpointer data)
+{
+  BatchItem *item = data;
+
+  if (error != NULL)
+    {
+      batch_item_failed (item, error);
+      return;
+    }
+  fill_update_response (item->result->response, r);
+  item->result->__isset_response = TRUE;
+  batch_item_done (item->batch);
+}
+
+static void
+batch_item_run (BatchItem *item)
+{
+  rank_store_update (item->batch->call->handler->store, &item->ctx,
+                     &item->update, batch_item_answered, item);
+}
+
+static void
+batch_item_layout_checked (const GError *error, gpointer data)
+{
+  BatchItem *item = data;
+
+  if (error != NULL)
+    batch_item_failed (item, error);
+  else
+    batch_item_run (item);
+}
+
+static void
+batch_item_start (BatchItem *item, const rankUpdateRequest *request)
+{
+  RankHandler *handler = item->batch->call->handler;
+  g_autoptr (GError) error = NULL;
+
+  if (!check_update (handler, request, &item->ctx, &item->update, &item->data,
+                     &error))
+    {
+      batch_item_failed (item, error);
+      return;
+    }
+  switch (rank_store_check_layout (handler->store, &item->ctx, TRUE, &error,
+                                   batch_item_layout_checked, item))
+    {
+    case RANK_LAYOUT_OK:
+      batch_item_run (item);
+      break;
+    case RANK_LAYOUT_REFUSED:
+      batch_item_failed (item, error);
+      break;
+    case RANK_LAYOUT_PENDING:
+      break;
+    }
+}
+
+static void
+start_update_batch (Call *call)
+{
+  rankRankingUpdateBatchArgs *args
+      = RANK_RANKING_UPDATE_BATCH_ARGS (call->args);
+  GPtrArray *requests = args->requests;
+  Batch *batch;
+
+  call->writes = TRUE;
+  if (requests->len < 1 || requests->len > RANK_UPDATE_BATCH_MAX)
+    {
+      g_autoptr (GError) error
+          = g_error_new (RANK_ERROR, RANK_ERROR_INVALID,
+                         "requests: %u updates; UpdateBatch takes 1 to %d",
+                         requests->len, RANK_UPDATE_BATCH_MAX);
+
+      reply_error (call, error);
+      return;
+    }
+  batch = call->batch = g_new0 (Batch, 1);
+  batch->call = call;
+  batch->n = requests->len;
+  batch->items = g_new0 (BatchItem, batch->n);
+  batch->pending = batch->n + 1;
+  for (guint i = 0; i < batch->n; i++)
+    {
+      batch->items[i].batch = batch;
+      batch->items[i].index = i;
+      batch->items[i].result = g_object_new (RANK_TYPE_UPDATE_RESULT, NULL);
+    }
+  for (guint i = 0; i < batch->n; i++)
+    batch_item_start (&batch->items[i], requests->pdata[i]);
+  batch_item_done (batch);
 }
 
 /* ---- dispatch ---- */

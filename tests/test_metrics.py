@@ -32,7 +32,7 @@ from ranking.ttypes import (  # noqa: E402
 
 METHODS = ["Update", "GetRank", "GetTopN", "GetAround", "GetRanks", "Remove",
            "Count", "CountBetween", "GetPercentile", "GetScoreAtPercentile",
-           "Sample", "SetMemberData", "GetMemberData"]
+           "Sample", "SetMemberData", "GetMemberData", "UpdateBatch"]
 OUTCOMES = ["ok", "invalid", "not_found", "unavailable", "internal"]
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
@@ -424,6 +424,82 @@ class BatchedUpdatesTest(Served):
         finally:
             for _, t in conns:
                 t.close()
+
+
+class UpdateBatchTest(Served):
+    """UpdateBatch: one result per request, in order; a refused item fails
+    nothing else; each item idempotent by its own request id."""
+
+    def test_results_in_order(self):
+        client, t = connect(self.port)
+        try:
+            reqs = [
+                UpdateRequest("ub-a", "x", 10, "1", Mode.SET),
+                UpdateRequest("ub-a", "x", 5, "2", Mode.INCREMENT),
+                UpdateRequest("ub-b", "y", 7, "1", Mode.SET),
+                UpdateRequest("ub-a", "", 1, "3"),  # no member: refused
+                UpdateRequest("ub-a", "x", 5, "2", Mode.INCREMENT),  # retry
+                UpdateRequest("ub-a", "x", 6, "2", Mode.INCREMENT),  # reuse
+                UpdateRequest("ub{", "x", 1, "4"),  # bad board
+                UpdateRequest("ub-a", "z", 1, "5", Mode.SET,
+                              data={"k": "v"}),
+            ]
+            got = client.UpdateBatch(reqs)
+            self.assertEqual(len(got), len(reqs))
+            for g in got:
+                self.assertEqual(sum(x is not None for x in
+                                     (g.response, g.invalid, g.unavailable)),
+                                 1, g)
+            self.assertEqual((got[0].response.score, got[0].response.applied,
+                              got[0].response.rank), (10, True, 1))
+            self.assertEqual((got[1].response.score, got[1].response.applied),
+                             (15, True))
+            self.assertEqual((got[2].response.score, got[2].response.rank),
+                             (7, 1))
+            self.assertTrue(got[3].invalid.message.startswith(
+                "requests[3]: member"), got[3].invalid.message)
+            self.assertEqual((got[4].response.score, got[4].response.applied),
+                             (15, False))
+            self.assertIn("requests[5]: request_id", got[5].invalid.message)
+            self.assertTrue(got[6].invalid.message.startswith(
+                "requests[6]: board"), got[6].invalid.message)
+            self.assertEqual((got[7].response.score, got[7].response.rank),
+                             (1, 2))
+            self.assertEqual(client.GetMemberData("ub-a", "z", 0), {"k": "v"})
+            # The same batch again: nothing applies twice, the refusals stay.
+            again = client.UpdateBatch(reqs)
+            for i, (a, b) in enumerate(zip(got, again)):
+                if a.response is None:
+                    self.assertEqual(a, b, i)
+                else:
+                    self.assertFalse(b.response.applied, i)
+                    self.assertEqual(b.response.score,
+                                     client.GetRank(reqs[i].board,
+                                                    reqs[i].member, 0).score)
+            self.assertEqual(client.GetRank("ub-a", "x", 0).score, 15)
+            self.assertEqual(client.Count("ub-a", 0), 2)
+        finally:
+            t.close()
+
+    def test_size_limits(self):
+        client, t = connect(self.port)
+        try:
+            for n in (0, 1001):
+                reqs = [UpdateRequest("ub-size", f"m{i}", 1, f"r{i}")
+                        for i in range(n)]
+                with self.assertRaises(InvalidArgument) as e:
+                    client.UpdateBatch(reqs)
+                self.assertIn(f"requests: {n} updates; UpdateBatch takes "
+                              "1 to 1000", e.exception.message)
+            self.assertEqual(client.Count("ub-size", 0), 0)
+            reqs = [UpdateRequest("ub-size", f"m{i}", i, f"r{i}", Mode.SET)
+                    for i in range(1000)]
+            got = client.UpdateBatch(reqs)
+            self.assertEqual([g.response.score for g in got], list(range(1000)))
+            self.assertEqual(client.Count("ub-size", 0), 1000)
+            self.assertEqual(client.GetRank("ub-size", "m999", 0).rank, 1)
+        finally:
+            t.close()
 
 
 class ViewerConnectionTest(unittest.TestCase):
