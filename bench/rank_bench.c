@@ -39,13 +39,16 @@ enum
   OP_TOP,
   OP_AROUND, /* GetAround, radius 5 */
   OP_RANKS,  /* GetRanks of 10 members */
+  OP_BATCH,  /* UpdateBatch of --batch updates */
   N_OPS
 };
 
 #define RANK_BENCH_MAX_PIPELINE 64
 
 static const char *const op_names[N_OPS]
-    = { "update", "rank", "top", "around", "ranks" };
+    = { "update", "rank", "top", "around", "ranks", "batch" };
+
+#define RANK_BENCH_MAX_BATCH 1000
 
 typedef struct
 {
@@ -71,6 +74,7 @@ typedef struct
   char *timeline;       /* TSV of per-second percentiles */
   char *plot;           /* PNG of the same (gnuplot) */
   int pipeline;         /* calls in flight per connection */
+  int batch;            /* updates per UpdateBatch call */
   char *cpu;            /* NAME=PID,...: processes whose CPU per op to report */
   RankConfig *defaults; /* board options of the direct baseline's updates */
   RankCpuWatch *cpu_watch;
@@ -102,6 +106,8 @@ typedef struct
   rankUpdateResponse *resp;
   rankEntry *entry;
   GPtrArray *page;
+  GPtrArray *batch_reqs; /* --batch requests, reused */
+  GPtrArray *batch_results;
   redisContext *redis;
   guint64 counter;
   int update_mode; /* RANK_UPDATE_MODE_BEST; the preload SETs */
@@ -128,6 +134,35 @@ static void
 note_error (Worker *w, const char *msg)
 {
   g_strlcpy (w->stats.last_error, msg, sizeof w->stats.last_error);
+}
+
+/* An UpdateBatch of --batch updates of board, random members and scores. */
+static gboolean
+send_batch (Worker *w, const char *board, GError **error)
+{
+  GPtrArray *reqs = w->batch_reqs;
+
+  for (guint i = 0; i < reqs->len; i++)
+    {
+      rankUpdateRequest *req = reqs->pdata[i];
+      char member[32];
+
+      g_snprintf (member, sizeof member, "m%d",
+                  g_rand_int_range (w->rand, 0, w->o->members));
+      g_free (req->board);
+      g_free (req->member);
+      g_free (req->request_id);
+      req->board = g_strdup (board);
+      req->member = g_strdup (member);
+      req->request_id
+          = g_strdup_printf ("%016" G_GINT64_MODIFIER "x-%d-%" G_GUINT64_FORMAT,
+                             w->o->nonce, w->id, w->counter++);
+      req->value = g_rand_int_range (w->rand, 0, 1000000000);
+      req->mode = w->update_mode;
+      req->__isset_mode = TRUE;
+    }
+  return rank_ranking_client_send_update_batch (rank_client_iface (w->client),
+                                                reqs, error);
 }
 
 /* Sends one call to rankd: corked (pipelined) it waits in the transport
@@ -161,6 +196,9 @@ rankd_send (Worker *w, int op, const char *board, const char *member,
         req->board = req->member = req->request_id = NULL;
         break;
       }
+    case OP_BATCH:
+      ok = send_batch (w, board, &error);
+      break;
     case OP_RANK:
       ok = rank_ranking_client_send_get_rank (iface, board, member, 0, &error);
       break;
@@ -208,6 +246,24 @@ rankd_recv (Worker *w, int op)
     case OP_UPDATE:
       ok = rank_ranking_client_recv_update (iface, &w->resp, &invalid,
                                             &unavailable, &error);
+      break;
+    case OP_BATCH:
+      g_ptr_array_set_size (w->batch_results, 0);
+      ok = rank_ranking_client_recv_update_batch (iface, &w->batch_results,
+                                                  &invalid, &error);
+      for (guint i = 0; ok && i < w->batch_results->len; i++)
+        {
+          rankUpdateResult *r = w->batch_results->pdata[i];
+
+          if (!r->__isset_response)
+            {
+              note_error (w, r->__isset_invalid ? r->invalid->message
+                             : r->__isset_unavailable
+                                 ? r->unavailable->message
+                                 : "an UpdateResult without a field set");
+              ok = FALSE;
+            }
+        }
       break;
     case OP_RANK:
       ok = rank_ranking_client_recv_get_rank (iface, &w->entry, &invalid,
@@ -409,6 +465,11 @@ worker_connect (Worker *w, GError **error)
   w->resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
   w->entry = g_object_new (RANK_TYPE_ENTRY, NULL);
   w->page = g_ptr_array_new_with_free_func (g_object_unref);
+  w->batch_results = g_ptr_array_new_with_free_func (g_object_unref);
+  w->batch_reqs = g_ptr_array_new_with_free_func (g_object_unref);
+  for (int i = 0; i < w->o->batch; i++)
+    g_ptr_array_add (w->batch_reqs,
+                     g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL));
   return w->client != NULL;
 }
 
@@ -575,20 +636,22 @@ parse_mix (Options *o, GError **error)
         {
           g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                        "--mix: '%s' is not OP=WEIGHT with OP update, rank, "
-                       "top, around or ranks",
+                       "top, around, ranks or batch",
                        *p);
           return FALSE;
         }
       o->weights[op] = atoi (kv[1]);
     }
-  if (o->direct != NULL && (o->weights[OP_AROUND] || o->weights[OP_RANKS]))
+  if (o->direct != NULL
+      && (o->weights[OP_AROUND] || o->weights[OP_RANKS]
+          || o->weights[OP_BATCH]))
     {
       g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                    "--mix: --direct runs update, rank and top only");
       return FALSE;
     }
   if (o->weights[OP_UPDATE] + o->weights[OP_RANK] + o->weights[OP_TOP]
-          + o->weights[OP_AROUND] + o->weights[OP_RANKS]
+          + o->weights[OP_AROUND] + o->weights[OP_RANKS] + o->weights[OP_BATCH]
       <= 0)
     {
       g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
@@ -637,6 +700,9 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
       "Calls in flight per connection, sent together (1; up to 64; not with "
       "--direct)",
       "K" },
+    { "batch", 0, 0, G_OPTION_ARG_INT, &o->batch,
+      "Updates per UpdateBatch call of the batch operation (100; up to 1000)",
+      "N" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &o->json, "Print JSON", NULL },
     { "cpu", 0, 0, G_OPTION_ARG_STRING, &o->cpu,
       "Also report the CPU time per operation of these processes over the "
@@ -700,6 +766,14 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
       g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                    "--connections, --members, --boards, --top-n and "
                    "--duration must be positive");
+      return FALSE;
+    }
+  if (o->batch == 0)
+    o->batch = 100;
+  if (o->batch < 1 || o->batch > RANK_BENCH_MAX_BATCH)
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--batch: 1..%d", RANK_BENCH_MAX_BATCH);
       return FALSE;
     }
   if (o->pipeline == 0)
@@ -782,15 +856,16 @@ report (const Options *o, Worker *workers, double seconds)
         rank_histogram_merge (&total.hist[op], &workers[i].stats.hist[op]);
         total.errors[op] += workers[i].stats.errors[op];
       }
+  /* CPU per operation: an UpdateBatch call counts as its updates. */
   for (int op = 0; op < N_OPS; op++)
-    ops += total.hist[op].total;
+    ops += total.hist[op].total * (guint64) (op == OP_BATCH ? o->batch : 1);
   if (o->json)
     {
       gboolean first = TRUE;
 
       printf ("{\"target\":\"%s\",\"connections\":%d,\"pipeline\":%d,"
-              "\"duration_s\":%.3f,\"ops\":{",
-              target, o->connections, o->pipeline, seconds);
+              "\"batch\":%d,\"duration_s\":%.3f,\"ops\":{",
+              target, o->connections, o->pipeline, o->batch, seconds);
       for (int op = 0; op < N_OPS; op++)
         {
           const RankHistogram *h = &total.hist[op];
@@ -831,6 +906,11 @@ report (const Options *o, Worker *workers, double seconds)
                   rank_histogram_quantile (h, 0.999) / 1e3, h->max / 1e3,
                   total.errors[op]);
         }
+      if (total.hist[OP_BATCH].total > 0)
+        printf ("batch: %d updates a call, %.0f updates/s; CPU per op below "
+                "is per update\n",
+                o->batch,
+                (double) total.hist[OP_BATCH].total * o->batch / seconds);
       rank_cpu_watch_text (o->cpu_watch, ops, cpu);
       fputs (cpu->str, stdout);
     }
@@ -855,6 +935,8 @@ finish (Options *o, Worker *workers, GThread **threads, int status)
       g_clear_object (&workers[i].resp);
       g_clear_object (&workers[i].entry);
       g_clear_pointer (&workers[i].page, g_ptr_array_unref);
+      g_clear_pointer (&workers[i].batch_reqs, g_ptr_array_unref);
+      g_clear_pointer (&workers[i].batch_results, g_ptr_array_unref);
       g_clear_pointer (&workers[i].samples, g_array_unref);
       if (workers[i].redis)
         redisFree (workers[i].redis);
