@@ -12,7 +12,10 @@
 # rankd runs twice: CONNECTIONS blocking clients (one call each), and
 # PIPELINE_CONNECTIONS clients with PIPELINE calls in flight each: by
 # default 4 x 16, the 64 calls in flight that redis-rank keeps on its one
-# connection.
+# connection. Updates also run as UpdateBatch calls of 100
+# (PIPELINE_CONNECTIONS clients), and as the floor: a minimal idempotent
+# script (SET NX EX, ZSCORE, ZADD) by redis-benchmark, 4 x 16 pipelined
+# (peers/floor.sh).
 #
 # Usage: bench/compare.sh            (after building into build/)
 # Environment: BUILD=build MEMBERS=1000000 ROUNDS=3 DURATION=10 WARMUP=2
@@ -109,6 +112,8 @@ echo "== preload"
 "$bench" --direct "127.0.0.1:$redis_port" --members "$members" --preload-only -c 16
 sh "$here/peers/redis-rank.sh" --redis "127.0.0.1:$redis_port" \
   --members "$members" --preload
+sh "$here/peers/floor.sh" --redis "127.0.0.1:$redis_port" \
+  --members "$members" --preload
 
 # ---- rounds ----
 for round in $(seq 1 "$rounds"); do
@@ -129,6 +134,16 @@ for round in $(seq 1 "$rounds"); do
       --members "$members" --op "$op" --inflight "$conns" \
       --duration "$duration" --warmup "$warmup" --json \
       --cpu "redis=$redis_pid" >"$out/r$round-$op-redis-rank.json"
+    if [ "$op" = update ]; then
+      # UpdateBatch of 100 (CPU per update), and the minimal script's floor.
+      "$bench" --port "$rankd_port" --members "$members" --mix batch=1 \
+        --batch 100 -c "$pconns" -d "$duration" -w "$warmup" --json \
+        --cpu "redis=$redis_pid,rankd=$rankd_pid" \
+        >"$out/r$round-update-rankd-batch.json"
+      sh "$here/peers/floor.sh" --redis "127.0.0.1:$redis_port" \
+        --pid "$redis_pid" --members "$members" \
+        >"$out/r$round-update-floor.json"
+    fi
   done
 done
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Summarizes a bench/compare.sh results directory as a Markdown table.
 
-For each operation and target: the median over rounds of throughput, p99
-and the CPU time per operation of each process (redis, rankd, client), and
+For each operation and target: the median over rounds of throughput (an
+UpdateBatch counts as its updates), p99 (per call) and the CPU time per
+operation of each process (redis, rankd, client), and
 the ratios rankd/direct and rankd/redis-rank of the medians.
 Usage: summarize.py RESULTS_DIR
 """
@@ -12,8 +13,9 @@ import os
 import statistics
 import sys
 
-TARGETS = ["rankd", "rankd-pipelined", "direct", "redis-rank"]
-OURS = ["rankd", "rankd-pipelined"]
+TARGETS = ["rankd", "rankd-pipelined", "rankd-batch", "direct", "redis-rank",
+           "floor"]
+OURS = ["rankd", "rankd-pipelined", "rankd-batch"]
 OPS = ["update", "rank", "top"]
 
 
@@ -25,6 +27,12 @@ def load(directory):
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         stats = data["ops"].get(op)
+        if "batch" in data["ops"]:
+            # UpdateBatch calls, counted as their updates (CPU per op is
+            # per update already).
+            stats = dict(data["ops"]["batch"])
+            stats["ops_per_sec"] *= data["batch"]
+            stats["count"] *= data["batch"]
         if stats:
             stats = dict(stats, cpu=data.get("cpu_us_per_op", {}))
             runs.setdefault((op, target), []).append(stats)
@@ -82,6 +90,15 @@ def main(directory):
             p99 = (f"{med[ours][1] / med['direct'][1]:.2f}x"
                    if "direct" in med else "")
             print(f"| {op} | {ours} | {cells[0]} | {cells[1]} | {p99} |")
+    floor = cpu_medians(runs, "update", "floor").get("redis")
+    if floor:
+        print()
+        print("| update as | Redis µs/update | vs the floor (minimal script) |")
+        print("|---|---:|---:|")
+        for t in TARGETS:
+            v = cpu_medians(runs, "update", t).get("redis")
+            if v is not None and v >= 0:
+                print(f"| {t} | {v:.1f} | {v / floor:.2f}x |")
     memory = os.path.join(directory, "memory.txt")
     if os.path.exists(memory):
         print()
