@@ -112,8 +112,12 @@ local function generations_of(layout)
   return s
 end
 
+-- Generation numbers as strings: a number joined to a string is formatted
+-- as a float, which costs Redis more than the lookup it names.
+local GENERATION = {[0] = '0', '1', '2', '3', '4'}
+
 local function record_hash(bucket, generation, hashes, selector)
-  return qprefix .. ':' .. bucket .. ':' .. generation .. ':' ..
+  return qprefix .. ':' .. bucket .. ':' .. GENERATION[generation] .. ':' ..
     string.format('%d', selector % hashes)
 end
 
@@ -184,32 +188,30 @@ local function next_record_hash(selector)
   return record_hash(names[0], g - 1, gens[g], selector)
 end
 
+-- The record of idhash in bucket's generations s[from], s[from - 1], .. s[1].
+local function recorded_in(bucket, s, from, idhash, selector)
+  for g = from, 1, -1 do
+    local hash = record_hash(bucket, g - 1, s[g], selector)
+    local v = call_on(hash, 'hash', 'request-id records', 'HGET', idhash)
+    if v then
+      return v
+    end
+  end
+  return nil
+end
+
 -- The fingerprint recorded for idhash before the current generation: in
 -- the 4 buckets before, and the current bucket's older generations. The
 -- newest generation of each first.
 local function recorded_before(idhash, selector)
   for i = 1, BUCKETS do
     local s = older[i]
-    if s then
-      for g = #s, 1, -1 do
-        local hash = record_hash(names[i], g - 1, s[g], selector)
-        local v = call_on(hash, 'hash', 'request-id records', 'HGET', idhash)
-        if v then
-          return v
-        end
-      end
+    local v = s and recorded_in(names[i], s, #s, idhash, selector)
+    if v then
+      return v
     end
   end
-  if gens then
-    for g = #gens - 1, 1, -1 do
-      local hash = record_hash(names[0], g - 1, gens[g], selector)
-      local v = call_on(hash, 'hash', 'request-id records', 'HGET', idhash)
-      if v then
-        return v
-      end
-    end
-  end
-  return nil
+  return gens and recorded_in(names[0], gens, #gens - 1, idhash, selector)
 end
 
 -- The sorted-set score of a score, and back: sorted sets order ascending.
