@@ -39,6 +39,7 @@ rank_store_new (RankBackend *backend, guint32 seed)
   store->rand = seed != 0 ? g_rand_new_with_seed (seed) : g_rand_new ();
   store->layouts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                           layout_entry_free);
+  store->layout_asks = g_hash_table_new (g_str_hash, g_str_equal);
   return store;
 }
 
@@ -49,6 +50,7 @@ rank_store_free (RankStore *store)
     return;
   g_rand_free (store->rand);
   g_hash_table_unref (store->layouts);
+  g_hash_table_unref (store->layout_asks);
   g_free (store);
 }
 
@@ -187,12 +189,18 @@ store_countdown_done (StoreCountdown *c, const GError *error)
 
 typedef struct
 {
+  RankStoreDoneFunc func;
+  gpointer data;
+} LayoutWaiter;
+
+typedef struct
+{
   RankStore *store;
   char *board;
   gboolean write;
-  char *describe; /* the options in force, described */
-  RankStoreDoneFunc func;
-  gpointer data;
+  char *describe;  /* the options in force, described */
+  char *ask;       /* its key in store->layout_asks */
+  GArray *waiters; /* LayoutWaiter: every call waiting for this check */
 } LayoutTask;
 
 static GError *
@@ -230,7 +238,16 @@ layout_read (const RankReply *reply, const GError *error, gpointer data)
       if (e->mismatch != NULL)
         error = refused = layout_refusal (e->mismatch);
     }
-  task->func (error, task->data);
+  if (g_hash_table_lookup (store->layout_asks, task->ask) == task)
+    g_hash_table_remove (store->layout_asks, task->ask);
+  for (guint i = 0; i < task->waiters->len; i++)
+    {
+      LayoutWaiter *w = &g_array_index (task->waiters, LayoutWaiter, i);
+
+      w->func (error, w->data);
+    }
+  g_array_unref (task->waiters);
+  g_free (task->ask);
   g_free (task->describe);
   g_free (task->board);
   g_free (task);
@@ -256,16 +273,31 @@ layout_ask (RankStore *store, const char *board, const RankBoardOptions *o,
             gint64 now_ms, gboolean write, RankStoreDoneFunc func,
             gpointer data)
 {
-  LayoutTask *task = g_new0 (LayoutTask, 1);
+  LayoutWaiter waiter = { func, data };
+  g_autofree char *describe = rank_layout_describe (o);
+  g_autofree char *ask = g_strconcat (board, "\n", describe, NULL);
+  LayoutTask *task = g_hash_table_lookup (store->layout_asks, ask);
   RankCommand cmd;
   gint64 expire_ms = 0;
 
+  /* The board's newest check on its way, if it asks the same, answers this
+   * call too: a burst of reads (or of writes) sends one. Calls answered by
+   * one check run in the order they came, and checks answer in the order
+   * they were sent, so a connection's calls still reach Redis in order. */
+  if (task != NULL && task->write == write)
+    {
+      g_array_append_val (task->waiters, waiter);
+      return;
+    }
+  task = g_new0 (LayoutTask, 1);
   task->store = store;
   task->board = g_strdup (board);
   task->write = write;
-  task->describe = rank_layout_describe (o);
-  task->func = func;
-  task->data = data;
+  task->describe = g_steal_pointer (&describe);
+  task->ask = g_steal_pointer (&ask);
+  task->waiters = g_array_new (FALSE, FALSE, sizeof (LayoutWaiter));
+  g_array_append_val (task->waiters, waiter);
+  g_hash_table_replace (store->layout_asks, task->ask, task);
   if (!write)
     {
       rank_command_init (&cmd, "GET");

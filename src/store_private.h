@@ -15,6 +15,10 @@ struct _RankStore
   /* What this worker learned of boards' stored layouts (layout.h): board
    * -> LayoutEntry, for the options in force. */
   GHashTable *layouts;
+  /* The newest check in flight of each board: board, options described ->
+   * the check, which also answers the calls that ask the same of it while
+   * it is the newest (so their answers keep their order). */
+  GHashTable *layout_asks;
 };
 
 /* ---- keys (README "Key layout in Redis") ---- */
