@@ -171,7 +171,7 @@ rank_store_get_rank (RankStore *store, const RankContext *ctx,
   gsize member_len = strlen (member);
   RankTask *task = g_new0 (RankTask, 1);
   guint shard;
-  RankCommand cmd;
+  RankCommand cmd, item;
 
   task->store = store;
   task->ctx = ctx;
@@ -196,8 +196,12 @@ rank_store_get_rank (RankStore *store, const RankContext *ctx,
                          RANK_KEY_SUFFIX_SCORES);
   rank_command_keys_done (&cmd);
   add_rank_args (&cmd, "find", o, task->kind);
-  rank_command_add (&cmd, member, member_len);
-  rank_backend_send (store->backend, task->node, &cmd, 0, rank_found, task);
+  /* With the other finds on the same keys queued in this loop iteration. */
+  rank_command_init_args (&item);
+  rank_command_add (&item, member, member_len);
+  rank_backend_send_item (store->backend, task->node, &cmd, &item, 0,
+                          rank_found, task);
+  rank_command_clear (&cmd);
 }
 
 /* The member's node answered: its score, and who is ahead of it there. Now

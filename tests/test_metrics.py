@@ -426,6 +426,47 @@ class BatchedUpdatesTest(Served):
                 t.close()
 
 
+    def test_concurrent_ranks_share_script_calls(self):
+        board, n = "batch-ranks", self.CONNECTIONS
+        conns = [connect(self.port) for _ in range(n)]
+        try:
+            c0 = conns[0][0]
+            for i in range(40):
+                c0.Update(UpdateRequest(board, f"p{i}", i % 7, f"r{i}",
+                                        Mode.SET))
+            members = [f"p{i}" for i in range(48)] * 2  # 8 absent, twice
+            want = []
+            for m in members[:16 * n]:
+                try:
+                    e = c0.GetRank(board, m, 0)
+                    want.append((e.member, e.score, e.rank))
+                except NotFound:
+                    want.append(None)
+            before = self.trips()
+            os.kill(self.rankd.pid, signal.SIGSTOP)
+            try:
+                for i, m in enumerate(members[:16 * n]):
+                    conns[i % n][0].send_GetRank(board, m, 0)
+            finally:
+                os.kill(self.rankd.pid, signal.SIGCONT)
+            got = [None] * (16 * n)
+            for c in range(n):
+                for i in range(c, 16 * n, n):
+                    try:
+                        e = conns[c][0].recv_GetRank()
+                        got[i] = (e.member, e.score, e.rank)
+                    except NotFound:
+                        pass
+            trips = self.trips() - before
+            sys.stderr.write(f"{16 * n} concurrent GetRanks: {trips:.0f} "
+                             "Redis round trips\n")
+            self.assertLess(trips, 16 * n)
+            self.assertEqual(got, want)
+        finally:
+            for _, t in conns:
+                t.close()
+
+
 class UpdateBatchTest(Served):
     """UpdateBatch: one result per request, in order; a refused item fails
     nothing else; each item idempotent by its own request id."""

@@ -15,10 +15,12 @@
 --                  shards on this node; dense: the distinct-score set
 --                  rk:{board}:d; dense-list: the distinct-score sets of all
 --                  the board's shards on this node
---        ARGV[5]   member id
---        Returns false if the member is not on the board, else {score,
---        entries ahead of it on this node (dense-list: 0), its order key, its
---        sorted-set score, [dense-list: the distinct sorted-set scores ahead]}.
+--        ARGV[5..] member ids: the finds rankd queued for these keys in one
+--        loop iteration (backend.c batches)
+--        Returns one reply per member: false if the member is not on the
+--        board, else {score, entries ahead of it on this node (dense-list:
+--        0), its order key, its sorted-set score, [dense-list: the distinct
+--        sorted-set scores ahead]}.
 -- count  KEYS[1..] the board's sorted sets on this node (dense: its
 --                  distinct-score set; dense-list: the shards' distinct-score sets)
 --        ARGV[5], ARGV[6]  sorted-set score, order key (from find)
@@ -89,19 +91,26 @@ if op == 'count' then
   return count_from(1, ARGV[5], ARGV[6])
 end
 
-local member = ARGV[5]
-local p = call_on(KEYS[1], 'hash', 'member times', 'HGET', member)
-if not p then
-  return false
+local function find(member)
+  local p = call_on(KEYS[1], 'hash', 'member times', 'HGET', member)
+  if not p then
+    return false
+  end
+  local key = p .. member
+  local s = call_on(KEYS[2], 'zset', 'scores', 'ZSCORE', key)
+  local score = ascending and tonumber(s) or -tonumber(s)
+  if kind == 'dense' then
+    return {score, redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. s), key, s}
+  elseif kind == 'dense-list' then
+    return {score, 0, key, s, distinct_from(3, s)}
+  end
+  local own = kind == 'competition' and redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. s)
+    or redis.call('ZRANK', KEYS[2], key)
+  return {score, own + count_from(3, s, key), key, s}
 end
-local key = p .. member
-local s = call_on(KEYS[2], 'zset', 'scores', 'ZSCORE', key)
-local score = ascending and tonumber(s) or -tonumber(s)
-if kind == 'dense' then
-  return {score, redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. s), key, s}
-elseif kind == 'dense-list' then
-  return {score, 0, key, s, distinct_from(3, s)}
+
+local found = {}
+for i = 5, #ARGV do
+  found[#found + 1] = find(ARGV[i])
 end
-local own = kind == 'competition' and redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. s)
-  or redis.call('ZRANK', KEYS[2], key)
-return {score, own + count_from(3, s, key), key, s}
+return found
