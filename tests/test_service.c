@@ -283,6 +283,32 @@ test_retry_counts_once (void)
   assert_update (update (b, "ann", 1, "a2", NO_MODE, 1000), 6, 2, FALSE);
 }
 
+/* Each update retried at once, on a new board: the retry of the update that
+ * fills a generation of record hashes looks in it as an older one (a retry
+ * there applied again when the batched script opened the next generation
+ * after its lookup). 2,000 records fill the first two generations. */
+static void
+test_retry_at_generation_boundaries (void)
+{
+  g_autofree char *b = rank_test_unique ("boundary");
+
+  for (int i = 0; i < 2000; i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("g%d", i);
+      g_autofree char *member = g_strdup_printf ("m%d", i % 100);
+      g_auto (Result) first = update (b, member, 1, rid, NO_MODE, NO_TIME);
+      g_auto (Result) again = update (b, member, 1, rid, NO_MODE, NO_TIME);
+
+      assert_ok (&first);
+      assert_ok (&again);
+      g_assert_true (first.applied);
+      if (again.applied)
+        g_error ("update %d applied twice", i);
+      g_assert_cmpint (again.score, ==, first.score);
+      g_assert_cmpint (first.score, ==, i / 100 + 1);
+    }
+}
+
 static void
 test_request_id_reuse_refused (void)
 {
@@ -1986,6 +2012,8 @@ main (int argc, char **argv)
   g_test_add_func ("/update/exact-extremes", test_exact_extremes);
   g_test_add_func ("/update/range-refused", test_range_refused);
   g_test_add_func ("/idempotency/retry-counts-once", test_retry_counts_once);
+  g_test_add_func ("/idempotency/retry-at-generation-boundaries",
+                   test_retry_at_generation_boundaries);
   g_test_add_func ("/idempotency/reuse-refused", test_request_id_reuse_refused);
   g_test_add_func ("/idempotency/key-layout", test_key_layout);
   g_test_add_func ("/idempotency/window", test_dedup_window);

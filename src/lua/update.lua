@@ -167,11 +167,12 @@ local function open_bucket()
   meta_expire_at = (newest + BUCKETS + 1) * width
 end
 
--- The hash that takes the next record of selector: the newest generation's,
--- opening one with 32 times the hashes when it is full (a new board, a
--- burst). Earlier generations closed exactly when full, so the newest one
--- holds n minus their capacity.
-local function next_record_hash(selector)
+-- The generation that takes the next record: the newest, after opening one
+-- with 32 times the hashes when it is full (a new board, a burst). Earlier
+-- generations closed exactly when full, so the newest one holds n minus
+-- their capacity. Called before each lookup: a generation the lookup
+-- passes over as the newest must be the one the record would go to.
+local function newest_generation()
   if not gens then
     open_bucket()
   end
@@ -185,7 +186,7 @@ local function next_record_hash(selector)
     gens[g] = math.min(gens[g - 1] * 32, MAX_HASHES)
     layout = layout .. ',' .. string.format('%d', gens[g])
   end
-  return record_hash(names[0], g - 1, gens[g], selector)
+  return g
 end
 
 -- The record of idhash in bucket's generations s[from], s[from - 1], .. s[1].
@@ -281,6 +282,7 @@ local function apply(at)
   selector = tonumber(selector)
   data_given = data_given == '1'
 
+  local newest = newest_generation()
   local seen = recorded_before(idhash, selector)
 
   -- The member's place: its sorted-set key, score and subscores.
@@ -309,7 +311,7 @@ local function apply(at)
   -- current generation, and writes none then.
   local hash
   if not seen then
-    hash = next_record_hash(selector)
+    hash = record_hash(names[0], newest - 1, gens[newest], selector)
     if call_on(hash, 'hash', 'request-id records', 'HSETNX', idhash,
         fingerprint) == 0 then
       seen = redis.call('HGET', hash, idhash)
