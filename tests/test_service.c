@@ -662,7 +662,7 @@ test_meta_sizing (void)
   g_assert_true (
       eval_update (c, rank_lua_update, b, "ann", 1, "x", in_bucket (k0 + 1)));
   meta = request_meta (c, b);
-  g_assert_cmpstr (meta_field (meta, k1, ""), ==, "4096");
+  g_assert_cmpstr (meta_field (meta, k1, ""), ==, "8192");
   g_assert_cmpstr (meta_field (meta, k1, ":n"), ==, "1");
   redisFree (c);
 }

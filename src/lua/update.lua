@@ -43,9 +43,10 @@
 -- most 5). The board keeps the meta of all its buckets in one hash,
 -- rk:{board}:q: field <k> lists the hash counts s_0,s_1,... of bucket k's
 -- generations ("1,32"), field <k>:n counts its records. A bucket opens with
--- one generation sized from the previous bucket's n, about 64 records per
+-- one generation sized from the previous bucket's n, about 32 records per
 -- hash: small enough for Redis's compact listpack encoding at any steady
--- rate. When a generation fills (96 per hash: a new board, a burst), the next
+-- rate, and for a lookup that misses (it reads every entry) to stay cheap.
+-- When a generation fills (48 per hash: a new board, a burst), the next
 -- has 32 times the hashes. A request id is looked up in the 4 buckets before
 -- the current one and in the current one's older generations (an HGET
 -- each), then recorded in the current generation with HSETNX, which also
@@ -93,8 +94,8 @@ local ascending = order == 'asc'
 local current = tonumber(names[0])
 local LIMIT = 9007199254740991
 local BUCKETS = 4          -- buckets per window
-local PER_HASH = 64        -- records aimed at per record hash
-local FULL_HASH = 96       -- records per hash that open a new generation
+local PER_HASH = 32        -- records aimed at per record hash
+local FULL_HASH = 48       -- records per hash that open a new generation
 local MAX_HASHES = 1048576
 local MAX_GENERATIONS = 5
 
