@@ -55,8 +55,8 @@ typedef struct
 {
   RankBackend *backend;
   guint node;
-  char *id;  /* the table key: node, and the head's arguments */
-  char *tag; /* the hash tag of its keys */
+  GBytes *id; /* the table key: node, and the head's arguments */
+  char *tag;  /* the hash tag of its keys */
   RankScriptId script;
   int nkeys;
   guint flags;
@@ -101,7 +101,7 @@ rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
   g_autoptr (GPtrArray) startup
       = g_ptr_array_new_with_free_func ((GDestroyNotify) g_strfreev);
 
-  backend->batches = g_hash_table_new (g_str_hash, g_str_equal);
+  backend->batches = g_hash_table_new (g_bytes_hash, g_bytes_equal);
   /* Before the links' own hooks: batches leave in this iteration's write. */
   rank_loop_add_prepare (loop, flush_batches, backend);
   script_init (&backend->scripts[RANK_SCRIPT_UPDATE], "update.lua",
@@ -359,21 +359,26 @@ rank_backend_send (RankBackend *backend, guint node, RankCommand *cmd,
 
 /* ---- batches ---- */
 
-/* The table key of a batch: its node, then its head's arguments, each
- * with its length. */
-static char *
+/* The table key of a batch: its node, script and keys, then its head's
+ * arguments, each with its length (binary: this runs for every item). */
+static GBytes *
 batch_id (guint node, const RankCommand *head)
 {
-  GString *id = g_string_new (NULL);
+  gsize size = sizeof (guint) + 2 * sizeof (int)
+               + (gsize) head->argc * sizeof (gsize) + head->used;
+  guint8 *id = g_malloc (size), *p = id;
+  int script = (int) head->script;
 
-  g_string_append_printf (id, "%u:%d:%d", node, head->script, head->nkeys);
-  for (int i = 0; i < head->argc; i++)
-    {
-      g_string_append_printf (id, ":%zu:", head->len[i]);
-      g_string_append_len (id, head->bytes + head->offset[i],
-                           (gssize) head->len[i]);
-    }
-  return g_string_free (id, FALSE);
+  memcpy (p, &node, sizeof node);
+  p += sizeof node;
+  memcpy (p, &script, sizeof script);
+  p += sizeof script;
+  memcpy (p, &head->nkeys, sizeof (int));
+  p += sizeof (int);
+  memcpy (p, head->len, (gsize) head->argc * sizeof (gsize));
+  p += (gsize) head->argc * sizeof (gsize);
+  memcpy (p, head->bytes, head->used);
+  return g_bytes_new_take (id, size);
 }
 
 static void
@@ -388,7 +393,7 @@ batch_add_args (Batch *b, const RankCommand *cmd)
 static void
 batch_free (Batch *b)
 {
-  g_free (b->id);
+  g_bytes_unref (b->id);
   g_free (b->tag);
   g_byte_array_unref (b->bytes);
   g_array_unref (b->lens);
@@ -409,7 +414,7 @@ rank_backend_send_item (RankBackend *backend, guint node,
                         const RankCommand *head, RankCommand *item, guint flags,
                         RankBackendFunc func, gpointer data)
 {
-  g_autofree char *id = batch_id (node, head);
+  g_autoptr (GBytes) id = batch_id (node, head);
   Batch *b = g_hash_table_lookup (backend->batches, id);
   Waiter w = { func, data };
 
