@@ -7,7 +7,8 @@
 # each with its own rankd on free loopback ports; preloads "plain-0" and
 # "sharded-0" (10 shards) on both; then runs each operation on each board
 # against both setups alternately, ROUNDS times, and prints the median
-# throughput and p99 and the ratio cluster/single.
+# throughput and p99, the ratio cluster/single, and the CPU time per
+# operation of Redis (all nodes of the setup) and of its rankd.
 #
 # Usage: bench/cluster.sh            (after building into build/)
 # Environment: BUILD=build MEMBERS=200000 ROUNDS=3 DURATION=8 WARMUP=2
@@ -35,6 +36,7 @@ start_rankd() { # name redis-args...  (sets port[name])
   "$rankd" --listen "127.0.0.1:${port[$name]}" --config "$work/rankd.conf" \
     "$@" >"$work/rankd-$name.log" 2>&1 &
   pids+=($!)
+  cpu[$name]="${cpu[$name]},rankd=$!"
   wait_port "${port[$name]}" "$!" || { echo "rankd did not start" >&2; exit 1; }
 }
 
@@ -46,13 +48,16 @@ CONF
 bench_meta "MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup CONNECTIONS=$conns TOP_N=$top_n bench/cluster.sh" >"$out/meta.txt"
 cat "$out/meta.txt"
 
+declare -A cpu
 single=$(free_port)
 start_redis "$single"
+cpu[single]="redis1=${pids[-1]}"
 seeds=()
-for _ in 1 2 3; do
+for i in 1 2 3; do
   p=$(cluster_port)
   start_redis "$p" --cluster-enabled yes --cluster-config-file nodes.conf
   seeds+=("127.0.0.1:$p")
+  cpu[cluster]="${cpu[cluster]:+${cpu[cluster]},}redis$i=${pids[-1]}"
 done
 redis-cli --cluster create "${seeds[@]}" --cluster-replicas 0 --cluster-yes \
   >"$work/create.log" 2>&1
@@ -80,38 +85,13 @@ for round in $(seq 1 "$rounds"); do
         "$bench" --port "${port[$setup]}" --members "$members" \
           --board-prefix "$board" --mix "$op=1" --top-n "$top_n" \
           -c "$conns" -d "$duration" -w "$warmup" --json \
-          >"$out/$setup-r$round-$op-$board.json"
+          --cpu "${cpu[$setup]}" >"$out/$setup-r$round-$op-$board.json"
       done
     done
   done
 done
 stop_all
 
-python3 - "$out" <<'EOF2' | tee "$out/summary.md"
-import glob, json, os, statistics, sys
-d = sys.argv[1]
-runs = {}
-for path in glob.glob(os.path.join(d, "*-r*-*-*.json")):
-    setup, _, op, board = os.path.basename(path)[:-5].split("-")
-    stats = json.load(open(path))["ops"].get(op)
-    if stats:
-        runs.setdefault((setup, op, board), []).append(stats)
-print("| board | op | one Redis ops/s | cluster ops/s | cluster/one | "
-      "one p99 ms | cluster p99 ms | errors |")
-print("|---|---|---:|---:|---:|---:|---:|---:|")
-for board in ("plain", "sharded"):
-    for op in ("update", "rank", "top"):
-        med = {}
-        for setup in ("single", "cluster"):
-            r = runs.get((setup, op, board), [])
-            if r:
-                med[setup] = (statistics.median(x["ops_per_sec"] for x in r),
-                              statistics.median(x["p99_us"] for x in r) / 1000,
-                              sum(x["errors"] for x in r))
-        if len(med) == 2:
-            a, c = med["single"], med["cluster"]
-            print(f"| {board} | {op} | {a[0]:.0f} | {c[0]:.0f} | "
-                  f"{c[0] / a[0]:.2f}x | {a[1]:.2f} | {c[1]:.2f} | "
-                  f"{a[2] + c[2]} |")
-EOF2
+python3 "$here/summarize_pairs.py" "$out" board plain,sharded single,cluster \
+  "one Redis,cluster" | tee "$out/summary.md"
 echo "results in $out"

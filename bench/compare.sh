@@ -19,7 +19,9 @@
 #
 # Usage: bench/compare.sh            (after building into build/)
 # Environment: BUILD=build MEMBERS=1000000 ROUNDS=3 DURATION=10 WARMUP=2
-#              CONNECTIONS=64 PIPELINE_CONNECTIONS=4 PIPELINE=16
+#              CONNECTIONS=64 PIPELINE_CONNECTIONS=4 PIPELINE=16 BATCH=100
+#              (updates per UpdateBatch call; 0: no batch row, for a rankd
+#              from before UpdateBatch)
 #              IO_THREADS=$(nproc) OUT=bench/results/<date>
 #              RANKD=$BUILD/rankd (another rankd against the same load
 #              generator: a before/after comparison)
@@ -34,6 +36,7 @@ warmup=${WARMUP:-2}
 conns=${CONNECTIONS:-64}
 pconns=${PIPELINE_CONNECTIONS:-4}
 depth=${PIPELINE:-16}
+batch=${BATCH:-100}
 io_threads=${IO_THREADS:-$(nproc)}
 out=${OUT:-$here/results/$(date -u +%Y%m%dT%H%M%SZ)}
 bench=$build/bench/rank-bench
@@ -134,12 +137,15 @@ for round in $(seq 1 "$rounds"); do
       --members "$members" --op "$op" --inflight "$conns" \
       --duration "$duration" --warmup "$warmup" --json \
       --cpu "redis=$redis_pid" >"$out/r$round-$op-redis-rank.json"
-    if [ "$op" = update ]; then
-      # UpdateBatch of 100 (CPU per update), and the minimal script's floor.
+    if [ "$op" = update ] && [ "$batch" -gt 0 ]; then
+      # UpdateBatch calls (CPU per update).
       "$bench" --port "$rankd_port" --members "$members" --mix batch=1 \
-        --batch 100 -c "$pconns" -d "$duration" -w "$warmup" --json \
+        --batch "$batch" -c "$pconns" -d "$duration" -w "$warmup" --json \
         --cpu "redis=$redis_pid,rankd=$rankd_pid" \
         >"$out/r$round-update-rankd-batch.json"
+    fi
+    if [ "$op" = update ]; then
+      # The minimal script's floor.
       sh "$here/peers/floor.sh" --redis "127.0.0.1:$redis_port" \
         --pid "$redis_pid" --members "$members" \
         >"$out/r$round-update-floor.json"

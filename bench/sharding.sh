@@ -6,8 +6,9 @@
 # loopback ports, with a config file that shards board "sharded-0" into 10
 # (bench/README.md shows it); preloads "plain-0" and "sharded-0" with the same
 # population; then runs each operation on the ordinary and on the sharded
-# board alternately, ROUNDS times, and prints the median throughput and p99
-# and the ratio sharded/ordinary.
+# board alternately, ROUNDS times, and prints the median throughput and p99,
+# the ratio sharded/ordinary, and the CPU time per operation of Redis (all
+# nodes together) and of rankd over the measured interval.
 #
 # Usage: bench/sharding.sh            (after building into build/)
 # Environment: BUILD=build MEMBERS=200000 ROUNDS=3 DURATION=8 WARMUP=2
@@ -28,15 +29,18 @@ cat "$out/meta.txt"
 
 for nodes in 1 3; do
   redis_args=()
+  cpu=()
   for i in $(seq 1 "$nodes"); do
     port=$(free_port)
     start_redis "$port"
     redis_args+=(--redis "127.0.0.1:$port")
+    cpu+=("redis$i=${pids[-1]}")
   done
   rankd_port=$(free_port)
   "$rankd" --listen "127.0.0.1:$rankd_port" --config "$work/rankd.conf" \
     "${redis_args[@]}" >"$work/rankd-$nodes.log" 2>&1 &
   pids+=($!)
+  cpu+=("rankd=$!")
   wait_port "$rankd_port" "$!" || { echo "rankd did not start" >&2; exit 1; }
   echo "== $nodes node(s): preload"
   for board in plain sharded; do
@@ -50,6 +54,7 @@ for nodes in 1 3; do
         "$bench" --port "$rankd_port" --members "$members" \
           --board-prefix "$board" --mix "$op=1" --top-n "$top_n" \
           -c "$conns" -d "$duration" -w "$warmup" --json \
+          --cpu "$(IFS=,; echo "${cpu[*]}")" \
           >"$out/n$nodes-r$round-$op-$board.json"
       done
     done
@@ -57,31 +62,6 @@ for nodes in 1 3; do
   stop_all
 done
 
-python3 - "$out" <<'EOF2' | tee "$out/summary.md"
-import glob, json, os, statistics, sys
-d = sys.argv[1]
-runs = {}
-for path in glob.glob(os.path.join(d, "n*-r*-*-*.json")):
-    nodes, _, op, board = os.path.basename(path)[:-5].split("-")
-    stats = json.load(open(path))["ops"].get(op)
-    if stats:
-        runs.setdefault((nodes[1:], op, board), []).append(stats)
-print("| nodes | op | ordinary ops/s | sharded ops/s | sharded/ordinary | "
-      "ordinary p99 ms | sharded p99 ms | errors |")
-print("|---:|---|---:|---:|---:|---:|---:|---:|")
-for nodes in ("1", "3"):
-    for op in ("update", "rank", "top"):
-        med = {}
-        for board in ("plain", "sharded"):
-            r = runs.get((nodes, op, board), [])
-            if r:
-                med[board] = (statistics.median(x["ops_per_sec"] for x in r),
-                              statistics.median(x["p99_us"] for x in r) / 1000,
-                              sum(x["errors"] for x in r))
-        if len(med) == 2:
-            p, s = med["plain"], med["sharded"]
-            print(f"| {nodes} | {op} | {p[0]:.0f} | {s[0]:.0f} | "
-                  f"{s[0] / p[0]:.2f}x | {p[1]:.2f} | {s[1]:.2f} | "
-                  f"{p[2] + s[2]} |")
-EOF2
+python3 "$here/summarize_pairs.py" "$out" nodes n1,n3 plain,sharded \
+  ordinary,sharded | tee "$out/summary.md"
 echo "results in $out"
