@@ -6,6 +6,7 @@ Starts its own redis-server and rankd processes on free loopback ports.
 RANKD_TEST_WRAPPER runs rankd under a wrapper (valgrind).
 """
 import os
+import random
 import re
 import shutil
 import signal
@@ -311,6 +312,30 @@ class HostileHttpTest(Served):
         self.assertLessEqual(lines() - before, int(elapsed) + 2)
 
 
+class UpdateModel:
+    """Update's rules on a board without options: scores per member and
+    what each request id was used for."""
+
+    def __init__(self):
+        self.scores, self.used = {}, {}
+
+    def apply(self, member, mode, value, rid):
+        current = self.scores.get(member)
+        if rid in self.used:
+            if self.used[rid] != (member, mode, value):
+                return ("invalid", "request_id")
+            return ("ok", False, current)
+        self.used[rid] = (member, mode, value)
+        if mode == Mode.INCREMENT:
+            new = (current or 0) + value
+        elif mode == Mode.BEST and current is not None:
+            new = max(current, value)
+        else:
+            new = value
+        self.scores[member] = new
+        return ("ok", True, new)
+
+
 class BatchedUpdatesTest(Served):
     """Updates of one board queued together leave rankd in one script call
     (per worker), and each keeps the result it has when sent alone."""
@@ -425,6 +450,75 @@ class BatchedUpdatesTest(Served):
             for _, t in conns:
                 t.close()
 
+
+    def test_batches_match_one_by_one(self):
+        """Rounds of 4 x 16 updates sent while rankd is stopped (so they
+        form batches), with retries and reuses of earlier request ids, past
+        the first two generations of record hashes: every answer and the
+        final scores are those of the same calls sent one by one."""
+        rand = random.Random(18)
+        together, alone = "model-together", "model-alone"
+        n = self.CONNECTIONS
+        conns = [connect(self.port) for _ in range(n)]
+        sent = [[] for _ in range(n)]  # each connection's calls so far
+        model = UpdateModel()
+        try:
+            for _ in range(30):
+                rounds = []
+                for c in range(n):
+                    calls = []
+                    for _ in range(16):
+                        if sent[c] and rand.random() < 0.25:
+                            # An earlier call of this connection again: a
+                            # retry, or its request id with another value.
+                            old = rand.choice(sent[c])
+                            value = old[2] + (rand.random() < 0.3)
+                            call = (old[0], old[1], value, old[3])
+                        else:
+                            rid = f"c{c}-{len(sent[c])}"
+                            call = (f"m{c}-{rand.randrange(4)}",
+                                    rand.choice([Mode.INCREMENT, Mode.BEST,
+                                                 Mode.SET]),
+                                    rand.randrange(-50, 100), rid)
+                        sent[c].append(call)
+                        calls.append(call)
+                    rounds.append(calls)
+                want = [[self.outcome(conns[c][0], UpdateRequest(
+                    alone, m, v, rid, mode)) for m, mode, v, rid in calls]
+                    for c, calls in enumerate(rounds)]
+                # One by one, rankd answers as the model of its rules does.
+                for c, calls in enumerate(rounds):
+                    for call, answer in zip(calls, want[c]):
+                        expected = model.apply(*call)
+                        if expected[0] == "invalid":
+                            self.assertEqual(answer[0], "invalid", call)
+                            self.assertIn(expected[1], answer[1])
+                        else:
+                            self.assertEqual(answer, expected, call)
+                os.kill(self.rankd.pid, signal.SIGSTOP)
+                try:
+                    for c, calls in enumerate(rounds):
+                        for m, mode, v, rid in calls:
+                            conns[c][0].send_Update(
+                                UpdateRequest(together, m, v, rid, mode))
+                finally:
+                    os.kill(self.rankd.pid, signal.SIGCONT)
+                got = [[self.received(conns[c][0]) for _ in range(16)]
+                       for c in range(n)]
+                for c in range(n):
+                    self.assertEqual(
+                        [tuple(x.replace(together, "B")
+                               if isinstance(x, str) else x for x in g)
+                         for g in got[c]], want[c], f"connection {c}")
+            final = {e.member: e.score for e in
+                     conns[0][0].GetTopN(together, 100, 0, 0, False)}
+            ref = {e.member: e.score for e in
+                   conns[0][0].GetTopN(alone, 100, 0, 0, False)}
+            self.assertEqual(final, ref)
+            self.assertEqual(len(final), 4 * n)
+        finally:
+            for _, t in conns:
+                t.close()
 
     def test_concurrent_ranks_share_script_calls(self):
         board, n = "batch-ranks", self.CONNECTIONS
