@@ -350,16 +350,8 @@ direct_update_append (Worker *w, const char *board, const char *member,
   argv[1] = w->o->sha, argvlen[1] = strlen (w->o->sha);
   argv[2] = numkeys, argvlen[2] = strlen (numkeys);
   argc = 3;
-  for (int i = 0; i < head.argc; i++, argc++)
-    {
-      argv[argc] = head.bytes + head.offset[i];
-      argvlen[argc] = head.len[i];
-    }
-  for (int i = 0; i < item.argc; i++, argc++)
-    {
-      argv[argc] = item.bytes + item.offset[i];
-      argvlen[argc] = item.len[i];
-    }
+  argc += rank_command_argv (&head, argv + argc, argvlen + argc);
+  argc += rank_command_argv (&item, argv + argc, argvlen + argc);
   redisAppendCommandArgv (w->redis, argc, argv, argvlen);
   rank_command_clear (&item);
   rank_command_clear (&head);

@@ -53,10 +53,10 @@ typedef struct
 
 typedef struct
 {
-  RankBackend *backend;
   guint node;
   GBytes *id; /* the table key: node, and the head's arguments */
   char *tag;  /* the hash tag of its keys */
+  gsize tag_len;
   RankScriptId script;
   int nkeys;
   guint flags;
@@ -290,9 +290,9 @@ op_new (RankBackend *backend, guint node, RankScriptId script, int nkeys,
   return op;
 }
 
-/* The hash tag of a key (the whole key if it has none). */
-static char *
-tag_of (const char *key, gsize len)
+/* The hash tag of a key (the whole key if it has none), in the key. */
+static const char *
+tag_of (const char *key, gsize len, gsize *tag_len)
 {
   const char *open = memchr (key, '{', len);
   const char *close;
@@ -300,16 +300,23 @@ tag_of (const char *key, gsize len)
   if (open != NULL
       && (close = memchr (open + 1, '}', len - (gsize) (open + 1 - key)))
              != NULL)
-    return g_strndup (open + 1, (gsize) (close - open - 1));
-  return g_strndup (key, len);
+    {
+      *tag_len = (gsize) (close - open - 1);
+      return open + 1;
+    }
+  *tag_len = len;
+  return key;
 }
 
 static void batch_send (RankBackend *backend, Batch *b);
 
-/* Sends the open batches of node and tag (NULL: all), oldest first. */
+/* Sends the open batches of node and of the hash tag of key (NULL: all),
+ * oldest first. */
 static void
-flush_open (RankBackend *backend, guint node, const char *tag)
+flush_open (RankBackend *backend, guint node, const char *key, gsize key_len)
 {
+  gsize tag_len = 0;
+  const char *tag = key != NULL ? tag_of (key, key_len, &tag_len) : NULL;
   GList *l = backend->open.head;
 
   while (l != NULL)
@@ -317,7 +324,9 @@ flush_open (RankBackend *backend, guint node, const char *tag)
       Batch *b = l->data;
 
       l = l->next;
-      if (tag == NULL || (b->node == node && strcmp (b->tag, tag) == 0))
+      if (tag == NULL
+          || (b->node == node && b->tag_len == tag_len
+              && memcmp (b->tag, tag, tag_len) == 0))
         batch_send (backend, b);
     }
 }
@@ -325,7 +334,7 @@ flush_open (RankBackend *backend, guint node, const char *tag)
 static int
 flush_batches (gpointer data)
 {
-  flush_open (data, 0, NULL);
+  flush_open (data, 0, NULL, 0);
   return -1;
 }
 
@@ -334,22 +343,18 @@ rank_backend_send (RankBackend *backend, guint node, RankCommand *cmd,
                    guint flags, RankBackendFunc func, gpointer data)
 {
   const char *args[RANK_COMMAND_MAX_ARGS];
+  size_t lens[RANK_COMMAND_MAX_ARGS];
   gsize key_len;
   const char *key = rank_command_key (cmd, &key_len);
+  int argc = rank_command_argv (cmd, args, lens);
   Op *op;
 
   if (backend->hook != NULL)
     backend->hook (cmd, backend->hook_data);
   if (backend->open.length > 0)
-    {
-      g_autofree char *tag = tag_of (key, key_len);
-
-      flush_open (backend, node, tag);
-    }
-  for (int i = 0; i < cmd->argc; i++)
-    args[i] = cmd->bytes + cmd->offset[i];
-  op = op_new (backend, node, cmd->script, cmd->nkeys, cmd->argc, args,
-               cmd->len, key, key_len);
+    flush_open (backend, node, key, key_len);
+  op = op_new (backend, node, cmd->script, cmd->nkeys, argc, args, lens, key,
+               key_len);
   op->flags = flags;
   op->func = func;
   op->data = data;
@@ -428,15 +433,16 @@ rank_backend_send_item (RankBackend *backend, guint node,
     }
   if (b == NULL)
     {
-      gsize key_len;
+      gsize key_len, tag_len;
       const char *key = rank_command_key (head, &key_len);
+      const char *tag = tag_of (key, key_len, &tag_len);
 
-      b = g_new0 (Batch, 1);
-      b->backend = backend;
-      b->node = node;
-      b->tag = tag_of (key, key_len);
       /* What was sent for this keyspace before goes first. */
-      flush_open (backend, node, b->tag);
+      flush_open (backend, node, key, key_len);
+      b = g_new0 (Batch, 1);
+      b->node = node;
+      b->tag = g_strndup (tag, tag_len);
+      b->tag_len = tag_len;
       b->id = g_steal_pointer (&id);
       b->script = head->script;
       b->nkeys = head->nkeys;

@@ -77,6 +77,17 @@ rank_command_keys_done (RankCommand *cmd)
   cmd->nkeys = cmd->argc;
 }
 
+int
+rank_command_argv (const RankCommand *cmd, const char **argv, size_t *lens)
+{
+  for (int i = 0; i < cmd->argc; i++)
+    {
+      argv[i] = cmd->bytes + cmd->offset[i];
+      lens[i] = cmd->len[i];
+    }
+  return cmd->argc;
+}
+
 const char *
 rank_command_key (const RankCommand *cmd, gsize *len)
 {

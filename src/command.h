@@ -61,6 +61,10 @@ void rank_command_keys_done (RankCommand *cmd);
 const char *rank_command_key (const RankCommand *cmd, gsize *len);
 
 /* Frees the heap buffer of a command that was not sent. */
+/* Puts cmd's arguments and their lengths into argv and lens (room for
+ * cmd->argc each); returns how many. They point into cmd. */
+int rank_command_argv (const RankCommand *cmd, const char **argv, size_t *lens);
+
 void rank_command_clear (RankCommand *cmd);
 
 #endif /* RANK_COMMAND_H */

@@ -608,26 +608,38 @@ layout_checked (const GError *error, gpointer data)
     call->run (call);
 }
 
+/* Whether ctx's board's stored layout is known to fit its options now
+ * (store.h): then the caller goes on at once. Otherwise checked gets the
+ * answer with data: a refusal at once, or Redis's answer later. */
+static gboolean
+layout_fits (RankHandler *handler, const RankContext *ctx, gboolean writes,
+             RankStoreDoneFunc checked, gpointer data)
+{
+  g_autoptr (GError) error = NULL;
+
+  switch (rank_store_check_layout (handler->store, ctx, writes, &error, checked,
+                                   data))
+    {
+    case RANK_LAYOUT_OK:
+      return TRUE;
+    case RANK_LAYOUT_REFUSED:
+      checked (error, data);
+      return FALSE;
+    case RANK_LAYOUT_PENDING:
+      break;
+    }
+  return FALSE;
+}
+
 /* The call's checks passed and its context is resolved: run is its store
  * operation. */
 static void
 proceed (Call *call, void (*run) (Call *call))
 {
-  g_autoptr (GError) error = NULL;
-
   call->run = run;
-  switch (rank_store_check_layout (call->handler->store, &call->ctx,
-                                   call->writes, &error, layout_checked, call))
-    {
-    case RANK_LAYOUT_OK:
-      run (call);
-      break;
-    case RANK_LAYOUT_REFUSED:
-      reply_error (call, error);
-      break;
-    case RANK_LAYOUT_PENDING:
-      break;
-    }
+  if (layout_fits (call->handler, &call->ctx, call->writes, layout_checked,
+                   call))
+    run (call);
 }
 
 /* The context of a call on board (already valid), at the handler's clock,
@@ -1430,18 +1442,8 @@ batch_item_start (BatchItem *item, const rankUpdateRequest *request)
       batch_item_failed (item, error);
       return;
     }
-  switch (rank_store_check_layout (handler->store, &item->ctx, TRUE, &error,
-                                   batch_item_layout_checked, item))
-    {
-    case RANK_LAYOUT_OK:
-      batch_item_run (item);
-      break;
-    case RANK_LAYOUT_REFUSED:
-      batch_item_failed (item, error);
-      break;
-    case RANK_LAYOUT_PENDING:
-      break;
-    }
+  if (layout_fits (handler, &item->ctx, TRUE, batch_item_layout_checked, item))
+    batch_item_run (item);
 }
 
 static void

@@ -552,16 +552,8 @@ eval_update (redisContext *c, const char *source, const char *b,
   argv[1] = source, lens[1] = strlen (source);
   argv[2] = numkeys, lens[2] = strlen (numkeys);
   argc = 3;
-  for (int i = 0; i < head.argc; i++, argc++)
-    {
-      argv[argc] = head.bytes + head.offset[i];
-      lens[argc] = head.len[i];
-    }
-  for (int i = 0; i < item.argc; i++, argc++)
-    {
-      argv[argc] = item.bytes + item.offset[i];
-      lens[argc] = item.len[i];
-    }
+  argc += rank_command_argv (&head, argv + argc, lens + argc);
+  argc += rank_command_argv (&item, argv + argc, lens + argc);
   r = redisCommandArgv (c, argc, argv, lens);
   rank_command_clear (&head);
   rank_command_clear (&item);
