@@ -16,81 +16,117 @@ rank_ranking_if_update (rankRankingIf *iface, rankUpdateResponse ** _return, con
 }
 
 gboolean
-rank_ranking_if_update_batch (rankRankingIf *iface, GPtrArray ** _return, const GPtrArray * requests, rankInvalidArgument ** invalid, GError **error)
+rank_ranking_if_update_batch (rankRankingIf *iface, rankUpdateBatchResponse ** _return, const rankUpdateBatchRequest * request, rankInvalidArgument ** invalid, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->update_batch (iface, _return, requests, invalid, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->update_batch (iface, _return, request, invalid, error);
 }
 
 gboolean
-rank_ranking_if_get_rank (rankRankingIf *iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_rank (rankRankingIf *iface, rankEntry ** _return, const rankGetRankRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_rank (iface, _return, board, member, periods_back, invalid, not_found, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_rank (iface, _return, request, invalid, not_found, unavailable, error);
 }
 
 gboolean
-rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const rankGetTopNRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_top_n (iface, _return, board, n, offset, periods_back, with_data, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_top_n (iface, _return, request, invalid, unavailable, error);
 }
 
 gboolean
-rank_ranking_if_get_around (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_around (rankRankingIf *iface, GPtrArray ** _return, const rankGetAroundRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_around (iface, _return, board, member, radius, periods_back, with_data, invalid, not_found, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_around (iface, _return, request, invalid, not_found, unavailable, error);
 }
 
 gboolean
-rank_ranking_if_get_ranks (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_ranks (rankRankingIf *iface, GPtrArray ** _return, const rankGetRanksRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_ranks (iface, _return, board, members, periods_back, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_ranks (iface, _return, request, invalid, unavailable, error);
 }
 
 gboolean
-rank_ranking_if_remove (rankRankingIf *iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_remove (rankRankingIf *iface, rankRemoveResponse ** _return, const rankRemoveRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->remove (iface, _return, board, member, request_id, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->remove (iface, _return, request, invalid, unavailable, error);
 }
 
 gboolean
-rank_ranking_if_count (rankRankingIf *iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_count (rankRankingIf *iface, gint64* _return, const rankCountRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->count (iface, _return, board, periods_back, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->count (iface, _return, request, invalid, unavailable, error);
 }
 
 gboolean
-rank_ranking_if_count_between (rankRankingIf *iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_count_between (rankRankingIf *iface, gint64* _return, const rankCountBetweenRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->count_between (iface, _return, board, min_score, max_score, periods_back, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->count_between (iface, _return, request, invalid, unavailable, error);
 }
 
 gboolean
-rank_ranking_if_get_percentile (rankRankingIf *iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_percentile (rankRankingIf *iface, gdouble* _return, const rankGetPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_percentile (iface, _return, board, member, periods_back, invalid, not_found, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_percentile (iface, _return, request, invalid, not_found, unavailable, error);
 }
 
 gboolean
-rank_ranking_if_get_score_at_percentile (rankRankingIf *iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_score_at_percentile (rankRankingIf *iface, gint64* _return, const rankGetScoreAtPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_score_at_percentile (iface, _return, board, pct, periods_back, invalid, not_found, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_score_at_percentile (iface, _return, request, invalid, not_found, unavailable, error);
 }
 
 gboolean
-rank_ranking_if_sample (rankRankingIf *iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_sample (rankRankingIf *iface, GPtrArray ** _return, const rankSampleRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->sample (iface, _return, board, min_score, max_score, count, periods_back, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->sample (iface, _return, request, invalid, unavailable, error);
 }
 
 gboolean
-rank_ranking_if_set_member_data (rankRankingIf *iface, const gchar * board, const gchar * member, const GHashTable * data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_set_member_data (rankRankingIf *iface, const rankSetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->set_member_data (iface, board, member, data, invalid, not_found, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->set_member_data (iface, request, invalid, not_found, unavailable, error);
 }
 
 gboolean
-rank_ranking_if_get_member_data (rankRankingIf *iface, GHashTable ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_member_data (rankRankingIf *iface, GHashTable ** _return, const rankGetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_member_data (iface, _return, board, member, periods_back, invalid, not_found, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_member_data (iface, _return, request, invalid, not_found, unavailable, error);
+}
+
+gboolean
+rank_ranking_if_get_server_info (rankRankingIf *iface, rankServerInfo ** _return, const rankGetServerInfoRequest * request, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_server_info (iface, _return, request, unavailable, error);
+}
+
+gboolean
+rank_ranking_if_list_boards (rankRankingIf *iface, rankListBoardsResponse ** _return, const rankListBoardsRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->list_boards (iface, _return, request, invalid, unavailable, error);
+}
+
+gboolean
+rank_ranking_if_get_board_info (rankRankingIf *iface, rankBoardInfo ** _return, const rankGetBoardInfoRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_board_info (iface, _return, request, invalid, unavailable, error);
+}
+
+gboolean
+rank_ranking_if_delete_board (rankRankingIf *iface, rankBoardRemoval ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->delete_board (iface, _return, request, invalid, unavailable, error);
+}
+
+gboolean
+rank_ranking_if_reset_board (rankRankingIf *iface, rankBoardRemoval ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->reset_board (iface, _return, request, invalid, unavailable, error);
+}
+
+gboolean
+rank_ranking_if_export (rankRankingIf *iface, rankExportPage ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->export (iface, _return, request, invalid, unavailable, error);
 }
 
 GType
@@ -406,7 +442,7 @@ gboolean rank_ranking_client_update (rankRankingIf * iface, rankUpdateResponse *
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_update_batch (rankRankingIf * iface, const GPtrArray * requests, GError ** error)
+gboolean rank_ranking_client_send_update_batch (rankRankingIf * iface, const rankUpdateBatchRequest * request, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -422,26 +458,13 @@ gboolean rank_ranking_client_send_update_batch (rankRankingIf * iface, const GPt
     if ((ret = thrift_protocol_write_struct_begin (protocol, "UpdateBatch_args", error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "requests", T_LIST, 1, error)) < 0)
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
       return 0;
     xfer += ret;
-    {
-      guint i37;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
+      return 0;
+    xfer += ret;
 
-      if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (requests ? requests->len : 0), error)) < 0)
-        return 0;
-      xfer += ret;
-      for (i37 = 0; i37 < (requests ? requests->len : 0); i37++)
-      {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) requests, i37))), protocol, error)) < 0)
-          return 0;
-        xfer += ret;
-
-      }
-      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
-        return 0;
-      xfer += ret;
-    }
     if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
       return 0;
     xfer += ret;
@@ -464,7 +487,7 @@ gboolean rank_ranking_client_send_update_batch (rankRankingIf * iface, const GPt
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_update_batch (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, GError ** error)
+gboolean rank_ranking_client_recv_update_batch (rankRankingIf * iface, rankUpdateBatchResponse ** _return, rankInvalidArgument ** invalid, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -549,38 +572,13 @@ gboolean rank_ranking_client_recv_update_batch (rankRankingIf * iface, GPtrArray
       switch (fid)
       {
         case 0:
-          if (ftype == T_LIST)
+          if (ftype == T_STRUCT)
           {
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*_return), protocol, error)) < 0)
             {
-              guint32 size;
-              guint32 i;
-              ThriftType element_type;
-
-              if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
-                return 0;
-              xfer += ret;
-
-              /* iterate through list elements */
-              for (i = 0; i < size; i++)
-              {
-                rankUpdateResult * _elem38 = NULL;
-                if ( _elem38 != NULL)
-                {
-                  g_object_unref (_elem38);
-                }
-                _elem38 = g_object_new (RANK_TYPE_UPDATE_RESULT, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem38), protocol, error)) < 0)
-                {
-                  g_object_unref (_elem38);
-                  return 0;
-                }
-                xfer += ret;
-                g_ptr_array_add (*_return, _elem38);
-              }
-              if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
-                return 0;
-              xfer += ret;
+              return 0;
             }
+            xfer += ret;
           } else {
             if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
               return 0;
@@ -640,16 +638,16 @@ gboolean rank_ranking_client_recv_update_batch (rankRankingIf * iface, GPtrArray
   return TRUE;
 }
 
-gboolean rank_ranking_client_update_batch (rankRankingIf * iface, GPtrArray ** _return, const GPtrArray * requests, rankInvalidArgument ** invalid, GError ** error)
+gboolean rank_ranking_client_update_batch (rankRankingIf * iface, rankUpdateBatchResponse ** _return, const rankUpdateBatchRequest * request, rankInvalidArgument ** invalid, GError ** error)
 {
-  if (!rank_ranking_client_send_update_batch (iface, requests, error))
+  if (!rank_ranking_client_send_update_batch (iface, request, error))
     return FALSE;
   if (!rank_ranking_client_recv_update_batch (iface, _return, invalid, error))
     return FALSE;
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_get_rank (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 periods_back, GError ** error)
+gboolean rank_ranking_client_send_get_rank (rankRankingIf * iface, const rankGetRankRequest * request, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -665,30 +663,10 @@ gboolean rank_ranking_client_send_get_rank (rankRankingIf * iface, const gchar *
     if ((ret = thrift_protocol_write_struct_begin (protocol, "GetRank_args", error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, member, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -919,16 +897,16 @@ gboolean rank_ranking_client_recv_get_rank (rankRankingIf * iface, rankEntry ** 
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_rank (rankRankingIf * iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_rank (rankRankingIf * iface, rankEntry ** _return, const rankGetRankRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_get_rank (iface, board, member, periods_back, error))
+  if (!rank_ranking_client_send_get_rank (iface, request, error))
     return FALSE;
   if (!rank_ranking_client_recv_get_rank (iface, _return, invalid, not_found, unavailable, error))
     return FALSE;
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, GError ** error)
+gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const rankGetTopNRequest * request, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -944,50 +922,10 @@ gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const gchar 
     if ((ret = thrift_protocol_write_struct_begin (protocol, "GetTopN_args", error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "n", T_I32, 2, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i32 (protocol, n, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "offset", T_I32, 3, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i32 (protocol, offset, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "with_data", T_BOOL, 5, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_bool (protocol, with_data, error)) < 0)
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -1112,19 +1050,19 @@ gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray **
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem39 = NULL;
-                if ( _elem39 != NULL)
+                rankEntry * _elem51 = NULL;
+                if ( _elem51 != NULL)
                 {
-                  g_object_unref (_elem39);
+                  g_object_unref (_elem51);
                 }
-                _elem39 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem39), protocol, error)) < 0)
+                _elem51 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem51), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem39);
+                  g_object_unref (_elem51);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem39);
+                g_ptr_array_add (*_return, _elem51);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -1216,16 +1154,16 @@ gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray **
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const rankGetTopNRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_get_top_n (iface, board, n, offset, periods_back, with_data, error))
+  if (!rank_ranking_client_send_get_top_n (iface, request, error))
     return FALSE;
   if (!rank_ranking_client_recv_get_top_n (iface, _return, invalid, unavailable, error))
     return FALSE;
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_get_around (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, GError ** error)
+gboolean rank_ranking_client_send_get_around (rankRankingIf * iface, const rankGetAroundRequest * request, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -1241,50 +1179,10 @@ gboolean rank_ranking_client_send_get_around (rankRankingIf * iface, const gchar
     if ((ret = thrift_protocol_write_struct_begin (protocol, "GetAround_args", error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, member, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "radius", T_I32, 3, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i32 (protocol, radius, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "with_data", T_BOOL, 5, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_bool (protocol, with_data, error)) < 0)
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -1409,19 +1307,19 @@ gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray *
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem40 = NULL;
-                if ( _elem40 != NULL)
+                rankEntry * _elem52 = NULL;
+                if ( _elem52 != NULL)
                 {
-                  g_object_unref (_elem40);
+                  g_object_unref (_elem52);
                 }
-                _elem40 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem40), protocol, error)) < 0)
+                _elem52 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem52), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem40);
+                  g_object_unref (_elem52);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem40);
+                g_ptr_array_add (*_return, _elem52);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -1540,16 +1438,16 @@ gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray *
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_around (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_around (rankRankingIf * iface, GPtrArray ** _return, const rankGetAroundRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_get_around (iface, board, member, radius, periods_back, with_data, error))
+  if (!rank_ranking_client_send_get_around (iface, request, error))
     return FALSE;
   if (!rank_ranking_client_recv_get_around (iface, _return, invalid, not_found, unavailable, error))
     return FALSE;
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_get_ranks (rankRankingIf * iface, const gchar * board, const GPtrArray * members, const gint32 periods_back, GError ** error)
+gboolean rank_ranking_client_send_get_ranks (rankRankingIf * iface, const rankGetRanksRequest * request, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -1565,43 +1463,10 @@ gboolean rank_ranking_client_send_get_ranks (rankRankingIf * iface, const gchar 
     if ((ret = thrift_protocol_write_struct_begin (protocol, "GetRanks_args", error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "members", T_LIST, 2, error)) < 0)
-      return 0;
-    xfer += ret;
-    {
-      guint i41;
-
-      if ((ret = thrift_protocol_write_list_begin (protocol, T_STRING, (gint32) (members ? members->len : 0), error)) < 0)
-        return 0;
-      xfer += ret;
-      for (i41 = 0; i41 < (members ? members->len : 0); i41++)
-      {
-        if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) members, i41)), error)) < 0)
-          return 0;
-        xfer += ret;
-
-      }
-      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
-        return 0;
-      xfer += ret;
-    }
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -1726,19 +1591,19 @@ gboolean rank_ranking_client_recv_get_ranks (rankRankingIf * iface, GPtrArray **
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankRankOf * _elem42 = NULL;
-                if ( _elem42 != NULL)
+                rankRankOf * _elem53 = NULL;
+                if ( _elem53 != NULL)
                 {
-                  g_object_unref (_elem42);
+                  g_object_unref (_elem53);
                 }
-                _elem42 = g_object_new (RANK_TYPE_RANK_OF, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem42), protocol, error)) < 0)
+                _elem53 = g_object_new (RANK_TYPE_RANK_OF, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem53), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem42);
+                  g_object_unref (_elem53);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem42);
+                g_ptr_array_add (*_return, _elem53);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -1830,16 +1695,16 @@ gboolean rank_ranking_client_recv_get_ranks (rankRankingIf * iface, GPtrArray **
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_ranks (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_ranks (rankRankingIf * iface, GPtrArray ** _return, const rankGetRanksRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_get_ranks (iface, board, members, periods_back, error))
+  if (!rank_ranking_client_send_get_ranks (iface, request, error))
     return FALSE;
   if (!rank_ranking_client_recv_get_ranks (iface, _return, invalid, unavailable, error))
     return FALSE;
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_remove (rankRankingIf * iface, const gchar * board, const gchar * member, const gchar * request_id, GError ** error)
+gboolean rank_ranking_client_send_remove (rankRankingIf * iface, const rankRemoveRequest * request, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -1855,30 +1720,10 @@ gboolean rank_ranking_client_send_remove (rankRankingIf * iface, const gchar * b
     if ((ret = thrift_protocol_write_struct_begin (protocol, "Remove_args", error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, member, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "request_id", T_STRING, 3, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, request_id, error)) < 0)
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -2082,16 +1927,16 @@ gboolean rank_ranking_client_recv_remove (rankRankingIf * iface, rankRemoveRespo
   return TRUE;
 }
 
-gboolean rank_ranking_client_remove (rankRankingIf * iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_remove (rankRankingIf * iface, rankRemoveResponse ** _return, const rankRemoveRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_remove (iface, board, member, request_id, error))
+  if (!rank_ranking_client_send_remove (iface, request, error))
     return FALSE;
   if (!rank_ranking_client_recv_remove (iface, _return, invalid, unavailable, error))
     return FALSE;
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_count (rankRankingIf * iface, const gchar * board, const gint32 periods_back, GError ** error)
+gboolean rank_ranking_client_send_count (rankRankingIf * iface, const rankCountRequest * request, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -2107,20 +1952,10 @@ gboolean rank_ranking_client_send_count (rankRankingIf * iface, const gchar * bo
     if ((ret = thrift_protocol_write_struct_begin (protocol, "Count_args", error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 2, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -2322,16 +2157,16 @@ gboolean rank_ranking_client_recv_count (rankRankingIf * iface, gint64* _return,
   return TRUE;
 }
 
-gboolean rank_ranking_client_count (rankRankingIf * iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_count (rankRankingIf * iface, gint64* _return, const rankCountRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_count (iface, board, periods_back, error))
+  if (!rank_ranking_client_send_count (iface, request, error))
     return FALSE;
   if (!rank_ranking_client_recv_count (iface, _return, invalid, unavailable, error))
     return FALSE;
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_count_between (rankRankingIf * iface, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, GError ** error)
+gboolean rank_ranking_client_send_count_between (rankRankingIf * iface, const rankCountBetweenRequest * request, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -2347,40 +2182,10 @@ gboolean rank_ranking_client_send_count_between (rankRankingIf * iface, const gc
     if ((ret = thrift_protocol_write_struct_begin (protocol, "CountBetween_args", error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "min_score", T_I64, 2, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i64 (protocol, min_score, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "max_score", T_I64, 3, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i64 (protocol, max_score, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -2582,16 +2387,16 @@ gboolean rank_ranking_client_recv_count_between (rankRankingIf * iface, gint64* 
   return TRUE;
 }
 
-gboolean rank_ranking_client_count_between (rankRankingIf * iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_count_between (rankRankingIf * iface, gint64* _return, const rankCountBetweenRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_count_between (iface, board, min_score, max_score, periods_back, error))
+  if (!rank_ranking_client_send_count_between (iface, request, error))
     return FALSE;
   if (!rank_ranking_client_recv_count_between (iface, _return, invalid, unavailable, error))
     return FALSE;
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_get_percentile (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 periods_back, GError ** error)
+gboolean rank_ranking_client_send_get_percentile (rankRankingIf * iface, const rankGetPercentileRequest * request, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -2607,30 +2412,10 @@ gboolean rank_ranking_client_send_get_percentile (rankRankingIf * iface, const g
     if ((ret = thrift_protocol_write_struct_begin (protocol, "GetPercentile_args", error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, member, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -2859,16 +2644,16 @@ gboolean rank_ranking_client_recv_get_percentile (rankRankingIf * iface, gdouble
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_percentile (rankRankingIf * iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_percentile (rankRankingIf * iface, gdouble* _return, const rankGetPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_get_percentile (iface, board, member, periods_back, error))
+  if (!rank_ranking_client_send_get_percentile (iface, request, error))
     return FALSE;
   if (!rank_ranking_client_recv_get_percentile (iface, _return, invalid, not_found, unavailable, error))
     return FALSE;
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_get_score_at_percentile (rankRankingIf * iface, const gchar * board, const gdouble pct, const gint32 periods_back, GError ** error)
+gboolean rank_ranking_client_send_get_score_at_percentile (rankRankingIf * iface, const rankGetScoreAtPercentileRequest * request, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -2884,30 +2669,10 @@ gboolean rank_ranking_client_send_get_score_at_percentile (rankRankingIf * iface
     if ((ret = thrift_protocol_write_struct_begin (protocol, "GetScoreAtPercentile_args", error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "pct", T_DOUBLE, 2, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_double (protocol, pct, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -3136,16 +2901,16 @@ gboolean rank_ranking_client_recv_get_score_at_percentile (rankRankingIf * iface
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_score_at_percentile (rankRankingIf * iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_score_at_percentile (rankRankingIf * iface, gint64* _return, const rankGetScoreAtPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_get_score_at_percentile (iface, board, pct, periods_back, error))
+  if (!rank_ranking_client_send_get_score_at_percentile (iface, request, error))
     return FALSE;
   if (!rank_ranking_client_recv_get_score_at_percentile (iface, _return, invalid, not_found, unavailable, error))
     return FALSE;
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_sample (rankRankingIf * iface, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, GError ** error)
+gboolean rank_ranking_client_send_sample (rankRankingIf * iface, const rankSampleRequest * request, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -3161,50 +2926,10 @@ gboolean rank_ranking_client_send_sample (rankRankingIf * iface, const gchar * b
     if ((ret = thrift_protocol_write_struct_begin (protocol, "Sample_args", error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "min_score", T_I64, 2, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i64 (protocol, min_score, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "max_score", T_I64, 3, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i64 (protocol, max_score, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "count", T_I32, 4, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i32 (protocol, count, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 5, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -3329,19 +3054,19 @@ gboolean rank_ranking_client_recv_sample (rankRankingIf * iface, GPtrArray ** _r
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem43 = NULL;
-                if ( _elem43 != NULL)
+                rankEntry * _elem54 = NULL;
+                if ( _elem54 != NULL)
                 {
-                  g_object_unref (_elem43);
+                  g_object_unref (_elem54);
                 }
-                _elem43 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem43), protocol, error)) < 0)
+                _elem54 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem54), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem43);
+                  g_object_unref (_elem54);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem43);
+                g_ptr_array_add (*_return, _elem54);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -3433,16 +3158,16 @@ gboolean rank_ranking_client_recv_sample (rankRankingIf * iface, GPtrArray ** _r
   return TRUE;
 }
 
-gboolean rank_ranking_client_sample (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_sample (rankRankingIf * iface, GPtrArray ** _return, const rankSampleRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_sample (iface, board, min_score, max_score, count, periods_back, error))
+  if (!rank_ranking_client_send_sample (iface, request, error))
     return FALSE;
   if (!rank_ranking_client_recv_sample (iface, _return, invalid, unavailable, error))
     return FALSE;
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_set_member_data (rankRankingIf * iface, const gchar * board, const gchar * member, const GHashTable * data, GError ** error)
+gboolean rank_ranking_client_send_set_member_data (rankRankingIf * iface, const rankSetMemberDataRequest * request, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -3458,65 +3183,13 @@ gboolean rank_ranking_client_send_set_member_data (rankRankingIf * iface, const 
     if ((ret = thrift_protocol_write_struct_begin (protocol, "SetMemberData_args", error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, member, error)) < 0)
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
       return 0;
     xfer += ret;
 
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "data", T_MAP, 3, error)) < 0)
-      return 0;
-    xfer += ret;
-    {
-      gchar * key44 = NULL;
-      gchar * val45 = NULL;
-      GList *key_list = NULL, *iter = NULL;
-      gchar ** keys;
-      int i = 0, key_count;
-
-      if ((ret = thrift_protocol_write_map_begin (protocol, T_STRING, T_STRING, data ? (gint32) g_hash_table_size ((GHashTable *) data) : 0, error)) < 0)
-        return 0;
-      xfer += ret;
-      if (data)
-        g_hash_table_foreach ((GHashTable *) data, thrift_hash_table_get_keys, &key_list);
-      key_count = g_list_length (key_list);
-      keys = g_newa (gchar *, key_count);
-      for (iter = g_list_first (key_list); iter; iter = iter->next)
-        keys[i++] = (gchar *) iter->data;
-      g_list_free (key_list);
-
-      for (i = 0; i < key_count; ++i)
-      {
-        key44 = keys[i];
-        val45 = (gchar *) g_hash_table_lookup (((GHashTable *) data), (gpointer) key44);
-
-        if ((ret = thrift_protocol_write_string (protocol,  key44, error)) < 0)
-          return 0;
-        xfer += ret;
-
-        if ((ret = thrift_protocol_write_string (protocol,  val45, error)) < 0)
-          return 0;
-        xfer += ret;
-
-      }
-      if ((ret = thrift_protocol_write_map_end (protocol, error)) < 0)
-        return 0;
-      xfer += ret;
-    }
     if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
       return 0;
     xfer += ret;
@@ -3730,16 +3403,16 @@ gboolean rank_ranking_client_recv_set_member_data (rankRankingIf * iface, rankIn
   return TRUE;
 }
 
-gboolean rank_ranking_client_set_member_data (rankRankingIf * iface, const gchar * board, const gchar * member, const GHashTable * data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_set_member_data (rankRankingIf * iface, const rankSetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_set_member_data (iface, board, member, data, error))
+  if (!rank_ranking_client_send_set_member_data (iface, request, error))
     return FALSE;
   if (!rank_ranking_client_recv_set_member_data (iface, invalid, not_found, unavailable, error))
     return FALSE;
   return TRUE;
 }
 
-gboolean rank_ranking_client_send_get_member_data (rankRankingIf * iface, const gchar * board, const gchar * member, const gint32 periods_back, GError ** error)
+gboolean rank_ranking_client_send_get_member_data (rankRankingIf * iface, const rankGetMemberDataRequest * request, GError ** error)
 {
   gint32 cseqid = 0;
   ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
@@ -3755,30 +3428,10 @@ gboolean rank_ranking_client_send_get_member_data (rankRankingIf * iface, const 
     if ((ret = thrift_protocol_write_struct_begin (protocol, "GetMemberData_args", error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
       return 0;
     xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, board, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_string (protocol, member, error)) < 0)
-      return 0;
-    xfer += ret;
-
-    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
-      return 0;
-    xfer += ret;
-    if ((ret = thrift_protocol_write_i32 (protocol, periods_back, error)) < 0)
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
       return 0;
     xfer += ret;
 
@@ -3905,32 +3558,32 @@ gboolean rank_ranking_client_recv_get_member_data (rankRankingIf * iface, GHashT
               /* iterate through each of the map's fields */
               for (i = 0; i < size; i++)
               {
-                gchar * key46 = NULL;
-                gchar * val47 = NULL;
-                if (key46 != NULL)
+                gchar * key55 = NULL;
+                gchar * val56 = NULL;
+                if (key55 != NULL)
                 {
-                  g_free(key46);
-                  key46 = NULL;
+                  g_free(key55);
+                  key55 = NULL;
                 }
 
-                if ((ret = thrift_protocol_read_string (protocol, &key46, error)) < 0)
+                if ((ret = thrift_protocol_read_string (protocol, &key55, error)) < 0)
                   return 0;
                 xfer += ret;
-                if (val47 != NULL)
+                if (val56 != NULL)
                 {
-                  g_free(val47);
-                  val47 = NULL;
+                  g_free(val56);
+                  val56 = NULL;
                 }
 
-                if ((ret = thrift_protocol_read_string (protocol, &val47, error)) < 0)
+                if ((ret = thrift_protocol_read_string (protocol, &val56, error)) < 0)
                 {
                   /* rankd postprocess: do not leak on bad input */
-                  g_free (key46);
+                  g_free (key55);
                   return 0;
                 }
                 xfer += ret;
-                if (*_return && key46)
-                  g_hash_table_insert ((GHashTable *)*_return, (gpointer) key46, (gpointer) val47);
+                if (*_return && key55)
+                  g_hash_table_insert ((GHashTable *)*_return, (gpointer) key55, (gpointer) val56);
               }
 
               /* read the map end marker */
@@ -4051,11 +3704,1376 @@ gboolean rank_ranking_client_recv_get_member_data (rankRankingIf * iface, GHashT
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_member_data (rankRankingIf * iface, GHashTable ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_member_data (rankRankingIf * iface, GHashTable ** _return, const rankGetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
-  if (!rank_ranking_client_send_get_member_data (iface, board, member, periods_back, error))
+  if (!rank_ranking_client_send_get_member_data (iface, request, error))
     return FALSE;
   if (!rank_ranking_client_recv_get_member_data (iface, _return, invalid, not_found, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean rank_ranking_client_send_get_server_info (rankRankingIf * iface, const rankGetServerInfoRequest * request, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "GetServerInfo", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "GetServerInfo_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_get_server_info (rankRankingIf * iface, rankServerInfo ** _return, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "GetServerInfo", 13) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected GetServerInfo", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_STRUCT)
+          {
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*_return), protocol, error)) < 0)
+            {
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_get_server_info (rankRankingIf * iface, rankServerInfo ** _return, const rankGetServerInfoRequest * request, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_get_server_info (iface, request, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_get_server_info (iface, _return, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean rank_ranking_client_send_list_boards (rankRankingIf * iface, const rankListBoardsRequest * request, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "ListBoards", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "ListBoards_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_list_boards (rankRankingIf * iface, rankListBoardsResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "ListBoards", 10) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected ListBoards", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_STRUCT)
+          {
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*_return), protocol, error)) < 0)
+            {
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_list_boards (rankRankingIf * iface, rankListBoardsResponse ** _return, const rankListBoardsRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_list_boards (iface, request, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_list_boards (iface, _return, invalid, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean rank_ranking_client_send_get_board_info (rankRankingIf * iface, const rankGetBoardInfoRequest * request, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "GetBoardInfo", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "GetBoardInfo_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_get_board_info (rankRankingIf * iface, rankBoardInfo ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "GetBoardInfo", 12) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected GetBoardInfo", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_STRUCT)
+          {
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*_return), protocol, error)) < 0)
+            {
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_get_board_info (rankRankingIf * iface, rankBoardInfo ** _return, const rankGetBoardInfoRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_get_board_info (iface, request, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_get_board_info (iface, _return, invalid, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean rank_ranking_client_send_delete_board (rankRankingIf * iface, const rankDeleteBoardRequest * request, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "DeleteBoard", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "DeleteBoard_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_delete_board (rankRankingIf * iface, rankBoardRemoval ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "DeleteBoard", 11) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected DeleteBoard", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_STRUCT)
+          {
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*_return), protocol, error)) < 0)
+            {
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_delete_board (rankRankingIf * iface, rankBoardRemoval ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_delete_board (iface, request, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_delete_board (iface, _return, invalid, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean rank_ranking_client_send_reset_board (rankRankingIf * iface, const rankResetBoardRequest * request, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "ResetBoard", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "ResetBoard_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_reset_board (rankRankingIf * iface, rankBoardRemoval ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "ResetBoard", 10) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected ResetBoard", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_STRUCT)
+          {
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*_return), protocol, error)) < 0)
+            {
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_reset_board (rankRankingIf * iface, rankBoardRemoval ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_reset_board (iface, request, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_reset_board (iface, _return, invalid, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean rank_ranking_client_send_export (rankRankingIf * iface, const rankExportRequest * request, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "Export", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "Export_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_export (rankRankingIf * iface, rankExportPage ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "Export", 6) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected Export", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_STRUCT)
+          {
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*_return), protocol, error)) < 0)
+            {
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_export (rankRankingIf * iface, rankExportPage ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_export (iface, request, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_export (iface, _return, invalid, unavailable, error))
     return FALSE;
   return TRUE;
 }
@@ -4077,6 +5095,12 @@ rank_ranking_if_interface_init (rankRankingIfInterface *iface)
   iface->sample = rank_ranking_client_sample;
   iface->set_member_data = rank_ranking_client_set_member_data;
   iface->get_member_data = rank_ranking_client_get_member_data;
+  iface->get_server_info = rank_ranking_client_get_server_info;
+  iface->list_boards = rank_ranking_client_list_boards;
+  iface->get_board_info = rank_ranking_client_get_board_info;
+  iface->delete_board = rank_ranking_client_delete_board;
+  iface->reset_board = rank_ranking_client_reset_board;
+  iface->export = rank_ranking_client_export;
 }
 
 static void
@@ -4128,95 +5152,137 @@ gboolean rank_ranking_handler_update (rankRankingIf * iface, rankUpdateResponse 
   return RANK_RANKING_HANDLER_GET_CLASS (iface)->update (iface, _return, request, invalid, unavailable, error);
 }
 
-gboolean rank_ranking_handler_update_batch (rankRankingIf * iface, GPtrArray ** _return, const GPtrArray * requests, rankInvalidArgument ** invalid, GError ** error)
+gboolean rank_ranking_handler_update_batch (rankRankingIf * iface, rankUpdateBatchResponse ** _return, const rankUpdateBatchRequest * request, rankInvalidArgument ** invalid, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->update_batch (iface, _return, requests, invalid, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->update_batch (iface, _return, request, invalid, error);
 }
 
-gboolean rank_ranking_handler_get_rank (rankRankingIf * iface, rankEntry ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_rank (rankRankingIf * iface, rankEntry ** _return, const rankGetRankRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_rank (iface, _return, board, member, periods_back, invalid, not_found, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_rank (iface, _return, request, invalid, not_found, unavailable, error);
 }
 
-gboolean rank_ranking_handler_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint32 n, const gint32 offset, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const rankGetTopNRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_top_n (iface, _return, board, n, offset, periods_back, with_data, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_top_n (iface, _return, request, invalid, unavailable, error);
 }
 
-gboolean rank_ranking_handler_get_around (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gchar * member, const gint32 radius, const gint32 periods_back, const gboolean with_data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_around (rankRankingIf * iface, GPtrArray ** _return, const rankGetAroundRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_around (iface, _return, board, member, radius, periods_back, with_data, invalid, not_found, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_around (iface, _return, request, invalid, not_found, unavailable, error);
 }
 
-gboolean rank_ranking_handler_get_ranks (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const GPtrArray * members, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_ranks (rankRankingIf * iface, GPtrArray ** _return, const rankGetRanksRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_ranks (iface, _return, board, members, periods_back, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_ranks (iface, _return, request, invalid, unavailable, error);
 }
 
-gboolean rank_ranking_handler_remove (rankRankingIf * iface, rankRemoveResponse ** _return, const gchar * board, const gchar * member, const gchar * request_id, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_remove (rankRankingIf * iface, rankRemoveResponse ** _return, const rankRemoveRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->remove (iface, _return, board, member, request_id, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->remove (iface, _return, request, invalid, unavailable, error);
 }
 
-gboolean rank_ranking_handler_count (rankRankingIf * iface, gint64* _return, const gchar * board, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_count (rankRankingIf * iface, gint64* _return, const rankCountRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->count (iface, _return, board, periods_back, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->count (iface, _return, request, invalid, unavailable, error);
 }
 
-gboolean rank_ranking_handler_count_between (rankRankingIf * iface, gint64* _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_count_between (rankRankingIf * iface, gint64* _return, const rankCountBetweenRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->count_between (iface, _return, board, min_score, max_score, periods_back, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->count_between (iface, _return, request, invalid, unavailable, error);
 }
 
-gboolean rank_ranking_handler_get_percentile (rankRankingIf * iface, gdouble* _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_percentile (rankRankingIf * iface, gdouble* _return, const rankGetPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_percentile (iface, _return, board, member, periods_back, invalid, not_found, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_percentile (iface, _return, request, invalid, not_found, unavailable, error);
 }
 
-gboolean rank_ranking_handler_get_score_at_percentile (rankRankingIf * iface, gint64* _return, const gchar * board, const gdouble pct, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_score_at_percentile (rankRankingIf * iface, gint64* _return, const rankGetScoreAtPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_score_at_percentile (iface, _return, board, pct, periods_back, invalid, not_found, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_score_at_percentile (iface, _return, request, invalid, not_found, unavailable, error);
 }
 
-gboolean rank_ranking_handler_sample (rankRankingIf * iface, GPtrArray ** _return, const gchar * board, const gint64 min_score, const gint64 max_score, const gint32 count, const gint32 periods_back, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_sample (rankRankingIf * iface, GPtrArray ** _return, const rankSampleRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->sample (iface, _return, board, min_score, max_score, count, periods_back, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->sample (iface, _return, request, invalid, unavailable, error);
 }
 
-gboolean rank_ranking_handler_set_member_data (rankRankingIf * iface, const gchar * board, const gchar * member, const GHashTable * data, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_set_member_data (rankRankingIf * iface, const rankSetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->set_member_data (iface, board, member, data, invalid, not_found, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->set_member_data (iface, request, invalid, not_found, unavailable, error);
 }
 
-gboolean rank_ranking_handler_get_member_data (rankRankingIf * iface, GHashTable ** _return, const gchar * board, const gchar * member, const gint32 periods_back, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_member_data (rankRankingIf * iface, GHashTable ** _return, const rankGetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_member_data (iface, _return, board, member, periods_back, invalid, not_found, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_member_data (iface, _return, request, invalid, not_found, unavailable, error);
+}
+
+gboolean rank_ranking_handler_get_server_info (rankRankingIf * iface, rankServerInfo ** _return, const rankGetServerInfoRequest * request, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_server_info (iface, _return, request, unavailable, error);
+}
+
+gboolean rank_ranking_handler_list_boards (rankRankingIf * iface, rankListBoardsResponse ** _return, const rankListBoardsRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->list_boards (iface, _return, request, invalid, unavailable, error);
+}
+
+gboolean rank_ranking_handler_get_board_info (rankRankingIf * iface, rankBoardInfo ** _return, const rankGetBoardInfoRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_board_info (iface, _return, request, invalid, unavailable, error);
+}
+
+gboolean rank_ranking_handler_delete_board (rankRankingIf * iface, rankBoardRemoval ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->delete_board (iface, _return, request, invalid, unavailable, error);
+}
+
+gboolean rank_ranking_handler_reset_board (rankRankingIf * iface, rankBoardRemoval ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->reset_board (iface, _return, request, invalid, unavailable, error);
+}
+
+gboolean rank_ranking_handler_export (rankRankingIf * iface, rankExportPage ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->export (iface, _return, request, invalid, unavailable, error);
 }
 
 static void
@@ -4236,6 +5302,12 @@ rank_ranking_handler_ranking_if_interface_init (rankRankingIfInterface *iface)
   iface->sample = rank_ranking_handler_sample;
   iface->set_member_data = rank_ranking_handler_set_member_data;
   iface->get_member_data = rank_ranking_handler_get_member_data;
+  iface->get_server_info = rank_ranking_handler_get_server_info;
+  iface->list_boards = rank_ranking_handler_list_boards;
+  iface->get_board_info = rank_ranking_handler_get_board_info;
+  iface->delete_board = rank_ranking_handler_delete_board;
+  iface->reset_board = rank_ranking_handler_reset_board;
+  iface->export = rank_ranking_handler_export;
 }
 
 static void
@@ -4261,6 +5333,12 @@ rank_ranking_handler_class_init (rankRankingHandlerClass *cls)
   cls->sample = NULL;
   cls->set_member_data = NULL;
   cls->get_member_data = NULL;
+  cls->get_server_info = NULL;
+  cls->list_boards = NULL;
+  cls->get_board_info = NULL;
+  cls->delete_board = NULL;
+  cls->reset_board = NULL;
+  cls->export = NULL;
 }
 
 enum _rankRankingProcessorProperties
@@ -4369,9 +5447,45 @@ rank_ranking_processor_process_get_member_data (rankRankingProcessor *,
                                                 ThriftProtocol *,
                                                 ThriftProtocol *,
                                                 GError **);
+static gboolean
+rank_ranking_processor_process_get_server_info (rankRankingProcessor *,
+                                                gint32,
+                                                ThriftProtocol *,
+                                                ThriftProtocol *,
+                                                GError **);
+static gboolean
+rank_ranking_processor_process_list_boards (rankRankingProcessor *,
+                                            gint32,
+                                            ThriftProtocol *,
+                                            ThriftProtocol *,
+                                            GError **);
+static gboolean
+rank_ranking_processor_process_get_board_info (rankRankingProcessor *,
+                                               gint32,
+                                               ThriftProtocol *,
+                                               ThriftProtocol *,
+                                               GError **);
+static gboolean
+rank_ranking_processor_process_delete_board (rankRankingProcessor *,
+                                             gint32,
+                                             ThriftProtocol *,
+                                             ThriftProtocol *,
+                                             GError **);
+static gboolean
+rank_ranking_processor_process_reset_board (rankRankingProcessor *,
+                                            gint32,
+                                            ThriftProtocol *,
+                                            ThriftProtocol *,
+                                            GError **);
+static gboolean
+rank_ranking_processor_process_export (rankRankingProcessor *,
+                                       gint32,
+                                       ThriftProtocol *,
+                                       ThriftProtocol *,
+                                       GError **);
 
 static rank_ranking_processor_process_function_def
-rank_ranking_processor_process_function_defs[14] = {
+rank_ranking_processor_process_function_defs[20] = {
   {
     "Update",
     rank_ranking_processor_process_update
@@ -4427,6 +5541,30 @@ rank_ranking_processor_process_function_defs[14] = {
   {
     "GetMemberData",
     rank_ranking_processor_process_get_member_data
+  },
+  {
+    "GetServerInfo",
+    rank_ranking_processor_process_get_server_info
+  },
+  {
+    "ListBoards",
+    rank_ranking_processor_process_list_boards
+  },
+  {
+    "GetBoardInfo",
+    rank_ranking_processor_process_get_board_info
+  },
+  {
+    "DeleteBoard",
+    rank_ranking_processor_process_delete_board
+  },
+  {
+    "ResetBoard",
+    rank_ranking_processor_process_reset_board
+  },
+  {
+    "Export",
+    rank_ranking_processor_process_export
   }
 };
 
@@ -4589,13 +5727,13 @@ rank_ranking_processor_process_update_batch (rankRankingProcessor *self,
       (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
       (thrift_transport_read_end (transport, error) != FALSE))
   {
-    GPtrArray * requests;
+    rankUpdateBatchRequest * request;
     rankInvalidArgument * invalid = NULL;
-    GPtrArray * return_value;
+    rankUpdateBatchResponse * return_value;
     rankRankingUpdateBatchResult * result_struct;
 
     g_object_get (args,
-                  "requests", &requests,
+                  "request", &request,
                   NULL);
 
     g_object_unref (transport);
@@ -4606,7 +5744,7 @@ rank_ranking_processor_process_update_batch (rankRankingProcessor *self,
 
     if (rank_ranking_handler_update_batch (RANK_RANKING_IF (self->handler),
                                            &return_value,
-                                           requests,
+                                           request,
                                            &invalid,
                                            error) == TRUE)
     {
@@ -4669,10 +5807,10 @@ rank_ranking_processor_process_update_batch (rankRankingProcessor *self,
       }
     }
 
-    if (requests != NULL)
-      g_ptr_array_unref (requests);
+    if (request != NULL)
+      g_object_unref (request);
     if (return_value != NULL)
-      g_ptr_array_unref (return_value);
+      g_object_unref (return_value);
     g_object_unref (result_struct);
 
     if (result == TRUE)
@@ -4709,9 +5847,7 @@ rank_ranking_processor_process_get_rank (rankRankingProcessor *self,
       (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
       (thrift_transport_read_end (transport, error) != FALSE))
   {
-    gchar * board;
-    gchar * member;
-    gint periods_back;
+    rankGetRankRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankNotFound * not_found = NULL;
     rankUnavailable * unavailable = NULL;
@@ -4719,9 +5855,7 @@ rank_ranking_processor_process_get_rank (rankRankingProcessor *self,
     rankRankingGetRankResult * result_struct;
 
     g_object_get (args,
-                  "board", &board,
-                  "member", &member,
-                  "periods_back", &periods_back,
+                  "request", &request,
                   NULL);
 
     g_object_unref (transport);
@@ -4732,9 +5866,7 @@ rank_ranking_processor_process_get_rank (rankRankingProcessor *self,
 
     if (rank_ranking_handler_get_rank (RANK_RANKING_IF (self->handler),
                                        &return_value,
-                                       board,
-                                       member,
-                                       periods_back,
+                                       request,
                                        &invalid,
                                        &not_found,
                                        &unavailable,
@@ -4835,10 +5967,8 @@ if (unavailable != NULL)
       }
     }
 
-    if (board != NULL)
-      g_free (board);
-    if (member != NULL)
-      g_free (member);
+    if (request != NULL)
+      g_object_unref (request);
     if (return_value != NULL)
       g_object_unref (return_value);
     g_object_unref (result_struct);
@@ -4877,22 +6007,14 @@ rank_ranking_processor_process_get_top_n (rankRankingProcessor *self,
       (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
       (thrift_transport_read_end (transport, error) != FALSE))
   {
-    gchar * board;
-    gint n;
-    gint offset;
-    gint periods_back;
-    gboolean with_data;
+    rankGetTopNRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
     GPtrArray * return_value;
     rankRankingGetTopNResult * result_struct;
 
     g_object_get (args,
-                  "board", &board,
-                  "n", &n,
-                  "offset", &offset,
-                  "periods_back", &periods_back,
-                  "with_data", &with_data,
+                  "request", &request,
                   NULL);
 
     g_object_unref (transport);
@@ -4903,11 +6025,7 @@ rank_ranking_processor_process_get_top_n (rankRankingProcessor *self,
 
     if (rank_ranking_handler_get_top_n (RANK_RANKING_IF (self->handler),
                                         &return_value,
-                                        board,
-                                        n,
-                                        offset,
-                                        periods_back,
-                                        with_data,
+                                        request,
                                         &invalid,
                                         &unavailable,
                                         error) == TRUE)
@@ -4989,8 +6107,8 @@ if (unavailable != NULL)
       }
     }
 
-    if (board != NULL)
-      g_free (board);
+    if (request != NULL)
+      g_object_unref (request);
     if (return_value != NULL)
       g_ptr_array_unref (return_value);
     g_object_unref (result_struct);
@@ -5029,11 +6147,7 @@ rank_ranking_processor_process_get_around (rankRankingProcessor *self,
       (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
       (thrift_transport_read_end (transport, error) != FALSE))
   {
-    gchar * board;
-    gchar * member;
-    gint radius;
-    gint periods_back;
-    gboolean with_data;
+    rankGetAroundRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankNotFound * not_found = NULL;
     rankUnavailable * unavailable = NULL;
@@ -5041,11 +6155,7 @@ rank_ranking_processor_process_get_around (rankRankingProcessor *self,
     rankRankingGetAroundResult * result_struct;
 
     g_object_get (args,
-                  "board", &board,
-                  "member", &member,
-                  "radius", &radius,
-                  "periods_back", &periods_back,
-                  "with_data", &with_data,
+                  "request", &request,
                   NULL);
 
     g_object_unref (transport);
@@ -5056,11 +6166,7 @@ rank_ranking_processor_process_get_around (rankRankingProcessor *self,
 
     if (rank_ranking_handler_get_around (RANK_RANKING_IF (self->handler),
                                          &return_value,
-                                         board,
-                                         member,
-                                         radius,
-                                         periods_back,
-                                         with_data,
+                                         request,
                                          &invalid,
                                          &not_found,
                                          &unavailable,
@@ -5161,10 +6267,8 @@ if (unavailable != NULL)
       }
     }
 
-    if (board != NULL)
-      g_free (board);
-    if (member != NULL)
-      g_free (member);
+    if (request != NULL)
+      g_object_unref (request);
     if (return_value != NULL)
       g_ptr_array_unref (return_value);
     g_object_unref (result_struct);
@@ -5203,18 +6307,14 @@ rank_ranking_processor_process_get_ranks (rankRankingProcessor *self,
       (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
       (thrift_transport_read_end (transport, error) != FALSE))
   {
-    gchar * board;
-    GPtrArray * members;
-    gint periods_back;
+    rankGetRanksRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
     GPtrArray * return_value;
     rankRankingGetRanksResult * result_struct;
 
     g_object_get (args,
-                  "board", &board,
-                  "members", &members,
-                  "periods_back", &periods_back,
+                  "request", &request,
                   NULL);
 
     g_object_unref (transport);
@@ -5225,9 +6325,7 @@ rank_ranking_processor_process_get_ranks (rankRankingProcessor *self,
 
     if (rank_ranking_handler_get_ranks (RANK_RANKING_IF (self->handler),
                                         &return_value,
-                                        board,
-                                        members,
-                                        periods_back,
+                                        request,
                                         &invalid,
                                         &unavailable,
                                         error) == TRUE)
@@ -5309,10 +6407,8 @@ if (unavailable != NULL)
       }
     }
 
-    if (board != NULL)
-      g_free (board);
-    if (members != NULL)
-      g_ptr_array_unref (members);
+    if (request != NULL)
+      g_object_unref (request);
     if (return_value != NULL)
       g_ptr_array_unref (return_value);
     g_object_unref (result_struct);
@@ -5351,18 +6447,14 @@ rank_ranking_processor_process_remove (rankRankingProcessor *self,
       (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
       (thrift_transport_read_end (transport, error) != FALSE))
   {
-    gchar * board;
-    gchar * member;
-    gchar * request_id;
+    rankRemoveRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
     rankRemoveResponse * return_value;
     rankRankingRemoveResult * result_struct;
 
     g_object_get (args,
-                  "board", &board,
-                  "member", &member,
-                  "request_id", &request_id,
+                  "request", &request,
                   NULL);
 
     g_object_unref (transport);
@@ -5373,9 +6465,7 @@ rank_ranking_processor_process_remove (rankRankingProcessor *self,
 
     if (rank_ranking_handler_remove (RANK_RANKING_IF (self->handler),
                                      &return_value,
-                                     board,
-                                     member,
-                                     request_id,
+                                     request,
                                      &invalid,
                                      &unavailable,
                                      error) == TRUE)
@@ -5457,12 +6547,8 @@ if (unavailable != NULL)
       }
     }
 
-    if (board != NULL)
-      g_free (board);
-    if (member != NULL)
-      g_free (member);
-    if (request_id != NULL)
-      g_free (request_id);
+    if (request != NULL)
+      g_object_unref (request);
     if (return_value != NULL)
       g_object_unref (return_value);
     g_object_unref (result_struct);
@@ -5501,16 +6587,14 @@ rank_ranking_processor_process_count (rankRankingProcessor *self,
       (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
       (thrift_transport_read_end (transport, error) != FALSE))
   {
-    gchar * board;
-    gint periods_back;
+    rankCountRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
     gint64 return_value;
     rankRankingCountResult * result_struct;
 
     g_object_get (args,
-                  "board", &board,
-                  "periods_back", &periods_back,
+                  "request", &request,
                   NULL);
 
     g_object_unref (transport);
@@ -5521,8 +6605,7 @@ rank_ranking_processor_process_count (rankRankingProcessor *self,
 
     if (rank_ranking_handler_count (RANK_RANKING_IF (self->handler),
                                     &return_value,
-                                    board,
-                                    periods_back,
+                                    request,
                                     &invalid,
                                     &unavailable,
                                     error) == TRUE)
@@ -5604,8 +6687,8 @@ if (unavailable != NULL)
       }
     }
 
-    if (board != NULL)
-      g_free (board);
+    if (request != NULL)
+      g_object_unref (request);
     g_object_unref (result_struct);
 
     if (result == TRUE)
@@ -5642,20 +6725,14 @@ rank_ranking_processor_process_count_between (rankRankingProcessor *self,
       (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
       (thrift_transport_read_end (transport, error) != FALSE))
   {
-    gchar * board;
-    gint64 min_score;
-    gint64 max_score;
-    gint periods_back;
+    rankCountBetweenRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
     gint64 return_value;
     rankRankingCountBetweenResult * result_struct;
 
     g_object_get (args,
-                  "board", &board,
-                  "min_score", &min_score,
-                  "max_score", &max_score,
-                  "periods_back", &periods_back,
+                  "request", &request,
                   NULL);
 
     g_object_unref (transport);
@@ -5666,10 +6743,7 @@ rank_ranking_processor_process_count_between (rankRankingProcessor *self,
 
     if (rank_ranking_handler_count_between (RANK_RANKING_IF (self->handler),
                                             &return_value,
-                                            board,
-                                            min_score,
-                                            max_score,
-                                            periods_back,
+                                            request,
                                             &invalid,
                                             &unavailable,
                                             error) == TRUE)
@@ -5751,8 +6825,8 @@ if (unavailable != NULL)
       }
     }
 
-    if (board != NULL)
-      g_free (board);
+    if (request != NULL)
+      g_object_unref (request);
     g_object_unref (result_struct);
 
     if (result == TRUE)
@@ -5789,9 +6863,7 @@ rank_ranking_processor_process_get_percentile (rankRankingProcessor *self,
       (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
       (thrift_transport_read_end (transport, error) != FALSE))
   {
-    gchar * board;
-    gchar * member;
-    gint periods_back;
+    rankGetPercentileRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankNotFound * not_found = NULL;
     rankUnavailable * unavailable = NULL;
@@ -5799,9 +6871,7 @@ rank_ranking_processor_process_get_percentile (rankRankingProcessor *self,
     rankRankingGetPercentileResult * result_struct;
 
     g_object_get (args,
-                  "board", &board,
-                  "member", &member,
-                  "periods_back", &periods_back,
+                  "request", &request,
                   NULL);
 
     g_object_unref (transport);
@@ -5812,9 +6882,7 @@ rank_ranking_processor_process_get_percentile (rankRankingProcessor *self,
 
     if (rank_ranking_handler_get_percentile (RANK_RANKING_IF (self->handler),
                                              &return_value,
-                                             board,
-                                             member,
-                                             periods_back,
+                                             request,
                                              &invalid,
                                              &not_found,
                                              &unavailable,
@@ -5915,10 +6983,8 @@ if (unavailable != NULL)
       }
     }
 
-    if (board != NULL)
-      g_free (board);
-    if (member != NULL)
-      g_free (member);
+    if (request != NULL)
+      g_object_unref (request);
     g_object_unref (result_struct);
 
     if (result == TRUE)
@@ -5955,9 +7021,7 @@ rank_ranking_processor_process_get_score_at_percentile (rankRankingProcessor *se
       (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
       (thrift_transport_read_end (transport, error) != FALSE))
   {
-    gchar * board;
-    gdouble pct;
-    gint periods_back;
+    rankGetScoreAtPercentileRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankNotFound * not_found = NULL;
     rankUnavailable * unavailable = NULL;
@@ -5965,9 +7029,7 @@ rank_ranking_processor_process_get_score_at_percentile (rankRankingProcessor *se
     rankRankingGetScoreAtPercentileResult * result_struct;
 
     g_object_get (args,
-                  "board", &board,
-                  "pct", &pct,
-                  "periods_back", &periods_back,
+                  "request", &request,
                   NULL);
 
     g_object_unref (transport);
@@ -5978,9 +7040,7 @@ rank_ranking_processor_process_get_score_at_percentile (rankRankingProcessor *se
 
     if (rank_ranking_handler_get_score_at_percentile (RANK_RANKING_IF (self->handler),
                                                       &return_value,
-                                                      board,
-                                                      pct,
-                                                      periods_back,
+                                                      request,
                                                       &invalid,
                                                       &not_found,
                                                       &unavailable,
@@ -6081,8 +7141,8 @@ if (unavailable != NULL)
       }
     }
 
-    if (board != NULL)
-      g_free (board);
+    if (request != NULL)
+      g_object_unref (request);
     g_object_unref (result_struct);
 
     if (result == TRUE)
@@ -6119,22 +7179,14 @@ rank_ranking_processor_process_sample (rankRankingProcessor *self,
       (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
       (thrift_transport_read_end (transport, error) != FALSE))
   {
-    gchar * board;
-    gint64 min_score;
-    gint64 max_score;
-    gint count;
-    gint periods_back;
+    rankSampleRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
     GPtrArray * return_value;
     rankRankingSampleResult * result_struct;
 
     g_object_get (args,
-                  "board", &board,
-                  "min_score", &min_score,
-                  "max_score", &max_score,
-                  "count", &count,
-                  "periods_back", &periods_back,
+                  "request", &request,
                   NULL);
 
     g_object_unref (transport);
@@ -6145,11 +7197,7 @@ rank_ranking_processor_process_sample (rankRankingProcessor *self,
 
     if (rank_ranking_handler_sample (RANK_RANKING_IF (self->handler),
                                      &return_value,
-                                     board,
-                                     min_score,
-                                     max_score,
-                                     count,
-                                     periods_back,
+                                     request,
                                      &invalid,
                                      &unavailable,
                                      error) == TRUE)
@@ -6231,8 +7279,8 @@ if (unavailable != NULL)
       }
     }
 
-    if (board != NULL)
-      g_free (board);
+    if (request != NULL)
+      g_object_unref (request);
     if (return_value != NULL)
       g_ptr_array_unref (return_value);
     g_object_unref (result_struct);
@@ -6271,18 +7319,14 @@ rank_ranking_processor_process_set_member_data (rankRankingProcessor *self,
       (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
       (thrift_transport_read_end (transport, error) != FALSE))
   {
-    gchar * board;
-    gchar * member;
-    GHashTable * data;
+    rankSetMemberDataRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankNotFound * not_found = NULL;
     rankUnavailable * unavailable = NULL;
     rankRankingSetMemberDataResult * result_struct;
 
     g_object_get (args,
-                  "board", &board,
-                  "member", &member,
-                  "data", &data,
+                  "request", &request,
                   NULL);
 
     g_object_unref (transport);
@@ -6291,9 +7335,7 @@ rank_ranking_processor_process_set_member_data (rankRankingProcessor *self,
     result_struct = g_object_new (RANK_TYPE_RANKING_SET_MEMBER_DATA_RESULT, NULL);
 
     if (rank_ranking_handler_set_member_data (RANK_RANKING_IF (self->handler),
-                                              board,
-                                              member,
-                                              data,
+                                              request,
                                               &invalid,
                                               &not_found,
                                               &unavailable,
@@ -6392,12 +7434,8 @@ if (unavailable != NULL)
       }
     }
 
-    if (board != NULL)
-      g_free (board);
-    if (member != NULL)
-      g_free (member);
-    if (data != NULL)
-      g_hash_table_unref (data);
+    if (request != NULL)
+      g_object_unref (request);
     g_object_unref (result_struct);
 
     if (result == TRUE)
@@ -6434,9 +7472,7 @@ rank_ranking_processor_process_get_member_data (rankRankingProcessor *self,
       (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
       (thrift_transport_read_end (transport, error) != FALSE))
   {
-    gchar * board;
-    gchar * member;
-    gint periods_back;
+    rankGetMemberDataRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankNotFound * not_found = NULL;
     rankUnavailable * unavailable = NULL;
@@ -6444,9 +7480,7 @@ rank_ranking_processor_process_get_member_data (rankRankingProcessor *self,
     rankRankingGetMemberDataResult * result_struct;
 
     g_object_get (args,
-                  "board", &board,
-                  "member", &member,
-                  "periods_back", &periods_back,
+                  "request", &request,
                   NULL);
 
     g_object_unref (transport);
@@ -6457,9 +7491,7 @@ rank_ranking_processor_process_get_member_data (rankRankingProcessor *self,
 
     if (rank_ranking_handler_get_member_data (RANK_RANKING_IF (self->handler),
                                               &return_value,
-                                              board,
-                                              member,
-                                              periods_back,
+                                              request,
                                               &invalid,
                                               &not_found,
                                               &unavailable,
@@ -6560,12 +7592,830 @@ if (unavailable != NULL)
       }
     }
 
-    if (board != NULL)
-      g_free (board);
-    if (member != NULL)
-      g_free (member);
+    if (request != NULL)
+      g_object_unref (request);
     if (return_value != NULL)
       g_hash_table_unref (return_value);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
+rank_ranking_processor_process_get_server_info (rankRankingProcessor *self,
+                                                gint32 sequence_id,
+                                                ThriftProtocol *input_protocol,
+                                                ThriftProtocol *output_protocol,
+                                                GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingGetServerInfoArgs * args =
+    g_object_new (RANK_TYPE_RANKING_GET_SERVER_INFO_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    rankGetServerInfoRequest * request;
+    rankUnavailable * unavailable = NULL;
+    rankServerInfo * return_value;
+    rankRankingGetServerInfoResult * result_struct;
+
+    g_object_get (args,
+                  "request", &request,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_GET_SERVER_INFO_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_get_server_info (RANK_RANKING_IF (self->handler),
+                                              &return_value,
+                                              request,
+                                              &unavailable,
+                                              error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "GetServerInfo",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetServerInfo",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.GetServerInfo implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetServerInfo",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (request != NULL)
+      g_object_unref (request);
+    if (return_value != NULL)
+      g_object_unref (return_value);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
+rank_ranking_processor_process_list_boards (rankRankingProcessor *self,
+                                            gint32 sequence_id,
+                                            ThriftProtocol *input_protocol,
+                                            ThriftProtocol *output_protocol,
+                                            GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingListBoardsArgs * args =
+    g_object_new (RANK_TYPE_RANKING_LIST_BOARDS_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    rankListBoardsRequest * request;
+    rankInvalidArgument * invalid = NULL;
+    rankUnavailable * unavailable = NULL;
+    rankListBoardsResponse * return_value;
+    rankRankingListBoardsResult * result_struct;
+
+    g_object_get (args,
+                  "request", &request,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_LIST_BOARDS_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_list_boards (RANK_RANKING_IF (self->handler),
+                                          &return_value,
+                                          request,
+                                          &invalid,
+                                          &unavailable,
+                                          error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "ListBoards",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "ListBoards",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "ListBoards",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.ListBoards implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "ListBoards",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (request != NULL)
+      g_object_unref (request);
+    if (return_value != NULL)
+      g_object_unref (return_value);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
+rank_ranking_processor_process_get_board_info (rankRankingProcessor *self,
+                                               gint32 sequence_id,
+                                               ThriftProtocol *input_protocol,
+                                               ThriftProtocol *output_protocol,
+                                               GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingGetBoardInfoArgs * args =
+    g_object_new (RANK_TYPE_RANKING_GET_BOARD_INFO_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    rankGetBoardInfoRequest * request;
+    rankInvalidArgument * invalid = NULL;
+    rankUnavailable * unavailable = NULL;
+    rankBoardInfo * return_value;
+    rankRankingGetBoardInfoResult * result_struct;
+
+    g_object_get (args,
+                  "request", &request,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_GET_BOARD_INFO_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_get_board_info (RANK_RANKING_IF (self->handler),
+                                             &return_value,
+                                             request,
+                                             &invalid,
+                                             &unavailable,
+                                             error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "GetBoardInfo",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetBoardInfo",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetBoardInfo",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.GetBoardInfo implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetBoardInfo",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (request != NULL)
+      g_object_unref (request);
+    if (return_value != NULL)
+      g_object_unref (return_value);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
+rank_ranking_processor_process_delete_board (rankRankingProcessor *self,
+                                             gint32 sequence_id,
+                                             ThriftProtocol *input_protocol,
+                                             ThriftProtocol *output_protocol,
+                                             GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingDeleteBoardArgs * args =
+    g_object_new (RANK_TYPE_RANKING_DELETE_BOARD_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    rankDeleteBoardRequest * request;
+    rankInvalidArgument * invalid = NULL;
+    rankUnavailable * unavailable = NULL;
+    rankBoardRemoval * return_value;
+    rankRankingDeleteBoardResult * result_struct;
+
+    g_object_get (args,
+                  "request", &request,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_DELETE_BOARD_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_delete_board (RANK_RANKING_IF (self->handler),
+                                           &return_value,
+                                           request,
+                                           &invalid,
+                                           &unavailable,
+                                           error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "DeleteBoard",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "DeleteBoard",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "DeleteBoard",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.DeleteBoard implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "DeleteBoard",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (request != NULL)
+      g_object_unref (request);
+    if (return_value != NULL)
+      g_object_unref (return_value);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
+rank_ranking_processor_process_reset_board (rankRankingProcessor *self,
+                                            gint32 sequence_id,
+                                            ThriftProtocol *input_protocol,
+                                            ThriftProtocol *output_protocol,
+                                            GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingResetBoardArgs * args =
+    g_object_new (RANK_TYPE_RANKING_RESET_BOARD_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    rankResetBoardRequest * request;
+    rankInvalidArgument * invalid = NULL;
+    rankUnavailable * unavailable = NULL;
+    rankBoardRemoval * return_value;
+    rankRankingResetBoardResult * result_struct;
+
+    g_object_get (args,
+                  "request", &request,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_RESET_BOARD_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_reset_board (RANK_RANKING_IF (self->handler),
+                                          &return_value,
+                                          request,
+                                          &invalid,
+                                          &unavailable,
+                                          error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "ResetBoard",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "ResetBoard",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "ResetBoard",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.ResetBoard implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "ResetBoard",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (request != NULL)
+      g_object_unref (request);
+    if (return_value != NULL)
+      g_object_unref (return_value);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
+rank_ranking_processor_process_export (rankRankingProcessor *self,
+                                       gint32 sequence_id,
+                                       ThriftProtocol *input_protocol,
+                                       ThriftProtocol *output_protocol,
+                                       GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingExportArgs * args =
+    g_object_new (RANK_TYPE_RANKING_EXPORT_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    rankExportRequest * request;
+    rankInvalidArgument * invalid = NULL;
+    rankUnavailable * unavailable = NULL;
+    rankExportPage * return_value;
+    rankRankingExportResult * result_struct;
+
+    g_object_get (args,
+                  "request", &request,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_EXPORT_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_export (RANK_RANKING_IF (self->handler),
+                                     &return_value,
+                                     request,
+                                     &invalid,
+                                     &unavailable,
+                                     error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "Export",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Export",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Export",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.Export implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Export",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (request != NULL)
+      g_object_unref (request);
+    if (return_value != NULL)
+      g_object_unref (return_value);
     g_object_unref (result_struct);
 
     if (result == TRUE)
@@ -6694,7 +8544,7 @@ rank_ranking_processor_init (rankRankingProcessor *self)
   self->handler = NULL;
   self->process_map = g_hash_table_new (g_str_hash, g_str_equal);
 
-  for (index = 0; index < 14; index += 1)
+  for (index = 0; index < 20; index += 1)
     g_hash_table_insert (self->process_map,
                          rank_ranking_processor_process_function_defs[index].name,
                          &rank_ranking_processor_process_function_defs[index]);

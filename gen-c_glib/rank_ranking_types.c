@@ -3635,6 +3635,10099 @@ rank_update_result_get_type (void)
   return type;
 }
 
+enum _rankGetRankRequestProperties
+{
+  PROP_RANK_GET_RANK_REQUEST_0,
+  PROP_RANK_GET_RANK_REQUEST_BOARD,
+  PROP_RANK_GET_RANK_REQUEST_MEMBER,
+  PROP_RANK_GET_RANK_REQUEST_PERIODS_BACK
+};
+
+/* reads a get_rank_request object */
+static gint32
+rank_get_rank_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankGetRankRequest * this_object = RANK_GET_RANK_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_member = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->member != NULL)
+          {
+            g_free(this_object->member);
+            this_object->member = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_member = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_member)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'member'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_get_rank_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankGetRankRequest * this_object = RANK_GET_RANK_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "GetRankRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_periods_back == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_get_rank_request_set_property (GObject *object,
+                                    guint property_id,
+                                    const GValue *value,
+                                    GParamSpec *pspec)
+{
+  rankGetRankRequest *self = RANK_GET_RANK_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_RANK_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_GET_RANK_REQUEST_MEMBER:
+      if (self->member != NULL)
+        g_free (self->member);
+      self->member = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_GET_RANK_REQUEST_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_get_rank_request_get_property (GObject *object,
+                                    guint property_id,
+                                    GValue *value,
+                                    GParamSpec *pspec)
+{
+  rankGetRankRequest *self = RANK_GET_RANK_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_RANK_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_GET_RANK_REQUEST_MEMBER:
+      g_value_set_string (value, self->member);
+      break;
+
+    case PROP_RANK_GET_RANK_REQUEST_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_get_rank_request_instance_init (rankGetRankRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->member = NULL;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_get_rank_request_finalize (GObject *object)
+{
+  rankGetRankRequest *tobject = RANK_GET_RANK_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->member != NULL)
+  {
+    g_free(tobject->member);
+    tobject->member = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_get_rank_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_get_rank_request_class_init (rankGetRankRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_get_rank_request_read;
+  struct_class->write = rank_get_rank_request_write;
+
+  gobject_class->finalize = rank_get_rank_request_finalize;
+  gobject_class->get_property = rank_get_rank_request_get_property;
+  gobject_class->set_property = rank_get_rank_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_RANK_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_RANK_REQUEST_MEMBER,
+     g_param_spec_string ("member",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_RANK_REQUEST_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_get_rank_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankGetRankRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_get_rank_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankGetRankRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_get_rank_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankGetRankRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankGetTopNRequestProperties
+{
+  PROP_RANK_GET_TOP_N_REQUEST_0,
+  PROP_RANK_GET_TOP_N_REQUEST_BOARD,
+  PROP_RANK_GET_TOP_N_REQUEST_N,
+  PROP_RANK_GET_TOP_N_REQUEST_OFFSET,
+  PROP_RANK_GET_TOP_N_REQUEST_PERIODS_BACK,
+  PROP_RANK_GET_TOP_N_REQUEST_WITH_DATA
+};
+
+/* reads a get_top_n_request object */
+static gint32
+rank_get_top_n_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankGetTopNRequest * this_object = RANK_GET_TOP_N_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_n = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->n, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_n = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->offset, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_offset = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 5:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->with_data, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_with_data = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_n)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'n'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_get_top_n_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankGetTopNRequest * this_object = RANK_GET_TOP_N_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "GetTopNRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "n", T_I32, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->n, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_offset == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "offset", T_I32, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->offset, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_periods_back == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_with_data == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "with_data", T_BOOL, 5, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, this_object->with_data, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_get_top_n_request_set_property (GObject *object,
+                                     guint property_id,
+                                     const GValue *value,
+                                     GParamSpec *pspec)
+{
+  rankGetTopNRequest *self = RANK_GET_TOP_N_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_TOP_N_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_GET_TOP_N_REQUEST_N:
+      self->n = g_value_get_int (value);
+      break;
+
+    case PROP_RANK_GET_TOP_N_REQUEST_OFFSET:
+      self->offset = g_value_get_int (value);
+      self->__isset_offset = TRUE;
+      break;
+
+    case PROP_RANK_GET_TOP_N_REQUEST_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    case PROP_RANK_GET_TOP_N_REQUEST_WITH_DATA:
+      self->with_data = g_value_get_boolean (value);
+      self->__isset_with_data = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_get_top_n_request_get_property (GObject *object,
+                                     guint property_id,
+                                     GValue *value,
+                                     GParamSpec *pspec)
+{
+  rankGetTopNRequest *self = RANK_GET_TOP_N_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_TOP_N_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_GET_TOP_N_REQUEST_N:
+      g_value_set_int (value, self->n);
+      break;
+
+    case PROP_RANK_GET_TOP_N_REQUEST_OFFSET:
+      g_value_set_int (value, self->offset);
+      break;
+
+    case PROP_RANK_GET_TOP_N_REQUEST_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    case PROP_RANK_GET_TOP_N_REQUEST_WITH_DATA:
+      g_value_set_boolean (value, self->with_data);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_get_top_n_request_instance_init (rankGetTopNRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->n = 0;
+  object->offset = 0;
+  object->__isset_offset = FALSE;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+  object->with_data = 0;
+  object->__isset_with_data = FALSE;
+}
+
+static void 
+rank_get_top_n_request_finalize (GObject *object)
+{
+  rankGetTopNRequest *tobject = RANK_GET_TOP_N_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_get_top_n_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_get_top_n_request_class_init (rankGetTopNRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_get_top_n_request_read;
+  struct_class->write = rank_get_top_n_request_write;
+
+  gobject_class->finalize = rank_get_top_n_request_finalize;
+  gobject_class->get_property = rank_get_top_n_request_get_property;
+  gobject_class->set_property = rank_get_top_n_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_TOP_N_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_TOP_N_REQUEST_N,
+     g_param_spec_int ("n",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_TOP_N_REQUEST_OFFSET,
+     g_param_spec_int ("offset",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_TOP_N_REQUEST_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_TOP_N_REQUEST_WITH_DATA,
+     g_param_spec_boolean ("with_data",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
+}
+
+GType
+rank_get_top_n_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankGetTopNRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_get_top_n_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankGetTopNRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_get_top_n_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankGetTopNRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankGetAroundRequestProperties
+{
+  PROP_RANK_GET_AROUND_REQUEST_0,
+  PROP_RANK_GET_AROUND_REQUEST_BOARD,
+  PROP_RANK_GET_AROUND_REQUEST_MEMBER,
+  PROP_RANK_GET_AROUND_REQUEST_RADIUS,
+  PROP_RANK_GET_AROUND_REQUEST_PERIODS_BACK,
+  PROP_RANK_GET_AROUND_REQUEST_WITH_DATA
+};
+
+/* reads a get_around_request object */
+static gint32
+rank_get_around_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankGetAroundRequest * this_object = RANK_GET_AROUND_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_member = FALSE;
+  gboolean isset_radius = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->member != NULL)
+          {
+            g_free(this_object->member);
+            this_object->member = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_member = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->radius, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_radius = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 5:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->with_data, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_with_data = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_member)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'member'");
+    return -1;
+  }
+
+  if (!isset_radius)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'radius'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_get_around_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankGetAroundRequest * this_object = RANK_GET_AROUND_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "GetAroundRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "radius", T_I32, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->radius, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_periods_back == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_with_data == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "with_data", T_BOOL, 5, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, this_object->with_data, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_get_around_request_set_property (GObject *object,
+                                      guint property_id,
+                                      const GValue *value,
+                                      GParamSpec *pspec)
+{
+  rankGetAroundRequest *self = RANK_GET_AROUND_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_AROUND_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_GET_AROUND_REQUEST_MEMBER:
+      if (self->member != NULL)
+        g_free (self->member);
+      self->member = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_GET_AROUND_REQUEST_RADIUS:
+      self->radius = g_value_get_int (value);
+      break;
+
+    case PROP_RANK_GET_AROUND_REQUEST_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    case PROP_RANK_GET_AROUND_REQUEST_WITH_DATA:
+      self->with_data = g_value_get_boolean (value);
+      self->__isset_with_data = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_get_around_request_get_property (GObject *object,
+                                      guint property_id,
+                                      GValue *value,
+                                      GParamSpec *pspec)
+{
+  rankGetAroundRequest *self = RANK_GET_AROUND_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_AROUND_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_GET_AROUND_REQUEST_MEMBER:
+      g_value_set_string (value, self->member);
+      break;
+
+    case PROP_RANK_GET_AROUND_REQUEST_RADIUS:
+      g_value_set_int (value, self->radius);
+      break;
+
+    case PROP_RANK_GET_AROUND_REQUEST_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    case PROP_RANK_GET_AROUND_REQUEST_WITH_DATA:
+      g_value_set_boolean (value, self->with_data);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_get_around_request_instance_init (rankGetAroundRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->member = NULL;
+  object->radius = 0;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+  object->with_data = 0;
+  object->__isset_with_data = FALSE;
+}
+
+static void 
+rank_get_around_request_finalize (GObject *object)
+{
+  rankGetAroundRequest *tobject = RANK_GET_AROUND_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->member != NULL)
+  {
+    g_free(tobject->member);
+    tobject->member = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_get_around_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_get_around_request_class_init (rankGetAroundRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_get_around_request_read;
+  struct_class->write = rank_get_around_request_write;
+
+  gobject_class->finalize = rank_get_around_request_finalize;
+  gobject_class->get_property = rank_get_around_request_get_property;
+  gobject_class->set_property = rank_get_around_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_AROUND_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_AROUND_REQUEST_MEMBER,
+     g_param_spec_string ("member",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_AROUND_REQUEST_RADIUS,
+     g_param_spec_int ("radius",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_AROUND_REQUEST_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_AROUND_REQUEST_WITH_DATA,
+     g_param_spec_boolean ("with_data",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
+}
+
+GType
+rank_get_around_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankGetAroundRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_get_around_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankGetAroundRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_get_around_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankGetAroundRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankGetRanksRequestProperties
+{
+  PROP_RANK_GET_RANKS_REQUEST_0,
+  PROP_RANK_GET_RANKS_REQUEST_BOARD,
+  PROP_RANK_GET_RANKS_REQUEST_MEMBERS,
+  PROP_RANK_GET_RANKS_REQUEST_PERIODS_BACK
+};
+
+/* reads a get_ranks_request object */
+static gint32
+rank_get_ranks_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankGetRanksRequest * this_object = RANK_GET_RANKS_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_members = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              gchar * _elem15 = NULL;
+              if (_elem15 != NULL)
+              {
+                g_free(_elem15);
+                _elem15 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &_elem15, error)) < 0)
+                return -1;
+              xfer += ret;
+              g_ptr_array_add (this_object->members, _elem15);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          isset_members = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_members)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'members'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_get_ranks_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankGetRanksRequest * this_object = RANK_GET_RANKS_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "GetRanksRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "members", T_LIST, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    guint i16;
+
+    if ((ret = thrift_protocol_write_list_begin (protocol, T_STRING, (gint32) (this_object->members ? this_object->members->len : 0), error)) < 0)
+      return -1;
+    xfer += ret;
+    for (i16 = 0; i16 < (this_object->members ? this_object->members->len : 0); i16++)
+    {
+      if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) this_object->members, i16)), error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_periods_back == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_get_ranks_request_set_property (GObject *object,
+                                     guint property_id,
+                                     const GValue *value,
+                                     GParamSpec *pspec)
+{
+  rankGetRanksRequest *self = RANK_GET_RANKS_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_RANKS_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_GET_RANKS_REQUEST_MEMBERS:
+      if (self->members != NULL)
+        g_ptr_array_unref (self->members);
+      self->members = g_value_dup_boxed (value);
+      break;
+
+    case PROP_RANK_GET_RANKS_REQUEST_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_get_ranks_request_get_property (GObject *object,
+                                     guint property_id,
+                                     GValue *value,
+                                     GParamSpec *pspec)
+{
+  rankGetRanksRequest *self = RANK_GET_RANKS_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_RANKS_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_GET_RANKS_REQUEST_MEMBERS:
+      g_value_set_boxed (value, self->members);
+      break;
+
+    case PROP_RANK_GET_RANKS_REQUEST_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_get_ranks_request_instance_init (rankGetRanksRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->members = g_ptr_array_new_with_free_func (g_free);
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_get_ranks_request_finalize (GObject *object)
+{
+  rankGetRanksRequest *tobject = RANK_GET_RANKS_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->members != NULL)
+  {
+    g_ptr_array_unref (tobject->members);
+    tobject->members = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_get_ranks_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_get_ranks_request_class_init (rankGetRanksRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_get_ranks_request_read;
+  struct_class->write = rank_get_ranks_request_write;
+
+  gobject_class->finalize = rank_get_ranks_request_finalize;
+  gobject_class->get_property = rank_get_ranks_request_get_property;
+  gobject_class->set_property = rank_get_ranks_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_RANKS_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_RANKS_REQUEST_MEMBERS,
+     g_param_spec_boxed ("members",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_RANKS_REQUEST_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_get_ranks_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankGetRanksRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_get_ranks_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankGetRanksRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_get_ranks_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankGetRanksRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRemoveRequestProperties
+{
+  PROP_RANK_REMOVE_REQUEST_0,
+  PROP_RANK_REMOVE_REQUEST_BOARD,
+  PROP_RANK_REMOVE_REQUEST_MEMBER,
+  PROP_RANK_REMOVE_REQUEST_REQUEST_ID
+};
+
+/* reads a remove_request object */
+static gint32
+rank_remove_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRemoveRequest * this_object = RANK_REMOVE_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_member = FALSE;
+  gboolean isset_request_id = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->member != NULL)
+          {
+            g_free(this_object->member);
+            this_object->member = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_member = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_STRING)
+        {
+          if (this_object->request_id != NULL)
+          {
+            g_free(this_object->request_id);
+            this_object->request_id = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->request_id, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_request_id = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_member)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'member'");
+    return -1;
+  }
+
+  if (!isset_request_id)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'request_id'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_remove_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRemoveRequest * this_object = RANK_REMOVE_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RemoveRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request_id", T_STRING, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->request_id, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_remove_request_set_property (GObject *object,
+                                  guint property_id,
+                                  const GValue *value,
+                                  GParamSpec *pspec)
+{
+  rankRemoveRequest *self = RANK_REMOVE_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_REMOVE_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_REMOVE_REQUEST_MEMBER:
+      if (self->member != NULL)
+        g_free (self->member);
+      self->member = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_REMOVE_REQUEST_REQUEST_ID:
+      if (self->request_id != NULL)
+        g_free (self->request_id);
+      self->request_id = g_value_dup_string (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_remove_request_get_property (GObject *object,
+                                  guint property_id,
+                                  GValue *value,
+                                  GParamSpec *pspec)
+{
+  rankRemoveRequest *self = RANK_REMOVE_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_REMOVE_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_REMOVE_REQUEST_MEMBER:
+      g_value_set_string (value, self->member);
+      break;
+
+    case PROP_RANK_REMOVE_REQUEST_REQUEST_ID:
+      g_value_set_string (value, self->request_id);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_remove_request_instance_init (rankRemoveRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->member = NULL;
+  object->request_id = NULL;
+}
+
+static void 
+rank_remove_request_finalize (GObject *object)
+{
+  rankRemoveRequest *tobject = RANK_REMOVE_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->member != NULL)
+  {
+    g_free(tobject->member);
+    tobject->member = NULL;
+  }
+  if (tobject->request_id != NULL)
+  {
+    g_free(tobject->request_id);
+    tobject->request_id = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_remove_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_remove_request_class_init (rankRemoveRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_remove_request_read;
+  struct_class->write = rank_remove_request_write;
+
+  gobject_class->finalize = rank_remove_request_finalize;
+  gobject_class->get_property = rank_remove_request_get_property;
+  gobject_class->set_property = rank_remove_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_REMOVE_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_REMOVE_REQUEST_MEMBER,
+     g_param_spec_string ("member",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_REMOVE_REQUEST_REQUEST_ID,
+     g_param_spec_string ("request_id",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_remove_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRemoveRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_remove_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRemoveRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_remove_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRemoveRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankCountRequestProperties
+{
+  PROP_RANK_COUNT_REQUEST_0,
+  PROP_RANK_COUNT_REQUEST_BOARD,
+  PROP_RANK_COUNT_REQUEST_PERIODS_BACK
+};
+
+/* reads a count_request object */
+static gint32
+rank_count_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankCountRequest * this_object = RANK_COUNT_REQUEST(object);
+  gboolean isset_board = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_count_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankCountRequest * this_object = RANK_COUNT_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "CountRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_periods_back == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_count_request_set_property (GObject *object,
+                                 guint property_id,
+                                 const GValue *value,
+                                 GParamSpec *pspec)
+{
+  rankCountRequest *self = RANK_COUNT_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_COUNT_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_COUNT_REQUEST_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_count_request_get_property (GObject *object,
+                                 guint property_id,
+                                 GValue *value,
+                                 GParamSpec *pspec)
+{
+  rankCountRequest *self = RANK_COUNT_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_COUNT_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_COUNT_REQUEST_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_count_request_instance_init (rankCountRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_count_request_finalize (GObject *object)
+{
+  rankCountRequest *tobject = RANK_COUNT_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_count_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_count_request_class_init (rankCountRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_count_request_read;
+  struct_class->write = rank_count_request_write;
+
+  gobject_class->finalize = rank_count_request_finalize;
+  gobject_class->get_property = rank_count_request_get_property;
+  gobject_class->set_property = rank_count_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_COUNT_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_COUNT_REQUEST_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_count_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankCountRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_count_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankCountRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_count_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankCountRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankCountBetweenRequestProperties
+{
+  PROP_RANK_COUNT_BETWEEN_REQUEST_0,
+  PROP_RANK_COUNT_BETWEEN_REQUEST_BOARD,
+  PROP_RANK_COUNT_BETWEEN_REQUEST_MIN_SCORE,
+  PROP_RANK_COUNT_BETWEEN_REQUEST_MAX_SCORE,
+  PROP_RANK_COUNT_BETWEEN_REQUEST_PERIODS_BACK
+};
+
+/* reads a count_between_request object */
+static gint32
+rank_count_between_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankCountBetweenRequest * this_object = RANK_COUNT_BETWEEN_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_min_score = FALSE;
+  gboolean isset_max_score = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->min_score, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_min_score = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->max_score, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_max_score = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_min_score)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'min_score'");
+    return -1;
+  }
+
+  if (!isset_max_score)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'max_score'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_count_between_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankCountBetweenRequest * this_object = RANK_COUNT_BETWEEN_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "CountBetweenRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "min_score", T_I64, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->min_score, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "max_score", T_I64, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->max_score, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_periods_back == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_count_between_request_set_property (GObject *object,
+                                         guint property_id,
+                                         const GValue *value,
+                                         GParamSpec *pspec)
+{
+  rankCountBetweenRequest *self = RANK_COUNT_BETWEEN_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_COUNT_BETWEEN_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_COUNT_BETWEEN_REQUEST_MIN_SCORE:
+      self->min_score = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_COUNT_BETWEEN_REQUEST_MAX_SCORE:
+      self->max_score = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_COUNT_BETWEEN_REQUEST_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_count_between_request_get_property (GObject *object,
+                                         guint property_id,
+                                         GValue *value,
+                                         GParamSpec *pspec)
+{
+  rankCountBetweenRequest *self = RANK_COUNT_BETWEEN_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_COUNT_BETWEEN_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_COUNT_BETWEEN_REQUEST_MIN_SCORE:
+      g_value_set_int64 (value, self->min_score);
+      break;
+
+    case PROP_RANK_COUNT_BETWEEN_REQUEST_MAX_SCORE:
+      g_value_set_int64 (value, self->max_score);
+      break;
+
+    case PROP_RANK_COUNT_BETWEEN_REQUEST_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_count_between_request_instance_init (rankCountBetweenRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->min_score = 0;
+  object->max_score = 0;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_count_between_request_finalize (GObject *object)
+{
+  rankCountBetweenRequest *tobject = RANK_COUNT_BETWEEN_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_count_between_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_count_between_request_class_init (rankCountBetweenRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_count_between_request_read;
+  struct_class->write = rank_count_between_request_write;
+
+  gobject_class->finalize = rank_count_between_request_finalize;
+  gobject_class->get_property = rank_count_between_request_get_property;
+  gobject_class->set_property = rank_count_between_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_COUNT_BETWEEN_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_COUNT_BETWEEN_REQUEST_MIN_SCORE,
+     g_param_spec_int64 ("min_score",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_COUNT_BETWEEN_REQUEST_MAX_SCORE,
+     g_param_spec_int64 ("max_score",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_COUNT_BETWEEN_REQUEST_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_count_between_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankCountBetweenRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_count_between_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankCountBetweenRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_count_between_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankCountBetweenRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankGetPercentileRequestProperties
+{
+  PROP_RANK_GET_PERCENTILE_REQUEST_0,
+  PROP_RANK_GET_PERCENTILE_REQUEST_BOARD,
+  PROP_RANK_GET_PERCENTILE_REQUEST_MEMBER,
+  PROP_RANK_GET_PERCENTILE_REQUEST_PERIODS_BACK
+};
+
+/* reads a get_percentile_request object */
+static gint32
+rank_get_percentile_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankGetPercentileRequest * this_object = RANK_GET_PERCENTILE_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_member = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->member != NULL)
+          {
+            g_free(this_object->member);
+            this_object->member = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_member = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_member)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'member'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_get_percentile_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankGetPercentileRequest * this_object = RANK_GET_PERCENTILE_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "GetPercentileRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_periods_back == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_get_percentile_request_set_property (GObject *object,
+                                          guint property_id,
+                                          const GValue *value,
+                                          GParamSpec *pspec)
+{
+  rankGetPercentileRequest *self = RANK_GET_PERCENTILE_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_PERCENTILE_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_GET_PERCENTILE_REQUEST_MEMBER:
+      if (self->member != NULL)
+        g_free (self->member);
+      self->member = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_GET_PERCENTILE_REQUEST_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_get_percentile_request_get_property (GObject *object,
+                                          guint property_id,
+                                          GValue *value,
+                                          GParamSpec *pspec)
+{
+  rankGetPercentileRequest *self = RANK_GET_PERCENTILE_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_PERCENTILE_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_GET_PERCENTILE_REQUEST_MEMBER:
+      g_value_set_string (value, self->member);
+      break;
+
+    case PROP_RANK_GET_PERCENTILE_REQUEST_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_get_percentile_request_instance_init (rankGetPercentileRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->member = NULL;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_get_percentile_request_finalize (GObject *object)
+{
+  rankGetPercentileRequest *tobject = RANK_GET_PERCENTILE_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->member != NULL)
+  {
+    g_free(tobject->member);
+    tobject->member = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_get_percentile_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_get_percentile_request_class_init (rankGetPercentileRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_get_percentile_request_read;
+  struct_class->write = rank_get_percentile_request_write;
+
+  gobject_class->finalize = rank_get_percentile_request_finalize;
+  gobject_class->get_property = rank_get_percentile_request_get_property;
+  gobject_class->set_property = rank_get_percentile_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_PERCENTILE_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_PERCENTILE_REQUEST_MEMBER,
+     g_param_spec_string ("member",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_PERCENTILE_REQUEST_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_get_percentile_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankGetPercentileRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_get_percentile_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankGetPercentileRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_get_percentile_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankGetPercentileRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankGetScoreAtPercentileRequestProperties
+{
+  PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_0,
+  PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_BOARD,
+  PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_PCT,
+  PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_PERIODS_BACK
+};
+
+/* reads a get_score_at_percentile_request object */
+static gint32
+rank_get_score_at_percentile_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankGetScoreAtPercentileRequest * this_object = RANK_GET_SCORE_AT_PERCENTILE_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_pct = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_DOUBLE)
+        {
+          if ((ret = thrift_protocol_read_double (protocol, &this_object->pct, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_pct = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_pct)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'pct'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_get_score_at_percentile_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankGetScoreAtPercentileRequest * this_object = RANK_GET_SCORE_AT_PERCENTILE_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "GetScoreAtPercentileRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "pct", T_DOUBLE, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_double (protocol, this_object->pct, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_periods_back == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_get_score_at_percentile_request_set_property (GObject *object,
+                                                   guint property_id,
+                                                   const GValue *value,
+                                                   GParamSpec *pspec)
+{
+  rankGetScoreAtPercentileRequest *self = RANK_GET_SCORE_AT_PERCENTILE_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_PCT:
+      self->pct = g_value_get_double (value);
+      break;
+
+    case PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_get_score_at_percentile_request_get_property (GObject *object,
+                                                   guint property_id,
+                                                   GValue *value,
+                                                   GParamSpec *pspec)
+{
+  rankGetScoreAtPercentileRequest *self = RANK_GET_SCORE_AT_PERCENTILE_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_PCT:
+      g_value_set_double (value, self->pct);
+      break;
+
+    case PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_get_score_at_percentile_request_instance_init (rankGetScoreAtPercentileRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->pct = 0;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_get_score_at_percentile_request_finalize (GObject *object)
+{
+  rankGetScoreAtPercentileRequest *tobject = RANK_GET_SCORE_AT_PERCENTILE_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_get_score_at_percentile_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_get_score_at_percentile_request_class_init (rankGetScoreAtPercentileRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_get_score_at_percentile_request_read;
+  struct_class->write = rank_get_score_at_percentile_request_write;
+
+  gobject_class->finalize = rank_get_score_at_percentile_request_finalize;
+  gobject_class->get_property = rank_get_score_at_percentile_request_get_property;
+  gobject_class->set_property = rank_get_score_at_percentile_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_PCT,
+     g_param_spec_double ("pct",
+                          NULL,
+                          NULL,
+                          -INFINITY,
+                          INFINITY,
+                          0,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_get_score_at_percentile_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankGetScoreAtPercentileRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_get_score_at_percentile_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankGetScoreAtPercentileRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_get_score_at_percentile_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankGetScoreAtPercentileRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankSampleRequestProperties
+{
+  PROP_RANK_SAMPLE_REQUEST_0,
+  PROP_RANK_SAMPLE_REQUEST_BOARD,
+  PROP_RANK_SAMPLE_REQUEST_MIN_SCORE,
+  PROP_RANK_SAMPLE_REQUEST_MAX_SCORE,
+  PROP_RANK_SAMPLE_REQUEST_COUNT,
+  PROP_RANK_SAMPLE_REQUEST_PERIODS_BACK
+};
+
+/* reads a sample_request object */
+static gint32
+rank_sample_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankSampleRequest * this_object = RANK_SAMPLE_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_min_score = FALSE;
+  gboolean isset_max_score = FALSE;
+  gboolean isset_count = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->min_score, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_min_score = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->max_score, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_max_score = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->count, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_count = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 5:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_min_score)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'min_score'");
+    return -1;
+  }
+
+  if (!isset_max_score)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'max_score'");
+    return -1;
+  }
+
+  if (!isset_count)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'count'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_sample_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankSampleRequest * this_object = RANK_SAMPLE_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "SampleRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "min_score", T_I64, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->min_score, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "max_score", T_I64, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->max_score, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "count", T_I32, 4, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->count, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_periods_back == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 5, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_sample_request_set_property (GObject *object,
+                                  guint property_id,
+                                  const GValue *value,
+                                  GParamSpec *pspec)
+{
+  rankSampleRequest *self = RANK_SAMPLE_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_SAMPLE_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_SAMPLE_REQUEST_MIN_SCORE:
+      self->min_score = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_SAMPLE_REQUEST_MAX_SCORE:
+      self->max_score = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_SAMPLE_REQUEST_COUNT:
+      self->count = g_value_get_int (value);
+      break;
+
+    case PROP_RANK_SAMPLE_REQUEST_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_sample_request_get_property (GObject *object,
+                                  guint property_id,
+                                  GValue *value,
+                                  GParamSpec *pspec)
+{
+  rankSampleRequest *self = RANK_SAMPLE_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_SAMPLE_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_SAMPLE_REQUEST_MIN_SCORE:
+      g_value_set_int64 (value, self->min_score);
+      break;
+
+    case PROP_RANK_SAMPLE_REQUEST_MAX_SCORE:
+      g_value_set_int64 (value, self->max_score);
+      break;
+
+    case PROP_RANK_SAMPLE_REQUEST_COUNT:
+      g_value_set_int (value, self->count);
+      break;
+
+    case PROP_RANK_SAMPLE_REQUEST_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_sample_request_instance_init (rankSampleRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->min_score = 0;
+  object->max_score = 0;
+  object->count = 0;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_sample_request_finalize (GObject *object)
+{
+  rankSampleRequest *tobject = RANK_SAMPLE_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_sample_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_sample_request_class_init (rankSampleRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_sample_request_read;
+  struct_class->write = rank_sample_request_write;
+
+  gobject_class->finalize = rank_sample_request_finalize;
+  gobject_class->get_property = rank_sample_request_get_property;
+  gobject_class->set_property = rank_sample_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SAMPLE_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SAMPLE_REQUEST_MIN_SCORE,
+     g_param_spec_int64 ("min_score",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SAMPLE_REQUEST_MAX_SCORE,
+     g_param_spec_int64 ("max_score",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SAMPLE_REQUEST_COUNT,
+     g_param_spec_int ("count",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SAMPLE_REQUEST_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_sample_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankSampleRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_sample_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankSampleRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_sample_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankSampleRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankSetMemberDataRequestProperties
+{
+  PROP_RANK_SET_MEMBER_DATA_REQUEST_0,
+  PROP_RANK_SET_MEMBER_DATA_REQUEST_BOARD,
+  PROP_RANK_SET_MEMBER_DATA_REQUEST_MEMBER,
+  PROP_RANK_SET_MEMBER_DATA_REQUEST_DATA
+};
+
+/* reads a set_member_data_request object */
+static gint32
+rank_set_member_data_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankSetMemberDataRequest * this_object = RANK_SET_MEMBER_DATA_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_member = FALSE;
+  gboolean isset_data = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->member != NULL)
+          {
+            g_free(this_object->member);
+            this_object->member = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_member = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_MAP)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType key_type;
+            ThriftType value_type;
+
+            /* read the map begin marker */
+            if ((ret = thrift_protocol_read_map_begin (protocol, &key_type, &value_type, &size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through each of the map's fields */
+            for (i = 0; i < size; i++)
+            {
+              gchar * key17 = NULL;
+              gchar * val18 = NULL;
+              if (key17 != NULL)
+              {
+                g_free(key17);
+                key17 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &key17, error)) < 0)
+                return -1;
+              xfer += ret;
+              if (val18 != NULL)
+              {
+                g_free(val18);
+                val18 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &val18, error)) < 0)
+              {
+                /* rankd postprocess: do not leak on bad input */
+                g_free (key17);
+                return -1;
+              }
+              xfer += ret;
+              if (this_object->data && key17)
+                g_hash_table_insert ((GHashTable *)this_object->data, (gpointer) key17, (gpointer) val18);
+            }
+
+            /* read the map end marker */
+            if ((ret = thrift_protocol_read_map_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          isset_data = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_member)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'member'");
+    return -1;
+  }
+
+  if (!isset_data)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'data'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_set_member_data_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankSetMemberDataRequest * this_object = RANK_SET_MEMBER_DATA_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "SetMemberDataRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "data", T_MAP, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    gchar * key19 = NULL;
+    gchar * val20 = NULL;
+    GList *key_list = NULL, *iter = NULL;
+    gchar ** keys;
+    int i = 0, key_count;
+
+    if ((ret = thrift_protocol_write_map_begin (protocol, T_STRING, T_STRING, this_object->data ? (gint32) g_hash_table_size ((GHashTable *) this_object->data) : 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if (this_object->data)
+      g_hash_table_foreach ((GHashTable *) this_object->data, thrift_hash_table_get_keys, &key_list);
+    key_count = g_list_length (key_list);
+    keys = g_newa (gchar *, key_count);
+    for (iter = g_list_first (key_list); iter; iter = iter->next)
+      keys[i++] = (gchar *) iter->data;
+    g_list_free (key_list);
+
+    for (i = 0; i < key_count; ++i)
+    {
+      key19 = keys[i];
+      val20 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->data), (gpointer) key19);
+
+      if ((ret = thrift_protocol_write_string (protocol,  key19, error)) < 0)
+        return -1;
+      xfer += ret;
+
+      if ((ret = thrift_protocol_write_string (protocol,  val20, error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_map_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_set_member_data_request_set_property (GObject *object,
+                                           guint property_id,
+                                           const GValue *value,
+                                           GParamSpec *pspec)
+{
+  rankSetMemberDataRequest *self = RANK_SET_MEMBER_DATA_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_SET_MEMBER_DATA_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_SET_MEMBER_DATA_REQUEST_MEMBER:
+      if (self->member != NULL)
+        g_free (self->member);
+      self->member = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_SET_MEMBER_DATA_REQUEST_DATA:
+      if (self->data != NULL)
+        g_hash_table_unref (self->data);
+      self->data = g_value_dup_boxed (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_set_member_data_request_get_property (GObject *object,
+                                           guint property_id,
+                                           GValue *value,
+                                           GParamSpec *pspec)
+{
+  rankSetMemberDataRequest *self = RANK_SET_MEMBER_DATA_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_SET_MEMBER_DATA_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_SET_MEMBER_DATA_REQUEST_MEMBER:
+      g_value_set_string (value, self->member);
+      break;
+
+    case PROP_RANK_SET_MEMBER_DATA_REQUEST_DATA:
+      g_value_set_boxed (value, self->data);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_set_member_data_request_instance_init (rankSetMemberDataRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->member = NULL;
+  object->data = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+}
+
+static void 
+rank_set_member_data_request_finalize (GObject *object)
+{
+  rankSetMemberDataRequest *tobject = RANK_SET_MEMBER_DATA_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->member != NULL)
+  {
+    g_free(tobject->member);
+    tobject->member = NULL;
+  }
+  if (tobject->data != NULL)
+  {
+    g_hash_table_destroy (tobject->data);
+    tobject->data = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_set_member_data_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_set_member_data_request_class_init (rankSetMemberDataRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_set_member_data_request_read;
+  struct_class->write = rank_set_member_data_request_write;
+
+  gobject_class->finalize = rank_set_member_data_request_finalize;
+  gobject_class->get_property = rank_set_member_data_request_get_property;
+  gobject_class->set_property = rank_set_member_data_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SET_MEMBER_DATA_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SET_MEMBER_DATA_REQUEST_MEMBER,
+     g_param_spec_string ("member",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SET_MEMBER_DATA_REQUEST_DATA,
+     g_param_spec_boxed ("data",
+                         NULL,
+                         NULL,
+                         G_TYPE_HASH_TABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_set_member_data_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankSetMemberDataRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_set_member_data_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankSetMemberDataRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_set_member_data_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankSetMemberDataRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankGetMemberDataRequestProperties
+{
+  PROP_RANK_GET_MEMBER_DATA_REQUEST_0,
+  PROP_RANK_GET_MEMBER_DATA_REQUEST_BOARD,
+  PROP_RANK_GET_MEMBER_DATA_REQUEST_MEMBER,
+  PROP_RANK_GET_MEMBER_DATA_REQUEST_PERIODS_BACK
+};
+
+/* reads a get_member_data_request object */
+static gint32
+rank_get_member_data_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankGetMemberDataRequest * this_object = RANK_GET_MEMBER_DATA_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_member = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->member != NULL)
+          {
+            g_free(this_object->member);
+            this_object->member = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_member = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_member)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'member'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_get_member_data_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankGetMemberDataRequest * this_object = RANK_GET_MEMBER_DATA_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "GetMemberDataRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_periods_back == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_get_member_data_request_set_property (GObject *object,
+                                           guint property_id,
+                                           const GValue *value,
+                                           GParamSpec *pspec)
+{
+  rankGetMemberDataRequest *self = RANK_GET_MEMBER_DATA_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_MEMBER_DATA_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_GET_MEMBER_DATA_REQUEST_MEMBER:
+      if (self->member != NULL)
+        g_free (self->member);
+      self->member = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_GET_MEMBER_DATA_REQUEST_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_get_member_data_request_get_property (GObject *object,
+                                           guint property_id,
+                                           GValue *value,
+                                           GParamSpec *pspec)
+{
+  rankGetMemberDataRequest *self = RANK_GET_MEMBER_DATA_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_MEMBER_DATA_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_GET_MEMBER_DATA_REQUEST_MEMBER:
+      g_value_set_string (value, self->member);
+      break;
+
+    case PROP_RANK_GET_MEMBER_DATA_REQUEST_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_get_member_data_request_instance_init (rankGetMemberDataRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->member = NULL;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_get_member_data_request_finalize (GObject *object)
+{
+  rankGetMemberDataRequest *tobject = RANK_GET_MEMBER_DATA_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->member != NULL)
+  {
+    g_free(tobject->member);
+    tobject->member = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_get_member_data_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_get_member_data_request_class_init (rankGetMemberDataRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_get_member_data_request_read;
+  struct_class->write = rank_get_member_data_request_write;
+
+  gobject_class->finalize = rank_get_member_data_request_finalize;
+  gobject_class->get_property = rank_get_member_data_request_get_property;
+  gobject_class->set_property = rank_get_member_data_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_MEMBER_DATA_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_MEMBER_DATA_REQUEST_MEMBER,
+     g_param_spec_string ("member",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_MEMBER_DATA_REQUEST_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_get_member_data_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankGetMemberDataRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_get_member_data_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankGetMemberDataRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_get_member_data_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankGetMemberDataRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankUpdateBatchRequestProperties
+{
+  PROP_RANK_UPDATE_BATCH_REQUEST_0,
+  PROP_RANK_UPDATE_BATCH_REQUEST_REQUESTS
+};
+
+/* reads a update_batch_request object */
+static gint32
+rank_update_batch_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankUpdateBatchRequest * this_object = RANK_UPDATE_BATCH_REQUEST(object);
+  gboolean isset_requests = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              rankUpdateRequest * _elem21 = NULL;
+              if ( _elem21 != NULL)
+              {
+                g_object_unref (_elem21);
+              }
+              _elem21 = g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem21), protocol, error)) < 0)
+              {
+                g_object_unref (_elem21);
+                return -1;
+              }
+              xfer += ret;
+              g_ptr_array_add (this_object->requests, _elem21);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          isset_requests = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_requests)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'requests'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_update_batch_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankUpdateBatchRequest * this_object = RANK_UPDATE_BATCH_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "UpdateBatchRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "requests", T_LIST, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    guint i22;
+
+    if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->requests ? this_object->requests->len : 0), error)) < 0)
+      return -1;
+    xfer += ret;
+    for (i22 = 0; i22 < (this_object->requests ? this_object->requests->len : 0); i22++)
+    {
+      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->requests, i22))), protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_update_batch_request_set_property (GObject *object,
+                                        guint property_id,
+                                        const GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankUpdateBatchRequest *self = RANK_UPDATE_BATCH_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_UPDATE_BATCH_REQUEST_REQUESTS:
+      if (self->requests != NULL)
+        g_ptr_array_unref (self->requests);
+      self->requests = g_value_dup_boxed (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_update_batch_request_get_property (GObject *object,
+                                        guint property_id,
+                                        GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankUpdateBatchRequest *self = RANK_UPDATE_BATCH_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_UPDATE_BATCH_REQUEST_REQUESTS:
+      g_value_set_boxed (value, self->requests);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_update_batch_request_instance_init (rankUpdateBatchRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->requests = g_ptr_array_new_with_free_func (g_object_unref);
+}
+
+static void 
+rank_update_batch_request_finalize (GObject *object)
+{
+  rankUpdateBatchRequest *tobject = RANK_UPDATE_BATCH_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->requests != NULL)
+  {
+    g_ptr_array_unref (tobject->requests);
+    tobject->requests = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_update_batch_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_update_batch_request_class_init (rankUpdateBatchRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_update_batch_request_read;
+  struct_class->write = rank_update_batch_request_write;
+
+  gobject_class->finalize = rank_update_batch_request_finalize;
+  gobject_class->get_property = rank_update_batch_request_get_property;
+  gobject_class->set_property = rank_update_batch_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_UPDATE_BATCH_REQUEST_REQUESTS,
+     g_param_spec_boxed ("requests",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_update_batch_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankUpdateBatchRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_update_batch_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankUpdateBatchRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_update_batch_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankUpdateBatchRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankUpdateBatchResponseProperties
+{
+  PROP_RANK_UPDATE_BATCH_RESPONSE_0,
+  PROP_RANK_UPDATE_BATCH_RESPONSE_RESULTS
+};
+
+/* reads a update_batch_response object */
+static gint32
+rank_update_batch_response_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankUpdateBatchResponse * this_object = RANK_UPDATE_BATCH_RESPONSE(object);
+  gboolean isset_results = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              rankUpdateResult * _elem23 = NULL;
+              if ( _elem23 != NULL)
+              {
+                g_object_unref (_elem23);
+              }
+              _elem23 = g_object_new (RANK_TYPE_UPDATE_RESULT, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem23), protocol, error)) < 0)
+              {
+                g_object_unref (_elem23);
+                return -1;
+              }
+              xfer += ret;
+              g_ptr_array_add (this_object->results, _elem23);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          isset_results = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_results)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'results'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_update_batch_response_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankUpdateBatchResponse * this_object = RANK_UPDATE_BATCH_RESPONSE(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "UpdateBatchResponse", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "results", T_LIST, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    guint i24;
+
+    if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->results ? this_object->results->len : 0), error)) < 0)
+      return -1;
+    xfer += ret;
+    for (i24 = 0; i24 < (this_object->results ? this_object->results->len : 0); i24++)
+    {
+      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->results, i24))), protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_update_batch_response_set_property (GObject *object,
+                                         guint property_id,
+                                         const GValue *value,
+                                         GParamSpec *pspec)
+{
+  rankUpdateBatchResponse *self = RANK_UPDATE_BATCH_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_UPDATE_BATCH_RESPONSE_RESULTS:
+      if (self->results != NULL)
+        g_ptr_array_unref (self->results);
+      self->results = g_value_dup_boxed (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_update_batch_response_get_property (GObject *object,
+                                         guint property_id,
+                                         GValue *value,
+                                         GParamSpec *pspec)
+{
+  rankUpdateBatchResponse *self = RANK_UPDATE_BATCH_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_UPDATE_BATCH_RESPONSE_RESULTS:
+      g_value_set_boxed (value, self->results);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_update_batch_response_instance_init (rankUpdateBatchResponse * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->results = g_ptr_array_new_with_free_func (g_object_unref);
+}
+
+static void 
+rank_update_batch_response_finalize (GObject *object)
+{
+  rankUpdateBatchResponse *tobject = RANK_UPDATE_BATCH_RESPONSE (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->results != NULL)
+  {
+    g_ptr_array_unref (tobject->results);
+    tobject->results = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_update_batch_response_get_type ())))->finalize (object);
+}
+
+static void
+rank_update_batch_response_class_init (rankUpdateBatchResponseClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_update_batch_response_read;
+  struct_class->write = rank_update_batch_response_write;
+
+  gobject_class->finalize = rank_update_batch_response_finalize;
+  gobject_class->get_property = rank_update_batch_response_get_property;
+  gobject_class->set_property = rank_update_batch_response_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_UPDATE_BATCH_RESPONSE_RESULTS,
+     g_param_spec_boxed ("results",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_update_batch_response_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankUpdateBatchResponseClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_update_batch_response_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankUpdateBatchResponse),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_update_batch_response_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankUpdateBatchResponseType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+/* reads a get_server_info_request object */
+static gint32
+rank_get_server_info_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankGetServerInfoRequest * this_object = RANK_GET_SERVER_INFO_REQUEST(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_get_server_info_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankGetServerInfoRequest * this_object = RANK_GET_SERVER_INFO_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "GetServerInfoRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void 
+rank_get_server_info_request_instance_init (rankGetServerInfoRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+}
+
+static void 
+rank_get_server_info_request_finalize (GObject *object)
+{
+  rankGetServerInfoRequest *tobject = RANK_GET_SERVER_INFO_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_get_server_info_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_get_server_info_request_class_init (rankGetServerInfoRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_get_server_info_request_read;
+  struct_class->write = rank_get_server_info_request_write;
+
+  gobject_class->finalize = rank_get_server_info_request_finalize;
+}
+
+GType
+rank_get_server_info_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankGetServerInfoRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_get_server_info_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankGetServerInfoRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_get_server_info_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankGetServerInfoRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankServerInfoProperties
+{
+  PROP_RANK_SERVER_INFO_0,
+  PROP_RANK_SERVER_INFO_VERSION,
+  PROP_RANK_SERVER_INFO_IDL_VERSION,
+  PROP_RANK_SERVER_INFO_BOARD_COUNT,
+  PROP_RANK_SERVER_INFO_UPTIME_SECONDS
+};
+
+/* reads a server_info object */
+static gint32
+rank_server_info_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankServerInfo * this_object = RANK_SERVER_INFO(object);
+  gboolean isset_version = FALSE;
+  gboolean isset_idl_version = FALSE;
+  gboolean isset_board_count = FALSE;
+  gboolean isset_uptime_seconds = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->version != NULL)
+          {
+            g_free(this_object->version);
+            this_object->version = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->version, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_version = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->idl_version != NULL)
+          {
+            g_free(this_object->idl_version);
+            this_object->idl_version = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->idl_version, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_idl_version = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->board_count, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board_count = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->uptime_seconds, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_uptime_seconds = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_version)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'version'");
+    return -1;
+  }
+
+  if (!isset_idl_version)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'idl_version'");
+    return -1;
+  }
+
+  if (!isset_board_count)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board_count'");
+    return -1;
+  }
+
+  if (!isset_uptime_seconds)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'uptime_seconds'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_server_info_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankServerInfo * this_object = RANK_SERVER_INFO(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "ServerInfo", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "version", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->version, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "idl_version", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->idl_version, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board_count", T_I64, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->board_count, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "uptime_seconds", T_I64, 4, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->uptime_seconds, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_server_info_set_property (GObject *object,
+                               guint property_id,
+                               const GValue *value,
+                               GParamSpec *pspec)
+{
+  rankServerInfo *self = RANK_SERVER_INFO (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_SERVER_INFO_VERSION:
+      if (self->version != NULL)
+        g_free (self->version);
+      self->version = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_SERVER_INFO_IDL_VERSION:
+      if (self->idl_version != NULL)
+        g_free (self->idl_version);
+      self->idl_version = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_SERVER_INFO_BOARD_COUNT:
+      self->board_count = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_SERVER_INFO_UPTIME_SECONDS:
+      self->uptime_seconds = g_value_get_int64 (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_server_info_get_property (GObject *object,
+                               guint property_id,
+                               GValue *value,
+                               GParamSpec *pspec)
+{
+  rankServerInfo *self = RANK_SERVER_INFO (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_SERVER_INFO_VERSION:
+      g_value_set_string (value, self->version);
+      break;
+
+    case PROP_RANK_SERVER_INFO_IDL_VERSION:
+      g_value_set_string (value, self->idl_version);
+      break;
+
+    case PROP_RANK_SERVER_INFO_BOARD_COUNT:
+      g_value_set_int64 (value, self->board_count);
+      break;
+
+    case PROP_RANK_SERVER_INFO_UPTIME_SECONDS:
+      g_value_set_int64 (value, self->uptime_seconds);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_server_info_instance_init (rankServerInfo * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->version = NULL;
+  object->idl_version = NULL;
+  object->board_count = 0;
+  object->uptime_seconds = 0;
+}
+
+static void 
+rank_server_info_finalize (GObject *object)
+{
+  rankServerInfo *tobject = RANK_SERVER_INFO (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->version != NULL)
+  {
+    g_free(tobject->version);
+    tobject->version = NULL;
+  }
+  if (tobject->idl_version != NULL)
+  {
+    g_free(tobject->idl_version);
+    tobject->idl_version = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_server_info_get_type ())))->finalize (object);
+}
+
+static void
+rank_server_info_class_init (rankServerInfoClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_server_info_read;
+  struct_class->write = rank_server_info_write;
+
+  gobject_class->finalize = rank_server_info_finalize;
+  gobject_class->get_property = rank_server_info_get_property;
+  gobject_class->set_property = rank_server_info_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SERVER_INFO_VERSION,
+     g_param_spec_string ("version",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SERVER_INFO_IDL_VERSION,
+     g_param_spec_string ("idl_version",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SERVER_INFO_BOARD_COUNT,
+     g_param_spec_int64 ("board_count",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SERVER_INFO_UPTIME_SECONDS,
+     g_param_spec_int64 ("uptime_seconds",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_server_info_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankServerInfoClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_server_info_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankServerInfo),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_server_info_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankServerInfoType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankListBoardsRequestProperties
+{
+  PROP_RANK_LIST_BOARDS_REQUEST_0,
+  PROP_RANK_LIST_BOARDS_REQUEST_AFTER,
+  PROP_RANK_LIST_BOARDS_REQUEST_LIMIT
+};
+
+/* reads a list_boards_request object */
+static gint32
+rank_list_boards_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankListBoardsRequest * this_object = RANK_LIST_BOARDS_REQUEST(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->after != NULL)
+          {
+            g_free(this_object->after);
+            this_object->after = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->after, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_after = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->limit, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_limit = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_list_boards_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankListBoardsRequest * this_object = RANK_LIST_BOARDS_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "ListBoardsRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_after == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "after", T_STRING, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->after, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_limit == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "limit", T_I32, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->limit, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_list_boards_request_set_property (GObject *object,
+                                       guint property_id,
+                                       const GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankListBoardsRequest *self = RANK_LIST_BOARDS_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_LIST_BOARDS_REQUEST_AFTER:
+      if (self->after != NULL)
+        g_free (self->after);
+      self->after = g_value_dup_string (value);
+      self->__isset_after = TRUE;
+      break;
+
+    case PROP_RANK_LIST_BOARDS_REQUEST_LIMIT:
+      self->limit = g_value_get_int (value);
+      self->__isset_limit = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_list_boards_request_get_property (GObject *object,
+                                       guint property_id,
+                                       GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankListBoardsRequest *self = RANK_LIST_BOARDS_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_LIST_BOARDS_REQUEST_AFTER:
+      g_value_set_string (value, self->after);
+      break;
+
+    case PROP_RANK_LIST_BOARDS_REQUEST_LIMIT:
+      g_value_set_int (value, self->limit);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_list_boards_request_instance_init (rankListBoardsRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->after = g_strdup ("");
+  object->__isset_after = FALSE;
+  object->limit = 100;
+  object->__isset_limit = FALSE;
+}
+
+static void 
+rank_list_boards_request_finalize (GObject *object)
+{
+  rankListBoardsRequest *tobject = RANK_LIST_BOARDS_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->after != NULL)
+  {
+    g_free(tobject->after);
+    tobject->after = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_list_boards_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_list_boards_request_class_init (rankListBoardsRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_list_boards_request_read;
+  struct_class->write = rank_list_boards_request_write;
+
+  gobject_class->finalize = rank_list_boards_request_finalize;
+  gobject_class->get_property = rank_list_boards_request_get_property;
+  gobject_class->set_property = rank_list_boards_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_LIST_BOARDS_REQUEST_AFTER,
+     g_param_spec_string ("after",
+                          NULL,
+                          NULL,
+                          "",
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_LIST_BOARDS_REQUEST_LIMIT,
+     g_param_spec_int ("limit",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       100,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_list_boards_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankListBoardsRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_list_boards_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankListBoardsRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_list_boards_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankListBoardsRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankBoardSummaryProperties
+{
+  PROP_RANK_BOARD_SUMMARY_0,
+  PROP_RANK_BOARD_SUMMARY_BOARD,
+  PROP_RANK_BOARD_SUMMARY_MEMBER_COUNT,
+  PROP_RANK_BOARD_SUMMARY_CONFIGURED
+};
+
+/* reads a board_summary object */
+static gint32
+rank_board_summary_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankBoardSummary * this_object = RANK_BOARD_SUMMARY(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_member_count = FALSE;
+  gboolean isset_configured = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->member_count, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_member_count = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->configured, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_configured = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_member_count)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'member_count'");
+    return -1;
+  }
+
+  if (!isset_configured)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'configured'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_board_summary_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankBoardSummary * this_object = RANK_BOARD_SUMMARY(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "BoardSummary", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member_count", T_I64, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->member_count, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "configured", T_BOOL, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_bool (protocol, this_object->configured, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_board_summary_set_property (GObject *object,
+                                 guint property_id,
+                                 const GValue *value,
+                                 GParamSpec *pspec)
+{
+  rankBoardSummary *self = RANK_BOARD_SUMMARY (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_BOARD_SUMMARY_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_BOARD_SUMMARY_MEMBER_COUNT:
+      self->member_count = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_BOARD_SUMMARY_CONFIGURED:
+      self->configured = g_value_get_boolean (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_board_summary_get_property (GObject *object,
+                                 guint property_id,
+                                 GValue *value,
+                                 GParamSpec *pspec)
+{
+  rankBoardSummary *self = RANK_BOARD_SUMMARY (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_BOARD_SUMMARY_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_BOARD_SUMMARY_MEMBER_COUNT:
+      g_value_set_int64 (value, self->member_count);
+      break;
+
+    case PROP_RANK_BOARD_SUMMARY_CONFIGURED:
+      g_value_set_boolean (value, self->configured);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_board_summary_instance_init (rankBoardSummary * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->member_count = 0;
+  object->configured = 0;
+}
+
+static void 
+rank_board_summary_finalize (GObject *object)
+{
+  rankBoardSummary *tobject = RANK_BOARD_SUMMARY (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_board_summary_get_type ())))->finalize (object);
+}
+
+static void
+rank_board_summary_class_init (rankBoardSummaryClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_board_summary_read;
+  struct_class->write = rank_board_summary_write;
+
+  gobject_class->finalize = rank_board_summary_finalize;
+  gobject_class->get_property = rank_board_summary_get_property;
+  gobject_class->set_property = rank_board_summary_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_SUMMARY_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_SUMMARY_MEMBER_COUNT,
+     g_param_spec_int64 ("member_count",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_SUMMARY_CONFIGURED,
+     g_param_spec_boolean ("configured",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
+}
+
+GType
+rank_board_summary_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankBoardSummaryClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_board_summary_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankBoardSummary),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_board_summary_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankBoardSummaryType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankListBoardsResponseProperties
+{
+  PROP_RANK_LIST_BOARDS_RESPONSE_0,
+  PROP_RANK_LIST_BOARDS_RESPONSE_BOARDS,
+  PROP_RANK_LIST_BOARDS_RESPONSE_NEXT_AFTER
+};
+
+/* reads a list_boards_response object */
+static gint32
+rank_list_boards_response_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankListBoardsResponse * this_object = RANK_LIST_BOARDS_RESPONSE(object);
+  gboolean isset_boards = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              rankBoardSummary * _elem25 = NULL;
+              if ( _elem25 != NULL)
+              {
+                g_object_unref (_elem25);
+              }
+              _elem25 = g_object_new (RANK_TYPE_BOARD_SUMMARY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem25), protocol, error)) < 0)
+              {
+                g_object_unref (_elem25);
+                return -1;
+              }
+              xfer += ret;
+              g_ptr_array_add (this_object->boards, _elem25);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          isset_boards = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->next_after != NULL)
+          {
+            g_free(this_object->next_after);
+            this_object->next_after = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->next_after, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_next_after = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_boards)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'boards'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_list_boards_response_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankListBoardsResponse * this_object = RANK_LIST_BOARDS_RESPONSE(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "ListBoardsResponse", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "boards", T_LIST, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    guint i26;
+
+    if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->boards ? this_object->boards->len : 0), error)) < 0)
+      return -1;
+    xfer += ret;
+    for (i26 = 0; i26 < (this_object->boards ? this_object->boards->len : 0); i26++)
+    {
+      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->boards, i26))), protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_next_after == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "next_after", T_STRING, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->next_after, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_list_boards_response_set_property (GObject *object,
+                                        guint property_id,
+                                        const GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankListBoardsResponse *self = RANK_LIST_BOARDS_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_LIST_BOARDS_RESPONSE_BOARDS:
+      if (self->boards != NULL)
+        g_ptr_array_unref (self->boards);
+      self->boards = g_value_dup_boxed (value);
+      break;
+
+    case PROP_RANK_LIST_BOARDS_RESPONSE_NEXT_AFTER:
+      if (self->next_after != NULL)
+        g_free (self->next_after);
+      self->next_after = g_value_dup_string (value);
+      self->__isset_next_after = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_list_boards_response_get_property (GObject *object,
+                                        guint property_id,
+                                        GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankListBoardsResponse *self = RANK_LIST_BOARDS_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_LIST_BOARDS_RESPONSE_BOARDS:
+      g_value_set_boxed (value, self->boards);
+      break;
+
+    case PROP_RANK_LIST_BOARDS_RESPONSE_NEXT_AFTER:
+      g_value_set_string (value, self->next_after);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_list_boards_response_instance_init (rankListBoardsResponse * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->boards = g_ptr_array_new_with_free_func (g_object_unref);
+  object->next_after = NULL;
+  object->__isset_next_after = FALSE;
+}
+
+static void 
+rank_list_boards_response_finalize (GObject *object)
+{
+  rankListBoardsResponse *tobject = RANK_LIST_BOARDS_RESPONSE (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->boards != NULL)
+  {
+    g_ptr_array_unref (tobject->boards);
+    tobject->boards = NULL;
+  }
+  if (tobject->next_after != NULL)
+  {
+    g_free(tobject->next_after);
+    tobject->next_after = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_list_boards_response_get_type ())))->finalize (object);
+}
+
+static void
+rank_list_boards_response_class_init (rankListBoardsResponseClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_list_boards_response_read;
+  struct_class->write = rank_list_boards_response_write;
+
+  gobject_class->finalize = rank_list_boards_response_finalize;
+  gobject_class->get_property = rank_list_boards_response_get_property;
+  gobject_class->set_property = rank_list_boards_response_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_LIST_BOARDS_RESPONSE_BOARDS,
+     g_param_spec_boxed ("boards",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_LIST_BOARDS_RESPONSE_NEXT_AFTER,
+     g_param_spec_string ("next_after",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_list_boards_response_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankListBoardsResponseClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_list_boards_response_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankListBoardsResponse),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_list_boards_response_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankListBoardsResponseType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankGetBoardInfoRequestProperties
+{
+  PROP_RANK_GET_BOARD_INFO_REQUEST_0,
+  PROP_RANK_GET_BOARD_INFO_REQUEST_BOARD
+};
+
+/* reads a get_board_info_request object */
+static gint32
+rank_get_board_info_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankGetBoardInfoRequest * this_object = RANK_GET_BOARD_INFO_REQUEST(object);
+  gboolean isset_board = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_get_board_info_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankGetBoardInfoRequest * this_object = RANK_GET_BOARD_INFO_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "GetBoardInfoRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_get_board_info_request_set_property (GObject *object,
+                                          guint property_id,
+                                          const GValue *value,
+                                          GParamSpec *pspec)
+{
+  rankGetBoardInfoRequest *self = RANK_GET_BOARD_INFO_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_BOARD_INFO_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_get_board_info_request_get_property (GObject *object,
+                                          guint property_id,
+                                          GValue *value,
+                                          GParamSpec *pspec)
+{
+  rankGetBoardInfoRequest *self = RANK_GET_BOARD_INFO_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_BOARD_INFO_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_get_board_info_request_instance_init (rankGetBoardInfoRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+}
+
+static void 
+rank_get_board_info_request_finalize (GObject *object)
+{
+  rankGetBoardInfoRequest *tobject = RANK_GET_BOARD_INFO_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_get_board_info_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_get_board_info_request_class_init (rankGetBoardInfoRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_get_board_info_request_read;
+  struct_class->write = rank_get_board_info_request_write;
+
+  gobject_class->finalize = rank_get_board_info_request_finalize;
+  gobject_class->get_property = rank_get_board_info_request_get_property;
+  gobject_class->set_property = rank_get_board_info_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_BOARD_INFO_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_get_board_info_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankGetBoardInfoRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_get_board_info_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankGetBoardInfoRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_get_board_info_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankGetBoardInfoRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankBoardInfoProperties
+{
+  PROP_RANK_BOARD_INFO_0,
+  PROP_RANK_BOARD_INFO_BOARD,
+  PROP_RANK_BOARD_INFO_CONFIGURED,
+  PROP_RANK_BOARD_INFO_OPTIONS,
+  PROP_RANK_BOARD_INFO_MEMBER_COUNT,
+  PROP_RANK_BOARD_INFO_PERIODS_KEPT,
+  PROP_RANK_BOARD_INFO_MEMORY_BYTES,
+  PROP_RANK_BOARD_INFO_KEY_COUNT
+};
+
+/* reads a board_info object */
+static gint32
+rank_board_info_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankBoardInfo * this_object = RANK_BOARD_INFO(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_configured = FALSE;
+  gboolean isset_options = FALSE;
+  gboolean isset_member_count = FALSE;
+  gboolean isset_periods_kept = FALSE;
+  gboolean isset_memory_bytes = FALSE;
+  gboolean isset_key_count = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->configured, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_configured = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_MAP)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType key_type;
+            ThriftType value_type;
+
+            /* read the map begin marker */
+            if ((ret = thrift_protocol_read_map_begin (protocol, &key_type, &value_type, &size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through each of the map's fields */
+            for (i = 0; i < size; i++)
+            {
+              gchar * key27 = NULL;
+              gchar * val28 = NULL;
+              if (key27 != NULL)
+              {
+                g_free(key27);
+                key27 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &key27, error)) < 0)
+                return -1;
+              xfer += ret;
+              if (val28 != NULL)
+              {
+                g_free(val28);
+                val28 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &val28, error)) < 0)
+              {
+                /* rankd postprocess: do not leak on bad input */
+                g_free (key27);
+                return -1;
+              }
+              xfer += ret;
+              if (this_object->options && key27)
+                g_hash_table_insert ((GHashTable *)this_object->options, (gpointer) key27, (gpointer) val28);
+            }
+
+            /* read the map end marker */
+            if ((ret = thrift_protocol_read_map_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          isset_options = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->member_count, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_member_count = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 5:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_kept, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_periods_kept = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 6:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->memory_bytes, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_memory_bytes = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 7:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->key_count, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_key_count = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_configured)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'configured'");
+    return -1;
+  }
+
+  if (!isset_options)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'options'");
+    return -1;
+  }
+
+  if (!isset_member_count)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'member_count'");
+    return -1;
+  }
+
+  if (!isset_periods_kept)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'periods_kept'");
+    return -1;
+  }
+
+  if (!isset_memory_bytes)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'memory_bytes'");
+    return -1;
+  }
+
+  if (!isset_key_count)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'key_count'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_board_info_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankBoardInfo * this_object = RANK_BOARD_INFO(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "BoardInfo", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "configured", T_BOOL, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_bool (protocol, this_object->configured, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "options", T_MAP, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    gchar * key29 = NULL;
+    gchar * val30 = NULL;
+    GList *key_list = NULL, *iter = NULL;
+    gchar ** keys;
+    int i = 0, key_count;
+
+    if ((ret = thrift_protocol_write_map_begin (protocol, T_STRING, T_STRING, this_object->options ? (gint32) g_hash_table_size ((GHashTable *) this_object->options) : 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if (this_object->options)
+      g_hash_table_foreach ((GHashTable *) this_object->options, thrift_hash_table_get_keys, &key_list);
+    key_count = g_list_length (key_list);
+    keys = g_newa (gchar *, key_count);
+    for (iter = g_list_first (key_list); iter; iter = iter->next)
+      keys[i++] = (gchar *) iter->data;
+    g_list_free (key_list);
+
+    for (i = 0; i < key_count; ++i)
+    {
+      key29 = keys[i];
+      val30 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->options), (gpointer) key29);
+
+      if ((ret = thrift_protocol_write_string (protocol,  key29, error)) < 0)
+        return -1;
+      xfer += ret;
+
+      if ((ret = thrift_protocol_write_string (protocol,  val30, error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_map_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member_count", T_I64, 4, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->member_count, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_kept", T_I32, 5, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_kept, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "memory_bytes", T_I64, 6, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->memory_bytes, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "key_count", T_I64, 7, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->key_count, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_board_info_set_property (GObject *object,
+                              guint property_id,
+                              const GValue *value,
+                              GParamSpec *pspec)
+{
+  rankBoardInfo *self = RANK_BOARD_INFO (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_BOARD_INFO_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_BOARD_INFO_CONFIGURED:
+      self->configured = g_value_get_boolean (value);
+      break;
+
+    case PROP_RANK_BOARD_INFO_OPTIONS:
+      if (self->options != NULL)
+        g_hash_table_unref (self->options);
+      self->options = g_value_dup_boxed (value);
+      break;
+
+    case PROP_RANK_BOARD_INFO_MEMBER_COUNT:
+      self->member_count = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_BOARD_INFO_PERIODS_KEPT:
+      self->periods_kept = g_value_get_int (value);
+      break;
+
+    case PROP_RANK_BOARD_INFO_MEMORY_BYTES:
+      self->memory_bytes = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_BOARD_INFO_KEY_COUNT:
+      self->key_count = g_value_get_int64 (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_board_info_get_property (GObject *object,
+                              guint property_id,
+                              GValue *value,
+                              GParamSpec *pspec)
+{
+  rankBoardInfo *self = RANK_BOARD_INFO (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_BOARD_INFO_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_BOARD_INFO_CONFIGURED:
+      g_value_set_boolean (value, self->configured);
+      break;
+
+    case PROP_RANK_BOARD_INFO_OPTIONS:
+      g_value_set_boxed (value, self->options);
+      break;
+
+    case PROP_RANK_BOARD_INFO_MEMBER_COUNT:
+      g_value_set_int64 (value, self->member_count);
+      break;
+
+    case PROP_RANK_BOARD_INFO_PERIODS_KEPT:
+      g_value_set_int (value, self->periods_kept);
+      break;
+
+    case PROP_RANK_BOARD_INFO_MEMORY_BYTES:
+      g_value_set_int64 (value, self->memory_bytes);
+      break;
+
+    case PROP_RANK_BOARD_INFO_KEY_COUNT:
+      g_value_set_int64 (value, self->key_count);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_board_info_instance_init (rankBoardInfo * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->configured = 0;
+  object->options = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  object->member_count = 0;
+  object->periods_kept = 0;
+  object->memory_bytes = 0;
+  object->key_count = 0;
+}
+
+static void 
+rank_board_info_finalize (GObject *object)
+{
+  rankBoardInfo *tobject = RANK_BOARD_INFO (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->options != NULL)
+  {
+    g_hash_table_destroy (tobject->options);
+    tobject->options = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_board_info_get_type ())))->finalize (object);
+}
+
+static void
+rank_board_info_class_init (rankBoardInfoClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_board_info_read;
+  struct_class->write = rank_board_info_write;
+
+  gobject_class->finalize = rank_board_info_finalize;
+  gobject_class->get_property = rank_board_info_get_property;
+  gobject_class->set_property = rank_board_info_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_CONFIGURED,
+     g_param_spec_boolean ("configured",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_OPTIONS,
+     g_param_spec_boxed ("options",
+                         NULL,
+                         NULL,
+                         G_TYPE_HASH_TABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_MEMBER_COUNT,
+     g_param_spec_int64 ("member_count",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_PERIODS_KEPT,
+     g_param_spec_int ("periods_kept",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_MEMORY_BYTES,
+     g_param_spec_int64 ("memory_bytes",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_KEY_COUNT,
+     g_param_spec_int64 ("key_count",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_board_info_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankBoardInfoClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_board_info_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankBoardInfo),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_board_info_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankBoardInfoType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankDeleteBoardRequestProperties
+{
+  PROP_RANK_DELETE_BOARD_REQUEST_0,
+  PROP_RANK_DELETE_BOARD_REQUEST_BOARD,
+  PROP_RANK_DELETE_BOARD_REQUEST_REQUEST_ID
+};
+
+/* reads a delete_board_request object */
+static gint32
+rank_delete_board_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankDeleteBoardRequest * this_object = RANK_DELETE_BOARD_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_request_id = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->request_id != NULL)
+          {
+            g_free(this_object->request_id);
+            this_object->request_id = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->request_id, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_request_id = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_request_id)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'request_id'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_delete_board_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankDeleteBoardRequest * this_object = RANK_DELETE_BOARD_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "DeleteBoardRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request_id", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->request_id, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_delete_board_request_set_property (GObject *object,
+                                        guint property_id,
+                                        const GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankDeleteBoardRequest *self = RANK_DELETE_BOARD_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_DELETE_BOARD_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_DELETE_BOARD_REQUEST_REQUEST_ID:
+      if (self->request_id != NULL)
+        g_free (self->request_id);
+      self->request_id = g_value_dup_string (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_delete_board_request_get_property (GObject *object,
+                                        guint property_id,
+                                        GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankDeleteBoardRequest *self = RANK_DELETE_BOARD_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_DELETE_BOARD_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_DELETE_BOARD_REQUEST_REQUEST_ID:
+      g_value_set_string (value, self->request_id);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_delete_board_request_instance_init (rankDeleteBoardRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->request_id = NULL;
+}
+
+static void 
+rank_delete_board_request_finalize (GObject *object)
+{
+  rankDeleteBoardRequest *tobject = RANK_DELETE_BOARD_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->request_id != NULL)
+  {
+    g_free(tobject->request_id);
+    tobject->request_id = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_delete_board_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_delete_board_request_class_init (rankDeleteBoardRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_delete_board_request_read;
+  struct_class->write = rank_delete_board_request_write;
+
+  gobject_class->finalize = rank_delete_board_request_finalize;
+  gobject_class->get_property = rank_delete_board_request_get_property;
+  gobject_class->set_property = rank_delete_board_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_DELETE_BOARD_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_DELETE_BOARD_REQUEST_REQUEST_ID,
+     g_param_spec_string ("request_id",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_delete_board_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankDeleteBoardRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_delete_board_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankDeleteBoardRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_delete_board_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankDeleteBoardRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankResetBoardRequestProperties
+{
+  PROP_RANK_RESET_BOARD_REQUEST_0,
+  PROP_RANK_RESET_BOARD_REQUEST_BOARD,
+  PROP_RANK_RESET_BOARD_REQUEST_REQUEST_ID
+};
+
+/* reads a reset_board_request object */
+static gint32
+rank_reset_board_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankResetBoardRequest * this_object = RANK_RESET_BOARD_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_request_id = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->request_id != NULL)
+          {
+            g_free(this_object->request_id);
+            this_object->request_id = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->request_id, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_request_id = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_request_id)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'request_id'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_reset_board_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankResetBoardRequest * this_object = RANK_RESET_BOARD_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "ResetBoardRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request_id", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->request_id, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_reset_board_request_set_property (GObject *object,
+                                       guint property_id,
+                                       const GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankResetBoardRequest *self = RANK_RESET_BOARD_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RESET_BOARD_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_RESET_BOARD_REQUEST_REQUEST_ID:
+      if (self->request_id != NULL)
+        g_free (self->request_id);
+      self->request_id = g_value_dup_string (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_reset_board_request_get_property (GObject *object,
+                                       guint property_id,
+                                       GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankResetBoardRequest *self = RANK_RESET_BOARD_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RESET_BOARD_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_RESET_BOARD_REQUEST_REQUEST_ID:
+      g_value_set_string (value, self->request_id);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_reset_board_request_instance_init (rankResetBoardRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->request_id = NULL;
+}
+
+static void 
+rank_reset_board_request_finalize (GObject *object)
+{
+  rankResetBoardRequest *tobject = RANK_RESET_BOARD_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->request_id != NULL)
+  {
+    g_free(tobject->request_id);
+    tobject->request_id = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_reset_board_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_reset_board_request_class_init (rankResetBoardRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_reset_board_request_read;
+  struct_class->write = rank_reset_board_request_write;
+
+  gobject_class->finalize = rank_reset_board_request_finalize;
+  gobject_class->get_property = rank_reset_board_request_get_property;
+  gobject_class->set_property = rank_reset_board_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RESET_BOARD_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RESET_BOARD_REQUEST_REQUEST_ID,
+     g_param_spec_string ("request_id",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_reset_board_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankResetBoardRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_reset_board_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankResetBoardRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_reset_board_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankResetBoardRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankBoardRemovalProperties
+{
+  PROP_RANK_BOARD_REMOVAL_0,
+  PROP_RANK_BOARD_REMOVAL_APPLIED,
+  PROP_RANK_BOARD_REMOVAL_KEYS_REMOVED
+};
+
+/* reads a board_removal object */
+static gint32
+rank_board_removal_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankBoardRemoval * this_object = RANK_BOARD_REMOVAL(object);
+  gboolean isset_applied = FALSE;
+  gboolean isset_keys_removed = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->applied, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_applied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->keys_removed, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_keys_removed = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_applied)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'applied'");
+    return -1;
+  }
+
+  if (!isset_keys_removed)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'keys_removed'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_board_removal_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankBoardRemoval * this_object = RANK_BOARD_REMOVAL(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "BoardRemoval", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "applied", T_BOOL, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_bool (protocol, this_object->applied, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "keys_removed", T_I64, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->keys_removed, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_board_removal_set_property (GObject *object,
+                                 guint property_id,
+                                 const GValue *value,
+                                 GParamSpec *pspec)
+{
+  rankBoardRemoval *self = RANK_BOARD_REMOVAL (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_BOARD_REMOVAL_APPLIED:
+      self->applied = g_value_get_boolean (value);
+      break;
+
+    case PROP_RANK_BOARD_REMOVAL_KEYS_REMOVED:
+      self->keys_removed = g_value_get_int64 (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_board_removal_get_property (GObject *object,
+                                 guint property_id,
+                                 GValue *value,
+                                 GParamSpec *pspec)
+{
+  rankBoardRemoval *self = RANK_BOARD_REMOVAL (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_BOARD_REMOVAL_APPLIED:
+      g_value_set_boolean (value, self->applied);
+      break;
+
+    case PROP_RANK_BOARD_REMOVAL_KEYS_REMOVED:
+      g_value_set_int64 (value, self->keys_removed);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_board_removal_instance_init (rankBoardRemoval * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->applied = 0;
+  object->keys_removed = 0;
+}
+
+static void 
+rank_board_removal_finalize (GObject *object)
+{
+  rankBoardRemoval *tobject = RANK_BOARD_REMOVAL (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_board_removal_get_type ())))->finalize (object);
+}
+
+static void
+rank_board_removal_class_init (rankBoardRemovalClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_board_removal_read;
+  struct_class->write = rank_board_removal_write;
+
+  gobject_class->finalize = rank_board_removal_finalize;
+  gobject_class->get_property = rank_board_removal_get_property;
+  gobject_class->set_property = rank_board_removal_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_REMOVAL_APPLIED,
+     g_param_spec_boolean ("applied",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_REMOVAL_KEYS_REMOVED,
+     g_param_spec_int64 ("keys_removed",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_board_removal_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankBoardRemovalClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_board_removal_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankBoardRemoval),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_board_removal_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankBoardRemovalType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankExportRequestProperties
+{
+  PROP_RANK_EXPORT_REQUEST_0,
+  PROP_RANK_EXPORT_REQUEST_BOARD,
+  PROP_RANK_EXPORT_REQUEST_CURSOR,
+  PROP_RANK_EXPORT_REQUEST_COUNT,
+  PROP_RANK_EXPORT_REQUEST_PERIODS_BACK
+};
+
+/* reads a export_request object */
+static gint32
+rank_export_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankExportRequest * this_object = RANK_EXPORT_REQUEST(object);
+  gboolean isset_board = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->cursor != NULL)
+          {
+            g_free(this_object->cursor);
+            this_object->cursor = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->cursor, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_cursor = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->count, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_count = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_export_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankExportRequest * this_object = RANK_EXPORT_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "ExportRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_cursor == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "cursor", T_STRING, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->cursor, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_count == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "count", T_I32, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->count, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_periods_back == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_export_request_set_property (GObject *object,
+                                  guint property_id,
+                                  const GValue *value,
+                                  GParamSpec *pspec)
+{
+  rankExportRequest *self = RANK_EXPORT_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_EXPORT_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_EXPORT_REQUEST_CURSOR:
+      if (self->cursor != NULL)
+        g_free (self->cursor);
+      self->cursor = g_value_dup_string (value);
+      self->__isset_cursor = TRUE;
+      break;
+
+    case PROP_RANK_EXPORT_REQUEST_COUNT:
+      self->count = g_value_get_int (value);
+      self->__isset_count = TRUE;
+      break;
+
+    case PROP_RANK_EXPORT_REQUEST_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_export_request_get_property (GObject *object,
+                                  guint property_id,
+                                  GValue *value,
+                                  GParamSpec *pspec)
+{
+  rankExportRequest *self = RANK_EXPORT_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_EXPORT_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_EXPORT_REQUEST_CURSOR:
+      g_value_set_string (value, self->cursor);
+      break;
+
+    case PROP_RANK_EXPORT_REQUEST_COUNT:
+      g_value_set_int (value, self->count);
+      break;
+
+    case PROP_RANK_EXPORT_REQUEST_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_export_request_instance_init (rankExportRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->cursor = g_strdup ("");
+  object->__isset_cursor = FALSE;
+  object->count = 1000;
+  object->__isset_count = FALSE;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_export_request_finalize (GObject *object)
+{
+  rankExportRequest *tobject = RANK_EXPORT_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->cursor != NULL)
+  {
+    g_free(tobject->cursor);
+    tobject->cursor = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_export_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_export_request_class_init (rankExportRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_export_request_read;
+  struct_class->write = rank_export_request_write;
+
+  gobject_class->finalize = rank_export_request_finalize;
+  gobject_class->get_property = rank_export_request_get_property;
+  gobject_class->set_property = rank_export_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_REQUEST_CURSOR,
+     g_param_spec_string ("cursor",
+                          NULL,
+                          NULL,
+                          "",
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_REQUEST_COUNT,
+     g_param_spec_int ("count",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       1000,
+                       G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_REQUEST_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_export_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankExportRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_export_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankExportRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_export_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankExportRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankExportEntryProperties
+{
+  PROP_RANK_EXPORT_ENTRY_0,
+  PROP_RANK_EXPORT_ENTRY_MEMBER,
+  PROP_RANK_EXPORT_ENTRY_SCORE,
+  PROP_RANK_EXPORT_ENTRY_TIMESTAMP_MS,
+  PROP_RANK_EXPORT_ENTRY_SUBSCORES,
+  PROP_RANK_EXPORT_ENTRY_DATA
+};
+
+/* reads a export_entry object */
+static gint32
+rank_export_entry_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankExportEntry * this_object = RANK_EXPORT_ENTRY(object);
+  gboolean isset_member = FALSE;
+  gboolean isset_score = FALSE;
+  gboolean isset_timestamp_ms = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->member != NULL)
+          {
+            g_free(this_object->member);
+            this_object->member = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_member = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->score, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_score = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->timestamp_ms, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_timestamp_ms = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              gint64* _elem31 = g_new (gint64, 1);
+              if ((ret = thrift_protocol_read_i64 (protocol, &*_elem31, error)) < 0)
+              {
+                /* rankd postprocess: do not leak on bad input */
+                g_free (_elem31);
+                return -1;
+              }
+              xfer += ret;
+              g_array_append_vals (this_object->subscores, _elem31, 1);
+              g_free (_elem31);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_subscores = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 5:
+        if (ftype == T_MAP)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType key_type;
+            ThriftType value_type;
+
+            /* read the map begin marker */
+            if ((ret = thrift_protocol_read_map_begin (protocol, &key_type, &value_type, &size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through each of the map's fields */
+            for (i = 0; i < size; i++)
+            {
+              gchar * key32 = NULL;
+              gchar * val33 = NULL;
+              if (key32 != NULL)
+              {
+                g_free(key32);
+                key32 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &key32, error)) < 0)
+                return -1;
+              xfer += ret;
+              if (val33 != NULL)
+              {
+                g_free(val33);
+                val33 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &val33, error)) < 0)
+              {
+                /* rankd postprocess: do not leak on bad input */
+                g_free (key32);
+                return -1;
+              }
+              xfer += ret;
+              if (this_object->data && key32)
+                g_hash_table_insert ((GHashTable *)this_object->data, (gpointer) key32, (gpointer) val33);
+            }
+
+            /* read the map end marker */
+            if ((ret = thrift_protocol_read_map_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_data = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_member)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'member'");
+    return -1;
+  }
+
+  if (!isset_score)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'score'");
+    return -1;
+  }
+
+  if (!isset_timestamp_ms)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'timestamp_ms'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_export_entry_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankExportEntry * this_object = RANK_EXPORT_ENTRY(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "ExportEntry", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "score", T_I64, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->score, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "timestamp_ms", T_I64, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->timestamp_ms, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_subscores == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "subscores", T_LIST, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      guint i34;
+
+      if ((ret = thrift_protocol_write_list_begin (protocol, T_I64, (gint32) (this_object->subscores ? this_object->subscores->len : 0), error)) < 0)
+        return -1;
+      xfer += ret;
+      for (i34 = 0; i34 < (this_object->subscores ? this_object->subscores->len : 0); i34++)
+      {
+        if ((ret = thrift_protocol_write_i64 (protocol, (g_array_index (this_object->subscores, gint64, i34)), error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_data == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "data", T_MAP, 5, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      gchar * key35 = NULL;
+      gchar * val36 = NULL;
+      GList *key_list = NULL, *iter = NULL;
+      gchar ** keys;
+      int i = 0, key_count;
+
+      if ((ret = thrift_protocol_write_map_begin (protocol, T_STRING, T_STRING, this_object->data ? (gint32) g_hash_table_size ((GHashTable *) this_object->data) : 0, error)) < 0)
+        return -1;
+      xfer += ret;
+      if (this_object->data)
+        g_hash_table_foreach ((GHashTable *) this_object->data, thrift_hash_table_get_keys, &key_list);
+      key_count = g_list_length (key_list);
+      keys = g_newa (gchar *, key_count);
+      for (iter = g_list_first (key_list); iter; iter = iter->next)
+        keys[i++] = (gchar *) iter->data;
+      g_list_free (key_list);
+
+      for (i = 0; i < key_count; ++i)
+      {
+        key35 = keys[i];
+        val36 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->data), (gpointer) key35);
+
+        if ((ret = thrift_protocol_write_string (protocol,  key35, error)) < 0)
+          return -1;
+        xfer += ret;
+
+        if ((ret = thrift_protocol_write_string (protocol,  val36, error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_map_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_export_entry_set_property (GObject *object,
+                                guint property_id,
+                                const GValue *value,
+                                GParamSpec *pspec)
+{
+  rankExportEntry *self = RANK_EXPORT_ENTRY (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_EXPORT_ENTRY_MEMBER:
+      if (self->member != NULL)
+        g_free (self->member);
+      self->member = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_SCORE:
+      self->score = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_TIMESTAMP_MS:
+      self->timestamp_ms = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_SUBSCORES:
+      if (self->subscores != NULL)
+        g_array_unref (self->subscores);
+      self->subscores = g_value_dup_boxed (value);
+      self->__isset_subscores = TRUE;
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_DATA:
+      if (self->data != NULL)
+        g_hash_table_unref (self->data);
+      self->data = g_value_dup_boxed (value);
+      self->__isset_data = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_export_entry_get_property (GObject *object,
+                                guint property_id,
+                                GValue *value,
+                                GParamSpec *pspec)
+{
+  rankExportEntry *self = RANK_EXPORT_ENTRY (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_EXPORT_ENTRY_MEMBER:
+      g_value_set_string (value, self->member);
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_SCORE:
+      g_value_set_int64 (value, self->score);
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_TIMESTAMP_MS:
+      g_value_set_int64 (value, self->timestamp_ms);
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_SUBSCORES:
+      g_value_set_boxed (value, self->subscores);
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_DATA:
+      g_value_set_boxed (value, self->data);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_export_entry_instance_init (rankExportEntry * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->member = NULL;
+  object->score = 0;
+  object->timestamp_ms = 0;
+  object->subscores = g_array_new (0, 1, sizeof (gint64));
+  object->__isset_subscores = FALSE;
+  object->data = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  object->__isset_data = FALSE;
+}
+
+static void 
+rank_export_entry_finalize (GObject *object)
+{
+  rankExportEntry *tobject = RANK_EXPORT_ENTRY (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->member != NULL)
+  {
+    g_free(tobject->member);
+    tobject->member = NULL;
+  }
+  if (tobject->subscores != NULL)
+  {
+    g_array_unref (tobject->subscores);
+    tobject->subscores = NULL;
+  }
+  if (tobject->data != NULL)
+  {
+    g_hash_table_destroy (tobject->data);
+    tobject->data = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_export_entry_get_type ())))->finalize (object);
+}
+
+static void
+rank_export_entry_class_init (rankExportEntryClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_export_entry_read;
+  struct_class->write = rank_export_entry_write;
+
+  gobject_class->finalize = rank_export_entry_finalize;
+  gobject_class->get_property = rank_export_entry_get_property;
+  gobject_class->set_property = rank_export_entry_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_ENTRY_MEMBER,
+     g_param_spec_string ("member",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_ENTRY_SCORE,
+     g_param_spec_int64 ("score",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_ENTRY_TIMESTAMP_MS,
+     g_param_spec_int64 ("timestamp_ms",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_ENTRY_SUBSCORES,
+     g_param_spec_boxed ("subscores",
+                         NULL,
+                         NULL,
+                         G_TYPE_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_ENTRY_DATA,
+     g_param_spec_boxed ("data",
+                         NULL,
+                         NULL,
+                         G_TYPE_HASH_TABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_export_entry_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankExportEntryClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_export_entry_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankExportEntry),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_export_entry_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankExportEntryType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankExportPageProperties
+{
+  PROP_RANK_EXPORT_PAGE_0,
+  PROP_RANK_EXPORT_PAGE_ENTRIES,
+  PROP_RANK_EXPORT_PAGE_NEXT_CURSOR
+};
+
+/* reads a export_page object */
+static gint32
+rank_export_page_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankExportPage * this_object = RANK_EXPORT_PAGE(object);
+  gboolean isset_entries = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              rankExportEntry * _elem37 = NULL;
+              if ( _elem37 != NULL)
+              {
+                g_object_unref (_elem37);
+              }
+              _elem37 = g_object_new (RANK_TYPE_EXPORT_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem37), protocol, error)) < 0)
+              {
+                g_object_unref (_elem37);
+                return -1;
+              }
+              xfer += ret;
+              g_ptr_array_add (this_object->entries, _elem37);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          isset_entries = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->next_cursor != NULL)
+          {
+            g_free(this_object->next_cursor);
+            this_object->next_cursor = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->next_cursor, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_next_cursor = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_entries)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'entries'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_export_page_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankExportPage * this_object = RANK_EXPORT_PAGE(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "ExportPage", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "entries", T_LIST, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    guint i38;
+
+    if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->entries ? this_object->entries->len : 0), error)) < 0)
+      return -1;
+    xfer += ret;
+    for (i38 = 0; i38 < (this_object->entries ? this_object->entries->len : 0); i38++)
+    {
+      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->entries, i38))), protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_next_cursor == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "next_cursor", T_STRING, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->next_cursor, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_export_page_set_property (GObject *object,
+                               guint property_id,
+                               const GValue *value,
+                               GParamSpec *pspec)
+{
+  rankExportPage *self = RANK_EXPORT_PAGE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_EXPORT_PAGE_ENTRIES:
+      if (self->entries != NULL)
+        g_ptr_array_unref (self->entries);
+      self->entries = g_value_dup_boxed (value);
+      break;
+
+    case PROP_RANK_EXPORT_PAGE_NEXT_CURSOR:
+      if (self->next_cursor != NULL)
+        g_free (self->next_cursor);
+      self->next_cursor = g_value_dup_string (value);
+      self->__isset_next_cursor = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_export_page_get_property (GObject *object,
+                               guint property_id,
+                               GValue *value,
+                               GParamSpec *pspec)
+{
+  rankExportPage *self = RANK_EXPORT_PAGE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_EXPORT_PAGE_ENTRIES:
+      g_value_set_boxed (value, self->entries);
+      break;
+
+    case PROP_RANK_EXPORT_PAGE_NEXT_CURSOR:
+      g_value_set_string (value, self->next_cursor);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_export_page_instance_init (rankExportPage * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->entries = g_ptr_array_new_with_free_func (g_object_unref);
+  object->next_cursor = NULL;
+  object->__isset_next_cursor = FALSE;
+}
+
+static void 
+rank_export_page_finalize (GObject *object)
+{
+  rankExportPage *tobject = RANK_EXPORT_PAGE (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->entries != NULL)
+  {
+    g_ptr_array_unref (tobject->entries);
+    tobject->entries = NULL;
+  }
+  if (tobject->next_cursor != NULL)
+  {
+    g_free(tobject->next_cursor);
+    tobject->next_cursor = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_export_page_get_type ())))->finalize (object);
+}
+
+static void
+rank_export_page_class_init (rankExportPageClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_export_page_read;
+  struct_class->write = rank_export_page_write;
+
+  gobject_class->finalize = rank_export_page_finalize;
+  gobject_class->get_property = rank_export_page_get_property;
+  gobject_class->set_property = rank_export_page_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_PAGE_ENTRIES,
+     g_param_spec_boxed ("entries",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_PAGE_NEXT_CURSOR,
+     g_param_spec_string ("next_cursor",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_export_page_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankExportPageClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_export_page_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankExportPage),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_export_page_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankExportPageType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
 /* constants */
 
 enum _rankRankingUpdateArgsProperties
@@ -4254,7 +14347,7 @@ rank_ranking_update_result_get_type (void)
 enum _rankRankingUpdateBatchArgsProperties
 {
   PROP_RANK_RANKING_UPDATE_BATCH_ARGS_0,
-  PROP_RANK_RANKING_UPDATE_BATCH_ARGS_REQUESTS
+  PROP_RANK_RANKING_UPDATE_BATCH_ARGS_REQUEST
 };
 
 /* reads a ranking_update_batch_args object */
@@ -4307,39 +14400,14 @@ rank_ranking_update_batch_args_read (ThriftStruct *object, ThriftProtocol *proto
     switch (fid)
     {
       case 1:
-        if (ftype == T_LIST)
+        if (ftype == T_STRUCT)
         {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
           {
-            guint32 size;
-            guint32 i;
-            ThriftType element_type;
-
-            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
-              return -1;
-            xfer += ret;
-
-            /* iterate through list elements */
-            for (i = 0; i < size; i++)
-            {
-              rankUpdateRequest * _elem15 = NULL;
-              if ( _elem15 != NULL)
-              {
-                g_object_unref (_elem15);
-              }
-              _elem15 = g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem15), protocol, error)) < 0)
-              {
-                g_object_unref (_elem15);
-                return -1;
-              }
-              xfer += ret;
-              g_ptr_array_add (this_object->requests, _elem15);
-            }
-            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
-              return -1;
-            xfer += ret;
+            return -1;
           }
-          this_object->__isset_requests = TRUE;
+          xfer += ret;
+          this_object->__isset_request = TRUE;
         } else {
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return -1;
@@ -4375,26 +14443,13 @@ rank_ranking_update_batch_args_write (ThriftStruct *object, ThriftProtocol *prot
   if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingUpdateBatchArgs", error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "requests", T_LIST, 1, error)) < 0)
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
     return -1;
   xfer += ret;
-  {
-    guint i16;
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+    return -1;
+  xfer += ret;
 
-    if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->requests ? this_object->requests->len : 0), error)) < 0)
-      return -1;
-    xfer += ret;
-    for (i16 = 0; i16 < (this_object->requests ? this_object->requests->len : 0); i16++)
-    {
-      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->requests, i16))), protocol, error)) < 0)
-        return -1;
-      xfer += ret;
-
-    }
-    if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
-      return -1;
-    xfer += ret;
-  }
   if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -4418,11 +14473,11 @@ rank_ranking_update_batch_args_set_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_UPDATE_BATCH_ARGS_REQUESTS:
-      if (self->requests != NULL)
-        g_ptr_array_unref (self->requests);
-      self->requests = g_value_dup_boxed (value);
-      self->__isset_requests = TRUE;
+    case PROP_RANK_RANKING_UPDATE_BATCH_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
       break;
 
     default:
@@ -4441,8 +14496,8 @@ rank_ranking_update_batch_args_get_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_UPDATE_BATCH_ARGS_REQUESTS:
-      g_value_set_boxed (value, self->requests);
+    case PROP_RANK_RANKING_UPDATE_BATCH_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
       break;
 
     default:
@@ -4456,8 +14511,8 @@ rank_ranking_update_batch_args_instance_init (rankRankingUpdateBatchArgs * objec
 {
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
-  object->requests = g_ptr_array_new_with_free_func (g_object_unref);
-  object->__isset_requests = FALSE;
+  object->request = g_object_new (RANK_TYPE_UPDATE_BATCH_REQUEST, NULL);
+  object->__isset_request = FALSE;
 }
 
 static void 
@@ -4467,10 +14522,10 @@ rank_ranking_update_batch_args_finalize (GObject *object)
 
   /* satisfy -Wall in case we don't use tobject */
   THRIFT_UNUSED_VAR (tobject);
-  if (tobject->requests != NULL)
+  if (tobject->request != NULL)
   {
-    g_ptr_array_unref (tobject->requests);
-    tobject->requests = NULL;
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -4492,11 +14547,11 @@ rank_ranking_update_batch_args_class_init (rankRankingUpdateBatchArgsClass * cls
 
   g_object_class_install_property
     (gobject_class,
-     PROP_RANK_RANKING_UPDATE_BATCH_ARGS_REQUESTS,
-     g_param_spec_boxed ("requests",
+     PROP_RANK_RANKING_UPDATE_BATCH_ARGS_REQUEST,
+     g_param_spec_object ("request",
                          NULL,
                          NULL,
-                         G_TYPE_PTR_ARRAY,
+                         RANK_TYPE_UPDATE_BATCH_REQUEST,
                          G_PARAM_READWRITE));
 }
 
@@ -4589,38 +14644,13 @@ rank_ranking_update_batch_result_read (ThriftStruct *object, ThriftProtocol *pro
     switch (fid)
     {
       case 0:
-        if (ftype == T_LIST)
+        if (ftype == T_STRUCT)
         {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
           {
-            guint32 size;
-            guint32 i;
-            ThriftType element_type;
-
-            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
-              return -1;
-            xfer += ret;
-
-            /* iterate through list elements */
-            for (i = 0; i < size; i++)
-            {
-              rankUpdateResult * _elem17 = NULL;
-              if ( _elem17 != NULL)
-              {
-                g_object_unref (_elem17);
-              }
-              _elem17 = g_object_new (RANK_TYPE_UPDATE_RESULT, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem17), protocol, error)) < 0)
-              {
-                g_object_unref (_elem17);
-                return -1;
-              }
-              xfer += ret;
-              g_ptr_array_add (this_object->success, _elem17);
-            }
-            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
-              return -1;
-            xfer += ret;
+            return -1;
           }
+          xfer += ret;
           this_object->__isset_success = TRUE;
         } else {
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
@@ -4681,26 +14711,13 @@ rank_ranking_update_batch_result_write (ThriftStruct *object, ThriftProtocol *pr
     return -1;
   xfer += ret;
   if (this_object->__isset_success == TRUE) {
-    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_LIST, 0, error)) < 0)
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
       return -1;
     xfer += ret;
-    {
-      guint i18;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
 
-      if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
-        return -1;
-      xfer += ret;
-      for (i18 = 0; i18 < (this_object->success ? this_object->success->len : 0); i18++)
-      {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i18))), protocol, error)) < 0)
-          return -1;
-        xfer += ret;
-
-      }
-      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
-        return -1;
-      xfer += ret;
-    }
     if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
       return -1;
     xfer += ret;
@@ -4739,8 +14756,8 @@ rank_ranking_update_batch_result_set_property (GObject *object,
   {
     case PROP_RANK_RANKING_UPDATE_BATCH_RESULT_SUCCESS:
       if (self->success != NULL)
-        g_ptr_array_unref (self->success);
-      self->success = g_value_dup_boxed (value);
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
       self->__isset_success = TRUE;
       break;
 
@@ -4768,7 +14785,7 @@ rank_ranking_update_batch_result_get_property (GObject *object,
   switch (property_id)
   {
     case PROP_RANK_RANKING_UPDATE_BATCH_RESULT_SUCCESS:
-      g_value_set_boxed (value, self->success);
+      g_value_set_object (value, self->success);
       break;
 
     case PROP_RANK_RANKING_UPDATE_BATCH_RESULT_INVALID:
@@ -4786,7 +14803,7 @@ rank_ranking_update_batch_result_instance_init (rankRankingUpdateBatchResult * o
 {
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
-  object->success = g_ptr_array_new_with_free_func (g_object_unref);
+  object->success = g_object_new (RANK_TYPE_UPDATE_BATCH_RESPONSE, NULL);
   object->__isset_success = FALSE;
   object->invalid = NULL;
   object->__isset_invalid = FALSE;
@@ -4801,7 +14818,7 @@ rank_ranking_update_batch_result_finalize (GObject *object)
   THRIFT_UNUSED_VAR (tobject);
   if (tobject->success != NULL)
   {
-    g_ptr_array_unref (tobject->success);
+    g_object_unref(tobject->success);
     tobject->success = NULL;
   }
   if (tobject->invalid != NULL)
@@ -4830,10 +14847,10 @@ rank_ranking_update_batch_result_class_init (rankRankingUpdateBatchResultClass *
   g_object_class_install_property
     (gobject_class,
      PROP_RANK_RANKING_UPDATE_BATCH_RESULT_SUCCESS,
-     g_param_spec_boxed ("success",
+     g_param_spec_object ("success",
                          NULL,
                          NULL,
-                         G_TYPE_PTR_ARRAY,
+                         RANK_TYPE_UPDATE_BATCH_RESPONSE,
                          G_PARAM_READWRITE));
 
   g_object_class_install_property
@@ -4881,9 +14898,7 @@ rank_ranking_update_batch_result_get_type (void)
 enum _rankRankingGetRankArgsProperties
 {
   PROP_RANK_RANKING_GET_RANK_ARGS_0,
-  PROP_RANK_RANKING_GET_RANK_ARGS_BOARD,
-  PROP_RANK_RANKING_GET_RANK_ARGS_MEMBER,
-  PROP_RANK_RANKING_GET_RANK_ARGS_PERIODS_BACK
+  PROP_RANK_RANKING_GET_RANK_ARGS_REQUEST
 };
 
 /* reads a ranking_get_rank_args object */
@@ -4936,50 +14951,14 @@ rank_ranking_get_rank_args_read (ThriftStruct *object, ThriftProtocol *protocol,
     switch (fid)
     {
       case 1:
-        if (ftype == T_STRING)
+        if (ftype == T_STRUCT)
         {
-          if (this_object->board != NULL)
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
           {
-            g_free(this_object->board);
-            this_object->board = NULL;
+            return -1;
           }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
-            return -1;
           xfer += ret;
-          this_object->__isset_board = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 2:
-        if (ftype == T_STRING)
-        {
-          if (this_object->member != NULL)
-          {
-            g_free(this_object->member);
-            this_object->member = NULL;
-          }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_member = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 3:
-        if (ftype == T_I32)
-        {
-          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_periods_back = TRUE;
+          this_object->__isset_request = TRUE;
         } else {
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return -1;
@@ -5015,30 +14994,10 @@ rank_ranking_get_rank_args_write (ThriftStruct *object, ThriftProtocol *protocol
   if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetRankArgs", error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
     return -1;
   xfer += ret;
 
@@ -5065,23 +15024,11 @@ rank_ranking_get_rank_args_set_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_GET_RANK_ARGS_BOARD:
-      if (self->board != NULL)
-        g_free (self->board);
-      self->board = g_value_dup_string (value);
-      self->__isset_board = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_RANK_ARGS_MEMBER:
-      if (self->member != NULL)
-        g_free (self->member);
-      self->member = g_value_dup_string (value);
-      self->__isset_member = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_RANK_ARGS_PERIODS_BACK:
-      self->periods_back = g_value_get_int (value);
-      self->__isset_periods_back = TRUE;
+    case PROP_RANK_RANKING_GET_RANK_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
       break;
 
     default:
@@ -5100,16 +15047,8 @@ rank_ranking_get_rank_args_get_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_GET_RANK_ARGS_BOARD:
-      g_value_set_string (value, self->board);
-      break;
-
-    case PROP_RANK_RANKING_GET_RANK_ARGS_MEMBER:
-      g_value_set_string (value, self->member);
-      break;
-
-    case PROP_RANK_RANKING_GET_RANK_ARGS_PERIODS_BACK:
-      g_value_set_int (value, self->periods_back);
+    case PROP_RANK_RANKING_GET_RANK_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
       break;
 
     default:
@@ -5123,12 +15062,8 @@ rank_ranking_get_rank_args_instance_init (rankRankingGetRankArgs * object)
 {
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
-  object->board = NULL;
-  object->__isset_board = FALSE;
-  object->member = NULL;
-  object->__isset_member = FALSE;
-  object->periods_back = 0;
-  object->__isset_periods_back = FALSE;
+  object->request = g_object_new (RANK_TYPE_GET_RANK_REQUEST, NULL);
+  object->__isset_request = FALSE;
 }
 
 static void 
@@ -5138,15 +15073,10 @@ rank_ranking_get_rank_args_finalize (GObject *object)
 
   /* satisfy -Wall in case we don't use tobject */
   THRIFT_UNUSED_VAR (tobject);
-  if (tobject->board != NULL)
+  if (tobject->request != NULL)
   {
-    g_free(tobject->board);
-    tobject->board = NULL;
-  }
-  if (tobject->member != NULL)
-  {
-    g_free(tobject->member);
-    tobject->member = NULL;
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -5168,32 +15098,12 @@ rank_ranking_get_rank_args_class_init (rankRankingGetRankArgsClass * cls)
 
   g_object_class_install_property
     (gobject_class,
-     PROP_RANK_RANKING_GET_RANK_ARGS_BOARD,
-     g_param_spec_string ("board",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_RANK_ARGS_MEMBER,
-     g_param_spec_string ("member",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_RANK_ARGS_PERIODS_BACK,
-     g_param_spec_int ("periods_back",
-                       NULL,
-                       NULL,
-                       G_MININT32,
-                       G_MAXINT32,
-                       0,
-                       G_PARAM_READWRITE));
+     PROP_RANK_RANKING_GET_RANK_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_GET_RANK_REQUEST,
+                         G_PARAM_READWRITE));
 }
 
 GType
@@ -5665,11 +15575,7 @@ rank_ranking_get_rank_result_get_type (void)
 enum _rankRankingGetTopNArgsProperties
 {
   PROP_RANK_RANKING_GET_TOP_N_ARGS_0,
-  PROP_RANK_RANKING_GET_TOP_N_ARGS_BOARD,
-  PROP_RANK_RANKING_GET_TOP_N_ARGS_N,
-  PROP_RANK_RANKING_GET_TOP_N_ARGS_OFFSET,
-  PROP_RANK_RANKING_GET_TOP_N_ARGS_PERIODS_BACK,
-  PROP_RANK_RANKING_GET_TOP_N_ARGS_WITH_DATA
+  PROP_RANK_RANKING_GET_TOP_N_ARGS_REQUEST
 };
 
 /* reads a ranking_get_top_n_args object */
@@ -5722,70 +15628,14 @@ rank_ranking_get_top_n_args_read (ThriftStruct *object, ThriftProtocol *protocol
     switch (fid)
     {
       case 1:
-        if (ftype == T_STRING)
+        if (ftype == T_STRUCT)
         {
-          if (this_object->board != NULL)
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
           {
-            g_free(this_object->board);
-            this_object->board = NULL;
+            return -1;
           }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
-            return -1;
           xfer += ret;
-          this_object->__isset_board = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 2:
-        if (ftype == T_I32)
-        {
-          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->n, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_n = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 3:
-        if (ftype == T_I32)
-        {
-          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->offset, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_offset = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 4:
-        if (ftype == T_I32)
-        {
-          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_periods_back = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 5:
-        if (ftype == T_BOOL)
-        {
-          if ((ret = thrift_protocol_read_bool (protocol, &this_object->with_data, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_with_data = TRUE;
+          this_object->__isset_request = TRUE;
         } else {
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return -1;
@@ -5821,50 +15671,10 @@ rank_ranking_get_top_n_args_write (ThriftStruct *object, ThriftProtocol *protoco
   if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetTopNArgs", error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "n", T_I32, 2, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i32 (protocol, this_object->n, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "offset", T_I32, 3, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i32 (protocol, this_object->offset, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "with_data", T_BOOL, 5, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_bool (protocol, this_object->with_data, error)) < 0)
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
     return -1;
   xfer += ret;
 
@@ -5891,31 +15701,11 @@ rank_ranking_get_top_n_args_set_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_GET_TOP_N_ARGS_BOARD:
-      if (self->board != NULL)
-        g_free (self->board);
-      self->board = g_value_dup_string (value);
-      self->__isset_board = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_TOP_N_ARGS_N:
-      self->n = g_value_get_int (value);
-      self->__isset_n = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_TOP_N_ARGS_OFFSET:
-      self->offset = g_value_get_int (value);
-      self->__isset_offset = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_TOP_N_ARGS_PERIODS_BACK:
-      self->periods_back = g_value_get_int (value);
-      self->__isset_periods_back = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_TOP_N_ARGS_WITH_DATA:
-      self->with_data = g_value_get_boolean (value);
-      self->__isset_with_data = TRUE;
+    case PROP_RANK_RANKING_GET_TOP_N_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
       break;
 
     default:
@@ -5934,24 +15724,8 @@ rank_ranking_get_top_n_args_get_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_GET_TOP_N_ARGS_BOARD:
-      g_value_set_string (value, self->board);
-      break;
-
-    case PROP_RANK_RANKING_GET_TOP_N_ARGS_N:
-      g_value_set_int (value, self->n);
-      break;
-
-    case PROP_RANK_RANKING_GET_TOP_N_ARGS_OFFSET:
-      g_value_set_int (value, self->offset);
-      break;
-
-    case PROP_RANK_RANKING_GET_TOP_N_ARGS_PERIODS_BACK:
-      g_value_set_int (value, self->periods_back);
-      break;
-
-    case PROP_RANK_RANKING_GET_TOP_N_ARGS_WITH_DATA:
-      g_value_set_boolean (value, self->with_data);
+    case PROP_RANK_RANKING_GET_TOP_N_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
       break;
 
     default:
@@ -5965,16 +15739,8 @@ rank_ranking_get_top_n_args_instance_init (rankRankingGetTopNArgs * object)
 {
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
-  object->board = NULL;
-  object->__isset_board = FALSE;
-  object->n = 0;
-  object->__isset_n = FALSE;
-  object->offset = 0;
-  object->__isset_offset = FALSE;
-  object->periods_back = 0;
-  object->__isset_periods_back = FALSE;
-  object->with_data = 0;
-  object->__isset_with_data = FALSE;
+  object->request = g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, NULL);
+  object->__isset_request = FALSE;
 }
 
 static void 
@@ -5984,10 +15750,10 @@ rank_ranking_get_top_n_args_finalize (GObject *object)
 
   /* satisfy -Wall in case we don't use tobject */
   THRIFT_UNUSED_VAR (tobject);
-  if (tobject->board != NULL)
+  if (tobject->request != NULL)
   {
-    g_free(tobject->board);
-    tobject->board = NULL;
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -6009,54 +15775,12 @@ rank_ranking_get_top_n_args_class_init (rankRankingGetTopNArgsClass * cls)
 
   g_object_class_install_property
     (gobject_class,
-     PROP_RANK_RANKING_GET_TOP_N_ARGS_BOARD,
-     g_param_spec_string ("board",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_TOP_N_ARGS_N,
-     g_param_spec_int ("n",
-                       NULL,
-                       NULL,
-                       G_MININT32,
-                       G_MAXINT32,
-                       0,
-                       G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_TOP_N_ARGS_OFFSET,
-     g_param_spec_int ("offset",
-                       NULL,
-                       NULL,
-                       G_MININT32,
-                       G_MAXINT32,
-                       0,
-                       G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_TOP_N_ARGS_PERIODS_BACK,
-     g_param_spec_int ("periods_back",
-                       NULL,
-                       NULL,
-                       G_MININT32,
-                       G_MAXINT32,
-                       0,
-                       G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_TOP_N_ARGS_WITH_DATA,
-     g_param_spec_boolean ("with_data",
-                           NULL,
-                           NULL,
-                           FALSE,
-                           G_PARAM_READWRITE));
+     PROP_RANK_RANKING_GET_TOP_N_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_GET_TOP_N_REQUEST,
+                         G_PARAM_READWRITE));
 }
 
 GType
@@ -6163,19 +15887,19 @@ rank_ranking_get_top_n_result_read (ThriftStruct *object, ThriftProtocol *protoc
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem19 = NULL;
-              if ( _elem19 != NULL)
+              rankEntry * _elem39 = NULL;
+              if ( _elem39 != NULL)
               {
-                g_object_unref (_elem19);
+                g_object_unref (_elem39);
               }
-              _elem19 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem19), protocol, error)) < 0)
+              _elem39 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem39), protocol, error)) < 0)
               {
-                g_object_unref (_elem19);
+                g_object_unref (_elem39);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem19);
+              g_ptr_array_add (this_object->success, _elem39);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -6268,14 +15992,14 @@ rank_ranking_get_top_n_result_write (ThriftStruct *object, ThriftProtocol *proto
       return -1;
     xfer += ret;
     {
-      guint i20;
+      guint i40;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i20 = 0; i20 < (this_object->success ? this_object->success->len : 0); i20++)
+      for (i40 = 0; i40 < (this_object->success ? this_object->success->len : 0); i40++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i20))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i40))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -6503,11 +16227,7 @@ rank_ranking_get_top_n_result_get_type (void)
 enum _rankRankingGetAroundArgsProperties
 {
   PROP_RANK_RANKING_GET_AROUND_ARGS_0,
-  PROP_RANK_RANKING_GET_AROUND_ARGS_BOARD,
-  PROP_RANK_RANKING_GET_AROUND_ARGS_MEMBER,
-  PROP_RANK_RANKING_GET_AROUND_ARGS_RADIUS,
-  PROP_RANK_RANKING_GET_AROUND_ARGS_PERIODS_BACK,
-  PROP_RANK_RANKING_GET_AROUND_ARGS_WITH_DATA
+  PROP_RANK_RANKING_GET_AROUND_ARGS_REQUEST
 };
 
 /* reads a ranking_get_around_args object */
@@ -6560,76 +16280,14 @@ rank_ranking_get_around_args_read (ThriftStruct *object, ThriftProtocol *protoco
     switch (fid)
     {
       case 1:
-        if (ftype == T_STRING)
+        if (ftype == T_STRUCT)
         {
-          if (this_object->board != NULL)
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
           {
-            g_free(this_object->board);
-            this_object->board = NULL;
+            return -1;
           }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
-            return -1;
           xfer += ret;
-          this_object->__isset_board = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 2:
-        if (ftype == T_STRING)
-        {
-          if (this_object->member != NULL)
-          {
-            g_free(this_object->member);
-            this_object->member = NULL;
-          }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_member = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 3:
-        if (ftype == T_I32)
-        {
-          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->radius, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_radius = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 4:
-        if (ftype == T_I32)
-        {
-          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_periods_back = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 5:
-        if (ftype == T_BOOL)
-        {
-          if ((ret = thrift_protocol_read_bool (protocol, &this_object->with_data, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_with_data = TRUE;
+          this_object->__isset_request = TRUE;
         } else {
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return -1;
@@ -6665,50 +16323,10 @@ rank_ranking_get_around_args_write (ThriftStruct *object, ThriftProtocol *protoc
   if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetAroundArgs", error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "radius", T_I32, 3, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i32 (protocol, this_object->radius, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "with_data", T_BOOL, 5, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_bool (protocol, this_object->with_data, error)) < 0)
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
     return -1;
   xfer += ret;
 
@@ -6735,33 +16353,11 @@ rank_ranking_get_around_args_set_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_GET_AROUND_ARGS_BOARD:
-      if (self->board != NULL)
-        g_free (self->board);
-      self->board = g_value_dup_string (value);
-      self->__isset_board = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_AROUND_ARGS_MEMBER:
-      if (self->member != NULL)
-        g_free (self->member);
-      self->member = g_value_dup_string (value);
-      self->__isset_member = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_AROUND_ARGS_RADIUS:
-      self->radius = g_value_get_int (value);
-      self->__isset_radius = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_AROUND_ARGS_PERIODS_BACK:
-      self->periods_back = g_value_get_int (value);
-      self->__isset_periods_back = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_AROUND_ARGS_WITH_DATA:
-      self->with_data = g_value_get_boolean (value);
-      self->__isset_with_data = TRUE;
+    case PROP_RANK_RANKING_GET_AROUND_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
       break;
 
     default:
@@ -6780,24 +16376,8 @@ rank_ranking_get_around_args_get_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_GET_AROUND_ARGS_BOARD:
-      g_value_set_string (value, self->board);
-      break;
-
-    case PROP_RANK_RANKING_GET_AROUND_ARGS_MEMBER:
-      g_value_set_string (value, self->member);
-      break;
-
-    case PROP_RANK_RANKING_GET_AROUND_ARGS_RADIUS:
-      g_value_set_int (value, self->radius);
-      break;
-
-    case PROP_RANK_RANKING_GET_AROUND_ARGS_PERIODS_BACK:
-      g_value_set_int (value, self->periods_back);
-      break;
-
-    case PROP_RANK_RANKING_GET_AROUND_ARGS_WITH_DATA:
-      g_value_set_boolean (value, self->with_data);
+    case PROP_RANK_RANKING_GET_AROUND_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
       break;
 
     default:
@@ -6811,16 +16391,8 @@ rank_ranking_get_around_args_instance_init (rankRankingGetAroundArgs * object)
 {
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
-  object->board = NULL;
-  object->__isset_board = FALSE;
-  object->member = NULL;
-  object->__isset_member = FALSE;
-  object->radius = 0;
-  object->__isset_radius = FALSE;
-  object->periods_back = 0;
-  object->__isset_periods_back = FALSE;
-  object->with_data = 0;
-  object->__isset_with_data = FALSE;
+  object->request = g_object_new (RANK_TYPE_GET_AROUND_REQUEST, NULL);
+  object->__isset_request = FALSE;
 }
 
 static void 
@@ -6830,15 +16402,10 @@ rank_ranking_get_around_args_finalize (GObject *object)
 
   /* satisfy -Wall in case we don't use tobject */
   THRIFT_UNUSED_VAR (tobject);
-  if (tobject->board != NULL)
+  if (tobject->request != NULL)
   {
-    g_free(tobject->board);
-    tobject->board = NULL;
-  }
-  if (tobject->member != NULL)
-  {
-    g_free(tobject->member);
-    tobject->member = NULL;
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -6860,52 +16427,12 @@ rank_ranking_get_around_args_class_init (rankRankingGetAroundArgsClass * cls)
 
   g_object_class_install_property
     (gobject_class,
-     PROP_RANK_RANKING_GET_AROUND_ARGS_BOARD,
-     g_param_spec_string ("board",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_AROUND_ARGS_MEMBER,
-     g_param_spec_string ("member",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_AROUND_ARGS_RADIUS,
-     g_param_spec_int ("radius",
-                       NULL,
-                       NULL,
-                       G_MININT32,
-                       G_MAXINT32,
-                       0,
-                       G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_AROUND_ARGS_PERIODS_BACK,
-     g_param_spec_int ("periods_back",
-                       NULL,
-                       NULL,
-                       G_MININT32,
-                       G_MAXINT32,
-                       0,
-                       G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_AROUND_ARGS_WITH_DATA,
-     g_param_spec_boolean ("with_data",
-                           NULL,
-                           NULL,
-                           FALSE,
-                           G_PARAM_READWRITE));
+     PROP_RANK_RANKING_GET_AROUND_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_GET_AROUND_REQUEST,
+                         G_PARAM_READWRITE));
 }
 
 GType
@@ -7013,19 +16540,19 @@ rank_ranking_get_around_result_read (ThriftStruct *object, ThriftProtocol *proto
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem21 = NULL;
-              if ( _elem21 != NULL)
+              rankEntry * _elem41 = NULL;
+              if ( _elem41 != NULL)
               {
-                g_object_unref (_elem21);
+                g_object_unref (_elem41);
               }
-              _elem21 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem21), protocol, error)) < 0)
+              _elem41 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem41), protocol, error)) < 0)
               {
-                g_object_unref (_elem21);
+                g_object_unref (_elem41);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem21);
+              g_ptr_array_add (this_object->success, _elem41);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -7141,14 +16668,14 @@ rank_ranking_get_around_result_write (ThriftStruct *object, ThriftProtocol *prot
       return -1;
     xfer += ret;
     {
-      guint i22;
+      guint i42;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i22 = 0; i22 < (this_object->success ? this_object->success->len : 0); i22++)
+      for (i42 = 0; i42 < (this_object->success ? this_object->success->len : 0); i42++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i22))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i42))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -7415,9 +16942,7 @@ rank_ranking_get_around_result_get_type (void)
 enum _rankRankingGetRanksArgsProperties
 {
   PROP_RANK_RANKING_GET_RANKS_ARGS_0,
-  PROP_RANK_RANKING_GET_RANKS_ARGS_BOARD,
-  PROP_RANK_RANKING_GET_RANKS_ARGS_MEMBERS,
-  PROP_RANK_RANKING_GET_RANKS_ARGS_PERIODS_BACK
+  PROP_RANK_RANKING_GET_RANKS_ARGS_REQUEST
 };
 
 /* reads a ranking_get_ranks_args object */
@@ -7470,69 +16995,14 @@ rank_ranking_get_ranks_args_read (ThriftStruct *object, ThriftProtocol *protocol
     switch (fid)
     {
       case 1:
-        if (ftype == T_STRING)
+        if (ftype == T_STRUCT)
         {
-          if (this_object->board != NULL)
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
           {
-            g_free(this_object->board);
-            this_object->board = NULL;
+            return -1;
           }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
-            return -1;
           xfer += ret;
-          this_object->__isset_board = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 2:
-        if (ftype == T_LIST)
-        {
-          {
-            guint32 size;
-            guint32 i;
-            ThriftType element_type;
-
-            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
-              return -1;
-            xfer += ret;
-
-            /* iterate through list elements */
-            for (i = 0; i < size; i++)
-            {
-              gchar * _elem23 = NULL;
-              if (_elem23 != NULL)
-              {
-                g_free(_elem23);
-                _elem23 = NULL;
-              }
-
-              if ((ret = thrift_protocol_read_string (protocol, &_elem23, error)) < 0)
-                return -1;
-              xfer += ret;
-              g_ptr_array_add (this_object->members, _elem23);
-            }
-            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
-              return -1;
-            xfer += ret;
-          }
-          this_object->__isset_members = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 3:
-        if (ftype == T_I32)
-        {
-          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_periods_back = TRUE;
+          this_object->__isset_request = TRUE;
         } else {
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return -1;
@@ -7568,43 +17038,10 @@ rank_ranking_get_ranks_args_write (ThriftStruct *object, ThriftProtocol *protoco
   if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetRanksArgs", error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "members", T_LIST, 2, error)) < 0)
-    return -1;
-  xfer += ret;
-  {
-    guint i24;
-
-    if ((ret = thrift_protocol_write_list_begin (protocol, T_STRING, (gint32) (this_object->members ? this_object->members->len : 0), error)) < 0)
-      return -1;
-    xfer += ret;
-    for (i24 = 0; i24 < (this_object->members ? this_object->members->len : 0); i24++)
-    {
-      if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) this_object->members, i24)), error)) < 0)
-        return -1;
-      xfer += ret;
-
-    }
-    if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
-      return -1;
-    xfer += ret;
-  }
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
     return -1;
   xfer += ret;
 
@@ -7631,23 +17068,11 @@ rank_ranking_get_ranks_args_set_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_GET_RANKS_ARGS_BOARD:
-      if (self->board != NULL)
-        g_free (self->board);
-      self->board = g_value_dup_string (value);
-      self->__isset_board = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_RANKS_ARGS_MEMBERS:
-      if (self->members != NULL)
-        g_ptr_array_unref (self->members);
-      self->members = g_value_dup_boxed (value);
-      self->__isset_members = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_RANKS_ARGS_PERIODS_BACK:
-      self->periods_back = g_value_get_int (value);
-      self->__isset_periods_back = TRUE;
+    case PROP_RANK_RANKING_GET_RANKS_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
       break;
 
     default:
@@ -7666,16 +17091,8 @@ rank_ranking_get_ranks_args_get_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_GET_RANKS_ARGS_BOARD:
-      g_value_set_string (value, self->board);
-      break;
-
-    case PROP_RANK_RANKING_GET_RANKS_ARGS_MEMBERS:
-      g_value_set_boxed (value, self->members);
-      break;
-
-    case PROP_RANK_RANKING_GET_RANKS_ARGS_PERIODS_BACK:
-      g_value_set_int (value, self->periods_back);
+    case PROP_RANK_RANKING_GET_RANKS_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
       break;
 
     default:
@@ -7689,12 +17106,8 @@ rank_ranking_get_ranks_args_instance_init (rankRankingGetRanksArgs * object)
 {
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
-  object->board = NULL;
-  object->__isset_board = FALSE;
-  object->members = g_ptr_array_new_with_free_func (g_free);
-  object->__isset_members = FALSE;
-  object->periods_back = 0;
-  object->__isset_periods_back = FALSE;
+  object->request = g_object_new (RANK_TYPE_GET_RANKS_REQUEST, NULL);
+  object->__isset_request = FALSE;
 }
 
 static void 
@@ -7704,15 +17117,10 @@ rank_ranking_get_ranks_args_finalize (GObject *object)
 
   /* satisfy -Wall in case we don't use tobject */
   THRIFT_UNUSED_VAR (tobject);
-  if (tobject->board != NULL)
+  if (tobject->request != NULL)
   {
-    g_free(tobject->board);
-    tobject->board = NULL;
-  }
-  if (tobject->members != NULL)
-  {
-    g_ptr_array_unref (tobject->members);
-    tobject->members = NULL;
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -7734,32 +17142,12 @@ rank_ranking_get_ranks_args_class_init (rankRankingGetRanksArgsClass * cls)
 
   g_object_class_install_property
     (gobject_class,
-     PROP_RANK_RANKING_GET_RANKS_ARGS_BOARD,
-     g_param_spec_string ("board",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_RANKS_ARGS_MEMBERS,
-     g_param_spec_boxed ("members",
+     PROP_RANK_RANKING_GET_RANKS_ARGS_REQUEST,
+     g_param_spec_object ("request",
                          NULL,
                          NULL,
-                         G_TYPE_PTR_ARRAY,
+                         RANK_TYPE_GET_RANKS_REQUEST,
                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_RANKS_ARGS_PERIODS_BACK,
-     g_param_spec_int ("periods_back",
-                       NULL,
-                       NULL,
-                       G_MININT32,
-                       G_MAXINT32,
-                       0,
-                       G_PARAM_READWRITE));
 }
 
 GType
@@ -7866,19 +17254,19 @@ rank_ranking_get_ranks_result_read (ThriftStruct *object, ThriftProtocol *protoc
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankRankOf * _elem25 = NULL;
-              if ( _elem25 != NULL)
+              rankRankOf * _elem43 = NULL;
+              if ( _elem43 != NULL)
               {
-                g_object_unref (_elem25);
+                g_object_unref (_elem43);
               }
-              _elem25 = g_object_new (RANK_TYPE_RANK_OF, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem25), protocol, error)) < 0)
+              _elem43 = g_object_new (RANK_TYPE_RANK_OF, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem43), protocol, error)) < 0)
               {
-                g_object_unref (_elem25);
+                g_object_unref (_elem43);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem25);
+              g_ptr_array_add (this_object->success, _elem43);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -7971,14 +17359,14 @@ rank_ranking_get_ranks_result_write (ThriftStruct *object, ThriftProtocol *proto
       return -1;
     xfer += ret;
     {
-      guint i26;
+      guint i44;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i26 = 0; i26 < (this_object->success ? this_object->success->len : 0); i26++)
+      for (i44 = 0; i44 < (this_object->success ? this_object->success->len : 0); i44++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i26))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i44))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -8206,9 +17594,7 @@ rank_ranking_get_ranks_result_get_type (void)
 enum _rankRankingRemoveArgsProperties
 {
   PROP_RANK_RANKING_REMOVE_ARGS_0,
-  PROP_RANK_RANKING_REMOVE_ARGS_BOARD,
-  PROP_RANK_RANKING_REMOVE_ARGS_MEMBER,
-  PROP_RANK_RANKING_REMOVE_ARGS_REQUEST_ID
+  PROP_RANK_RANKING_REMOVE_ARGS_REQUEST
 };
 
 /* reads a ranking_remove_args object */
@@ -8261,56 +17647,14 @@ rank_ranking_remove_args_read (ThriftStruct *object, ThriftProtocol *protocol, G
     switch (fid)
     {
       case 1:
-        if (ftype == T_STRING)
+        if (ftype == T_STRUCT)
         {
-          if (this_object->board != NULL)
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
           {
-            g_free(this_object->board);
-            this_object->board = NULL;
+            return -1;
           }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
-            return -1;
           xfer += ret;
-          this_object->__isset_board = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 2:
-        if (ftype == T_STRING)
-        {
-          if (this_object->member != NULL)
-          {
-            g_free(this_object->member);
-            this_object->member = NULL;
-          }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_member = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 3:
-        if (ftype == T_STRING)
-        {
-          if (this_object->request_id != NULL)
-          {
-            g_free(this_object->request_id);
-            this_object->request_id = NULL;
-          }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->request_id, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_request_id = TRUE;
+          this_object->__isset_request = TRUE;
         } else {
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return -1;
@@ -8346,30 +17690,10 @@ rank_ranking_remove_args_write (ThriftStruct *object, ThriftProtocol *protocol, 
   if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingRemoveArgs", error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "request_id", T_STRING, 3, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->request_id, error)) < 0)
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
     return -1;
   xfer += ret;
 
@@ -8396,25 +17720,11 @@ rank_ranking_remove_args_set_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_REMOVE_ARGS_BOARD:
-      if (self->board != NULL)
-        g_free (self->board);
-      self->board = g_value_dup_string (value);
-      self->__isset_board = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_REMOVE_ARGS_MEMBER:
-      if (self->member != NULL)
-        g_free (self->member);
-      self->member = g_value_dup_string (value);
-      self->__isset_member = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_REMOVE_ARGS_REQUEST_ID:
-      if (self->request_id != NULL)
-        g_free (self->request_id);
-      self->request_id = g_value_dup_string (value);
-      self->__isset_request_id = TRUE;
+    case PROP_RANK_RANKING_REMOVE_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
       break;
 
     default:
@@ -8433,16 +17743,8 @@ rank_ranking_remove_args_get_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_REMOVE_ARGS_BOARD:
-      g_value_set_string (value, self->board);
-      break;
-
-    case PROP_RANK_RANKING_REMOVE_ARGS_MEMBER:
-      g_value_set_string (value, self->member);
-      break;
-
-    case PROP_RANK_RANKING_REMOVE_ARGS_REQUEST_ID:
-      g_value_set_string (value, self->request_id);
+    case PROP_RANK_RANKING_REMOVE_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
       break;
 
     default:
@@ -8456,12 +17758,8 @@ rank_ranking_remove_args_instance_init (rankRankingRemoveArgs * object)
 {
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
-  object->board = NULL;
-  object->__isset_board = FALSE;
-  object->member = NULL;
-  object->__isset_member = FALSE;
-  object->request_id = NULL;
-  object->__isset_request_id = FALSE;
+  object->request = g_object_new (RANK_TYPE_REMOVE_REQUEST, NULL);
+  object->__isset_request = FALSE;
 }
 
 static void 
@@ -8471,20 +17769,10 @@ rank_ranking_remove_args_finalize (GObject *object)
 
   /* satisfy -Wall in case we don't use tobject */
   THRIFT_UNUSED_VAR (tobject);
-  if (tobject->board != NULL)
+  if (tobject->request != NULL)
   {
-    g_free(tobject->board);
-    tobject->board = NULL;
-  }
-  if (tobject->member != NULL)
-  {
-    g_free(tobject->member);
-    tobject->member = NULL;
-  }
-  if (tobject->request_id != NULL)
-  {
-    g_free(tobject->request_id);
-    tobject->request_id = NULL;
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -8506,30 +17794,12 @@ rank_ranking_remove_args_class_init (rankRankingRemoveArgsClass * cls)
 
   g_object_class_install_property
     (gobject_class,
-     PROP_RANK_RANKING_REMOVE_ARGS_BOARD,
-     g_param_spec_string ("board",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_REMOVE_ARGS_MEMBER,
-     g_param_spec_string ("member",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_REMOVE_ARGS_REQUEST_ID,
-     g_param_spec_string ("request_id",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
+     PROP_RANK_RANKING_REMOVE_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_REMOVE_REQUEST,
+                         G_PARAM_READWRITE));
 }
 
 GType
@@ -8938,8 +18208,7 @@ rank_ranking_remove_result_get_type (void)
 enum _rankRankingCountArgsProperties
 {
   PROP_RANK_RANKING_COUNT_ARGS_0,
-  PROP_RANK_RANKING_COUNT_ARGS_BOARD,
-  PROP_RANK_RANKING_COUNT_ARGS_PERIODS_BACK
+  PROP_RANK_RANKING_COUNT_ARGS_REQUEST
 };
 
 /* reads a ranking_count_args object */
@@ -8992,31 +18261,14 @@ rank_ranking_count_args_read (ThriftStruct *object, ThriftProtocol *protocol, GE
     switch (fid)
     {
       case 1:
-        if (ftype == T_STRING)
+        if (ftype == T_STRUCT)
         {
-          if (this_object->board != NULL)
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
           {
-            g_free(this_object->board);
-            this_object->board = NULL;
+            return -1;
           }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
-            return -1;
           xfer += ret;
-          this_object->__isset_board = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 2:
-        if (ftype == T_I32)
-        {
-          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_periods_back = TRUE;
+          this_object->__isset_request = TRUE;
         } else {
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return -1;
@@ -9052,20 +18304,10 @@ rank_ranking_count_args_write (ThriftStruct *object, ThriftProtocol *protocol, G
   if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingCountArgs", error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 2, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
     return -1;
   xfer += ret;
 
@@ -9092,16 +18334,11 @@ rank_ranking_count_args_set_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_COUNT_ARGS_BOARD:
-      if (self->board != NULL)
-        g_free (self->board);
-      self->board = g_value_dup_string (value);
-      self->__isset_board = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_COUNT_ARGS_PERIODS_BACK:
-      self->periods_back = g_value_get_int (value);
-      self->__isset_periods_back = TRUE;
+    case PROP_RANK_RANKING_COUNT_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
       break;
 
     default:
@@ -9120,12 +18357,8 @@ rank_ranking_count_args_get_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_COUNT_ARGS_BOARD:
-      g_value_set_string (value, self->board);
-      break;
-
-    case PROP_RANK_RANKING_COUNT_ARGS_PERIODS_BACK:
-      g_value_set_int (value, self->periods_back);
+    case PROP_RANK_RANKING_COUNT_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
       break;
 
     default:
@@ -9139,10 +18372,8 @@ rank_ranking_count_args_instance_init (rankRankingCountArgs * object)
 {
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
-  object->board = NULL;
-  object->__isset_board = FALSE;
-  object->periods_back = 0;
-  object->__isset_periods_back = FALSE;
+  object->request = g_object_new (RANK_TYPE_COUNT_REQUEST, NULL);
+  object->__isset_request = FALSE;
 }
 
 static void 
@@ -9152,10 +18383,10 @@ rank_ranking_count_args_finalize (GObject *object)
 
   /* satisfy -Wall in case we don't use tobject */
   THRIFT_UNUSED_VAR (tobject);
-  if (tobject->board != NULL)
+  if (tobject->request != NULL)
   {
-    g_free(tobject->board);
-    tobject->board = NULL;
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -9177,23 +18408,12 @@ rank_ranking_count_args_class_init (rankRankingCountArgsClass * cls)
 
   g_object_class_install_property
     (gobject_class,
-     PROP_RANK_RANKING_COUNT_ARGS_BOARD,
-     g_param_spec_string ("board",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_COUNT_ARGS_PERIODS_BACK,
-     g_param_spec_int ("periods_back",
-                       NULL,
-                       NULL,
-                       G_MININT32,
-                       G_MAXINT32,
-                       0,
-                       G_PARAM_READWRITE));
+     PROP_RANK_RANKING_COUNT_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_COUNT_REQUEST,
+                         G_PARAM_READWRITE));
 }
 
 GType
@@ -9595,10 +18815,7 @@ rank_ranking_count_result_get_type (void)
 enum _rankRankingCountBetweenArgsProperties
 {
   PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_0,
-  PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_BOARD,
-  PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MIN_SCORE,
-  PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MAX_SCORE,
-  PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_PERIODS_BACK
+  PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_REQUEST
 };
 
 /* reads a ranking_count_between_args object */
@@ -9651,57 +18868,14 @@ rank_ranking_count_between_args_read (ThriftStruct *object, ThriftProtocol *prot
     switch (fid)
     {
       case 1:
-        if (ftype == T_STRING)
+        if (ftype == T_STRUCT)
         {
-          if (this_object->board != NULL)
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
           {
-            g_free(this_object->board);
-            this_object->board = NULL;
+            return -1;
           }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
-            return -1;
           xfer += ret;
-          this_object->__isset_board = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 2:
-        if (ftype == T_I64)
-        {
-          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->min_score, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_min_score = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 3:
-        if (ftype == T_I64)
-        {
-          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->max_score, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_max_score = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 4:
-        if (ftype == T_I32)
-        {
-          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_periods_back = TRUE;
+          this_object->__isset_request = TRUE;
         } else {
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return -1;
@@ -9737,40 +18911,10 @@ rank_ranking_count_between_args_write (ThriftStruct *object, ThriftProtocol *pro
   if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingCountBetweenArgs", error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "min_score", T_I64, 2, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i64 (protocol, this_object->min_score, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "max_score", T_I64, 3, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i64 (protocol, this_object->max_score, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
     return -1;
   xfer += ret;
 
@@ -9797,26 +18941,11 @@ rank_ranking_count_between_args_set_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_BOARD:
-      if (self->board != NULL)
-        g_free (self->board);
-      self->board = g_value_dup_string (value);
-      self->__isset_board = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MIN_SCORE:
-      self->min_score = g_value_get_int64 (value);
-      self->__isset_min_score = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MAX_SCORE:
-      self->max_score = g_value_get_int64 (value);
-      self->__isset_max_score = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_PERIODS_BACK:
-      self->periods_back = g_value_get_int (value);
-      self->__isset_periods_back = TRUE;
+    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
       break;
 
     default:
@@ -9835,20 +18964,8 @@ rank_ranking_count_between_args_get_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_BOARD:
-      g_value_set_string (value, self->board);
-      break;
-
-    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MIN_SCORE:
-      g_value_set_int64 (value, self->min_score);
-      break;
-
-    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MAX_SCORE:
-      g_value_set_int64 (value, self->max_score);
-      break;
-
-    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_PERIODS_BACK:
-      g_value_set_int (value, self->periods_back);
+    case PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
       break;
 
     default:
@@ -9862,14 +18979,8 @@ rank_ranking_count_between_args_instance_init (rankRankingCountBetweenArgs * obj
 {
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
-  object->board = NULL;
-  object->__isset_board = FALSE;
-  object->min_score = 0;
-  object->__isset_min_score = FALSE;
-  object->max_score = 0;
-  object->__isset_max_score = FALSE;
-  object->periods_back = 0;
-  object->__isset_periods_back = FALSE;
+  object->request = g_object_new (RANK_TYPE_COUNT_BETWEEN_REQUEST, NULL);
+  object->__isset_request = FALSE;
 }
 
 static void 
@@ -9879,10 +18990,10 @@ rank_ranking_count_between_args_finalize (GObject *object)
 
   /* satisfy -Wall in case we don't use tobject */
   THRIFT_UNUSED_VAR (tobject);
-  if (tobject->board != NULL)
+  if (tobject->request != NULL)
   {
-    g_free(tobject->board);
-    tobject->board = NULL;
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -9904,45 +19015,12 @@ rank_ranking_count_between_args_class_init (rankRankingCountBetweenArgsClass * c
 
   g_object_class_install_property
     (gobject_class,
-     PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_BOARD,
-     g_param_spec_string ("board",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MIN_SCORE,
-     g_param_spec_int64 ("min_score",
+     PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_REQUEST,
+     g_param_spec_object ("request",
                          NULL,
                          NULL,
-                         G_MININT64,
-                         G_MAXINT64,
-                         0,
+                         RANK_TYPE_COUNT_BETWEEN_REQUEST,
                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_MAX_SCORE,
-     g_param_spec_int64 ("max_score",
-                         NULL,
-                         NULL,
-                         G_MININT64,
-                         G_MAXINT64,
-                         0,
-                         G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_COUNT_BETWEEN_ARGS_PERIODS_BACK,
-     g_param_spec_int ("periods_back",
-                       NULL,
-                       NULL,
-                       G_MININT32,
-                       G_MAXINT32,
-                       0,
-                       G_PARAM_READWRITE));
 }
 
 GType
@@ -10344,9 +19422,7 @@ rank_ranking_count_between_result_get_type (void)
 enum _rankRankingGetPercentileArgsProperties
 {
   PROP_RANK_RANKING_GET_PERCENTILE_ARGS_0,
-  PROP_RANK_RANKING_GET_PERCENTILE_ARGS_BOARD,
-  PROP_RANK_RANKING_GET_PERCENTILE_ARGS_MEMBER,
-  PROP_RANK_RANKING_GET_PERCENTILE_ARGS_PERIODS_BACK
+  PROP_RANK_RANKING_GET_PERCENTILE_ARGS_REQUEST
 };
 
 /* reads a ranking_get_percentile_args object */
@@ -10399,50 +19475,14 @@ rank_ranking_get_percentile_args_read (ThriftStruct *object, ThriftProtocol *pro
     switch (fid)
     {
       case 1:
-        if (ftype == T_STRING)
+        if (ftype == T_STRUCT)
         {
-          if (this_object->board != NULL)
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
           {
-            g_free(this_object->board);
-            this_object->board = NULL;
+            return -1;
           }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
-            return -1;
           xfer += ret;
-          this_object->__isset_board = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 2:
-        if (ftype == T_STRING)
-        {
-          if (this_object->member != NULL)
-          {
-            g_free(this_object->member);
-            this_object->member = NULL;
-          }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_member = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 3:
-        if (ftype == T_I32)
-        {
-          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_periods_back = TRUE;
+          this_object->__isset_request = TRUE;
         } else {
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return -1;
@@ -10478,30 +19518,10 @@ rank_ranking_get_percentile_args_write (ThriftStruct *object, ThriftProtocol *pr
   if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetPercentileArgs", error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
     return -1;
   xfer += ret;
 
@@ -10528,23 +19548,11 @@ rank_ranking_get_percentile_args_set_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_GET_PERCENTILE_ARGS_BOARD:
-      if (self->board != NULL)
-        g_free (self->board);
-      self->board = g_value_dup_string (value);
-      self->__isset_board = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_PERCENTILE_ARGS_MEMBER:
-      if (self->member != NULL)
-        g_free (self->member);
-      self->member = g_value_dup_string (value);
-      self->__isset_member = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_PERCENTILE_ARGS_PERIODS_BACK:
-      self->periods_back = g_value_get_int (value);
-      self->__isset_periods_back = TRUE;
+    case PROP_RANK_RANKING_GET_PERCENTILE_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
       break;
 
     default:
@@ -10563,16 +19571,8 @@ rank_ranking_get_percentile_args_get_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_GET_PERCENTILE_ARGS_BOARD:
-      g_value_set_string (value, self->board);
-      break;
-
-    case PROP_RANK_RANKING_GET_PERCENTILE_ARGS_MEMBER:
-      g_value_set_string (value, self->member);
-      break;
-
-    case PROP_RANK_RANKING_GET_PERCENTILE_ARGS_PERIODS_BACK:
-      g_value_set_int (value, self->periods_back);
+    case PROP_RANK_RANKING_GET_PERCENTILE_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
       break;
 
     default:
@@ -10586,12 +19586,8 @@ rank_ranking_get_percentile_args_instance_init (rankRankingGetPercentileArgs * o
 {
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
-  object->board = NULL;
-  object->__isset_board = FALSE;
-  object->member = NULL;
-  object->__isset_member = FALSE;
-  object->periods_back = 0;
-  object->__isset_periods_back = FALSE;
+  object->request = g_object_new (RANK_TYPE_GET_PERCENTILE_REQUEST, NULL);
+  object->__isset_request = FALSE;
 }
 
 static void 
@@ -10601,15 +19597,10 @@ rank_ranking_get_percentile_args_finalize (GObject *object)
 
   /* satisfy -Wall in case we don't use tobject */
   THRIFT_UNUSED_VAR (tobject);
-  if (tobject->board != NULL)
+  if (tobject->request != NULL)
   {
-    g_free(tobject->board);
-    tobject->board = NULL;
-  }
-  if (tobject->member != NULL)
-  {
-    g_free(tobject->member);
-    tobject->member = NULL;
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -10631,32 +19622,12 @@ rank_ranking_get_percentile_args_class_init (rankRankingGetPercentileArgsClass *
 
   g_object_class_install_property
     (gobject_class,
-     PROP_RANK_RANKING_GET_PERCENTILE_ARGS_BOARD,
-     g_param_spec_string ("board",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_PERCENTILE_ARGS_MEMBER,
-     g_param_spec_string ("member",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_PERCENTILE_ARGS_PERIODS_BACK,
-     g_param_spec_int ("periods_back",
-                       NULL,
-                       NULL,
-                       G_MININT32,
-                       G_MAXINT32,
-                       0,
-                       G_PARAM_READWRITE));
+     PROP_RANK_RANKING_GET_PERCENTILE_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_GET_PERCENTILE_REQUEST,
+                         G_PARAM_READWRITE));
 }
 
 GType
@@ -11121,9 +20092,7 @@ rank_ranking_get_percentile_result_get_type (void)
 enum _rankRankingGetScoreAtPercentileArgsProperties
 {
   PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_0,
-  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_BOARD,
-  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PCT,
-  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PERIODS_BACK
+  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_REQUEST
 };
 
 /* reads a ranking_get_score_at_percentile_args object */
@@ -11176,44 +20145,14 @@ rank_ranking_get_score_at_percentile_args_read (ThriftStruct *object, ThriftProt
     switch (fid)
     {
       case 1:
-        if (ftype == T_STRING)
+        if (ftype == T_STRUCT)
         {
-          if (this_object->board != NULL)
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
           {
-            g_free(this_object->board);
-            this_object->board = NULL;
+            return -1;
           }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
-            return -1;
           xfer += ret;
-          this_object->__isset_board = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 2:
-        if (ftype == T_DOUBLE)
-        {
-          if ((ret = thrift_protocol_read_double (protocol, &this_object->pct, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_pct = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 3:
-        if (ftype == T_I32)
-        {
-          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_periods_back = TRUE;
+          this_object->__isset_request = TRUE;
         } else {
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return -1;
@@ -11249,30 +20188,10 @@ rank_ranking_get_score_at_percentile_args_write (ThriftStruct *object, ThriftPro
   if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetScoreAtPercentileArgs", error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "pct", T_DOUBLE, 2, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_double (protocol, this_object->pct, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
     return -1;
   xfer += ret;
 
@@ -11299,21 +20218,11 @@ rank_ranking_get_score_at_percentile_args_set_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_BOARD:
-      if (self->board != NULL)
-        g_free (self->board);
-      self->board = g_value_dup_string (value);
-      self->__isset_board = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PCT:
-      self->pct = g_value_get_double (value);
-      self->__isset_pct = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PERIODS_BACK:
-      self->periods_back = g_value_get_int (value);
-      self->__isset_periods_back = TRUE;
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
       break;
 
     default:
@@ -11332,16 +20241,8 @@ rank_ranking_get_score_at_percentile_args_get_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_BOARD:
-      g_value_set_string (value, self->board);
-      break;
-
-    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PCT:
-      g_value_set_double (value, self->pct);
-      break;
-
-    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PERIODS_BACK:
-      g_value_set_int (value, self->periods_back);
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
       break;
 
     default:
@@ -11355,12 +20256,8 @@ rank_ranking_get_score_at_percentile_args_instance_init (rankRankingGetScoreAtPe
 {
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
-  object->board = NULL;
-  object->__isset_board = FALSE;
-  object->pct = 0;
-  object->__isset_pct = FALSE;
-  object->periods_back = 0;
-  object->__isset_periods_back = FALSE;
+  object->request = g_object_new (RANK_TYPE_GET_SCORE_AT_PERCENTILE_REQUEST, NULL);
+  object->__isset_request = FALSE;
 }
 
 static void 
@@ -11370,10 +20267,10 @@ rank_ranking_get_score_at_percentile_args_finalize (GObject *object)
 
   /* satisfy -Wall in case we don't use tobject */
   THRIFT_UNUSED_VAR (tobject);
-  if (tobject->board != NULL)
+  if (tobject->request != NULL)
   {
-    g_free(tobject->board);
-    tobject->board = NULL;
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -11395,34 +20292,12 @@ rank_ranking_get_score_at_percentile_args_class_init (rankRankingGetScoreAtPerce
 
   g_object_class_install_property
     (gobject_class,
-     PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_BOARD,
-     g_param_spec_string ("board",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PCT,
-     g_param_spec_double ("pct",
-                          NULL,
-                          NULL,
-                          -INFINITY,
-                          INFINITY,
-                          0,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_PERIODS_BACK,
-     g_param_spec_int ("periods_back",
-                       NULL,
-                       NULL,
-                       G_MININT32,
-                       G_MAXINT32,
-                       0,
-                       G_PARAM_READWRITE));
+     PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_GET_SCORE_AT_PERCENTILE_REQUEST,
+                         G_PARAM_READWRITE));
 }
 
 GType
@@ -11887,11 +20762,7 @@ rank_ranking_get_score_at_percentile_result_get_type (void)
 enum _rankRankingSampleArgsProperties
 {
   PROP_RANK_RANKING_SAMPLE_ARGS_0,
-  PROP_RANK_RANKING_SAMPLE_ARGS_BOARD,
-  PROP_RANK_RANKING_SAMPLE_ARGS_MIN_SCORE,
-  PROP_RANK_RANKING_SAMPLE_ARGS_MAX_SCORE,
-  PROP_RANK_RANKING_SAMPLE_ARGS_COUNT,
-  PROP_RANK_RANKING_SAMPLE_ARGS_PERIODS_BACK
+  PROP_RANK_RANKING_SAMPLE_ARGS_REQUEST
 };
 
 /* reads a ranking_sample_args object */
@@ -11944,70 +20815,14 @@ rank_ranking_sample_args_read (ThriftStruct *object, ThriftProtocol *protocol, G
     switch (fid)
     {
       case 1:
-        if (ftype == T_STRING)
+        if (ftype == T_STRUCT)
         {
-          if (this_object->board != NULL)
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
           {
-            g_free(this_object->board);
-            this_object->board = NULL;
+            return -1;
           }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
-            return -1;
           xfer += ret;
-          this_object->__isset_board = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 2:
-        if (ftype == T_I64)
-        {
-          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->min_score, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_min_score = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 3:
-        if (ftype == T_I64)
-        {
-          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->max_score, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_max_score = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 4:
-        if (ftype == T_I32)
-        {
-          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->count, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_count = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 5:
-        if (ftype == T_I32)
-        {
-          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_periods_back = TRUE;
+          this_object->__isset_request = TRUE;
         } else {
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return -1;
@@ -12043,50 +20858,10 @@ rank_ranking_sample_args_write (ThriftStruct *object, ThriftProtocol *protocol, 
   if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingSampleArgs", error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "min_score", T_I64, 2, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i64 (protocol, this_object->min_score, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "max_score", T_I64, 3, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i64 (protocol, this_object->max_score, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "count", T_I32, 4, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i32 (protocol, this_object->count, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 5, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
     return -1;
   xfer += ret;
 
@@ -12113,31 +20888,11 @@ rank_ranking_sample_args_set_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_SAMPLE_ARGS_BOARD:
-      if (self->board != NULL)
-        g_free (self->board);
-      self->board = g_value_dup_string (value);
-      self->__isset_board = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_SAMPLE_ARGS_MIN_SCORE:
-      self->min_score = g_value_get_int64 (value);
-      self->__isset_min_score = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_SAMPLE_ARGS_MAX_SCORE:
-      self->max_score = g_value_get_int64 (value);
-      self->__isset_max_score = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_SAMPLE_ARGS_COUNT:
-      self->count = g_value_get_int (value);
-      self->__isset_count = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_SAMPLE_ARGS_PERIODS_BACK:
-      self->periods_back = g_value_get_int (value);
-      self->__isset_periods_back = TRUE;
+    case PROP_RANK_RANKING_SAMPLE_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
       break;
 
     default:
@@ -12156,24 +20911,8 @@ rank_ranking_sample_args_get_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_SAMPLE_ARGS_BOARD:
-      g_value_set_string (value, self->board);
-      break;
-
-    case PROP_RANK_RANKING_SAMPLE_ARGS_MIN_SCORE:
-      g_value_set_int64 (value, self->min_score);
-      break;
-
-    case PROP_RANK_RANKING_SAMPLE_ARGS_MAX_SCORE:
-      g_value_set_int64 (value, self->max_score);
-      break;
-
-    case PROP_RANK_RANKING_SAMPLE_ARGS_COUNT:
-      g_value_set_int (value, self->count);
-      break;
-
-    case PROP_RANK_RANKING_SAMPLE_ARGS_PERIODS_BACK:
-      g_value_set_int (value, self->periods_back);
+    case PROP_RANK_RANKING_SAMPLE_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
       break;
 
     default:
@@ -12187,16 +20926,8 @@ rank_ranking_sample_args_instance_init (rankRankingSampleArgs * object)
 {
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
-  object->board = NULL;
-  object->__isset_board = FALSE;
-  object->min_score = 0;
-  object->__isset_min_score = FALSE;
-  object->max_score = 0;
-  object->__isset_max_score = FALSE;
-  object->count = 0;
-  object->__isset_count = FALSE;
-  object->periods_back = 0;
-  object->__isset_periods_back = FALSE;
+  object->request = g_object_new (RANK_TYPE_SAMPLE_REQUEST, NULL);
+  object->__isset_request = FALSE;
 }
 
 static void 
@@ -12206,10 +20937,10 @@ rank_ranking_sample_args_finalize (GObject *object)
 
   /* satisfy -Wall in case we don't use tobject */
   THRIFT_UNUSED_VAR (tobject);
-  if (tobject->board != NULL)
+  if (tobject->request != NULL)
   {
-    g_free(tobject->board);
-    tobject->board = NULL;
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -12231,56 +20962,12 @@ rank_ranking_sample_args_class_init (rankRankingSampleArgsClass * cls)
 
   g_object_class_install_property
     (gobject_class,
-     PROP_RANK_RANKING_SAMPLE_ARGS_BOARD,
-     g_param_spec_string ("board",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_SAMPLE_ARGS_MIN_SCORE,
-     g_param_spec_int64 ("min_score",
+     PROP_RANK_RANKING_SAMPLE_ARGS_REQUEST,
+     g_param_spec_object ("request",
                          NULL,
                          NULL,
-                         G_MININT64,
-                         G_MAXINT64,
-                         0,
+                         RANK_TYPE_SAMPLE_REQUEST,
                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_SAMPLE_ARGS_MAX_SCORE,
-     g_param_spec_int64 ("max_score",
-                         NULL,
-                         NULL,
-                         G_MININT64,
-                         G_MAXINT64,
-                         0,
-                         G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_SAMPLE_ARGS_COUNT,
-     g_param_spec_int ("count",
-                       NULL,
-                       NULL,
-                       G_MININT32,
-                       G_MAXINT32,
-                       0,
-                       G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_SAMPLE_ARGS_PERIODS_BACK,
-     g_param_spec_int ("periods_back",
-                       NULL,
-                       NULL,
-                       G_MININT32,
-                       G_MAXINT32,
-                       0,
-                       G_PARAM_READWRITE));
 }
 
 GType
@@ -12387,19 +21074,19 @@ rank_ranking_sample_result_read (ThriftStruct *object, ThriftProtocol *protocol,
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem27 = NULL;
-              if ( _elem27 != NULL)
+              rankEntry * _elem45 = NULL;
+              if ( _elem45 != NULL)
               {
-                g_object_unref (_elem27);
+                g_object_unref (_elem45);
               }
-              _elem27 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem27), protocol, error)) < 0)
+              _elem45 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem45), protocol, error)) < 0)
               {
-                g_object_unref (_elem27);
+                g_object_unref (_elem45);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem27);
+              g_ptr_array_add (this_object->success, _elem45);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -12492,14 +21179,14 @@ rank_ranking_sample_result_write (ThriftStruct *object, ThriftProtocol *protocol
       return -1;
     xfer += ret;
     {
-      guint i28;
+      guint i46;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i28 = 0; i28 < (this_object->success ? this_object->success->len : 0); i28++)
+      for (i46 = 0; i46 < (this_object->success ? this_object->success->len : 0); i46++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i28))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i46))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -12727,9 +21414,7 @@ rank_ranking_sample_result_get_type (void)
 enum _rankRankingSetMemberDataArgsProperties
 {
   PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_0,
-  PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_BOARD,
-  PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_MEMBER,
-  PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_DATA
+  PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_REQUEST
 };
 
 /* reads a ranking_set_member_data_args object */
@@ -12782,94 +21467,14 @@ rank_ranking_set_member_data_args_read (ThriftStruct *object, ThriftProtocol *pr
     switch (fid)
     {
       case 1:
-        if (ftype == T_STRING)
+        if (ftype == T_STRUCT)
         {
-          if (this_object->board != NULL)
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
           {
-            g_free(this_object->board);
-            this_object->board = NULL;
+            return -1;
           }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
-            return -1;
           xfer += ret;
-          this_object->__isset_board = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 2:
-        if (ftype == T_STRING)
-        {
-          if (this_object->member != NULL)
-          {
-            g_free(this_object->member);
-            this_object->member = NULL;
-          }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_member = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 3:
-        if (ftype == T_MAP)
-        {
-          {
-            guint32 size;
-            guint32 i;
-            ThriftType key_type;
-            ThriftType value_type;
-
-            /* read the map begin marker */
-            if ((ret = thrift_protocol_read_map_begin (protocol, &key_type, &value_type, &size, error)) < 0)
-              return -1;
-            xfer += ret;
-
-            /* iterate through each of the map's fields */
-            for (i = 0; i < size; i++)
-            {
-              gchar * key29 = NULL;
-              gchar * val30 = NULL;
-              if (key29 != NULL)
-              {
-                g_free(key29);
-                key29 = NULL;
-              }
-
-              if ((ret = thrift_protocol_read_string (protocol, &key29, error)) < 0)
-                return -1;
-              xfer += ret;
-              if (val30 != NULL)
-              {
-                g_free(val30);
-                val30 = NULL;
-              }
-
-              if ((ret = thrift_protocol_read_string (protocol, &val30, error)) < 0)
-              {
-                /* rankd postprocess: do not leak on bad input */
-                g_free (key29);
-                return -1;
-              }
-              xfer += ret;
-              if (this_object->data && key29)
-                g_hash_table_insert ((GHashTable *)this_object->data, (gpointer) key29, (gpointer) val30);
-            }
-
-            /* read the map end marker */
-            if ((ret = thrift_protocol_read_map_end (protocol, error)) < 0)
-              return -1;
-            xfer += ret;
-          }
-          this_object->__isset_data = TRUE;
+          this_object->__isset_request = TRUE;
         } else {
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return -1;
@@ -12905,65 +21510,13 @@ rank_ranking_set_member_data_args_write (ThriftStruct *object, ThriftProtocol *p
   if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingSetMemberDataArgs", error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
     return -1;
   xfer += ret;
 
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "data", T_MAP, 3, error)) < 0)
-    return -1;
-  xfer += ret;
-  {
-    gchar * key31 = NULL;
-    gchar * val32 = NULL;
-    GList *key_list = NULL, *iter = NULL;
-    gchar ** keys;
-    int i = 0, key_count;
-
-    if ((ret = thrift_protocol_write_map_begin (protocol, T_STRING, T_STRING, this_object->data ? (gint32) g_hash_table_size ((GHashTable *) this_object->data) : 0, error)) < 0)
-      return -1;
-    xfer += ret;
-    if (this_object->data)
-      g_hash_table_foreach ((GHashTable *) this_object->data, thrift_hash_table_get_keys, &key_list);
-    key_count = g_list_length (key_list);
-    keys = g_newa (gchar *, key_count);
-    for (iter = g_list_first (key_list); iter; iter = iter->next)
-      keys[i++] = (gchar *) iter->data;
-    g_list_free (key_list);
-
-    for (i = 0; i < key_count; ++i)
-    {
-      key31 = keys[i];
-      val32 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->data), (gpointer) key31);
-
-      if ((ret = thrift_protocol_write_string (protocol,  key31, error)) < 0)
-        return -1;
-      xfer += ret;
-
-      if ((ret = thrift_protocol_write_string (protocol,  val32, error)) < 0)
-        return -1;
-      xfer += ret;
-
-    }
-    if ((ret = thrift_protocol_write_map_end (protocol, error)) < 0)
-      return -1;
-    xfer += ret;
-  }
   if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -12987,25 +21540,11 @@ rank_ranking_set_member_data_args_set_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_BOARD:
-      if (self->board != NULL)
-        g_free (self->board);
-      self->board = g_value_dup_string (value);
-      self->__isset_board = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_MEMBER:
-      if (self->member != NULL)
-        g_free (self->member);
-      self->member = g_value_dup_string (value);
-      self->__isset_member = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_DATA:
-      if (self->data != NULL)
-        g_hash_table_unref (self->data);
-      self->data = g_value_dup_boxed (value);
-      self->__isset_data = TRUE;
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
       break;
 
     default:
@@ -13024,16 +21563,8 @@ rank_ranking_set_member_data_args_get_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_BOARD:
-      g_value_set_string (value, self->board);
-      break;
-
-    case PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_MEMBER:
-      g_value_set_string (value, self->member);
-      break;
-
-    case PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_DATA:
-      g_value_set_boxed (value, self->data);
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
       break;
 
     default:
@@ -13047,12 +21578,8 @@ rank_ranking_set_member_data_args_instance_init (rankRankingSetMemberDataArgs * 
 {
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
-  object->board = NULL;
-  object->__isset_board = FALSE;
-  object->member = NULL;
-  object->__isset_member = FALSE;
-  object->data = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  object->__isset_data = FALSE;
+  object->request = g_object_new (RANK_TYPE_SET_MEMBER_DATA_REQUEST, NULL);
+  object->__isset_request = FALSE;
 }
 
 static void 
@@ -13062,20 +21589,10 @@ rank_ranking_set_member_data_args_finalize (GObject *object)
 
   /* satisfy -Wall in case we don't use tobject */
   THRIFT_UNUSED_VAR (tobject);
-  if (tobject->board != NULL)
+  if (tobject->request != NULL)
   {
-    g_free(tobject->board);
-    tobject->board = NULL;
-  }
-  if (tobject->member != NULL)
-  {
-    g_free(tobject->member);
-    tobject->member = NULL;
-  }
-  if (tobject->data != NULL)
-  {
-    g_hash_table_destroy (tobject->data);
-    tobject->data = NULL;
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -13097,29 +21614,11 @@ rank_ranking_set_member_data_args_class_init (rankRankingSetMemberDataArgsClass 
 
   g_object_class_install_property
     (gobject_class,
-     PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_BOARD,
-     g_param_spec_string ("board",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_MEMBER,
-     g_param_spec_string ("member",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_DATA,
-     g_param_spec_boxed ("data",
+     PROP_RANK_RANKING_SET_MEMBER_DATA_ARGS_REQUEST,
+     g_param_spec_object ("request",
                          NULL,
                          NULL,
-                         G_TYPE_HASH_TABLE,
+                         RANK_TYPE_SET_MEMBER_DATA_REQUEST,
                          G_PARAM_READWRITE));
 }
 
@@ -13537,9 +22036,7 @@ rank_ranking_set_member_data_result_get_type (void)
 enum _rankRankingGetMemberDataArgsProperties
 {
   PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_0,
-  PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_BOARD,
-  PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_MEMBER,
-  PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_PERIODS_BACK
+  PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_REQUEST
 };
 
 /* reads a ranking_get_member_data_args object */
@@ -13592,50 +22089,14 @@ rank_ranking_get_member_data_args_read (ThriftStruct *object, ThriftProtocol *pr
     switch (fid)
     {
       case 1:
-        if (ftype == T_STRING)
+        if (ftype == T_STRUCT)
         {
-          if (this_object->board != NULL)
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
           {
-            g_free(this_object->board);
-            this_object->board = NULL;
+            return -1;
           }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
-            return -1;
           xfer += ret;
-          this_object->__isset_board = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 2:
-        if (ftype == T_STRING)
-        {
-          if (this_object->member != NULL)
-          {
-            g_free(this_object->member);
-            this_object->member = NULL;
-          }
-
-          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_member = TRUE;
-        } else {
-          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
-            return -1;
-          xfer += ret;
-        }
-        break;
-      case 3:
-        if (ftype == T_I32)
-        {
-          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
-            return -1;
-          xfer += ret;
-          this_object->__isset_periods_back = TRUE;
+          this_object->__isset_request = TRUE;
         } else {
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return -1;
@@ -13671,30 +22132,10 @@ rank_ranking_get_member_data_args_write (ThriftStruct *object, ThriftProtocol *p
   if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetMemberDataArgs", error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
     return -1;
   xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 2, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
-    return -1;
-  xfer += ret;
-
-  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 3, error)) < 0)
-    return -1;
-  xfer += ret;
-  if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
     return -1;
   xfer += ret;
 
@@ -13721,23 +22162,11 @@ rank_ranking_get_member_data_args_set_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_BOARD:
-      if (self->board != NULL)
-        g_free (self->board);
-      self->board = g_value_dup_string (value);
-      self->__isset_board = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_MEMBER:
-      if (self->member != NULL)
-        g_free (self->member);
-      self->member = g_value_dup_string (value);
-      self->__isset_member = TRUE;
-      break;
-
-    case PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_PERIODS_BACK:
-      self->periods_back = g_value_get_int (value);
-      self->__isset_periods_back = TRUE;
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
       break;
 
     default:
@@ -13756,16 +22185,8 @@ rank_ranking_get_member_data_args_get_property (GObject *object,
 
   switch (property_id)
   {
-    case PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_BOARD:
-      g_value_set_string (value, self->board);
-      break;
-
-    case PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_MEMBER:
-      g_value_set_string (value, self->member);
-      break;
-
-    case PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_PERIODS_BACK:
-      g_value_set_int (value, self->periods_back);
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
       break;
 
     default:
@@ -13779,12 +22200,8 @@ rank_ranking_get_member_data_args_instance_init (rankRankingGetMemberDataArgs * 
 {
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
-  object->board = NULL;
-  object->__isset_board = FALSE;
-  object->member = NULL;
-  object->__isset_member = FALSE;
-  object->periods_back = 0;
-  object->__isset_periods_back = FALSE;
+  object->request = g_object_new (RANK_TYPE_GET_MEMBER_DATA_REQUEST, NULL);
+  object->__isset_request = FALSE;
 }
 
 static void 
@@ -13794,15 +22211,10 @@ rank_ranking_get_member_data_args_finalize (GObject *object)
 
   /* satisfy -Wall in case we don't use tobject */
   THRIFT_UNUSED_VAR (tobject);
-  if (tobject->board != NULL)
+  if (tobject->request != NULL)
   {
-    g_free(tobject->board);
-    tobject->board = NULL;
-  }
-  if (tobject->member != NULL)
-  {
-    g_free(tobject->member);
-    tobject->member = NULL;
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -13824,32 +22236,12 @@ rank_ranking_get_member_data_args_class_init (rankRankingGetMemberDataArgsClass 
 
   g_object_class_install_property
     (gobject_class,
-     PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_BOARD,
-     g_param_spec_string ("board",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_MEMBER,
-     g_param_spec_string ("member",
-                          NULL,
-                          NULL,
-                          NULL,
-                          G_PARAM_READWRITE));
-
-  g_object_class_install_property
-    (gobject_class,
-     PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_PERIODS_BACK,
-     g_param_spec_int ("periods_back",
-                       NULL,
-                       NULL,
-                       G_MININT32,
-                       G_MAXINT32,
-                       0,
-                       G_PARAM_READWRITE));
+     PROP_RANK_RANKING_GET_MEMBER_DATA_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_GET_MEMBER_DATA_REQUEST,
+                         G_PARAM_READWRITE));
 }
 
 GType
@@ -13959,32 +22351,32 @@ rank_ranking_get_member_data_result_read (ThriftStruct *object, ThriftProtocol *
             /* iterate through each of the map's fields */
             for (i = 0; i < size; i++)
             {
-              gchar * key33 = NULL;
-              gchar * val34 = NULL;
-              if (key33 != NULL)
+              gchar * key47 = NULL;
+              gchar * val48 = NULL;
+              if (key47 != NULL)
               {
-                g_free(key33);
-                key33 = NULL;
+                g_free(key47);
+                key47 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &key33, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &key47, error)) < 0)
                 return -1;
               xfer += ret;
-              if (val34 != NULL)
+              if (val48 != NULL)
               {
-                g_free(val34);
-                val34 = NULL;
+                g_free(val48);
+                val48 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &val34, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &val48, error)) < 0)
               {
                 /* rankd postprocess: do not leak on bad input */
-                g_free (key33);
+                g_free (key47);
                 return -1;
               }
               xfer += ret;
-              if (this_object->success && key33)
-                g_hash_table_insert ((GHashTable *)this_object->success, (gpointer) key33, (gpointer) val34);
+              if (this_object->success && key47)
+                g_hash_table_insert ((GHashTable *)this_object->success, (gpointer) key47, (gpointer) val48);
             }
 
             /* read the map end marker */
@@ -14102,8 +22494,8 @@ rank_ranking_get_member_data_result_write (ThriftStruct *object, ThriftProtocol 
       return -1;
     xfer += ret;
     {
-      gchar * key35 = NULL;
-      gchar * val36 = NULL;
+      gchar * key49 = NULL;
+      gchar * val50 = NULL;
       GList *key_list = NULL, *iter = NULL;
       gchar ** keys;
       int i = 0, key_count;
@@ -14121,14 +22513,14 @@ rank_ranking_get_member_data_result_write (ThriftStruct *object, ThriftProtocol 
 
       for (i = 0; i < key_count; ++i)
       {
-        key35 = keys[i];
-        val36 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->success), (gpointer) key35);
+        key49 = keys[i];
+        val50 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->success), (gpointer) key49);
 
-        if ((ret = thrift_protocol_write_string (protocol,  key35, error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol,  key49, error)) < 0)
           return -1;
         xfer += ret;
 
-        if ((ret = thrift_protocol_write_string (protocol,  val36, error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol,  val50, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -14385,6 +22777,3627 @@ rank_ranking_get_member_data_result_get_type (void)
 
     type = g_type_register_static (THRIFT_TYPE_STRUCT, 
                                    "rankRankingGetMemberDataResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetServerInfoArgsProperties
+{
+  PROP_RANK_RANKING_GET_SERVER_INFO_ARGS_0,
+  PROP_RANK_RANKING_GET_SERVER_INFO_ARGS_REQUEST
+};
+
+/* reads a ranking_get_server_info_args object */
+static gint32
+rank_ranking_get_server_info_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetServerInfoArgs * this_object = RANK_RANKING_GET_SERVER_INFO_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_request = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_server_info_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetServerInfoArgs * this_object = RANK_RANKING_GET_SERVER_INFO_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetServerInfoArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_server_info_args_set_property (GObject *object,
+                                                guint property_id,
+                                                const GValue *value,
+                                                GParamSpec *pspec)
+{
+  rankRankingGetServerInfoArgs *self = RANK_RANKING_GET_SERVER_INFO_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_SERVER_INFO_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_server_info_args_get_property (GObject *object,
+                                                guint property_id,
+                                                GValue *value,
+                                                GParamSpec *pspec)
+{
+  rankRankingGetServerInfoArgs *self = RANK_RANKING_GET_SERVER_INFO_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_SERVER_INFO_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_server_info_args_instance_init (rankRankingGetServerInfoArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->request = g_object_new (RANK_TYPE_GET_SERVER_INFO_REQUEST, NULL);
+  object->__isset_request = FALSE;
+}
+
+static void 
+rank_ranking_get_server_info_args_finalize (GObject *object)
+{
+  rankRankingGetServerInfoArgs *tobject = RANK_RANKING_GET_SERVER_INFO_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->request != NULL)
+  {
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_server_info_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_server_info_args_class_init (rankRankingGetServerInfoArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_server_info_args_read;
+  struct_class->write = rank_ranking_get_server_info_args_write;
+
+  gobject_class->finalize = rank_ranking_get_server_info_args_finalize;
+  gobject_class->get_property = rank_ranking_get_server_info_args_get_property;
+  gobject_class->set_property = rank_ranking_get_server_info_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_SERVER_INFO_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_GET_SERVER_INFO_REQUEST,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_server_info_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetServerInfoArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_server_info_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetServerInfoArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_server_info_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetServerInfoArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetServerInfoResultProperties
+{
+  PROP_RANK_RANKING_GET_SERVER_INFO_RESULT_0,
+  PROP_RANK_RANKING_GET_SERVER_INFO_RESULT_SUCCESS,
+  PROP_RANK_RANKING_GET_SERVER_INFO_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_get_server_info_result object */
+static gint32
+rank_ranking_get_server_info_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetServerInfoResult * this_object = RANK_RANKING_GET_SERVER_INFO_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_server_info_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetServerInfoResult * this_object = RANK_RANKING_GET_SERVER_INFO_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetServerInfoResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_server_info_result_set_property (GObject *object,
+                                                  guint property_id,
+                                                  const GValue *value,
+                                                  GParamSpec *pspec)
+{
+  rankRankingGetServerInfoResult *self = RANK_RANKING_GET_SERVER_INFO_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_SERVER_INFO_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_SERVER_INFO_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_server_info_result_get_property (GObject *object,
+                                                  guint property_id,
+                                                  GValue *value,
+                                                  GParamSpec *pspec)
+{
+  rankRankingGetServerInfoResult *self = RANK_RANKING_GET_SERVER_INFO_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_SERVER_INFO_RESULT_SUCCESS:
+      g_value_set_object (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_GET_SERVER_INFO_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_server_info_result_instance_init (rankRankingGetServerInfoResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_object_new (RANK_TYPE_SERVER_INFO, NULL);
+  object->__isset_success = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_get_server_info_result_finalize (GObject *object)
+{
+  rankRankingGetServerInfoResult *tobject = RANK_RANKING_GET_SERVER_INFO_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_object_unref(tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_server_info_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_server_info_result_class_init (rankRankingGetServerInfoResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_server_info_result_read;
+  struct_class->write = rank_ranking_get_server_info_result_write;
+
+  gobject_class->finalize = rank_ranking_get_server_info_result_finalize;
+  gobject_class->get_property = rank_ranking_get_server_info_result_get_property;
+  gobject_class->set_property = rank_ranking_get_server_info_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_SERVER_INFO_RESULT_SUCCESS,
+     g_param_spec_object ("success",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_SERVER_INFO,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_SERVER_INFO_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_server_info_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetServerInfoResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_server_info_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetServerInfoResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_server_info_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetServerInfoResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingListBoardsArgsProperties
+{
+  PROP_RANK_RANKING_LIST_BOARDS_ARGS_0,
+  PROP_RANK_RANKING_LIST_BOARDS_ARGS_REQUEST
+};
+
+/* reads a ranking_list_boards_args object */
+static gint32
+rank_ranking_list_boards_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingListBoardsArgs * this_object = RANK_RANKING_LIST_BOARDS_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_request = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_list_boards_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingListBoardsArgs * this_object = RANK_RANKING_LIST_BOARDS_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingListBoardsArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_list_boards_args_set_property (GObject *object,
+                                            guint property_id,
+                                            const GValue *value,
+                                            GParamSpec *pspec)
+{
+  rankRankingListBoardsArgs *self = RANK_RANKING_LIST_BOARDS_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_LIST_BOARDS_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_list_boards_args_get_property (GObject *object,
+                                            guint property_id,
+                                            GValue *value,
+                                            GParamSpec *pspec)
+{
+  rankRankingListBoardsArgs *self = RANK_RANKING_LIST_BOARDS_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_LIST_BOARDS_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_list_boards_args_instance_init (rankRankingListBoardsArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->request = g_object_new (RANK_TYPE_LIST_BOARDS_REQUEST, NULL);
+  object->__isset_request = FALSE;
+}
+
+static void 
+rank_ranking_list_boards_args_finalize (GObject *object)
+{
+  rankRankingListBoardsArgs *tobject = RANK_RANKING_LIST_BOARDS_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->request != NULL)
+  {
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_list_boards_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_list_boards_args_class_init (rankRankingListBoardsArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_list_boards_args_read;
+  struct_class->write = rank_ranking_list_boards_args_write;
+
+  gobject_class->finalize = rank_ranking_list_boards_args_finalize;
+  gobject_class->get_property = rank_ranking_list_boards_args_get_property;
+  gobject_class->set_property = rank_ranking_list_boards_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_LIST_BOARDS_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_LIST_BOARDS_REQUEST,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_list_boards_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingListBoardsArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_list_boards_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingListBoardsArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_list_boards_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingListBoardsArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingListBoardsResultProperties
+{
+  PROP_RANK_RANKING_LIST_BOARDS_RESULT_0,
+  PROP_RANK_RANKING_LIST_BOARDS_RESULT_SUCCESS,
+  PROP_RANK_RANKING_LIST_BOARDS_RESULT_INVALID,
+  PROP_RANK_RANKING_LIST_BOARDS_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_list_boards_result object */
+static gint32
+rank_ranking_list_boards_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingListBoardsResult * this_object = RANK_RANKING_LIST_BOARDS_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_list_boards_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingListBoardsResult * this_object = RANK_RANKING_LIST_BOARDS_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingListBoardsResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_list_boards_result_set_property (GObject *object,
+                                              guint property_id,
+                                              const GValue *value,
+                                              GParamSpec *pspec)
+{
+  rankRankingListBoardsResult *self = RANK_RANKING_LIST_BOARDS_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_LIST_BOARDS_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_LIST_BOARDS_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_LIST_BOARDS_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_list_boards_result_get_property (GObject *object,
+                                              guint property_id,
+                                              GValue *value,
+                                              GParamSpec *pspec)
+{
+  rankRankingListBoardsResult *self = RANK_RANKING_LIST_BOARDS_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_LIST_BOARDS_RESULT_SUCCESS:
+      g_value_set_object (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_LIST_BOARDS_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_LIST_BOARDS_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_list_boards_result_instance_init (rankRankingListBoardsResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_object_new (RANK_TYPE_LIST_BOARDS_RESPONSE, NULL);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_list_boards_result_finalize (GObject *object)
+{
+  rankRankingListBoardsResult *tobject = RANK_RANKING_LIST_BOARDS_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_object_unref(tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_list_boards_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_list_boards_result_class_init (rankRankingListBoardsResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_list_boards_result_read;
+  struct_class->write = rank_ranking_list_boards_result_write;
+
+  gobject_class->finalize = rank_ranking_list_boards_result_finalize;
+  gobject_class->get_property = rank_ranking_list_boards_result_get_property;
+  gobject_class->set_property = rank_ranking_list_boards_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_LIST_BOARDS_RESULT_SUCCESS,
+     g_param_spec_object ("success",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_LIST_BOARDS_RESPONSE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_LIST_BOARDS_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_LIST_BOARDS_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_list_boards_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingListBoardsResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_list_boards_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingListBoardsResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_list_boards_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingListBoardsResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetBoardInfoArgsProperties
+{
+  PROP_RANK_RANKING_GET_BOARD_INFO_ARGS_0,
+  PROP_RANK_RANKING_GET_BOARD_INFO_ARGS_REQUEST
+};
+
+/* reads a ranking_get_board_info_args object */
+static gint32
+rank_ranking_get_board_info_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetBoardInfoArgs * this_object = RANK_RANKING_GET_BOARD_INFO_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_request = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_board_info_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetBoardInfoArgs * this_object = RANK_RANKING_GET_BOARD_INFO_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetBoardInfoArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_board_info_args_set_property (GObject *object,
+                                               guint property_id,
+                                               const GValue *value,
+                                               GParamSpec *pspec)
+{
+  rankRankingGetBoardInfoArgs *self = RANK_RANKING_GET_BOARD_INFO_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_BOARD_INFO_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_board_info_args_get_property (GObject *object,
+                                               guint property_id,
+                                               GValue *value,
+                                               GParamSpec *pspec)
+{
+  rankRankingGetBoardInfoArgs *self = RANK_RANKING_GET_BOARD_INFO_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_BOARD_INFO_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_board_info_args_instance_init (rankRankingGetBoardInfoArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->request = g_object_new (RANK_TYPE_GET_BOARD_INFO_REQUEST, NULL);
+  object->__isset_request = FALSE;
+}
+
+static void 
+rank_ranking_get_board_info_args_finalize (GObject *object)
+{
+  rankRankingGetBoardInfoArgs *tobject = RANK_RANKING_GET_BOARD_INFO_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->request != NULL)
+  {
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_board_info_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_board_info_args_class_init (rankRankingGetBoardInfoArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_board_info_args_read;
+  struct_class->write = rank_ranking_get_board_info_args_write;
+
+  gobject_class->finalize = rank_ranking_get_board_info_args_finalize;
+  gobject_class->get_property = rank_ranking_get_board_info_args_get_property;
+  gobject_class->set_property = rank_ranking_get_board_info_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_BOARD_INFO_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_GET_BOARD_INFO_REQUEST,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_board_info_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetBoardInfoArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_board_info_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetBoardInfoArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_board_info_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetBoardInfoArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetBoardInfoResultProperties
+{
+  PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_0,
+  PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_SUCCESS,
+  PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_INVALID,
+  PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_get_board_info_result object */
+static gint32
+rank_ranking_get_board_info_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetBoardInfoResult * this_object = RANK_RANKING_GET_BOARD_INFO_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_board_info_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetBoardInfoResult * this_object = RANK_RANKING_GET_BOARD_INFO_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetBoardInfoResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_board_info_result_set_property (GObject *object,
+                                                 guint property_id,
+                                                 const GValue *value,
+                                                 GParamSpec *pspec)
+{
+  rankRankingGetBoardInfoResult *self = RANK_RANKING_GET_BOARD_INFO_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_board_info_result_get_property (GObject *object,
+                                                 guint property_id,
+                                                 GValue *value,
+                                                 GParamSpec *pspec)
+{
+  rankRankingGetBoardInfoResult *self = RANK_RANKING_GET_BOARD_INFO_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_SUCCESS:
+      g_value_set_object (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_board_info_result_instance_init (rankRankingGetBoardInfoResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_object_new (RANK_TYPE_BOARD_INFO, NULL);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_get_board_info_result_finalize (GObject *object)
+{
+  rankRankingGetBoardInfoResult *tobject = RANK_RANKING_GET_BOARD_INFO_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_object_unref(tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_board_info_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_board_info_result_class_init (rankRankingGetBoardInfoResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_board_info_result_read;
+  struct_class->write = rank_ranking_get_board_info_result_write;
+
+  gobject_class->finalize = rank_ranking_get_board_info_result_finalize;
+  gobject_class->get_property = rank_ranking_get_board_info_result_get_property;
+  gobject_class->set_property = rank_ranking_get_board_info_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_SUCCESS,
+     g_param_spec_object ("success",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_BOARD_INFO,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_board_info_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetBoardInfoResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_board_info_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetBoardInfoResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_board_info_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetBoardInfoResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingDeleteBoardArgsProperties
+{
+  PROP_RANK_RANKING_DELETE_BOARD_ARGS_0,
+  PROP_RANK_RANKING_DELETE_BOARD_ARGS_REQUEST
+};
+
+/* reads a ranking_delete_board_args object */
+static gint32
+rank_ranking_delete_board_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingDeleteBoardArgs * this_object = RANK_RANKING_DELETE_BOARD_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_request = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_delete_board_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingDeleteBoardArgs * this_object = RANK_RANKING_DELETE_BOARD_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingDeleteBoardArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_delete_board_args_set_property (GObject *object,
+                                             guint property_id,
+                                             const GValue *value,
+                                             GParamSpec *pspec)
+{
+  rankRankingDeleteBoardArgs *self = RANK_RANKING_DELETE_BOARD_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_DELETE_BOARD_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_delete_board_args_get_property (GObject *object,
+                                             guint property_id,
+                                             GValue *value,
+                                             GParamSpec *pspec)
+{
+  rankRankingDeleteBoardArgs *self = RANK_RANKING_DELETE_BOARD_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_DELETE_BOARD_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_delete_board_args_instance_init (rankRankingDeleteBoardArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->request = g_object_new (RANK_TYPE_DELETE_BOARD_REQUEST, NULL);
+  object->__isset_request = FALSE;
+}
+
+static void 
+rank_ranking_delete_board_args_finalize (GObject *object)
+{
+  rankRankingDeleteBoardArgs *tobject = RANK_RANKING_DELETE_BOARD_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->request != NULL)
+  {
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_delete_board_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_delete_board_args_class_init (rankRankingDeleteBoardArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_delete_board_args_read;
+  struct_class->write = rank_ranking_delete_board_args_write;
+
+  gobject_class->finalize = rank_ranking_delete_board_args_finalize;
+  gobject_class->get_property = rank_ranking_delete_board_args_get_property;
+  gobject_class->set_property = rank_ranking_delete_board_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_DELETE_BOARD_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_DELETE_BOARD_REQUEST,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_delete_board_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingDeleteBoardArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_delete_board_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingDeleteBoardArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_delete_board_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingDeleteBoardArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingDeleteBoardResultProperties
+{
+  PROP_RANK_RANKING_DELETE_BOARD_RESULT_0,
+  PROP_RANK_RANKING_DELETE_BOARD_RESULT_SUCCESS,
+  PROP_RANK_RANKING_DELETE_BOARD_RESULT_INVALID,
+  PROP_RANK_RANKING_DELETE_BOARD_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_delete_board_result object */
+static gint32
+rank_ranking_delete_board_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingDeleteBoardResult * this_object = RANK_RANKING_DELETE_BOARD_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_delete_board_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingDeleteBoardResult * this_object = RANK_RANKING_DELETE_BOARD_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingDeleteBoardResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_delete_board_result_set_property (GObject *object,
+                                               guint property_id,
+                                               const GValue *value,
+                                               GParamSpec *pspec)
+{
+  rankRankingDeleteBoardResult *self = RANK_RANKING_DELETE_BOARD_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_DELETE_BOARD_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_DELETE_BOARD_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_DELETE_BOARD_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_delete_board_result_get_property (GObject *object,
+                                               guint property_id,
+                                               GValue *value,
+                                               GParamSpec *pspec)
+{
+  rankRankingDeleteBoardResult *self = RANK_RANKING_DELETE_BOARD_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_DELETE_BOARD_RESULT_SUCCESS:
+      g_value_set_object (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_DELETE_BOARD_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_DELETE_BOARD_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_delete_board_result_instance_init (rankRankingDeleteBoardResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_object_new (RANK_TYPE_BOARD_REMOVAL, NULL);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_delete_board_result_finalize (GObject *object)
+{
+  rankRankingDeleteBoardResult *tobject = RANK_RANKING_DELETE_BOARD_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_object_unref(tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_delete_board_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_delete_board_result_class_init (rankRankingDeleteBoardResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_delete_board_result_read;
+  struct_class->write = rank_ranking_delete_board_result_write;
+
+  gobject_class->finalize = rank_ranking_delete_board_result_finalize;
+  gobject_class->get_property = rank_ranking_delete_board_result_get_property;
+  gobject_class->set_property = rank_ranking_delete_board_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_DELETE_BOARD_RESULT_SUCCESS,
+     g_param_spec_object ("success",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_BOARD_REMOVAL,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_DELETE_BOARD_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_DELETE_BOARD_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_delete_board_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingDeleteBoardResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_delete_board_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingDeleteBoardResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_delete_board_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingDeleteBoardResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingResetBoardArgsProperties
+{
+  PROP_RANK_RANKING_RESET_BOARD_ARGS_0,
+  PROP_RANK_RANKING_RESET_BOARD_ARGS_REQUEST
+};
+
+/* reads a ranking_reset_board_args object */
+static gint32
+rank_ranking_reset_board_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingResetBoardArgs * this_object = RANK_RANKING_RESET_BOARD_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_request = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_reset_board_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingResetBoardArgs * this_object = RANK_RANKING_RESET_BOARD_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingResetBoardArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_reset_board_args_set_property (GObject *object,
+                                            guint property_id,
+                                            const GValue *value,
+                                            GParamSpec *pspec)
+{
+  rankRankingResetBoardArgs *self = RANK_RANKING_RESET_BOARD_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_RESET_BOARD_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_reset_board_args_get_property (GObject *object,
+                                            guint property_id,
+                                            GValue *value,
+                                            GParamSpec *pspec)
+{
+  rankRankingResetBoardArgs *self = RANK_RANKING_RESET_BOARD_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_RESET_BOARD_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_reset_board_args_instance_init (rankRankingResetBoardArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->request = g_object_new (RANK_TYPE_RESET_BOARD_REQUEST, NULL);
+  object->__isset_request = FALSE;
+}
+
+static void 
+rank_ranking_reset_board_args_finalize (GObject *object)
+{
+  rankRankingResetBoardArgs *tobject = RANK_RANKING_RESET_BOARD_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->request != NULL)
+  {
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_reset_board_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_reset_board_args_class_init (rankRankingResetBoardArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_reset_board_args_read;
+  struct_class->write = rank_ranking_reset_board_args_write;
+
+  gobject_class->finalize = rank_ranking_reset_board_args_finalize;
+  gobject_class->get_property = rank_ranking_reset_board_args_get_property;
+  gobject_class->set_property = rank_ranking_reset_board_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_RESET_BOARD_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_RESET_BOARD_REQUEST,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_reset_board_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingResetBoardArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_reset_board_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingResetBoardArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_reset_board_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingResetBoardArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingResetBoardResultProperties
+{
+  PROP_RANK_RANKING_RESET_BOARD_RESULT_0,
+  PROP_RANK_RANKING_RESET_BOARD_RESULT_SUCCESS,
+  PROP_RANK_RANKING_RESET_BOARD_RESULT_INVALID,
+  PROP_RANK_RANKING_RESET_BOARD_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_reset_board_result object */
+static gint32
+rank_ranking_reset_board_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingResetBoardResult * this_object = RANK_RANKING_RESET_BOARD_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_reset_board_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingResetBoardResult * this_object = RANK_RANKING_RESET_BOARD_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingResetBoardResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_reset_board_result_set_property (GObject *object,
+                                              guint property_id,
+                                              const GValue *value,
+                                              GParamSpec *pspec)
+{
+  rankRankingResetBoardResult *self = RANK_RANKING_RESET_BOARD_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_RESET_BOARD_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_RESET_BOARD_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_RESET_BOARD_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_reset_board_result_get_property (GObject *object,
+                                              guint property_id,
+                                              GValue *value,
+                                              GParamSpec *pspec)
+{
+  rankRankingResetBoardResult *self = RANK_RANKING_RESET_BOARD_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_RESET_BOARD_RESULT_SUCCESS:
+      g_value_set_object (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_RESET_BOARD_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_RESET_BOARD_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_reset_board_result_instance_init (rankRankingResetBoardResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_object_new (RANK_TYPE_BOARD_REMOVAL, NULL);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_reset_board_result_finalize (GObject *object)
+{
+  rankRankingResetBoardResult *tobject = RANK_RANKING_RESET_BOARD_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_object_unref(tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_reset_board_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_reset_board_result_class_init (rankRankingResetBoardResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_reset_board_result_read;
+  struct_class->write = rank_ranking_reset_board_result_write;
+
+  gobject_class->finalize = rank_ranking_reset_board_result_finalize;
+  gobject_class->get_property = rank_ranking_reset_board_result_get_property;
+  gobject_class->set_property = rank_ranking_reset_board_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_RESET_BOARD_RESULT_SUCCESS,
+     g_param_spec_object ("success",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_BOARD_REMOVAL,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_RESET_BOARD_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_RESET_BOARD_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_reset_board_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingResetBoardResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_reset_board_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingResetBoardResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_reset_board_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingResetBoardResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingExportArgsProperties
+{
+  PROP_RANK_RANKING_EXPORT_ARGS_0,
+  PROP_RANK_RANKING_EXPORT_ARGS_REQUEST
+};
+
+/* reads a ranking_export_args object */
+static gint32
+rank_ranking_export_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingExportArgs * this_object = RANK_RANKING_EXPORT_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_request = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_export_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingExportArgs * this_object = RANK_RANKING_EXPORT_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingExportArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_export_args_set_property (GObject *object,
+                                       guint property_id,
+                                       const GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankRankingExportArgs *self = RANK_RANKING_EXPORT_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_EXPORT_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_export_args_get_property (GObject *object,
+                                       guint property_id,
+                                       GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankRankingExportArgs *self = RANK_RANKING_EXPORT_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_EXPORT_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_export_args_instance_init (rankRankingExportArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->request = g_object_new (RANK_TYPE_EXPORT_REQUEST, NULL);
+  object->__isset_request = FALSE;
+}
+
+static void 
+rank_ranking_export_args_finalize (GObject *object)
+{
+  rankRankingExportArgs *tobject = RANK_RANKING_EXPORT_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->request != NULL)
+  {
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_export_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_export_args_class_init (rankRankingExportArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_export_args_read;
+  struct_class->write = rank_ranking_export_args_write;
+
+  gobject_class->finalize = rank_ranking_export_args_finalize;
+  gobject_class->get_property = rank_ranking_export_args_get_property;
+  gobject_class->set_property = rank_ranking_export_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_EXPORT_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_EXPORT_REQUEST,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_export_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingExportArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_export_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingExportArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_export_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingExportArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingExportResultProperties
+{
+  PROP_RANK_RANKING_EXPORT_RESULT_0,
+  PROP_RANK_RANKING_EXPORT_RESULT_SUCCESS,
+  PROP_RANK_RANKING_EXPORT_RESULT_INVALID,
+  PROP_RANK_RANKING_EXPORT_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_export_result object */
+static gint32
+rank_ranking_export_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingExportResult * this_object = RANK_RANKING_EXPORT_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_export_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingExportResult * this_object = RANK_RANKING_EXPORT_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingExportResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_export_result_set_property (GObject *object,
+                                         guint property_id,
+                                         const GValue *value,
+                                         GParamSpec *pspec)
+{
+  rankRankingExportResult *self = RANK_RANKING_EXPORT_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_EXPORT_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_EXPORT_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_EXPORT_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_export_result_get_property (GObject *object,
+                                         guint property_id,
+                                         GValue *value,
+                                         GParamSpec *pspec)
+{
+  rankRankingExportResult *self = RANK_RANKING_EXPORT_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_EXPORT_RESULT_SUCCESS:
+      g_value_set_object (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_EXPORT_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_EXPORT_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_export_result_instance_init (rankRankingExportResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_object_new (RANK_TYPE_EXPORT_PAGE, NULL);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_export_result_finalize (GObject *object)
+{
+  rankRankingExportResult *tobject = RANK_RANKING_EXPORT_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_object_unref(tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_export_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_export_result_class_init (rankRankingExportResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_export_result_read;
+  struct_class->write = rank_ranking_export_result_write;
+
+  gobject_class->finalize = rank_ranking_export_result_finalize;
+  gobject_class->get_property = rank_ranking_export_result_get_property;
+  gobject_class->set_property = rank_ranking_export_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_EXPORT_RESULT_SUCCESS,
+     g_param_spec_object ("success",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_EXPORT_PAGE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_EXPORT_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_EXPORT_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_export_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingExportResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_export_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingExportResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_export_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingExportResultType",
                                    &type_info, 0);
     g_once_init_leave (&type_once, 1);
   }

@@ -302,7 +302,731 @@ GType rank_update_result_get_type (void);
 #define RANK_IS_UPDATE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_UPDATE_RESULT))
 #define RANK_UPDATE_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_UPDATE_RESULT, rankUpdateResultClass))
 
+/* struct GetRankRequest */
+struct _rankGetRankRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gchar * member;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankGetRankRequest rankGetRankRequest;
+
+struct _rankGetRankRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankGetRankRequestClass rankGetRankRequestClass;
+
+GType rank_get_rank_request_get_type (void);
+#define RANK_TYPE_GET_RANK_REQUEST (rank_get_rank_request_get_type())
+#define RANK_GET_RANK_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_GET_RANK_REQUEST, rankGetRankRequest))
+#define RANK_GET_RANK_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_GET_RANK_REQUEST, rankGetRankRequestClass))
+#define RANK_IS_GET_RANK_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_GET_RANK_REQUEST))
+#define RANK_IS_GET_RANK_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_GET_RANK_REQUEST))
+#define RANK_GET_RANK_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_GET_RANK_REQUEST, rankGetRankRequestClass))
+
+/* struct GetTopNRequest */
+struct _rankGetTopNRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gint32 n;
+  gint32 offset;
+  gboolean __isset_offset;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+  gboolean with_data;
+  gboolean __isset_with_data;
+};
+typedef struct _rankGetTopNRequest rankGetTopNRequest;
+
+struct _rankGetTopNRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankGetTopNRequestClass rankGetTopNRequestClass;
+
+GType rank_get_top_n_request_get_type (void);
+#define RANK_TYPE_GET_TOP_N_REQUEST (rank_get_top_n_request_get_type())
+#define RANK_GET_TOP_N_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_GET_TOP_N_REQUEST, rankGetTopNRequest))
+#define RANK_GET_TOP_N_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_GET_TOP_N_REQUEST, rankGetTopNRequestClass))
+#define RANK_IS_GET_TOP_N_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_GET_TOP_N_REQUEST))
+#define RANK_IS_GET_TOP_N_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_GET_TOP_N_REQUEST))
+#define RANK_GET_TOP_N_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_GET_TOP_N_REQUEST, rankGetTopNRequestClass))
+
+/* struct GetAroundRequest */
+struct _rankGetAroundRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gchar * member;
+  gint32 radius;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+  gboolean with_data;
+  gboolean __isset_with_data;
+};
+typedef struct _rankGetAroundRequest rankGetAroundRequest;
+
+struct _rankGetAroundRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankGetAroundRequestClass rankGetAroundRequestClass;
+
+GType rank_get_around_request_get_type (void);
+#define RANK_TYPE_GET_AROUND_REQUEST (rank_get_around_request_get_type())
+#define RANK_GET_AROUND_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_GET_AROUND_REQUEST, rankGetAroundRequest))
+#define RANK_GET_AROUND_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_GET_AROUND_REQUEST, rankGetAroundRequestClass))
+#define RANK_IS_GET_AROUND_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_GET_AROUND_REQUEST))
+#define RANK_IS_GET_AROUND_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_GET_AROUND_REQUEST))
+#define RANK_GET_AROUND_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_GET_AROUND_REQUEST, rankGetAroundRequestClass))
+
+/* struct GetRanksRequest */
+struct _rankGetRanksRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  GPtrArray * members;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankGetRanksRequest rankGetRanksRequest;
+
+struct _rankGetRanksRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankGetRanksRequestClass rankGetRanksRequestClass;
+
+GType rank_get_ranks_request_get_type (void);
+#define RANK_TYPE_GET_RANKS_REQUEST (rank_get_ranks_request_get_type())
+#define RANK_GET_RANKS_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_GET_RANKS_REQUEST, rankGetRanksRequest))
+#define RANK_GET_RANKS_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_GET_RANKS_REQUEST, rankGetRanksRequestClass))
+#define RANK_IS_GET_RANKS_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_GET_RANKS_REQUEST))
+#define RANK_IS_GET_RANKS_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_GET_RANKS_REQUEST))
+#define RANK_GET_RANKS_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_GET_RANKS_REQUEST, rankGetRanksRequestClass))
+
+/* struct RemoveRequest */
+struct _rankRemoveRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gchar * member;
+  gchar * request_id;
+};
+typedef struct _rankRemoveRequest rankRemoveRequest;
+
+struct _rankRemoveRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRemoveRequestClass rankRemoveRequestClass;
+
+GType rank_remove_request_get_type (void);
+#define RANK_TYPE_REMOVE_REQUEST (rank_remove_request_get_type())
+#define RANK_REMOVE_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_REMOVE_REQUEST, rankRemoveRequest))
+#define RANK_REMOVE_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_REMOVE_REQUEST, rankRemoveRequestClass))
+#define RANK_IS_REMOVE_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_REMOVE_REQUEST))
+#define RANK_IS_REMOVE_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_REMOVE_REQUEST))
+#define RANK_REMOVE_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_REMOVE_REQUEST, rankRemoveRequestClass))
+
+/* struct CountRequest */
+struct _rankCountRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankCountRequest rankCountRequest;
+
+struct _rankCountRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankCountRequestClass rankCountRequestClass;
+
+GType rank_count_request_get_type (void);
+#define RANK_TYPE_COUNT_REQUEST (rank_count_request_get_type())
+#define RANK_COUNT_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_COUNT_REQUEST, rankCountRequest))
+#define RANK_COUNT_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_COUNT_REQUEST, rankCountRequestClass))
+#define RANK_IS_COUNT_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_COUNT_REQUEST))
+#define RANK_IS_COUNT_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_COUNT_REQUEST))
+#define RANK_COUNT_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_COUNT_REQUEST, rankCountRequestClass))
+
+/* struct CountBetweenRequest */
+struct _rankCountBetweenRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gint64 min_score;
+  gint64 max_score;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankCountBetweenRequest rankCountBetweenRequest;
+
+struct _rankCountBetweenRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankCountBetweenRequestClass rankCountBetweenRequestClass;
+
+GType rank_count_between_request_get_type (void);
+#define RANK_TYPE_COUNT_BETWEEN_REQUEST (rank_count_between_request_get_type())
+#define RANK_COUNT_BETWEEN_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_COUNT_BETWEEN_REQUEST, rankCountBetweenRequest))
+#define RANK_COUNT_BETWEEN_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_COUNT_BETWEEN_REQUEST, rankCountBetweenRequestClass))
+#define RANK_IS_COUNT_BETWEEN_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_COUNT_BETWEEN_REQUEST))
+#define RANK_IS_COUNT_BETWEEN_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_COUNT_BETWEEN_REQUEST))
+#define RANK_COUNT_BETWEEN_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_COUNT_BETWEEN_REQUEST, rankCountBetweenRequestClass))
+
+/* struct GetPercentileRequest */
+struct _rankGetPercentileRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gchar * member;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankGetPercentileRequest rankGetPercentileRequest;
+
+struct _rankGetPercentileRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankGetPercentileRequestClass rankGetPercentileRequestClass;
+
+GType rank_get_percentile_request_get_type (void);
+#define RANK_TYPE_GET_PERCENTILE_REQUEST (rank_get_percentile_request_get_type())
+#define RANK_GET_PERCENTILE_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_GET_PERCENTILE_REQUEST, rankGetPercentileRequest))
+#define RANK_GET_PERCENTILE_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_GET_PERCENTILE_REQUEST, rankGetPercentileRequestClass))
+#define RANK_IS_GET_PERCENTILE_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_GET_PERCENTILE_REQUEST))
+#define RANK_IS_GET_PERCENTILE_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_GET_PERCENTILE_REQUEST))
+#define RANK_GET_PERCENTILE_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_GET_PERCENTILE_REQUEST, rankGetPercentileRequestClass))
+
+/* struct GetScoreAtPercentileRequest */
+struct _rankGetScoreAtPercentileRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gdouble pct;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankGetScoreAtPercentileRequest rankGetScoreAtPercentileRequest;
+
+struct _rankGetScoreAtPercentileRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankGetScoreAtPercentileRequestClass rankGetScoreAtPercentileRequestClass;
+
+GType rank_get_score_at_percentile_request_get_type (void);
+#define RANK_TYPE_GET_SCORE_AT_PERCENTILE_REQUEST (rank_get_score_at_percentile_request_get_type())
+#define RANK_GET_SCORE_AT_PERCENTILE_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_GET_SCORE_AT_PERCENTILE_REQUEST, rankGetScoreAtPercentileRequest))
+#define RANK_GET_SCORE_AT_PERCENTILE_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_GET_SCORE_AT_PERCENTILE_REQUEST, rankGetScoreAtPercentileRequestClass))
+#define RANK_IS_GET_SCORE_AT_PERCENTILE_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_GET_SCORE_AT_PERCENTILE_REQUEST))
+#define RANK_IS_GET_SCORE_AT_PERCENTILE_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_GET_SCORE_AT_PERCENTILE_REQUEST))
+#define RANK_GET_SCORE_AT_PERCENTILE_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_GET_SCORE_AT_PERCENTILE_REQUEST, rankGetScoreAtPercentileRequestClass))
+
+/* struct SampleRequest */
+struct _rankSampleRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gint64 min_score;
+  gint64 max_score;
+  gint32 count;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankSampleRequest rankSampleRequest;
+
+struct _rankSampleRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankSampleRequestClass rankSampleRequestClass;
+
+GType rank_sample_request_get_type (void);
+#define RANK_TYPE_SAMPLE_REQUEST (rank_sample_request_get_type())
+#define RANK_SAMPLE_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_SAMPLE_REQUEST, rankSampleRequest))
+#define RANK_SAMPLE_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_SAMPLE_REQUEST, rankSampleRequestClass))
+#define RANK_IS_SAMPLE_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_SAMPLE_REQUEST))
+#define RANK_IS_SAMPLE_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_SAMPLE_REQUEST))
+#define RANK_SAMPLE_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_SAMPLE_REQUEST, rankSampleRequestClass))
+
+/* struct SetMemberDataRequest */
+struct _rankSetMemberDataRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gchar * member;
+  GHashTable * data;
+};
+typedef struct _rankSetMemberDataRequest rankSetMemberDataRequest;
+
+struct _rankSetMemberDataRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankSetMemberDataRequestClass rankSetMemberDataRequestClass;
+
+GType rank_set_member_data_request_get_type (void);
+#define RANK_TYPE_SET_MEMBER_DATA_REQUEST (rank_set_member_data_request_get_type())
+#define RANK_SET_MEMBER_DATA_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_SET_MEMBER_DATA_REQUEST, rankSetMemberDataRequest))
+#define RANK_SET_MEMBER_DATA_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_SET_MEMBER_DATA_REQUEST, rankSetMemberDataRequestClass))
+#define RANK_IS_SET_MEMBER_DATA_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_SET_MEMBER_DATA_REQUEST))
+#define RANK_IS_SET_MEMBER_DATA_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_SET_MEMBER_DATA_REQUEST))
+#define RANK_SET_MEMBER_DATA_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_SET_MEMBER_DATA_REQUEST, rankSetMemberDataRequestClass))
+
+/* struct GetMemberDataRequest */
+struct _rankGetMemberDataRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gchar * member;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankGetMemberDataRequest rankGetMemberDataRequest;
+
+struct _rankGetMemberDataRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankGetMemberDataRequestClass rankGetMemberDataRequestClass;
+
+GType rank_get_member_data_request_get_type (void);
+#define RANK_TYPE_GET_MEMBER_DATA_REQUEST (rank_get_member_data_request_get_type())
+#define RANK_GET_MEMBER_DATA_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_GET_MEMBER_DATA_REQUEST, rankGetMemberDataRequest))
+#define RANK_GET_MEMBER_DATA_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_GET_MEMBER_DATA_REQUEST, rankGetMemberDataRequestClass))
+#define RANK_IS_GET_MEMBER_DATA_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_GET_MEMBER_DATA_REQUEST))
+#define RANK_IS_GET_MEMBER_DATA_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_GET_MEMBER_DATA_REQUEST))
+#define RANK_GET_MEMBER_DATA_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_GET_MEMBER_DATA_REQUEST, rankGetMemberDataRequestClass))
+
+/* struct UpdateBatchRequest */
+struct _rankUpdateBatchRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  GPtrArray * requests;
+};
+typedef struct _rankUpdateBatchRequest rankUpdateBatchRequest;
+
+struct _rankUpdateBatchRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankUpdateBatchRequestClass rankUpdateBatchRequestClass;
+
+GType rank_update_batch_request_get_type (void);
+#define RANK_TYPE_UPDATE_BATCH_REQUEST (rank_update_batch_request_get_type())
+#define RANK_UPDATE_BATCH_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_UPDATE_BATCH_REQUEST, rankUpdateBatchRequest))
+#define RANK_UPDATE_BATCH_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_UPDATE_BATCH_REQUEST, rankUpdateBatchRequestClass))
+#define RANK_IS_UPDATE_BATCH_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_UPDATE_BATCH_REQUEST))
+#define RANK_IS_UPDATE_BATCH_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_UPDATE_BATCH_REQUEST))
+#define RANK_UPDATE_BATCH_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_UPDATE_BATCH_REQUEST, rankUpdateBatchRequestClass))
+
+/* struct UpdateBatchResponse */
+struct _rankUpdateBatchResponse
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  GPtrArray * results;
+};
+typedef struct _rankUpdateBatchResponse rankUpdateBatchResponse;
+
+struct _rankUpdateBatchResponseClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankUpdateBatchResponseClass rankUpdateBatchResponseClass;
+
+GType rank_update_batch_response_get_type (void);
+#define RANK_TYPE_UPDATE_BATCH_RESPONSE (rank_update_batch_response_get_type())
+#define RANK_UPDATE_BATCH_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_UPDATE_BATCH_RESPONSE, rankUpdateBatchResponse))
+#define RANK_UPDATE_BATCH_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_UPDATE_BATCH_RESPONSE, rankUpdateBatchResponseClass))
+#define RANK_IS_UPDATE_BATCH_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_UPDATE_BATCH_RESPONSE))
+#define RANK_IS_UPDATE_BATCH_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_UPDATE_BATCH_RESPONSE))
+#define RANK_UPDATE_BATCH_RESPONSE_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_UPDATE_BATCH_RESPONSE, rankUpdateBatchResponseClass))
+
+/* struct GetServerInfoRequest */
+struct _rankGetServerInfoRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+};
+typedef struct _rankGetServerInfoRequest rankGetServerInfoRequest;
+
+struct _rankGetServerInfoRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankGetServerInfoRequestClass rankGetServerInfoRequestClass;
+
+GType rank_get_server_info_request_get_type (void);
+#define RANK_TYPE_GET_SERVER_INFO_REQUEST (rank_get_server_info_request_get_type())
+#define RANK_GET_SERVER_INFO_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_GET_SERVER_INFO_REQUEST, rankGetServerInfoRequest))
+#define RANK_GET_SERVER_INFO_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_GET_SERVER_INFO_REQUEST, rankGetServerInfoRequestClass))
+#define RANK_IS_GET_SERVER_INFO_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_GET_SERVER_INFO_REQUEST))
+#define RANK_IS_GET_SERVER_INFO_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_GET_SERVER_INFO_REQUEST))
+#define RANK_GET_SERVER_INFO_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_GET_SERVER_INFO_REQUEST, rankGetServerInfoRequestClass))
+
+/* struct ServerInfo */
+struct _rankServerInfo
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * version;
+  gchar * idl_version;
+  gint64 board_count;
+  gint64 uptime_seconds;
+};
+typedef struct _rankServerInfo rankServerInfo;
+
+struct _rankServerInfoClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankServerInfoClass rankServerInfoClass;
+
+GType rank_server_info_get_type (void);
+#define RANK_TYPE_SERVER_INFO (rank_server_info_get_type())
+#define RANK_SERVER_INFO(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_SERVER_INFO, rankServerInfo))
+#define RANK_SERVER_INFO_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_SERVER_INFO, rankServerInfoClass))
+#define RANK_IS_SERVER_INFO(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_SERVER_INFO))
+#define RANK_IS_SERVER_INFO_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_SERVER_INFO))
+#define RANK_SERVER_INFO_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_SERVER_INFO, rankServerInfoClass))
+
+/* struct ListBoardsRequest */
+struct _rankListBoardsRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * after;
+  gboolean __isset_after;
+  gint32 limit;
+  gboolean __isset_limit;
+};
+typedef struct _rankListBoardsRequest rankListBoardsRequest;
+
+struct _rankListBoardsRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankListBoardsRequestClass rankListBoardsRequestClass;
+
+GType rank_list_boards_request_get_type (void);
+#define RANK_TYPE_LIST_BOARDS_REQUEST (rank_list_boards_request_get_type())
+#define RANK_LIST_BOARDS_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_LIST_BOARDS_REQUEST, rankListBoardsRequest))
+#define RANK_LIST_BOARDS_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_LIST_BOARDS_REQUEST, rankListBoardsRequestClass))
+#define RANK_IS_LIST_BOARDS_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_LIST_BOARDS_REQUEST))
+#define RANK_IS_LIST_BOARDS_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_LIST_BOARDS_REQUEST))
+#define RANK_LIST_BOARDS_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_LIST_BOARDS_REQUEST, rankListBoardsRequestClass))
+
+/* struct BoardSummary */
+struct _rankBoardSummary
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gint64 member_count;
+  gboolean configured;
+};
+typedef struct _rankBoardSummary rankBoardSummary;
+
+struct _rankBoardSummaryClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankBoardSummaryClass rankBoardSummaryClass;
+
+GType rank_board_summary_get_type (void);
+#define RANK_TYPE_BOARD_SUMMARY (rank_board_summary_get_type())
+#define RANK_BOARD_SUMMARY(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_BOARD_SUMMARY, rankBoardSummary))
+#define RANK_BOARD_SUMMARY_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_BOARD_SUMMARY, rankBoardSummaryClass))
+#define RANK_IS_BOARD_SUMMARY(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_BOARD_SUMMARY))
+#define RANK_IS_BOARD_SUMMARY_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_BOARD_SUMMARY))
+#define RANK_BOARD_SUMMARY_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_BOARD_SUMMARY, rankBoardSummaryClass))
+
+/* struct ListBoardsResponse */
+struct _rankListBoardsResponse
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  GPtrArray * boards;
+  gchar * next_after;
+  gboolean __isset_next_after;
+};
+typedef struct _rankListBoardsResponse rankListBoardsResponse;
+
+struct _rankListBoardsResponseClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankListBoardsResponseClass rankListBoardsResponseClass;
+
+GType rank_list_boards_response_get_type (void);
+#define RANK_TYPE_LIST_BOARDS_RESPONSE (rank_list_boards_response_get_type())
+#define RANK_LIST_BOARDS_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_LIST_BOARDS_RESPONSE, rankListBoardsResponse))
+#define RANK_LIST_BOARDS_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_LIST_BOARDS_RESPONSE, rankListBoardsResponseClass))
+#define RANK_IS_LIST_BOARDS_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_LIST_BOARDS_RESPONSE))
+#define RANK_IS_LIST_BOARDS_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_LIST_BOARDS_RESPONSE))
+#define RANK_LIST_BOARDS_RESPONSE_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_LIST_BOARDS_RESPONSE, rankListBoardsResponseClass))
+
+/* struct GetBoardInfoRequest */
+struct _rankGetBoardInfoRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+};
+typedef struct _rankGetBoardInfoRequest rankGetBoardInfoRequest;
+
+struct _rankGetBoardInfoRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankGetBoardInfoRequestClass rankGetBoardInfoRequestClass;
+
+GType rank_get_board_info_request_get_type (void);
+#define RANK_TYPE_GET_BOARD_INFO_REQUEST (rank_get_board_info_request_get_type())
+#define RANK_GET_BOARD_INFO_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_GET_BOARD_INFO_REQUEST, rankGetBoardInfoRequest))
+#define RANK_GET_BOARD_INFO_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_GET_BOARD_INFO_REQUEST, rankGetBoardInfoRequestClass))
+#define RANK_IS_GET_BOARD_INFO_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_GET_BOARD_INFO_REQUEST))
+#define RANK_IS_GET_BOARD_INFO_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_GET_BOARD_INFO_REQUEST))
+#define RANK_GET_BOARD_INFO_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_GET_BOARD_INFO_REQUEST, rankGetBoardInfoRequestClass))
+
+/* struct BoardInfo */
+struct _rankBoardInfo
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gboolean configured;
+  GHashTable * options;
+  gint64 member_count;
+  gint32 periods_kept;
+  gint64 memory_bytes;
+  gint64 key_count;
+};
+typedef struct _rankBoardInfo rankBoardInfo;
+
+struct _rankBoardInfoClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankBoardInfoClass rankBoardInfoClass;
+
+GType rank_board_info_get_type (void);
+#define RANK_TYPE_BOARD_INFO (rank_board_info_get_type())
+#define RANK_BOARD_INFO(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_BOARD_INFO, rankBoardInfo))
+#define RANK_BOARD_INFO_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_BOARD_INFO, rankBoardInfoClass))
+#define RANK_IS_BOARD_INFO(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_BOARD_INFO))
+#define RANK_IS_BOARD_INFO_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_BOARD_INFO))
+#define RANK_BOARD_INFO_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_BOARD_INFO, rankBoardInfoClass))
+
+/* struct DeleteBoardRequest */
+struct _rankDeleteBoardRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gchar * request_id;
+};
+typedef struct _rankDeleteBoardRequest rankDeleteBoardRequest;
+
+struct _rankDeleteBoardRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankDeleteBoardRequestClass rankDeleteBoardRequestClass;
+
+GType rank_delete_board_request_get_type (void);
+#define RANK_TYPE_DELETE_BOARD_REQUEST (rank_delete_board_request_get_type())
+#define RANK_DELETE_BOARD_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_DELETE_BOARD_REQUEST, rankDeleteBoardRequest))
+#define RANK_DELETE_BOARD_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_DELETE_BOARD_REQUEST, rankDeleteBoardRequestClass))
+#define RANK_IS_DELETE_BOARD_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_DELETE_BOARD_REQUEST))
+#define RANK_IS_DELETE_BOARD_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_DELETE_BOARD_REQUEST))
+#define RANK_DELETE_BOARD_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_DELETE_BOARD_REQUEST, rankDeleteBoardRequestClass))
+
+/* struct ResetBoardRequest */
+struct _rankResetBoardRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gchar * request_id;
+};
+typedef struct _rankResetBoardRequest rankResetBoardRequest;
+
+struct _rankResetBoardRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankResetBoardRequestClass rankResetBoardRequestClass;
+
+GType rank_reset_board_request_get_type (void);
+#define RANK_TYPE_RESET_BOARD_REQUEST (rank_reset_board_request_get_type())
+#define RANK_RESET_BOARD_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RESET_BOARD_REQUEST, rankResetBoardRequest))
+#define RANK_RESET_BOARD_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RESET_BOARD_REQUEST, rankResetBoardRequestClass))
+#define RANK_IS_RESET_BOARD_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RESET_BOARD_REQUEST))
+#define RANK_IS_RESET_BOARD_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RESET_BOARD_REQUEST))
+#define RANK_RESET_BOARD_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RESET_BOARD_REQUEST, rankResetBoardRequestClass))
+
+/* struct BoardRemoval */
+struct _rankBoardRemoval
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gboolean applied;
+  gint64 keys_removed;
+};
+typedef struct _rankBoardRemoval rankBoardRemoval;
+
+struct _rankBoardRemovalClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankBoardRemovalClass rankBoardRemovalClass;
+
+GType rank_board_removal_get_type (void);
+#define RANK_TYPE_BOARD_REMOVAL (rank_board_removal_get_type())
+#define RANK_BOARD_REMOVAL(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_BOARD_REMOVAL, rankBoardRemoval))
+#define RANK_BOARD_REMOVAL_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_BOARD_REMOVAL, rankBoardRemovalClass))
+#define RANK_IS_BOARD_REMOVAL(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_BOARD_REMOVAL))
+#define RANK_IS_BOARD_REMOVAL_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_BOARD_REMOVAL))
+#define RANK_BOARD_REMOVAL_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_BOARD_REMOVAL, rankBoardRemovalClass))
+
+/* struct ExportRequest */
+struct _rankExportRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gchar * cursor;
+  gboolean __isset_cursor;
+  gint32 count;
+  gboolean __isset_count;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankExportRequest rankExportRequest;
+
+struct _rankExportRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankExportRequestClass rankExportRequestClass;
+
+GType rank_export_request_get_type (void);
+#define RANK_TYPE_EXPORT_REQUEST (rank_export_request_get_type())
+#define RANK_EXPORT_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_EXPORT_REQUEST, rankExportRequest))
+#define RANK_EXPORT_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_EXPORT_REQUEST, rankExportRequestClass))
+#define RANK_IS_EXPORT_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_EXPORT_REQUEST))
+#define RANK_IS_EXPORT_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_EXPORT_REQUEST))
+#define RANK_EXPORT_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_EXPORT_REQUEST, rankExportRequestClass))
+
+/* struct ExportEntry */
+struct _rankExportEntry
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * member;
+  gint64 score;
+  gint64 timestamp_ms;
+  GArray * subscores;
+  gboolean __isset_subscores;
+  GHashTable * data;
+  gboolean __isset_data;
+};
+typedef struct _rankExportEntry rankExportEntry;
+
+struct _rankExportEntryClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankExportEntryClass rankExportEntryClass;
+
+GType rank_export_entry_get_type (void);
+#define RANK_TYPE_EXPORT_ENTRY (rank_export_entry_get_type())
+#define RANK_EXPORT_ENTRY(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_EXPORT_ENTRY, rankExportEntry))
+#define RANK_EXPORT_ENTRY_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_EXPORT_ENTRY, rankExportEntryClass))
+#define RANK_IS_EXPORT_ENTRY(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_EXPORT_ENTRY))
+#define RANK_IS_EXPORT_ENTRY_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_EXPORT_ENTRY))
+#define RANK_EXPORT_ENTRY_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_EXPORT_ENTRY, rankExportEntryClass))
+
+/* struct ExportPage */
+struct _rankExportPage
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  GPtrArray * entries;
+  gchar * next_cursor;
+  gboolean __isset_next_cursor;
+};
+typedef struct _rankExportPage rankExportPage;
+
+struct _rankExportPageClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankExportPageClass rankExportPageClass;
+
+GType rank_export_page_get_type (void);
+#define RANK_TYPE_EXPORT_PAGE (rank_export_page_get_type())
+#define RANK_EXPORT_PAGE(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_EXPORT_PAGE, rankExportPage))
+#define RANK_EXPORT_PAGE_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_EXPORT_PAGE, rankExportPageClass))
+#define RANK_IS_EXPORT_PAGE(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_EXPORT_PAGE))
+#define RANK_IS_EXPORT_PAGE_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_EXPORT_PAGE))
+#define RANK_EXPORT_PAGE_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_EXPORT_PAGE, rankExportPageClass))
+
 /* constants */
+#define RANK_IDL_VERSION g_strdup ("1.0")
 
 /* struct RankingUpdateArgs */
 struct _rankRankingUpdateArgs
@@ -364,8 +1088,8 @@ struct _rankRankingUpdateBatchArgs
   ThriftStruct parent; 
 
   /* public */
-  GPtrArray * requests;
-  gboolean __isset_requests;
+  rankUpdateBatchRequest * request;
+  gboolean __isset_request;
 };
 typedef struct _rankRankingUpdateBatchArgs rankRankingUpdateBatchArgs;
 
@@ -389,7 +1113,7 @@ struct _rankRankingUpdateBatchResult
   ThriftStruct parent; 
 
   /* public */
-  GPtrArray * success;
+  rankUpdateBatchResponse * success;
   gboolean __isset_success;
   rankInvalidArgument * invalid;
   gboolean __isset_invalid;
@@ -416,12 +1140,8 @@ struct _rankRankingGetRankArgs
   ThriftStruct parent; 
 
   /* public */
-  gchar * board;
-  gboolean __isset_board;
-  gchar * member;
-  gboolean __isset_member;
-  gint32 periods_back;
-  gboolean __isset_periods_back;
+  rankGetRankRequest * request;
+  gboolean __isset_request;
 };
 typedef struct _rankRankingGetRankArgs rankRankingGetRankArgs;
 
@@ -476,16 +1196,8 @@ struct _rankRankingGetTopNArgs
   ThriftStruct parent; 
 
   /* public */
-  gchar * board;
-  gboolean __isset_board;
-  gint32 n;
-  gboolean __isset_n;
-  gint32 offset;
-  gboolean __isset_offset;
-  gint32 periods_back;
-  gboolean __isset_periods_back;
-  gboolean with_data;
-  gboolean __isset_with_data;
+  rankGetTopNRequest * request;
+  gboolean __isset_request;
 };
 typedef struct _rankRankingGetTopNArgs rankRankingGetTopNArgs;
 
@@ -538,16 +1250,8 @@ struct _rankRankingGetAroundArgs
   ThriftStruct parent; 
 
   /* public */
-  gchar * board;
-  gboolean __isset_board;
-  gchar * member;
-  gboolean __isset_member;
-  gint32 radius;
-  gboolean __isset_radius;
-  gint32 periods_back;
-  gboolean __isset_periods_back;
-  gboolean with_data;
-  gboolean __isset_with_data;
+  rankGetAroundRequest * request;
+  gboolean __isset_request;
 };
 typedef struct _rankRankingGetAroundArgs rankRankingGetAroundArgs;
 
@@ -602,12 +1306,8 @@ struct _rankRankingGetRanksArgs
   ThriftStruct parent; 
 
   /* public */
-  gchar * board;
-  gboolean __isset_board;
-  GPtrArray * members;
-  gboolean __isset_members;
-  gint32 periods_back;
-  gboolean __isset_periods_back;
+  rankGetRanksRequest * request;
+  gboolean __isset_request;
 };
 typedef struct _rankRankingGetRanksArgs rankRankingGetRanksArgs;
 
@@ -660,12 +1360,8 @@ struct _rankRankingRemoveArgs
   ThriftStruct parent; 
 
   /* public */
-  gchar * board;
-  gboolean __isset_board;
-  gchar * member;
-  gboolean __isset_member;
-  gchar * request_id;
-  gboolean __isset_request_id;
+  rankRemoveRequest * request;
+  gboolean __isset_request;
 };
 typedef struct _rankRankingRemoveArgs rankRankingRemoveArgs;
 
@@ -718,10 +1414,8 @@ struct _rankRankingCountArgs
   ThriftStruct parent; 
 
   /* public */
-  gchar * board;
-  gboolean __isset_board;
-  gint32 periods_back;
-  gboolean __isset_periods_back;
+  rankCountRequest * request;
+  gboolean __isset_request;
 };
 typedef struct _rankRankingCountArgs rankRankingCountArgs;
 
@@ -774,14 +1468,8 @@ struct _rankRankingCountBetweenArgs
   ThriftStruct parent; 
 
   /* public */
-  gchar * board;
-  gboolean __isset_board;
-  gint64 min_score;
-  gboolean __isset_min_score;
-  gint64 max_score;
-  gboolean __isset_max_score;
-  gint32 periods_back;
-  gboolean __isset_periods_back;
+  rankCountBetweenRequest * request;
+  gboolean __isset_request;
 };
 typedef struct _rankRankingCountBetweenArgs rankRankingCountBetweenArgs;
 
@@ -834,12 +1522,8 @@ struct _rankRankingGetPercentileArgs
   ThriftStruct parent; 
 
   /* public */
-  gchar * board;
-  gboolean __isset_board;
-  gchar * member;
-  gboolean __isset_member;
-  gint32 periods_back;
-  gboolean __isset_periods_back;
+  rankGetPercentileRequest * request;
+  gboolean __isset_request;
 };
 typedef struct _rankRankingGetPercentileArgs rankRankingGetPercentileArgs;
 
@@ -894,12 +1578,8 @@ struct _rankRankingGetScoreAtPercentileArgs
   ThriftStruct parent; 
 
   /* public */
-  gchar * board;
-  gboolean __isset_board;
-  gdouble pct;
-  gboolean __isset_pct;
-  gint32 periods_back;
-  gboolean __isset_periods_back;
+  rankGetScoreAtPercentileRequest * request;
+  gboolean __isset_request;
 };
 typedef struct _rankRankingGetScoreAtPercentileArgs rankRankingGetScoreAtPercentileArgs;
 
@@ -954,16 +1634,8 @@ struct _rankRankingSampleArgs
   ThriftStruct parent; 
 
   /* public */
-  gchar * board;
-  gboolean __isset_board;
-  gint64 min_score;
-  gboolean __isset_min_score;
-  gint64 max_score;
-  gboolean __isset_max_score;
-  gint32 count;
-  gboolean __isset_count;
-  gint32 periods_back;
-  gboolean __isset_periods_back;
+  rankSampleRequest * request;
+  gboolean __isset_request;
 };
 typedef struct _rankRankingSampleArgs rankRankingSampleArgs;
 
@@ -1016,12 +1688,8 @@ struct _rankRankingSetMemberDataArgs
   ThriftStruct parent; 
 
   /* public */
-  gchar * board;
-  gboolean __isset_board;
-  gchar * member;
-  gboolean __isset_member;
-  GHashTable * data;
-  gboolean __isset_data;
+  rankSetMemberDataRequest * request;
+  gboolean __isset_request;
 };
 typedef struct _rankRankingSetMemberDataArgs rankRankingSetMemberDataArgs;
 
@@ -1074,12 +1742,8 @@ struct _rankRankingGetMemberDataArgs
   ThriftStruct parent; 
 
   /* public */
-  gchar * board;
-  gboolean __isset_board;
-  gchar * member;
-  gboolean __isset_member;
-  gint32 periods_back;
-  gboolean __isset_periods_back;
+  rankGetMemberDataRequest * request;
+  gboolean __isset_request;
 };
 typedef struct _rankRankingGetMemberDataArgs rankRankingGetMemberDataArgs;
 
@@ -1127,5 +1791,327 @@ GType rank_ranking_get_member_data_result_get_type (void);
 #define RANK_IS_RANKING_GET_MEMBER_DATA_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_MEMBER_DATA_RESULT))
 #define RANK_IS_RANKING_GET_MEMBER_DATA_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_MEMBER_DATA_RESULT))
 #define RANK_RANKING_GET_MEMBER_DATA_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_MEMBER_DATA_RESULT, rankRankingGetMemberDataResultClass))
+
+/* struct RankingGetServerInfoArgs */
+struct _rankRankingGetServerInfoArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankGetServerInfoRequest * request;
+  gboolean __isset_request;
+};
+typedef struct _rankRankingGetServerInfoArgs rankRankingGetServerInfoArgs;
+
+struct _rankRankingGetServerInfoArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetServerInfoArgsClass rankRankingGetServerInfoArgsClass;
+
+GType rank_ranking_get_server_info_args_get_type (void);
+#define RANK_TYPE_RANKING_GET_SERVER_INFO_ARGS (rank_ranking_get_server_info_args_get_type())
+#define RANK_RANKING_GET_SERVER_INFO_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_SERVER_INFO_ARGS, rankRankingGetServerInfoArgs))
+#define RANK_RANKING_GET_SERVER_INFO_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_SERVER_INFO_ARGS, rankRankingGetServerInfoArgsClass))
+#define RANK_IS_RANKING_GET_SERVER_INFO_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_SERVER_INFO_ARGS))
+#define RANK_IS_RANKING_GET_SERVER_INFO_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_SERVER_INFO_ARGS))
+#define RANK_RANKING_GET_SERVER_INFO_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_SERVER_INFO_ARGS, rankRankingGetServerInfoArgsClass))
+
+/* struct RankingGetServerInfoResult */
+struct _rankRankingGetServerInfoResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankServerInfo * success;
+  gboolean __isset_success;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingGetServerInfoResult rankRankingGetServerInfoResult;
+
+struct _rankRankingGetServerInfoResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetServerInfoResultClass rankRankingGetServerInfoResultClass;
+
+GType rank_ranking_get_server_info_result_get_type (void);
+#define RANK_TYPE_RANKING_GET_SERVER_INFO_RESULT (rank_ranking_get_server_info_result_get_type())
+#define RANK_RANKING_GET_SERVER_INFO_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_SERVER_INFO_RESULT, rankRankingGetServerInfoResult))
+#define RANK_RANKING_GET_SERVER_INFO_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_SERVER_INFO_RESULT, rankRankingGetServerInfoResultClass))
+#define RANK_IS_RANKING_GET_SERVER_INFO_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_SERVER_INFO_RESULT))
+#define RANK_IS_RANKING_GET_SERVER_INFO_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_SERVER_INFO_RESULT))
+#define RANK_RANKING_GET_SERVER_INFO_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_SERVER_INFO_RESULT, rankRankingGetServerInfoResultClass))
+
+/* struct RankingListBoardsArgs */
+struct _rankRankingListBoardsArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankListBoardsRequest * request;
+  gboolean __isset_request;
+};
+typedef struct _rankRankingListBoardsArgs rankRankingListBoardsArgs;
+
+struct _rankRankingListBoardsArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingListBoardsArgsClass rankRankingListBoardsArgsClass;
+
+GType rank_ranking_list_boards_args_get_type (void);
+#define RANK_TYPE_RANKING_LIST_BOARDS_ARGS (rank_ranking_list_boards_args_get_type())
+#define RANK_RANKING_LIST_BOARDS_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_LIST_BOARDS_ARGS, rankRankingListBoardsArgs))
+#define RANK_RANKING_LIST_BOARDS_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_LIST_BOARDS_ARGS, rankRankingListBoardsArgsClass))
+#define RANK_IS_RANKING_LIST_BOARDS_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_LIST_BOARDS_ARGS))
+#define RANK_IS_RANKING_LIST_BOARDS_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_LIST_BOARDS_ARGS))
+#define RANK_RANKING_LIST_BOARDS_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_LIST_BOARDS_ARGS, rankRankingListBoardsArgsClass))
+
+/* struct RankingListBoardsResult */
+struct _rankRankingListBoardsResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankListBoardsResponse * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingListBoardsResult rankRankingListBoardsResult;
+
+struct _rankRankingListBoardsResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingListBoardsResultClass rankRankingListBoardsResultClass;
+
+GType rank_ranking_list_boards_result_get_type (void);
+#define RANK_TYPE_RANKING_LIST_BOARDS_RESULT (rank_ranking_list_boards_result_get_type())
+#define RANK_RANKING_LIST_BOARDS_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_LIST_BOARDS_RESULT, rankRankingListBoardsResult))
+#define RANK_RANKING_LIST_BOARDS_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_LIST_BOARDS_RESULT, rankRankingListBoardsResultClass))
+#define RANK_IS_RANKING_LIST_BOARDS_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_LIST_BOARDS_RESULT))
+#define RANK_IS_RANKING_LIST_BOARDS_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_LIST_BOARDS_RESULT))
+#define RANK_RANKING_LIST_BOARDS_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_LIST_BOARDS_RESULT, rankRankingListBoardsResultClass))
+
+/* struct RankingGetBoardInfoArgs */
+struct _rankRankingGetBoardInfoArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankGetBoardInfoRequest * request;
+  gboolean __isset_request;
+};
+typedef struct _rankRankingGetBoardInfoArgs rankRankingGetBoardInfoArgs;
+
+struct _rankRankingGetBoardInfoArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetBoardInfoArgsClass rankRankingGetBoardInfoArgsClass;
+
+GType rank_ranking_get_board_info_args_get_type (void);
+#define RANK_TYPE_RANKING_GET_BOARD_INFO_ARGS (rank_ranking_get_board_info_args_get_type())
+#define RANK_RANKING_GET_BOARD_INFO_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_BOARD_INFO_ARGS, rankRankingGetBoardInfoArgs))
+#define RANK_RANKING_GET_BOARD_INFO_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_BOARD_INFO_ARGS, rankRankingGetBoardInfoArgsClass))
+#define RANK_IS_RANKING_GET_BOARD_INFO_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_BOARD_INFO_ARGS))
+#define RANK_IS_RANKING_GET_BOARD_INFO_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_BOARD_INFO_ARGS))
+#define RANK_RANKING_GET_BOARD_INFO_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_BOARD_INFO_ARGS, rankRankingGetBoardInfoArgsClass))
+
+/* struct RankingGetBoardInfoResult */
+struct _rankRankingGetBoardInfoResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankBoardInfo * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingGetBoardInfoResult rankRankingGetBoardInfoResult;
+
+struct _rankRankingGetBoardInfoResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetBoardInfoResultClass rankRankingGetBoardInfoResultClass;
+
+GType rank_ranking_get_board_info_result_get_type (void);
+#define RANK_TYPE_RANKING_GET_BOARD_INFO_RESULT (rank_ranking_get_board_info_result_get_type())
+#define RANK_RANKING_GET_BOARD_INFO_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_BOARD_INFO_RESULT, rankRankingGetBoardInfoResult))
+#define RANK_RANKING_GET_BOARD_INFO_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_BOARD_INFO_RESULT, rankRankingGetBoardInfoResultClass))
+#define RANK_IS_RANKING_GET_BOARD_INFO_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_BOARD_INFO_RESULT))
+#define RANK_IS_RANKING_GET_BOARD_INFO_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_BOARD_INFO_RESULT))
+#define RANK_RANKING_GET_BOARD_INFO_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_BOARD_INFO_RESULT, rankRankingGetBoardInfoResultClass))
+
+/* struct RankingDeleteBoardArgs */
+struct _rankRankingDeleteBoardArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankDeleteBoardRequest * request;
+  gboolean __isset_request;
+};
+typedef struct _rankRankingDeleteBoardArgs rankRankingDeleteBoardArgs;
+
+struct _rankRankingDeleteBoardArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingDeleteBoardArgsClass rankRankingDeleteBoardArgsClass;
+
+GType rank_ranking_delete_board_args_get_type (void);
+#define RANK_TYPE_RANKING_DELETE_BOARD_ARGS (rank_ranking_delete_board_args_get_type())
+#define RANK_RANKING_DELETE_BOARD_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_DELETE_BOARD_ARGS, rankRankingDeleteBoardArgs))
+#define RANK_RANKING_DELETE_BOARD_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_DELETE_BOARD_ARGS, rankRankingDeleteBoardArgsClass))
+#define RANK_IS_RANKING_DELETE_BOARD_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_DELETE_BOARD_ARGS))
+#define RANK_IS_RANKING_DELETE_BOARD_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_DELETE_BOARD_ARGS))
+#define RANK_RANKING_DELETE_BOARD_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_DELETE_BOARD_ARGS, rankRankingDeleteBoardArgsClass))
+
+/* struct RankingDeleteBoardResult */
+struct _rankRankingDeleteBoardResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankBoardRemoval * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingDeleteBoardResult rankRankingDeleteBoardResult;
+
+struct _rankRankingDeleteBoardResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingDeleteBoardResultClass rankRankingDeleteBoardResultClass;
+
+GType rank_ranking_delete_board_result_get_type (void);
+#define RANK_TYPE_RANKING_DELETE_BOARD_RESULT (rank_ranking_delete_board_result_get_type())
+#define RANK_RANKING_DELETE_BOARD_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_DELETE_BOARD_RESULT, rankRankingDeleteBoardResult))
+#define RANK_RANKING_DELETE_BOARD_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_DELETE_BOARD_RESULT, rankRankingDeleteBoardResultClass))
+#define RANK_IS_RANKING_DELETE_BOARD_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_DELETE_BOARD_RESULT))
+#define RANK_IS_RANKING_DELETE_BOARD_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_DELETE_BOARD_RESULT))
+#define RANK_RANKING_DELETE_BOARD_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_DELETE_BOARD_RESULT, rankRankingDeleteBoardResultClass))
+
+/* struct RankingResetBoardArgs */
+struct _rankRankingResetBoardArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankResetBoardRequest * request;
+  gboolean __isset_request;
+};
+typedef struct _rankRankingResetBoardArgs rankRankingResetBoardArgs;
+
+struct _rankRankingResetBoardArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingResetBoardArgsClass rankRankingResetBoardArgsClass;
+
+GType rank_ranking_reset_board_args_get_type (void);
+#define RANK_TYPE_RANKING_RESET_BOARD_ARGS (rank_ranking_reset_board_args_get_type())
+#define RANK_RANKING_RESET_BOARD_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_RESET_BOARD_ARGS, rankRankingResetBoardArgs))
+#define RANK_RANKING_RESET_BOARD_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_RESET_BOARD_ARGS, rankRankingResetBoardArgsClass))
+#define RANK_IS_RANKING_RESET_BOARD_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_RESET_BOARD_ARGS))
+#define RANK_IS_RANKING_RESET_BOARD_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_RESET_BOARD_ARGS))
+#define RANK_RANKING_RESET_BOARD_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_RESET_BOARD_ARGS, rankRankingResetBoardArgsClass))
+
+/* struct RankingResetBoardResult */
+struct _rankRankingResetBoardResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankBoardRemoval * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingResetBoardResult rankRankingResetBoardResult;
+
+struct _rankRankingResetBoardResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingResetBoardResultClass rankRankingResetBoardResultClass;
+
+GType rank_ranking_reset_board_result_get_type (void);
+#define RANK_TYPE_RANKING_RESET_BOARD_RESULT (rank_ranking_reset_board_result_get_type())
+#define RANK_RANKING_RESET_BOARD_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_RESET_BOARD_RESULT, rankRankingResetBoardResult))
+#define RANK_RANKING_RESET_BOARD_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_RESET_BOARD_RESULT, rankRankingResetBoardResultClass))
+#define RANK_IS_RANKING_RESET_BOARD_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_RESET_BOARD_RESULT))
+#define RANK_IS_RANKING_RESET_BOARD_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_RESET_BOARD_RESULT))
+#define RANK_RANKING_RESET_BOARD_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_RESET_BOARD_RESULT, rankRankingResetBoardResultClass))
+
+/* struct RankingExportArgs */
+struct _rankRankingExportArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankExportRequest * request;
+  gboolean __isset_request;
+};
+typedef struct _rankRankingExportArgs rankRankingExportArgs;
+
+struct _rankRankingExportArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingExportArgsClass rankRankingExportArgsClass;
+
+GType rank_ranking_export_args_get_type (void);
+#define RANK_TYPE_RANKING_EXPORT_ARGS (rank_ranking_export_args_get_type())
+#define RANK_RANKING_EXPORT_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_EXPORT_ARGS, rankRankingExportArgs))
+#define RANK_RANKING_EXPORT_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_EXPORT_ARGS, rankRankingExportArgsClass))
+#define RANK_IS_RANKING_EXPORT_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_EXPORT_ARGS))
+#define RANK_IS_RANKING_EXPORT_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_EXPORT_ARGS))
+#define RANK_RANKING_EXPORT_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_EXPORT_ARGS, rankRankingExportArgsClass))
+
+/* struct RankingExportResult */
+struct _rankRankingExportResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankExportPage * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingExportResult rankRankingExportResult;
+
+struct _rankRankingExportResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingExportResultClass rankRankingExportResultClass;
+
+GType rank_ranking_export_result_get_type (void);
+#define RANK_TYPE_RANKING_EXPORT_RESULT (rank_ranking_export_result_get_type())
+#define RANK_RANKING_EXPORT_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_EXPORT_RESULT, rankRankingExportResult))
+#define RANK_RANKING_EXPORT_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_EXPORT_RESULT, rankRankingExportResultClass))
+#define RANK_IS_RANKING_EXPORT_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_EXPORT_RESULT))
+#define RANK_IS_RANKING_EXPORT_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_EXPORT_RESULT))
+#define RANK_RANKING_EXPORT_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_EXPORT_RESULT, rankRankingExportResultClass))
 
 #endif /* RANK_RANKING_TYPES_H */

@@ -2,8 +2,13 @@
  * rankd: a leaderboard service over Apache Thrift.
  *
  * This file is the contract between rankd and its clients in every language.
- * Names and field ids are fixed once released: later additions take new ids,
- * existing ones never change meaning.
+ * Version 1.0 (IDL_VERSION below). From 1.0 on it only grows: new methods,
+ * new optional fields with new ids, new exceptions on new methods. Nothing
+ * released is removed, renumbered, retyped or made required
+ * (tests/compat/ checks this against the frozen 1.0 copy).
+ *
+ * Every method takes one request struct: a new option is a new optional
+ * field, with a default that keeps the old behaviour, and no caller changes.
  *
  * Ordering on a board: higher score first (lower first on boards configured
  * with order=asc); on a board configured with subscores (up to three, each asc
@@ -32,6 +37,9 @@ namespace js ranking
 namespace cpp ranking
 namespace java ranking
 namespace go ranking
+
+/** The version of this contract; rankd reports it in GetServerInfo. */
+const string IDL_VERSION = "1.0"
 
 /** How Update combines the request's value with the member's current score. */
 enum UpdateMode {
@@ -159,6 +167,232 @@ struct UpdateResult {
   3: optional Unavailable unavailable
 }
 
+
+/** GetRank: one member's place. */
+struct GetRankRequest {
+  1: required string board
+  2: required string member
+  /**
+   * On a periodic board, 0 reads the current period, 1 the one before, up to
+   * the board's retention; 0 on other boards. The same in every request below.
+   */
+  3: optional i32 periods_back = 0
+}
+
+/** GetTopN: the entries ranked offset+1 .. offset+n. */
+struct GetTopNRequest {
+  1: required string board
+  /** 1-1000. */
+  2: required i32 n
+  /** >= 0. */
+  3: optional i32 offset = 0
+  4: optional i32 periods_back = 0
+  /** Each entry carries its member's data (Entry.data). */
+  5: optional bool with_data = false
+}
+
+/** GetAround: a member and its neighbours. */
+struct GetAroundRequest {
+  1: required string board
+  2: required string member
+  /** 0-100 entries above and below. */
+  3: required i32 radius
+  4: optional i32 periods_back = 0
+  5: optional bool with_data = false
+}
+
+/** GetRanks: several members' places. */
+struct GetRanksRequest {
+  1: required string board
+  /** 1-1000 members. */
+  2: required list<string> members
+  3: optional i32 periods_back = 0
+}
+
+/** Remove: a member leaves the board. */
+struct RemoveRequest {
+  1: required string board
+  2: required string member
+  /** Idempotency key, as UpdateRequest.request_id (the same dedup window). */
+  3: required string request_id
+}
+
+/** Count: the board's members. */
+struct CountRequest {
+  1: required string board
+  2: optional i32 periods_back = 0
+}
+
+/** CountBetween: the members with min_score <= score <= max_score. */
+struct CountBetweenRequest {
+  1: required string board
+  2: required i64 min_score
+  3: required i64 max_score
+  4: optional i32 periods_back = 0
+}
+
+/** GetPercentile: the share of members strictly worse than one. */
+struct GetPercentileRequest {
+  1: required string board
+  2: required string member
+  3: optional i32 periods_back = 0
+}
+
+/** GetScoreAtPercentile: the score at a percentile. */
+struct GetScoreAtPercentileRequest {
+  1: required string board
+  /** 0-100. */
+  2: required double pct
+  3: optional i32 periods_back = 0
+}
+
+/** Sample: members drawn at random from a score range. */
+struct SampleRequest {
+  1: required string board
+  2: required i64 min_score
+  3: required i64 max_score
+  /** 1-100. */
+  4: required i32 count
+  5: optional i32 periods_back = 0
+}
+
+/** SetMemberData: replaces a member's data. */
+struct SetMemberDataRequest {
+  1: required string board
+  2: required string member
+  /** An empty map deletes the data. Limits in the header above. */
+  3: required map<string, string> data
+}
+
+/** GetMemberData: a member's data. */
+struct GetMemberDataRequest {
+  1: required string board
+  2: required string member
+  3: optional i32 periods_back = 0
+}
+
+/** UpdateBatch: 1-1000 updates, to any boards. */
+struct UpdateBatchRequest {
+  1: required list<UpdateRequest> requests
+}
+
+/** UpdateBatch's answer: one result per request, in order. */
+struct UpdateBatchResponse {
+  1: required list<UpdateResult> results
+}
+
+/** GetServerInfo takes no options yet. */
+struct GetServerInfoRequest {
+}
+
+struct ServerInfo {
+  /** rankd's version ("0.2.0"). */
+  1: required string version
+  /** IDL_VERSION of the contract rankd serves. */
+  2: required string idl_version
+  /** The boards ListBoards would list: configured, or with members. */
+  3: required i64 board_count
+  /** Seconds since this rankd started. */
+  4: required i64 uptime_seconds
+}
+
+/** ListBoards: the configured boards and every board with members, by name. */
+struct ListBoardsRequest {
+  /** Boards whose name sorts bytewise after this one ("": from the first). */
+  1: optional string after = ""
+  /** 1-1000 boards per page. */
+  2: optional i32 limit = 100
+}
+
+struct BoardSummary {
+  1: required string board
+  /** Members now (the current period of a periodic board; all shards). */
+  2: required i64 member_count
+  /** Named in the config file (else the [defaults] apply). */
+  3: required bool configured
+}
+
+struct ListBoardsResponse {
+  /** By name, bytewise; at most limit. */
+  1: required list<BoardSummary> boards
+  /** Set when there may be more: pass it as the next request's after. */
+  2: optional string next_after
+}
+
+/** GetBoardInfo: a board's options and what it holds. */
+struct GetBoardInfoRequest {
+  1: required string board
+}
+
+struct BoardInfo {
+  1: required string board
+  2: required bool configured
+  /** The options in force, as the config file spells them (order, rank, shards, period...). */
+  3: required map<string, string> options
+  /** Members now (the current period of a periodic board; all shards). */
+  4: required i64 member_count
+  /** Periods with keys in Redis, the current one included (0 on boards without periods). */
+  5: required i32 periods_kept
+  /** Bytes Redis reports for the board's keys (MEMORY USAGE, summed; request-id records included). */
+  6: required i64 memory_bytes
+  /** The board's keys in Redis. */
+  7: required i64 key_count
+}
+
+/**
+ * DeleteBoard: every key of the board goes (members, data, periods, shards,
+ * request-id records, the stored layout). ResetBoard: every member goes
+ * (members, data, periods, shards), the request-id records stay, so an update
+ * sent before the reset and retried after it is not applied again.
+ */
+struct DeleteBoardRequest {
+  1: required string board
+  /** Idempotency key for this call, kept for the dedup window. */
+  2: required string request_id
+}
+
+struct ResetBoardRequest {
+  1: required string board
+  2: required string request_id
+}
+
+struct BoardRemoval {
+  /** False: this request_id was already used on this board; nothing changed. */
+  1: required bool applied
+  /** The keys unlinked by this call. */
+  2: required i64 keys_removed
+}
+
+/** Export: one page of a board's entries, in no particular order. */
+struct ExportRequest {
+  1: required string board
+  /** "" to start; then the previous page's next_cursor. */
+  2: optional string cursor = ""
+  /** About this many entries per page (1-10000; a page may hold a few more or less). */
+  3: optional i32 count = 1000
+  4: optional i32 periods_back = 0
+}
+
+/** One member as stored: enough for an import to reproduce its place. */
+struct ExportEntry {
+  1: required string member
+  2: required i64 score
+  /** When it reached this score: the tie-break (Unix ms). */
+  3: required i64 timestamp_ms
+  4: optional list<i64> subscores
+  5: optional map<string, string> data
+}
+
+struct ExportPage {
+  1: required list<ExportEntry> entries
+  /**
+   * Unset on the last page. A member on the board for the whole export is
+   * in some page at least once (a member that moved may be in two: keep the
+   * last); members added or removed meanwhile may or may not be.
+   */
+  2: optional string next_cursor
+}
+
 service Ranking {
   /** Records a score change; idempotent by request_id. */
   UpdateResponse Update(1: UpdateRequest request)
@@ -172,40 +406,33 @@ service Ranking {
    * only when requests is empty or longer than 1000; the call must also fit in
    * rankd's --max-frame (1 MiB by default).
    */
-  list<UpdateResult> UpdateBatch(1: list<UpdateRequest> requests)
+  UpdateBatchResponse UpdateBatch(1: UpdateBatchRequest request)
     throws (1: InvalidArgument invalid)
 
-  /**
-   * The member's score and 1-based rank; NotFound if it is not on the board.
-   * periods_back: on a periodic board, 0 reads the current period, 1 the one
-   * before, up to the board's retention; 0 on other boards.
-   */
-  Entry GetRank(1: string board, 2: string member, 3: i32 periods_back = 0)
+  /** The member's score and 1-based rank; NotFound if it is not on the board. */
+  Entry GetRank(1: GetRankRequest request)
     throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
 
   /**
-   * The entries ranked offset+1 .. offset+n, best first. 1 <= n <= 1000,
-   * offset >= 0. A board with no members (or an offset past its end) gives an
-   * empty list. On a sharded board offset+n is at most the board's
-   * max_top_depth (default 10000); beyond it, InvalidArgument. periods_back as
-   * in GetRank. with_data: each entry carries its member's data (Entry.data).
+   * The entries ranked offset+1 .. offset+n, best first. A board with no
+   * members (or an offset past its end) gives an empty list. On a sharded
+   * board offset+n is at most the board's max_top_depth (default 10000);
+   * beyond it, InvalidArgument.
    */
-  list<Entry> GetTopN(1: string board, 2: i32 n, 3: i32 offset, 4: i32 periods_back = 0,
-                      5: bool with_data = false)
+  list<Entry> GetTopN(1: GetTopNRequest request)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 
   /**
    * The member and up to radius entries above and below it, best first (fewer
-   * at either end of the board). 0 <= radius <= 100. NotFound if the member is
-   * not on the board. On a sharded board its rank plus radius is at most the
-   * board's max_top_depth. with_data: each entry carries its member's data.
+   * at either end of the board). NotFound if the member is not on the board.
+   * On a sharded board its rank plus radius is at most the board's
+   * max_top_depth.
    */
-  list<Entry> GetAround(1: string board, 2: string member, 3: i32 radius, 4: i32 periods_back = 0,
-                        5: bool with_data = false)
+  list<Entry> GetAround(1: GetAroundRequest request)
     throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
 
-  /** Score and rank of each member (1 to 1000 of them), in the order asked. */
-  list<RankOf> GetRanks(1: string board, 2: list<string> members, 3: i32 periods_back = 0)
+  /** Score and rank of each member, in the order asked. */
+  list<RankOf> GetRanks(1: GetRanksRequest request)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 
   /**
@@ -213,22 +440,22 @@ service Ranking {
    * period); idempotent by request_id, which shares the board's dedup window
    * with Update's.
    */
-  RemoveResponse Remove(1: string board, 2: string member, 3: string request_id)
+  RemoveResponse Remove(1: RemoveRequest request)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 
   /** The number of members on the board. */
-  i64 Count(1: string board, 2: i32 periods_back = 0)
+  i64 Count(1: CountRequest request)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 
   /** The number of members with min_score <= score <= max_score. */
-  i64 CountBetween(1: string board, 2: i64 min_score, 3: i64 max_score, 4: i32 periods_back = 0)
+  i64 CountBetween(1: CountBetweenRequest request)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 
   /**
    * The share, in percent (0-100), of the board's members whose score is
    * strictly worse than the member's. NotFound if it is not on the board.
    */
-  double GetPercentile(1: string board, 2: string member, 3: i32 periods_back = 0)
+  double GetPercentile(1: GetPercentileRequest request)
     throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
 
   /**
@@ -237,27 +464,57 @@ service Ranking {
    * best score and 0 the worst. NotFound on an empty board. On a sharded board
    * that position is at most the board's max_top_depth.
    */
-  i64 GetScoreAtPercentile(1: string board, 2: double pct, 3: i32 periods_back = 0)
+  i64 GetScoreAtPercentile(1: GetScoreAtPercentileRequest request)
     throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
 
   /**
-   * Up to count (1-100) distinct members drawn uniformly at random from those
-   * with min_score <= score <= max_score, with their ranks, in no particular
+   * Up to count distinct members drawn uniformly at random from those with
+   * min_score <= score <= max_score, with their ranks, in no particular
    * order (matchmaking). Picks by position: it does not scan the range.
    */
-  list<Entry> Sample(1: string board, 2: i64 min_score, 3: i64 max_score, 4: i32 count, 5: i32 periods_back = 0)
+  list<Entry> Sample(1: SampleRequest request)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 
   /**
    * Replaces the member's data (an empty map deletes it); NotFound if the
    * member is not on the board (on a periodic board: in the current period,
    * whose keys the data shares, expiring with them). Setting the same data
-   * twice is harmless, so there is no request id. Limits in the header above.
+   * twice is harmless, so there is no request id.
    */
-  void SetMemberData(1: string board, 2: string member, 3: map<string, string> data)
+  void SetMemberData(1: SetMemberDataRequest request)
     throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
 
   /** The member's data (empty if none); NotFound if it is not on the board. */
-  map<string, string> GetMemberData(1: string board, 2: string member, 3: i32 periods_back = 0)
+  map<string, string> GetMemberData(1: GetMemberDataRequest request)
     throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+
+  /** rankd's version, the IDL version it serves, its boards and uptime. */
+  ServerInfo GetServerInfo(1: GetServerInfoRequest request)
+    throws (1: Unavailable unavailable)
+
+  /** The configured boards and every board with members, a page at a time. */
+  ListBoardsResponse ListBoards(1: ListBoardsRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /** A board's options, members, periods and Redis memory. */
+  BoardInfo GetBoardInfo(1: GetBoardInfoRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * Removes every key of the board (see DeleteBoardRequest), with UNLINK:
+   * Redis frees large keys in the background. Idempotent by request_id.
+   */
+  BoardRemoval DeleteBoard(1: DeleteBoardRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /** Removes every member of the board, keeping its request-id records. */
+  BoardRemoval ResetBoard(1: ResetBoardRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * One page of the board's entries, with the tie-break time of each, while
+   * the board keeps taking updates (Redis SCAN semantics, see ExportPage).
+   */
+  ExportPage Export(1: ExportRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 }

@@ -131,7 +131,8 @@ entries_bound (gint64 n, gboolean with_data)
 static gsize
 bound_top (const ThriftStruct *args)
 {
-  const rankRankingGetTopNArgs *a = (const rankRankingGetTopNArgs *) args;
+  const rankGetTopNRequest *a
+      = ((const rankRankingGetTopNArgs *) args)->request;
 
   return entries_bound (a->n, a->with_data);
 }
@@ -139,7 +140,8 @@ bound_top (const ThriftStruct *args)
 static gsize
 bound_around (const ThriftStruct *args)
 {
-  const rankRankingGetAroundArgs *a = (const rankRankingGetAroundArgs *) args;
+  const rankGetAroundRequest *a
+      = ((const rankRankingGetAroundArgs *) args)->request;
 
   return entries_bound (
       2 * (gint64) CLAMP (a->radius, 0, RANK_AROUND_RADIUS_MAX) + 1,
@@ -149,7 +151,8 @@ bound_around (const ThriftStruct *args)
 static gsize
 bound_ranks (const ThriftStruct *args)
 {
-  const rankRankingGetRanksArgs *a = (const rankRankingGetRanksArgs *) args;
+  const rankGetRanksRequest *a
+      = ((const rankRankingGetRanksArgs *) args)->request;
 
   /* A RankOf is an Entry without subscores or data, and found. */
   return entries_bound (MIN (a->members->len, RANK_RANKS_MAX), FALSE);
@@ -158,7 +161,8 @@ bound_ranks (const ThriftStruct *args)
 static gsize
 bound_sample (const ThriftStruct *args)
 {
-  const rankRankingSampleArgs *a = (const rankRankingSampleArgs *) args;
+  const rankSampleRequest *a
+      = ((const rankRankingSampleArgs *) args)->request;
 
   return entries_bound (CLAMP (a->count, 1, RANK_SAMPLE_COUNT_MAX), FALSE);
 }
@@ -173,8 +177,8 @@ bound_data (const ThriftStruct *args)
 static gsize
 bound_batch (const ThriftStruct *args)
 {
-  const rankRankingUpdateBatchArgs *a
-      = (const rankRankingUpdateBatchArgs *) args;
+  const rankUpdateBatchRequest *a
+      = ((const rankRankingUpdateBatchArgs *) args)->request;
 
   return MESSAGE_BYTES + (gsize) a->requests->len * SMALL_REPLY_BYTES;
 }
@@ -800,7 +804,8 @@ run_remove (Call *call)
 static void
 start_remove (Call *call)
 {
-  rankRankingRemoveArgs *args = RANK_RANKING_REMOVE_ARGS (call->args);
+  rankRemoveRequest *args
+      = RANK_RANKING_REMOVE_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
   call->writes = TRUE;
@@ -852,7 +857,8 @@ static void
 rank_answered (const RankRow *row, const GError *error, gpointer data)
 {
   Call *call = data;
-  rankRankingGetRankArgs *args = RANK_RANKING_GET_RANK_ARGS (call->args);
+  rankGetRankRequest *args
+      = RANK_RANKING_GET_RANK_ARGS (call->args)->request;
   RankRow named;
 
   if (error != NULL)
@@ -870,7 +876,8 @@ rank_answered (const RankRow *row, const GError *error, gpointer data)
 static void
 run_get_rank (Call *call)
 {
-  rankRankingGetRankArgs *args = RANK_RANKING_GET_RANK_ARGS (call->args);
+  rankGetRankRequest *args
+      = RANK_RANKING_GET_RANK_ARGS (call->args)->request;
 
   rank_store_get_rank (call->handler->store, &call->ctx, args->member, 0,
                        rank_answered, call);
@@ -879,7 +886,8 @@ run_get_rank (Call *call)
 static void
 start_get_rank (Call *call)
 {
-  rankRankingGetRankArgs *args = RANK_RANKING_GET_RANK_ARGS (call->args);
+  rankGetRankRequest *args
+      = RANK_RANKING_GET_RANK_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
   if (rank_validate_board (args->board, &error)
@@ -893,7 +901,8 @@ start_get_rank (Call *call)
 static void
 run_get_top_n (Call *call)
 {
-  rankRankingGetTopNArgs *args = RANK_RANKING_GET_TOP_N_ARGS (call->args);
+  rankGetTopNRequest *args
+      = RANK_RANKING_GET_TOP_N_ARGS (call->args)->request;
   RankTopQuery query = { args->offset, args->n, args->with_data };
 
   rank_store_get_top (call->handler->store, &call->ctx, &query, rows_answered,
@@ -903,7 +912,8 @@ run_get_top_n (Call *call)
 static void
 start_get_top_n (Call *call)
 {
-  rankRankingGetTopNArgs *args = RANK_RANKING_GET_TOP_N_ARGS (call->args);
+  rankGetTopNRequest *args
+      = RANK_RANKING_GET_TOP_N_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
   if (!rank_validate_board (args->board, &error))
@@ -929,7 +939,8 @@ start_get_top_n (Call *call)
 static void
 run_get_around (Call *call)
 {
-  rankRankingGetAroundArgs *args = RANK_RANKING_GET_AROUND_ARGS (call->args);
+  rankGetAroundRequest *args
+      = RANK_RANKING_GET_AROUND_ARGS (call->args)->request;
   RankAroundQuery query = { args->member, args->radius, args->with_data };
 
   rank_store_get_around (call->handler->store, &call->ctx, &query,
@@ -939,7 +950,8 @@ run_get_around (Call *call)
 static void
 start_get_around (Call *call)
 {
-  rankRankingGetAroundArgs *args = RANK_RANKING_GET_AROUND_ARGS (call->args);
+  rankGetAroundRequest *args
+      = RANK_RANKING_GET_AROUND_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
   if (!rank_validate_board (args->board, &error)
@@ -960,7 +972,8 @@ ranks_answered (const RankOfMember *results, guint n, const GError *error,
                 gpointer data)
 {
   Call *call = data;
-  rankRankingGetRanksArgs *args = RANK_RANKING_GET_RANKS_ARGS (call->args);
+  rankGetRanksRequest *args
+      = RANK_RANKING_GET_RANKS_ARGS (call->args)->request;
   rankRankingGetRanksResult *result;
 
   if (error != NULL)
@@ -990,7 +1003,8 @@ ranks_answered (const RankOfMember *results, guint n, const GError *error,
 static void
 run_get_ranks (Call *call)
 {
-  rankRankingGetRanksArgs *args = RANK_RANKING_GET_RANKS_ARGS (call->args);
+  rankGetRanksRequest *args
+      = RANK_RANKING_GET_RANKS_ARGS (call->args)->request;
 
   rank_store_get_ranks (call->handler->store, &call->ctx,
                         (const char *const *) args->members->pdata,
@@ -1000,7 +1014,8 @@ run_get_ranks (Call *call)
 static void
 start_get_ranks (Call *call)
 {
-  rankRankingGetRanksArgs *args = RANK_RANKING_GET_RANKS_ARGS (call->args);
+  rankGetRanksRequest *args
+      = RANK_RANKING_GET_RANKS_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
   guint n = args->members->len;
 
@@ -1045,8 +1060,8 @@ run_count (Call *call)
 
   if (call->method == METHOD_COUNT_BETWEEN)
     {
-      rankRankingCountBetweenArgs *args
-          = RANK_RANKING_COUNT_BETWEEN_ARGS (call->args);
+      rankCountBetweenRequest *args
+      = RANK_RANKING_COUNT_BETWEEN_ARGS (call->args)->request;
 
       query = (RankCountQuery){ TRUE, args->min_score, args->max_score };
     }
@@ -1065,15 +1080,16 @@ start_count (Call *call)
 
   if (range)
     {
-      rankRankingCountBetweenArgs *args
-          = RANK_RANKING_COUNT_BETWEEN_ARGS (call->args);
+      rankCountBetweenRequest *args
+      = RANK_RANKING_COUNT_BETWEEN_ARGS (call->args)->request;
 
       board = args->board, back = args->periods_back;
       min = args->min_score, max = args->max_score;
     }
   else
     {
-      rankRankingCountArgs *args = RANK_RANKING_COUNT_ARGS (call->args);
+      rankCountRequest *args
+      = RANK_RANKING_COUNT_ARGS (call->args)->request;
 
       board = args->board, back = args->periods_back;
     }
@@ -1115,8 +1131,8 @@ percentile_answered (double value, const GError *error, gpointer data)
 static void
 run_get_percentile (Call *call)
 {
-  rankRankingGetPercentileArgs *args
-      = RANK_RANKING_GET_PERCENTILE_ARGS (call->args);
+  rankGetPercentileRequest *args
+      = RANK_RANKING_GET_PERCENTILE_ARGS (call->args)->request;
 
   rank_store_get_percentile (call->handler->store, &call->ctx, args->member,
                              percentile_answered, call);
@@ -1125,8 +1141,8 @@ run_get_percentile (Call *call)
 static void
 start_get_percentile (Call *call)
 {
-  rankRankingGetPercentileArgs *args
-      = RANK_RANKING_GET_PERCENTILE_ARGS (call->args);
+  rankGetPercentileRequest *args
+      = RANK_RANKING_GET_PERCENTILE_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
   if (rank_validate_board (args->board, &error)
@@ -1151,8 +1167,8 @@ score_at_answered (gint64 score, const GError *error, gpointer data)
 static void
 run_get_score_at_percentile (Call *call)
 {
-  rankRankingGetScoreAtPercentileArgs *args
-      = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS (call->args);
+  rankGetScoreAtPercentileRequest *args
+      = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS (call->args)->request;
 
   rank_store_score_at_percentile (call->handler->store, &call->ctx, args->pct,
                                   score_at_answered, call);
@@ -1161,8 +1177,8 @@ run_get_score_at_percentile (Call *call)
 static void
 start_get_score_at_percentile (Call *call)
 {
-  rankRankingGetScoreAtPercentileArgs *args
-      = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS (call->args);
+  rankGetScoreAtPercentileRequest *args
+      = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
   if (!resolve_read (call, args->board, args->periods_back, &error))
@@ -1178,7 +1194,8 @@ start_get_score_at_percentile (Call *call)
 static void
 run_sample (Call *call)
 {
-  rankRankingSampleArgs *args = RANK_RANKING_SAMPLE_ARGS (call->args);
+  rankSampleRequest *args
+      = RANK_RANKING_SAMPLE_ARGS (call->args)->request;
   RankSampleQuery query = { args->min_score, args->max_score, args->count };
 
   rank_store_sample (call->handler->store, &call->ctx, &query, rows_answered,
@@ -1188,7 +1205,8 @@ run_sample (Call *call)
 static void
 start_sample (Call *call)
 {
-  rankRankingSampleArgs *args = RANK_RANKING_SAMPLE_ARGS (call->args);
+  rankSampleRequest *args
+      = RANK_RANKING_SAMPLE_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
   if (!resolve_read (call, args->board, args->periods_back, &error)
@@ -1225,8 +1243,8 @@ set_data_answered (const GError *error, gpointer data)
 static void
 run_set_member_data (Call *call)
 {
-  rankRankingSetMemberDataArgs *args
-      = RANK_RANKING_SET_MEMBER_DATA_ARGS (call->args);
+  rankSetMemberDataRequest *args
+      = RANK_RANKING_SET_MEMBER_DATA_ARGS (call->args)->request;
 
   rank_store_set_data (call->handler->store, &call->ctx, args->member,
                        call->data, call->data_len, set_data_answered, call);
@@ -1235,8 +1253,8 @@ run_set_member_data (Call *call)
 static void
 start_set_member_data (Call *call)
 {
-  rankRankingSetMemberDataArgs *args
-      = RANK_RANKING_SET_MEMBER_DATA_ARGS (call->args);
+  rankSetMemberDataRequest *args
+      = RANK_RANKING_SET_MEMBER_DATA_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
   call->writes = TRUE;
@@ -1293,8 +1311,8 @@ get_data_answered (const char *data, gsize len, const GError *error,
 static void
 run_get_member_data (Call *call)
 {
-  rankRankingGetMemberDataArgs *args
-      = RANK_RANKING_GET_MEMBER_DATA_ARGS (call->args);
+  rankGetMemberDataRequest *args
+      = RANK_RANKING_GET_MEMBER_DATA_ARGS (call->args)->request;
 
   rank_store_get_data (call->handler->store, &call->ctx, args->member,
                        get_data_answered, call);
@@ -1303,8 +1321,8 @@ run_get_member_data (Call *call)
 static void
 start_get_member_data (Call *call)
 {
-  rankRankingGetMemberDataArgs *args
-      = RANK_RANKING_GET_MEMBER_DATA_ARGS (call->args);
+  rankGetMemberDataRequest *args
+      = RANK_RANKING_GET_MEMBER_DATA_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
   if (rank_validate_board (args->board, &error)
@@ -1360,7 +1378,7 @@ set_batch_response (GObject *object, gpointer data)
   Batch *batch = data;
 
   for (guint i = 0; i < batch->n; i++)
-    g_ptr_array_add (result->success,
+    g_ptr_array_add (result->success->results,
                      g_steal_pointer (&batch->items[i].result));
   result->__isset_success = TRUE;
 }
@@ -1449,8 +1467,8 @@ batch_item_start (BatchItem *item, const rankUpdateRequest *request)
 static void
 start_update_batch (Call *call)
 {
-  rankRankingUpdateBatchArgs *args
-      = RANK_RANKING_UPDATE_BATCH_ARGS (call->args);
+  rankUpdateBatchRequest *args
+      = RANK_RANKING_UPDATE_BATCH_ARGS (call->args)->request;
   GPtrArray *requests = args->requests;
   Batch *batch;
 

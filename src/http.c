@@ -21,6 +21,7 @@
 #include <microhttpd.h>
 #include <thrift/c_glib/thrift_application_exception.h>
 
+#include "api.h"
 #include "client.h"
 #include "constants.h"
 #include "error.h"
@@ -185,10 +186,14 @@ get_top (RankHttp *http, const char *board, int n, int periods_back,
                                       error->message);
           return NULL;
         }
+      g_autoptr (rankGetTopNRequest) request
+          = g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board", board, "n", n,
+                          "periods_back", periods_back, "with_data", TRUE,
+                          NULL);
+
       page = g_ptr_array_new_with_free_func (g_object_unref);
-      if (rank_ranking_if_get_top_n (rank_client_iface (client), &page, board,
-                                     n, 0, periods_back, TRUE, &invalid,
-                                     &unavailable, &error))
+      if (rank_ranking_if_get_top_n (rank_client_iface (client), &page,
+                                     request, &invalid, &unavailable, &error))
         {
           give_client (http, client);
           return page;
