@@ -124,10 +124,12 @@ get_rank_back_on (RankClient *c, const char *board, const char *member,
   rankNotFound *not_found = NULL;
   rankUnavailable *unavailable = NULL;
   GError *error = NULL;
+  g_autoptr (rankGetRankRequest) request
+      = g_object_new (RANK_TYPE_GET_RANK_REQUEST, "board", board, "member",
+                      member, "periods_back", periods_back, NULL);
 
-  if (rank_ranking_if_get_rank (rank_client_iface (c), &entry, board, member,
-                                periods_back, &invalid, &not_found,
-                                &unavailable, &error))
+  if (rank_ranking_if_get_rank (rank_client_iface (c), &entry, request,
+                                &invalid, &not_found, &unavailable, &error))
     {
       r.kind = OK;
       g_assert_cmpstr (entry->member, ==, member);
@@ -162,11 +164,13 @@ top_call (RankClient *c, const char *board, gint32 n, gint32 offset,
   rankInvalidArgument *invalid = NULL;
   rankUnavailable *unavailable = NULL;
   GError *error = NULL;
+  g_autoptr (rankGetTopNRequest) request = g_object_new (
+      RANK_TYPE_GET_TOP_N_REQUEST, "board", board, "n", n, "offset", offset,
+      "periods_back", periods_back, "with_data", with_data, NULL);
 
   memset (r, 0, sizeof *r);
-  if (rank_ranking_if_get_top_n (rank_client_iface (c), &page, board, n, offset,
-                                 periods_back, with_data, &invalid,
-                                 &unavailable, &error))
+  if (rank_ranking_if_get_top_n (rank_client_iface (c), &page, request,
+                                 &invalid, &unavailable, &error))
     return page;
   g_ptr_array_unref (page);
   if (invalid != NULL)

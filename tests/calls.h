@@ -7,6 +7,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "api.h"
 #include "harness.h"
 
 typedef enum
