@@ -9,7 +9,7 @@
 # Usage: sh tests/run.sh [ctest arguments...]
 set -eu
 cd "$(dirname "$0")/.."
-sh .ci/deps
+sh .ci/deps test
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j "$(nproc)"
 (cd build && ctest --output-on-failure "$@")
