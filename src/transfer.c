@@ -1,0 +1,943 @@
+/* transfer.c -- rankctl export and import (see transfer.h). */
+#include "transfer.h"
+
+#include <string.h>
+
+#include "api.h"
+#include "error.h"
+#include "json.h"
+
+void
+rank_transfer_entry_clear (RankTransferEntry *e)
+{
+  g_clear_pointer (&e->member, g_free);
+  g_clear_pointer (&e->subscores, g_array_unref);
+  g_clear_pointer (&e->data, g_hash_table_unref);
+  e->score = e->timestamp_ms = 0;
+}
+
+gboolean
+rank_transfer_format_parse (const char *text, RankTransferFormat *out)
+{
+  if (strcmp (text, "csv") == 0)
+    *out = RANK_TRANSFER_CSV;
+  else if (strcmp (text, "jsonl") == 0)
+    *out = RANK_TRANSFER_JSONL;
+  else
+    return FALSE;
+  return TRUE;
+}
+
+gboolean
+rank_transfer_format_of_path (const char *path, RankTransferFormat *out)
+{
+  const char *dot = strrchr (path, '.');
+
+  return dot != NULL && strchr (dot, '/') == NULL
+         && rank_transfer_format_parse (dot + 1, out);
+}
+
+/* ---- writing ---- */
+
+static void
+append_subscores (GString *out, const GArray *subs, const char *sep)
+{
+  for (guint i = 0; subs != NULL && i < subs->len; i++)
+    g_string_append_printf (out, "%s%" G_GINT64_FORMAT, i ? sep : "",
+                            g_array_index (subs, gint64, i));
+}
+
+/* s quoted for CSV: in double quotes, each quote doubled. */
+static void
+append_csv_quoted (GString *out, const char *s)
+{
+  g_string_append_c (out, '"');
+  for (; *s != '\0'; s++)
+    {
+      if (*s == '"')
+        g_string_append_c (out, '"');
+      g_string_append_c (out, *s);
+    }
+  g_string_append_c (out, '"');
+}
+
+void
+rank_transfer_format_entry (GString *out, RankTransferFormat format,
+                            const RankTransferEntry *e)
+{
+  gboolean has_data = e->data != NULL && g_hash_table_size (e->data) > 0;
+  gboolean has_subs = e->subscores != NULL && e->subscores->len > 0;
+
+  if (format == RANK_TRANSFER_CSV)
+    {
+      append_csv_quoted (out, e->member);
+      g_string_append_printf (out,
+                              ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",",
+                              e->score, e->timestamp_ms);
+      append_subscores (out, e->subscores, ";");
+      g_string_append_c (out, ',');
+      if (has_data)
+        {
+          g_autoptr (GString) json = g_string_new (NULL);
+
+          rank_json_map (json, e->data, RANK_JSON_PLAIN);
+          append_csv_quoted (out, json->str);
+        }
+      g_string_append_c (out, '\n');
+      return;
+    }
+  g_string_append (out, "{\"member\":");
+  rank_json_string (out, e->member, RANK_JSON_PLAIN);
+  g_string_append_printf (
+      out, ",\"score\":%" G_GINT64_FORMAT ",\"timestamp_ms\":%" G_GINT64_FORMAT,
+      e->score, e->timestamp_ms);
+  if (has_subs)
+    {
+      g_string_append (out, ",\"subscores\":[");
+      append_subscores (out, e->subscores, ",");
+      g_string_append_c (out, ']');
+    }
+  if (has_data)
+    {
+      g_string_append (out, ",\"data\":");
+      rank_json_map (out, e->data, RANK_JSON_PLAIN);
+    }
+  g_string_append (out, "}\n");
+}
+
+/* ---- reading ---- */
+
+void
+rank_transfer_reader_init (RankTransferReader *r, RankTransferFormat format,
+                           const char *text, gsize len)
+{
+  *r = (RankTransferReader){ format, text, text + len, 1, 0 };
+}
+
+static gboolean bad (RankTransferReader *r, GError **error, const char *fmt,
+                     ...) G_GNUC_PRINTF (3, 4);
+
+/* A malformed record: the error names the line. */
+static gboolean
+bad (RankTransferReader *r, GError **error, const char *fmt, ...)
+{
+  g_autofree char *what = NULL;
+  va_list ap;
+
+  va_start (ap, fmt);
+  what = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+               "line %" G_GUINT64_FORMAT ": %s", r->line, what);
+  return FALSE;
+}
+
+static gboolean
+parse_i64 (RankTransferReader *r, const char *what, const char *text,
+           gint64 *out, GError **error)
+{
+  if (text[0] != '\0'
+      && g_ascii_string_to_signed (text, 10, G_MININT64, G_MAXINT64, out, NULL))
+    return TRUE;
+  return bad (r, error, "%s: '%s' is not an integer", what, text);
+}
+
+/* -- a JSON subset: objects, arrays, strings, integers -- */
+
+static void
+skip_ws (RankTransferReader *r)
+{
+  while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\r'))
+    r->p++;
+}
+
+static gboolean
+expect_char (RankTransferReader *r, char c, GError **error)
+{
+  skip_ws (r);
+  if (r->p < r->end && *r->p == c)
+    {
+      r->p++;
+      return TRUE;
+    }
+  return bad (r, error, "expected '%c'", c);
+}
+
+static int
+hex4 (const char *p)
+{
+  int v = 0;
+
+  for (int i = 0; i < 4; i++)
+    {
+      int d = g_ascii_xdigit_value (p[i]);
+
+      if (d < 0)
+        return -1;
+      v = v * 16 + d;
+    }
+  return v;
+}
+
+/* A JSON string at r->p (after whitespace), as UTF-8. */
+static char *
+json_string (RankTransferReader *r, GError **error)
+{
+  GString *s;
+
+  skip_ws (r);
+  if (r->p >= r->end || *r->p != '"')
+    {
+      bad (r, error, "expected a string");
+      return NULL;
+    }
+  r->p++;
+  s = g_string_new (NULL);
+  while (r->p < r->end && *r->p != '"')
+    {
+      guchar c = (guchar) *r->p++;
+      int u, lo;
+
+      if (c < 0x20)
+        goto fail;
+      if (c != '\\')
+        {
+          g_string_append_c (s, (char) c);
+          continue;
+        }
+      if (r->p >= r->end)
+        goto fail;
+      switch (*r->p++)
+        {
+        case '"':
+          g_string_append_c (s, '"');
+          break;
+        case '\\':
+          g_string_append_c (s, '\\');
+          break;
+        case '/':
+          g_string_append_c (s, '/');
+          break;
+        case 'b':
+          g_string_append_c (s, '\b');
+          break;
+        case 'f':
+          g_string_append_c (s, '\f');
+          break;
+        case 'n':
+          g_string_append_c (s, '\n');
+          break;
+        case 'r':
+          g_string_append_c (s, '\r');
+          break;
+        case 't':
+          g_string_append_c (s, '\t');
+          break;
+        case 'u':
+          if (r->end - r->p < 4 || (u = hex4 (r->p)) < 0)
+            goto fail;
+          r->p += 4;
+          if (u >= 0xD800 && u < 0xDC00)
+            {
+              if (r->end - r->p < 6 || r->p[0] != '\\' || r->p[1] != 'u'
+                  || (lo = hex4 (r->p + 2)) < 0xDC00 || lo > 0xDFFF)
+                goto fail;
+              r->p += 6;
+              u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+            }
+          else if (u >= 0xDC00 && u <= 0xDFFF)
+            goto fail;
+          g_string_append_unichar (s, (gunichar) u);
+          break;
+        default:
+          goto fail;
+        }
+    }
+  if (r->p >= r->end)
+    goto fail;
+  r->p++;
+  if (!g_utf8_validate (s->str, (gssize) s->len, NULL)
+      || strlen (s->str) != s->len)
+    goto fail;
+  return g_string_free (s, FALSE);
+fail:
+  g_string_free (s, TRUE);
+  bad (r, error, "a malformed JSON string (or one with a NUL)");
+  return NULL;
+}
+
+static gboolean
+json_i64 (RankTransferReader *r, const char *what, gint64 *out, GError **error)
+{
+  const char *start;
+  g_autofree char *text = NULL;
+
+  skip_ws (r);
+  start = r->p;
+  if (r->p < r->end && *r->p == '-')
+    r->p++;
+  while (r->p < r->end && g_ascii_isdigit (*r->p))
+    r->p++;
+  text = g_strndup (start, (gsize) (r->p - start));
+  return parse_i64 (r, what, text, out, error);
+}
+
+/* The next char after whitespace is c: consumed. */
+static gboolean
+json_peek (RankTransferReader *r, char c)
+{
+  skip_ws (r);
+  if (r->p < r->end && *r->p == c)
+    {
+      r->p++;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+static gboolean
+json_subscores (RankTransferReader *r, GArray **out, GError **error)
+{
+  *out = g_array_new (FALSE, FALSE, sizeof (gint64));
+  if (!expect_char (r, '[', error))
+    return FALSE;
+  if (json_peek (r, ']'))
+    return TRUE;
+  do
+    {
+      gint64 v;
+
+      if (!json_i64 (r, "subscores", &v, error))
+        return FALSE;
+      g_array_append_val (*out, v);
+    }
+  while (json_peek (r, ','));
+  return expect_char (r, ']', error);
+}
+
+static gboolean
+json_data (RankTransferReader *r, GHashTable **out, GError **error)
+{
+  *out = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  if (!expect_char (r, '{', error))
+    return FALSE;
+  if (json_peek (r, '}'))
+    return TRUE;
+  do
+    {
+      char *key = json_string (r, error), *value;
+
+      if (key == NULL)
+        return FALSE;
+      if (!expect_char (r, ':', error)
+          || (value = json_string (r, error)) == NULL)
+        {
+          g_free (key);
+          return FALSE;
+        }
+      if (g_hash_table_contains (*out, key))
+        {
+          bad (r, error, "data: key '%s' given twice", key);
+          g_free (key);
+          g_free (value);
+          return FALSE;
+        }
+      g_hash_table_insert (*out, key, value);
+    }
+  while (json_peek (r, ','));
+  return expect_char (r, '}', error);
+}
+
+/* One JSON Lines record: an object, then the line's end. */
+static gboolean
+read_jsonl (RankTransferReader *r, RankTransferEntry *e, GError **error)
+{
+  guint seen = 0;
+  enum
+  {
+    MEMBER = 1,
+    SCORE = 2,
+    TIME = 4
+  };
+
+  if (!expect_char (r, '{', error))
+    return FALSE;
+  if (!json_peek (r, '}'))
+    do
+      {
+        g_autofree char *key = json_string (r, error);
+        gboolean ok;
+
+        if (key == NULL || !expect_char (r, ':', error))
+          return FALSE;
+        if (strcmp (key, "member") == 0 && e->member == NULL)
+          ok = (e->member = json_string (r, error)) != NULL, seen |= MEMBER;
+        else if (strcmp (key, "score") == 0 && !(seen & SCORE))
+          ok = json_i64 (r, "score", &e->score, error), seen |= SCORE;
+        else if (strcmp (key, "timestamp_ms") == 0 && !(seen & TIME))
+          ok = json_i64 (r, "timestamp_ms", &e->timestamp_ms, error),
+          seen |= TIME;
+        else if (strcmp (key, "subscores") == 0 && e->subscores == NULL)
+          ok = json_subscores (r, &e->subscores, error);
+        else if (strcmp (key, "data") == 0 && e->data == NULL)
+          ok = json_data (r, &e->data, error);
+        else
+          return bad (r, error,
+                      "'%s' is not a field of an entry (member, score, "
+                      "timestamp_ms, subscores, data), or comes twice",
+                      key);
+        if (!ok)
+          return FALSE;
+      }
+    while (json_peek (r, ','));
+  if (!expect_char (r, '}', error))
+    return FALSE;
+  skip_ws (r);
+  if (r->p < r->end && *r->p != '\n')
+    return bad (r, error, "text after the entry's closing '}'");
+  if (r->p < r->end)
+    r->p++;
+  if ((seen & (MEMBER | SCORE | TIME)) != (MEMBER | SCORE | TIME))
+    return bad (r, error, "an entry needs member, score and timestamp_ms");
+  r->line++;
+  return TRUE;
+}
+
+/* One CSV field (quoted or not), up to its ',' or the record's end, which
+ * is left at r->p. */
+static char *
+csv_field (RankTransferReader *r, GError **error)
+{
+  GString *s = g_string_new (NULL);
+
+  if (r->p < r->end && *r->p == '"')
+    {
+      r->p++;
+      for (;;)
+        {
+          if (r->p >= r->end)
+            {
+              g_string_free (s, TRUE);
+              bad (r, error, "a quoted field is not closed");
+              return NULL;
+            }
+          if (*r->p == '"')
+            {
+              if (r->p + 1 < r->end && r->p[1] == '"')
+                {
+                  g_string_append_c (s, '"');
+                  r->p += 2;
+                  continue;
+                }
+              r->p++;
+              break;
+            }
+          if (*r->p == '\n')
+            r->line++;
+          g_string_append_c (s, *r->p++);
+        }
+    }
+  else
+    while (r->p < r->end && *r->p != ',' && *r->p != '\n' && *r->p != '\r')
+      g_string_append_c (s, *r->p++);
+  if (r->p < r->end && *r->p != ',' && *r->p != '\n' && *r->p != '\r')
+    {
+      g_string_free (s, TRUE);
+      bad (r, error, "text after a quoted field's closing quote");
+      return NULL;
+    }
+  if (strlen (s->str) != s->len)
+    {
+      g_string_free (s, TRUE);
+      bad (r, error, "a NUL byte in a field");
+      return NULL;
+    }
+  return g_string_free (s, FALSE);
+}
+
+/* The fields of one CSV record into fields (5 expected). */
+static gboolean
+csv_record (RankTransferReader *r, char *fields[5], GError **error)
+{
+  guint n = 0;
+
+  for (;;)
+    {
+      char *f = csv_field (r, error);
+
+      if (f == NULL)
+        return FALSE;
+      if (n == 5)
+        {
+          g_free (f);
+          return bad (r, error, "more than 5 fields (%s)",
+                      RANK_TRANSFER_CSV_HEADER);
+        }
+      fields[n++] = f;
+      if (r->p < r->end && *r->p == ',')
+        {
+          r->p++;
+          continue;
+        }
+      break;
+    }
+  if (r->p < r->end && *r->p == '\r')
+    r->p++;
+  if (r->p < r->end && *r->p != '\n')
+    return bad (r, error, "a bare carriage return");
+  if (n != 5)
+    return bad (r, error, "%u fields, not 5 (%s)", n, RANK_TRANSFER_CSV_HEADER);
+  return TRUE;
+}
+
+static gboolean
+read_csv (RankTransferReader *r, RankTransferEntry *e, GError **error)
+{
+  char *f[5] = { 0 };
+  gboolean ok = csv_record (r, f, error);
+
+  if (ok)
+    {
+      e->member = g_steal_pointer (&f[0]);
+      ok = parse_i64 (r, "score", f[1], &e->score, error)
+           && parse_i64 (r, "timestamp_ms", f[2], &e->timestamp_ms, error);
+    }
+  if (ok && f[3][0] != '\0')
+    {
+      g_auto (GStrv) parts = g_strsplit (f[3], ";", -1);
+
+      e->subscores = g_array_new (FALSE, FALSE, sizeof (gint64));
+      for (guint i = 0; ok && parts[i] != NULL; i++)
+        {
+          gint64 v = 0;
+
+          ok = parse_i64 (r, "subscores", parts[i], &v, error);
+          g_array_append_val (e->subscores, v);
+        }
+    }
+  if (ok && f[4][0] != '\0')
+    {
+      RankTransferReader sub
+          = { RANK_TRANSFER_JSONL, f[4], f[4] + strlen (f[4]), r->line, 0 };
+
+      ok = json_data (&sub, &e->data, error);
+      skip_ws (&sub);
+      if (ok && sub.p != sub.end)
+        ok = bad (r, error, "data: text after the JSON object");
+    }
+  for (int i = 0; i < 5; i++)
+    g_free (f[i]);
+  if (ok && r->p < r->end)
+    r->p++; /* the '\n' */
+  if (ok)
+    r->line++;
+  return ok;
+}
+
+gboolean
+rank_transfer_read (RankTransferReader *r, RankTransferEntry *e, gboolean *done,
+                    GError **error)
+{
+  rank_transfer_entry_clear (e);
+  if (r->format == RANK_TRANSFER_CSV && r->line == 1 && r->record == 0)
+    {
+      gsize n = strlen (RANK_TRANSFER_CSV_HEADER);
+
+      if ((gsize) (r->end - r->p) < n
+          || memcmp (r->p, RANK_TRANSFER_CSV_HEADER, n) != 0
+          || (r->p + n < r->end && r->p[n] != '\n' && r->p[n] != '\r'))
+        return bad (r, error, "the header must be %s",
+                    RANK_TRANSFER_CSV_HEADER);
+      r->p += n;
+      if (r->p < r->end && *r->p == '\r')
+        r->p++;
+      if (r->p < r->end)
+        r->p++;
+      r->line++;
+    }
+  *done = r->p >= r->end;
+  if (*done)
+    return TRUE;
+  if (*r->p == '\n')
+    return bad (r, error, "an empty line");
+  r->record++;
+  return r->format == RANK_TRANSFER_CSV ? read_csv (r, e, error)
+                                        : read_jsonl (r, e, error);
+}
+
+/* ---- calls ---- */
+
+/* The answer of a failed call as a GError: rankd's exception, or the
+ * transport's error. Takes the exceptions. */
+static gboolean
+call_failed (GObject *invalid, GObject *unavailable, GObject *not_found,
+             GError *transport, GError **error)
+{
+  GObject *x = invalid ? invalid : unavailable ? unavailable : not_found;
+
+  if (x != NULL)
+    {
+      g_autofree char *message = NULL;
+
+      g_object_get (x, "message", &message, NULL);
+      g_set_error (error, RANK_ERROR,
+                   invalid       ? RANK_ERROR_INVALID
+                   : unavailable ? RANK_ERROR_UNAVAILABLE
+                                 : RANK_ERROR_NOT_FOUND,
+                   "%s", message);
+    }
+  else if (transport != NULL)
+    g_propagate_error (error, g_steal_pointer (&transport));
+  else
+    g_set_error (error, RANK_ERROR, RANK_ERROR_INTERNAL, "no answer");
+  g_clear_object (&invalid);
+  g_clear_object (&unavailable);
+  g_clear_object (&not_found);
+  g_clear_error (&transport);
+  return FALSE;
+}
+
+static int
+compare_member (gconstpointer a, gconstpointer b)
+{
+  const RankTransferEntry *x = *(RankTransferEntry *const *) a;
+  const RankTransferEntry *y = *(RankTransferEntry *const *) b;
+
+  return strcmp (x->member, y->member);
+}
+
+static void
+entry_free (gpointer p)
+{
+  rank_transfer_entry_clear (p);
+  g_free (p);
+}
+
+/* The page's entries into by_member, the later copy of a member winning. */
+static void
+take_page (GHashTable *by_member, rankExportPage *page)
+{
+  for (guint i = 0; i < page->entries->len; i++)
+    {
+      rankExportEntry *x = page->entries->pdata[i];
+      RankTransferEntry *e = g_new0 (RankTransferEntry, 1);
+
+      e->member = g_strdup (x->member);
+      e->score = x->score;
+      e->timestamp_ms = x->timestamp_ms;
+      if (x->__isset_subscores && x->subscores->len > 0)
+        e->subscores = g_array_copy (x->subscores);
+      if (x->__isset_data && g_hash_table_size (x->data) > 0)
+        {
+          /* The generated finalize destroys the table, refs or not. */
+          GHashTableIter it;
+          gpointer k, v;
+
+          e->data
+              = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+          g_hash_table_iter_init (&it, x->data);
+          while (g_hash_table_iter_next (&it, &k, &v))
+            g_hash_table_insert (e->data, g_strdup (k), g_strdup (v));
+        }
+      g_hash_table_replace (by_member, e->member, e);
+    }
+}
+
+gboolean
+rank_transfer_export (RankClient *client, const char *board,
+                      gint32 periods_back, RankTransferFormat format, FILE *out,
+                      guint64 *count, GError **error)
+{
+  g_autoptr (GHashTable) by_member
+      = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, entry_free);
+  g_autofree char *cursor = g_strdup ("");
+  g_autoptr (GPtrArray) sorted = NULL;
+  g_autoptr (GString) text = g_string_new (NULL);
+
+  do
+    {
+      g_autoptr (rankExportRequest) request = g_object_new (
+          RANK_TYPE_EXPORT_REQUEST, "board", board, "cursor", cursor, "count",
+          RANK_TRANSFER_BATCH * 5, "periods_back", periods_back, NULL);
+      g_autoptr (rankExportPage) page
+          = g_object_new (RANK_TYPE_EXPORT_PAGE, NULL);
+      rankInvalidArgument *invalid = NULL;
+      rankUnavailable *unavailable = NULL;
+      GError *transport = NULL;
+
+      if (!rank_ranking_if_export (rank_client_iface (client), &page, request,
+                                   &invalid, &unavailable, &transport))
+        return call_failed ((GObject *) invalid, (GObject *) unavailable, NULL,
+                            transport, error);
+      take_page (by_member, page);
+      g_free (cursor);
+      cursor = page->__isset_next_cursor ? g_strdup (page->next_cursor) : NULL;
+    }
+  while (cursor != NULL);
+
+  sorted = g_ptr_array_sized_new (g_hash_table_size (by_member));
+  {
+    GHashTableIter it;
+    gpointer v;
+
+    g_hash_table_iter_init (&it, by_member);
+    while (g_hash_table_iter_next (&it, NULL, &v))
+      g_ptr_array_add (sorted, v);
+  }
+  g_ptr_array_sort (sorted, compare_member);
+  if (format == RANK_TRANSFER_CSV)
+    g_string_append (text, RANK_TRANSFER_CSV_HEADER "\n");
+  for (guint i = 0; i < sorted->len; i++)
+    {
+      rank_transfer_format_entry (text, format, sorted->pdata[i]);
+      if (text->len >= 1 << 16 || i + 1 == sorted->len)
+        {
+          if (fwrite (text->str, 1, text->len, out) != text->len)
+            {
+              g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_IO,
+                           "cannot write the export");
+              return FALSE;
+            }
+          g_string_truncate (text, 0);
+        }
+    }
+  if (text->len > 0 && fwrite (text->str, 1, text->len, out) != text->len)
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_IO,
+                   "cannot write the export");
+      return FALSE;
+    }
+  *count = sorted->len;
+  return TRUE;
+}
+
+/* ---- import ---- */
+
+/* The request id of record number n of the file whose digest is id: the
+ * same file gives the same ids, so a second run applies nothing twice. */
+static char *
+import_request_id (const char *digest, guint64 n)
+{
+  return g_strdup_printf ("import:%.16s:%" G_GUINT64_FORMAT, digest, n);
+}
+
+static rankUpdateRequest *
+update_of (const char *board, const RankTransferEntry *e, const char *digest,
+           guint64 n)
+{
+  rankUpdateRequest *u = g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL);
+
+  u->board = g_strdup (board);
+  u->member = g_strdup (e->member);
+  u->value = e->score;
+  u->request_id = import_request_id (digest, n);
+  u->mode = RANK_UPDATE_MODE_SET;
+  u->__isset_mode = TRUE;
+  u->timestamp_ms = e->timestamp_ms;
+  u->__isset_timestamp_ms = TRUE;
+  if (e->subscores != NULL)
+    {
+      g_array_append_vals (u->subscores, e->subscores->data, e->subscores->len);
+      u->__isset_subscores = TRUE;
+    }
+  if (e->data != NULL)
+    {
+      GHashTableIter it;
+      gpointer k, v;
+
+      g_hash_table_iter_init (&it, e->data);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        g_hash_table_insert (u->data, g_strdup (k), g_strdup (v));
+      u->__isset_data = TRUE;
+    }
+  return u;
+}
+
+/* One UpdateBatch call in flight: its records (indexes into the file's
+ * entries) and how often each was sent. */
+typedef struct
+{
+  guint64 first; /* the record number of entries[0], 1-based */
+  GArray *index; /* guint: into the file's entries */
+} Flight;
+
+/* Sends the records of flight (corked by the caller). */
+static gboolean
+send_flight (RankClient *client, const char *board, GPtrArray *entries,
+             const char *digest, const Flight *f, GError **error)
+{
+  g_autoptr (rankUpdateBatchRequest) request
+      = g_object_new (RANK_TYPE_UPDATE_BATCH_REQUEST, NULL);
+
+  for (guint i = 0; i < f->index->len; i++)
+    {
+      guint k = g_array_index (f->index, guint, i);
+
+      g_ptr_array_add (request->requests,
+                       update_of (board, entries->pdata[k], digest, k + 1));
+    }
+  return rank_ranking_client_send_update_batch (rank_client_iface (client),
+                                                request, error);
+}
+
+/* Reads flight's answer: counts applied, repeated and refused records
+ * (printed with their line); the Unavailable ones go to retry. */
+static gboolean
+recv_flight (RankClient *client, GPtrArray *entries, GArray *lines,
+             const Flight *f, GArray *retry, RankImportStats *stats,
+             GError **error)
+{
+  g_autoptr (rankUpdateBatchResponse) response
+      = g_object_new (RANK_TYPE_UPDATE_BATCH_RESPONSE, NULL);
+  rankInvalidArgument *invalid = NULL;
+  GError *transport = NULL;
+
+  if (!rank_ranking_client_recv_update_batch (rank_client_iface (client),
+                                              &response, &invalid, &transport))
+    return call_failed ((GObject *) invalid, NULL, NULL, transport, error);
+  if (response->results->len != f->index->len)
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INTERNAL,
+                   "UpdateBatch answered %u results for %u requests",
+                   response->results->len, f->index->len);
+      return FALSE;
+    }
+  for (guint i = 0; i < f->index->len; i++)
+    {
+      rankUpdateResult *r = response->results->pdata[i];
+      guint k = g_array_index (f->index, guint, i);
+
+      if (r->__isset_response)
+        {
+          if (r->response->applied)
+            stats->applied++;
+          else
+            stats->repeated++;
+        }
+      else if (r->__isset_invalid)
+        {
+          const RankTransferEntry *e = entries->pdata[k];
+
+          stats->refused++;
+          fprintf (stderr, "rankctl: line %u (member '%s'): %s\n",
+                   g_array_index (lines, guint, k), e->member,
+                   r->invalid->message);
+        }
+      else
+        g_array_append_val (retry, k);
+    }
+  return TRUE;
+}
+
+/* Sends the records listed in todo, RANK_TRANSFER_IN_FLIGHT calls at a
+ * time; those answered Unavailable end in retry. */
+static gboolean
+send_all (RankClient *client, const char *board, GPtrArray *entries,
+          GArray *lines, const char *digest, GArray *todo, GArray *retry,
+          RankImportStats *stats, RankImportProgress progress,
+          gpointer progress_data, GError **error)
+{
+  RankClientTransport *t = rank_client_get_transport (client);
+  guint next = 0;
+
+  while (next < todo->len)
+    {
+      Flight flights[RANK_TRANSFER_IN_FLIGHT];
+      guint n = 0;
+      gboolean ok = TRUE;
+
+      rank_client_transport_cork (t);
+      for (; n < RANK_TRANSFER_IN_FLIGHT && next < todo->len; n++)
+        {
+          guint take = MIN (RANK_TRANSFER_BATCH, todo->len - next);
+
+          flights[n].index
+              = g_array_sized_new (FALSE, FALSE, sizeof (guint), take);
+          g_array_append_vals (flights[n].index,
+                               &g_array_index (todo, guint, next), take);
+          next += take;
+          ok = ok
+               && send_flight (client, board, entries, digest, &flights[n],
+                               error);
+        }
+      ok = rank_client_transport_uncork (t, ok ? error : NULL) && ok;
+      for (guint i = 0; i < n; i++)
+        {
+          ok = ok
+               && recv_flight (client, entries, lines, &flights[i], retry,
+                               stats, error);
+          g_array_unref (flights[i].index);
+        }
+      if (!ok)
+        return FALSE;
+      if (progress != NULL)
+        progress (stats, progress_data);
+    }
+  return TRUE;
+}
+
+gboolean
+rank_transfer_import (RankClient *client, const char *board, const char *path,
+                      RankTransferFormat format, RankImportProgress progress,
+                      gpointer progress_data, RankImportStats *stats,
+                      GError **error)
+{
+  g_autofree char *text = NULL;
+  g_autofree char *digest = NULL;
+  g_autoptr (GPtrArray) entries = g_ptr_array_new_with_free_func (entry_free);
+  g_autoptr (GArray) lines = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GArray) todo = g_array_new (FALSE, FALSE, sizeof (guint));
+  RankTransferReader reader;
+  gsize len = 0;
+
+  memset (stats, 0, sizeof *stats);
+  if (!g_file_get_contents (path, &text, &len, error))
+    return FALSE;
+  digest
+      = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (guchar *) text, len);
+  /* The whole file is read and checked before anything is sent. */
+  rank_transfer_reader_init (&reader, format, text, len);
+  for (;;)
+    {
+      RankTransferEntry *e = g_new0 (RankTransferEntry, 1);
+      guint line = (guint) reader.line;
+      gboolean done = FALSE;
+
+      if (!rank_transfer_read (&reader, e, &done, error) || done)
+        {
+          entry_free (e);
+          if (!done)
+            {
+              g_prefix_error (error, "%s: ", path);
+              return FALSE;
+            }
+          break;
+        }
+      g_array_append_val (todo, entries->len);
+      g_array_append_val (lines, line);
+      g_ptr_array_add (entries, e);
+    }
+  stats->records = entries->len;
+  for (int attempt = 0; todo->len > 0; attempt++)
+    {
+      g_autoptr (GArray) retry = g_array_new (FALSE, FALSE, sizeof (guint));
+
+      if (attempt > 5)
+        {
+          g_set_error (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                       "%u records still unavailable after 5 retries; run "
+                       "the import again (what was applied is not applied "
+                       "twice)",
+                       todo->len);
+          return FALSE;
+        }
+      if (attempt > 0)
+        g_usleep ((gulong) (100000 << attempt)); /* backoff before a retry */
+      if (!send_all (client, board, entries, lines, digest, todo, retry, stats,
+                     progress, progress_data, error))
+        return FALSE;
+      g_array_unref (todo);
+      todo = g_steal_pointer (&retry);
+    }
+  return TRUE;
+}

@@ -1,0 +1,115 @@
+/* transfer.h -- a board to a file and back: rankctl export and import.
+ *
+ * Export reads the board a page at a time with the Export method (Redis
+ * ZSCAN underneath: the board keeps taking updates, and Redis is never held
+ * long), keeps the last copy of a member seen twice, and writes the entries
+ * sorted by member id, bytewise, so that the same board exports to the same
+ * bytes. Each entry carries what an import needs to reproduce its place:
+ * member, score, the time it reached the score (the tie-break), subscores
+ * and data.
+ *
+ * Import sends such a file with UpdateBatch, 1000 entries a call, each a SET
+ * of the score at the exported time, with a request id made of the file's
+ * SHA-256 and the entry's number: an import stopped half-way and run again
+ * applies every entry once.
+ *
+ * Formats (one header line in CSV; none in JSON Lines):
+ *   csv    member,score,timestamp_ms,subscores,data
+ *          member and data always quoted ("" inside), subscores as 1;2;3,
+ *          data as a JSON object; both empty when the entry has none.
+ *          A quoted member may span lines.
+ *   jsonl  {"member":"m","score":1,"timestamp_ms":2,"subscores":[..],
+ *          "data":{..}}, subscores and data left out when none.
+ */
+#ifndef RANK_TRANSFER_H
+#define RANK_TRANSFER_H
+
+#include <stdio.h>
+
+#include "client.h"
+
+typedef enum
+{
+  RANK_TRANSFER_CSV,
+  RANK_TRANSFER_JSONL,
+} RankTransferFormat;
+
+#define RANK_TRANSFER_CSV_HEADER "member,score,timestamp_ms,subscores,data"
+
+/* Entries per UpdateBatch call, and calls sent before the first answer is
+ * read. */
+#define RANK_TRANSFER_BATCH 1000
+#define RANK_TRANSFER_IN_FLIGHT 4
+
+typedef struct
+{
+  char *member;
+  gint64 score;
+  gint64 timestamp_ms;
+  GArray *subscores; /* gint64; NULL: none */
+  GHashTable *data;  /* string -> string; NULL: none */
+} RankTransferEntry;
+
+void rank_transfer_entry_clear (RankTransferEntry *e);
+
+/* "csv" or "jsonl". */
+gboolean rank_transfer_format_parse (const char *text, RankTransferFormat *out);
+
+/* The format a file name's extension implies (.csv, .jsonl); FALSE if it
+ * implies none. */
+gboolean rank_transfer_format_of_path (const char *path,
+                                       RankTransferFormat *out);
+
+/* One entry as a record of format, with its line end. */
+void rank_transfer_format_entry (GString *out, RankTransferFormat format,
+                                 const RankTransferEntry *e);
+
+/* Reads records from text: a reader over the whole file. */
+typedef struct
+{
+  RankTransferFormat format;
+  const char *p, *end;
+  guint64 line;   /* of p, 1-based */
+  guint64 record; /* records read, the header not counted */
+} RankTransferReader;
+
+void rank_transfer_reader_init (RankTransferReader *r,
+                                RankTransferFormat format, const char *text,
+                                gsize len);
+
+/* The next record into e (cleared first): TRUE with *done FALSE; TRUE with
+ * *done TRUE at the end; FALSE on a malformed record, error naming its line
+ * and field. */
+gboolean rank_transfer_read (RankTransferReader *r, RankTransferEntry *e,
+                             gboolean *done, GError **error);
+
+/* Export: every entry of board (periods_back back) to out. *count: the
+ * entries written. Errors: RANK_ERROR (INVALID, UNAVAILABLE, NOT_FOUND as
+ * rankd answered), else the transport's. */
+gboolean rank_transfer_export (RankClient *client, const char *board,
+                               gint32 periods_back, RankTransferFormat format,
+                               FILE *out, guint64 *count, GError **error);
+
+typedef struct
+{
+  guint64 records;  /* in the file */
+  guint64 applied;  /* applied by this run */
+  guint64 repeated; /* applied before (an earlier run of the same file) */
+  guint64 refused;  /* InvalidArgument, each printed with its line */
+} RankImportStats;
+
+/* Called after each answered call (progress). */
+typedef void (*RankImportProgress) (const RankImportStats *stats,
+                                    gpointer data);
+
+/* Import: every record of the file at path into board. Refused records are
+ * printed on stderr with their line and counted; a record that meets
+ * Unavailable is sent again (same request id) up to 5 times. FALSE on a
+ * malformed file (nothing sent), or when rankd stays out of reach. */
+gboolean rank_transfer_import (RankClient *client, const char *board,
+                               const char *path, RankTransferFormat format,
+                               RankImportProgress progress,
+                               gpointer progress_data, RankImportStats *stats,
+                               GError **error);
+
+#endif /* RANK_TRANSFER_H */
