@@ -1,0 +1,120 @@
+#!/bin/bash
+# import.sh -- rankctl import and export on a large board, and DeleteBoard
+# on it.
+#
+# Generates a file of MEMBERS entries (with times, and data on every tenth),
+# imports it into an empty board, exports that board, imports the export
+# into a second empty board and exports again; the three files must be the
+# same bytes. Reports entries/s and the CPU µs per entry of redis-server,
+# rankd and rankctl over each step (from /proc and getrusage, user +
+# system), then deletes
+# the first board with Redis's slow log on at 10 ms and reports what it
+# logged (nothing, if no command took 10 ms).
+#
+# Usage: bash bench/import.sh
+# Environment: MEMBERS (default 1000000), FORMAT (csv or jsonl, default
+# csv), BUILD (default build/), OUT (default bench/results/import-<time>).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+bench_setup import
+format=${FORMAT:-csv}
+rankctl=$build/rankctl
+[ -x "$rankctl" ] || { echo "no $rankctl: build first" >&2; exit 1; }
+
+bench_meta "MEMBERS=$members FORMAT=$format bash bench/import.sh" | tee "$out/summary.txt"
+
+redis_port=$(free_port)
+rankd_port=$(free_port)
+start_redis "$redis_port"
+redis_pid=${pids[-1]}
+"$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
+  >"$work/rankd.log" 2>&1 &
+rankd_pid=$!
+pids+=("$rankd_pid")
+wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1; }
+export RANKCTL_CONNECT=127.0.0.1:$rankd_port
+
+# The entries, in export's own form: sorted by member id bytewise.
+python3 - "$members" "$format" >"$work/gen.$format" <<'EOF'
+import json, random, sys
+n, fmt = int(sys.argv[1]), sys.argv[2]
+random.seed(7)
+if fmt == "csv":
+    print("member,score,timestamp_ms,subscores,data")
+for m in sorted("m%d" % i for i in range(n)):
+    score = random.randint(-10**12, 10**12)
+    t = 1700000000000 + random.randint(0, 10**9)
+    data = {"name": "player " + m} if int(m[1:]) % 10 == 0 else None
+    if fmt == "csv":
+        d = json.dumps(data, separators=(",", ":")).replace('"', '""') if data else ""
+        print('"%s",%d,%d,,%s' % (m, score, t, '"%s"' % d if d else ""))
+    else:
+        e = {"member": m, "score": score, "timestamp_ms": t}
+        if data:
+            e["data"] = data
+        print(json.dumps(e, separators=(",", ":")))
+EOF
+
+ticks=$(getconf CLK_TCK)
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# Runs a rankctl command, timed, with the CPU of Redis, rankd and rankctl
+# per entry; prints one table row.
+step() { # label entries command...
+  local label=$1 entries=$2
+  shift 2
+  local r0 k0 t0 t1 r1 k1 own
+  r0=$(cpu "$redis_pid")
+  k0=$(cpu "$rankd_pid")
+  t0=$(date +%s.%N)
+  # The command's own CPU (and its children's), from getrusage.
+  python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[2:], check=True, stdout=subprocess.DEVNULL)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write("%f %f" % (r.ru_utime, r.ru_stime))' \
+    "$work/time" "$@" 2>"$work/step.err" || { cat "$work/step.err" >&2; exit 1; }
+  t1=$(date +%s.%N)
+  own=$(cat "$work/time")
+  r1=$(cpu "$redis_pid")
+  k1=$(cpu "$rankd_pid")
+  python3 - "$label" "$entries" "$t0" "$t1" "$r0" "$r1" "$k0" "$k1" "$own" "$ticks" <<'EOF'
+import sys
+label, n, t0, t1, r0, r1, k0, k1, own, hz = sys.argv[1:]
+n, secs, hz = int(n), float(t1) - float(t0), int(hz)
+us = lambda ticks: ticks / hz * 1e6 / n
+client = sum(float(x) for x in own.split()) * 1e6 / n
+print("| %s | %d | %.1f | %s | %.2f | %.2f | %.2f |" % (
+    label, n, secs, format(round(n / secs), ","),
+    us(int(r1) - int(r0)), us(int(k1) - int(k0)), client))
+EOF
+}
+
+{
+  echo
+  echo "| step | entries | s | entries/s | Redis µs/entry | rankd µs/entry | rankctl µs/entry |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  step "import into an empty board" "$members" "$rankctl" import bench_a "$work/gen.$format"
+  step "export" "$members" sh -c "'$rankctl' export bench_a --format $format >'$work/a.$format'"
+  step "import of the export" "$members" "$rankctl" import bench_b "$work/a.$format"
+  step "the same import again (all repeated)" "$members" "$rankctl" import bench_b "$work/a.$format"
+  "$rankctl" export bench_b --format "$format" >"$work/b.$format"
+} | tee -a "$out/summary.txt"
+
+same=yes
+cmp -s "$work/gen.$format" "$work/a.$format" || same="no (generated vs first export)"
+cmp -s "$work/a.$format" "$work/b.$format" || same="no (first vs second export)"
+echo "round trip byte-identical: $same" | tee -a "$out/summary.txt"
+
+redis-cli -p "$redis_port" config set slowlog-log-slower-than 10000 >/dev/null
+redis-cli -p "$redis_port" slowlog reset >/dev/null
+t0=$(date +%s.%N)
+"$rankctl" delete-board bench_a --request-id bench-delete >/dev/null
+t1=$(date +%s.%N)
+slow=$(redis-cli -p "$redis_port" slowlog len)
+longest=$(redis-cli -p "$redis_port" slowlog get 1 | sed -n 3p)
+echo "delete-board of $members members: $(python3 -c "print('%.2f' % ($t1 - $t0))") s, Redis commands over 10 ms: $slow${longest:+ (longest $longest µs)}" |
+  tee -a "$out/summary.txt"
+[ "$same" = yes ] && [ "$slow" = 0 ]
