@@ -22,16 +22,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 del sys.argv[1:3]
 
 from thrift.protocol import TBinaryProtocol, TCompactProtocol  # noqa: E402
+from thrift.Thrift import TMessageType, TType  # noqa: E402
 from thrift.transport import TSocket, TSSLSocket, TTransport  # noqa: E402
 
 from ranking import Ranking  # noqa: E402
 from servers import start  # noqa: E402
 from ranking.ttypes import (  # noqa: E402
-    CountBetweenRequest, CountRequest, GetAroundRequest, GetMemberDataRequest,
-    GetPercentileRequest, GetRankRequest, GetRanksRequest,
-    GetScoreAtPercentileRequest, GetTopNRequest, InvalidArgument, NotFound,
-    RemoveRequest, SampleRequest, SetMemberDataRequest, UpdateMode,
-    UpdateRequest)
+    CountBetweenRequest, CountRequest, Entry, GetAroundRequest,
+    GetMemberDataRequest, GetPercentileRequest, GetRankRequest,
+    GetRanksRequest, GetScoreAtPercentileRequest, GetTopNRequest,
+    InvalidArgument, NotFound, RankOf, RemoveRequest, SampleRequest,
+    SetMemberDataRequest, UpdateMode, UpdateRequest)
 
 MAX = 2**53 - 1
 
@@ -530,6 +531,170 @@ class SubscoresDataTest(ServedTest):
             GetRankRequest(board="lim", member="lim")).score, 1)
         self.assertEqual(self.client.GetMemberData(
             GetMemberDataRequest(board="lim", member="lim")), {})
+
+
+def wire_fields(struct):
+    """The ids of the fields struct puts on the wire, in order."""
+    buf = TTransport.TMemoryBuffer()
+    struct.write(TBinaryProtocol.TBinaryProtocol(buf))
+    proto = TBinaryProtocol.TBinaryProtocol(
+        TTransport.TMemoryBuffer(buf.getvalue()))
+    proto.readStructBegin()
+    ids = []
+    while True:
+        _, ftype, fid = proto.readFieldBegin()
+        if ftype == TType.STOP:
+            return ids
+        proto.skip(ftype)
+        ids.append(fid)
+
+
+def send_pre_1_0(client, name, fields):
+    """Sends a call as a client generated from the IDL before 1.0 did: each
+    argument a field of the call itself, (id, type, value), not one request
+    struct."""
+    p = client._oprot
+    p.writeMessageBegin(name, TMessageType.CALL, 0)
+    p.writeStructBegin(f"{name}_args")
+    for fid, ftype, value in fields:
+        p.writeFieldBegin(f"arg{fid}", ftype, fid)
+        if ftype == TType.STRING:
+            p.writeString(value)
+        elif ftype == TType.I32:
+            p.writeI32(value)
+        elif ftype == TType.BOOL:
+            p.writeBool(value)
+        else:  # UpdateBatch's list<UpdateRequest>
+            p.writeListBegin(TType.STRUCT, len(value))
+            for v in value:
+                v.write(p)
+            p.writeListEnd()
+        p.writeFieldEnd()
+    p.writeFieldStop()
+    p.writeStructEnd()
+    p.writeMessageEnd()
+    p.trans.flush()
+
+
+class RequestShapeTest(ServedTest):
+    """Every method takes one request struct; its options are optional
+    fields with IDL defaults."""
+    config = "[board shape]\nperiod=daily\naccept_late=true\nretention=2\n"
+    # The options' defaults, as the IDL documents them.
+    DEFAULTS = {"offset": 0, "periods_back": 0, "with_data": False}
+
+    def fill(self):
+        """Today a 30, b 20, c 10 (a and b with data); yesterday a 5 (with
+        other data) and y 99. Request ids make a second fill a no-op."""
+        utc = datetime.timezone.utc
+        noon = datetime.datetime.combine(
+            datetime.datetime.now(utc).date() - datetime.timedelta(days=1),
+            datetime.time(12), utc)
+        yesterday = int(noon.timestamp() * 1000)
+        for i, (member, value, ts, data) in enumerate([
+                ("a", 5, yesterday, {"name": "old"}),
+                ("y", 99, yesterday, None),
+                ("a", 30, None, {"name": "A"}),
+                ("b", 20, None, {"name": "B"}),
+                ("c", 10, None, None)]):
+            self.client.Update(UpdateRequest(
+                board="shape", member=member, value=value, timestamp_ms=ts,
+                data=data, request_id=f"shape-{i}"))
+        self.assertEqual(self.client.Count(
+            CountRequest(board="shape", periods_back=1)), 2)
+
+    @staticmethod
+    def shape(answer):
+        if isinstance(answer, list):
+            return [RequestShapeTest.shape(x) for x in answer]
+        if isinstance(answer, Entry):
+            return (answer.member, answer.score, answer.rank, answer.data)
+        if isinstance(answer, RankOf):
+            return (answer.member, answer.found, answer.score, answer.rank)
+        if isinstance(answer, float):
+            return round(answer, 9)
+        return answer
+
+    def test_required_fields_only(self):
+        """A request built with its required fields only: the client fills
+        in the IDL's defaults, and rankd answers the same when they are
+        left off the wire: the current period, from the top, no data."""
+        self.fill()
+        b = "shape"
+        top = [("a", 30, 1, None), ("b", 20, 2, None), ("c", 10, 3, None)]
+        cases = [
+            (GetRankRequest, dict(board=b, member="a"), top[0]),
+            (GetTopNRequest, dict(board=b, n=10), top),
+            (GetAroundRequest, dict(board=b, member="b", radius=1), top),
+            (GetRanksRequest, dict(board=b, members=["a", "y"]),
+             [("a", True, 30, 1), ("y", False, None, None)]),
+            (CountRequest, dict(board=b), 3),
+            (CountBetweenRequest, dict(board=b, min_score=0, max_score=100),
+             3),
+            (GetPercentileRequest, dict(board=b, member="b"),
+             round(100 / 3, 9)),
+            (GetScoreAtPercentileRequest, dict(board=b, pct=100), 30),
+            (SampleRequest,
+             dict(board=b, min_score=0, max_score=100, count=10), top),
+            (GetMemberDataRequest, dict(board=b, member="a"), {"name": "A"}),
+        ]
+        for cls, required, want in cases:
+            method = cls.__name__[:-len("Request")]
+            with self.subTest(method):
+                spec = [s for s in cls.thrift_spec if s is not None]
+                options = [s[2] for s in spec if s[2] not in required]
+                self.assertTrue(options)
+                built = cls(**required)
+                self.assertEqual({o: getattr(built, o) for o in options},
+                                 {o: self.DEFAULTS[o] for o in options})
+                bare = cls(**required, **dict.fromkeys(options))
+                self.assertEqual(wire_fields(bare),
+                                 [s[0] for s in spec if s[2] in required])
+                for request in (built, bare):
+                    got = self.shape(getattr(self.client, method)(request))
+                    if cls is SampleRequest:  # in no particular order
+                        got.sort()
+                    self.assertEqual(got, want)
+
+    def test_positional_calls_are_refused(self):
+        """The shape before 1.0, positional arguments, is gone: the
+        generated client refuses it before sending anything, and rankd
+        answers a call encoded that way (by a client generated from the
+        old IDL) with InvalidArgument, without reading it as another call."""
+        self.fill()
+        c = self.client
+        for old in (lambda: c.GetRank("shape", "a"),
+                    lambda: c.GetRank("shape", "a", 0),
+                    lambda: c.GetTopN("shape", 10, 0, 0, False),
+                    lambda: c.Remove("shape", "a", "old-1"),
+                    lambda: c.Count("shape", 0)):
+            with self.assertRaises(TypeError):
+                old()
+        # Nothing was sent: the connection goes on.
+        self.assertEqual(c.Count(CountRequest(board="shape")), 3)
+        S, I32 = TType.STRING, TType.I32
+        old_calls = [
+            ("GetRank", [(1, S, "shape"), (2, S, "a"), (3, I32, 0)]),
+            ("GetTopN", [(1, S, "shape"), (2, I32, 10), (3, I32, 0),
+                         (4, I32, 0), (5, TType.BOOL, False)]),
+            ("Count", [(1, S, "shape"), (2, I32, 0)]),
+            ("Remove", [(1, S, "shape"), (2, S, "a"), (3, S, "old-2")]),
+            ("UpdateBatch", [(1, TType.LIST, [UpdateRequest(
+                board="shape", member="z", value=1, request_id="old-3")])]),
+        ]
+        client, transport = connect(self.port)
+        try:
+            for name, fields in old_calls:
+                with self.subTest(name):
+                    send_pre_1_0(client, name, fields)
+                    with self.assertRaises(InvalidArgument):
+                        getattr(client, "recv_" + name)()
+        finally:
+            transport.close()
+        # Nothing changed: a still there, z not added.
+        self.assertEqual(c.Count(CountRequest(board="shape")), 3)
+        self.assertEqual(
+            c.GetRank(GetRankRequest(board="shape", member="a")).score, 30)
 
 
 # The README's TLS example: stunnel terminates TLS in front of rankd.
