@@ -37,7 +37,9 @@ STUBS = rankd_http.load_stubs(IDL)
 from thrift.protocol import TBinaryProtocol  # noqa: E402
 from thrift.transport import TSocket, TTransport  # noqa: E402
 from ranking import Ranking  # noqa: E402
-from ranking.ttypes import UpdateRequest  # noqa: E402
+from ranking.ttypes import (  # noqa: E402
+    CountRequest, GetAroundRequest, GetRankRequest, GetTopNRequest,
+    UpdateRequest)
 
 SECONDS = float(os.environ.get("RANKD_CROWD_SECONDS", "30"))
 WARM_UP_SECONDS = 5
@@ -57,14 +59,18 @@ def frame(send):
 def calls():
     """A few kinds of call, (frame, weight): mostly small, some large."""
     return [
-        (frame(lambda c: c.send_Count(BOARD, 0)), 10),
-        (frame(lambda c: c.send_GetRank(BOARD, "m7", 0)), 10),
-        (frame(lambda c: c.send_GetTopN(BOARD, 10, 0, 0, False)), 10),
+        (frame(lambda c: c.send_Count(CountRequest(board=BOARD))), 10),
+        (frame(lambda c: c.send_GetRank(GetRankRequest(
+            board=BOARD, member="m7"))), 10),
+        (frame(lambda c: c.send_GetTopN(GetTopNRequest(
+            board=BOARD, n=10))), 10),
         (frame(lambda c: c.send_Update(UpdateRequest(
             board="crowd-writes", member="w", value=1,
             request_id="same-id"))), 5),
-        (frame(lambda c: c.send_GetTopN(BOARD, 500, 0, 0, True)), 2),
-        (frame(lambda c: c.send_GetAround(BOARD, "m250", 100, 0, True)), 1),
+        (frame(lambda c: c.send_GetTopN(GetTopNRequest(
+            board=BOARD, n=500, with_data=True))), 2),
+        (frame(lambda c: c.send_GetAround(GetAroundRequest(
+            board=BOARD, member="m250", radius=100, with_data=True))), 1),
         (b"\x00\x00\x00\x05garb", 1),  # not a call: closes its connection
     ]
 
@@ -226,8 +232,9 @@ class CrowdTest(unittest.TestCase):
             transport = TTransport.TFramedTransport(sock)
             transport.open()
             client = Ranking.Client(TBinaryProtocol.TBinaryProtocol(transport))
-            self.assertEqual(client.Count(BOARD, 0), 500)
-            self.assertEqual(client.GetRank("crowd-writes", "w", 0).score, 1)
+            self.assertEqual(client.Count(CountRequest(board=BOARD)), 500)
+            self.assertEqual(client.GetRank(GetRankRequest(
+                board="crowd-writes", member="w")).score, 1)
             transport.close()
         finally:
             status = stop(rankd)

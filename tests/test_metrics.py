@@ -29,7 +29,9 @@ from thrift.protocol import TBinaryProtocol  # noqa: E402
 from thrift.transport import TSocket, TTransport  # noqa: E402
 from ranking import Ranking  # noqa: E402
 from ranking.ttypes import (  # noqa: E402
-    InvalidArgument, NotFound, Unavailable, UpdateMode as Mode, UpdateRequest)
+    CountRequest, GetMemberDataRequest, GetRankRequest, GetTopNRequest,
+    InvalidArgument, NotFound, Unavailable, UpdateBatchRequest,
+    UpdateMode as Mode, UpdateRequest)
 
 METHODS = ["Update", "GetRank", "GetTopN", "GetAround", "GetRanks", "Remove",
            "Count", "CountBetween", "GetPercentile", "GetScoreAtPercentile",
@@ -141,15 +143,17 @@ class CountersTest(Served):
                 c.Update(UpdateRequest(board=b, member="x" * 257, value=1,
                                        request_id="bad"))
         for _ in range(3):
-            self.assertEqual(c.GetRank(b, "m4", 0).rank, 1)
+            self.assertEqual(
+                c.GetRank(GetRankRequest(board=b, member="m4")).rank, 1)
         for _ in range(2):
             with self.assertRaises(NotFound):
-                c.GetRank(b, "nobody", 0)
+                c.GetRank(GetRankRequest(board=b, member="nobody"))
         for _ in range(4):
-            self.assertEqual(len(c.GetTopN(b, 10, 0, 0, True)), 5)
+            self.assertEqual(len(c.GetTopN(
+                GetTopNRequest(board=b, n=10, with_data=True))), 5)
         with self.assertRaises(InvalidArgument):
-            c.GetTopN(b, 0, 0, 0, False)
-        self.assertEqual(c.Count(b, 0), 5)
+            c.GetTopN(GetTopNRequest(board=b, n=0))
+        self.assertEqual(c.Count(CountRequest(board=b)), 5)
 
         expected = {("Update", "ok"): 5, ("Update", "invalid"): 2,
                     ("GetRank", "ok"): 3, ("GetRank", "not_found"): 2,
@@ -199,7 +203,7 @@ class CountersTest(Served):
         # A second connection, then closed: the gauge follows, the counter
         # only goes up.
         c2, t2 = connect(self.port)
-        self.assertEqual(c2.Count(b, 0), 5)
+        self.assertEqual(c2.Count(CountRequest(board=b)), 5)
         s = self.scrape()
         self.assertEqual(value(s, "rankd_connections_open"), 2)
         self.assertEqual(value(s, "rankd_connections_total"), opened + 2)
@@ -246,7 +250,7 @@ class HealthTest(Served):
         # Calls answer Unavailable, and are counted so.
         for _ in range(3):
             with self.assertRaises(Unavailable):
-                c.GetRank("health-board", "m", 0)
+                c.GetRank(GetRankRequest(board="health-board", member="m"))
         s = wait_for("every call counted", lambda: next(
             (s for s in [self.scrape()]
              if calls_counted(s) >= calls_counted(before) + 3), None))
@@ -266,7 +270,8 @@ class HealthTest(Served):
         self.assertEqual(value(self.scrape(), "rankd_redis_up", node=node), 1)
         c.Update(UpdateRequest(board="health-board", member="m", value=1,
                                request_id="after"))
-        self.assertEqual(c.GetRank("health-board", "m", 0).score, 1)
+        self.assertEqual(c.GetRank(
+            GetRankRequest(board="health-board", member="m")).score, 1)
         t.close()
 
 
@@ -437,14 +442,17 @@ class BatchedUpdatesTest(Served):
                     want[c], f"connection {c}")
             # The boards are the same, member data included.
             top = [(e.member, e.score, e.rank) for e in
-                   conns[0][0].GetTopN(together, 100, 0, 0, True)
+                   conns[0][0].GetTopN(GetTopNRequest(
+                       board=together, n=100, with_data=True))
                    if e.member != "warm"]
             ref = [(e.member, e.score, e.rank) for e in
-                   conns[0][0].GetTopN(alone, 100, 0, 0, True)]
+                   conns[0][0].GetTopN(GetTopNRequest(
+                       board=alone, n=100, with_data=True))]
             self.assertEqual(top, ref)
             for c in range(n):
                 self.assertEqual(
-                    conns[0][0].GetMemberData(together, f"m{c}-b", 0),
+                    conns[0][0].GetMemberData(GetMemberDataRequest(
+                        board=together, member=f"m{c}-b")),
                     {"k": f"v{c}"})
         finally:
             for _, t in conns:
@@ -510,10 +518,10 @@ class BatchedUpdatesTest(Served):
                         [tuple(x.replace(together, "B")
                                if isinstance(x, str) else x for x in g)
                          for g in got[c]], want[c], f"connection {c}")
-            final = {e.member: e.score for e in
-                     conns[0][0].GetTopN(together, 100, 0, 0, False)}
+            final = {e.member: e.score for e in conns[0][0].GetTopN(
+                GetTopNRequest(board=together, n=100))}
             ref = {e.member: e.score for e in
-                   conns[0][0].GetTopN(alone, 100, 0, 0, False)}
+                   conns[0][0].GetTopN(GetTopNRequest(board=alone, n=100))}
             self.assertEqual(final, ref)
             self.assertEqual(len(final), 4 * n)
         finally:
@@ -532,7 +540,7 @@ class BatchedUpdatesTest(Served):
             want = []
             for m in members[:16 * n]:
                 try:
-                    e = c0.GetRank(board, m, 0)
+                    e = c0.GetRank(GetRankRequest(board=board, member=m))
                     want.append((e.member, e.score, e.rank))
                 except NotFound:
                     want.append(None)
@@ -540,7 +548,8 @@ class BatchedUpdatesTest(Served):
             os.kill(self.rankd.pid, signal.SIGSTOP)
             try:
                 for i, m in enumerate(members[:16 * n]):
-                    conns[i % n][0].send_GetRank(board, m, 0)
+                    conns[i % n][0].send_GetRank(
+                        GetRankRequest(board=board, member=m))
             finally:
                 os.kill(self.rankd.pid, signal.SIGCONT)
             got = [None] * (16 * n)
@@ -579,7 +588,7 @@ class UpdateBatchTest(Served):
                 UpdateRequest("ub-a", "z", 1, "5", Mode.SET,
                               data={"k": "v"}),
             ]
-            got = client.UpdateBatch(reqs)
+            got = client.UpdateBatch(UpdateBatchRequest(requests=reqs)).results
             self.assertEqual(len(got), len(reqs))
             for g in got:
                 self.assertEqual(sum(x is not None for x in
@@ -600,19 +609,22 @@ class UpdateBatchTest(Served):
                 "requests[6]: board"), got[6].invalid.message)
             self.assertEqual((got[7].response.score, got[7].response.rank),
                              (1, 2))
-            self.assertEqual(client.GetMemberData("ub-a", "z", 0), {"k": "v"})
+            self.assertEqual(client.GetMemberData(
+                GetMemberDataRequest(board="ub-a", member="z")), {"k": "v"})
             # The same batch again: nothing applies twice, the refusals stay.
-            again = client.UpdateBatch(reqs)
+            again = client.UpdateBatch(
+                UpdateBatchRequest(requests=reqs)).results
             for i, (a, b) in enumerate(zip(got, again)):
                 if a.response is None:
                     self.assertEqual(a, b, i)
                 else:
                     self.assertFalse(b.response.applied, i)
-                    self.assertEqual(b.response.score,
-                                     client.GetRank(reqs[i].board,
-                                                    reqs[i].member, 0).score)
-            self.assertEqual(client.GetRank("ub-a", "x", 0).score, 15)
-            self.assertEqual(client.Count("ub-a", 0), 2)
+                    self.assertEqual(b.response.score, client.GetRank(
+                        GetRankRequest(board=reqs[i].board,
+                                       member=reqs[i].member)).score)
+            self.assertEqual(client.GetRank(
+                GetRankRequest(board="ub-a", member="x")).score, 15)
+            self.assertEqual(client.Count(CountRequest(board="ub-a")), 2)
         finally:
             t.close()
 
@@ -623,16 +635,17 @@ class UpdateBatchTest(Served):
                 reqs = [UpdateRequest("ub-size", f"m{i}", 1, f"r{i}")
                         for i in range(n)]
                 with self.assertRaises(InvalidArgument) as e:
-                    client.UpdateBatch(reqs)
+                    client.UpdateBatch(UpdateBatchRequest(requests=reqs))
                 self.assertIn(f"requests: {n} updates; UpdateBatch takes "
                               "1 to 1000", e.exception.message)
-            self.assertEqual(client.Count("ub-size", 0), 0)
+            self.assertEqual(client.Count(CountRequest(board="ub-size")), 0)
             reqs = [UpdateRequest("ub-size", f"m{i}", i, f"r{i}", Mode.SET)
                     for i in range(1000)]
-            got = client.UpdateBatch(reqs)
+            got = client.UpdateBatch(UpdateBatchRequest(requests=reqs)).results
             self.assertEqual([g.response.score for g in got], list(range(1000)))
-            self.assertEqual(client.Count("ub-size", 0), 1000)
-            self.assertEqual(client.GetRank("ub-size", "m999", 0).rank, 1)
+            self.assertEqual(client.Count(CountRequest(board="ub-size")), 1000)
+            self.assertEqual(client.GetRank(
+                GetRankRequest(board="ub-size", member="m999")).rank, 1)
         finally:
             t.close()
 

@@ -22,12 +22,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 del sys.argv[1:3]
 
 from thrift.protocol import TBinaryProtocol, TCompactProtocol  # noqa: E402
+from thrift.Thrift import TMessageType, TType  # noqa: E402
 from thrift.transport import TSocket, TSSLSocket, TTransport  # noqa: E402
 
 from ranking import Ranking  # noqa: E402
 from servers import start  # noqa: E402
 from ranking.ttypes import (  # noqa: E402
-    InvalidArgument, NotFound, UpdateMode, UpdateRequest)
+    CountBetweenRequest, CountRequest, Entry, GetAroundRequest,
+    GetMemberDataRequest, GetPercentileRequest, GetRankRequest,
+    GetRanksRequest, GetScoreAtPercentileRequest, GetTopNRequest,
+    InvalidArgument, NotFound, RankOf, RemoveRequest, SampleRequest,
+    SetMemberDataRequest, UpdateMode, UpdateRequest)
 
 MAX = 2**53 - 1
 
@@ -89,14 +94,15 @@ class RankdTest(ServedTest):
                                mode=UpdateMode.BEST))
         c.Update(UpdateRequest(board=b, member="carol", value=20,
                                request_id="c1", mode=UpdateMode.SET))
-        e = c.GetRank(b, "carol", 0)
+        e = c.GetRank(GetRankRequest(board=b, member="carol"))
         self.assertEqual((e.member, e.score, e.rank), ("carol", 20, 2))
-        page = c.GetTopN(b, 10, 0, 0, False)
+        page = c.GetTopN(GetTopNRequest(board=b, n=10))
         self.assertEqual([(x.member, x.score, x.rank) for x in page],
                          [("bob", 30, 1), ("carol", 20, 2), ("alice", 10, 3)])
-        self.assertEqual([x.member for x in c.GetTopN(b, 2, 1, 0, False)],
-                         ["carol", "alice"])
-        self.assertEqual(c.GetTopN(self.board(), 10, 0, 0, False), [])
+        page = c.GetTopN(GetTopNRequest(board=b, n=2, offset=1))
+        self.assertEqual([x.member for x in page], ["carol", "alice"])
+        self.assertEqual(
+            c.GetTopN(GetTopNRequest(board=self.board(), n=10)), [])
 
     def test_retry_is_not_counted_twice(self):
         b, c = self.board(), self.client
@@ -115,13 +121,15 @@ class RankdTest(ServedTest):
         for i, v in enumerate([MAX, MAX - 1, -MAX]):
             c.Update(UpdateRequest(board=b, member=f"m{i}", value=v,
                                    request_id=f"r{i}", mode=UpdateMode.SET))
-        self.assertEqual([x.score for x in c.GetTopN(b, 10, 0, 0, False)],
-                         [MAX, MAX - 1, -MAX])
+        self.assertEqual(
+            [x.score for x in c.GetTopN(GetTopNRequest(board=b, n=10))],
+            [MAX, MAX - 1, -MAX])
         with self.assertRaises(InvalidArgument) as ctx:
             c.Update(UpdateRequest(board=b, member="m0", value=1,
                                    request_id="over"))
         self.assertIn("value", ctx.exception.message)
-        self.assertEqual(c.GetRank(b, "m0", 0).score, MAX)
+        self.assertEqual(
+            c.GetRank(GetRankRequest(board=b, member="m0")).score, MAX)
 
     def test_ties_first_come(self):
         b, c = self.board(), self.client
@@ -130,8 +138,9 @@ class RankdTest(ServedTest):
                                timestamp_ms=t))
         c.Update(UpdateRequest(board=b, member="amy", value=7, request_id="2",
                                timestamp_ms=t + 1))
-        self.assertEqual([x.member for x in c.GetTopN(b, 10, 0, 0, False)],
-                         ["zed", "amy"])
+        self.assertEqual(
+            [x.member for x in c.GetTopN(GetTopNRequest(board=b, n=10))],
+            ["zed", "amy"])
 
     def test_errors_name_the_field(self):
         c = self.client
@@ -153,9 +162,9 @@ class RankdTest(ServedTest):
             self.assertTrue(ctx.exception.message.startswith(field + ":"),
                             ctx.exception.message)
         with self.assertRaises(NotFound):
-            c.GetRank(self.board(), "nobody", 0)
+            c.GetRank(GetRankRequest(board=self.board(), member="nobody"))
         with self.assertRaises(InvalidArgument) as ctx:
-            c.GetTopN(self.board(), 1001, 0, 0, False)
+            c.GetTopN(GetTopNRequest(board=self.board(), n=1001))
         self.assertIn("n: must be 1-1000", ctx.exception.message)
 
     def test_unicode_members(self):
@@ -163,9 +172,11 @@ class RankdTest(ServedTest):
         for i, m in enumerate(["Zoë", "日本", "🏃 runner"]):
             c.Update(UpdateRequest(board=b, member=m, value=i,
                                    request_id=str(i)))
-        self.assertEqual([x.member for x in c.GetTopN(b, 10, 0, 0, False)],
-                         ["🏃 runner", "日本", "Zoë"])
-        self.assertEqual(c.GetRank(b, "日本", 0).rank, 2)
+        self.assertEqual(
+            [x.member for x in c.GetTopN(GetTopNRequest(board=b, n=10))],
+            ["🏃 runner", "日本", "Zoë"])
+        self.assertEqual(
+            c.GetRank(GetRankRequest(board=b, member="日本")).rank, 2)
 
     def test_buffered_compact(self):
         proc, port = start(
@@ -181,7 +192,7 @@ class RankdTest(ServedTest):
             for i in range(100):
                 c.Update(UpdateRequest(board=b, member=f"{i:0200d}", value=i,
                                        request_id=f"r{i}"))
-            page = c.GetTopN(b, 101, 0, 0, False)
+            page = c.GetTopN(GetTopNRequest(board=b, n=101))
             self.assertEqual(len(page), 101)
             self.assertEqual(page[0].score, MAX)
             t.close()
@@ -231,7 +242,8 @@ class BoardOptionsTest(ServedTest):
 
     def page(self, board, n=10, offset=0):
         return [(e.member, e.score, e.rank)
-                for e in self.client.GetTopN(board, n, offset, 0, False)]
+                for e in self.client.GetTopN(GetTopNRequest(
+                    board=board, n=n, offset=offset))]
 
     def test_ascending(self):
         self.fill("asc")
@@ -248,20 +260,22 @@ class BoardOptionsTest(ServedTest):
                          [1, 2, 2, 2, 5])
         self.assertEqual(self.page("comp_sh", 2, 3),
                          [("e", 40, 2), ("d", 30, 5)])
-        self.assertEqual(self.client.GetRank("comp_sh", "e", 0).rank, 2)
+        self.assertEqual(self.client.GetRank(
+            GetRankRequest(board="comp_sh", member="e")).rank, 2)
 
     def test_dense(self):
         for board in ("dense", "dense_sh"):
             self.fill(board)
             self.assertEqual([r for _, _, r in self.page(board)],
                              [1, 2, 2, 2, 3])
-            self.assertEqual(self.client.GetRank(board, "d", 0).rank, 3)
+            self.assertEqual(self.client.GetRank(
+                GetRankRequest(board=board, member="d")).rank, 3)
 
     def test_cap_sharded(self):
         self.fill("cap_sh")
         self.assertEqual(self.page("cap_sh"), [("a", 50, 1), ("b", 40, 2)])
         with self.assertRaises(NotFound):
-            self.client.GetRank("cap_sh", "d", 0)
+            self.client.GetRank(GetRankRequest(board="cap_sh", member="d"))
 
     def test_periods(self):
         paris = zoneinfo.ZoneInfo("Europe/Paris")
@@ -274,15 +288,18 @@ class BoardOptionsTest(ServedTest):
             timestamp_ms=int(noon.timestamp() * 1000)))
         self.client.Update(UpdateRequest(
             board="daily_paris", member="bob", value=9, request_id="p2"))
-        self.assertEqual([e.member for e in
-                          self.client.GetTopN("daily_paris", 10, 0, 0, False)],
+        self.assertEqual([e.member for e in self.client.GetTopN(
+                             GetTopNRequest(board="daily_paris", n=10))],
                          ["bob"])
-        self.assertEqual([e.member for e in
-                          self.client.GetTopN("daily_paris", 10, 0, 1, False)],
+        self.assertEqual([e.member for e in self.client.GetTopN(
+                             GetTopNRequest(board="daily_paris", n=10,
+                                            periods_back=1))],
                          ["ann"])
-        self.assertEqual(self.client.GetRank("daily_paris", "ann", 1).score, 4)
+        self.assertEqual(self.client.GetRank(GetRankRequest(
+            board="daily_paris", member="ann", periods_back=1)).score, 4)
         with self.assertRaises(InvalidArgument):
-            self.client.GetRank("daily_paris", "ann", 3)
+            self.client.GetRank(GetRankRequest(
+                board="daily_paris", member="ann", periods_back=3))
 
     def test_dedup_window(self):
         def again():
@@ -330,27 +347,34 @@ class QueriesTest(ServedTest):
     def check(self, board, model):
         order = self.order(model)
         for i in range(0, len(order), 7):
-            got = self.client.GetAround(board, order[i], 2, 0, False)
+            got = self.client.GetAround(
+                GetAroundRequest(board=board, member=order[i], radius=2))
             lo, hi = max(0, i - 2), min(len(order), i + 3)
             self.assertEqual([(e.member, e.rank) for e in got],
                              [(order[j], j + 1) for j in range(lo, hi)])
         asked = order[::3] + ["ghost"]
-        got = self.client.GetRanks(board, asked, 0)
+        got = self.client.GetRanks(
+            GetRanksRequest(board=board, members=asked))
         self.assertEqual([(r.member, r.found, r.rank) for r in got],
                          [(m, m in model,
                            order.index(m) + 1 if m in model else None)
                           for m in asked])
-        self.assertEqual(self.client.Count(board, 0), len(model))
+        self.assertEqual(self.client.Count(CountRequest(board=board)),
+                         len(model))
         for lo, hi in ((-15, 15), (0, 0), (-5, 10), (20, 30)):
             self.assertEqual(
-                self.client.CountBetween(board, lo, hi, 0),
+                self.client.CountBetween(CountBetweenRequest(
+                    board=board, min_score=lo, max_score=hi)),
                 sum(lo <= model[m][0] <= hi for m in model))
         for m in order[::11]:
             behind = sum(model[x][0] < model[m][0] for x in model)
-            self.assertAlmostEqual(self.client.GetPercentile(board, m, 0),
-                                   100 * behind / len(model))
+            self.assertAlmostEqual(
+                self.client.GetPercentile(
+                    GetPercentileRequest(board=board, member=m)),
+                100 * behind / len(model))
         for _ in range(20):
-            drawn = self.client.Sample(board, -5, 5, 4, 0)
+            drawn = self.client.Sample(SampleRequest(
+                board=board, min_score=-5, max_score=5, count=4))
             members = [e.member for e in drawn]
             self.assertEqual(len(set(members)), len(members))
             self.assertEqual(len(members), min(4, sum(
@@ -361,21 +385,25 @@ class QueriesTest(ServedTest):
         for pct in (0, 25, 50, 99, 100):
             pos = min(max(math.ceil(len(model) * (100 - pct) / 100), 1),
                       len(model))
-            self.assertEqual(self.client.GetScoreAtPercentile(board, pct, 0),
-                             model[order[pos - 1]][0])
+            self.assertEqual(
+                self.client.GetScoreAtPercentile(
+                    GetScoreAtPercentileRequest(board=board, pct=pct)),
+                model[order[pos - 1]][0])
 
     def test_queries(self):
         for board in ("qo", "qs"):
             model = self.fill(board)
             self.check(board, model)
             for attempt in range(2):  # a retry is not applied again
-                r = self.client.Remove(board, "p07", "rm-1")
+                r = self.client.Remove(RemoveRequest(
+                    board=board, member="p07", request_id="rm-1"))
                 self.assertEqual((r.applied, r.removed),
                                  (attempt == 0, attempt == 0))
             del model["p07"]
             self.check(board, model)
             with self.assertRaises(NotFound):
-                self.client.GetAround(board, "p07", 1, 0, False)
+                self.client.GetAround(
+                    GetAroundRequest(board=board, member="p07", radius=1))
 
 
 class SubscoresDataTest(ServedTest):
@@ -405,19 +433,21 @@ class SubscoresDataTest(ServedTest):
                     rng.choice((-2**63, 0, 2**63 - 1))]
             rid = f"{board}-{i}"
             if op == "remove":
-                r = self.client.Remove(board, member, rid)
+                r = self.client.Remove(RemoveRequest(
+                    board=board, member=member, request_id=rid))
                 self.assertEqual(r.removed, member in model)
                 model.pop(member, None)
                 data.pop(member, None)
                 continue
             if op == "data":
                 kv = {"name": f"N{i}", "n": "x" * rng.randrange(5)}
+                req = SetMemberDataRequest(board=board, member=member, data=kv)
                 if member in model:
-                    self.client.SetMemberData(board, member, kv)
+                    self.client.SetMemberData(req)
                     data[member] = kv
                 else:
                     with self.assertRaises(NotFound):
-                        self.client.SetMemberData(board, member, kv)
+                        self.client.SetMemberData(req)
                 continue
             value = rng.randrange(4) if op != "inc" else rng.randrange(-1, 2)
             give_subs = op != "inc" or rng.random() < 0.5
@@ -452,21 +482,23 @@ class SubscoresDataTest(ServedTest):
 
     def check(self, board, model, data):
         order = self.order(model)
-        page = self.client.GetTopN(board, 100, 0, 0, True)
+        page = self.client.GetTopN(
+            GetTopNRequest(board=board, n=100, with_data=True))
         self.assertEqual(
             [(e.member, e.score, e.rank, e.subscores, e.data) for e in page],
             [(m, model[m][0], i + 1, model[m][1], data.get(m))
              for i, m in enumerate(order)])
-        self.assertTrue(all(e.data is None for e in
-                            self.client.GetTopN(board, 100, 0, 0, False)))
+        self.assertTrue(all(e.data is None for e in self.client.GetTopN(
+            GetTopNRequest(board=board, n=100))))
         for i, m in enumerate(order):
-            e = self.client.GetRank(board, m, 0)
+            e = self.client.GetRank(GetRankRequest(board=board, member=m))
             self.assertEqual((e.score, e.rank, e.subscores),
                              (model[m][0], i + 1, model[m][1]))
-            self.assertEqual(self.client.GetMemberData(board, m, 0),
-                             data.get(m, {}))
+            self.assertEqual(self.client.GetMemberData(
+                GetMemberDataRequest(board=board, member=m)), data.get(m, {}))
         for i in range(0, len(order), 5):
-            got = self.client.GetAround(board, order[i], 1, 0, True)
+            got = self.client.GetAround(GetAroundRequest(
+                board=board, member=order[i], radius=1, with_data=True))
             lo, hi = max(0, i - 1), min(len(order), i + 2)
             self.assertEqual([(e.member, e.rank, e.data) for e in got],
                              [(order[j], j + 1, data.get(order[j]))
@@ -487,15 +519,182 @@ class SubscoresDataTest(ServedTest):
                          ({"k" * 65: ""}, "data: a key must be 1-64 bytes"),
                          ({"k": "v" * 257}, "must be 0-256 bytes, got 257")):
             with self.assertRaises(InvalidArgument) as c:
-                self.client.SetMemberData("lim", "lim", kv)
+                self.client.SetMemberData(
+                    SetMemberDataRequest(board="lim", member="lim", data=kv))
             self.assertIn(want, c.exception.message)
             with self.assertRaises(InvalidArgument) as c:
                 self.client.Update(UpdateRequest(
                     board="lim", member="lim", value=5, request_id="lim-1",
                     subscores=[0, 0, 0], data=kv))
             self.assertIn(want, c.exception.message)
-        self.assertEqual(self.client.GetRank("lim", "lim", 0).score, 1)
-        self.assertEqual(self.client.GetMemberData("lim", "lim", 0), {})
+        self.assertEqual(self.client.GetRank(
+            GetRankRequest(board="lim", member="lim")).score, 1)
+        self.assertEqual(self.client.GetMemberData(
+            GetMemberDataRequest(board="lim", member="lim")), {})
+
+
+def wire_fields(struct):
+    """The ids of the fields struct puts on the wire, in order."""
+    buf = TTransport.TMemoryBuffer()
+    struct.write(TBinaryProtocol.TBinaryProtocol(buf))
+    proto = TBinaryProtocol.TBinaryProtocol(
+        TTransport.TMemoryBuffer(buf.getvalue()))
+    proto.readStructBegin()
+    ids = []
+    while True:
+        _, ftype, fid = proto.readFieldBegin()
+        if ftype == TType.STOP:
+            return ids
+        proto.skip(ftype)
+        ids.append(fid)
+
+
+def send_pre_1_0(client, name, fields):
+    """Sends a call as a client generated from the IDL before 1.0 did: each
+    argument a field of the call itself, (id, type, value), not one request
+    struct."""
+    p = client._oprot
+    p.writeMessageBegin(name, TMessageType.CALL, 0)
+    p.writeStructBegin(f"{name}_args")
+    for fid, ftype, value in fields:
+        p.writeFieldBegin(f"arg{fid}", ftype, fid)
+        if ftype == TType.STRING:
+            p.writeString(value)
+        elif ftype == TType.I32:
+            p.writeI32(value)
+        elif ftype == TType.BOOL:
+            p.writeBool(value)
+        else:  # UpdateBatch's list<UpdateRequest>
+            p.writeListBegin(TType.STRUCT, len(value))
+            for v in value:
+                v.write(p)
+            p.writeListEnd()
+        p.writeFieldEnd()
+    p.writeFieldStop()
+    p.writeStructEnd()
+    p.writeMessageEnd()
+    p.trans.flush()
+
+
+class RequestShapeTest(ServedTest):
+    """Every method takes one request struct; its options are optional
+    fields with IDL defaults."""
+    config = "[board shape]\nperiod=daily\naccept_late=true\nretention=2\n"
+    # The options' defaults, as the IDL documents them.
+    DEFAULTS = {"offset": 0, "periods_back": 0, "with_data": False}
+
+    def fill(self):
+        """Today a 30, b 20, c 10 (a and b with data); yesterday a 5 (with
+        other data) and y 99. Request ids make a second fill a no-op."""
+        utc = datetime.timezone.utc
+        noon = datetime.datetime.combine(
+            datetime.datetime.now(utc).date() - datetime.timedelta(days=1),
+            datetime.time(12), utc)
+        yesterday = int(noon.timestamp() * 1000)
+        for i, (member, value, ts, data) in enumerate([
+                ("a", 5, yesterday, {"name": "old"}),
+                ("y", 99, yesterday, None),
+                ("a", 30, None, {"name": "A"}),
+                ("b", 20, None, {"name": "B"}),
+                ("c", 10, None, None)]):
+            self.client.Update(UpdateRequest(
+                board="shape", member=member, value=value, timestamp_ms=ts,
+                data=data, request_id=f"shape-{i}"))
+        self.assertEqual(self.client.Count(
+            CountRequest(board="shape", periods_back=1)), 2)
+
+    @staticmethod
+    def shape(answer):
+        if isinstance(answer, list):
+            return [RequestShapeTest.shape(x) for x in answer]
+        if isinstance(answer, Entry):
+            return (answer.member, answer.score, answer.rank, answer.data)
+        if isinstance(answer, RankOf):
+            return (answer.member, answer.found, answer.score, answer.rank)
+        if isinstance(answer, float):
+            return round(answer, 9)
+        return answer
+
+    def test_required_fields_only(self):
+        """A request built with its required fields only: the client fills
+        in the IDL's defaults, and rankd answers the same when they are
+        left off the wire: the current period, from the top, no data."""
+        self.fill()
+        b = "shape"
+        top = [("a", 30, 1, None), ("b", 20, 2, None), ("c", 10, 3, None)]
+        cases = [
+            (GetRankRequest, dict(board=b, member="a"), top[0]),
+            (GetTopNRequest, dict(board=b, n=10), top),
+            (GetAroundRequest, dict(board=b, member="b", radius=1), top),
+            (GetRanksRequest, dict(board=b, members=["a", "y"]),
+             [("a", True, 30, 1), ("y", False, None, None)]),
+            (CountRequest, dict(board=b), 3),
+            (CountBetweenRequest, dict(board=b, min_score=0, max_score=100),
+             3),
+            (GetPercentileRequest, dict(board=b, member="b"),
+             round(100 / 3, 9)),
+            (GetScoreAtPercentileRequest, dict(board=b, pct=100), 30),
+            (SampleRequest,
+             dict(board=b, min_score=0, max_score=100, count=10), top),
+            (GetMemberDataRequest, dict(board=b, member="a"), {"name": "A"}),
+        ]
+        for cls, required, want in cases:
+            method = cls.__name__[:-len("Request")]
+            with self.subTest(method):
+                spec = [s for s in cls.thrift_spec if s is not None]
+                options = [s[2] for s in spec if s[2] not in required]
+                self.assertTrue(options)
+                built = cls(**required)
+                self.assertEqual({o: getattr(built, o) for o in options},
+                                 {o: self.DEFAULTS[o] for o in options})
+                bare = cls(**required, **dict.fromkeys(options))
+                self.assertEqual(wire_fields(bare),
+                                 [s[0] for s in spec if s[2] in required])
+                for request in (built, bare):
+                    got = self.shape(getattr(self.client, method)(request))
+                    if cls is SampleRequest:  # in no particular order
+                        got.sort()
+                    self.assertEqual(got, want)
+
+    def test_positional_calls_are_refused(self):
+        """The shape before 1.0, positional arguments, is gone: the
+        generated client refuses it before sending anything, and rankd
+        answers a call encoded that way (by a client generated from the
+        old IDL) with InvalidArgument, without reading it as another call."""
+        self.fill()
+        c = self.client
+        for old in (lambda: c.GetRank("shape", "a"),
+                    lambda: c.GetRank("shape", "a", 0),
+                    lambda: c.GetTopN("shape", 10, 0, 0, False),
+                    lambda: c.Remove("shape", "a", "old-1"),
+                    lambda: c.Count("shape", 0)):
+            with self.assertRaises(TypeError):
+                old()
+        # Nothing was sent: the connection goes on.
+        self.assertEqual(c.Count(CountRequest(board="shape")), 3)
+        S, I32 = TType.STRING, TType.I32
+        old_calls = [
+            ("GetRank", [(1, S, "shape"), (2, S, "a"), (3, I32, 0)]),
+            ("GetTopN", [(1, S, "shape"), (2, I32, 10), (3, I32, 0),
+                         (4, I32, 0), (5, TType.BOOL, False)]),
+            ("Count", [(1, S, "shape"), (2, I32, 0)]),
+            ("Remove", [(1, S, "shape"), (2, S, "a"), (3, S, "old-2")]),
+            ("UpdateBatch", [(1, TType.LIST, [UpdateRequest(
+                board="shape", member="z", value=1, request_id="old-3")])]),
+        ]
+        client, transport = connect(self.port)
+        try:
+            for name, fields in old_calls:
+                with self.subTest(name):
+                    send_pre_1_0(client, name, fields)
+                    with self.assertRaises(InvalidArgument):
+                        getattr(client, "recv_" + name)()
+        finally:
+            transport.close()
+        # Nothing changed: a still there, z not added.
+        self.assertEqual(c.Count(CountRequest(board="shape")), 3)
+        self.assertEqual(
+            c.GetRank(GetRankRequest(board="shape", member="a")).score, 30)
 
 
 # The README's TLS example: stunnel terminates TLS in front of rankd.
@@ -557,7 +756,8 @@ class TlsProxyTest(unittest.TestCase):
             r = client.Update(UpdateRequest(board="tls", member="ann",
                                             value=9, request_id="t1"))
             self.assertEqual((r.score, r.rank, r.applied), (9, 1, True))
-            self.assertEqual(client.GetRank("tls", "ann", 0).score, 9)
+            self.assertEqual(client.GetRank(
+                GetRankRequest(board="tls", member="ann")).score, 9)
         finally:
             transport.close()
 
@@ -565,7 +765,7 @@ class TlsProxyTest(unittest.TestCase):
         client, transport = connect(self.port)
         try:
             with self.assertRaises(Exception):
-                client.GetRank("tls", "ann", 0)
+                client.GetRank(GetRankRequest(board="tls", member="ann"))
         finally:
             transport.close()
 

@@ -28,7 +28,7 @@ STUBS = rankd_http.load_stubs(IDL)
 from thrift.protocol import TBinaryProtocol  # noqa: E402
 from thrift.transport import TSocket, TTransport  # noqa: E402
 from ranking import Ranking  # noqa: E402
-from ranking.ttypes import UpdateRequest  # noqa: E402
+from ranking.ttypes import GetTopNRequest, UpdateRequest  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -151,7 +151,8 @@ class ViewerTest(unittest.TestCase):
         return [{"rank": e.rank, "member": e.member, "score": e.score,
                  "subscores": [str(s) for s in e.subscores or []],
                  "data": e.data or {}}
-                for e in self.client.GetTopN(board, 100, 0, 0, True)]
+                for e in self.client.GetTopN(
+                    GetTopNRequest(board=board, n=100, with_data=True))]
 
     def browse(self, path, *extra):
         """Chromium's rendered DOM of path (or what extra asks for)."""

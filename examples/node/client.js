@@ -94,15 +94,21 @@ async function main() {
   }), { failFirst: true });
   console.log(`bob +10: applied ${retried.applied}, score ${retried.score.toNumber()} (counted once)`);
 
-  const alice = await conn.client.GetRank(BOARD, 'alice', 0);
+  // Each method takes one request struct; its constructor throws if a
+  // required field is missing. The options left out take the IDL's defaults:
+  // the current period (periods_back 0), from the top (offset 0), without
+  // member data (with_data false).
+  const alice = await conn.client.GetRank(new types.GetRankRequest({ board: BOARD, member: 'alice' }));
   console.log(`alice: rank ${alice.rank.toNumber()}, score ${alice.score.toNumber()}`);
-  for (const e of await conn.client.GetTopN(BOARD, 3, 0, 0, true)) { // with_data
+  const top = await conn.client.GetTopN(new types.GetTopNRequest({ board: BOARD, n: 3, with_data: true }));
+  for (const e of top) {
     console.log(`#${e.rank.toNumber()} ${e.member} ${e.score.toNumber()} ${e.data ? e.data.name : '-'}`);
   }
-  const around = await conn.client.GetAround(BOARD, 'alice', 1, 0, false);
+  const around = await conn.client.GetAround(
+    new types.GetAroundRequest({ board: BOARD, member: 'alice', radius: 1 }));
   console.log('around alice:', around.map((e) => `${e.member}(#${e.rank.toNumber()})`).join(' '));
   try {
-    await conn.client.GetRank(BOARD, 'nobody', 0);
+    await conn.client.GetRank(new types.GetRankRequest({ board: BOARD, member: 'nobody' }));
   } catch (err) {
     if (!(err instanceof types.NotFound)) throw err;
     console.log('nobody:', err.message);
@@ -113,8 +119,9 @@ async function main() {
   // connection's calls at a time (pipelining). No pool needed for this.
   const calls = [];
   for (let i = 0; i < 10; i++) {
-    calls.push(conn.client.GetRank(BOARD, ['alice', 'bob', 'carol'][i % 3], 0));
-    calls.push(conn.client.GetTopN(BOARD, 1, 0, 0, true));
+    const member = ['alice', 'bob', 'carol'][i % 3];
+    calls.push(conn.client.GetRank(new types.GetRankRequest({ board: BOARD, member })));
+    calls.push(conn.client.GetTopN(new types.GetTopNRequest({ board: BOARD, n: 1, with_data: true })));
   }
   const answers = await Promise.all(calls);
   const seen = new Set(answers.map((a) => (Array.isArray(a)

@@ -13,7 +13,9 @@ from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
 from ranking import Ranking
-from ranking.ttypes import NotFound, Unavailable, UpdateMode, UpdateRequest
+from ranking.ttypes import (
+    GetAroundRequest, GetRankRequest, GetRanksRequest, GetTopNRequest,
+    NotFound, Unavailable, UpdateMode, UpdateRequest)
 
 BOARD = "example_python"
 
@@ -83,18 +85,24 @@ def main():
         request_id="py-bob-2"), fail_first=True)
     print(f"bob +10: applied {r.applied}, score {r.score} (counted once)")
 
-    e = conn.client.GetRank(BOARD, "alice", 0)
+    # Each method takes one request struct; the options left out take the
+    # IDL's defaults: the current period (periods_back 0), from the top
+    # (offset 0), without member data (with_data false).
+    e = conn.client.GetRank(GetRankRequest(board=BOARD, member="alice"))
     print(f"alice: rank {e.rank}, score {e.score}")
-    for e in conn.client.GetTopN(BOARD, 3, 0, 0, True):  # with_data
+    for e in conn.client.GetTopN(GetTopNRequest(board=BOARD, n=3,
+                                                with_data=True)):
         print(f"#{e.rank} {e.member} {e.score} "
               f"{e.data['name'] if e.data else '-'}")
-    around = conn.client.GetAround(BOARD, "alice", 1, 0, False)
+    around = conn.client.GetAround(GetAroundRequest(board=BOARD,
+                                                    member="alice", radius=1))
     print("around alice:", " ".join(f"{e.member}(#{e.rank})" for e in around))
-    ranks = conn.client.GetRanks(BOARD, ["bob", "nobody"], 0)
+    ranks = conn.client.GetRanks(GetRanksRequest(board=BOARD,
+                                                 members=["bob", "nobody"]))
     print("ranks:", ", ".join(f"{r.member}={r.rank if r.found else '-'}"
                               for r in ranks))
     try:
-        conn.client.GetRank(BOARD, "nobody", 0)
+        conn.client.GetRank(GetRankRequest(board=BOARD, member="nobody"))
     except NotFound as e:
         print("nobody:", e.message)
     conn.transport.close()
