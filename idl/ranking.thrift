@@ -290,107 +290,10 @@ struct ServerInfo {
   1: required string version
   /** IDL_VERSION of the contract rankd serves. */
   2: required string idl_version
-  /** The boards ListBoards would list: configured, or with members. */
-  3: required i64 board_count
+  /** The boards named in rankd's config file (others take its [defaults]). */
+  3: required i64 configured_boards
   /** Seconds since this rankd started. */
   4: required i64 uptime_seconds
-}
-
-/** ListBoards: the configured boards and every board with members, by name. */
-struct ListBoardsRequest {
-  /** Boards whose name sorts bytewise after this one ("": from the first). */
-  1: optional string after = ""
-  /** 1-1000 boards per page. */
-  2: optional i32 limit = 100
-}
-
-struct BoardSummary {
-  1: required string board
-  /** Members now (the current period of a periodic board; all shards). */
-  2: required i64 member_count
-  /** Named in the config file (else the [defaults] apply). */
-  3: required bool configured
-}
-
-struct ListBoardsResponse {
-  /** By name, bytewise; at most limit. */
-  1: required list<BoardSummary> boards
-  /** Set when there may be more: pass it as the next request's after. */
-  2: optional string next_after
-}
-
-/** GetBoardInfo: a board's options and what it holds. */
-struct GetBoardInfoRequest {
-  1: required string board
-}
-
-struct BoardInfo {
-  1: required string board
-  2: required bool configured
-  /** The options in force, as the config file spells them (order, rank, shards, period...). */
-  3: required map<string, string> options
-  /** Members now (the current period of a periodic board; all shards). */
-  4: required i64 member_count
-  /** Periods with keys in Redis, the current one included (0 on boards without periods). */
-  5: required i32 periods_kept
-  /** Bytes Redis reports for the board's keys (MEMORY USAGE, summed; request-id records included). */
-  6: required i64 memory_bytes
-  /** The board's keys in Redis. */
-  7: required i64 key_count
-}
-
-/**
- * DeleteBoard: every key of the board goes (members, data, periods, shards,
- * request-id records, the stored layout). ResetBoard: every member goes
- * (members, data, periods, shards), the request-id records stay, so an update
- * sent before the reset and retried after it is not applied again.
- */
-struct DeleteBoardRequest {
-  1: required string board
-  /** Idempotency key for this call, kept for the dedup window. */
-  2: required string request_id
-}
-
-struct ResetBoardRequest {
-  1: required string board
-  2: required string request_id
-}
-
-struct BoardRemoval {
-  /** False: this request_id was already used on this board; nothing changed. */
-  1: required bool applied
-  /** The keys unlinked by this call. */
-  2: required i64 keys_removed
-}
-
-/** Export: one page of a board's entries, in no particular order. */
-struct ExportRequest {
-  1: required string board
-  /** "" to start; then the previous page's next_cursor. */
-  2: optional string cursor = ""
-  /** About this many entries per page (1-10000; a page may hold a few more or less). */
-  3: optional i32 count = 1000
-  4: optional i32 periods_back = 0
-}
-
-/** One member as stored: enough for an import to reproduce its place. */
-struct ExportEntry {
-  1: required string member
-  2: required i64 score
-  /** When it reached this score: the tie-break (Unix ms). */
-  3: required i64 timestamp_ms
-  4: optional list<i64> subscores
-  5: optional map<string, string> data
-}
-
-struct ExportPage {
-  1: required list<ExportEntry> entries
-  /**
-   * Unset on the last page. A member on the board for the whole export is
-   * in some page at least once (a member that moved may be in two: keep the
-   * last); members added or removed meanwhile may or may not be.
-   */
-  2: optional string next_cursor
 }
 
 service Ranking {
@@ -488,33 +391,7 @@ service Ranking {
   map<string, string> GetMemberData(1: GetMemberDataRequest request)
     throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
 
-  /** rankd's version, the IDL version it serves, its boards and uptime. */
+  /** rankd's version, the IDL version it serves, its configured boards and uptime. */
   ServerInfo GetServerInfo(1: GetServerInfoRequest request)
     throws (1: Unavailable unavailable)
-
-  /** The configured boards and every board with members, a page at a time. */
-  ListBoardsResponse ListBoards(1: ListBoardsRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
-
-  /** A board's options, members, periods and Redis memory. */
-  BoardInfo GetBoardInfo(1: GetBoardInfoRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
-
-  /**
-   * Removes every key of the board (see DeleteBoardRequest), with UNLINK:
-   * Redis frees large keys in the background. Idempotent by request_id.
-   */
-  BoardRemoval DeleteBoard(1: DeleteBoardRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
-
-  /** Removes every member of the board, keeping its request-id records. */
-  BoardRemoval ResetBoard(1: ResetBoardRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
-
-  /**
-   * One page of the board's entries, with the tie-break time of each, while
-   * the board keeps taking updates (Redis SCAN semantics, see ExportPage).
-   */
-  ExportPage Export(1: ExportRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 }

@@ -597,14 +597,7 @@ call_failed (GObject *invalid, GObject *unavailable, GObject *not_found,
   return FALSE;
 }
 
-static int
-compare_member (gconstpointer a, gconstpointer b)
-{
-  const RankTransferEntry *x = *(RankTransferEntry *const *) a;
-  const RankTransferEntry *y = *(RankTransferEntry *const *) b;
-
-  return strcmp (x->member, y->member);
-}
+/* ---- import ---- */
 
 static void
 entry_free (gpointer p)
@@ -612,106 +605,6 @@ entry_free (gpointer p)
   rank_transfer_entry_clear (p);
   g_free (p);
 }
-
-/* The page's entries into by_member, the later copy of a member winning. */
-static void
-take_page (GHashTable *by_member, rankExportPage *page)
-{
-  for (guint i = 0; i < page->entries->len; i++)
-    {
-      rankExportEntry *x = page->entries->pdata[i];
-      RankTransferEntry *e = g_new0 (RankTransferEntry, 1);
-
-      e->member = g_strdup (x->member);
-      e->score = x->score;
-      e->timestamp_ms = x->timestamp_ms;
-      if (x->__isset_subscores && x->subscores->len > 0)
-        e->subscores = g_array_copy (x->subscores);
-      if (x->__isset_data && g_hash_table_size (x->data) > 0)
-        {
-          /* The generated finalize destroys the table, refs or not. */
-          GHashTableIter it;
-          gpointer k, v;
-
-          e->data
-              = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-          g_hash_table_iter_init (&it, x->data);
-          while (g_hash_table_iter_next (&it, &k, &v))
-            g_hash_table_insert (e->data, g_strdup (k), g_strdup (v));
-        }
-      g_hash_table_replace (by_member, e->member, e);
-    }
-}
-
-gboolean
-rank_transfer_export (RankClient *client, const char *board,
-                      gint32 periods_back, RankTransferFormat format, FILE *out,
-                      guint64 *count, GError **error)
-{
-  g_autoptr (GHashTable) by_member
-      = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, entry_free);
-  g_autofree char *cursor = g_strdup ("");
-  g_autoptr (GPtrArray) sorted = NULL;
-  g_autoptr (GString) text = g_string_new (NULL);
-
-  do
-    {
-      g_autoptr (rankExportRequest) request = g_object_new (
-          RANK_TYPE_EXPORT_REQUEST, "board", board, "cursor", cursor, "count",
-          RANK_TRANSFER_BATCH * 5, "periods_back", periods_back, NULL);
-      g_autoptr (rankExportPage) page
-          = g_object_new (RANK_TYPE_EXPORT_PAGE, NULL);
-      rankInvalidArgument *invalid = NULL;
-      rankUnavailable *unavailable = NULL;
-      GError *transport = NULL;
-
-      if (!rank_ranking_if_export (rank_client_iface (client), &page, request,
-                                   &invalid, &unavailable, &transport))
-        return call_failed ((GObject *) invalid, (GObject *) unavailable, NULL,
-                            transport, error);
-      take_page (by_member, page);
-      g_free (cursor);
-      cursor = page->__isset_next_cursor ? g_strdup (page->next_cursor) : NULL;
-    }
-  while (cursor != NULL);
-
-  sorted = g_ptr_array_sized_new (g_hash_table_size (by_member));
-  {
-    GHashTableIter it;
-    gpointer v;
-
-    g_hash_table_iter_init (&it, by_member);
-    while (g_hash_table_iter_next (&it, NULL, &v))
-      g_ptr_array_add (sorted, v);
-  }
-  g_ptr_array_sort (sorted, compare_member);
-  if (format == RANK_TRANSFER_CSV)
-    g_string_append (text, RANK_TRANSFER_CSV_HEADER "\n");
-  for (guint i = 0; i < sorted->len; i++)
-    {
-      rank_transfer_format_entry (text, format, sorted->pdata[i]);
-      if (text->len >= 1 << 16 || i + 1 == sorted->len)
-        {
-          if (fwrite (text->str, 1, text->len, out) != text->len)
-            {
-              g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_IO,
-                           "cannot write the export");
-              return FALSE;
-            }
-          g_string_truncate (text, 0);
-        }
-    }
-  if (text->len > 0 && fwrite (text->str, 1, text->len, out) != text->len)
-    {
-      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_IO,
-                   "cannot write the export");
-      return FALSE;
-    }
-  *count = sorted->len;
-  return TRUE;
-}
-
-/* ---- import ---- */
 
 /* The request id of record number n of the file whose digest is id: the
  * same file gives the same ids, so a second run applies nothing twice. */

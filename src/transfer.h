@@ -1,12 +1,9 @@
-/* transfer.h -- a board to a file and back: rankctl export and import.
+/* transfer.h -- a file of entries into a board: rankctl import.
  *
- * Export reads the board a page at a time with the Export method (Redis
- * ZSCAN underneath: the board keeps taking updates, and Redis is never held
- * long), keeps the last copy of a member seen twice, and writes the entries
- * sorted by member id, bytewise, so that the same board exports to the same
- * bytes. Each entry carries what an import needs to reproduce its place:
- * member, score, the time it reached the score (the tie-break), subscores
- * and data.
+ * Each entry carries what reproduces a member's place: member, score, the
+ * time it reached the score (the tie-break), subscores and data. Written
+ * sorted by member id, bytewise (rank_transfer_format_entry), a set of
+ * entries has one byte form.
  *
  * Import sends such a file with UpdateBatch, 1000 entries a call, each a SET
  * of the score at the exported time, with a request id made of the file's
@@ -82,13 +79,6 @@ void rank_transfer_reader_init (RankTransferReader *r,
  * and field. */
 gboolean rank_transfer_read (RankTransferReader *r, RankTransferEntry *e,
                              gboolean *done, GError **error);
-
-/* Export: every entry of board (periods_back back) to out. *count: the
- * entries written. Errors: RANK_ERROR (INVALID, UNAVAILABLE, NOT_FOUND as
- * rankd answered), else the transport's. */
-gboolean rank_transfer_export (RankClient *client, const char *board,
-                               gint32 periods_back, RankTransferFormat format,
-                               FILE *out, guint64 *count, GError **error);
 
 typedef struct
 {
