@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "client.h"
 #include "cpu.h"
 #include "error.h"
@@ -106,8 +107,8 @@ typedef struct
   rankUpdateResponse *resp;
   rankEntry *entry;
   GPtrArray *page;
-  GPtrArray *batch_reqs; /* --batch requests, reused */
-  GPtrArray *batch_results;
+  rankUpdateBatchRequest *batch_req; /* --batch requests, reused */
+  rankUpdateBatchResponse *batch_resp;
   redisContext *redis;
   guint64 counter;
   int update_mode; /* RANK_UPDATE_MODE_BEST; the preload SETs */
@@ -140,7 +141,7 @@ note_error (Worker *w, const char *msg)
 static gboolean
 send_batch (Worker *w, const char *board, GError **error)
 {
-  GPtrArray *reqs = w->batch_reqs;
+  GPtrArray *reqs = w->batch_req->requests;
 
   for (guint i = 0; i < reqs->len; i++)
     {
@@ -162,7 +163,7 @@ send_batch (Worker *w, const char *board, GError **error)
       req->__isset_mode = TRUE;
     }
   return rank_ranking_client_send_update_batch (rank_client_iface (w->client),
-                                                reqs, error);
+                                                w->batch_req, error);
 }
 
 /* Sends one call to rankd: corked (pipelined) it waits in the transport
@@ -200,28 +201,44 @@ rankd_send (Worker *w, int op, const char *board, const char *member,
       ok = send_batch (w, board, &error);
       break;
     case OP_RANK:
-      ok = rank_ranking_client_send_get_rank (iface, board, member, 0, &error);
-      break;
+      {
+        g_autoptr (rankGetRankRequest) req = g_object_new (
+            RANK_TYPE_GET_RANK_REQUEST, "board", board, "member", member, NULL);
+
+        ok = rank_ranking_client_send_get_rank (iface, req, &error);
+        break;
+      }
     case OP_AROUND:
-      ok = rank_ranking_client_send_get_around (iface, board, member, 5, 0,
-                                                FALSE, &error);
-      break;
+      {
+        g_autoptr (rankGetAroundRequest) req
+            = g_object_new (RANK_TYPE_GET_AROUND_REQUEST, "board", board,
+                            "member", member, "radius", 5, NULL);
+
+        ok = rank_ranking_client_send_get_around (iface, req, &error);
+        break;
+      }
     case OP_RANKS:
       {
-        g_autoptr (GPtrArray) members = g_ptr_array_new_with_free_func (g_free);
+        g_autoptr (rankGetRanksRequest) req
+            = g_object_new (RANK_TYPE_GET_RANKS_REQUEST, "board", board, NULL);
 
         for (int i = 0; i < 10; i++)
           g_ptr_array_add (
-              members, g_strdup_printf ("m%d", g_rand_int_range (
-                                                   w->rand, 0, w->o->members)));
-        ok = rank_ranking_client_send_get_ranks (iface, board, members, 0,
-                                                 &error);
+              req->members,
+              g_strdup_printf ("m%d",
+                               g_rand_int_range (w->rand, 0, w->o->members)));
+        ok = rank_ranking_client_send_get_ranks (iface, req, &error);
         break;
       }
     default:
-      ok = rank_ranking_client_send_get_top_n (iface, board, w->o->top_n, 0, 0,
-                                               FALSE, &error);
-      break;
+      {
+        g_autoptr (rankGetTopNRequest) req
+            = g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board", board, "n",
+                            w->o->top_n, NULL);
+
+        ok = rank_ranking_client_send_get_top_n (iface, req, &error);
+        break;
+      }
     }
   if (!ok)
     note_error (w, error ? error->message : "?");
@@ -248,12 +265,12 @@ rankd_recv (Worker *w, int op)
                                             &unavailable, &error);
       break;
     case OP_BATCH:
-      g_ptr_array_set_size (w->batch_results, 0);
-      ok = rank_ranking_client_recv_update_batch (iface, &w->batch_results,
+      g_ptr_array_set_size (w->batch_resp->results, 0);
+      ok = rank_ranking_client_recv_update_batch (iface, &w->batch_resp,
                                                   &invalid, &error);
-      for (guint i = 0; ok && i < w->batch_results->len; i++)
+      for (guint i = 0; ok && i < w->batch_resp->results->len; i++)
         {
-          rankUpdateResult *r = w->batch_results->pdata[i];
+          rankUpdateResult *r = w->batch_resp->results->pdata[i];
 
           if (!r->__isset_response)
             {
@@ -457,10 +474,10 @@ worker_connect (Worker *w, GError **error)
   w->resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
   w->entry = g_object_new (RANK_TYPE_ENTRY, NULL);
   w->page = g_ptr_array_new_with_free_func (g_object_unref);
-  w->batch_results = g_ptr_array_new_with_free_func (g_object_unref);
-  w->batch_reqs = g_ptr_array_new_with_free_func (g_object_unref);
+  w->batch_resp = g_object_new (RANK_TYPE_UPDATE_BATCH_RESPONSE, NULL);
+  w->batch_req = g_object_new (RANK_TYPE_UPDATE_BATCH_REQUEST, NULL);
   for (int i = 0; i < w->o->batch; i++)
-    g_ptr_array_add (w->batch_reqs,
+    g_ptr_array_add (w->batch_req->requests,
                      g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL));
   return w->client != NULL;
 }
@@ -927,8 +944,8 @@ finish (Options *o, Worker *workers, GThread **threads, int status)
       g_clear_object (&workers[i].resp);
       g_clear_object (&workers[i].entry);
       g_clear_pointer (&workers[i].page, g_ptr_array_unref);
-      g_clear_pointer (&workers[i].batch_reqs, g_ptr_array_unref);
-      g_clear_pointer (&workers[i].batch_results, g_ptr_array_unref);
+      g_clear_object (&workers[i].batch_req);
+      g_clear_object (&workers[i].batch_resp);
       g_clear_pointer (&workers[i].samples, g_array_unref);
       if (workers[i].redis)
         redisFree (workers[i].redis);

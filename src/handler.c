@@ -25,6 +25,7 @@
 #include "memberdata.h"
 #include "metrics.h"
 #include "policy.h"
+#include "api.h"
 #include "rank_ranking_types.h"
 #include "validate.h"
 
@@ -58,6 +59,7 @@ typedef enum
   METHOD_SET_MEMBER_DATA,
   METHOD_GET_MEMBER_DATA,
   METHOD_UPDATE_BATCH,
+  METHOD_GET_SERVER_INFO,
   METHOD_UNKNOWN,
 } Method;
 
@@ -100,6 +102,7 @@ static void start_sample (Call *call);
 static void start_set_member_data (Call *call);
 static void start_get_member_data (Call *call);
 static void start_update_batch (Call *call);
+static void start_get_server_info (Call *call);
 
 /* The largest replies, in bytes (binary protocol, framed; compact is
  * smaller): what a connection reserves for a call in flight (server.c).
@@ -243,6 +246,10 @@ static const MethodSpec methods[] = {
   = { "UpdateBatch", rank_ranking_update_batch_args_get_type,
       rank_ranking_update_batch_result_get_type, start_update_batch,
       bound_batch },
+  [METHOD_GET_SERVER_INFO]
+  = { "GetServerInfo", rank_ranking_get_server_info_args_get_type,
+      rank_ranking_get_server_info_result_get_type, start_get_server_info,
+      bound_small },
 };
 
 G_STATIC_ASSERT (G_N_ELEMENTS (methods) == METHOD_UNKNOWN);
@@ -1551,6 +1558,35 @@ rank_handler_dispatch (RankHandler *handler, gpointer request,
   return RANK_DISPATCH_PENDING;
 }
 
+/* ---- GetServerInfo ---- */
+
+/* When the process started (monotonic), for uptime_seconds. */
+static gint64 started_us;
+
+static void
+set_server_info (GObject *object, gpointer data)
+{
+  rankRankingGetServerInfoResult *result
+      = RANK_RANKING_GET_SERVER_INFO_RESULT (object);
+  RankHandler *handler = data;
+  rankServerInfo *info = result->success;
+  g_auto (GStrv) boards = rank_config_board_names (handler->config);
+
+  g_free (info->version);
+  info->version = g_strdup (RANKD_VERSION);
+  g_free (info->idl_version);
+  info->idl_version = g_strdup (RANK_API_IDL_VERSION);
+  info->configured_boards = g_strv_length (boards);
+  info->uptime_seconds = (g_get_monotonic_time () - started_us) / G_USEC_PER_SEC;
+  result->__isset_success = TRUE;
+}
+
+static void
+start_get_server_info (Call *call)
+{
+  reply_result (call, set_server_info, call->handler);
+}
+
 static gint64
 real_clock (gpointer data)
 {
@@ -1563,6 +1599,13 @@ rank_handler_new (RankStore *store, RankConfig *config,
                   gboolean framed, RankAnsweredFunc answered)
 {
   RankHandler *handler = g_new0 (RankHandler, 1);
+  static gsize once = 0;
+
+  if (g_once_init_enter (&once))
+    {
+      started_us = g_get_monotonic_time ();
+      g_once_init_leave (&once, 1);
+    }
 
   handler->store = store;
   handler->config = rank_config_ref (config);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "address.h"
+#include "api.h"
 #include "config.h"
 #include "embedded_redis.h"
 #include "error.h"
@@ -482,7 +483,7 @@ main (int argc, char **argv)
     }
   if (o.version)
     {
-      printf ("rankd %s\n", RANKD_VERSION);
+      printf ("rankd %s (IDL %s)\n", RANKD_VERSION, RANK_API_IDL_VERSION);
       options_clear (&o);
       return EXIT_SUCCESS;
     }

@@ -14,14 +14,18 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <thrift/c_glib/transport/thrift_transport.h>
 
 #include "address.h"
+#include "api.h"
 #include "client.h"
 #include "constants.h"
+#include "error.h"
 #include "json.h"
 #include "memberdata.h"
+#include "transfer.h"
 
 #ifndef RANKD_VERSION
 #define RANKD_VERSION "dev"
@@ -82,6 +86,16 @@ static const char help_text[]
       "                                replace the member's data (no pairs: "
       "delete it)\n"
       "  get-data BOARD MEMBER         the member's data\n"
+      "  info                          rankd's version, IDL version, "
+      "configured boards,\n"
+      "                                uptime\n"
+      "  import BOARD FILE             load a CSV or JSON Lines file of "
+      "entries (SET at\n"
+      "                                their times, by UpdateBatch; a re-run "
+      "applies\n"
+      "                                nothing twice); --format csv|jsonl "
+      "when the\n"
+      "                                name does not end in .csv or .jsonl\n"
       "\n"
       "Options (anywhere on the line; --name=value works too; -- ends "
       "them):\n"
@@ -123,6 +137,7 @@ enum
   TAKES_OFFSET = 1 << 2,
   TAKES_REQUEST_ID = 1 << 3,
   TAKES_UPDATE = 1 << 4, /* --mode, --timestamp-ms, --subscore, --data */
+  TAKES_FORMAT = 1 << 5,
 };
 
 typedef struct
@@ -148,6 +163,7 @@ static const OptionSpec option_specs[] = {
   { "timestamp-ms", TAKES_UPDATE, "MS" },
   { "subscore", TAKES_UPDATE, "N" },
   { "data", TAKES_UPDATE, "KEY=VALUE" },
+  { "format", TAKES_FORMAT, "csv|jsonl" },
 };
 
 typedef struct _Cli Cli;
@@ -185,6 +201,8 @@ struct _Cli
   GArray *subscores; /* gint64 */
   GHashTable *data;  /* --data: key -> value, owned */
   gboolean has_data;
+  gboolean has_format;
+  RankTransferFormat format;
   RankClient *client; /* connected by rankd() */
 };
 
@@ -387,6 +405,15 @@ apply_option (Cli *cli, const OptionSpec *o, const char *value)
     {
       cli->has_data = TRUE;
       return parse_pair ("--data", value, cli->data);
+    }
+  else if (strcmp (name, "format") == 0)
+    {
+      cli->has_format = TRUE;
+      if (!rank_transfer_format_parse (value, &cli->format))
+        {
+          fail (EXIT_INVALID, "--format: '%s' is not csv or jsonl", value);
+          return FALSE;
+        }
     }
   return TRUE;
 }
@@ -845,6 +872,7 @@ cmd_update (Cli *cli)
 static int
 cmd_rank (Cli *cli)
 {
+  g_autoptr (rankGetRankRequest) req = NULL;
   rankEntry *entry;
   rankRankingIf *iface;
   Call call = { 0 };
@@ -854,9 +882,12 @@ cmd_rank (Cli *cli)
   if ((iface = rankd (cli)) == NULL)
     return EXIT_UNAVAILABLE;
   entry = g_object_new (RANK_TYPE_ENTRY, NULL);
-  ok = rank_ranking_if_get_rank (
-      iface, &entry, arg (cli, 0), arg (cli, 1), cli->periods_back,
-      &call.invalid, &call.not_found, &call.unavailable, &call.error);
+  req = g_object_new (RANK_TYPE_GET_RANK_REQUEST, "board", arg (cli, 0),
+                      "member", arg (cli, 1), "periods_back", cli->periods_back,
+                      NULL);
+  ok = rank_ranking_if_get_rank (iface, &entry, req, &call.invalid,
+                                 &call.not_found, &call.unavailable,
+                                 &call.error);
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK && cli->json)
     {
@@ -891,6 +922,7 @@ page_outcome (Cli *cli, gboolean ok, Call *call, GPtrArray *page)
 static int
 cmd_top (Cli *cli)
 {
+  g_autoptr (rankGetTopNRequest) req = NULL;
   gint32 n = DEFAULT_TOP_N;
   rankRankingIf *iface;
   GPtrArray *page;
@@ -901,16 +933,19 @@ cmd_top (Cli *cli)
     return EXIT_INVALID;
   if ((iface = rankd (cli)) == NULL)
     return EXIT_UNAVAILABLE;
+  req = g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board", arg (cli, 0), "n",
+                      n, "offset", cli->offset, "periods_back",
+                      cli->periods_back, "with_data", cli->with_data, NULL);
   page = g_ptr_array_new_with_free_func (g_object_unref);
-  ok = rank_ranking_if_get_top_n (
-      iface, &page, arg (cli, 0), n, cli->offset, cli->periods_back,
-      cli->with_data, &call.invalid, &call.unavailable, &call.error);
+  ok = rank_ranking_if_get_top_n (iface, &page, req, &call.invalid,
+                                  &call.unavailable, &call.error);
   return page_outcome (cli, ok, &call, page);
 }
 
 static int
 cmd_around (Cli *cli)
 {
+  g_autoptr (rankGetAroundRequest) req = NULL;
   gint32 radius = DEFAULT_RADIUS;
   rankRankingIf *iface;
   GPtrArray *page;
@@ -921,17 +956,20 @@ cmd_around (Cli *cli)
     return EXIT_INVALID;
   if ((iface = rankd (cli)) == NULL)
     return EXIT_UNAVAILABLE;
+  req = g_object_new (RANK_TYPE_GET_AROUND_REQUEST, "board", arg (cli, 0),
+                      "member", arg (cli, 1), "radius", radius, "periods_back",
+                      cli->periods_back, "with_data", cli->with_data, NULL);
   page = g_ptr_array_new_with_free_func (g_object_unref);
-  ok = rank_ranking_if_get_around (iface, &page, arg (cli, 0), arg (cli, 1),
-                                   radius, cli->periods_back, cli->with_data,
-                                   &call.invalid, &call.not_found,
-                                   &call.unavailable, &call.error);
+  ok = rank_ranking_if_get_around (iface, &page, req, &call.invalid,
+                                   &call.not_found, &call.unavailable,
+                                   &call.error);
   return page_outcome (cli, ok, &call, page);
 }
 
 static int
 cmd_sample (Cli *cli)
 {
+  g_autoptr (rankSampleRequest) req = NULL;
   gint32 count = DEFAULT_SAMPLE_COUNT;
   gint64 min, max;
   rankRankingIf *iface;
@@ -945,9 +983,11 @@ cmd_sample (Cli *cli)
     return EXIT_INVALID;
   if ((iface = rankd (cli)) == NULL)
     return EXIT_UNAVAILABLE;
+  req = g_object_new (RANK_TYPE_SAMPLE_REQUEST, "board", arg (cli, 0),
+                      "min_score", min, "max_score", max, "count", count,
+                      "periods_back", cli->periods_back, NULL);
   page = g_ptr_array_new_with_free_func (g_object_unref);
-  ok = rank_ranking_if_sample (iface, &page, arg (cli, 0), min, max, count,
-                               cli->periods_back, &call.invalid,
+  ok = rank_ranking_if_sample (iface, &page, req, &call.invalid,
                                &call.unavailable, &call.error);
   return page_outcome (cli, ok, &call, page);
 }
@@ -957,7 +997,8 @@ cmd_ranks (Cli *cli)
 {
   static const char *const header[] = { "RANK", "MEMBER", "SCORE" };
   static const gboolean numeric[] = { TRUE, FALSE, TRUE };
-  g_autoptr (GPtrArray) members = g_ptr_array_new ();
+  g_autoptr (rankGetRanksRequest) req
+      = g_object_new (RANK_TYPE_GET_RANKS_REQUEST, NULL);
   g_autoptr (GPtrArray) result = NULL;
   rankRankingIf *iface;
   Call call = { 0 };
@@ -966,11 +1007,13 @@ cmd_ranks (Cli *cli)
 
   if ((iface = rankd (cli)) == NULL)
     return EXIT_UNAVAILABLE;
+  req->board = g_strdup (arg (cli, 0));
   for (guint i = 1; i < cli->args->len; i++)
-    g_ptr_array_add (members, cli->args->pdata[i]);
+    g_ptr_array_add (req->members, g_strdup (cli->args->pdata[i]));
+  req->periods_back = cli->periods_back;
+  req->__isset_periods_back = TRUE;
   result = g_ptr_array_new_with_free_func (g_object_unref);
-  ok = rank_ranking_if_get_ranks (iface, &result, arg (cli, 0), members,
-                                  cli->periods_back, &call.invalid,
+  ok = rank_ranking_if_get_ranks (iface, &result, req, &call.invalid,
                                   &call.unavailable, &call.error);
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK && cli->json)
@@ -1018,6 +1061,7 @@ static int
 cmd_remove (Cli *cli)
 {
   g_autofree char *rid = NULL;
+  g_autoptr (rankRemoveRequest) req = NULL;
   rankRemoveResponse *resp;
   rankRankingIf *iface;
   Call call = { 0 };
@@ -1028,8 +1072,10 @@ cmd_remove (Cli *cli)
     return EXIT_UNAVAILABLE;
   rid = request_id (cli);
   resp = g_object_new (RANK_TYPE_REMOVE_RESPONSE, NULL);
-  ok = rank_ranking_if_remove (iface, &resp, arg (cli, 0), arg (cli, 1), rid,
-                               &call.invalid, &call.unavailable, &call.error);
+  req = g_object_new (RANK_TYPE_REMOVE_REQUEST, "board", arg (cli, 0), "member",
+                      arg (cli, 1), "request_id", rid, NULL);
+  ok = rank_ranking_if_remove (iface, &resp, req, &call.invalid,
+                               &call.unavailable, &call.error);
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK)
     {
@@ -1066,6 +1112,7 @@ count_outcome (Cli *cli, gboolean ok, Call *call, const char *name,
 static int
 cmd_count (Cli *cli)
 {
+  g_autoptr (rankCountRequest) req = NULL;
   rankRankingIf *iface;
   Call call = { 0 };
   gint64 count = 0;
@@ -1073,14 +1120,17 @@ cmd_count (Cli *cli)
 
   if ((iface = rankd (cli)) == NULL)
     return EXIT_UNAVAILABLE;
-  ok = rank_ranking_if_count (iface, &count, arg (cli, 0), cli->periods_back,
-                              &call.invalid, &call.unavailable, &call.error);
+  req = g_object_new (RANK_TYPE_COUNT_REQUEST, "board", arg (cli, 0),
+                      "periods_back", cli->periods_back, NULL);
+  ok = rank_ranking_if_count (iface, &count, req, &call.invalid,
+                              &call.unavailable, &call.error);
   return count_outcome (cli, ok, &call, "count", count);
 }
 
 static int
 cmd_count_between (Cli *cli)
 {
+  g_autoptr (rankCountBetweenRequest) req = NULL;
   rankRankingIf *iface;
   Call call = { 0 };
   gint64 count = 0, min, max;
@@ -1091,8 +1141,10 @@ cmd_count_between (Cli *cli)
     return EXIT_INVALID;
   if ((iface = rankd (cli)) == NULL)
     return EXIT_UNAVAILABLE;
-  ok = rank_ranking_if_count_between (iface, &count, arg (cli, 0), min, max,
-                                      cli->periods_back, &call.invalid,
+  req = g_object_new (RANK_TYPE_COUNT_BETWEEN_REQUEST, "board", arg (cli, 0),
+                      "min_score", min, "max_score", max, "periods_back",
+                      cli->periods_back, NULL);
+  ok = rank_ranking_if_count_between (iface, &count, req, &call.invalid,
                                       &call.unavailable, &call.error);
   return count_outcome (cli, ok, &call, "count", count);
 }
@@ -1100,6 +1152,7 @@ cmd_count_between (Cli *cli)
 static int
 cmd_score_at_percentile (Cli *cli)
 {
+  g_autoptr (rankGetScoreAtPercentileRequest) req = NULL;
   rankRankingIf *iface;
   Call call = { 0 };
   gint64 score = 0;
@@ -1110,9 +1163,12 @@ cmd_score_at_percentile (Cli *cli)
     return EXIT_INVALID;
   if ((iface = rankd (cli)) == NULL)
     return EXIT_UNAVAILABLE;
-  ok = rank_ranking_if_get_score_at_percentile (
-      iface, &score, arg (cli, 0), pct, cli->periods_back, &call.invalid,
-      &call.not_found, &call.unavailable, &call.error);
+  req = g_object_new (RANK_TYPE_GET_SCORE_AT_PERCENTILE_REQUEST, "board",
+                      arg (cli, 0), "pct", pct, "periods_back",
+                      cli->periods_back, NULL);
+  ok = rank_ranking_if_get_score_at_percentile (iface, &score, req,
+                                                &call.invalid, &call.not_found,
+                                                &call.unavailable, &call.error);
   return count_outcome (cli, ok, &call, "score", score);
 }
 
@@ -1120,6 +1176,7 @@ static int
 cmd_percentile (Cli *cli)
 {
   char text[G_ASCII_DTOSTR_BUF_SIZE];
+  g_autoptr (rankGetPercentileRequest) req = NULL;
   rankRankingIf *iface;
   Call call = { 0 };
   double pct = 0;
@@ -1128,9 +1185,12 @@ cmd_percentile (Cli *cli)
 
   if ((iface = rankd (cli)) == NULL)
     return EXIT_UNAVAILABLE;
-  ok = rank_ranking_if_get_percentile (
-      iface, &pct, arg (cli, 0), arg (cli, 1), cli->periods_back, &call.invalid,
-      &call.not_found, &call.unavailable, &call.error);
+  req = g_object_new (RANK_TYPE_GET_PERCENTILE_REQUEST, "board", arg (cli, 0),
+                      "member", arg (cli, 1), "periods_back", cli->periods_back,
+                      NULL);
+  ok = rank_ranking_if_get_percentile (iface, &pct, req, &call.invalid,
+                                       &call.not_found, &call.unavailable,
+                                       &call.error);
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK)
     {
@@ -1156,9 +1216,20 @@ cmd_set_data (Cli *cli)
       return EXIT_INVALID;
   if ((iface = rankd (cli)) == NULL)
     return EXIT_UNAVAILABLE;
-  ok = rank_ranking_if_set_member_data (iface, arg (cli, 0), arg (cli, 1), map,
-                                        &call.invalid, &call.not_found,
-                                        &call.unavailable, &call.error);
+  {
+    g_autoptr (rankSetMemberDataRequest) req
+        = g_object_new (RANK_TYPE_SET_MEMBER_DATA_REQUEST, "board",
+                        arg (cli, 0), "member", arg (cli, 1), NULL);
+    GHashTableIter it;
+    gpointer k, v;
+
+    g_hash_table_iter_init (&it, map);
+    while (g_hash_table_iter_next (&it, &k, &v))
+      g_hash_table_insert (req->data, g_strdup (k), g_strdup (v));
+    ok = rank_ranking_if_set_member_data (iface, req, &call.invalid,
+                                          &call.not_found, &call.unavailable,
+                                          &call.error);
+  }
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK && cli->json)
     {
@@ -1181,6 +1252,7 @@ cmd_get_data (Cli *cli)
 {
   static const char *const header[] = { "KEY", "VALUE" };
   static const gboolean numeric[] = { FALSE, FALSE };
+  g_autoptr (rankGetMemberDataRequest) req = NULL;
   g_autoptr (GHashTable) map
       = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   rankRankingIf *iface;
@@ -1190,9 +1262,12 @@ cmd_get_data (Cli *cli)
 
   if ((iface = rankd (cli)) == NULL)
     return EXIT_UNAVAILABLE;
-  ok = rank_ranking_if_get_member_data (
-      iface, &map, arg (cli, 0), arg (cli, 1), cli->periods_back, &call.invalid,
-      &call.not_found, &call.unavailable, &call.error);
+  req = g_object_new (RANK_TYPE_GET_MEMBER_DATA_REQUEST, "board", arg (cli, 0),
+                      "member", arg (cli, 1), "periods_back", cli->periods_back,
+                      NULL);
+  ok = rank_ranking_if_get_member_data (iface, &map, req, &call.invalid,
+                                        &call.not_found, &call.unavailable,
+                                        &call.error);
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK && cli->json)
     {
@@ -1217,6 +1292,115 @@ cmd_get_data (Cli *cli)
   return code;
 }
 
+/* ---- the server, import ---- */
+
+static int
+cmd_info (Cli *cli)
+{
+  g_autoptr (rankGetServerInfoRequest) req
+      = g_object_new (RANK_TYPE_GET_SERVER_INFO_REQUEST, NULL);
+  g_autoptr (rankServerInfo) info = g_object_new (RANK_TYPE_SERVER_INFO, NULL);
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gboolean ok;
+  int code;
+
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  ok = rank_ranking_if_get_server_info (iface, &info, req, &call.unavailable,
+                                        &call.error);
+  code = call_outcome (cli, ok, &call);
+  if (code == EXIT_OK)
+    {
+      Record r = record_new ();
+
+      record_add (&r, "version", json_quoted (info->version),
+                  cell (info->version));
+      record_add (&r, "idl_version", json_quoted (info->idl_version),
+                  cell (info->idl_version));
+      record_add (&r, "configured_boards", cell_i64 (info->configured_boards),
+                  cell_i64 (info->configured_boards));
+      record_add (&r, "uptime_seconds", cell_i64 (info->uptime_seconds),
+                  cell_i64 (info->uptime_seconds));
+      record_print_free (&r, cli->json);
+    }
+  return code;
+}
+
+/* A GError of transfer.h as an exit code, printed. */
+static int
+transfer_failed (const GError *error)
+{
+  int code = EXIT_OTHER;
+
+  if (error->domain == RANK_ERROR)
+    code = error->code == RANK_ERROR_INVALID       ? EXIT_INVALID
+           : error->code == RANK_ERROR_NOT_FOUND   ? EXIT_NOT_FOUND
+           : error->code == RANK_ERROR_UNAVAILABLE ? EXIT_UNAVAILABLE
+                                                   : EXIT_OTHER;
+  else if (error->domain == THRIFT_TRANSPORT_ERROR)
+    code = EXIT_UNAVAILABLE;
+  else if (error->domain == G_FILE_ERROR)
+    code = EXIT_INVALID;
+  return fail (code, "%s", error->message);
+}
+
+/* On a terminal: one line, rewritten, of how far the import is. */
+static void
+import_progress (const RankImportStats *s, gpointer data)
+{
+  guint64 done = s->applied + s->repeated + s->refused;
+  gint64 *start = data;
+  double secs = (double) (g_get_monotonic_time () - *start) / 1e6;
+  int width = 30;
+  int filled = s->records ? (int) (width * done / s->records) : width;
+
+  fprintf (stderr,
+           "\r[%.*s%*s] %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT
+           " %3d%%  %.0f/s ",
+           filled, "##############################", width - filled, "", done,
+           s->records, s->records ? (int) (100 * done / s->records) : 100,
+           secs > 0 ? (double) done / secs : 0.0);
+  fflush (stderr);
+}
+
+static int
+cmd_import (Cli *cli)
+{
+  g_autoptr (GError) error = NULL;
+  RankTransferFormat format = cli->format;
+  RankImportStats stats;
+  gint64 start = g_get_monotonic_time ();
+  gboolean tty = isatty (STDERR_FILENO);
+  gboolean ok;
+
+  if (!cli->has_format && !rank_transfer_format_of_path (arg (cli, 1), &format))
+    return fail (EXIT_INVALID,
+                 "FILE: '%s' ends in neither .csv nor .jsonl: give --format",
+                 arg (cli, 1));
+  if (rankd (cli) == NULL)
+    return EXIT_UNAVAILABLE;
+  ok = rank_transfer_import (cli->client, arg (cli, 0), arg (cli, 1), format,
+                             tty ? import_progress : NULL, &start, &stats,
+                             &error);
+  if (tty)
+    fputc ('\n', stderr);
+  if (!ok)
+    return transfer_failed (error);
+  if (cli->json)
+    printf ("{\"records\":%" G_GUINT64_FORMAT ",\"applied\":%" G_GUINT64_FORMAT
+            ",\"repeated\":%" G_GUINT64_FORMAT ",\"refused\":%" G_GUINT64_FORMAT
+            "}\n",
+            stats.records, stats.applied, stats.repeated, stats.refused);
+  else
+    printf ("%" G_GUINT64_FORMAT " records: %" G_GUINT64_FORMAT
+            " applied, %" G_GUINT64_FORMAT
+            " applied before (same file, same request ids), %" G_GUINT64_FORMAT
+            " refused\n",
+            stats.records, stats.applied, stats.repeated, stats.refused);
+  return stats.refused > 0 ? EXIT_INVALID : EXIT_OK;
+}
+
 static const CommandSpec command_specs[] = {
   { "update", "BOARD MEMBER VALUE", 3, 3, TAKES_UPDATE | TAKES_REQUEST_ID,
     cmd_update },
@@ -1236,6 +1420,8 @@ static const CommandSpec command_specs[] = {
   { "sample", "BOARD MIN MAX [COUNT]", 3, 4, TAKES_PERIODS_BACK, cmd_sample },
   { "set-data", "BOARD MEMBER [KEY=VALUE]...", 2, G_MAXUINT, 0, cmd_set_data },
   { "get-data", "BOARD MEMBER", 2, 2, TAKES_PERIODS_BACK, cmd_get_data },
+  { "info", "", 0, 0, 0, cmd_info },
+  { "import", "BOARD FILE", 2, 2, TAKES_FORMAT, cmd_import },
 };
 
 /* ---- the command line ---- */
@@ -1322,7 +1508,9 @@ parse_command_line (int argc, char **argv, Cli *cli, gboolean *done)
       if (strcmp (o->name, "help") == 0 || strcmp (o->name, "version") == 0)
         {
           fputs (strcmp (o->name, "help") == 0 ? help_text
-                                               : "rankctl " RANKD_VERSION "\n",
+                                               : "rankctl " RANKD_VERSION
+                                                 " (IDL " RANK_API_IDL_VERSION
+                                                 ")\n",
                  stdout);
           *done = TRUE;
           return EXIT_OK;
