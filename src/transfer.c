@@ -710,11 +710,17 @@ recv_flight (RankClient *client, GPtrArray *entries, GArray *lines,
       else if (r->__isset_invalid)
         {
           const RankTransferEntry *e = entries->pdata[k];
+          const char *message = r->invalid->message;
+          const char *own = g_str_has_prefix (message, "requests[")
+                                ? strstr (message, "]: ")
+                                : NULL;
 
+          /* The item's place in the call means nothing here: its line
+           * does. */
           stats->refused++;
           fprintf (stderr, "rankctl: line %u (member '%s'): %s\n",
                    g_array_index (lines, guint, k), e->member,
-                   r->invalid->message);
+                   own != NULL ? own + 3 : message);
         }
       else
         g_array_append_val (retry, k);

@@ -462,13 +462,76 @@ class RankctlTest(unittest.TestCase):
         for command in ("update", "rank", "top", "around", "ranks", "remove",
                         "count", "count-between", "percentile",
                         "score-at-percentile", "sample", "set-data",
-                        "get-data"):
+                        "get-data", "import"):
             self.assertRegex(out, f"\n  {command} BOARD")
         for code in ("0  done", "1  not found", "2  invalid",
                      "3  unavailable", "4  any other error"):
             self.assertIn(code, out)
         self.assertEqual(self.ctl("top", "-h")[0], out)
-        self.assertRegex(self.ctl("--version")[0], r"^rankctl \d+\.\d+\.\d+\n$")
+        self.assertRegex(self.ctl("--version")[0],
+                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.0\)\n$")
+
+    # ---- the server, import ----
+
+    def test_info(self):
+        info = self.json("info")
+        self.assertEqual(info["idl_version"], "1.0")
+        self.assertRegex(info["version"], r"^\d+\.\d+\.\d+$")
+        self.assertEqual(info["configured_boards"],
+                         CONFIG.count("[board "))
+        self.assertGreaterEqual(info["uptime_seconds"], 0)
+        out, _ = self.ctl("info")
+        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.0\n")
+
+    def write(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return path
+
+    def test_import(self):
+        csv = self.write("imp.csv", (
+            "member,score,timestamp_ms,subscores,data\n"
+            '"a,""b""",10,1000,,"{""name"":""A, B""}"\n'
+            '"multi\nline",10,999,,\n'
+            '"c",-5,1001,,\n'))
+        out, err = self.ctl("import", "imp", csv)
+        self.assertEqual(out, "3 records: 3 applied, 0 applied before (same "
+                              "file, same request ids), 0 refused\n")
+        # Equal scores: the earlier time first, as exported.
+        self.assertEqual(
+            self.json("top", "imp", "--with-data"),
+            [{"rank": 1, "member": "multi\nline", "score": 10},
+             {"rank": 2, "member": 'a,"b"', "score": 10,
+              "data": {"name": "A, B"}},
+             {"rank": 3, "member": "c", "score": -5}])
+        # The same file again: the same request ids, nothing applied twice.
+        self.ctl("update", "imp", "c", "100", "--mode", "set")
+        self.assertEqual(self.json("import", "imp", csv),
+                         {"records": 3, "applied": 0, "repeated": 3,
+                          "refused": 0})
+        self.assertEqual(self.json("rank", "imp", "c")["score"], 100)
+        # JSON Lines, a refused record named by its line, the others applied.
+        jsonl = self.write("imp.txt", (
+            '{"member":"j1","score":7,"timestamp_ms":5}\n'
+            '{"member":"' + "x" * 257 + '","score":1,"timestamp_ms":5}\n'
+            '{"member":"j2","score":8,"timestamp_ms":5,"data":{"k":"v"}}\n'))
+        out, err = self.ctl("import", "imp", jsonl, code=2)
+        self.assertIn("ends in neither .csv nor .jsonl: give --format", err)
+        out, err = self.ctl("import", "imp", jsonl, "--format", "jsonl",
+                            code=2)
+        self.assertIn("2 applied", out)
+        self.assertIn("1 refused", out)
+        self.assertRegex(err, r"line 2 \(member 'x+'\): member: must be "
+                              r"1-256 bytes")
+        self.assertEqual(self.json("get-data", "imp", "j2"), {"k": "v"})
+        # A malformed file: refused whole, naming the line; nothing sent.
+        bad = self.write("bad.csv", "member,score,timestamp_ms,subscores,data\n"
+                                    '"ok",1,1,,\n"bad",x,1,,\n')
+        _, err = self.ctl("import", "imp", bad, code=2)
+        self.assertIn("line 3: score: 'x' is not an integer", err)
+        self.assertEqual(self.json("ranks", "imp", "ok"),
+                         [{"member": "ok", "found": False}])
 
 
 if __name__ == "__main__":
