@@ -32,7 +32,8 @@ from ranking.ttypes import (  # noqa: E402
     GetMemberDataRequest, GetPercentileRequest, GetRankRequest,
     GetRanksRequest, GetScoreAtPercentileRequest, GetTopNRequest,
     InvalidArgument, NotFound, RankOf, RemoveRequest, SampleRequest,
-    SetMemberDataRequest, UpdateMode, UpdateRequest)
+    GetServerInfoRequest, SetMemberDataRequest, UpdateMode, UpdateRequest)
+from ranking.constants import IDL_VERSION  # noqa: E402
 
 MAX = 2**53 - 1
 
@@ -655,6 +656,19 @@ class RequestShapeTest(ServedTest):
                     if cls is SampleRequest:  # in no particular order
                         got.sort()
                     self.assertEqual(got, want)
+
+    def test_server_info(self):
+        """rankd reports the IDL version this client was generated from
+        (the IDL's own constant), its configured boards and uptime."""
+        info = self.client.GetServerInfo(GetServerInfoRequest())
+        self.assertEqual(IDL_VERSION, "1.0")
+        self.assertEqual(info.idl_version, IDL_VERSION)
+        self.assertRegex(info.version, r"^\d+\.\d+\.\d+$")
+        self.assertEqual(info.configured_boards, 1)
+        self.assertGreaterEqual(info.uptime_seconds, 0)
+        out = subprocess.run([RANKD, "--version"], capture_output=True,
+                             text=True, check=True).stdout
+        self.assertEqual(out, f"rankd {info.version} (IDL {IDL_VERSION})\n")
 
     def test_positional_calls_are_refused(self):
         """The shape before 1.0, positional arguments, is gone: the
