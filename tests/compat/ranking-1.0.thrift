@@ -1,0 +1,397 @@
+/*
+ * rankd: a leaderboard service over Apache Thrift.
+ *
+ * This file is the contract between rankd and its clients in every language.
+ * Version 1.0 (IDL_VERSION below). From 1.0 on it only grows: new methods,
+ * new optional fields with new ids, new exceptions on new methods. Nothing
+ * released is removed, renumbered, retyped or made required
+ * (tests/compat/ checks this against the frozen 1.0 copy).
+ *
+ * Every method takes one request struct: a new option is a new optional
+ * field, with a default that keeps the old behaviour, and no caller changes.
+ *
+ * Ordering on a board: higher score first (lower first on boards configured
+ * with order=asc); on a board configured with subscores (up to three, each asc
+ * or desc), equal scores by the subscores in turn; then by who reached that
+ * score (and subscores) first (the timestamp of the update that last changed
+ * them); then by member id, ascending bytewise. Rank numbers are ordinal
+ * (1,2,3,4) unless the board is configured with rank=competition (1,2,2,4) or
+ * rank=dense (1,2,2,3) (boards without subscores only).
+ *
+ * Limits (InvalidArgument names the field and the limit when one is broken):
+ *   board       1-200 bytes of UTF-8, no control characters, no '{' or '}'
+ *   member      1-256 bytes of UTF-8, no NUL
+ *   request_id  1-128 bytes of UTF-8, no NUL
+ *   scores      integers with |score| <= 2^53-1 (9007199254740991)
+ *   timestamps  Unix milliseconds from 0 (1970-01-01T00:00:00.000Z)
+ *               to 7289654399999 (2200-12-31T23:59:59.999Z)
+ *   subscores   exactly as many as the board declares (INCREMENT: or none),
+ *               any i64
+ *   member data at most 16 keys; a key 1-64 bytes, a value 0-256 bytes, both
+ *               UTF-8 without NUL; keys and values at most 1024 bytes in all
+ */
+
+namespace c_glib rank
+namespace py ranking
+namespace js ranking
+namespace cpp ranking
+namespace java ranking
+namespace go ranking
+
+/** The version of this contract; rankd reports it in GetServerInfo. */
+const string IDL_VERSION = "1.0"
+
+/** How Update combines the request's value with the member's current score. */
+enum UpdateMode {
+  /** Add value (a delta, may be negative) to the current score; absent members start at 0. */
+  INCREMENT = 1,
+  /** Keep the better of the current score and value: higher, or lower on order=asc boards. */
+  BEST = 2,
+  /** Replace the current score with value. */
+  SET = 3
+}
+
+struct UpdateRequest {
+  /** The board to update; created on first use. */
+  1: required string board
+  /** The member whose score changes. */
+  2: required string member
+  /** The delta for INCREMENT; the new score for BEST and SET. |value| <= 2^53-1. */
+  3: required i64 value
+  /**
+   * Idempotency key, scoped to the board. A retry must reuse it: a request_id
+   * seen on this board within the dedup window (default 1 hour) is not applied
+   * again. Reusing it with another member, value or mode is InvalidArgument
+   * (on a sharded board, only when both members are in the same shard).
+   */
+  4: required string request_id
+  /**
+   * Unset: the board's mode (INCREMENT unless its config says mode=best or set).
+   * No IDL default, so that clients leave it unset unless told.
+   */
+  5: optional UpdateMode mode
+  /**
+   * When the score was achieved, in Unix milliseconds; it breaks ties between
+   * equal scores (earlier ranks higher), and on a periodic board chooses the
+   * period (a past one only with accept_late). Default: the server's clock.
+   */
+  6: optional i64 timestamp_ms
+  /**
+   * The board's subscores (config subscores=), all of them, in the declared
+   * order. BEST keeps the better of the whole (score, subscores) tuple, never
+   * parts of two submissions. INCREMENT may leave them unset: the member keeps
+   * its current subscores (0s for a new member). Not allowed on boards
+   * without subscores.
+   */
+  7: optional list<i64> subscores
+  /**
+   * Replaces the member's data (display name, country...) when the update is
+   * applied, even if the score does not change; an empty map deletes it.
+   * Unset: the data stays as it is. Limits in the header above.
+   */
+  8: optional map<string, string> data
+}
+
+struct UpdateResponse {
+  /** The member's score after the update. */
+  1: required i64 score
+  /**
+   * The member's 1-based rank after the update. Set on ordinary boards; left
+   * unset on sharded boards (see the README), where an update touches one shard
+   * only and that shard's rank is not the board's: call GetRank for it. Also
+   * unset when a capped board (cap=K) did not keep the member: it is not on it.
+   */
+  2: optional i64 rank
+  /** False: this request_id was already applied; nothing changed, score and rank are current. */
+  3: required bool applied
+  /** The member's subscores after the update, on boards with subscores. */
+  4: optional list<i64> subscores
+}
+
+/** One member's place on a board. */
+struct Entry {
+  1: required string member
+  2: required i64 score
+  /** 1-based; equal scores share one on competition and dense boards. */
+  3: required i64 rank
+  /** On boards with subscores: the member's, in the declared order. */
+  4: optional list<i64> subscores
+  /** The member's data, when asked for (with_data) and the member has some. */
+  5: optional map<string, string> data
+}
+
+/** One member's answer in GetRanks. */
+struct RankOf {
+  1: required string member
+  /** False: the member is not on the board; score and rank are unset. */
+  2: required bool found
+  3: optional i64 score
+  4: optional i64 rank
+}
+
+struct RemoveResponse {
+  /** False: this request_id was already used; nothing changed. */
+  1: required bool applied
+  /** The member was on the board and is gone (meaningful when applied). */
+  2: required bool removed
+}
+
+/** A field broke a documented limit or rule; the message names the field. Nothing changed. */
+exception InvalidArgument {
+  1: required string message
+}
+
+/** The member is not on the board. */
+exception NotFound {
+  1: required string message
+}
+
+/**
+ * The storage could not be reached or did not answer in time. Safe to retry:
+ * an Update retried with the same request_id is applied at most once.
+ */
+exception Unavailable {
+  1: required string message
+}
+
+/**
+ * One update's answer in UpdateBatch: exactly one field is set. response as
+ * Update would answer; invalid when this update was refused (nothing of it
+ * changed, the others are not affected); unavailable when it could not reach
+ * Redis: send it again with the same request_id (or the whole batch: items
+ * already applied are not applied again).
+ */
+struct UpdateResult {
+  1: optional UpdateResponse response
+  2: optional InvalidArgument invalid
+  3: optional Unavailable unavailable
+}
+
+
+/** GetRank: one member's place. */
+struct GetRankRequest {
+  1: required string board
+  2: required string member
+  /**
+   * On a periodic board, 0 reads the current period, 1 the one before, up to
+   * the board's retention; 0 on other boards. The same in every request below.
+   */
+  3: optional i32 periods_back = 0
+}
+
+/** GetTopN: the entries ranked offset+1 .. offset+n. */
+struct GetTopNRequest {
+  1: required string board
+  /** 1-1000. */
+  2: required i32 n
+  /** >= 0. */
+  3: optional i32 offset = 0
+  4: optional i32 periods_back = 0
+  /** Each entry carries its member's data (Entry.data). */
+  5: optional bool with_data = false
+}
+
+/** GetAround: a member and its neighbours. */
+struct GetAroundRequest {
+  1: required string board
+  2: required string member
+  /** 0-100 entries above and below. */
+  3: required i32 radius
+  4: optional i32 periods_back = 0
+  5: optional bool with_data = false
+}
+
+/** GetRanks: several members' places. */
+struct GetRanksRequest {
+  1: required string board
+  /** 1-1000 members. */
+  2: required list<string> members
+  3: optional i32 periods_back = 0
+}
+
+/** Remove: a member leaves the board. */
+struct RemoveRequest {
+  1: required string board
+  2: required string member
+  /** Idempotency key, as UpdateRequest.request_id (the same dedup window). */
+  3: required string request_id
+}
+
+/** Count: the board's members. */
+struct CountRequest {
+  1: required string board
+  2: optional i32 periods_back = 0
+}
+
+/** CountBetween: the members with min_score <= score <= max_score. */
+struct CountBetweenRequest {
+  1: required string board
+  2: required i64 min_score
+  3: required i64 max_score
+  4: optional i32 periods_back = 0
+}
+
+/** GetPercentile: the share of members strictly worse than one. */
+struct GetPercentileRequest {
+  1: required string board
+  2: required string member
+  3: optional i32 periods_back = 0
+}
+
+/** GetScoreAtPercentile: the score at a percentile. */
+struct GetScoreAtPercentileRequest {
+  1: required string board
+  /** 0-100. */
+  2: required double pct
+  3: optional i32 periods_back = 0
+}
+
+/** Sample: members drawn at random from a score range. */
+struct SampleRequest {
+  1: required string board
+  2: required i64 min_score
+  3: required i64 max_score
+  /** 1-100. */
+  4: required i32 count
+  5: optional i32 periods_back = 0
+}
+
+/** SetMemberData: replaces a member's data. */
+struct SetMemberDataRequest {
+  1: required string board
+  2: required string member
+  /** An empty map deletes the data. Limits in the header above. */
+  3: required map<string, string> data
+}
+
+/** GetMemberData: a member's data. */
+struct GetMemberDataRequest {
+  1: required string board
+  2: required string member
+  3: optional i32 periods_back = 0
+}
+
+/** UpdateBatch: 1-1000 updates, to any boards. */
+struct UpdateBatchRequest {
+  1: required list<UpdateRequest> requests
+}
+
+/** UpdateBatch's answer: one result per request, in order. */
+struct UpdateBatchResponse {
+  1: required list<UpdateResult> results
+}
+
+/** GetServerInfo takes no options yet. */
+struct GetServerInfoRequest {
+}
+
+struct ServerInfo {
+  /** rankd's version ("0.2.0"). */
+  1: required string version
+  /** IDL_VERSION of the contract rankd serves. */
+  2: required string idl_version
+  /** The boards named in rankd's config file (others take its [defaults]). */
+  3: required i64 configured_boards
+  /** Seconds since this rankd started. */
+  4: required i64 uptime_seconds
+}
+
+service Ranking {
+  /** Records a score change; idempotent by request_id. */
+  UpdateResponse Update(1: UpdateRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * Several updates in one call, to any boards: 1-1000 requests, answered
+   * with one UpdateResult per request, in order. Each is checked, applied and
+   * answered as Update would, idempotent by its own request_id; updates of one
+   * board are applied in the order given. InvalidArgument (for the whole call)
+   * only when requests is empty or longer than 1000; the call must also fit in
+   * rankd's --max-frame (1 MiB by default).
+   */
+  UpdateBatchResponse UpdateBatch(1: UpdateBatchRequest request)
+    throws (1: InvalidArgument invalid)
+
+  /** The member's score and 1-based rank; NotFound if it is not on the board. */
+  Entry GetRank(1: GetRankRequest request)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+
+  /**
+   * The entries ranked offset+1 .. offset+n, best first. A board with no
+   * members (or an offset past its end) gives an empty list. On a sharded
+   * board offset+n is at most the board's max_top_depth (default 10000);
+   * beyond it, InvalidArgument.
+   */
+  list<Entry> GetTopN(1: GetTopNRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * The member and up to radius entries above and below it, best first (fewer
+   * at either end of the board). NotFound if the member is not on the board.
+   * On a sharded board its rank plus radius is at most the board's
+   * max_top_depth.
+   */
+  list<Entry> GetAround(1: GetAroundRequest request)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+
+  /** Score and rank of each member, in the order asked. */
+  list<RankOf> GetRanks(1: GetRanksRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * Removes the member from the board (on a periodic board, from the current
+   * period); idempotent by request_id, which shares the board's dedup window
+   * with Update's.
+   */
+  RemoveResponse Remove(1: RemoveRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /** The number of members on the board. */
+  i64 Count(1: CountRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /** The number of members with min_score <= score <= max_score. */
+  i64 CountBetween(1: CountBetweenRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * The share, in percent (0-100), of the board's members whose score is
+   * strictly worse than the member's. NotFound if it is not on the board.
+   */
+  double GetPercentile(1: GetPercentileRequest request)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+
+  /**
+   * The score at percentile pct (0-100): that of the entry at position
+   * ceil(count * (100 - pct) / 100) from the top, at least 1, so 100 is the
+   * best score and 0 the worst. NotFound on an empty board. On a sharded board
+   * that position is at most the board's max_top_depth.
+   */
+  i64 GetScoreAtPercentile(1: GetScoreAtPercentileRequest request)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+
+  /**
+   * Up to count distinct members drawn uniformly at random from those with
+   * min_score <= score <= max_score, with their ranks, in no particular
+   * order (matchmaking). Picks by position: it does not scan the range.
+   */
+  list<Entry> Sample(1: SampleRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * Replaces the member's data (an empty map deletes it); NotFound if the
+   * member is not on the board (on a periodic board: in the current period,
+   * whose keys the data shares, expiring with them). Setting the same data
+   * twice is harmless, so there is no request id.
+   */
+  void SetMemberData(1: SetMemberDataRequest request)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+
+  /** The member's data (empty if none); NotFound if it is not on the board. */
+  map<string, string> GetMemberData(1: GetMemberDataRequest request)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+
+  /** rankd's version, the IDL version it serves, its configured boards and uptime. */
+  ServerInfo GetServerInfo(1: GetServerInfoRequest request)
+    throws (1: Unavailable unavailable)
+}
