@@ -130,9 +130,11 @@ class FrozenClientTest(unittest.TestCase):
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund",
                         "--loglevel=error"], cwd=node, check=True,
                        timeout=300)
+        # The generated module names follow the file name: ranking_types.
+        shutil.copy(FROZEN, os.path.join(node, "ranking.thrift"))
         os.mkdir(os.path.join(node, "gen-nodejs"))
-        subprocess.run(["thrift", "--gen", "js:node", "-out",
-                        os.path.join(node, "gen-nodejs"), FROZEN], check=True)
+        subprocess.run(["thrift", "--gen", "js:node", "-out", "gen-nodejs",
+                        "ranking.thrift"], cwd=node, check=True)
         out = subprocess.run(["node", "frozen_client.js", str(self.port)],
                              cwd=node, check=True, capture_output=True,
                              text=True, timeout=60).stdout
