@@ -363,6 +363,18 @@ frame_field (GByteArray *b, guint8 type, guint8 id)
 }
 
 void
+frame_request (GByteArray *b)
+{
+  frame_field (b, 12, 1); /* 1: the request struct */
+}
+
+void
+frame_request_end (GByteArray *b)
+{
+  frame_put_u8 (b, 0); /* the request struct's stop */
+}
+
+void
 frame_end (GByteArray *b)
 {
   guint32 len;
@@ -370,4 +382,192 @@ frame_end (GByteArray *b)
   frame_put_u8 (b, 0); /* stop */
   len = GUINT32_TO_BE (b->len - 4);
   memcpy (b->data, &len, 4);
+}
+
+/* ---- the argument lists of the tests, on the request structs ---- */
+
+gboolean
+positional_get_around (rankRankingIf *iface, GPtrArray **out, const char *board,
+                       const char *member, gint32 radius, gint32 periods_back,
+                       gboolean with_data, rankInvalidArgument **invalid,
+                       rankNotFound **not_found, rankUnavailable **unavailable,
+                       GError **error)
+{
+  g_autoptr (rankGetAroundRequest) req = g_object_new (
+      RANK_TYPE_GET_AROUND_REQUEST, "board", board, "member", member, "radius",
+      radius, "periods_back", periods_back, "with_data", with_data, NULL);
+
+  return rank_ranking_if_get_around (iface, out, req, invalid, not_found,
+                                     unavailable, error);
+}
+
+gboolean
+positional_get_ranks (rankRankingIf *iface, GPtrArray **out, const char *board,
+                      GPtrArray *members, gint32 periods_back,
+                      rankInvalidArgument **invalid,
+                      rankUnavailable **unavailable, GError **error)
+{
+  g_autoptr (rankGetRanksRequest) req
+      = g_object_new (RANK_TYPE_GET_RANKS_REQUEST, "board", board,
+                      "periods_back", periods_back, NULL);
+
+  for (guint i = 0; i < members->len; i++)
+    g_ptr_array_add (req->members, g_strdup (members->pdata[i]));
+  return rank_ranking_if_get_ranks (iface, out, req, invalid, unavailable,
+                                    error);
+}
+
+gboolean
+positional_remove (rankRankingIf *iface, rankRemoveResponse **out,
+                   const char *board, const char *member,
+                   const char *request_id, rankInvalidArgument **invalid,
+                   rankUnavailable **unavailable, GError **error)
+{
+  g_autoptr (rankRemoveRequest) req
+      = g_object_new (RANK_TYPE_REMOVE_REQUEST, "board", board, "member",
+                      member, "request_id", request_id, NULL);
+
+  return rank_ranking_if_remove (iface, out, req, invalid, unavailable, error);
+}
+
+gboolean
+positional_count (rankRankingIf *iface, gint64 *out, const char *board,
+                  gint32 periods_back, rankInvalidArgument **invalid,
+                  rankUnavailable **unavailable, GError **error)
+{
+  g_autoptr (rankCountRequest) req
+      = g_object_new (RANK_TYPE_COUNT_REQUEST, "board", board, "periods_back",
+                      periods_back, NULL);
+
+  return rank_ranking_if_count (iface, out, req, invalid, unavailable, error);
+}
+
+gboolean
+positional_count_between (rankRankingIf *iface, gint64 *out, const char *board,
+                          gint64 min_score, gint64 max_score,
+                          gint32 periods_back, rankInvalidArgument **invalid,
+                          rankUnavailable **unavailable, GError **error)
+{
+  g_autoptr (rankCountBetweenRequest) req = g_object_new (
+      RANK_TYPE_COUNT_BETWEEN_REQUEST, "board", board, "min_score", min_score,
+      "max_score", max_score, "periods_back", periods_back, NULL);
+
+  return rank_ranking_if_count_between (iface, out, req, invalid, unavailable,
+                                        error);
+}
+
+gboolean
+positional_get_percentile (rankRankingIf *iface, double *out, const char *board,
+                           const char *member, gint32 periods_back,
+                           rankInvalidArgument **invalid,
+                           rankNotFound **not_found,
+                           rankUnavailable **unavailable, GError **error)
+{
+  g_autoptr (rankGetPercentileRequest) req
+      = g_object_new (RANK_TYPE_GET_PERCENTILE_REQUEST, "board", board,
+                      "member", member, "periods_back", periods_back, NULL);
+
+  return rank_ranking_if_get_percentile (iface, out, req, invalid, not_found,
+                                         unavailable, error);
+}
+
+gboolean
+positional_get_score_at_percentile (
+    rankRankingIf *iface, gint64 *out, const char *board, double pct,
+    gint32 periods_back, rankInvalidArgument **invalid,
+    rankNotFound **not_found, rankUnavailable **unavailable, GError **error)
+{
+  g_autoptr (rankGetScoreAtPercentileRequest) req
+      = g_object_new (RANK_TYPE_GET_SCORE_AT_PERCENTILE_REQUEST, "board", board,
+                      "pct", pct, "periods_back", periods_back, NULL);
+
+  return rank_ranking_if_get_score_at_percentile (
+      iface, out, req, invalid, not_found, unavailable, error);
+}
+
+gboolean
+positional_sample (rankRankingIf *iface, GPtrArray **out, const char *board,
+                   gint64 min_score, gint64 max_score, gint32 count,
+                   gint32 periods_back, rankInvalidArgument **invalid,
+                   rankUnavailable **unavailable, GError **error)
+{
+  g_autoptr (rankSampleRequest) req
+      = g_object_new (RANK_TYPE_SAMPLE_REQUEST, "board", board, "min_score",
+                      min_score, "max_score", max_score, "count", count,
+                      "periods_back", periods_back, NULL);
+
+  return rank_ranking_if_sample (iface, out, req, invalid, unavailable, error);
+}
+
+gboolean
+positional_set_member_data (rankRankingIf *iface, const char *board,
+                            const char *member, GHashTable *data,
+                            rankInvalidArgument **invalid,
+                            rankNotFound **not_found,
+                            rankUnavailable **unavailable, GError **error)
+{
+  g_autoptr (rankSetMemberDataRequest) req
+      = g_object_new (RANK_TYPE_SET_MEMBER_DATA_REQUEST, "board", board,
+                      "member", member, NULL);
+  GHashTableIter it;
+  gpointer k, v;
+
+  g_hash_table_iter_init (&it, data);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    g_hash_table_insert (req->data, g_strdup (k), g_strdup (v));
+  return rank_ranking_if_set_member_data (iface, req, invalid, not_found,
+                                          unavailable, error);
+}
+
+gboolean
+positional_get_member_data (rankRankingIf *iface, GHashTable **out,
+                            const char *board, const char *member,
+                            gint32 periods_back, rankInvalidArgument **invalid,
+                            rankNotFound **not_found,
+                            rankUnavailable **unavailable, GError **error)
+{
+  g_autoptr (rankGetMemberDataRequest) req
+      = g_object_new (RANK_TYPE_GET_MEMBER_DATA_REQUEST, "board", board,
+                      "member", member, "periods_back", periods_back, NULL);
+
+  return rank_ranking_if_get_member_data (iface, out, req, invalid, not_found,
+                                          unavailable, error);
+}
+
+gboolean
+positional_get_rank (rankRankingIf *iface, rankEntry **out, const char *board,
+                     const char *member, gint32 periods_back,
+                     rankInvalidArgument **invalid, rankNotFound **not_found,
+                     rankUnavailable **unavailable, GError **error)
+{
+  g_autoptr (rankGetRankRequest) req
+      = g_object_new (RANK_TYPE_GET_RANK_REQUEST, "board", board, "member",
+                      member, "periods_back", periods_back, NULL);
+
+  return rank_ranking_if_get_rank (iface, out, req, invalid, not_found,
+                                   unavailable, error);
+}
+
+gboolean
+positional_send_get_rank (rankRankingIf *iface, const char *board,
+                          const char *member, gint32 periods_back,
+                          GError **error)
+{
+  g_autoptr (rankGetRankRequest) req
+      = g_object_new (RANK_TYPE_GET_RANK_REQUEST, "board", board, "member",
+                      member, "periods_back", periods_back, NULL);
+
+  return rank_ranking_client_send_get_rank (iface, req, error);
+}
+
+gboolean
+positional_send_get_top_n (rankRankingIf *iface, const char *board, gint32 n,
+                           gint32 offset, gint32 periods_back,
+                           gboolean with_data, GError **error)
+{
+  g_autoptr (rankGetTopNRequest) req = g_object_new (
+      RANK_TYPE_GET_TOP_N_REQUEST, "board", board, "n", n, "offset", offset,
+      "periods_back", periods_back, "with_data", with_data, NULL);
+
+  return rank_ranking_client_send_get_top_n (iface, req, error);
 }

@@ -102,6 +102,10 @@ void frame_put_u8 (GByteArray *b, guint8 v);
 void frame_put_u32 (GByteArray *b, guint32 v);
 void frame_put_str (GByteArray *b, const char *s);
 void frame_field (GByteArray *b, guint8 type, guint8 id);
+/* Every method's args hold one request struct: its fields go between
+ * these two. */
+void frame_request (GByteArray *b);
+void frame_request_end (GByteArray *b);
 void frame_end (GByteArray *b);
 
 /* Stops p and asserts it exited 0 (under valgrind: no errors). */
@@ -123,5 +127,70 @@ void rank_test_bed_start (RankTestBed *bed, const char *config_text);
 
 /* Stops rankd (asserting a clean exit) and Redis; removes the files. */
 void rank_test_bed_stop (RankTestBed *bed);
+
+/* The tests' argument lists, as the methods had them before each took one
+ * request struct: each builds the request and calls the generated client. */
+gboolean positional_get_around (rankRankingIf *iface, GPtrArray **out,
+                                const char *board, const char *member,
+                                gint32 radius, gint32 periods_back,
+                                gboolean with_data,
+                                rankInvalidArgument **invalid,
+                                rankNotFound **not_found,
+                                rankUnavailable **unavailable, GError **error);
+gboolean positional_get_ranks (rankRankingIf *iface, GPtrArray **out,
+                               const char *board, GPtrArray *members,
+                               gint32 periods_back,
+                               rankInvalidArgument **invalid,
+                               rankUnavailable **unavailable, GError **error);
+gboolean positional_remove (rankRankingIf *iface, rankRemoveResponse **out,
+                            const char *board, const char *member,
+                            const char *request_id,
+                            rankInvalidArgument **invalid,
+                            rankUnavailable **unavailable, GError **error);
+gboolean positional_count (rankRankingIf *iface, gint64 *out, const char *board,
+                           gint32 periods_back, rankInvalidArgument **invalid,
+                           rankUnavailable **unavailable, GError **error);
+gboolean positional_count_between (rankRankingIf *iface, gint64 *out,
+                                   const char *board, gint64 min_score,
+                                   gint64 max_score, gint32 periods_back,
+                                   rankInvalidArgument **invalid,
+                                   rankUnavailable **unavailable,
+                                   GError **error);
+gboolean positional_get_percentile (
+    rankRankingIf *iface, double *out, const char *board, const char *member,
+    gint32 periods_back, rankInvalidArgument **invalid,
+    rankNotFound **not_found, rankUnavailable **unavailable, GError **error);
+gboolean positional_get_score_at_percentile (
+    rankRankingIf *iface, gint64 *out, const char *board, double pct,
+    gint32 periods_back, rankInvalidArgument **invalid,
+    rankNotFound **not_found, rankUnavailable **unavailable, GError **error);
+gboolean positional_sample (rankRankingIf *iface, GPtrArray **out,
+                            const char *board, gint64 min_score,
+                            gint64 max_score, gint32 count, gint32 periods_back,
+                            rankInvalidArgument **invalid,
+                            rankUnavailable **unavailable, GError **error);
+gboolean positional_set_member_data (rankRankingIf *iface, const char *board,
+                                     const char *member, GHashTable *data,
+                                     rankInvalidArgument **invalid,
+                                     rankNotFound **not_found,
+                                     rankUnavailable **unavailable,
+                                     GError **error);
+gboolean positional_get_member_data (
+    rankRankingIf *iface, GHashTable **out, const char *board,
+    const char *member, gint32 periods_back, rankInvalidArgument **invalid,
+    rankNotFound **not_found, rankUnavailable **unavailable, GError **error);
+gboolean positional_get_rank (rankRankingIf *iface, rankEntry **out,
+                              const char *board, const char *member,
+                              gint32 periods_back,
+                              rankInvalidArgument **invalid,
+                              rankNotFound **not_found,
+                              rankUnavailable **unavailable, GError **error);
+gboolean positional_send_get_rank (rankRankingIf *iface, const char *board,
+                                   const char *member, gint32 periods_back,
+                                   GError **error);
+gboolean positional_send_get_top_n (rankRankingIf *iface, const char *board,
+                                    gint32 n, gint32 offset,
+                                    gint32 periods_back, gboolean with_data,
+                                    GError **error);
 
 #endif /* RANK_TEST_CALLS_H */

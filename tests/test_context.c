@@ -20,6 +20,16 @@
 #include "rank_ranking_types.h"
 #include "store.h"
 
+/* A method's args struct holding request (taken). */
+static gpointer
+args_of (GType args, gpointer request)
+{
+  GObject *a = g_object_new (args, "request", request, NULL);
+
+  g_object_unref (request);
+  return a;
+}
+
 static RankTestProcess *redis;
 
 typedef struct
@@ -282,8 +292,9 @@ test_reload_around (void)
   reload_at (&w, 2);
   {
     rankRankingGetAroundArgs *args
-        = g_object_new (RANK_TYPE_RANKING_GET_AROUND_ARGS, "board", "r",
-                        "member", "c", "radius", 1, NULL);
+        = args_of (RANK_TYPE_RANKING_GET_AROUND_ARGS,
+                   g_object_new (RANK_TYPE_GET_AROUND_REQUEST, "board", "r",
+                                 "member", "c", "radius", 1, NULL));
     rankRankingGetAroundResult *result = RANK_RANKING_GET_AROUND_RESULT (
         call (&w, "GetAround", THRIFT_STRUCT (args),
               RANK_TYPE_RANKING_GET_AROUND_RESULT));
@@ -315,8 +326,9 @@ test_reload_percentile (void)
   for (guint at = 2; at <= 3; at++)
     {
       rankRankingGetPercentileArgs *args
-          = g_object_new (RANK_TYPE_RANKING_GET_PERCENTILE_ARGS, "board", "r",
-                          "member", "b", NULL);
+          = args_of (RANK_TYPE_RANKING_GET_PERCENTILE_ARGS,
+                     g_object_new (RANK_TYPE_GET_PERCENTILE_REQUEST, "board",
+                                   "r", "member", "b", NULL));
       rankRankingGetPercentileResult *result;
 
       reload_at (&w, at);
@@ -344,8 +356,9 @@ test_reload_score_at (void)
   fill (&w);
   /* Round 1: the board's size; round 2: the entry at the position. */
   reload_at (&w, 2);
-  args = g_object_new (RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_ARGS, "board",
-                       "r", "pct", 100.0, NULL);
+  args = args_of (RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_ARGS,
+                  g_object_new (RANK_TYPE_GET_SCORE_AT_PERCENTILE_REQUEST,
+                                "board", "r", "pct", 100.0, NULL));
   result = RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT (
       call (&w, "GetScoreAtPercentile", THRIFT_STRUCT (args),
             RANK_TYPE_RANKING_GET_SCORE_AT_PERCENTILE_RESULT));
@@ -373,8 +386,10 @@ test_reload_sample (void)
   /* Round 1: two counts; round 2: the draws; round 3: their ranks. The
    * reload before round 2. */
   reload_at (&w, 3);
-  args = g_object_new (RANK_TYPE_RANKING_SAMPLE_ARGS, "board", "r", "min_score",
-                       (gint64) 0, "max_score", (gint64) 100, "count", 4, NULL);
+  args = args_of (RANK_TYPE_RANKING_SAMPLE_ARGS,
+                  g_object_new (RANK_TYPE_SAMPLE_REQUEST, "board", "r",
+                                "min_score", (gint64) 0, "max_score",
+                                (gint64) 100, "count", 4, NULL));
   result = RANK_RANKING_SAMPLE_RESULT (call (&w, "Sample", THRIFT_STRUCT (args),
                                              RANK_TYPE_RANKING_SAMPLE_RESULT));
   g_assert_cmpuint (w.sent, >=, 3);
@@ -404,8 +419,9 @@ static gboolean
 found (Worker *w, const char *board, const char *member, gint32 back)
 {
   rankRankingGetRankArgs *args
-      = g_object_new (RANK_TYPE_RANKING_GET_RANK_ARGS, "board", board, "member",
-                      member, "periods_back", back, NULL);
+      = args_of (RANK_TYPE_RANKING_GET_RANK_ARGS,
+                 g_object_new (RANK_TYPE_GET_RANK_REQUEST, "board", board,
+                               "member", member, "periods_back", back, NULL));
   rankRankingGetRankResult *result = RANK_RANKING_GET_RANK_RESULT (call (
       w, "GetRank", THRIFT_STRUCT (args), RANK_TYPE_RANKING_GET_RANK_RESULT));
   gboolean yes = result->__isset_success;

@@ -41,8 +41,10 @@ count_frame (const char *board, gint32 seqid)
 {
   GByteArray *b = frame_begin ("Count", seqid);
 
+  frame_request (b);
   frame_field (b, 11, 1);
   frame_put_str (b, board);
+  frame_request_end (b);
   frame_end (b);
   return b;
 }
@@ -52,6 +54,7 @@ top_data_frame (const char *board, gint32 n, gint32 seqid)
 {
   GByteArray *b = frame_begin ("GetTopN", seqid);
 
+  frame_request (b);
   frame_field (b, 11, 1);
   frame_put_str (b, board);
   frame_field (b, 8, 2);
@@ -60,6 +63,7 @@ top_data_frame (const char *board, gint32 n, gint32 seqid)
   frame_put_u32 (b, 0);
   frame_field (b, 2, 5); /* with_data */
   frame_put_u8 (b, 1);
+  frame_request_end (b);
   frame_end (b);
   return b;
 }
@@ -153,8 +157,8 @@ assert_served_soon (guint16 port, int deadline_ms)
       gint64 count = 0;
 
       if (c != NULL
-          && rank_ranking_if_count (rank_client_iface (c), &count, "served", 0,
-                                    &invalid, &unavailable, &error))
+          && positional_count (rank_client_iface (c), &count, "served", 0,
+                               &invalid, &unavailable, &error))
         return;
       g_assert_null (invalid);
       g_clear_object (&unavailable);
@@ -416,9 +420,9 @@ test_wrong_type (void)
     rankUnavailable *unavailable = NULL;
     g_autoptr (GError) error = NULL;
 
-    g_assert_false (rank_ranking_if_remove (rank_client_iface (bed.client),
-                                            &resp, "wtx", "m", "r2", &invalid,
-                                            &unavailable, &error));
+    g_assert_false (positional_remove (rank_client_iface (bed.client), &resp,
+                                       "wtx", "m", "r2", &invalid, &unavailable,
+                                       &error));
     g_assert_null (invalid);
     g_assert_null (unavailable);
     g_assert_nonnull (strstr (error->message, "holds a list"));
@@ -436,7 +440,7 @@ test_wrong_type (void)
     rankUnavailable *unavailable = NULL;
 
     g_hash_table_insert (data, g_strdup ("k"), g_strdup ("w"));
-    g_assert_false (rank_ranking_if_set_member_data (
+    g_assert_false (positional_set_member_data (
         rank_client_iface (bed.client), "wtx", "m", data, &invalid, &not_found,
         &unavailable, &error));
     g_assert_null (invalid);

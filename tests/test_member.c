@@ -334,9 +334,9 @@ get_data (const char *board, const char *member, GHashTable **out)
   GError *error = NULL;
 
   *out = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  if (rank_ranking_if_get_member_data (rank_client_iface (bed.client), out,
-                                       board, member, 0, &invalid, &not_found,
-                                       &unavailable, &error))
+  if (positional_get_member_data (rank_client_iface (bed.client), out, board,
+                                  member, 0, &invalid, &not_found, &unavailable,
+                                  &error))
     return OK;
   g_clear_object (&invalid);
   g_clear_object (&unavailable);
@@ -365,9 +365,9 @@ set_data (const char *board, const char *member, const char *const *kv,
   for (guint i = 0; kv[i] != NULL; i += 2)
     g_hash_table_insert (map, g_strdup (kv[i]), g_strdup (kv[i + 1]));
   *kind = OK;
-  if (rank_ranking_if_set_member_data (rank_client_iface (bed.client), board,
-                                       member, map, &invalid, &not_found,
-                                       &unavailable, &error))
+  if (positional_set_member_data (rank_client_iface (bed.client), board, member,
+                                  map, &invalid, &not_found, &unavailable,
+                                  &error))
     return NULL;
   if (invalid != NULL)
     {
@@ -438,7 +438,7 @@ test_data_roundtrip (gconstpointer data)
     g_autoptr (GPtrArray) around
         = g_ptr_array_new_with_free_func (g_object_unref);
 
-    g_assert_true (rank_ranking_if_get_around (
+    g_assert_true (positional_get_around (
         rank_client_iface (bed.client), &around, b, "bob", 1, 0, TRUE, &invalid,
         &not_found, &unavailable, &error));
     g_assert_cmpuint (around->len, ==, 3);
@@ -491,9 +491,9 @@ test_data_removed (void)
     rankUnavailable *unavailable = NULL;
     GError *error = NULL;
 
-    g_assert_true (rank_ranking_if_remove (rank_client_iface (bed.client),
-                                           &resp, "gone", "zed", "g-2",
-                                           &invalid, &unavailable, &error));
+    g_assert_true (positional_remove (rank_client_iface (bed.client), &resp,
+                                      "gone", "zed", "g-2", &invalid,
+                                      &unavailable, &error));
     g_assert_true (resp->removed);
     g_object_unref (resp);
   }

@@ -126,7 +126,7 @@ check_around (const char *board, const char *member, gint32 radius)
   int at = model_find (member);
   int first = MAX (0, at - radius), last = MIN (n_sorted - 1, at + radius);
 
-  g_assert_true (rank_ranking_if_get_around (
+  g_assert_true (positional_get_around (
       rank_client_iface (bed.client), &page, board, member, radius, 0, FALSE,
       &invalid, &not_found, &unavailable, &error));
   g_assert_cmpint (page->len, ==, last - first + 1);
@@ -153,9 +153,9 @@ check_ranks (const char *board)
   for (int i = 0; i < MEMBERS; i += 3)
     g_ptr_array_add (asked, g_strdup (items[i].member));
   g_ptr_array_add (asked, g_strdup ("nobody"));
-  g_assert_true (rank_ranking_if_get_ranks (rank_client_iface (bed.client),
-                                            &answers, board, asked, 0, &invalid,
-                                            &unavailable, &error));
+  g_assert_true (positional_get_ranks (rank_client_iface (bed.client), &answers,
+                                       board, asked, 0, &invalid, &unavailable,
+                                       &error));
   g_assert_cmpuint (answers->len, ==, asked->len);
   for (guint k = 0; k < asked->len; k++)
     {
@@ -182,12 +182,11 @@ count (const char *board, gboolean range, gint64 min, gint64 max)
   g_autoptr (GError) error = NULL;
   gint64 n = -1;
   gboolean ok
-      = range
-            ? rank_ranking_if_count_between (rank_client_iface (bed.client), &n,
-                                             board, min, max, 0, &invalid,
-                                             &unavailable, &error)
-            : rank_ranking_if_count (rank_client_iface (bed.client), &n, board,
-                                     0, &invalid, &unavailable, &error);
+      = range ? positional_count_between (rank_client_iface (bed.client), &n,
+                                          board, min, max, 0, &invalid,
+                                          &unavailable, &error)
+              : positional_count (rank_client_iface (bed.client), &n, board, 0,
+                                  &invalid, &unavailable, &error);
 
   g_assert_true (ok);
   return n;
@@ -217,9 +216,9 @@ percentile (const char *board, const char *member)
   g_autoptr (GError) error = NULL;
   double pct = -1;
 
-  if (!rank_ranking_if_get_percentile (rank_client_iface (bed.client), &pct,
-                                       board, member, 0, &invalid, &not_found,
-                                       &unavailable, &error))
+  if (!positional_get_percentile (rank_client_iface (bed.client), &pct, board,
+                                  member, 0, &invalid, &not_found, &unavailable,
+                                  &error))
     g_error ("GetPercentile(%s, %s): %s", board, member,
              error       ? error->message
              : invalid   ? invalid->message
@@ -237,7 +236,7 @@ score_at (const char *board, double pct)
   g_autoptr (GError) error = NULL;
   gint64 score = G_MININT64;
 
-  g_assert_true (rank_ranking_if_get_score_at_percentile (
+  g_assert_true (positional_get_score_at_percentile (
       rank_client_iface (bed.client), &score, board, pct, 0, &invalid,
       &not_found, &unavailable, &error));
   return score;
@@ -282,9 +281,9 @@ check_remove (const char *board, int victim)
     {
       rankRemoveResponse *r = g_object_new (RANK_TYPE_REMOVE_RESPONSE, NULL);
 
-      g_assert_true (rank_ranking_if_remove (
-          rank_client_iface (bed.client), &r, board, items[victim].member,
-          "remove-1", &invalid, &unavailable, &error));
+      g_assert_true (positional_remove (rank_client_iface (bed.client), &r,
+                                        board, items[victim].member, "remove-1",
+                                        &invalid, &unavailable, &error));
       g_assert_cmpint (r->applied, ==, attempt == 0);
       g_assert_cmpint (r->removed, ==, attempt == 0);
       g_object_unref (r);
@@ -333,9 +332,9 @@ sample (const char *board, gint64 min, gint64 max, gint32 n)
   g_autoptr (GError) error = NULL;
   GPtrArray *page = g_ptr_array_new_with_free_func (g_object_unref);
 
-  g_assert_true (rank_ranking_if_sample (rank_client_iface (bed.client), &page,
-                                         board, min, max, n, 0, &invalid,
-                                         &unavailable, &error));
+  g_assert_true (positional_sample (rank_client_iface (bed.client), &page,
+                                    board, min, max, n, 0, &invalid,
+                                    &unavailable, &error));
   return page;
 }
 
@@ -473,7 +472,7 @@ test_periods_back (gconstpointer data)
         {
           gint64 score = G_MININT64;
 
-          g_assert_true (rank_ranking_if_get_score_at_percentile (
+          g_assert_true (positional_get_score_at_percentile (
               rank_client_iface (bed.client), &score, board, pcts[k], back,
               &invalid, &not_found, &unavailable, &error));
           g_assert_cmpint (score, ==, want[back][k]);
@@ -482,11 +481,11 @@ test_periods_back (gconstpointer data)
   {
     double pct = -1;
 
-    g_assert_true (rank_ranking_if_get_percentile (
+    g_assert_true (positional_get_percentile (
         rank_client_iface (bed.client), &pct, board, "carol", 1, &invalid,
         &not_found, &unavailable, &error));
     g_assert_cmpfloat_with_epsilon (pct, 50.0, 1e-9);
-    g_assert_false (rank_ranking_if_get_percentile (
+    g_assert_false (positional_get_percentile (
         rank_client_iface (bed.client), &pct, board, "carol", 0, &invalid,
         &not_found, &unavailable, &error));
     g_assert_nonnull (not_found);
@@ -498,9 +497,9 @@ test_periods_back (gconstpointer data)
         = g_ptr_array_new_with_free_func (g_object_unref);
     static const char *const around[] = { "alice", "carol", "erin" };
 
-    g_assert_true (rank_ranking_if_get_around (
-        rank_client_iface (bed.client), &page, board, "carol", 1, 1, FALSE,
-        &invalid, &not_found, &unavailable, &error));
+    g_assert_true (positional_get_around (rank_client_iface (bed.client), &page,
+                                          board, "carol", 1, 1, FALSE, &invalid,
+                                          &not_found, &unavailable, &error));
     g_assert_cmpuint (page->len, ==, 3);
     for (guint i = 0; i < page->len; i++)
       {
@@ -515,9 +514,9 @@ test_periods_back (gconstpointer data)
         = g_ptr_array_new_with_free_func (g_object_unref);
     gint64 seen = 0;
 
-    g_assert_true (rank_ranking_if_sample (rank_client_iface (bed.client),
-                                           &page, board, 0, 1000, 10, 1,
-                                           &invalid, &unavailable, &error));
+    g_assert_true (positional_sample (rank_client_iface (bed.client), &page,
+                                      board, 0, 1000, 10, 1, &invalid,
+                                      &unavailable, &error));
     g_assert_cmpuint (page->len, ==, G_N_ELEMENTS (before));
     for (guint i = 0; i < page->len; i++)
       {
@@ -549,29 +548,29 @@ test_invalid (void)
       = g_ptr_array_new_with_free_func (g_object_unref);
   gint64 n;
 
-  g_assert_false (rank_ranking_if_get_around (
-      rank_client_iface (bed.client), &page, "q", "x", 101, 0, FALSE, &invalid,
-      &not_found, &unavailable, &error));
+  g_assert_false (positional_get_around (rank_client_iface (bed.client), &page,
+                                         "q", "x", 101, 0, FALSE, &invalid,
+                                         &not_found, &unavailable, &error));
   g_assert_nonnull (invalid);
   g_assert_nonnull (strstr (invalid->message, "radius: must be 0-100"));
   g_clear_object (&invalid);
   g_clear_error (&error);
-  g_assert_false (rank_ranking_if_get_around (
-      rank_client_iface (bed.client), &page, "q", "nobody", 1, 0, FALSE,
-      &invalid, &not_found, &unavailable, &error));
+  g_assert_false (positional_get_around (rank_client_iface (bed.client), &page,
+                                         "q", "nobody", 1, 0, FALSE, &invalid,
+                                         &not_found, &unavailable, &error));
   g_assert_nonnull (not_found);
   g_clear_object (&not_found);
   g_clear_error (&error);
-  g_assert_false (rank_ranking_if_get_ranks (rank_client_iface (bed.client),
-                                             &answers, "q", none, 0, &invalid,
-                                             &unavailable, &error));
+  g_assert_false (positional_get_ranks (rank_client_iface (bed.client),
+                                        &answers, "q", none, 0, &invalid,
+                                        &unavailable, &error));
   g_assert_nonnull (invalid);
   g_assert_nonnull (strstr (invalid->message, "members: must list 1-1000"));
   g_clear_object (&invalid);
   g_clear_error (&error);
-  g_assert_false (rank_ranking_if_count_between (rank_client_iface (bed.client),
-                                                 &n, "q", 5, 4, 0, &invalid,
-                                                 &unavailable, &error));
+  g_assert_false (positional_count_between (rank_client_iface (bed.client), &n,
+                                            "q", 5, 4, 0, &invalid,
+                                            &unavailable, &error));
   g_assert_nonnull (invalid);
   g_assert_nonnull (strstr (invalid->message, "min_score: 5 is above"));
   g_clear_object (&invalid);
@@ -580,20 +579,20 @@ test_invalid (void)
     double pct;
     gint64 score;
 
-    g_assert_false (rank_ranking_if_get_score_at_percentile (
+    g_assert_false (positional_get_score_at_percentile (
         rank_client_iface (bed.client), &score, "q", 101, 0, &invalid,
         &not_found, &unavailable, &error));
     g_assert_nonnull (invalid);
     g_assert_nonnull (strstr (invalid->message, "pct: must be 0-100"));
     g_clear_object (&invalid);
     g_clear_error (&error);
-    g_assert_false (rank_ranking_if_get_score_at_percentile (
+    g_assert_false (positional_get_score_at_percentile (
         rank_client_iface (bed.client), &score, "empty-board", 50, 0, &invalid,
         &not_found, &unavailable, &error));
     g_assert_nonnull (not_found);
     g_clear_object (&not_found);
     g_clear_error (&error);
-    g_assert_false (rank_ranking_if_get_percentile (
+    g_assert_false (positional_get_percentile (
         rank_client_iface (bed.client), &pct, "q", "nobody", 0, &invalid,
         &not_found, &unavailable, &error));
     g_assert_nonnull (not_found);

@@ -1148,11 +1148,10 @@ test_pipelined_in_order (void)
             break;
           }
         case 1:
-          ok = rank_ranking_client_send_get_top_n (iface, b, 3, 0, 0, TRUE,
-                                                   NULL);
+          ok = positional_send_get_top_n (iface, b, 3, 0, 0, TRUE, NULL);
           break;
         case 2:
-          ok = rank_ranking_client_send_get_rank (iface, b, member, 0, NULL);
+          ok = positional_send_get_rank (iface, b, member, 0, NULL);
           break;
         default:
           write_update_missing_member (p, 1000 + i);
@@ -1457,8 +1456,8 @@ served_client (guint16 port)
       rankUnavailable *unavailable = NULL;
       GError *error = NULL;
 
-      rank_ranking_if_get_rank (rank_client_iface (c), &entry, "b", "m", 0,
-                                &invalid, &not_found, &unavailable, &error);
+      positional_get_rank (rank_client_iface (c), &entry, "b", "m", 0, &invalid,
+                           &not_found, &unavailable, &error);
       g_object_unref (entry);
       g_clear_object (&invalid);
       g_clear_object (&unavailable);
@@ -1540,12 +1539,14 @@ top_call_frame (const char *board, gint32 n, gint32 seqid)
 {
   GByteArray *b = frame_begin ("GetTopN", seqid);
 
+  frame_request (b);
   frame_field (b, 11, 1); /* 1: string board */
   frame_put_str (b, board);
   frame_field (b, 8, 2); /* 2: i32 n */
   frame_put_u32 (b, (guint32) n);
   frame_field (b, 8, 3); /* 3: i32 offset */
   frame_put_u32 (b, 0);
+  frame_request_end (b);
   frame_end (b);
   return b;
 }

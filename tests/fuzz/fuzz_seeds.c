@@ -58,6 +58,16 @@ write_seed (const char *dir, int *n, int server, const GByteArray *call)
   g_byte_array_unref (file);
 }
 
+/* A method's args struct holding request (taken). */
+static GObject *
+args_of (GType args, gpointer request)
+{
+  GObject *a = g_object_new (args, "request", request, NULL);
+
+  g_object_unref (request);
+  return a;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -81,11 +91,13 @@ main (int argc, char **argv)
           GObject *update = g_object_new (RANK_TYPE_RANKING_UPDATE_ARGS,
                                           "request", req, NULL);
           GObject *rank
-              = g_object_new (RANK_TYPE_RANKING_GET_RANK_ARGS, "board",
-                              boards[b], "member", "ann", NULL);
+              = args_of (RANK_TYPE_RANKING_GET_RANK_ARGS,
+                         g_object_new (RANK_TYPE_GET_RANK_REQUEST, "board",
+                                       boards[b], "member", "ann", NULL));
           GObject *top
-              = g_object_new (RANK_TYPE_RANKING_GET_TOP_N_ARGS, "board",
-                              boards[b], "n", 10, "offset", 0, NULL);
+              = args_of (RANK_TYPE_RANKING_GET_TOP_N_ARGS,
+                         g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board",
+                                       boards[b], "n", 10, "offset", 0, NULL));
           struct
           {
             const char *method;
@@ -123,15 +135,21 @@ main (int argc, char **argv)
                             "subscores", subs, "data", map, NULL);
         args[0] = g_object_new (RANK_TYPE_RANKING_UPDATE_ARGS, "request", req,
                                 NULL);
-        args[1] = g_object_new (RANK_TYPE_RANKING_SET_MEMBER_DATA_ARGS, "board",
-                                "r", "member", "ann", "data", map, NULL);
-        args[2] = g_object_new (RANK_TYPE_RANKING_GET_MEMBER_DATA_ARGS, "board",
-                                "r", "member", "ann", NULL);
-        args[3] = g_object_new (RANK_TYPE_RANKING_GET_TOP_N_ARGS, "board", "r",
-                                "n", 10, "offset", 0, "with_data", TRUE, NULL);
-        args[4] = g_object_new (RANK_TYPE_RANKING_GET_AROUND_ARGS, "board", "r",
-                                "member", "ann", "radius", 2, "with_data", TRUE,
-                                NULL);
+        args[1]
+            = args_of (RANK_TYPE_RANKING_SET_MEMBER_DATA_ARGS,
+                       g_object_new (RANK_TYPE_SET_MEMBER_DATA_REQUEST, "board",
+                                     "r", "member", "ann", "data", map, NULL));
+        args[2] = args_of (RANK_TYPE_RANKING_GET_MEMBER_DATA_ARGS,
+                           g_object_new (RANK_TYPE_GET_MEMBER_DATA_REQUEST,
+                                         "board", "r", "member", "ann", NULL));
+        args[3] = args_of (RANK_TYPE_RANKING_GET_TOP_N_ARGS,
+                           g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board",
+                                         "r", "n", 10, "offset", 0, "with_data",
+                                         TRUE, NULL));
+        args[4] = args_of (RANK_TYPE_RANKING_GET_AROUND_ARGS,
+                           g_object_new (RANK_TYPE_GET_AROUND_REQUEST, "board",
+                                         "r", "member", "ann", "radius", 2,
+                                         "with_data", TRUE, NULL));
         for (gsize i = 0; i < G_N_ELEMENTS (args); i++)
           {
             GByteArray *call
