@@ -40,28 +40,30 @@ class FrozenClientTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
+        # Class cleanups run even when a later step here fails.
         cls.dir = tempfile.mkdtemp(prefix="frozen-")
-        cls.redis, redis_port = start(
+        cls.addClassCleanup(shutil.rmtree, GEN)
+        cls.addClassCleanup(shutil.rmtree, cls.dir)
+        redis, redis_port = start(
             lambda p: ["redis-server", "--bind", "127.0.0.1", "--port", str(p),
                        "--save", "", "--appendonly", "no"], cls.dir)
-        cls.rankd, cls.port = start(
+        cls.addClassCleanup(cls.stop, redis, False)
+        rankd, cls.port = start(
             lambda p: [RANKD, "--listen", f"127.0.0.1:{p}", "--redis",
                        f"127.0.0.1:{redis_port}"], cls.dir)
+        cls.addClassCleanup(cls.stop, rankd, True)
         cls.transport = TTransport.TFramedTransport(
             TSocket.TSocket("127.0.0.1", cls.port))
         cls.client = Ranking.Client(
             TBinaryProtocol.TBinaryProtocol(cls.transport))
         cls.transport.open()
+        cls.addClassCleanup(cls.transport.close)
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.transport.close()
-        cls.rankd.terminate()
-        assert cls.rankd.wait(30) == 0
-        cls.redis.terminate()
-        cls.redis.wait(30)
-        shutil.rmtree(cls.dir)
-        shutil.rmtree(GEN)
+    @staticmethod
+    def stop(proc, clean):
+        proc.terminate()
+        status = proc.wait(30)
+        assert not clean or status == 0, "rankd did not exit cleanly"
 
     def test_every_method(self):
         c, b = self.client, "frozen"
