@@ -33,6 +33,11 @@ struct _rankRankingIfInterface
   gboolean (*set_member_data) (rankRankingIf *iface, const rankSetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_member_data) (rankRankingIf *iface, GHashTable ** _return, const rankGetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_server_info) (rankRankingIf *iface, rankServerInfo ** _return, const rankGetServerInfoRequest * request, rankUnavailable ** unavailable, GError **error);
+  gboolean (*list_boards) (rankRankingIf *iface, rankListBoardsResponse ** _return, const rankListBoardsRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_board_info) (rankRankingIf *iface, rankBoardInfo ** _return, const rankGetBoardInfoRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*delete_board) (rankRankingIf *iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*reset_board) (rankRankingIf *iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*export) (rankRankingIf *iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 };
 typedef struct _rankRankingIfInterface rankRankingIfInterface;
 
@@ -57,6 +62,11 @@ gboolean rank_ranking_if_sample (rankRankingIf *iface, GPtrArray ** _return, con
 gboolean rank_ranking_if_set_member_data (rankRankingIf *iface, const rankSetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_get_member_data (rankRankingIf *iface, GHashTable ** _return, const rankGetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_get_server_info (rankRankingIf *iface, rankServerInfo ** _return, const rankGetServerInfoRequest * request, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_list_boards (rankRankingIf *iface, rankListBoardsResponse ** _return, const rankListBoardsRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_get_board_info (rankRankingIf *iface, rankBoardInfo ** _return, const rankGetBoardInfoRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_delete_board (rankRankingIf *iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_reset_board (rankRankingIf *iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_export (rankRankingIf *iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 
 /* Ranking service client */
 struct _rankRankingClient
@@ -127,6 +137,21 @@ gboolean rank_ranking_client_recv_get_member_data (rankRankingIf * iface, GHashT
 gboolean rank_ranking_client_get_server_info (rankRankingIf * iface, rankServerInfo ** _return, const rankGetServerInfoRequest * request, rankUnavailable ** unavailable, GError ** error);
 gboolean rank_ranking_client_send_get_server_info (rankRankingIf * iface, const rankGetServerInfoRequest * request, GError ** error);
 gboolean rank_ranking_client_recv_get_server_info (rankRankingIf * iface, rankServerInfo ** _return, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_list_boards (rankRankingIf * iface, rankListBoardsResponse ** _return, const rankListBoardsRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_list_boards (rankRankingIf * iface, const rankListBoardsRequest * request, GError ** error);
+gboolean rank_ranking_client_recv_list_boards (rankRankingIf * iface, rankListBoardsResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_get_board_info (rankRankingIf * iface, rankBoardInfo ** _return, const rankGetBoardInfoRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_get_board_info (rankRankingIf * iface, const rankGetBoardInfoRequest * request, GError ** error);
+gboolean rank_ranking_client_recv_get_board_info (rankRankingIf * iface, rankBoardInfo ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_delete_board (rankRankingIf * iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_delete_board (rankRankingIf * iface, const rankDeleteBoardRequest * request, GError ** error);
+gboolean rank_ranking_client_recv_delete_board (rankRankingIf * iface, rankDeleteBoardResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_reset_board (rankRankingIf * iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_reset_board (rankRankingIf * iface, const rankResetBoardRequest * request, GError ** error);
+gboolean rank_ranking_client_recv_reset_board (rankRankingIf * iface, rankResetBoardResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_export (rankRankingIf * iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_export (rankRankingIf * iface, const rankExportRequest * request, GError ** error);
+gboolean rank_ranking_client_recv_export (rankRankingIf * iface, rankExportResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
 void ranking_client_set_property (GObject *object, guint property_id, const GValue *value, GParamSpec *pspec);
 void ranking_client_get_property (GObject *object, guint property_id, GValue *value, GParamSpec *pspec);
 
@@ -156,6 +181,11 @@ struct _rankRankingHandlerClass
   gboolean (*set_member_data) (rankRankingIf *iface, const rankSetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_member_data) (rankRankingIf *iface, GHashTable ** _return, const rankGetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
   gboolean (*get_server_info) (rankRankingIf *iface, rankServerInfo ** _return, const rankGetServerInfoRequest * request, rankUnavailable ** unavailable, GError **error);
+  gboolean (*list_boards) (rankRankingIf *iface, rankListBoardsResponse ** _return, const rankListBoardsRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_board_info) (rankRankingIf *iface, rankBoardInfo ** _return, const rankGetBoardInfoRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*delete_board) (rankRankingIf *iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*reset_board) (rankRankingIf *iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*export) (rankRankingIf *iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 };
 typedef struct _rankRankingHandlerClass rankRankingHandlerClass;
 
@@ -182,6 +212,11 @@ gboolean rank_ranking_handler_sample (rankRankingIf *iface, GPtrArray ** _return
 gboolean rank_ranking_handler_set_member_data (rankRankingIf *iface, const rankSetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_get_member_data (rankRankingIf *iface, GHashTable ** _return, const rankGetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_get_server_info (rankRankingIf *iface, rankServerInfo ** _return, const rankGetServerInfoRequest * request, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_list_boards (rankRankingIf *iface, rankListBoardsResponse ** _return, const rankListBoardsRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_get_board_info (rankRankingIf *iface, rankBoardInfo ** _return, const rankGetBoardInfoRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_delete_board (rankRankingIf *iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_reset_board (rankRankingIf *iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_export (rankRankingIf *iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 
 /* Ranking processor */
 struct _rankRankingProcessor

@@ -9556,6 +9556,4574 @@ rank_server_info_get_type (void)
   return type;
 }
 
+enum _rankListBoardsRequestProperties
+{
+  PROP_RANK_LIST_BOARDS_REQUEST_0,
+  PROP_RANK_LIST_BOARDS_REQUEST_AFTER,
+  PROP_RANK_LIST_BOARDS_REQUEST_LIMIT
+};
+
+/* reads a list_boards_request object */
+static gint32
+rank_list_boards_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankListBoardsRequest * this_object = RANK_LIST_BOARDS_REQUEST(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->after != NULL)
+          {
+            g_free(this_object->after);
+            this_object->after = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->after, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_after = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->limit, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_limit = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_list_boards_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankListBoardsRequest * this_object = RANK_LIST_BOARDS_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "ListBoardsRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_after == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "after", T_STRING, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->after, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_limit == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "limit", T_I32, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->limit, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_list_boards_request_set_property (GObject *object,
+                                       guint property_id,
+                                       const GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankListBoardsRequest *self = RANK_LIST_BOARDS_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_LIST_BOARDS_REQUEST_AFTER:
+      if (self->after != NULL)
+        g_free (self->after);
+      self->after = g_value_dup_string (value);
+      self->__isset_after = TRUE;
+      break;
+
+    case PROP_RANK_LIST_BOARDS_REQUEST_LIMIT:
+      self->limit = g_value_get_int (value);
+      self->__isset_limit = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_list_boards_request_get_property (GObject *object,
+                                       guint property_id,
+                                       GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankListBoardsRequest *self = RANK_LIST_BOARDS_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_LIST_BOARDS_REQUEST_AFTER:
+      g_value_set_string (value, self->after);
+      break;
+
+    case PROP_RANK_LIST_BOARDS_REQUEST_LIMIT:
+      g_value_set_int (value, self->limit);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_list_boards_request_instance_init (rankListBoardsRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->after = g_strdup ("");
+  object->__isset_after = FALSE;
+  object->limit = 100;
+  object->__isset_limit = FALSE;
+}
+
+static void 
+rank_list_boards_request_finalize (GObject *object)
+{
+  rankListBoardsRequest *tobject = RANK_LIST_BOARDS_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->after != NULL)
+  {
+    g_free(tobject->after);
+    tobject->after = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_list_boards_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_list_boards_request_class_init (rankListBoardsRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_list_boards_request_read;
+  struct_class->write = rank_list_boards_request_write;
+
+  gobject_class->finalize = rank_list_boards_request_finalize;
+  gobject_class->get_property = rank_list_boards_request_get_property;
+  gobject_class->set_property = rank_list_boards_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_LIST_BOARDS_REQUEST_AFTER,
+     g_param_spec_string ("after",
+                          NULL,
+                          NULL,
+                          "",
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_LIST_BOARDS_REQUEST_LIMIT,
+     g_param_spec_int ("limit",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       100,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_list_boards_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankListBoardsRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_list_boards_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankListBoardsRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_list_boards_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankListBoardsRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankBoardSummaryProperties
+{
+  PROP_RANK_BOARD_SUMMARY_0,
+  PROP_RANK_BOARD_SUMMARY_BOARD,
+  PROP_RANK_BOARD_SUMMARY_CONFIGURED,
+  PROP_RANK_BOARD_SUMMARY_MEMBERS
+};
+
+/* reads a board_summary object */
+static gint32
+rank_board_summary_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankBoardSummary * this_object = RANK_BOARD_SUMMARY(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_configured = FALSE;
+  gboolean isset_members = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->configured, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_configured = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->members, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_members = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_configured)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'configured'");
+    return -1;
+  }
+
+  if (!isset_members)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'members'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_board_summary_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankBoardSummary * this_object = RANK_BOARD_SUMMARY(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "BoardSummary", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "configured", T_BOOL, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_bool (protocol, this_object->configured, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "members", T_I64, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->members, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_board_summary_set_property (GObject *object,
+                                 guint property_id,
+                                 const GValue *value,
+                                 GParamSpec *pspec)
+{
+  rankBoardSummary *self = RANK_BOARD_SUMMARY (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_BOARD_SUMMARY_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_BOARD_SUMMARY_CONFIGURED:
+      self->configured = g_value_get_boolean (value);
+      break;
+
+    case PROP_RANK_BOARD_SUMMARY_MEMBERS:
+      self->members = g_value_get_int64 (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_board_summary_get_property (GObject *object,
+                                 guint property_id,
+                                 GValue *value,
+                                 GParamSpec *pspec)
+{
+  rankBoardSummary *self = RANK_BOARD_SUMMARY (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_BOARD_SUMMARY_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_BOARD_SUMMARY_CONFIGURED:
+      g_value_set_boolean (value, self->configured);
+      break;
+
+    case PROP_RANK_BOARD_SUMMARY_MEMBERS:
+      g_value_set_int64 (value, self->members);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_board_summary_instance_init (rankBoardSummary * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->configured = 0;
+  object->members = 0;
+}
+
+static void 
+rank_board_summary_finalize (GObject *object)
+{
+  rankBoardSummary *tobject = RANK_BOARD_SUMMARY (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_board_summary_get_type ())))->finalize (object);
+}
+
+static void
+rank_board_summary_class_init (rankBoardSummaryClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_board_summary_read;
+  struct_class->write = rank_board_summary_write;
+
+  gobject_class->finalize = rank_board_summary_finalize;
+  gobject_class->get_property = rank_board_summary_get_property;
+  gobject_class->set_property = rank_board_summary_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_SUMMARY_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_SUMMARY_CONFIGURED,
+     g_param_spec_boolean ("configured",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_SUMMARY_MEMBERS,
+     g_param_spec_int64 ("members",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_board_summary_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankBoardSummaryClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_board_summary_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankBoardSummary),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_board_summary_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankBoardSummaryType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankListBoardsResponseProperties
+{
+  PROP_RANK_LIST_BOARDS_RESPONSE_0,
+  PROP_RANK_LIST_BOARDS_RESPONSE_BOARDS,
+  PROP_RANK_LIST_BOARDS_RESPONSE_NEXT_AFTER
+};
+
+/* reads a list_boards_response object */
+static gint32
+rank_list_boards_response_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankListBoardsResponse * this_object = RANK_LIST_BOARDS_RESPONSE(object);
+  gboolean isset_boards = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              rankBoardSummary * _elem25 = NULL;
+              if ( _elem25 != NULL)
+              {
+                g_object_unref (_elem25);
+              }
+              _elem25 = g_object_new (RANK_TYPE_BOARD_SUMMARY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem25), protocol, error)) < 0)
+              {
+                g_object_unref (_elem25);
+                return -1;
+              }
+              xfer += ret;
+              g_ptr_array_add (this_object->boards, _elem25);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          isset_boards = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->next_after != NULL)
+          {
+            g_free(this_object->next_after);
+            this_object->next_after = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->next_after, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_next_after = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_boards)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'boards'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_list_boards_response_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankListBoardsResponse * this_object = RANK_LIST_BOARDS_RESPONSE(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "ListBoardsResponse", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "boards", T_LIST, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    guint i26;
+
+    if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->boards ? this_object->boards->len : 0), error)) < 0)
+      return -1;
+    xfer += ret;
+    for (i26 = 0; i26 < (this_object->boards ? this_object->boards->len : 0); i26++)
+    {
+      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->boards, i26))), protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_next_after == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "next_after", T_STRING, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->next_after, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_list_boards_response_set_property (GObject *object,
+                                        guint property_id,
+                                        const GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankListBoardsResponse *self = RANK_LIST_BOARDS_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_LIST_BOARDS_RESPONSE_BOARDS:
+      if (self->boards != NULL)
+        g_ptr_array_unref (self->boards);
+      self->boards = g_value_dup_boxed (value);
+      break;
+
+    case PROP_RANK_LIST_BOARDS_RESPONSE_NEXT_AFTER:
+      if (self->next_after != NULL)
+        g_free (self->next_after);
+      self->next_after = g_value_dup_string (value);
+      self->__isset_next_after = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_list_boards_response_get_property (GObject *object,
+                                        guint property_id,
+                                        GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankListBoardsResponse *self = RANK_LIST_BOARDS_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_LIST_BOARDS_RESPONSE_BOARDS:
+      g_value_set_boxed (value, self->boards);
+      break;
+
+    case PROP_RANK_LIST_BOARDS_RESPONSE_NEXT_AFTER:
+      g_value_set_string (value, self->next_after);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_list_boards_response_instance_init (rankListBoardsResponse * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->boards = g_ptr_array_new_with_free_func (g_object_unref);
+  object->next_after = NULL;
+  object->__isset_next_after = FALSE;
+}
+
+static void 
+rank_list_boards_response_finalize (GObject *object)
+{
+  rankListBoardsResponse *tobject = RANK_LIST_BOARDS_RESPONSE (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->boards != NULL)
+  {
+    g_ptr_array_unref (tobject->boards);
+    tobject->boards = NULL;
+  }
+  if (tobject->next_after != NULL)
+  {
+    g_free(tobject->next_after);
+    tobject->next_after = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_list_boards_response_get_type ())))->finalize (object);
+}
+
+static void
+rank_list_boards_response_class_init (rankListBoardsResponseClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_list_boards_response_read;
+  struct_class->write = rank_list_boards_response_write;
+
+  gobject_class->finalize = rank_list_boards_response_finalize;
+  gobject_class->get_property = rank_list_boards_response_get_property;
+  gobject_class->set_property = rank_list_boards_response_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_LIST_BOARDS_RESPONSE_BOARDS,
+     g_param_spec_boxed ("boards",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_LIST_BOARDS_RESPONSE_NEXT_AFTER,
+     g_param_spec_string ("next_after",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_list_boards_response_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankListBoardsResponseClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_list_boards_response_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankListBoardsResponse),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_list_boards_response_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankListBoardsResponseType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankGetBoardInfoRequestProperties
+{
+  PROP_RANK_GET_BOARD_INFO_REQUEST_0,
+  PROP_RANK_GET_BOARD_INFO_REQUEST_BOARD
+};
+
+/* reads a get_board_info_request object */
+static gint32
+rank_get_board_info_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankGetBoardInfoRequest * this_object = RANK_GET_BOARD_INFO_REQUEST(object);
+  gboolean isset_board = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_get_board_info_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankGetBoardInfoRequest * this_object = RANK_GET_BOARD_INFO_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "GetBoardInfoRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_get_board_info_request_set_property (GObject *object,
+                                          guint property_id,
+                                          const GValue *value,
+                                          GParamSpec *pspec)
+{
+  rankGetBoardInfoRequest *self = RANK_GET_BOARD_INFO_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_BOARD_INFO_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_get_board_info_request_get_property (GObject *object,
+                                          guint property_id,
+                                          GValue *value,
+                                          GParamSpec *pspec)
+{
+  rankGetBoardInfoRequest *self = RANK_GET_BOARD_INFO_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_BOARD_INFO_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_get_board_info_request_instance_init (rankGetBoardInfoRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+}
+
+static void 
+rank_get_board_info_request_finalize (GObject *object)
+{
+  rankGetBoardInfoRequest *tobject = RANK_GET_BOARD_INFO_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_get_board_info_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_get_board_info_request_class_init (rankGetBoardInfoRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_get_board_info_request_read;
+  struct_class->write = rank_get_board_info_request_write;
+
+  gobject_class->finalize = rank_get_board_info_request_finalize;
+  gobject_class->get_property = rank_get_board_info_request_get_property;
+  gobject_class->set_property = rank_get_board_info_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_BOARD_INFO_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_get_board_info_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankGetBoardInfoRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_get_board_info_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankGetBoardInfoRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_get_board_info_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankGetBoardInfoRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankBoardInfoProperties
+{
+  PROP_RANK_BOARD_INFO_0,
+  PROP_RANK_BOARD_INFO_BOARD,
+  PROP_RANK_BOARD_INFO_CONFIGURED,
+  PROP_RANK_BOARD_INFO_OPTIONS,
+  PROP_RANK_BOARD_INFO_MEMBERS,
+  PROP_RANK_BOARD_INFO_PERIODS,
+  PROP_RANK_BOARD_INFO_KEYS,
+  PROP_RANK_BOARD_INFO_MEMORY_BYTES,
+  PROP_RANK_BOARD_INFO_STORED_LAYOUT
+};
+
+/* reads a board_info object */
+static gint32
+rank_board_info_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankBoardInfo * this_object = RANK_BOARD_INFO(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_configured = FALSE;
+  gboolean isset_options = FALSE;
+  gboolean isset_members = FALSE;
+  gboolean isset_periods = FALSE;
+  gboolean isset_keys = FALSE;
+  gboolean isset_memory_bytes = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->configured, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_configured = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_MAP)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType key_type;
+            ThriftType value_type;
+
+            /* read the map begin marker */
+            if ((ret = thrift_protocol_read_map_begin (protocol, &key_type, &value_type, &size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through each of the map's fields */
+            for (i = 0; i < size; i++)
+            {
+              gchar * key27 = NULL;
+              gchar * val28 = NULL;
+              if (key27 != NULL)
+              {
+                g_free(key27);
+                key27 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &key27, error)) < 0)
+                return -1;
+              xfer += ret;
+              if (val28 != NULL)
+              {
+                g_free(val28);
+                val28 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &val28, error)) < 0)
+              {
+                /* rankd postprocess: do not leak on bad input */
+                g_free (key27);
+                return -1;
+              }
+              xfer += ret;
+              if (this_object->options && key27)
+                g_hash_table_insert ((GHashTable *)this_object->options, (gpointer) key27, (gpointer) val28);
+            }
+
+            /* read the map end marker */
+            if ((ret = thrift_protocol_read_map_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          isset_options = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->members, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_members = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 5:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              gchar * _elem29 = NULL;
+              if (_elem29 != NULL)
+              {
+                g_free(_elem29);
+                _elem29 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &_elem29, error)) < 0)
+                return -1;
+              xfer += ret;
+              g_ptr_array_add (this_object->periods, _elem29);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          isset_periods = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 6:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->keys, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_keys = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 7:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->memory_bytes, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_memory_bytes = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 8:
+        if (ftype == T_STRING)
+        {
+          if (this_object->stored_layout != NULL)
+          {
+            g_free(this_object->stored_layout);
+            this_object->stored_layout = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->stored_layout, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_stored_layout = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_configured)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'configured'");
+    return -1;
+  }
+
+  if (!isset_options)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'options'");
+    return -1;
+  }
+
+  if (!isset_members)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'members'");
+    return -1;
+  }
+
+  if (!isset_periods)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'periods'");
+    return -1;
+  }
+
+  if (!isset_keys)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'keys'");
+    return -1;
+  }
+
+  if (!isset_memory_bytes)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'memory_bytes'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_board_info_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankBoardInfo * this_object = RANK_BOARD_INFO(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "BoardInfo", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "configured", T_BOOL, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_bool (protocol, this_object->configured, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "options", T_MAP, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    gchar * key30 = NULL;
+    gchar * val31 = NULL;
+    GList *key_list = NULL, *iter = NULL;
+    gchar ** keys;
+    int i = 0, key_count;
+
+    if ((ret = thrift_protocol_write_map_begin (protocol, T_STRING, T_STRING, this_object->options ? (gint32) g_hash_table_size ((GHashTable *) this_object->options) : 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if (this_object->options)
+      g_hash_table_foreach ((GHashTable *) this_object->options, thrift_hash_table_get_keys, &key_list);
+    key_count = g_list_length (key_list);
+    keys = g_newa (gchar *, key_count);
+    for (iter = g_list_first (key_list); iter; iter = iter->next)
+      keys[i++] = (gchar *) iter->data;
+    g_list_free (key_list);
+
+    for (i = 0; i < key_count; ++i)
+    {
+      key30 = keys[i];
+      val31 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->options), (gpointer) key30);
+
+      if ((ret = thrift_protocol_write_string (protocol,  key30, error)) < 0)
+        return -1;
+      xfer += ret;
+
+      if ((ret = thrift_protocol_write_string (protocol,  val31, error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_map_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "members", T_I64, 4, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->members, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "periods", T_LIST, 5, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    guint i32;
+
+    if ((ret = thrift_protocol_write_list_begin (protocol, T_STRING, (gint32) (this_object->periods ? this_object->periods->len : 0), error)) < 0)
+      return -1;
+    xfer += ret;
+    for (i32 = 0; i32 < (this_object->periods ? this_object->periods->len : 0); i32++)
+    {
+      if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) this_object->periods, i32)), error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "keys", T_I64, 6, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->keys, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "memory_bytes", T_I64, 7, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->memory_bytes, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_stored_layout == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "stored_layout", T_STRING, 8, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->stored_layout, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_board_info_set_property (GObject *object,
+                              guint property_id,
+                              const GValue *value,
+                              GParamSpec *pspec)
+{
+  rankBoardInfo *self = RANK_BOARD_INFO (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_BOARD_INFO_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_BOARD_INFO_CONFIGURED:
+      self->configured = g_value_get_boolean (value);
+      break;
+
+    case PROP_RANK_BOARD_INFO_OPTIONS:
+      if (self->options != NULL)
+        g_hash_table_unref (self->options);
+      self->options = g_value_dup_boxed (value);
+      break;
+
+    case PROP_RANK_BOARD_INFO_MEMBERS:
+      self->members = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_BOARD_INFO_PERIODS:
+      if (self->periods != NULL)
+        g_ptr_array_unref (self->periods);
+      self->periods = g_value_dup_boxed (value);
+      break;
+
+    case PROP_RANK_BOARD_INFO_KEYS:
+      self->keys = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_BOARD_INFO_MEMORY_BYTES:
+      self->memory_bytes = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_BOARD_INFO_STORED_LAYOUT:
+      if (self->stored_layout != NULL)
+        g_free (self->stored_layout);
+      self->stored_layout = g_value_dup_string (value);
+      self->__isset_stored_layout = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_board_info_get_property (GObject *object,
+                              guint property_id,
+                              GValue *value,
+                              GParamSpec *pspec)
+{
+  rankBoardInfo *self = RANK_BOARD_INFO (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_BOARD_INFO_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_BOARD_INFO_CONFIGURED:
+      g_value_set_boolean (value, self->configured);
+      break;
+
+    case PROP_RANK_BOARD_INFO_OPTIONS:
+      g_value_set_boxed (value, self->options);
+      break;
+
+    case PROP_RANK_BOARD_INFO_MEMBERS:
+      g_value_set_int64 (value, self->members);
+      break;
+
+    case PROP_RANK_BOARD_INFO_PERIODS:
+      g_value_set_boxed (value, self->periods);
+      break;
+
+    case PROP_RANK_BOARD_INFO_KEYS:
+      g_value_set_int64 (value, self->keys);
+      break;
+
+    case PROP_RANK_BOARD_INFO_MEMORY_BYTES:
+      g_value_set_int64 (value, self->memory_bytes);
+      break;
+
+    case PROP_RANK_BOARD_INFO_STORED_LAYOUT:
+      g_value_set_string (value, self->stored_layout);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_board_info_instance_init (rankBoardInfo * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->configured = 0;
+  object->options = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  object->members = 0;
+  object->periods = g_ptr_array_new_with_free_func (g_free);
+  object->keys = 0;
+  object->memory_bytes = 0;
+  object->stored_layout = NULL;
+  object->__isset_stored_layout = FALSE;
+}
+
+static void 
+rank_board_info_finalize (GObject *object)
+{
+  rankBoardInfo *tobject = RANK_BOARD_INFO (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->options != NULL)
+  {
+    g_hash_table_destroy (tobject->options);
+    tobject->options = NULL;
+  }
+  if (tobject->periods != NULL)
+  {
+    g_ptr_array_unref (tobject->periods);
+    tobject->periods = NULL;
+  }
+  if (tobject->stored_layout != NULL)
+  {
+    g_free(tobject->stored_layout);
+    tobject->stored_layout = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_board_info_get_type ())))->finalize (object);
+}
+
+static void
+rank_board_info_class_init (rankBoardInfoClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_board_info_read;
+  struct_class->write = rank_board_info_write;
+
+  gobject_class->finalize = rank_board_info_finalize;
+  gobject_class->get_property = rank_board_info_get_property;
+  gobject_class->set_property = rank_board_info_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_CONFIGURED,
+     g_param_spec_boolean ("configured",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_OPTIONS,
+     g_param_spec_boxed ("options",
+                         NULL,
+                         NULL,
+                         G_TYPE_HASH_TABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_MEMBERS,
+     g_param_spec_int64 ("members",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_PERIODS,
+     g_param_spec_boxed ("periods",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_KEYS,
+     g_param_spec_int64 ("keys",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_MEMORY_BYTES,
+     g_param_spec_int64 ("memory_bytes",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_BOARD_INFO_STORED_LAYOUT,
+     g_param_spec_string ("stored_layout",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_board_info_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankBoardInfoClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_board_info_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankBoardInfo),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_board_info_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankBoardInfoType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankDeleteBoardRequestProperties
+{
+  PROP_RANK_DELETE_BOARD_REQUEST_0,
+  PROP_RANK_DELETE_BOARD_REQUEST_BOARD,
+  PROP_RANK_DELETE_BOARD_REQUEST_REQUEST_ID
+};
+
+/* reads a delete_board_request object */
+static gint32
+rank_delete_board_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankDeleteBoardRequest * this_object = RANK_DELETE_BOARD_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_request_id = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->request_id != NULL)
+          {
+            g_free(this_object->request_id);
+            this_object->request_id = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->request_id, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_request_id = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_request_id)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'request_id'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_delete_board_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankDeleteBoardRequest * this_object = RANK_DELETE_BOARD_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "DeleteBoardRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request_id", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->request_id, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_delete_board_request_set_property (GObject *object,
+                                        guint property_id,
+                                        const GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankDeleteBoardRequest *self = RANK_DELETE_BOARD_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_DELETE_BOARD_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_DELETE_BOARD_REQUEST_REQUEST_ID:
+      if (self->request_id != NULL)
+        g_free (self->request_id);
+      self->request_id = g_value_dup_string (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_delete_board_request_get_property (GObject *object,
+                                        guint property_id,
+                                        GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankDeleteBoardRequest *self = RANK_DELETE_BOARD_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_DELETE_BOARD_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_DELETE_BOARD_REQUEST_REQUEST_ID:
+      g_value_set_string (value, self->request_id);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_delete_board_request_instance_init (rankDeleteBoardRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->request_id = NULL;
+}
+
+static void 
+rank_delete_board_request_finalize (GObject *object)
+{
+  rankDeleteBoardRequest *tobject = RANK_DELETE_BOARD_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->request_id != NULL)
+  {
+    g_free(tobject->request_id);
+    tobject->request_id = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_delete_board_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_delete_board_request_class_init (rankDeleteBoardRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_delete_board_request_read;
+  struct_class->write = rank_delete_board_request_write;
+
+  gobject_class->finalize = rank_delete_board_request_finalize;
+  gobject_class->get_property = rank_delete_board_request_get_property;
+  gobject_class->set_property = rank_delete_board_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_DELETE_BOARD_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_DELETE_BOARD_REQUEST_REQUEST_ID,
+     g_param_spec_string ("request_id",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_delete_board_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankDeleteBoardRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_delete_board_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankDeleteBoardRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_delete_board_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankDeleteBoardRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankDeleteBoardResponseProperties
+{
+  PROP_RANK_DELETE_BOARD_RESPONSE_0,
+  PROP_RANK_DELETE_BOARD_RESPONSE_APPLIED,
+  PROP_RANK_DELETE_BOARD_RESPONSE_KEYS_REMOVED
+};
+
+/* reads a delete_board_response object */
+static gint32
+rank_delete_board_response_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankDeleteBoardResponse * this_object = RANK_DELETE_BOARD_RESPONSE(object);
+  gboolean isset_applied = FALSE;
+  gboolean isset_keys_removed = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->applied, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_applied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->keys_removed, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_keys_removed = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_applied)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'applied'");
+    return -1;
+  }
+
+  if (!isset_keys_removed)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'keys_removed'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_delete_board_response_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankDeleteBoardResponse * this_object = RANK_DELETE_BOARD_RESPONSE(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "DeleteBoardResponse", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "applied", T_BOOL, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_bool (protocol, this_object->applied, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "keys_removed", T_I64, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->keys_removed, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_delete_board_response_set_property (GObject *object,
+                                         guint property_id,
+                                         const GValue *value,
+                                         GParamSpec *pspec)
+{
+  rankDeleteBoardResponse *self = RANK_DELETE_BOARD_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_DELETE_BOARD_RESPONSE_APPLIED:
+      self->applied = g_value_get_boolean (value);
+      break;
+
+    case PROP_RANK_DELETE_BOARD_RESPONSE_KEYS_REMOVED:
+      self->keys_removed = g_value_get_int64 (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_delete_board_response_get_property (GObject *object,
+                                         guint property_id,
+                                         GValue *value,
+                                         GParamSpec *pspec)
+{
+  rankDeleteBoardResponse *self = RANK_DELETE_BOARD_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_DELETE_BOARD_RESPONSE_APPLIED:
+      g_value_set_boolean (value, self->applied);
+      break;
+
+    case PROP_RANK_DELETE_BOARD_RESPONSE_KEYS_REMOVED:
+      g_value_set_int64 (value, self->keys_removed);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_delete_board_response_instance_init (rankDeleteBoardResponse * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->applied = 0;
+  object->keys_removed = 0;
+}
+
+static void 
+rank_delete_board_response_finalize (GObject *object)
+{
+  rankDeleteBoardResponse *tobject = RANK_DELETE_BOARD_RESPONSE (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_delete_board_response_get_type ())))->finalize (object);
+}
+
+static void
+rank_delete_board_response_class_init (rankDeleteBoardResponseClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_delete_board_response_read;
+  struct_class->write = rank_delete_board_response_write;
+
+  gobject_class->finalize = rank_delete_board_response_finalize;
+  gobject_class->get_property = rank_delete_board_response_get_property;
+  gobject_class->set_property = rank_delete_board_response_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_DELETE_BOARD_RESPONSE_APPLIED,
+     g_param_spec_boolean ("applied",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_DELETE_BOARD_RESPONSE_KEYS_REMOVED,
+     g_param_spec_int64 ("keys_removed",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_delete_board_response_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankDeleteBoardResponseClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_delete_board_response_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankDeleteBoardResponse),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_delete_board_response_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankDeleteBoardResponseType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankResetBoardRequestProperties
+{
+  PROP_RANK_RESET_BOARD_REQUEST_0,
+  PROP_RANK_RESET_BOARD_REQUEST_BOARD,
+  PROP_RANK_RESET_BOARD_REQUEST_REQUEST_ID
+};
+
+/* reads a reset_board_request object */
+static gint32
+rank_reset_board_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankResetBoardRequest * this_object = RANK_RESET_BOARD_REQUEST(object);
+  gboolean isset_board = FALSE;
+  gboolean isset_request_id = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->request_id != NULL)
+          {
+            g_free(this_object->request_id);
+            this_object->request_id = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->request_id, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_request_id = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  if (!isset_request_id)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'request_id'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_reset_board_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankResetBoardRequest * this_object = RANK_RESET_BOARD_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "ResetBoardRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request_id", T_STRING, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->request_id, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_reset_board_request_set_property (GObject *object,
+                                       guint property_id,
+                                       const GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankResetBoardRequest *self = RANK_RESET_BOARD_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RESET_BOARD_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_RESET_BOARD_REQUEST_REQUEST_ID:
+      if (self->request_id != NULL)
+        g_free (self->request_id);
+      self->request_id = g_value_dup_string (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_reset_board_request_get_property (GObject *object,
+                                       guint property_id,
+                                       GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankResetBoardRequest *self = RANK_RESET_BOARD_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RESET_BOARD_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_RESET_BOARD_REQUEST_REQUEST_ID:
+      g_value_set_string (value, self->request_id);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_reset_board_request_instance_init (rankResetBoardRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->request_id = NULL;
+}
+
+static void 
+rank_reset_board_request_finalize (GObject *object)
+{
+  rankResetBoardRequest *tobject = RANK_RESET_BOARD_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->request_id != NULL)
+  {
+    g_free(tobject->request_id);
+    tobject->request_id = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_reset_board_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_reset_board_request_class_init (rankResetBoardRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_reset_board_request_read;
+  struct_class->write = rank_reset_board_request_write;
+
+  gobject_class->finalize = rank_reset_board_request_finalize;
+  gobject_class->get_property = rank_reset_board_request_get_property;
+  gobject_class->set_property = rank_reset_board_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RESET_BOARD_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RESET_BOARD_REQUEST_REQUEST_ID,
+     g_param_spec_string ("request_id",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_reset_board_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankResetBoardRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_reset_board_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankResetBoardRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_reset_board_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankResetBoardRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankResetBoardResponseProperties
+{
+  PROP_RANK_RESET_BOARD_RESPONSE_0,
+  PROP_RANK_RESET_BOARD_RESPONSE_APPLIED,
+  PROP_RANK_RESET_BOARD_RESPONSE_KEYS_REMOVED
+};
+
+/* reads a reset_board_response object */
+static gint32
+rank_reset_board_response_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankResetBoardResponse * this_object = RANK_RESET_BOARD_RESPONSE(object);
+  gboolean isset_applied = FALSE;
+  gboolean isset_keys_removed = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->applied, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_applied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->keys_removed, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_keys_removed = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_applied)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'applied'");
+    return -1;
+  }
+
+  if (!isset_keys_removed)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'keys_removed'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_reset_board_response_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankResetBoardResponse * this_object = RANK_RESET_BOARD_RESPONSE(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "ResetBoardResponse", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "applied", T_BOOL, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_bool (protocol, this_object->applied, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "keys_removed", T_I64, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->keys_removed, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_reset_board_response_set_property (GObject *object,
+                                        guint property_id,
+                                        const GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankResetBoardResponse *self = RANK_RESET_BOARD_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RESET_BOARD_RESPONSE_APPLIED:
+      self->applied = g_value_get_boolean (value);
+      break;
+
+    case PROP_RANK_RESET_BOARD_RESPONSE_KEYS_REMOVED:
+      self->keys_removed = g_value_get_int64 (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_reset_board_response_get_property (GObject *object,
+                                        guint property_id,
+                                        GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankResetBoardResponse *self = RANK_RESET_BOARD_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RESET_BOARD_RESPONSE_APPLIED:
+      g_value_set_boolean (value, self->applied);
+      break;
+
+    case PROP_RANK_RESET_BOARD_RESPONSE_KEYS_REMOVED:
+      g_value_set_int64 (value, self->keys_removed);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_reset_board_response_instance_init (rankResetBoardResponse * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->applied = 0;
+  object->keys_removed = 0;
+}
+
+static void 
+rank_reset_board_response_finalize (GObject *object)
+{
+  rankResetBoardResponse *tobject = RANK_RESET_BOARD_RESPONSE (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_reset_board_response_get_type ())))->finalize (object);
+}
+
+static void
+rank_reset_board_response_class_init (rankResetBoardResponseClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_reset_board_response_read;
+  struct_class->write = rank_reset_board_response_write;
+
+  gobject_class->finalize = rank_reset_board_response_finalize;
+  gobject_class->get_property = rank_reset_board_response_get_property;
+  gobject_class->set_property = rank_reset_board_response_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RESET_BOARD_RESPONSE_APPLIED,
+     g_param_spec_boolean ("applied",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RESET_BOARD_RESPONSE_KEYS_REMOVED,
+     g_param_spec_int64 ("keys_removed",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_reset_board_response_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankResetBoardResponseClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_reset_board_response_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankResetBoardResponse),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_reset_board_response_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankResetBoardResponseType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankExportRequestProperties
+{
+  PROP_RANK_EXPORT_REQUEST_0,
+  PROP_RANK_EXPORT_REQUEST_BOARD,
+  PROP_RANK_EXPORT_REQUEST_CURSOR,
+  PROP_RANK_EXPORT_REQUEST_COUNT,
+  PROP_RANK_EXPORT_REQUEST_PERIODS_BACK
+};
+
+/* reads a export_request object */
+static gint32
+rank_export_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankExportRequest * this_object = RANK_EXPORT_REQUEST(object);
+  gboolean isset_board = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->cursor != NULL)
+          {
+            g_free(this_object->cursor);
+            this_object->cursor = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->cursor, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_cursor = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->count, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_count = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_I32)
+        {
+          if ((ret = thrift_protocol_read_i32 (protocol, &this_object->periods_back, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_periods_back = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_export_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankExportRequest * this_object = RANK_EXPORT_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "ExportRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_cursor == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "cursor", T_STRING, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->cursor, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_count == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "count", T_I32, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->count, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_periods_back == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "periods_back", T_I32, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_i32 (protocol, this_object->periods_back, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_export_request_set_property (GObject *object,
+                                  guint property_id,
+                                  const GValue *value,
+                                  GParamSpec *pspec)
+{
+  rankExportRequest *self = RANK_EXPORT_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_EXPORT_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_EXPORT_REQUEST_CURSOR:
+      if (self->cursor != NULL)
+        g_free (self->cursor);
+      self->cursor = g_value_dup_string (value);
+      self->__isset_cursor = TRUE;
+      break;
+
+    case PROP_RANK_EXPORT_REQUEST_COUNT:
+      self->count = g_value_get_int (value);
+      self->__isset_count = TRUE;
+      break;
+
+    case PROP_RANK_EXPORT_REQUEST_PERIODS_BACK:
+      self->periods_back = g_value_get_int (value);
+      self->__isset_periods_back = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_export_request_get_property (GObject *object,
+                                  guint property_id,
+                                  GValue *value,
+                                  GParamSpec *pspec)
+{
+  rankExportRequest *self = RANK_EXPORT_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_EXPORT_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_EXPORT_REQUEST_CURSOR:
+      g_value_set_string (value, self->cursor);
+      break;
+
+    case PROP_RANK_EXPORT_REQUEST_COUNT:
+      g_value_set_int (value, self->count);
+      break;
+
+    case PROP_RANK_EXPORT_REQUEST_PERIODS_BACK:
+      g_value_set_int (value, self->periods_back);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_export_request_instance_init (rankExportRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+  object->cursor = g_strdup ("");
+  object->__isset_cursor = FALSE;
+  object->count = 1000;
+  object->__isset_count = FALSE;
+  object->periods_back = 0;
+  object->__isset_periods_back = FALSE;
+}
+
+static void 
+rank_export_request_finalize (GObject *object)
+{
+  rankExportRequest *tobject = RANK_EXPORT_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->cursor != NULL)
+  {
+    g_free(tobject->cursor);
+    tobject->cursor = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_export_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_export_request_class_init (rankExportRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_export_request_read;
+  struct_class->write = rank_export_request_write;
+
+  gobject_class->finalize = rank_export_request_finalize;
+  gobject_class->get_property = rank_export_request_get_property;
+  gobject_class->set_property = rank_export_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_REQUEST_CURSOR,
+     g_param_spec_string ("cursor",
+                          NULL,
+                          NULL,
+                          "",
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_REQUEST_COUNT,
+     g_param_spec_int ("count",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       1000,
+                       G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_REQUEST_PERIODS_BACK,
+     g_param_spec_int ("periods_back",
+                       NULL,
+                       NULL,
+                       G_MININT32,
+                       G_MAXINT32,
+                       0,
+                       G_PARAM_READWRITE));
+}
+
+GType
+rank_export_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankExportRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_export_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankExportRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_export_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankExportRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankExportEntryProperties
+{
+  PROP_RANK_EXPORT_ENTRY_0,
+  PROP_RANK_EXPORT_ENTRY_MEMBER,
+  PROP_RANK_EXPORT_ENTRY_SCORE,
+  PROP_RANK_EXPORT_ENTRY_TIMESTAMP_MS,
+  PROP_RANK_EXPORT_ENTRY_SUBSCORES,
+  PROP_RANK_EXPORT_ENTRY_DATA
+};
+
+/* reads a export_entry object */
+static gint32
+rank_export_entry_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankExportEntry * this_object = RANK_EXPORT_ENTRY(object);
+  gboolean isset_member = FALSE;
+  gboolean isset_score = FALSE;
+  gboolean isset_timestamp_ms = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->member != NULL)
+          {
+            g_free(this_object->member);
+            this_object->member = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->member, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_member = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->score, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_score = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->timestamp_ms, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_timestamp_ms = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              gint64* _elem33 = g_new (gint64, 1);
+              if ((ret = thrift_protocol_read_i64 (protocol, &*_elem33, error)) < 0)
+              {
+                /* rankd postprocess: do not leak on bad input */
+                g_free (_elem33);
+                return -1;
+              }
+              xfer += ret;
+              g_array_append_vals (this_object->subscores, _elem33, 1);
+              g_free (_elem33);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_subscores = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 5:
+        if (ftype == T_MAP)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType key_type;
+            ThriftType value_type;
+
+            /* read the map begin marker */
+            if ((ret = thrift_protocol_read_map_begin (protocol, &key_type, &value_type, &size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through each of the map's fields */
+            for (i = 0; i < size; i++)
+            {
+              gchar * key34 = NULL;
+              gchar * val35 = NULL;
+              if (key34 != NULL)
+              {
+                g_free(key34);
+                key34 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &key34, error)) < 0)
+                return -1;
+              xfer += ret;
+              if (val35 != NULL)
+              {
+                g_free(val35);
+                val35 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &val35, error)) < 0)
+              {
+                /* rankd postprocess: do not leak on bad input */
+                g_free (key34);
+                return -1;
+              }
+              xfer += ret;
+              if (this_object->data && key34)
+                g_hash_table_insert ((GHashTable *)this_object->data, (gpointer) key34, (gpointer) val35);
+            }
+
+            /* read the map end marker */
+            if ((ret = thrift_protocol_read_map_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_data = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_member)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'member'");
+    return -1;
+  }
+
+  if (!isset_score)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'score'");
+    return -1;
+  }
+
+  if (!isset_timestamp_ms)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'timestamp_ms'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_export_entry_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankExportEntry * this_object = RANK_EXPORT_ENTRY(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "ExportEntry", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "member", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->member, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "score", T_I64, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->score, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "timestamp_ms", T_I64, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->timestamp_ms, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_subscores == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "subscores", T_LIST, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      guint i36;
+
+      if ((ret = thrift_protocol_write_list_begin (protocol, T_I64, (gint32) (this_object->subscores ? this_object->subscores->len : 0), error)) < 0)
+        return -1;
+      xfer += ret;
+      for (i36 = 0; i36 < (this_object->subscores ? this_object->subscores->len : 0); i36++)
+      {
+        if ((ret = thrift_protocol_write_i64 (protocol, (g_array_index (this_object->subscores, gint64, i36)), error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_data == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "data", T_MAP, 5, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      gchar * key37 = NULL;
+      gchar * val38 = NULL;
+      GList *key_list = NULL, *iter = NULL;
+      gchar ** keys;
+      int i = 0, key_count;
+
+      if ((ret = thrift_protocol_write_map_begin (protocol, T_STRING, T_STRING, this_object->data ? (gint32) g_hash_table_size ((GHashTable *) this_object->data) : 0, error)) < 0)
+        return -1;
+      xfer += ret;
+      if (this_object->data)
+        g_hash_table_foreach ((GHashTable *) this_object->data, thrift_hash_table_get_keys, &key_list);
+      key_count = g_list_length (key_list);
+      keys = g_newa (gchar *, key_count);
+      for (iter = g_list_first (key_list); iter; iter = iter->next)
+        keys[i++] = (gchar *) iter->data;
+      g_list_free (key_list);
+
+      for (i = 0; i < key_count; ++i)
+      {
+        key37 = keys[i];
+        val38 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->data), (gpointer) key37);
+
+        if ((ret = thrift_protocol_write_string (protocol,  key37, error)) < 0)
+          return -1;
+        xfer += ret;
+
+        if ((ret = thrift_protocol_write_string (protocol,  val38, error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_map_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_export_entry_set_property (GObject *object,
+                                guint property_id,
+                                const GValue *value,
+                                GParamSpec *pspec)
+{
+  rankExportEntry *self = RANK_EXPORT_ENTRY (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_EXPORT_ENTRY_MEMBER:
+      if (self->member != NULL)
+        g_free (self->member);
+      self->member = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_SCORE:
+      self->score = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_TIMESTAMP_MS:
+      self->timestamp_ms = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_SUBSCORES:
+      if (self->subscores != NULL)
+        g_array_unref (self->subscores);
+      self->subscores = g_value_dup_boxed (value);
+      self->__isset_subscores = TRUE;
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_DATA:
+      if (self->data != NULL)
+        g_hash_table_unref (self->data);
+      self->data = g_value_dup_boxed (value);
+      self->__isset_data = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_export_entry_get_property (GObject *object,
+                                guint property_id,
+                                GValue *value,
+                                GParamSpec *pspec)
+{
+  rankExportEntry *self = RANK_EXPORT_ENTRY (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_EXPORT_ENTRY_MEMBER:
+      g_value_set_string (value, self->member);
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_SCORE:
+      g_value_set_int64 (value, self->score);
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_TIMESTAMP_MS:
+      g_value_set_int64 (value, self->timestamp_ms);
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_SUBSCORES:
+      g_value_set_boxed (value, self->subscores);
+      break;
+
+    case PROP_RANK_EXPORT_ENTRY_DATA:
+      g_value_set_boxed (value, self->data);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_export_entry_instance_init (rankExportEntry * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->member = NULL;
+  object->score = 0;
+  object->timestamp_ms = 0;
+  object->subscores = g_array_new (0, 1, sizeof (gint64));
+  object->__isset_subscores = FALSE;
+  object->data = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  object->__isset_data = FALSE;
+}
+
+static void 
+rank_export_entry_finalize (GObject *object)
+{
+  rankExportEntry *tobject = RANK_EXPORT_ENTRY (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->member != NULL)
+  {
+    g_free(tobject->member);
+    tobject->member = NULL;
+  }
+  if (tobject->subscores != NULL)
+  {
+    g_array_unref (tobject->subscores);
+    tobject->subscores = NULL;
+  }
+  if (tobject->data != NULL)
+  {
+    g_hash_table_destroy (tobject->data);
+    tobject->data = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_export_entry_get_type ())))->finalize (object);
+}
+
+static void
+rank_export_entry_class_init (rankExportEntryClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_export_entry_read;
+  struct_class->write = rank_export_entry_write;
+
+  gobject_class->finalize = rank_export_entry_finalize;
+  gobject_class->get_property = rank_export_entry_get_property;
+  gobject_class->set_property = rank_export_entry_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_ENTRY_MEMBER,
+     g_param_spec_string ("member",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_ENTRY_SCORE,
+     g_param_spec_int64 ("score",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_ENTRY_TIMESTAMP_MS,
+     g_param_spec_int64 ("timestamp_ms",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_ENTRY_SUBSCORES,
+     g_param_spec_boxed ("subscores",
+                         NULL,
+                         NULL,
+                         G_TYPE_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_ENTRY_DATA,
+     g_param_spec_boxed ("data",
+                         NULL,
+                         NULL,
+                         G_TYPE_HASH_TABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_export_entry_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankExportEntryClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_export_entry_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankExportEntry),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_export_entry_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankExportEntryType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankExportResponseProperties
+{
+  PROP_RANK_EXPORT_RESPONSE_0,
+  PROP_RANK_EXPORT_RESPONSE_ENTRIES,
+  PROP_RANK_EXPORT_RESPONSE_NEXT_CURSOR
+};
+
+/* reads a export_response object */
+static gint32
+rank_export_response_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankExportResponse * this_object = RANK_EXPORT_RESPONSE(object);
+  gboolean isset_entries = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              rankExportEntry * _elem39 = NULL;
+              if ( _elem39 != NULL)
+              {
+                g_object_unref (_elem39);
+              }
+              _elem39 = g_object_new (RANK_TYPE_EXPORT_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem39), protocol, error)) < 0)
+              {
+                g_object_unref (_elem39);
+                return -1;
+              }
+              xfer += ret;
+              g_ptr_array_add (this_object->entries, _elem39);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          isset_entries = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->next_cursor != NULL)
+          {
+            g_free(this_object->next_cursor);
+            this_object->next_cursor = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->next_cursor, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_next_cursor = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_entries)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'entries'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_export_response_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankExportResponse * this_object = RANK_EXPORT_RESPONSE(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "ExportResponse", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "entries", T_LIST, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    guint i40;
+
+    if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->entries ? this_object->entries->len : 0), error)) < 0)
+      return -1;
+    xfer += ret;
+    for (i40 = 0; i40 < (this_object->entries ? this_object->entries->len : 0); i40++)
+    {
+      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->entries, i40))), protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_next_cursor == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "next_cursor", T_STRING, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->next_cursor, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_export_response_set_property (GObject *object,
+                                   guint property_id,
+                                   const GValue *value,
+                                   GParamSpec *pspec)
+{
+  rankExportResponse *self = RANK_EXPORT_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_EXPORT_RESPONSE_ENTRIES:
+      if (self->entries != NULL)
+        g_ptr_array_unref (self->entries);
+      self->entries = g_value_dup_boxed (value);
+      break;
+
+    case PROP_RANK_EXPORT_RESPONSE_NEXT_CURSOR:
+      if (self->next_cursor != NULL)
+        g_free (self->next_cursor);
+      self->next_cursor = g_value_dup_string (value);
+      self->__isset_next_cursor = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_export_response_get_property (GObject *object,
+                                   guint property_id,
+                                   GValue *value,
+                                   GParamSpec *pspec)
+{
+  rankExportResponse *self = RANK_EXPORT_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_EXPORT_RESPONSE_ENTRIES:
+      g_value_set_boxed (value, self->entries);
+      break;
+
+    case PROP_RANK_EXPORT_RESPONSE_NEXT_CURSOR:
+      g_value_set_string (value, self->next_cursor);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_export_response_instance_init (rankExportResponse * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->entries = g_ptr_array_new_with_free_func (g_object_unref);
+  object->next_cursor = NULL;
+  object->__isset_next_cursor = FALSE;
+}
+
+static void 
+rank_export_response_finalize (GObject *object)
+{
+  rankExportResponse *tobject = RANK_EXPORT_RESPONSE (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->entries != NULL)
+  {
+    g_ptr_array_unref (tobject->entries);
+    tobject->entries = NULL;
+  }
+  if (tobject->next_cursor != NULL)
+  {
+    g_free(tobject->next_cursor);
+    tobject->next_cursor = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_export_response_get_type ())))->finalize (object);
+}
+
+static void
+rank_export_response_class_init (rankExportResponseClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_export_response_read;
+  struct_class->write = rank_export_response_write;
+
+  gobject_class->finalize = rank_export_response_finalize;
+  gobject_class->get_property = rank_export_response_get_property;
+  gobject_class->set_property = rank_export_response_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_RESPONSE_ENTRIES,
+     g_param_spec_boxed ("entries",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_EXPORT_RESPONSE_NEXT_CURSOR,
+     g_param_spec_string ("next_cursor",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_export_response_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankExportResponseClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_export_response_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankExportResponse),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_export_response_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankExportResponseType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
 /* constants */
 
 enum _rankRankingUpdateArgsProperties
@@ -11715,19 +16283,19 @@ rank_ranking_get_top_n_result_read (ThriftStruct *object, ThriftProtocol *protoc
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem25 = NULL;
-              if ( _elem25 != NULL)
+              rankEntry * _elem41 = NULL;
+              if ( _elem41 != NULL)
               {
-                g_object_unref (_elem25);
+                g_object_unref (_elem41);
               }
-              _elem25 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem25), protocol, error)) < 0)
+              _elem41 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem41), protocol, error)) < 0)
               {
-                g_object_unref (_elem25);
+                g_object_unref (_elem41);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem25);
+              g_ptr_array_add (this_object->success, _elem41);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -11820,14 +16388,14 @@ rank_ranking_get_top_n_result_write (ThriftStruct *object, ThriftProtocol *proto
       return -1;
     xfer += ret;
     {
-      guint i26;
+      guint i42;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i26 = 0; i26 < (this_object->success ? this_object->success->len : 0); i26++)
+      for (i42 = 0; i42 < (this_object->success ? this_object->success->len : 0); i42++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i26))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i42))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -12368,19 +16936,19 @@ rank_ranking_get_around_result_read (ThriftStruct *object, ThriftProtocol *proto
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem27 = NULL;
-              if ( _elem27 != NULL)
+              rankEntry * _elem43 = NULL;
+              if ( _elem43 != NULL)
               {
-                g_object_unref (_elem27);
+                g_object_unref (_elem43);
               }
-              _elem27 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem27), protocol, error)) < 0)
+              _elem43 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem43), protocol, error)) < 0)
               {
-                g_object_unref (_elem27);
+                g_object_unref (_elem43);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem27);
+              g_ptr_array_add (this_object->success, _elem43);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -12496,14 +17064,14 @@ rank_ranking_get_around_result_write (ThriftStruct *object, ThriftProtocol *prot
       return -1;
     xfer += ret;
     {
-      guint i28;
+      guint i44;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i28 = 0; i28 < (this_object->success ? this_object->success->len : 0); i28++)
+      for (i44 = 0; i44 < (this_object->success ? this_object->success->len : 0); i44++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i28))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i44))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -13082,19 +17650,19 @@ rank_ranking_get_ranks_result_read (ThriftStruct *object, ThriftProtocol *protoc
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankRankOf * _elem29 = NULL;
-              if ( _elem29 != NULL)
+              rankRankOf * _elem45 = NULL;
+              if ( _elem45 != NULL)
               {
-                g_object_unref (_elem29);
+                g_object_unref (_elem45);
               }
-              _elem29 = g_object_new (RANK_TYPE_RANK_OF, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem29), protocol, error)) < 0)
+              _elem45 = g_object_new (RANK_TYPE_RANK_OF, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem45), protocol, error)) < 0)
               {
-                g_object_unref (_elem29);
+                g_object_unref (_elem45);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem29);
+              g_ptr_array_add (this_object->success, _elem45);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -13187,14 +17755,14 @@ rank_ranking_get_ranks_result_write (ThriftStruct *object, ThriftProtocol *proto
       return -1;
     xfer += ret;
     {
-      guint i30;
+      guint i46;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i30 = 0; i30 < (this_object->success ? this_object->success->len : 0); i30++)
+      for (i46 = 0; i46 < (this_object->success ? this_object->success->len : 0); i46++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i30))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i46))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -16902,19 +21470,19 @@ rank_ranking_sample_result_read (ThriftStruct *object, ThriftProtocol *protocol,
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem31 = NULL;
-              if ( _elem31 != NULL)
+              rankEntry * _elem47 = NULL;
+              if ( _elem47 != NULL)
               {
-                g_object_unref (_elem31);
+                g_object_unref (_elem47);
               }
-              _elem31 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem31), protocol, error)) < 0)
+              _elem47 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem47), protocol, error)) < 0)
               {
-                g_object_unref (_elem31);
+                g_object_unref (_elem47);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem31);
+              g_ptr_array_add (this_object->success, _elem47);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -17007,14 +21575,14 @@ rank_ranking_sample_result_write (ThriftStruct *object, ThriftProtocol *protocol
       return -1;
     xfer += ret;
     {
-      guint i32;
+      guint i48;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i32 = 0; i32 < (this_object->success ? this_object->success->len : 0); i32++)
+      for (i48 = 0; i48 < (this_object->success ? this_object->success->len : 0); i48++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i32))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i48))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -18179,32 +22747,32 @@ rank_ranking_get_member_data_result_read (ThriftStruct *object, ThriftProtocol *
             /* iterate through each of the map's fields */
             for (i = 0; i < size; i++)
             {
-              gchar * key33 = NULL;
-              gchar * val34 = NULL;
-              if (key33 != NULL)
+              gchar * key49 = NULL;
+              gchar * val50 = NULL;
+              if (key49 != NULL)
               {
-                g_free(key33);
-                key33 = NULL;
+                g_free(key49);
+                key49 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &key33, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &key49, error)) < 0)
                 return -1;
               xfer += ret;
-              if (val34 != NULL)
+              if (val50 != NULL)
               {
-                g_free(val34);
-                val34 = NULL;
+                g_free(val50);
+                val50 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &val34, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &val50, error)) < 0)
               {
                 /* rankd postprocess: do not leak on bad input */
-                g_free (key33);
+                g_free (key49);
                 return -1;
               }
               xfer += ret;
-              if (this_object->success && key33)
-                g_hash_table_insert ((GHashTable *)this_object->success, (gpointer) key33, (gpointer) val34);
+              if (this_object->success && key49)
+                g_hash_table_insert ((GHashTable *)this_object->success, (gpointer) key49, (gpointer) val50);
             }
 
             /* read the map end marker */
@@ -18322,8 +22890,8 @@ rank_ranking_get_member_data_result_write (ThriftStruct *object, ThriftProtocol 
       return -1;
     xfer += ret;
     {
-      gchar * key35 = NULL;
-      gchar * val36 = NULL;
+      gchar * key51 = NULL;
+      gchar * val52 = NULL;
       GList *key_list = NULL, *iter = NULL;
       gchar ** keys;
       int i = 0, key_count;
@@ -18341,14 +22909,14 @@ rank_ranking_get_member_data_result_write (ThriftStruct *object, ThriftProtocol 
 
       for (i = 0; i < key_count; ++i)
       {
-        key35 = keys[i];
-        val36 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->success), (gpointer) key35);
+        key51 = keys[i];
+        val52 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->success), (gpointer) key51);
 
-        if ((ret = thrift_protocol_write_string (protocol,  key35, error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol,  key51, error)) < 0)
           return -1;
         xfer += ret;
 
-        if ((ret = thrift_protocol_write_string (protocol,  val36, error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol,  val52, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -19156,6 +23724,3076 @@ rank_ranking_get_server_info_result_get_type (void)
 
     type = g_type_register_static (THRIFT_TYPE_STRUCT, 
                                    "rankRankingGetServerInfoResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingListBoardsArgsProperties
+{
+  PROP_RANK_RANKING_LIST_BOARDS_ARGS_0,
+  PROP_RANK_RANKING_LIST_BOARDS_ARGS_REQUEST
+};
+
+/* reads a ranking_list_boards_args object */
+static gint32
+rank_ranking_list_boards_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingListBoardsArgs * this_object = RANK_RANKING_LIST_BOARDS_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_request = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_list_boards_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingListBoardsArgs * this_object = RANK_RANKING_LIST_BOARDS_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingListBoardsArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_list_boards_args_set_property (GObject *object,
+                                            guint property_id,
+                                            const GValue *value,
+                                            GParamSpec *pspec)
+{
+  rankRankingListBoardsArgs *self = RANK_RANKING_LIST_BOARDS_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_LIST_BOARDS_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_list_boards_args_get_property (GObject *object,
+                                            guint property_id,
+                                            GValue *value,
+                                            GParamSpec *pspec)
+{
+  rankRankingListBoardsArgs *self = RANK_RANKING_LIST_BOARDS_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_LIST_BOARDS_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_list_boards_args_instance_init (rankRankingListBoardsArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->request = g_object_new (RANK_TYPE_LIST_BOARDS_REQUEST, NULL);
+  object->__isset_request = FALSE;
+}
+
+static void 
+rank_ranking_list_boards_args_finalize (GObject *object)
+{
+  rankRankingListBoardsArgs *tobject = RANK_RANKING_LIST_BOARDS_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->request != NULL)
+  {
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_list_boards_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_list_boards_args_class_init (rankRankingListBoardsArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_list_boards_args_read;
+  struct_class->write = rank_ranking_list_boards_args_write;
+
+  gobject_class->finalize = rank_ranking_list_boards_args_finalize;
+  gobject_class->get_property = rank_ranking_list_boards_args_get_property;
+  gobject_class->set_property = rank_ranking_list_boards_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_LIST_BOARDS_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_LIST_BOARDS_REQUEST,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_list_boards_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingListBoardsArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_list_boards_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingListBoardsArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_list_boards_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingListBoardsArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingListBoardsResultProperties
+{
+  PROP_RANK_RANKING_LIST_BOARDS_RESULT_0,
+  PROP_RANK_RANKING_LIST_BOARDS_RESULT_SUCCESS,
+  PROP_RANK_RANKING_LIST_BOARDS_RESULT_INVALID,
+  PROP_RANK_RANKING_LIST_BOARDS_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_list_boards_result object */
+static gint32
+rank_ranking_list_boards_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingListBoardsResult * this_object = RANK_RANKING_LIST_BOARDS_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_list_boards_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingListBoardsResult * this_object = RANK_RANKING_LIST_BOARDS_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingListBoardsResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_list_boards_result_set_property (GObject *object,
+                                              guint property_id,
+                                              const GValue *value,
+                                              GParamSpec *pspec)
+{
+  rankRankingListBoardsResult *self = RANK_RANKING_LIST_BOARDS_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_LIST_BOARDS_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_LIST_BOARDS_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_LIST_BOARDS_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_list_boards_result_get_property (GObject *object,
+                                              guint property_id,
+                                              GValue *value,
+                                              GParamSpec *pspec)
+{
+  rankRankingListBoardsResult *self = RANK_RANKING_LIST_BOARDS_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_LIST_BOARDS_RESULT_SUCCESS:
+      g_value_set_object (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_LIST_BOARDS_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_LIST_BOARDS_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_list_boards_result_instance_init (rankRankingListBoardsResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_object_new (RANK_TYPE_LIST_BOARDS_RESPONSE, NULL);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_list_boards_result_finalize (GObject *object)
+{
+  rankRankingListBoardsResult *tobject = RANK_RANKING_LIST_BOARDS_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_object_unref(tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_list_boards_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_list_boards_result_class_init (rankRankingListBoardsResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_list_boards_result_read;
+  struct_class->write = rank_ranking_list_boards_result_write;
+
+  gobject_class->finalize = rank_ranking_list_boards_result_finalize;
+  gobject_class->get_property = rank_ranking_list_boards_result_get_property;
+  gobject_class->set_property = rank_ranking_list_boards_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_LIST_BOARDS_RESULT_SUCCESS,
+     g_param_spec_object ("success",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_LIST_BOARDS_RESPONSE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_LIST_BOARDS_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_LIST_BOARDS_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_list_boards_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingListBoardsResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_list_boards_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingListBoardsResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_list_boards_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingListBoardsResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetBoardInfoArgsProperties
+{
+  PROP_RANK_RANKING_GET_BOARD_INFO_ARGS_0,
+  PROP_RANK_RANKING_GET_BOARD_INFO_ARGS_REQUEST
+};
+
+/* reads a ranking_get_board_info_args object */
+static gint32
+rank_ranking_get_board_info_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetBoardInfoArgs * this_object = RANK_RANKING_GET_BOARD_INFO_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_request = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_board_info_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetBoardInfoArgs * this_object = RANK_RANKING_GET_BOARD_INFO_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetBoardInfoArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_board_info_args_set_property (GObject *object,
+                                               guint property_id,
+                                               const GValue *value,
+                                               GParamSpec *pspec)
+{
+  rankRankingGetBoardInfoArgs *self = RANK_RANKING_GET_BOARD_INFO_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_BOARD_INFO_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_board_info_args_get_property (GObject *object,
+                                               guint property_id,
+                                               GValue *value,
+                                               GParamSpec *pspec)
+{
+  rankRankingGetBoardInfoArgs *self = RANK_RANKING_GET_BOARD_INFO_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_BOARD_INFO_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_board_info_args_instance_init (rankRankingGetBoardInfoArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->request = g_object_new (RANK_TYPE_GET_BOARD_INFO_REQUEST, NULL);
+  object->__isset_request = FALSE;
+}
+
+static void 
+rank_ranking_get_board_info_args_finalize (GObject *object)
+{
+  rankRankingGetBoardInfoArgs *tobject = RANK_RANKING_GET_BOARD_INFO_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->request != NULL)
+  {
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_board_info_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_board_info_args_class_init (rankRankingGetBoardInfoArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_board_info_args_read;
+  struct_class->write = rank_ranking_get_board_info_args_write;
+
+  gobject_class->finalize = rank_ranking_get_board_info_args_finalize;
+  gobject_class->get_property = rank_ranking_get_board_info_args_get_property;
+  gobject_class->set_property = rank_ranking_get_board_info_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_BOARD_INFO_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_GET_BOARD_INFO_REQUEST,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_board_info_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetBoardInfoArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_board_info_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetBoardInfoArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_board_info_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetBoardInfoArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetBoardInfoResultProperties
+{
+  PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_0,
+  PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_SUCCESS,
+  PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_INVALID,
+  PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_get_board_info_result object */
+static gint32
+rank_ranking_get_board_info_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetBoardInfoResult * this_object = RANK_RANKING_GET_BOARD_INFO_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_board_info_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetBoardInfoResult * this_object = RANK_RANKING_GET_BOARD_INFO_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetBoardInfoResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_board_info_result_set_property (GObject *object,
+                                                 guint property_id,
+                                                 const GValue *value,
+                                                 GParamSpec *pspec)
+{
+  rankRankingGetBoardInfoResult *self = RANK_RANKING_GET_BOARD_INFO_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_board_info_result_get_property (GObject *object,
+                                                 guint property_id,
+                                                 GValue *value,
+                                                 GParamSpec *pspec)
+{
+  rankRankingGetBoardInfoResult *self = RANK_RANKING_GET_BOARD_INFO_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_SUCCESS:
+      g_value_set_object (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_board_info_result_instance_init (rankRankingGetBoardInfoResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_object_new (RANK_TYPE_BOARD_INFO, NULL);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_get_board_info_result_finalize (GObject *object)
+{
+  rankRankingGetBoardInfoResult *tobject = RANK_RANKING_GET_BOARD_INFO_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_object_unref(tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_board_info_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_board_info_result_class_init (rankRankingGetBoardInfoResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_board_info_result_read;
+  struct_class->write = rank_ranking_get_board_info_result_write;
+
+  gobject_class->finalize = rank_ranking_get_board_info_result_finalize;
+  gobject_class->get_property = rank_ranking_get_board_info_result_get_property;
+  gobject_class->set_property = rank_ranking_get_board_info_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_SUCCESS,
+     g_param_spec_object ("success",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_BOARD_INFO,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_board_info_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetBoardInfoResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_board_info_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetBoardInfoResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_board_info_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetBoardInfoResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingDeleteBoardArgsProperties
+{
+  PROP_RANK_RANKING_DELETE_BOARD_ARGS_0,
+  PROP_RANK_RANKING_DELETE_BOARD_ARGS_REQUEST
+};
+
+/* reads a ranking_delete_board_args object */
+static gint32
+rank_ranking_delete_board_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingDeleteBoardArgs * this_object = RANK_RANKING_DELETE_BOARD_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_request = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_delete_board_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingDeleteBoardArgs * this_object = RANK_RANKING_DELETE_BOARD_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingDeleteBoardArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_delete_board_args_set_property (GObject *object,
+                                             guint property_id,
+                                             const GValue *value,
+                                             GParamSpec *pspec)
+{
+  rankRankingDeleteBoardArgs *self = RANK_RANKING_DELETE_BOARD_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_DELETE_BOARD_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_delete_board_args_get_property (GObject *object,
+                                             guint property_id,
+                                             GValue *value,
+                                             GParamSpec *pspec)
+{
+  rankRankingDeleteBoardArgs *self = RANK_RANKING_DELETE_BOARD_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_DELETE_BOARD_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_delete_board_args_instance_init (rankRankingDeleteBoardArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->request = g_object_new (RANK_TYPE_DELETE_BOARD_REQUEST, NULL);
+  object->__isset_request = FALSE;
+}
+
+static void 
+rank_ranking_delete_board_args_finalize (GObject *object)
+{
+  rankRankingDeleteBoardArgs *tobject = RANK_RANKING_DELETE_BOARD_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->request != NULL)
+  {
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_delete_board_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_delete_board_args_class_init (rankRankingDeleteBoardArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_delete_board_args_read;
+  struct_class->write = rank_ranking_delete_board_args_write;
+
+  gobject_class->finalize = rank_ranking_delete_board_args_finalize;
+  gobject_class->get_property = rank_ranking_delete_board_args_get_property;
+  gobject_class->set_property = rank_ranking_delete_board_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_DELETE_BOARD_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_DELETE_BOARD_REQUEST,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_delete_board_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingDeleteBoardArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_delete_board_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingDeleteBoardArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_delete_board_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingDeleteBoardArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingDeleteBoardResultProperties
+{
+  PROP_RANK_RANKING_DELETE_BOARD_RESULT_0,
+  PROP_RANK_RANKING_DELETE_BOARD_RESULT_SUCCESS,
+  PROP_RANK_RANKING_DELETE_BOARD_RESULT_INVALID,
+  PROP_RANK_RANKING_DELETE_BOARD_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_delete_board_result object */
+static gint32
+rank_ranking_delete_board_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingDeleteBoardResult * this_object = RANK_RANKING_DELETE_BOARD_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_delete_board_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingDeleteBoardResult * this_object = RANK_RANKING_DELETE_BOARD_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingDeleteBoardResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_delete_board_result_set_property (GObject *object,
+                                               guint property_id,
+                                               const GValue *value,
+                                               GParamSpec *pspec)
+{
+  rankRankingDeleteBoardResult *self = RANK_RANKING_DELETE_BOARD_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_DELETE_BOARD_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_DELETE_BOARD_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_DELETE_BOARD_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_delete_board_result_get_property (GObject *object,
+                                               guint property_id,
+                                               GValue *value,
+                                               GParamSpec *pspec)
+{
+  rankRankingDeleteBoardResult *self = RANK_RANKING_DELETE_BOARD_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_DELETE_BOARD_RESULT_SUCCESS:
+      g_value_set_object (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_DELETE_BOARD_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_DELETE_BOARD_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_delete_board_result_instance_init (rankRankingDeleteBoardResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_object_new (RANK_TYPE_DELETE_BOARD_RESPONSE, NULL);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_delete_board_result_finalize (GObject *object)
+{
+  rankRankingDeleteBoardResult *tobject = RANK_RANKING_DELETE_BOARD_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_object_unref(tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_delete_board_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_delete_board_result_class_init (rankRankingDeleteBoardResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_delete_board_result_read;
+  struct_class->write = rank_ranking_delete_board_result_write;
+
+  gobject_class->finalize = rank_ranking_delete_board_result_finalize;
+  gobject_class->get_property = rank_ranking_delete_board_result_get_property;
+  gobject_class->set_property = rank_ranking_delete_board_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_DELETE_BOARD_RESULT_SUCCESS,
+     g_param_spec_object ("success",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_DELETE_BOARD_RESPONSE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_DELETE_BOARD_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_DELETE_BOARD_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_delete_board_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingDeleteBoardResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_delete_board_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingDeleteBoardResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_delete_board_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingDeleteBoardResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingResetBoardArgsProperties
+{
+  PROP_RANK_RANKING_RESET_BOARD_ARGS_0,
+  PROP_RANK_RANKING_RESET_BOARD_ARGS_REQUEST
+};
+
+/* reads a ranking_reset_board_args object */
+static gint32
+rank_ranking_reset_board_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingResetBoardArgs * this_object = RANK_RANKING_RESET_BOARD_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_request = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_reset_board_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingResetBoardArgs * this_object = RANK_RANKING_RESET_BOARD_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingResetBoardArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_reset_board_args_set_property (GObject *object,
+                                            guint property_id,
+                                            const GValue *value,
+                                            GParamSpec *pspec)
+{
+  rankRankingResetBoardArgs *self = RANK_RANKING_RESET_BOARD_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_RESET_BOARD_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_reset_board_args_get_property (GObject *object,
+                                            guint property_id,
+                                            GValue *value,
+                                            GParamSpec *pspec)
+{
+  rankRankingResetBoardArgs *self = RANK_RANKING_RESET_BOARD_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_RESET_BOARD_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_reset_board_args_instance_init (rankRankingResetBoardArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->request = g_object_new (RANK_TYPE_RESET_BOARD_REQUEST, NULL);
+  object->__isset_request = FALSE;
+}
+
+static void 
+rank_ranking_reset_board_args_finalize (GObject *object)
+{
+  rankRankingResetBoardArgs *tobject = RANK_RANKING_RESET_BOARD_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->request != NULL)
+  {
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_reset_board_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_reset_board_args_class_init (rankRankingResetBoardArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_reset_board_args_read;
+  struct_class->write = rank_ranking_reset_board_args_write;
+
+  gobject_class->finalize = rank_ranking_reset_board_args_finalize;
+  gobject_class->get_property = rank_ranking_reset_board_args_get_property;
+  gobject_class->set_property = rank_ranking_reset_board_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_RESET_BOARD_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_RESET_BOARD_REQUEST,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_reset_board_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingResetBoardArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_reset_board_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingResetBoardArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_reset_board_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingResetBoardArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingResetBoardResultProperties
+{
+  PROP_RANK_RANKING_RESET_BOARD_RESULT_0,
+  PROP_RANK_RANKING_RESET_BOARD_RESULT_SUCCESS,
+  PROP_RANK_RANKING_RESET_BOARD_RESULT_INVALID,
+  PROP_RANK_RANKING_RESET_BOARD_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_reset_board_result object */
+static gint32
+rank_ranking_reset_board_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingResetBoardResult * this_object = RANK_RANKING_RESET_BOARD_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_reset_board_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingResetBoardResult * this_object = RANK_RANKING_RESET_BOARD_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingResetBoardResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_reset_board_result_set_property (GObject *object,
+                                              guint property_id,
+                                              const GValue *value,
+                                              GParamSpec *pspec)
+{
+  rankRankingResetBoardResult *self = RANK_RANKING_RESET_BOARD_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_RESET_BOARD_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_RESET_BOARD_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_RESET_BOARD_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_reset_board_result_get_property (GObject *object,
+                                              guint property_id,
+                                              GValue *value,
+                                              GParamSpec *pspec)
+{
+  rankRankingResetBoardResult *self = RANK_RANKING_RESET_BOARD_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_RESET_BOARD_RESULT_SUCCESS:
+      g_value_set_object (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_RESET_BOARD_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_RESET_BOARD_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_reset_board_result_instance_init (rankRankingResetBoardResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_object_new (RANK_TYPE_RESET_BOARD_RESPONSE, NULL);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_reset_board_result_finalize (GObject *object)
+{
+  rankRankingResetBoardResult *tobject = RANK_RANKING_RESET_BOARD_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_object_unref(tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_reset_board_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_reset_board_result_class_init (rankRankingResetBoardResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_reset_board_result_read;
+  struct_class->write = rank_ranking_reset_board_result_write;
+
+  gobject_class->finalize = rank_ranking_reset_board_result_finalize;
+  gobject_class->get_property = rank_ranking_reset_board_result_get_property;
+  gobject_class->set_property = rank_ranking_reset_board_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_RESET_BOARD_RESULT_SUCCESS,
+     g_param_spec_object ("success",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_RESET_BOARD_RESPONSE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_RESET_BOARD_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_RESET_BOARD_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_reset_board_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingResetBoardResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_reset_board_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingResetBoardResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_reset_board_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingResetBoardResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingExportArgsProperties
+{
+  PROP_RANK_RANKING_EXPORT_ARGS_0,
+  PROP_RANK_RANKING_EXPORT_ARGS_REQUEST
+};
+
+/* reads a ranking_export_args object */
+static gint32
+rank_ranking_export_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingExportArgs * this_object = RANK_RANKING_EXPORT_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_request = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_export_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingExportArgs * this_object = RANK_RANKING_EXPORT_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingExportArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_export_args_set_property (GObject *object,
+                                       guint property_id,
+                                       const GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankRankingExportArgs *self = RANK_RANKING_EXPORT_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_EXPORT_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_export_args_get_property (GObject *object,
+                                       guint property_id,
+                                       GValue *value,
+                                       GParamSpec *pspec)
+{
+  rankRankingExportArgs *self = RANK_RANKING_EXPORT_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_EXPORT_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_export_args_instance_init (rankRankingExportArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->request = g_object_new (RANK_TYPE_EXPORT_REQUEST, NULL);
+  object->__isset_request = FALSE;
+}
+
+static void 
+rank_ranking_export_args_finalize (GObject *object)
+{
+  rankRankingExportArgs *tobject = RANK_RANKING_EXPORT_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->request != NULL)
+  {
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_export_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_export_args_class_init (rankRankingExportArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_export_args_read;
+  struct_class->write = rank_ranking_export_args_write;
+
+  gobject_class->finalize = rank_ranking_export_args_finalize;
+  gobject_class->get_property = rank_ranking_export_args_get_property;
+  gobject_class->set_property = rank_ranking_export_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_EXPORT_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_EXPORT_REQUEST,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_export_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingExportArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_export_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingExportArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_export_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingExportArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingExportResultProperties
+{
+  PROP_RANK_RANKING_EXPORT_RESULT_0,
+  PROP_RANK_RANKING_EXPORT_RESULT_SUCCESS,
+  PROP_RANK_RANKING_EXPORT_RESULT_INVALID,
+  PROP_RANK_RANKING_EXPORT_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_export_result object */
+static gint32
+rank_ranking_export_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingExportResult * this_object = RANK_RANKING_EXPORT_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_export_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingExportResult * this_object = RANK_RANKING_EXPORT_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingExportResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_export_result_set_property (GObject *object,
+                                         guint property_id,
+                                         const GValue *value,
+                                         GParamSpec *pspec)
+{
+  rankRankingExportResult *self = RANK_RANKING_EXPORT_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_EXPORT_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_EXPORT_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_EXPORT_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_export_result_get_property (GObject *object,
+                                         guint property_id,
+                                         GValue *value,
+                                         GParamSpec *pspec)
+{
+  rankRankingExportResult *self = RANK_RANKING_EXPORT_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_EXPORT_RESULT_SUCCESS:
+      g_value_set_object (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_EXPORT_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_EXPORT_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_export_result_instance_init (rankRankingExportResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_object_new (RANK_TYPE_EXPORT_RESPONSE, NULL);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_export_result_finalize (GObject *object)
+{
+  rankRankingExportResult *tobject = RANK_RANKING_EXPORT_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_object_unref(tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_export_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_export_result_class_init (rankRankingExportResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_export_result_read;
+  struct_class->write = rank_ranking_export_result_write;
+
+  gobject_class->finalize = rank_ranking_export_result_finalize;
+  gobject_class->get_property = rank_ranking_export_result_get_property;
+  gobject_class->set_property = rank_ranking_export_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_EXPORT_RESULT_SUCCESS,
+     g_param_spec_object ("success",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_EXPORT_RESPONSE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_EXPORT_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_EXPORT_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_export_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingExportResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_export_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingExportResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_export_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingExportResultType",
                                    &type_info, 0);
     g_once_init_leave (&type_once, 1);
   }

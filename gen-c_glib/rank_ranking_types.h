@@ -731,8 +731,329 @@ GType rank_server_info_get_type (void);
 #define RANK_IS_SERVER_INFO_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_SERVER_INFO))
 #define RANK_SERVER_INFO_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_SERVER_INFO, rankServerInfoClass))
 
+/* struct ListBoardsRequest */
+struct _rankListBoardsRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * after;
+  gboolean __isset_after;
+  gint32 limit;
+  gboolean __isset_limit;
+};
+typedef struct _rankListBoardsRequest rankListBoardsRequest;
+
+struct _rankListBoardsRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankListBoardsRequestClass rankListBoardsRequestClass;
+
+GType rank_list_boards_request_get_type (void);
+#define RANK_TYPE_LIST_BOARDS_REQUEST (rank_list_boards_request_get_type())
+#define RANK_LIST_BOARDS_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_LIST_BOARDS_REQUEST, rankListBoardsRequest))
+#define RANK_LIST_BOARDS_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_LIST_BOARDS_REQUEST, rankListBoardsRequestClass))
+#define RANK_IS_LIST_BOARDS_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_LIST_BOARDS_REQUEST))
+#define RANK_IS_LIST_BOARDS_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_LIST_BOARDS_REQUEST))
+#define RANK_LIST_BOARDS_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_LIST_BOARDS_REQUEST, rankListBoardsRequestClass))
+
+/* struct BoardSummary */
+struct _rankBoardSummary
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gboolean configured;
+  gint64 members;
+};
+typedef struct _rankBoardSummary rankBoardSummary;
+
+struct _rankBoardSummaryClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankBoardSummaryClass rankBoardSummaryClass;
+
+GType rank_board_summary_get_type (void);
+#define RANK_TYPE_BOARD_SUMMARY (rank_board_summary_get_type())
+#define RANK_BOARD_SUMMARY(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_BOARD_SUMMARY, rankBoardSummary))
+#define RANK_BOARD_SUMMARY_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_BOARD_SUMMARY, rankBoardSummaryClass))
+#define RANK_IS_BOARD_SUMMARY(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_BOARD_SUMMARY))
+#define RANK_IS_BOARD_SUMMARY_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_BOARD_SUMMARY))
+#define RANK_BOARD_SUMMARY_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_BOARD_SUMMARY, rankBoardSummaryClass))
+
+/* struct ListBoardsResponse */
+struct _rankListBoardsResponse
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  GPtrArray * boards;
+  gchar * next_after;
+  gboolean __isset_next_after;
+};
+typedef struct _rankListBoardsResponse rankListBoardsResponse;
+
+struct _rankListBoardsResponseClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankListBoardsResponseClass rankListBoardsResponseClass;
+
+GType rank_list_boards_response_get_type (void);
+#define RANK_TYPE_LIST_BOARDS_RESPONSE (rank_list_boards_response_get_type())
+#define RANK_LIST_BOARDS_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_LIST_BOARDS_RESPONSE, rankListBoardsResponse))
+#define RANK_LIST_BOARDS_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_LIST_BOARDS_RESPONSE, rankListBoardsResponseClass))
+#define RANK_IS_LIST_BOARDS_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_LIST_BOARDS_RESPONSE))
+#define RANK_IS_LIST_BOARDS_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_LIST_BOARDS_RESPONSE))
+#define RANK_LIST_BOARDS_RESPONSE_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_LIST_BOARDS_RESPONSE, rankListBoardsResponseClass))
+
+/* struct GetBoardInfoRequest */
+struct _rankGetBoardInfoRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+};
+typedef struct _rankGetBoardInfoRequest rankGetBoardInfoRequest;
+
+struct _rankGetBoardInfoRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankGetBoardInfoRequestClass rankGetBoardInfoRequestClass;
+
+GType rank_get_board_info_request_get_type (void);
+#define RANK_TYPE_GET_BOARD_INFO_REQUEST (rank_get_board_info_request_get_type())
+#define RANK_GET_BOARD_INFO_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_GET_BOARD_INFO_REQUEST, rankGetBoardInfoRequest))
+#define RANK_GET_BOARD_INFO_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_GET_BOARD_INFO_REQUEST, rankGetBoardInfoRequestClass))
+#define RANK_IS_GET_BOARD_INFO_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_GET_BOARD_INFO_REQUEST))
+#define RANK_IS_GET_BOARD_INFO_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_GET_BOARD_INFO_REQUEST))
+#define RANK_GET_BOARD_INFO_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_GET_BOARD_INFO_REQUEST, rankGetBoardInfoRequestClass))
+
+/* struct BoardInfo */
+struct _rankBoardInfo
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gboolean configured;
+  GHashTable * options;
+  gint64 members;
+  GPtrArray * periods;
+  gint64 keys;
+  gint64 memory_bytes;
+  gchar * stored_layout;
+  gboolean __isset_stored_layout;
+};
+typedef struct _rankBoardInfo rankBoardInfo;
+
+struct _rankBoardInfoClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankBoardInfoClass rankBoardInfoClass;
+
+GType rank_board_info_get_type (void);
+#define RANK_TYPE_BOARD_INFO (rank_board_info_get_type())
+#define RANK_BOARD_INFO(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_BOARD_INFO, rankBoardInfo))
+#define RANK_BOARD_INFO_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_BOARD_INFO, rankBoardInfoClass))
+#define RANK_IS_BOARD_INFO(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_BOARD_INFO))
+#define RANK_IS_BOARD_INFO_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_BOARD_INFO))
+#define RANK_BOARD_INFO_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_BOARD_INFO, rankBoardInfoClass))
+
+/* struct DeleteBoardRequest */
+struct _rankDeleteBoardRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gchar * request_id;
+};
+typedef struct _rankDeleteBoardRequest rankDeleteBoardRequest;
+
+struct _rankDeleteBoardRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankDeleteBoardRequestClass rankDeleteBoardRequestClass;
+
+GType rank_delete_board_request_get_type (void);
+#define RANK_TYPE_DELETE_BOARD_REQUEST (rank_delete_board_request_get_type())
+#define RANK_DELETE_BOARD_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_DELETE_BOARD_REQUEST, rankDeleteBoardRequest))
+#define RANK_DELETE_BOARD_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_DELETE_BOARD_REQUEST, rankDeleteBoardRequestClass))
+#define RANK_IS_DELETE_BOARD_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_DELETE_BOARD_REQUEST))
+#define RANK_IS_DELETE_BOARD_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_DELETE_BOARD_REQUEST))
+#define RANK_DELETE_BOARD_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_DELETE_BOARD_REQUEST, rankDeleteBoardRequestClass))
+
+/* struct DeleteBoardResponse */
+struct _rankDeleteBoardResponse
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gboolean applied;
+  gint64 keys_removed;
+};
+typedef struct _rankDeleteBoardResponse rankDeleteBoardResponse;
+
+struct _rankDeleteBoardResponseClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankDeleteBoardResponseClass rankDeleteBoardResponseClass;
+
+GType rank_delete_board_response_get_type (void);
+#define RANK_TYPE_DELETE_BOARD_RESPONSE (rank_delete_board_response_get_type())
+#define RANK_DELETE_BOARD_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_DELETE_BOARD_RESPONSE, rankDeleteBoardResponse))
+#define RANK_DELETE_BOARD_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_DELETE_BOARD_RESPONSE, rankDeleteBoardResponseClass))
+#define RANK_IS_DELETE_BOARD_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_DELETE_BOARD_RESPONSE))
+#define RANK_IS_DELETE_BOARD_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_DELETE_BOARD_RESPONSE))
+#define RANK_DELETE_BOARD_RESPONSE_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_DELETE_BOARD_RESPONSE, rankDeleteBoardResponseClass))
+
+/* struct ResetBoardRequest */
+struct _rankResetBoardRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gchar * request_id;
+};
+typedef struct _rankResetBoardRequest rankResetBoardRequest;
+
+struct _rankResetBoardRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankResetBoardRequestClass rankResetBoardRequestClass;
+
+GType rank_reset_board_request_get_type (void);
+#define RANK_TYPE_RESET_BOARD_REQUEST (rank_reset_board_request_get_type())
+#define RANK_RESET_BOARD_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RESET_BOARD_REQUEST, rankResetBoardRequest))
+#define RANK_RESET_BOARD_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RESET_BOARD_REQUEST, rankResetBoardRequestClass))
+#define RANK_IS_RESET_BOARD_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RESET_BOARD_REQUEST))
+#define RANK_IS_RESET_BOARD_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RESET_BOARD_REQUEST))
+#define RANK_RESET_BOARD_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RESET_BOARD_REQUEST, rankResetBoardRequestClass))
+
+/* struct ResetBoardResponse */
+struct _rankResetBoardResponse
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gboolean applied;
+  gint64 keys_removed;
+};
+typedef struct _rankResetBoardResponse rankResetBoardResponse;
+
+struct _rankResetBoardResponseClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankResetBoardResponseClass rankResetBoardResponseClass;
+
+GType rank_reset_board_response_get_type (void);
+#define RANK_TYPE_RESET_BOARD_RESPONSE (rank_reset_board_response_get_type())
+#define RANK_RESET_BOARD_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RESET_BOARD_RESPONSE, rankResetBoardResponse))
+#define RANK_RESET_BOARD_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RESET_BOARD_RESPONSE, rankResetBoardResponseClass))
+#define RANK_IS_RESET_BOARD_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RESET_BOARD_RESPONSE))
+#define RANK_IS_RESET_BOARD_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RESET_BOARD_RESPONSE))
+#define RANK_RESET_BOARD_RESPONSE_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RESET_BOARD_RESPONSE, rankResetBoardResponseClass))
+
+/* struct ExportRequest */
+struct _rankExportRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+  gchar * cursor;
+  gboolean __isset_cursor;
+  gint32 count;
+  gboolean __isset_count;
+  gint32 periods_back;
+  gboolean __isset_periods_back;
+};
+typedef struct _rankExportRequest rankExportRequest;
+
+struct _rankExportRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankExportRequestClass rankExportRequestClass;
+
+GType rank_export_request_get_type (void);
+#define RANK_TYPE_EXPORT_REQUEST (rank_export_request_get_type())
+#define RANK_EXPORT_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_EXPORT_REQUEST, rankExportRequest))
+#define RANK_EXPORT_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_EXPORT_REQUEST, rankExportRequestClass))
+#define RANK_IS_EXPORT_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_EXPORT_REQUEST))
+#define RANK_IS_EXPORT_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_EXPORT_REQUEST))
+#define RANK_EXPORT_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_EXPORT_REQUEST, rankExportRequestClass))
+
+/* struct ExportEntry */
+struct _rankExportEntry
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * member;
+  gint64 score;
+  gint64 timestamp_ms;
+  GArray * subscores;
+  gboolean __isset_subscores;
+  GHashTable * data;
+  gboolean __isset_data;
+};
+typedef struct _rankExportEntry rankExportEntry;
+
+struct _rankExportEntryClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankExportEntryClass rankExportEntryClass;
+
+GType rank_export_entry_get_type (void);
+#define RANK_TYPE_EXPORT_ENTRY (rank_export_entry_get_type())
+#define RANK_EXPORT_ENTRY(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_EXPORT_ENTRY, rankExportEntry))
+#define RANK_EXPORT_ENTRY_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_EXPORT_ENTRY, rankExportEntryClass))
+#define RANK_IS_EXPORT_ENTRY(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_EXPORT_ENTRY))
+#define RANK_IS_EXPORT_ENTRY_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_EXPORT_ENTRY))
+#define RANK_EXPORT_ENTRY_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_EXPORT_ENTRY, rankExportEntryClass))
+
+/* struct ExportResponse */
+struct _rankExportResponse
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  GPtrArray * entries;
+  gchar * next_cursor;
+  gboolean __isset_next_cursor;
+};
+typedef struct _rankExportResponse rankExportResponse;
+
+struct _rankExportResponseClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankExportResponseClass rankExportResponseClass;
+
+GType rank_export_response_get_type (void);
+#define RANK_TYPE_EXPORT_RESPONSE (rank_export_response_get_type())
+#define RANK_EXPORT_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_EXPORT_RESPONSE, rankExportResponse))
+#define RANK_EXPORT_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_EXPORT_RESPONSE, rankExportResponseClass))
+#define RANK_IS_EXPORT_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_EXPORT_RESPONSE))
+#define RANK_IS_EXPORT_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_EXPORT_RESPONSE))
+#define RANK_EXPORT_RESPONSE_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_EXPORT_RESPONSE, rankExportResponseClass))
+
 /* constants */
-#define RANK_IDL_VERSION g_strdup ("1.0")
+#define RANK_IDL_VERSION g_strdup ("1.1")
 
 /* struct RankingUpdateArgs */
 struct _rankRankingUpdateArgs
@@ -1549,5 +1870,275 @@ GType rank_ranking_get_server_info_result_get_type (void);
 #define RANK_IS_RANKING_GET_SERVER_INFO_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_SERVER_INFO_RESULT))
 #define RANK_IS_RANKING_GET_SERVER_INFO_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_SERVER_INFO_RESULT))
 #define RANK_RANKING_GET_SERVER_INFO_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_SERVER_INFO_RESULT, rankRankingGetServerInfoResultClass))
+
+/* struct RankingListBoardsArgs */
+struct _rankRankingListBoardsArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankListBoardsRequest * request;
+  gboolean __isset_request;
+};
+typedef struct _rankRankingListBoardsArgs rankRankingListBoardsArgs;
+
+struct _rankRankingListBoardsArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingListBoardsArgsClass rankRankingListBoardsArgsClass;
+
+GType rank_ranking_list_boards_args_get_type (void);
+#define RANK_TYPE_RANKING_LIST_BOARDS_ARGS (rank_ranking_list_boards_args_get_type())
+#define RANK_RANKING_LIST_BOARDS_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_LIST_BOARDS_ARGS, rankRankingListBoardsArgs))
+#define RANK_RANKING_LIST_BOARDS_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_LIST_BOARDS_ARGS, rankRankingListBoardsArgsClass))
+#define RANK_IS_RANKING_LIST_BOARDS_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_LIST_BOARDS_ARGS))
+#define RANK_IS_RANKING_LIST_BOARDS_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_LIST_BOARDS_ARGS))
+#define RANK_RANKING_LIST_BOARDS_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_LIST_BOARDS_ARGS, rankRankingListBoardsArgsClass))
+
+/* struct RankingListBoardsResult */
+struct _rankRankingListBoardsResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankListBoardsResponse * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingListBoardsResult rankRankingListBoardsResult;
+
+struct _rankRankingListBoardsResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingListBoardsResultClass rankRankingListBoardsResultClass;
+
+GType rank_ranking_list_boards_result_get_type (void);
+#define RANK_TYPE_RANKING_LIST_BOARDS_RESULT (rank_ranking_list_boards_result_get_type())
+#define RANK_RANKING_LIST_BOARDS_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_LIST_BOARDS_RESULT, rankRankingListBoardsResult))
+#define RANK_RANKING_LIST_BOARDS_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_LIST_BOARDS_RESULT, rankRankingListBoardsResultClass))
+#define RANK_IS_RANKING_LIST_BOARDS_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_LIST_BOARDS_RESULT))
+#define RANK_IS_RANKING_LIST_BOARDS_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_LIST_BOARDS_RESULT))
+#define RANK_RANKING_LIST_BOARDS_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_LIST_BOARDS_RESULT, rankRankingListBoardsResultClass))
+
+/* struct RankingGetBoardInfoArgs */
+struct _rankRankingGetBoardInfoArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankGetBoardInfoRequest * request;
+  gboolean __isset_request;
+};
+typedef struct _rankRankingGetBoardInfoArgs rankRankingGetBoardInfoArgs;
+
+struct _rankRankingGetBoardInfoArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetBoardInfoArgsClass rankRankingGetBoardInfoArgsClass;
+
+GType rank_ranking_get_board_info_args_get_type (void);
+#define RANK_TYPE_RANKING_GET_BOARD_INFO_ARGS (rank_ranking_get_board_info_args_get_type())
+#define RANK_RANKING_GET_BOARD_INFO_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_BOARD_INFO_ARGS, rankRankingGetBoardInfoArgs))
+#define RANK_RANKING_GET_BOARD_INFO_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_BOARD_INFO_ARGS, rankRankingGetBoardInfoArgsClass))
+#define RANK_IS_RANKING_GET_BOARD_INFO_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_BOARD_INFO_ARGS))
+#define RANK_IS_RANKING_GET_BOARD_INFO_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_BOARD_INFO_ARGS))
+#define RANK_RANKING_GET_BOARD_INFO_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_BOARD_INFO_ARGS, rankRankingGetBoardInfoArgsClass))
+
+/* struct RankingGetBoardInfoResult */
+struct _rankRankingGetBoardInfoResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankBoardInfo * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingGetBoardInfoResult rankRankingGetBoardInfoResult;
+
+struct _rankRankingGetBoardInfoResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetBoardInfoResultClass rankRankingGetBoardInfoResultClass;
+
+GType rank_ranking_get_board_info_result_get_type (void);
+#define RANK_TYPE_RANKING_GET_BOARD_INFO_RESULT (rank_ranking_get_board_info_result_get_type())
+#define RANK_RANKING_GET_BOARD_INFO_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_BOARD_INFO_RESULT, rankRankingGetBoardInfoResult))
+#define RANK_RANKING_GET_BOARD_INFO_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_BOARD_INFO_RESULT, rankRankingGetBoardInfoResultClass))
+#define RANK_IS_RANKING_GET_BOARD_INFO_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_BOARD_INFO_RESULT))
+#define RANK_IS_RANKING_GET_BOARD_INFO_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_BOARD_INFO_RESULT))
+#define RANK_RANKING_GET_BOARD_INFO_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_BOARD_INFO_RESULT, rankRankingGetBoardInfoResultClass))
+
+/* struct RankingDeleteBoardArgs */
+struct _rankRankingDeleteBoardArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankDeleteBoardRequest * request;
+  gboolean __isset_request;
+};
+typedef struct _rankRankingDeleteBoardArgs rankRankingDeleteBoardArgs;
+
+struct _rankRankingDeleteBoardArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingDeleteBoardArgsClass rankRankingDeleteBoardArgsClass;
+
+GType rank_ranking_delete_board_args_get_type (void);
+#define RANK_TYPE_RANKING_DELETE_BOARD_ARGS (rank_ranking_delete_board_args_get_type())
+#define RANK_RANKING_DELETE_BOARD_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_DELETE_BOARD_ARGS, rankRankingDeleteBoardArgs))
+#define RANK_RANKING_DELETE_BOARD_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_DELETE_BOARD_ARGS, rankRankingDeleteBoardArgsClass))
+#define RANK_IS_RANKING_DELETE_BOARD_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_DELETE_BOARD_ARGS))
+#define RANK_IS_RANKING_DELETE_BOARD_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_DELETE_BOARD_ARGS))
+#define RANK_RANKING_DELETE_BOARD_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_DELETE_BOARD_ARGS, rankRankingDeleteBoardArgsClass))
+
+/* struct RankingDeleteBoardResult */
+struct _rankRankingDeleteBoardResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankDeleteBoardResponse * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingDeleteBoardResult rankRankingDeleteBoardResult;
+
+struct _rankRankingDeleteBoardResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingDeleteBoardResultClass rankRankingDeleteBoardResultClass;
+
+GType rank_ranking_delete_board_result_get_type (void);
+#define RANK_TYPE_RANKING_DELETE_BOARD_RESULT (rank_ranking_delete_board_result_get_type())
+#define RANK_RANKING_DELETE_BOARD_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_DELETE_BOARD_RESULT, rankRankingDeleteBoardResult))
+#define RANK_RANKING_DELETE_BOARD_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_DELETE_BOARD_RESULT, rankRankingDeleteBoardResultClass))
+#define RANK_IS_RANKING_DELETE_BOARD_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_DELETE_BOARD_RESULT))
+#define RANK_IS_RANKING_DELETE_BOARD_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_DELETE_BOARD_RESULT))
+#define RANK_RANKING_DELETE_BOARD_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_DELETE_BOARD_RESULT, rankRankingDeleteBoardResultClass))
+
+/* struct RankingResetBoardArgs */
+struct _rankRankingResetBoardArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankResetBoardRequest * request;
+  gboolean __isset_request;
+};
+typedef struct _rankRankingResetBoardArgs rankRankingResetBoardArgs;
+
+struct _rankRankingResetBoardArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingResetBoardArgsClass rankRankingResetBoardArgsClass;
+
+GType rank_ranking_reset_board_args_get_type (void);
+#define RANK_TYPE_RANKING_RESET_BOARD_ARGS (rank_ranking_reset_board_args_get_type())
+#define RANK_RANKING_RESET_BOARD_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_RESET_BOARD_ARGS, rankRankingResetBoardArgs))
+#define RANK_RANKING_RESET_BOARD_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_RESET_BOARD_ARGS, rankRankingResetBoardArgsClass))
+#define RANK_IS_RANKING_RESET_BOARD_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_RESET_BOARD_ARGS))
+#define RANK_IS_RANKING_RESET_BOARD_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_RESET_BOARD_ARGS))
+#define RANK_RANKING_RESET_BOARD_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_RESET_BOARD_ARGS, rankRankingResetBoardArgsClass))
+
+/* struct RankingResetBoardResult */
+struct _rankRankingResetBoardResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankResetBoardResponse * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingResetBoardResult rankRankingResetBoardResult;
+
+struct _rankRankingResetBoardResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingResetBoardResultClass rankRankingResetBoardResultClass;
+
+GType rank_ranking_reset_board_result_get_type (void);
+#define RANK_TYPE_RANKING_RESET_BOARD_RESULT (rank_ranking_reset_board_result_get_type())
+#define RANK_RANKING_RESET_BOARD_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_RESET_BOARD_RESULT, rankRankingResetBoardResult))
+#define RANK_RANKING_RESET_BOARD_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_RESET_BOARD_RESULT, rankRankingResetBoardResultClass))
+#define RANK_IS_RANKING_RESET_BOARD_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_RESET_BOARD_RESULT))
+#define RANK_IS_RANKING_RESET_BOARD_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_RESET_BOARD_RESULT))
+#define RANK_RANKING_RESET_BOARD_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_RESET_BOARD_RESULT, rankRankingResetBoardResultClass))
+
+/* struct RankingExportArgs */
+struct _rankRankingExportArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankExportRequest * request;
+  gboolean __isset_request;
+};
+typedef struct _rankRankingExportArgs rankRankingExportArgs;
+
+struct _rankRankingExportArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingExportArgsClass rankRankingExportArgsClass;
+
+GType rank_ranking_export_args_get_type (void);
+#define RANK_TYPE_RANKING_EXPORT_ARGS (rank_ranking_export_args_get_type())
+#define RANK_RANKING_EXPORT_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_EXPORT_ARGS, rankRankingExportArgs))
+#define RANK_RANKING_EXPORT_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_EXPORT_ARGS, rankRankingExportArgsClass))
+#define RANK_IS_RANKING_EXPORT_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_EXPORT_ARGS))
+#define RANK_IS_RANKING_EXPORT_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_EXPORT_ARGS))
+#define RANK_RANKING_EXPORT_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_EXPORT_ARGS, rankRankingExportArgsClass))
+
+/* struct RankingExportResult */
+struct _rankRankingExportResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankExportResponse * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingExportResult rankRankingExportResult;
+
+struct _rankRankingExportResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingExportResultClass rankRankingExportResultClass;
+
+GType rank_ranking_export_result_get_type (void);
+#define RANK_TYPE_RANKING_EXPORT_RESULT (rank_ranking_export_result_get_type())
+#define RANK_RANKING_EXPORT_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_EXPORT_RESULT, rankRankingExportResult))
+#define RANK_RANKING_EXPORT_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_EXPORT_RESULT, rankRankingExportResultClass))
+#define RANK_IS_RANKING_EXPORT_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_EXPORT_RESULT))
+#define RANK_IS_RANKING_EXPORT_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_EXPORT_RESULT))
+#define RANK_RANKING_EXPORT_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_EXPORT_RESULT, rankRankingExportResultClass))
 
 #endif /* RANK_RANKING_TYPES_H */

@@ -2,7 +2,7 @@
  * rankd: a leaderboard service over Apache Thrift.
  *
  * This file is the contract between rankd and its clients in every language.
- * Version 1.0 (IDL_VERSION below). From 1.0 on it only grows: new methods,
+ * Version 1.1 (IDL_VERSION below). From 1.0 on it only grows: new methods,
  * new optional fields with new ids, new exceptions on new methods. Nothing
  * released is removed, renumbered, retyped or made required
  * (tests/compat/ checks this against the frozen 1.0 copy).
@@ -39,7 +39,7 @@ namespace java ranking
 namespace go ranking
 
 /** The version of this contract; rankd reports it in GetServerInfo. */
-const string IDL_VERSION = "1.0"
+const string IDL_VERSION = "1.1"
 
 /** How Update combines the request's value with the member's current score. */
 enum UpdateMode {
@@ -296,6 +296,117 @@ struct ServerInfo {
   4: required i64 uptime_seconds
 }
 
+/** ListBoards: a page of the boards, in bytewise order of their names. */
+struct ListBoardsRequest {
+  /**
+   * Only boards whose names sort after this one: the previous page's
+   * next_after. Unset or empty: from the first board.
+   */
+  1: optional string after = ""
+  /** 1-1000 boards a page. */
+  2: optional i32 limit = 100
+}
+
+/** One board in ListBoards. */
+struct BoardSummary {
+  1: required string board
+  /** Named in rankd's config file (its own section, not only [defaults]). */
+  2: required bool configured
+  /** Members now (on a periodic board: in its current period). */
+  3: required i64 members
+}
+
+struct ListBoardsResponse {
+  1: required list<BoardSummary> boards
+  /** Set when there may be more boards: pass it as ListBoardsRequest.after. */
+  2: optional string next_after
+}
+
+/** GetBoardInfo: what rankd and Redis know of one board. */
+struct GetBoardInfoRequest {
+  1: required string board
+}
+
+struct BoardInfo {
+  1: required string board
+  2: required bool configured
+  /**
+   * The options in force for the board, by their config names (shards, order,
+   * rank, subscores, period, retention, cap, mode, dedup_window_ms).
+   */
+  3: required map<string, string> options
+  /** Members now (on a periodic board: in its current period). */
+  4: required i64 members
+  /** On a periodic board: the labels of the periods whose keys are in Redis, newest first. */
+  5: required list<string> periods
+  /** The board's keys in Redis (every shard and period, request-id records included). */
+  6: required i64 keys
+  /** What Redis's MEMORY USAGE reports for those keys, summed (an estimate for large keys). */
+  7: required i64 memory_bytes
+  /** The layout recorded in Redis with the board's first write; unset: none yet. */
+  8: optional string stored_layout
+}
+
+/** DeleteBoard: every key of the board goes. */
+struct DeleteBoardRequest {
+  1: required string board
+  /**
+   * Idempotency key, scoped to the board and to DeleteBoard and ResetBoard
+   * (the same dedup window as updates): a retry is not applied again.
+   */
+  2: required string request_id
+}
+
+struct DeleteBoardResponse {
+  /** False: this request_id was already applied; keys_removed is that call's. */
+  1: required bool applied
+  /** The Redis keys removed. */
+  2: required i64 keys_removed
+}
+
+/** ResetBoard: the board's entries go; the board stays. */
+struct ResetBoardRequest {
+  1: required string board
+  /** As DeleteBoardRequest.request_id. */
+  2: required string request_id
+}
+
+struct ResetBoardResponse {
+  /** False: this request_id was already applied; keys_removed is that call's. */
+  1: required bool applied
+  /** The Redis keys removed. */
+  2: required i64 keys_removed
+}
+
+/** Export: one page of a board's entries. */
+struct ExportRequest {
+  1: required string board
+  /** The previous page's next_cursor; unset or empty: the first page. */
+  2: optional string cursor = ""
+  /** About this many entries a page (Redis may give a few more or fewer): 1-10000. */
+  3: optional i32 count = 1000
+  4: optional i32 periods_back = 0
+}
+
+/** One member's entry, with all that reproduces its place. */
+struct ExportEntry {
+  1: required string member
+  2: required i64 score
+  /** When the member reached its score (and subscores): its tie-break. */
+  3: required i64 timestamp_ms
+  /** On boards with subscores: the member's, in the declared order. */
+  4: optional list<i64> subscores
+  /** The member's data, when it has some. */
+  5: optional map<string, string> data
+}
+
+struct ExportResponse {
+  /** In no particular order. */
+  1: required list<ExportEntry> entries
+  /** Unset: this was the last page. Otherwise pass it as ExportRequest.cursor. */
+  2: optional string next_cursor
+}
+
 service Ranking {
   /** Records a score change; idempotent by request_id. */
   UpdateResponse Update(1: UpdateRequest request)
@@ -394,4 +505,43 @@ service Ranking {
   /** rankd's version, the IDL version it serves, its configured boards and uptime. */
   ServerInfo GetServerInfo(1: GetServerInfoRequest request)
     throws (1: Unavailable unavailable)
+
+  /**
+   * The boards that exist: those named in the config file and those written
+   * to (until DeleteBoard), a page at a time, by name.
+   */
+  ListBoardsResponse ListBoards(1: ListBoardsRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /** A board's options, members, periods, keys and memory in Redis. */
+  BoardInfo GetBoardInfo(1: GetBoardInfoRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * Removes every key of the board (shards, periods, member data, request-id
+   * records, its stored layout) with UNLINK, a batch at a time, so that even a
+   * board of millions of members never holds Redis up; no other board is
+   * touched. Idempotent by request_id. Updates that arrive while it runs may
+   * survive it.
+   */
+  DeleteBoardResponse DeleteBoard(1: DeleteBoardRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * Removes the board's entries (every shard and period, member data), as
+   * DeleteBoard does, but keeps its stored layout and its request-id records,
+   * so an update retried after the reset is still recognised. Idempotent by
+   * request_id.
+   */
+  ResetBoardResponse ResetBoard(1: ResetBoardRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * One page of the board's entries (ZSCAN): the board keeps taking updates
+   * meanwhile. Every member on the board from the first page to the last is
+   * in some page; a member updated meanwhile may come twice (keep the entry
+   * with the later timestamp_ms).
+   */
+  ExportResponse Export(1: ExportRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 }

@@ -475,7 +475,7 @@ class RankctlTest(unittest.TestCase):
 
     def test_info(self):
         info = self.json("info")
-        self.assertEqual(info["idl_version"], "1.0")
+        self.assertEqual(info["idl_version"], "1.1")
         self.assertRegex(info["version"], r"^\d+\.\d+\.\d+$")
         self.assertEqual(info["configured_boards"],
                          CONFIG.count("[board "))
