@@ -383,7 +383,7 @@ struct ExportRequest {
   1: required string board
   /** The previous page's next_cursor; unset or empty: the first page. */
   2: optional string cursor = ""
-  /** About this many entries a page (Redis may give a few more or fewer): 1-10000. */
+  /** About this many entries a page (Redis may give a few more or fewer): 1-1000. */
   3: optional i32 count = 1000
   4: optional i32 periods_back = 0
 }

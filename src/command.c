@@ -12,6 +12,7 @@ init (RankCommand *cmd, RankScriptId script)
   cmd->bytes = cmd->inline_bytes;
   cmd->used = 0;
   cmd->size = sizeof cmd->inline_bytes;
+  cmd->routed = FALSE;
 }
 
 void
@@ -55,6 +56,17 @@ rank_command_add (RankCommand *cmd, const void *arg, gsize len)
 }
 
 void
+rank_command_route (RankCommand *cmd, const char *key, gsize len)
+{
+  /* Stored as an argument would be, then not counted as one. */
+  rank_command_add (cmd, key, len);
+  cmd->argc--;
+  cmd->route_offset = cmd->offset[cmd->argc];
+  cmd->route_len = len;
+  cmd->routed = TRUE;
+}
+
+void
 rank_command_add_str (RankCommand *cmd, const char *arg)
 {
   rank_command_add (cmd, arg, strlen (arg));
@@ -93,6 +105,11 @@ rank_command_key (const RankCommand *cmd, gsize *len)
 {
   int k = cmd->script != RANK_SCRIPT_NONE ? 0 : 1;
 
+  if (cmd->routed)
+    {
+      *len = cmd->route_len;
+      return cmd->bytes + cmd->route_offset;
+    }
   g_assert (cmd->argc > k
             && (cmd->script == RANK_SCRIPT_NONE || cmd->nkeys > 0));
   *len = cmd->len[k];

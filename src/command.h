@@ -34,6 +34,9 @@ typedef struct
   int argc;
   gsize offset[RANK_COMMAND_MAX_ARGS];
   gsize len[RANK_COMMAND_MAX_ARGS];
+  gboolean routed; /* rank_command_route: route_* name the key */
+  gsize route_offset;
+  gsize route_len;
   char *bytes; /* inline, or a heap copy once it outgrew it */
   gsize used;
   gsize size;
@@ -56,8 +59,13 @@ void rank_command_add_int (RankCommand *cmd, gint64 value);
 /* A script's: the arguments added so far are its keys. */
 void rank_command_keys_done (RankCommand *cmd);
 
-/* The key that routes the command (Redis Cluster): a script's first key,
- * a plain command's second argument. */
+/* A command without a key (SCAN): key is not sent, but routes it as its
+ * key would (Redis Cluster: to the master of key's slot). */
+void rank_command_route (RankCommand *cmd, const char *key, gsize len);
+
+/* The key that routes the command (Redis Cluster): the one given to
+ * rank_command_route, else a script's first key, a plain command's second
+ * argument. */
 const char *rank_command_key (const RankCommand *cmd, gsize *len);
 
 /* Frees the heap buffer of a command that was not sent. */

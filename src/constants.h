@@ -118,6 +118,8 @@
 #define RANK_HTTP_TIMEOUT_S 30
 #define RANK_HTTP_IDLE_CLIENTS_MAX 4
 #define RANK_VIEWER_DEFAULT_N 100
+/* The viewer lists at most this many boards. */
+#define RANK_VIEWER_BOARDS_MAX 10000
 /* The viewer waits for a call this much longer than --redis-timeout. */
 #define RANK_HTTP_CALL_MARGIN_MS 1000
 
@@ -144,6 +146,24 @@
  * most this many boards. */
 #define RANK_LAYOUT_RECHECK_MS 1000
 #define RANK_LAYOUT_CACHE_MAX 10000
+
+/* A DeleteBoard's or ResetBoard's request-id record: "rk:{board}:x:" and
+ * 32 hex digits of its SHA-256; "pending OP" while it runs, "done OP N"
+ * after, for the board's dedup window. */
+#define RANK_KEY_SUFFIX_ADMIN "x"
+
+/* Every board ever written to, until DeleteBoard (ListBoards): a sorted set
+ * of board names, all scores 0, so read in name order. Added to with every
+ * write check of the layout, so a board is in it within
+ * RANK_LAYOUT_RECHECK_MS of a write. */
+#define RANK_BOARDS_KEY "rk:boards"
+
+/* Board administration: SCAN ... COUNT of the walk over a board's keys,
+ * keys per UNLINK, boards per ListBoards page, entries per Export page. */
+#define RANK_ADMIN_SCAN_COUNT 1000
+#define RANK_ADMIN_UNLINK_MAX 500
+#define RANK_LIST_BOARDS_MAX 1000
+#define RANK_EXPORT_COUNT_MAX 1000
 
 /* Shard i of a sharded board: RANK_SHARD_KEY_PREFIX ":{" board "/" i "}:"
  * suffix. Each shard is its own hash tag (shards spread over a cluster);

@@ -11,6 +11,7 @@
  * written by reply() or reply_rows() and ends with answered().
  */
 #include "handler.h"
+#include "handler_private.h"
 
 #include <math.h>
 #include <string.h>
@@ -28,64 +29,6 @@
 #include "api.h"
 #include "rank_ranking_types.h"
 #include "validate.h"
-
-struct _RankHandler
-{
-  RankStore *store;
-  RankConfig *config;       /* in force; a reload swaps it */
-  gint64 default_window_ms; /* --dedup-window */
-  RankClockFunc clock;
-  gpointer clock_data;
-  RankAnsweredFunc answered;
-  /* Replies are encoded one at a time, each into its call's own buffer. */
-  RankReplyWriter *writer;
-  ThriftProtocol *out;
-  RankMetricsCalls *metrics; /* this worker's call counters */
-};
-
-typedef enum
-{
-  METHOD_UPDATE,
-  METHOD_GET_RANK,
-  METHOD_GET_TOP_N,
-  METHOD_GET_AROUND,
-  METHOD_GET_RANKS,
-  METHOD_REMOVE,
-  METHOD_COUNT,
-  METHOD_COUNT_BETWEEN,
-  METHOD_GET_PERCENTILE,
-  METHOD_GET_SCORE_AT_PERCENTILE,
-  METHOD_SAMPLE,
-  METHOD_SET_MEMBER_DATA,
-  METHOD_GET_MEMBER_DATA,
-  METHOD_UPDATE_BATCH,
-  METHOD_GET_SERVER_INFO,
-  METHOD_UNKNOWN,
-} Method;
-
-typedef struct _Call Call;
-typedef struct _Batch Batch;
-
-struct _Call
-{
-  RankHandler *handler;
-  gpointer request;  /* the server's, for answered() */
-  GByteArray *reply; /* the server's buffer this call's reply goes to */
-  Method method;
-  gint32 seqid;
-  ThriftStruct *args;
-  char *unknown_name; /* METHOD_UNKNOWN only */
-  gint64 start_us;    /* monotonic: the request decoded */
-  RankOutcome outcome;
-  RankContext ctx;          /* resolved by the start function */
-  gboolean writes;          /* the call may change the board */
-  void (*run) (Call *call); /* the store operation, once the layout fits */
-  /* What a method decoded for its store operation. */
-  RankUpdate update;
-  char *data; /* encoded member data (Update, SetMemberData) */
-  gsize data_len;
-  Batch *batch; /* UpdateBatch */
-};
 
 /* ---- the methods ---- */
 
@@ -164,8 +107,7 @@ bound_ranks (const ThriftStruct *args)
 static gsize
 bound_sample (const ThriftStruct *args)
 {
-  const rankSampleRequest *a
-      = ((const rankRankingSampleArgs *) args)->request;
+  const rankSampleRequest *a = ((const rankRankingSampleArgs *) args)->request;
 
   return entries_bound (CLAMP (a->count, 1, RANK_SAMPLE_COUNT_MAX), FALSE);
 }
@@ -250,6 +192,24 @@ static const MethodSpec methods[] = {
   = { "GetServerInfo", rank_ranking_get_server_info_args_get_type,
       rank_ranking_get_server_info_result_get_type, start_get_server_info,
       bound_small },
+  [METHOD_LIST_BOARDS]
+  = { "ListBoards", rank_ranking_list_boards_args_get_type,
+      rank_ranking_list_boards_result_get_type, handler_start_list_boards,
+      handler_bound_list_boards },
+  [METHOD_GET_BOARD_INFO]
+  = { "GetBoardInfo", rank_ranking_get_board_info_args_get_type,
+      rank_ranking_get_board_info_result_get_type, handler_start_get_board_info,
+      handler_bound_board_info },
+  [METHOD_DELETE_BOARD]
+  = { "DeleteBoard", rank_ranking_delete_board_args_get_type,
+      rank_ranking_delete_board_result_get_type, handler_start_delete_board,
+      bound_small },
+  [METHOD_RESET_BOARD] = { "ResetBoard", rank_ranking_reset_board_args_get_type,
+                           rank_ranking_reset_board_result_get_type,
+                           handler_start_reset_board, bound_small },
+  [METHOD_EXPORT] = { "Export", rank_ranking_export_args_get_type,
+                      rank_ranking_export_result_get_type, handler_start_export,
+                      handler_bound_export },
 };
 
 G_STATIC_ASSERT (G_N_ELEMENTS (methods) == METHOD_UNKNOWN);
@@ -328,7 +288,6 @@ rank_handler_write_exception (RankHandler *handler, GByteArray *reply,
   return FALSE;
 }
 
-static void reply_error (Call *call, const GError *err);
 static void batch_free (Batch *batch);
 
 /* Ends the call once its reply is written (ok) or could not be. A reply
@@ -347,7 +306,7 @@ finish_call (Call *call, gboolean ok, const GError *error)
           methods[call->method].name, RANK_REPLY_MAX_BYTES);
 
       g_byte_array_set_size (call->reply, 0);
-      reply_error (call, big);
+      handler_reply_error (call, big);
       return;
     }
   if (!ok)
@@ -362,6 +321,8 @@ finish_call (Call *call, gboolean ok, const GError *error)
   g_free (call->unknown_name);
   g_free (call->data);
   batch_free (call->batch);
+  if (call->state_free != NULL)
+    call->state_free (call->state);
   g_free (call);
 }
 
@@ -389,9 +350,9 @@ reply (Call *call, ThriftStruct *result, ThriftApplicationExceptionError type,
 
 /* Answers with a result struct of the call's method, success filled in by
  * set (NULL: nothing to fill). */
-static void
-reply_result (Call *call, void (*set) (GObject *result, gpointer data),
-              gpointer data)
+void
+handler_reply_result (Call *call, void (*set) (GObject *result, gpointer data),
+                      gpointer data)
 {
   GObject *result = g_object_new (methods[call->method].result_type (), NULL);
 
@@ -430,8 +391,8 @@ set_exception (GObject *result, const GError *err)
 
 /* Replies with err as the method's declared exception, or as an internal
  * error. */
-static void
-reply_error (Call *call, const GError *err)
+void
+handler_reply_error (Call *call, const GError *err)
 {
   GObject *result = g_object_new (methods[call->method].result_type (), NULL);
 
@@ -599,7 +560,7 @@ rows_answered (const RankRow *rows, gsize n, const GError *error, gpointer data)
   Call *call = data;
 
   if (error != NULL)
-    reply_error (call, error);
+    handler_reply_error (call, error);
   else
     reply_rows (call, rows, n, TRUE);
 }
@@ -614,7 +575,7 @@ layout_checked (const GError *error, gpointer data)
   Call *call = data;
 
   if (error != NULL)
-    reply_error (call, error);
+    handler_reply_error (call, error);
   else
     call->run (call);
 }
@@ -663,8 +624,8 @@ resolve_context (RankHandler *handler, RankContext *ctx, const char *board)
                      handler->default_window_ms);
 }
 
-static void
-resolve (Call *call, const char *board)
+void
+handler_resolve (Call *call, const char *board)
 {
   resolve_context (call->handler, &call->ctx, board);
 }
@@ -675,19 +636,19 @@ static void
 checked (Call *call, const GError *error, void (*run) (Call *call))
 {
   if (error != NULL)
-    reply_error (call, error);
+    handler_reply_error (call, error);
   else
     proceed (call, run);
 }
 
 /* Validates board, resolves the context and checks periods_back. */
-static gboolean
-resolve_read (Call *call, const char *board, gint64 periods_back,
-              GError **error)
+gboolean
+handler_resolve_read (Call *call, const char *board, gint64 periods_back,
+                      GError **error)
 {
   if (!rank_validate_board (board, error))
     return FALSE;
-  resolve (call, board);
+  handler_resolve (call, board);
   return rank_context_read (&call->ctx, periods_back, error);
 }
 
@@ -791,9 +752,9 @@ update_answered (const RankUpdateResult *r, const GError *error, gpointer data)
   Call *call = data;
 
   if (error != NULL)
-    reply_error (call, error);
+    handler_reply_error (call, error);
   else
-    reply_result (call, set_update_response, (gpointer) r);
+    handler_reply_result (call, set_update_response, (gpointer) r);
 }
 
 /* ---- Remove ---- */
@@ -811,8 +772,7 @@ run_remove (Call *call)
 static void
 start_remove (Call *call)
 {
-  rankRemoveRequest *args
-      = RANK_RANKING_REMOVE_ARGS (call->args)->request;
+  rankRemoveRequest *args = RANK_RANKING_REMOVE_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
   call->writes = TRUE;
@@ -820,10 +780,10 @@ start_remove (Call *call)
       || !rank_validate_member (args->member, &error)
       || !rank_validate_request_id (args->request_id, &error))
     {
-      reply_error (call, error);
+      handler_reply_error (call, error);
       return;
     }
-  resolve (call, args->board);
+  handler_resolve (call, args->board);
   call->update = (RankUpdate){
     .member = args->member,
     .request_id = args->request_id,
@@ -853,9 +813,9 @@ remove_answered (const RankUpdateResult *r, const GError *error, gpointer data)
   Call *call = data;
 
   if (error != NULL)
-    reply_error (call, error);
+    handler_reply_error (call, error);
   else
-    reply_result (call, set_remove_response, (gpointer) r);
+    handler_reply_result (call, set_remove_response, (gpointer) r);
 }
 
 /* ---- GetRank ---- */
@@ -864,13 +824,12 @@ static void
 rank_answered (const RankRow *row, const GError *error, gpointer data)
 {
   Call *call = data;
-  rankGetRankRequest *args
-      = RANK_RANKING_GET_RANK_ARGS (call->args)->request;
+  rankGetRankRequest *args = RANK_RANKING_GET_RANK_ARGS (call->args)->request;
   RankRow named;
 
   if (error != NULL)
     {
-      reply_error (call, error);
+      handler_reply_error (call, error);
       return;
     }
   named = *row;
@@ -883,8 +842,7 @@ rank_answered (const RankRow *row, const GError *error, gpointer data)
 static void
 run_get_rank (Call *call)
 {
-  rankGetRankRequest *args
-      = RANK_RANKING_GET_RANK_ARGS (call->args)->request;
+  rankGetRankRequest *args = RANK_RANKING_GET_RANK_ARGS (call->args)->request;
 
   rank_store_get_rank (call->handler->store, &call->ctx, args->member, 0,
                        rank_answered, call);
@@ -893,13 +851,12 @@ run_get_rank (Call *call)
 static void
 start_get_rank (Call *call)
 {
-  rankGetRankRequest *args
-      = RANK_RANKING_GET_RANK_ARGS (call->args)->request;
+  rankGetRankRequest *args = RANK_RANKING_GET_RANK_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
   if (rank_validate_board (args->board, &error)
       && rank_validate_member (args->member, &error))
-    resolve_read (call, args->board, args->periods_back, &error);
+    handler_resolve_read (call, args->board, args->periods_back, &error);
   checked (call, error, run_get_rank);
 }
 
@@ -908,8 +865,7 @@ start_get_rank (Call *call)
 static void
 run_get_top_n (Call *call)
 {
-  rankGetTopNRequest *args
-      = RANK_RANKING_GET_TOP_N_ARGS (call->args)->request;
+  rankGetTopNRequest *args = RANK_RANKING_GET_TOP_N_ARGS (call->args)->request;
   RankTopQuery query = { args->offset, args->n, args->with_data };
 
   rank_store_get_top (call->handler->store, &call->ctx, &query, rows_answered,
@@ -919,8 +875,7 @@ run_get_top_n (Call *call)
 static void
 start_get_top_n (Call *call)
 {
-  rankGetTopNRequest *args
-      = RANK_RANKING_GET_TOP_N_ARGS (call->args)->request;
+  rankGetTopNRequest *args = RANK_RANKING_GET_TOP_N_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
   if (!rank_validate_board (args->board, &error))
@@ -933,7 +888,7 @@ start_get_top_n (Call *call)
                  "offset: must be >= 0, got %d", args->offset);
   else
     {
-      resolve (call, args->board);
+      handler_resolve (call, args->board);
       if (rank_policy_depth (args->board, call->ctx.options, "offset+n",
                              args->offset, args->n, &error))
         rank_context_read (&call->ctx, args->periods_back, &error);
@@ -963,7 +918,7 @@ start_get_around (Call *call)
 
   if (!rank_validate_board (args->board, &error)
       || !rank_validate_member (args->member, &error)
-      || !resolve_read (call, args->board, args->periods_back, &error))
+      || !handler_resolve_read (call, args->board, args->periods_back, &error))
     ;
   else if (args->radius < 0 || args->radius > RANK_AROUND_RADIUS_MAX)
     g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
@@ -979,13 +934,12 @@ ranks_answered (const RankOfMember *results, guint n, const GError *error,
                 gpointer data)
 {
   Call *call = data;
-  rankGetRanksRequest *args
-      = RANK_RANKING_GET_RANKS_ARGS (call->args)->request;
+  rankGetRanksRequest *args = RANK_RANKING_GET_RANKS_ARGS (call->args)->request;
   rankRankingGetRanksResult *result;
 
   if (error != NULL)
     {
-      reply_error (call, error);
+      handler_reply_error (call, error);
       return;
     }
   result = g_object_new (RANK_TYPE_RANKING_GET_RANKS_RESULT, NULL);
@@ -1010,8 +964,7 @@ ranks_answered (const RankOfMember *results, guint n, const GError *error,
 static void
 run_get_ranks (Call *call)
 {
-  rankGetRanksRequest *args
-      = RANK_RANKING_GET_RANKS_ARGS (call->args)->request;
+  rankGetRanksRequest *args = RANK_RANKING_GET_RANKS_ARGS (call->args)->request;
 
   rank_store_get_ranks (call->handler->store, &call->ctx,
                         (const char *const *) args->members->pdata,
@@ -1021,12 +974,11 @@ run_get_ranks (Call *call)
 static void
 start_get_ranks (Call *call)
 {
-  rankGetRanksRequest *args
-      = RANK_RANKING_GET_RANKS_ARGS (call->args)->request;
+  rankGetRanksRequest *args = RANK_RANKING_GET_RANKS_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
   guint n = args->members->len;
 
-  if (resolve_read (call, args->board, args->periods_back, &error))
+  if (handler_resolve_read (call, args->board, args->periods_back, &error))
     {
       if (n < 1 || n > RANK_RANKS_MAX)
         g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
@@ -1055,9 +1007,9 @@ count_answered (gint64 count, const GError *error, gpointer data)
   Call *call = data;
 
   if (error != NULL)
-    reply_error (call, error);
+    handler_reply_error (call, error);
   else
-    reply_result (call, set_count, &count);
+    handler_reply_result (call, set_count, &count);
 }
 
 static void
@@ -1068,7 +1020,7 @@ run_count (Call *call)
   if (call->method == METHOD_COUNT_BETWEEN)
     {
       rankCountBetweenRequest *args
-      = RANK_RANKING_COUNT_BETWEEN_ARGS (call->args)->request;
+          = RANK_RANKING_COUNT_BETWEEN_ARGS (call->args)->request;
 
       query = (RankCountQuery){ TRUE, args->min_score, args->max_score };
     }
@@ -1088,19 +1040,18 @@ start_count (Call *call)
   if (range)
     {
       rankCountBetweenRequest *args
-      = RANK_RANKING_COUNT_BETWEEN_ARGS (call->args)->request;
+          = RANK_RANKING_COUNT_BETWEEN_ARGS (call->args)->request;
 
       board = args->board, back = args->periods_back;
       min = args->min_score, max = args->max_score;
     }
   else
     {
-      rankCountRequest *args
-      = RANK_RANKING_COUNT_ARGS (call->args)->request;
+      rankCountRequest *args = RANK_RANKING_COUNT_ARGS (call->args)->request;
 
       board = args->board, back = args->periods_back;
     }
-  if (!resolve_read (call, board, back, &error)
+  if (!handler_resolve_read (call, board, back, &error)
       || (range
           && (!rank_validate_score ("min_score", min, &error)
               || !rank_validate_score ("max_score", max, &error))))
@@ -1130,9 +1081,9 @@ percentile_answered (double value, const GError *error, gpointer data)
   Call *call = data;
 
   if (error != NULL)
-    reply_error (call, error);
+    handler_reply_error (call, error);
   else
-    reply_result (call, set_double, &value);
+    handler_reply_result (call, set_double, &value);
 }
 
 static void
@@ -1154,7 +1105,7 @@ start_get_percentile (Call *call)
 
   if (rank_validate_board (args->board, &error)
       && rank_validate_member (args->member, &error)
-      && resolve_read (call, args->board, args->periods_back, &error))
+      && handler_resolve_read (call, args->board, args->periods_back, &error))
     rank_policy_countable (args->board, call->ctx.options, "GetPercentile",
                            &error);
   checked (call, error, run_get_percentile);
@@ -1166,9 +1117,9 @@ score_at_answered (gint64 score, const GError *error, gpointer data)
   Call *call = data;
 
   if (error != NULL)
-    reply_error (call, error);
+    handler_reply_error (call, error);
   else
-    reply_result (call, set_count, &score);
+    handler_reply_result (call, set_count, &score);
 }
 
 static void
@@ -1188,7 +1139,7 @@ start_get_score_at_percentile (Call *call)
       = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
-  if (!resolve_read (call, args->board, args->periods_back, &error))
+  if (!handler_resolve_read (call, args->board, args->periods_back, &error))
     ;
   else if (!(args->pct >= 0 && args->pct <= 100))
     g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
@@ -1201,8 +1152,7 @@ start_get_score_at_percentile (Call *call)
 static void
 run_sample (Call *call)
 {
-  rankSampleRequest *args
-      = RANK_RANKING_SAMPLE_ARGS (call->args)->request;
+  rankSampleRequest *args = RANK_RANKING_SAMPLE_ARGS (call->args)->request;
   RankSampleQuery query = { args->min_score, args->max_score, args->count };
 
   rank_store_sample (call->handler->store, &call->ctx, &query, rows_answered,
@@ -1212,11 +1162,10 @@ run_sample (Call *call)
 static void
 start_sample (Call *call)
 {
-  rankSampleRequest *args
-      = RANK_RANKING_SAMPLE_ARGS (call->args)->request;
+  rankSampleRequest *args = RANK_RANKING_SAMPLE_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
-  if (!resolve_read (call, args->board, args->periods_back, &error)
+  if (!handler_resolve_read (call, args->board, args->periods_back, &error)
       || !rank_validate_score ("min_score", args->min_score, &error)
       || !rank_validate_score ("max_score", args->max_score, &error)
       || !rank_policy_countable (args->board, call->ctx.options, "Sample",
@@ -1242,9 +1191,9 @@ set_data_answered (const GError *error, gpointer data)
   Call *call = data;
 
   if (error != NULL)
-    reply_error (call, error);
+    handler_reply_error (call, error);
   else
-    reply_result (call, NULL, NULL);
+    handler_reply_result (call, NULL, NULL);
 }
 
 static void
@@ -1271,10 +1220,10 @@ start_set_member_data (Call *call)
                                                 &call->data_len, &error))
              == NULL)
     {
-      reply_error (call, error);
+      handler_reply_error (call, error);
       return;
     }
-  resolve (call, args->board);
+  handler_resolve (call, args->board);
   /* The member's data on the current period. */
   rank_context_read (&call->ctx, 0, NULL);
   proceed (call, run_set_member_data);
@@ -1307,11 +1256,11 @@ get_data_answered (const char *data, gsize len, const GError *error,
     error = bad = g_error_new (RANK_ERROR, RANK_ERROR_INTERNAL,
                                "stored member data is malformed");
   if (error != NULL)
-    reply_error (call, error);
+    handler_reply_error (call, error);
   else
     {
       pairs[n].key = NULL;
-      reply_result (call, set_data_map, pairs);
+      handler_reply_result (call, set_data_map, pairs);
     }
 }
 
@@ -1334,7 +1283,7 @@ start_get_member_data (Call *call)
 
   if (rank_validate_board (args->board, &error)
       && rank_validate_member (args->member, &error))
-    resolve_read (call, args->board, args->periods_back, &error);
+    handler_resolve_read (call, args->board, args->periods_back, &error);
   checked (call, error, run_get_member_data);
 }
 
@@ -1394,7 +1343,7 @@ static void
 batch_item_done (Batch *batch)
 {
   if (--batch->pending == 0)
-    reply_result (batch->call, set_batch_response, batch);
+    handler_reply_result (batch->call, set_batch_response, batch);
 }
 
 /* The item's refusal or failure, as the exception of its result; an error
@@ -1487,7 +1436,7 @@ start_update_batch (Call *call)
                          "requests: %u updates; UpdateBatch takes 1 to %d",
                          requests->len, RANK_UPDATE_BATCH_MAX);
 
-      reply_error (call, error);
+      handler_reply_error (call, error);
       return;
     }
   batch = call->batch = g_new0 (Batch, 1);
@@ -1577,14 +1526,15 @@ set_server_info (GObject *object, gpointer data)
   g_free (info->idl_version);
   info->idl_version = g_strdup (RANK_API_IDL_VERSION);
   info->configured_boards = g_strv_length (boards);
-  info->uptime_seconds = (g_get_monotonic_time () - started_us) / G_USEC_PER_SEC;
+  info->uptime_seconds
+      = (g_get_monotonic_time () - started_us) / G_USEC_PER_SEC;
   result->__isset_success = TRUE;
 }
 
 static void
 start_get_server_info (Call *call)
 {
-  reply_result (call, set_server_info, call->handler);
+  handler_reply_result (call, set_server_info, call->handler);
 }
 
 static gint64

@@ -114,26 +114,6 @@ current_boards (RankHttp *http)
   return boards;
 }
 
-static enum MHD_Result
-serve_boards (RankHttp *http, struct MHD_Connection *connection)
-{
-  g_autoptr (RankConfig) boards = current_boards (http);
-  g_auto (GStrv) names = rank_config_board_names (boards);
-  g_autoptr (GString) out = g_string_new ("{\"boards\":[");
-
-  for (guint i = 0; names[i] != NULL; i++)
-    {
-      g_string_append (out, i ? ",{\"name\":" : "{\"name\":");
-      rank_json_string (out, names[i], RANK_JSON_HTML_SAFE);
-      g_string_append_c (out, ',');
-      json_board_options (out, rank_config_board (boards, names[i]));
-      g_string_append_c (out, '}');
-    }
-  g_string_append (out, "]}\n");
-  return respond (connection, MHD_HTTP_OK, "application/json", out->str,
-                  out->len);
-}
-
 /* ---- the Thrift client pool ---- */
 
 static RankClient *
@@ -165,10 +145,18 @@ give_client (RankHttp *http, RankClient *client)
   rank_client_free (client); /* the pool is full */
 }
 
-/* GetTopN with data. NULL: *status and *message say why. */
-static GPtrArray *
-get_top (RankHttp *http, const char *board, int n, int periods_back,
-         unsigned int *status, char **message)
+/* One call of a pooled client: TRUE with its answer, or FALSE with a
+ * declared exception (*invalid, *unavailable) or error. */
+typedef gboolean (*ClientCall) (RankClient *client, gpointer data,
+                                rankInvalidArgument **invalid,
+                                rankUnavailable **unavailable, GError **error);
+
+/* Runs call on a pooled client, once more on a new connection if rankd had
+ * closed the pooled one (the viewer's calls change nothing). FALSE:
+ * *status and *message say why. */
+static gboolean
+call_rankd (RankHttp *http, ClientCall call, gpointer data,
+            unsigned int *status, char **message)
 {
   for (int attempt = 0; attempt < 2; attempt++)
     {
@@ -177,28 +165,19 @@ get_top (RankHttp *http, const char *board, int n, int periods_back,
       rankUnavailable *unavailable = NULL;
       gboolean pooled = FALSE;
       RankClient *client = take_client (http, &pooled, &error);
-      GPtrArray *page;
 
       if (client == NULL)
         {
           *status = MHD_HTTP_SERVICE_UNAVAILABLE;
           *message = g_strdup_printf ("cannot reach rankd's Thrift port: %s",
                                       error->message);
-          return NULL;
+          return FALSE;
         }
-      g_autoptr (rankGetTopNRequest) request
-          = g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board", board, "n", n,
-                          "periods_back", periods_back, "with_data", TRUE,
-                          NULL);
-
-      page = g_ptr_array_new_with_free_func (g_object_unref);
-      if (rank_ranking_if_get_top_n (rank_client_iface (client), &page,
-                                     request, &invalid, &unavailable, &error))
+      if (call (client, data, &invalid, &unavailable, &error))
         {
           give_client (http, client);
-          return page;
+          return TRUE;
         }
-      g_ptr_array_unref (page);
       if (invalid != NULL || unavailable != NULL)
         {
           GObject *x = invalid ? G_OBJECT (invalid) : G_OBJECT (unavailable);
@@ -208,20 +187,143 @@ get_top (RankHttp *http, const char *board, int n, int periods_back,
           g_object_get (x, "message", message, NULL);
           g_object_unref (x);
           give_client (http, client);
-          return NULL;
+          return FALSE;
         }
       rank_client_free (client);
       if (error->domain == THRIFT_APPLICATION_EXCEPTION_ERROR || !pooled)
         {
           *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
           *message = g_strdup (error->message);
-          return NULL;
+          return FALSE;
         }
       /* A pooled connection rankd has closed: once more on a new one. */
     }
   *status = MHD_HTTP_SERVICE_UNAVAILABLE;
   *message = g_strdup ("rankd's Thrift port keeps closing the connection");
+  return FALSE;
+}
+
+typedef struct
+{
+  rankGetTopNRequest *request;
+  GPtrArray *page;
+} TopCall;
+
+static gboolean
+call_top (RankClient *client, gpointer data, rankInvalidArgument **invalid,
+          rankUnavailable **unavailable, GError **error)
+{
+  TopCall *c = data;
+
+  g_clear_pointer (&c->page, g_ptr_array_unref);
+  c->page = g_ptr_array_new_with_free_func (g_object_unref);
+  return rank_ranking_if_get_top_n (rank_client_iface (client), &c->page,
+                                    c->request, invalid, unavailable, error);
+}
+
+/* GetTopN with data. NULL: *status and *message say why. */
+static GPtrArray *
+get_top (RankHttp *http, const char *board, int n, int periods_back,
+         unsigned int *status, char **message)
+{
+  g_autoptr (rankGetTopNRequest) request
+      = g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board", board, "n", n,
+                      "periods_back", periods_back, "with_data", TRUE, NULL);
+  TopCall c = { request, NULL };
+
+  if (call_rankd (http, call_top, &c, status, message))
+    return c.page;
+  g_clear_pointer (&c.page, g_ptr_array_unref);
   return NULL;
+}
+
+typedef struct
+{
+  rankListBoardsRequest *request;
+  rankListBoardsResponse *response;
+} ListCall;
+
+static gboolean
+call_list (RankClient *client, gpointer data, rankInvalidArgument **invalid,
+           rankUnavailable **unavailable, GError **error)
+{
+  ListCall *c = data;
+
+  g_clear_object (&c->response);
+  c->response = g_object_new (RANK_TYPE_LIST_BOARDS_RESPONSE, NULL);
+  return rank_ranking_if_list_boards (rank_client_iface (client), &c->response,
+                                      c->request, invalid, unavailable, error);
+}
+
+/* ListBoards, page after page, up to RANK_VIEWER_BOARDS_MAX boards
+ * (rankBoardSummary). NULL: *status and *message say why. */
+static GPtrArray *
+list_boards (RankHttp *http, unsigned int *status, char **message)
+{
+  g_autoptr (GPtrArray) boards
+      = g_ptr_array_new_with_free_func (g_object_unref);
+  g_autofree char *after = g_strdup ("");
+
+  while (boards->len < RANK_VIEWER_BOARDS_MAX)
+    {
+      g_autoptr (rankListBoardsRequest) request
+          = g_object_new (RANK_TYPE_LIST_BOARDS_REQUEST, "after", after,
+                          "limit", RANK_LIST_BOARDS_MAX, NULL);
+      ListCall c = { request, NULL };
+      g_autoptr (rankListBoardsResponse) response = NULL;
+
+      if (!call_rankd (http, call_list, &c, status, message))
+        {
+          g_clear_object (&c.response);
+          return NULL;
+        }
+      response = c.response;
+      for (guint i = 0;
+           i < response->boards->len && boards->len < RANK_VIEWER_BOARDS_MAX;
+           i++)
+        g_ptr_array_add (boards, g_object_ref (response->boards->pdata[i]));
+      if (!response->__isset_next_after)
+        break;
+      g_free (after);
+      after = g_strdup (response->next_after);
+    }
+  return g_steal_pointer (&boards);
+}
+
+/* The boards that exist (ListBoards), each with its options as the
+ * configuration gives them. */
+static enum MHD_Result
+serve_boards (RankHttp *http, struct MHD_Connection *connection)
+{
+  g_autoptr (RankConfig) config = current_boards (http);
+  g_autoptr (GString) out = g_string_new ("{\"boards\":[");
+  g_autofree char *message = NULL;
+  unsigned int status = MHD_HTTP_OK;
+  g_autoptr (GPtrArray) boards = list_boards (http, &status, &message);
+
+  if (boards == NULL)
+    {
+      g_string_assign (out, "{\"error\":");
+      rank_json_string (out, message, RANK_JSON_HTML_SAFE);
+      g_string_append (out, "}\n");
+      return respond (connection, status, "application/json", out->str,
+                      out->len);
+    }
+  for (guint i = 0; i < boards->len; i++)
+    {
+      const rankBoardSummary *b = boards->pdata[i];
+
+      g_string_append (out, i ? ",{\"name\":" : "{\"name\":");
+      rank_json_string (out, b->board, RANK_JSON_HTML_SAFE);
+      g_string_append_printf (
+          out, ",\"configured\":%s,\"members\":%" G_GINT64_FORMAT ",",
+          b->configured ? "true" : "false", b->members);
+      json_board_options (out, rank_config_board (config, b->board));
+      g_string_append_c (out, '}');
+    }
+  g_string_append (out, "]}\n");
+  return respond (connection, MHD_HTTP_OK, "application/json", out->str,
+                  out->len);
 }
 
 static gboolean

@@ -57,9 +57,7 @@ rank_store_free (RankStore *store)
 /* ---- keys ---- */
 
 /* Longest key: prefix, board, shard, period, suffix and punctuation. */
-#define KEY_MAX                                                                \
-  (sizeof RANK_SHARD_KEY_PREFIX + RANK_BOARD_MAX_BYTES + RANK_PERIOD_LABEL_MAX \
-   + 32)
+#define KEY_MAX RANK_STORE_KEY_MAX
 
 static gsize
 board_key (char *out, const char *board, const char *period, guint shard,
@@ -76,6 +74,12 @@ board_key (char *out, const char *board, const char *period, guint shard,
       && strcmp (suffix, RANK_KEY_SUFFIX_REQUEST) != 0)
     return (gsize) g_snprintf (out, KEY_MAX, "%s:p:%s:%s", tag, period, suffix);
   return (gsize) g_snprintf (out, KEY_MAX, "%s:%s", tag, suffix);
+}
+
+gsize
+store_board_key (char *out, const char *board, const char *suffix)
+{
+  return board_key (out, board, NULL, 0, 1, suffix);
 }
 
 void
@@ -151,6 +155,8 @@ store_row_from_key (const RankBoardOptions *o, const char *key, gsize key_len,
   row->rank = 0;
   row->data = NULL;
   row->data_len = 0;
+  row->time_ms = rank_orderkey_decode_time (
+      (const guint8 *) key + o->n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES);
   store_decode_subscores (o, key, &row->n_subscores, row->subscores);
 }
 
@@ -326,6 +332,12 @@ layout_ask (RankStore *store, const char *board, const RankBoardOptions *o,
       rank_command_add_int (&cmd, expire_ms);
     }
   rank_backend_send (store->backend, 0, &cmd, 0, layout_read, task);
+  /* ListBoards finds the board here (a no-op but the first time). */
+  rank_command_init (&cmd, "ZADD");
+  rank_command_add_str (&cmd, RANK_BOARDS_KEY);
+  rank_command_add_str (&cmd, "0");
+  rank_command_add_str (&cmd, board);
+  rank_backend_send (store->backend, 0, &cmd, 0, ignore_reply, NULL);
   if (expire_ms > 0)
     {
       rank_command_init (&cmd, "PEXPIREAT");
@@ -355,6 +367,12 @@ rank_store_check_layout (RankStore *store, const RankContext *ctx,
     }
   layout_ask (store, ctx->board, ctx->options, ctx->now_ms, write, func, data);
   return RANK_LAYOUT_PENDING;
+}
+
+void
+store_forget_layout (RankStore *store, const char *board)
+{
+  g_hash_table_remove (store->layouts, board);
 }
 
 void

@@ -19,9 +19,11 @@
  * fails as a whole when any of them fails: no partial answers.
  *
  * The operations live in store_update.c (Update, Remove), store_read.c
- * (GetRank, GetRanks, Count, GetTopN, member data) and store_query.c (the
+ * (GetRank, GetRanks, Count, GetTopN, member data), store_query.c (the
  * queries of several rounds: GetAround, GetPercentile, GetScoreAtPercentile,
- * Sample); store.c holds the keys, the layout checks and what they share.
+ * Sample) and store_admin.c (ListBoards, GetBoardInfo, DeleteBoard,
+ * ResetBoard, Export); store.c holds the keys, the layout checks and what
+ * they share.
  */
 #ifndef RANK_STORE_H
 #define RANK_STORE_H
@@ -77,6 +79,7 @@ typedef struct
   gint64 subscores[RANK_SUBSCORES_MAX];
   const char *data; /* with data: the member's, encoded; NULL if none */
   gsize data_len;
+  gint64 time_ms; /* when it reached its score: the tie-break */
 } RankRow;
 
 /* One member's answer in rank_store_get_ranks. */
@@ -255,5 +258,67 @@ void rank_store_score_at_percentile (RankStore *store, const RankContext *ctx,
 void rank_store_sample (RankStore *store, const RankContext *ctx,
                         const RankSampleQuery *query, RankStoreRowsFunc func,
                         gpointer data);
+
+/* ---- board administration and export (store_admin.c) ---- */
+
+/* A page of the boards written to (RANK_BOARDS_KEY), names after after
+ * (bytewise; "" from the first), at most limit. names[0..n) live only
+ * during the callback. */
+typedef void (*RankStoreNamesFunc) (const char *const *names, guint n,
+                                    const GError *error, gpointer data);
+void rank_store_list_boards (RankStore *store, const char *after, guint limit,
+                             RankStoreNamesFunc func, gpointer data);
+
+/* What Redis holds of a board: every key of it (shards, periods, request
+ * ids), found by SCAN without holding Redis for long. */
+typedef struct
+{
+  gint64 keys;
+  gint64 memory_bytes;       /* MEMORY USAGE, summed */
+  GPtrArray *periods;        /* labels (char *) with keys, newest first */
+  const char *stored_layout; /* the descriptor; NULL: none */
+} RankBoardStats;
+
+typedef void (*RankStoreStatsFunc) (const RankBoardStats *stats,
+                                    const GError *error, gpointer data);
+void rank_store_board_stats (RankStore *store, const RankContext *ctx,
+                             RankStoreStatsFunc func, gpointer data);
+
+typedef enum
+{
+  RANK_CLEAR_DELETE, /* every key of the board */
+  RANK_CLEAR_RESET,  /* its entries: the layout and request ids stay */
+} RankClearKind;
+
+/* applied FALSE: request_id did this before, and keys_removed is what it
+ * removed then. A request_id used for the other kind is Invalid. */
+typedef void (*RankStoreClearFunc) (gboolean applied, gint64 keys_removed,
+                                    const GError *error, gpointer data);
+
+/* DeleteBoard, ResetBoard: removes the board's keys with UNLINK, at most
+ * RANK_ADMIN_UNLINK_MAX a command, as SCAN finds them; idempotent by
+ * request_id for ctx's dedup window. */
+void rank_store_clear_board (RankStore *store, const RankContext *ctx,
+                             RankClearKind kind, const char *request_id,
+                             RankStoreClearFunc func, gpointer data);
+
+/* Where an export is: the shard, and ZSCAN's cursor in it. */
+typedef struct
+{
+  guint shard;
+  guint64 cursor;
+} RankExportCursor;
+
+/* rows[0..n) (with data and time_ms; rank 0) live only during the
+ * callback; next NULL: that was the last page. */
+typedef void (*RankStoreExportFunc) (const RankRow *rows, gsize n,
+                                     const RankExportCursor *next,
+                                     const GError *error, gpointer data);
+
+/* One page of about count entries of ctx's period from cursor on
+ * ({0, 0}: the start; cursor->shard below the board's shards). */
+void rank_store_export (RankStore *store, const RankContext *ctx,
+                        const RankExportCursor *cursor, guint count,
+                        RankStoreExportFunc func, gpointer data);
 
 #endif /* RANK_STORE_H */

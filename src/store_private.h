@@ -38,6 +38,17 @@ void store_add_node_keys (RankCommand *cmd, const RankStore *store,
 guint store_shard_of (const RankContext *ctx, const char *member, gsize len);
 guint store_node_of (const RankStore *store, guint shard);
 
+/* The key of suffix under board's own tag ("rk:{board}:suffix"), into
+ * out (room for RANK_STORE_KEY_MAX); returns its length. */
+#define RANK_STORE_KEY_MAX                                                     \
+  (sizeof RANK_SHARD_KEY_PREFIX + RANK_BOARD_MAX_BYTES + RANK_PERIOD_LABEL_MAX \
+   + 80)
+gsize store_board_key (char *out, const char *board, const char *suffix);
+
+/* What this worker learned of board's stored layout no longer holds (it
+ * was deleted). */
+void store_forget_layout (RankStore *store, const char *board);
+
 /* ---- replies ---- */
 
 /* An unexpected reply to what: an internal error (and a warning). */

@@ -469,7 +469,7 @@ class RankctlTest(unittest.TestCase):
             self.assertIn(code, out)
         self.assertEqual(self.ctl("top", "-h")[0], out)
         self.assertRegex(self.ctl("--version")[0],
-                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.0\)\n$")
+                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.1\)\n$")
 
     # ---- the server, import ----
 
@@ -481,7 +481,7 @@ class RankctlTest(unittest.TestCase):
                          CONFIG.count("[board "))
         self.assertGreaterEqual(info["uptime_seconds"], 0)
         out, _ = self.ctl("info")
-        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.0\n")
+        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.1\n")
 
     def write(self, name, text):
         path = os.path.join(self.dir, name)

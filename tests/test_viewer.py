@@ -213,17 +213,24 @@ class ViewerTest(unittest.TestCase):
         self.assertEqual(get(self.http, "/api/top")[0], 400)
 
     def test_board_list(self):
+        """The boards that exist: the configured ones and those written to
+        (adhoc-board is in no file), with their members."""
         _, ctype, body = get(self.http, "/api/boards")
         self.assertEqual(ctype, "application/json")
         boards = json.loads(body)["boards"]
         self.assertEqual([b["name"] for b in boards],
-                         ["daily", "plain", "sharded", "subs"])
-        self.assertEqual(boards[2]["shards"], 4)
-        self.assertEqual(boards[3]["subscores"], ["asc", "desc"])
+                         ["adhoc-board", "daily", "plain", "sharded", "subs"])
+        self.assertEqual((boards[0]["configured"], boards[0]["members"]),
+                         (False, 1))
+        self.assertEqual((boards[2]["configured"], boards[2]["members"]),
+                         (True, 120))
+        self.assertEqual(boards[3]["shards"], 4)
+        self.assertEqual(boards[4]["subscores"], ["asc", "desc"])
         page = Rows()
         page.feed(self.browse("/"))
-        self.assertEqual(page.links, ["/?board=daily", "/?board=plain",
-                                      "/?board=sharded", "/?board=subs"])
+        self.assertEqual(page.links, ["/?board=adhoc-board", "/?board=daily",
+                                      "/?board=plain", "/?board=sharded",
+                                      "/?board=subs"])
 
     def test_board_page_shows_the_top_as_text(self):
         entries = self.top("plain")

@@ -23,6 +23,9 @@ function el(tag, text, cls) {
 
 function optionsText(o) {
   const parts = [];
+  if (typeof o.members === "number")
+    parts.push(o.members + (o.members === 1 ? " member" : " members"));
+  if (o.configured === false) parts.push("not in the configuration");
   if (o.shards > 1) parts.push(o.shards + " shards");
   if (o.order === "asc") parts.push("lower first");
   if (o.rank !== "ordinal") parts.push(o.rank + " ranks");
@@ -65,7 +68,7 @@ async function showBoards() {
       list.append(li);
     }
     status.textContent = boards.length === 0
-      ? "The configuration file names no boards: type a board's name above."
+      ? "No boards yet (none configured, none written to): type a board's name above."
       : "";
     status.className = "status";
   } catch (e) {

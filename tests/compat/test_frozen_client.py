@@ -114,7 +114,15 @@ class FrozenClientTest(unittest.TestCase):
         self.assertTrue(removed.applied and removed.removed)
         self.assertEqual(c.Count(CountRequest(board=b)), 2)
         info = c.GetServerInfo(GetServerInfoRequest())
-        self.assertEqual(info.idl_version, IDL_VERSION)
+        self.assert_serves(info.idl_version)
+
+    def assert_serves(self, version):
+        """rankd serves a contract this 1.0 client can use: major 1, minor
+        at least the frozen copy's."""
+        major, minor = (int(x) for x in version.split("."))
+        frozen_major, frozen_minor = (int(x) for x in IDL_VERSION.split("."))
+        self.assertEqual(major, frozen_major, version)
+        self.assertGreaterEqual(minor, frozen_minor, version)
 
     def test_node_client(self):
         """Node, on the npm thrift package of examples/node's lock file."""
@@ -140,9 +148,11 @@ class FrozenClientTest(unittest.TestCase):
         out = subprocess.run(["node", "frozen_client.js", str(self.port)],
                              cwd=node, check=True, capture_output=True,
                              text=True, timeout=60).stdout
-        self.assertEqual(json.loads(out),
+        got = json.loads(out)
+        self.assertEqual(got,
                          {"score": 7, "applied": [True, False], "rank": 1,
-                          "top": ["n1"], "idl_version": IDL_VERSION})
+                          "top": ["n1"], "idl_version": got["idl_version"]})
+        self.assert_serves(got["idl_version"])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,912 @@
+/* store_admin.c -- board administration and export (see store.h): the
+ * registry of boards (ListBoards), the walk over one board's keys
+ * (GetBoardInfo, DeleteBoard, ResetBoard) and Export's pages.
+ *
+ * A board's keys have no index; they are found by SCAN with a MATCH
+ * pattern (the board's name glob-escaped) on each node that can hold them,
+ * RANK_ADMIN_SCAN_COUNT keys a call, so Redis is never held up for long,
+ * whatever the size of the keyspace. A pattern is only a filter: every key
+ * found is checked again here against the board's exact prefixes, so no
+ * key of another board (one whose name the pattern also matches, "a*" for
+ * "a*") is ever touched. A board's own keys sit under its tag,
+ * "rk:{board}:", and its shards' under "rk:s:{board/i}:"; the shards to
+ * look at are those of the options in force and of the stored layout,
+ * whichever are more.
+ *
+ * Removal is UNLINK, at most RANK_ADMIN_UNLINK_MAX keys of one hash tag a
+ * command (a Redis Cluster command may not span slots): Redis frees a large
+ * value in a background thread, so a 50-million-member sorted set costs
+ * the main thread no more than a small one.
+ *
+ * Export is ZSCAN over the period's sorted set, shard after shard: each
+ * sorted-set member is the order key, which holds the subscores and the
+ * time, and its score the score; one HMGET adds the members' data.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "orderkey.h"
+#include "store_private.h"
+
+/* ---- ListBoards ---- */
+
+typedef struct
+{
+  RankStoreNamesFunc func;
+  gpointer data;
+} ListTask;
+
+static void
+boards_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  ListTask *task = data;
+  g_autoptr (GError) bad = NULL;
+  g_autoptr (GPtrArray) names = g_ptr_array_new ();
+
+  if (error == NULL && reply->type != RANK_REPLY_ARRAY)
+    error = bad = store_unexpected (reply, "ZRANGE of the boards");
+  for (gsize i = 0; error == NULL && i < reply->elements; i++)
+    {
+      const RankReply *name = rank_reply_string_at (reply, i);
+
+      if (name == NULL)
+        error = bad = store_unexpected (reply, "ZRANGE of the boards");
+      else
+        g_ptr_array_add (names, name->str);
+    }
+  task->func ((const char *const *) names->pdata, error ? 0 : names->len, error,
+              task->data);
+  g_free (task);
+}
+
+void
+rank_store_list_boards (RankStore *store, const char *after, guint limit,
+                        RankStoreNamesFunc func, gpointer data)
+{
+  ListTask *task = g_new0 (ListTask, 1);
+  g_autofree char *from
+      = *after == '\0' ? g_strdup ("-") : g_strconcat ("(", after, NULL);
+  RankCommand cmd;
+
+  task->func = func;
+  task->data = data;
+  rank_command_init (&cmd, "ZRANGE");
+  rank_command_add_str (&cmd, RANK_BOARDS_KEY);
+  rank_command_add_str (&cmd, from);
+  rank_command_add_str (&cmd, "+");
+  rank_command_add_str (&cmd, "BYLEX");
+  rank_command_add_str (&cmd, "LIMIT");
+  rank_command_add_str (&cmd, "0");
+  rank_command_add_int (&cmd, limit);
+  rank_backend_send (store->backend, 0, &cmd, 0, boards_read, task);
+}
+
+/* ---- a board's keys ---- */
+
+typedef enum
+{
+  KEY_OTHER,    /* not the board's */
+  KEY_ENTRIES,  /* scores, times, data, dense counts: of any period */
+  KEY_LAYOUT,   /* the stored layout */
+  KEY_REQUESTS, /* request-id records of updates */
+  KEY_ADMIN,    /* request-id records of DeleteBoard, ResetBoard */
+} KeyKind;
+
+static gboolean
+take_prefix (const char **p, const char *end, const char *prefix, gsize len)
+{
+  if ((gsize) (end - *p) < len || memcmp (*p, prefix, len) != 0)
+    return FALSE;
+  *p += len;
+  return TRUE;
+}
+
+#define ORDINARY_TAG RANK_KEY_PREFIX ":{"
+#define SHARD_TAG RANK_SHARD_KEY_PREFIX ":{"
+
+/* What key is to board; *rest: what follows its tag ("z", "p:2026-11:z"). */
+static KeyKind
+classify_key (const char *board, const char *key, gsize len, const char **rest,
+              gsize *rest_len)
+{
+  const char *p = key, *end = key + len;
+  gboolean shard = FALSE;
+
+  if (take_prefix (&p, end, SHARD_TAG, strlen (SHARD_TAG)))
+    shard = TRUE;
+  else if (!take_prefix (&p, end, ORDINARY_TAG, strlen (ORDINARY_TAG)))
+    return KEY_OTHER;
+  if (!take_prefix (&p, end, board, strlen (board)))
+    return KEY_OTHER;
+  if (shard)
+    {
+      guint index = 0, digits = 0;
+
+      if (!take_prefix (&p, end, "/", 1))
+        return KEY_OTHER;
+      while (p < end && g_ascii_isdigit (*p) && digits < 3)
+        index = index * 10 + (guint) (*p++ - '0'), digits++;
+      if (digits == 0 || index >= RANK_SHARDS_MAX)
+        return KEY_OTHER;
+    }
+  if (!take_prefix (&p, end, "}:", 2))
+    return KEY_OTHER;
+  *rest = p;
+  *rest_len = (gsize) (end - p);
+  if (*rest_len == 1 && *p == RANK_KEY_SUFFIX_REQUEST[0])
+    return KEY_REQUESTS;
+  if (*rest_len >= 2 && p[0] == RANK_KEY_SUFFIX_REQUEST[0] && p[1] == ':')
+    return KEY_REQUESTS;
+  if (!shard && *rest_len == 1 && *p == RANK_KEY_SUFFIX_LAYOUT[0])
+    return KEY_LAYOUT;
+  if (!shard && *rest_len >= 2 && p[0] == RANK_KEY_SUFFIX_ADMIN[0]
+      && p[1] == ':')
+    return KEY_ADMIN;
+  return KEY_ENTRIES;
+}
+
+/* The period label of an entries key's rest ("p:LABEL:z"), or NULL. */
+static char *
+period_of (const char *rest, gsize len)
+{
+  const char *end = rest + len, *last;
+
+  if (len < 4 || rest[0] != 'p' || rest[1] != ':')
+    return NULL;
+  last = end - 1;
+  while (last > rest + 2 && *last != ':')
+    last--;
+  if (last <= rest + 2)
+    return NULL;
+  return g_strndup (rest + 2, (gsize) (last - rest - 2));
+}
+
+/* Newest first: labels of one board sort as their periods do, but for
+ * custom periods ("n<index>"), whose indexes are compared as numbers. */
+static gint
+period_compare (gconstpointer a, gconstpointer b)
+{
+  const char *x = *(const char *const *) a, *y = *(const char *const *) b;
+
+  if (x[0] == 'n' && y[0] == 'n')
+    {
+      gint64 i = g_ascii_strtoll (x + 1, NULL, 10);
+      gint64 j = g_ascii_strtoll (y + 1, NULL, 10);
+
+      return i < j ? 1 : i > j ? -1 : 0;
+    }
+  return -strcmp (x, y);
+}
+
+/* A MATCH pattern for text as it is. */
+static void
+glob_escape (GString *out, const char *text)
+{
+  for (const char *p = text; *p != '\0'; p++)
+    {
+      if (strchr ("*?[]\\", *p) != NULL)
+        g_string_append_c (out, '\\');
+      g_string_append_c (out, *p);
+    }
+}
+
+/* The tag part of a key (up to and with "}:"): keys that share it may go
+ * in one command. */
+static gsize
+tag_len (const char *key, gsize len)
+{
+  const char *close = memchr (key, '}', len);
+
+  return close != NULL ? (gsize) (close - key) + 1 : len;
+}
+
+/* ---- the walk: GetBoardInfo, DeleteBoard, ResetBoard ---- */
+
+typedef enum
+{
+  WALK_STATS,
+  WALK_DELETE,
+  WALK_RESET,
+} WalkKind;
+
+/* SCAN on one node, for keys under one pattern. */
+typedef struct
+{
+  guint node;
+  char *route; /* a key that routes SCAN there (Redis Cluster) */
+  char *pattern;
+} WalkGroup;
+
+typedef struct
+{
+  RankStore *store;
+  const RankContext *ctx;
+  WalkKind kind;
+  WalkGroup groups[1 + RANK_SHARDS_MAX];
+  guint n_groups, group;
+  char *cursor;  /* SCAN's, in groups[group] */
+  guint pending; /* replies still to come of this round */
+  GError *error;
+  GHashTable *seen;    /* stats: keys counted */
+  GHashTable *periods; /* stats: labels */
+  RankBoardStats stats;
+  char *stored_layout;
+  gint64 removed;
+  char *admin_key; /* DeleteBoard, ResetBoard: the request id's record */
+  gboolean repeated;
+  RankStoreStatsFunc stats_func;
+  RankStoreClearFunc clear_func;
+  gpointer data;
+} Walk;
+
+static const char *
+walk_name (WalkKind kind)
+{
+  return kind == WALK_DELETE ? "delete" : "reset";
+}
+
+static void
+walk_free (Walk *w)
+{
+  for (guint i = 0; i < w->n_groups; i++)
+    {
+      g_free (w->groups[i].route);
+      g_free (w->groups[i].pattern);
+    }
+  g_free (w->cursor);
+  g_clear_error (&w->error);
+  if (w->seen != NULL)
+    g_hash_table_unref (w->seen);
+  if (w->periods != NULL)
+    g_hash_table_unref (w->periods);
+  if (w->stats.periods != NULL)
+    g_ptr_array_unref (w->stats.periods);
+  g_free (w->stored_layout);
+  g_free (w->admin_key);
+  g_free (w);
+}
+
+static void
+walk_fail (Walk *w, GError *error)
+{
+  if (w->error == NULL)
+    w->error = error;
+  else
+    g_error_free (error);
+}
+
+static void walk_scan (Walk *w);
+static void walk_finish (Walk *w);
+
+/* The shards the board's keys may be under: as the options in force say,
+ * or the stored layout, whichever has more. */
+static guint
+walk_shards (const Walk *w)
+{
+  guint shards = w->ctx->options->shards;
+  const char *s
+      = w->stored_layout != NULL ? strstr (w->stored_layout, " shards=") : NULL;
+
+  if (s != NULL)
+    shards = MAX (shards, (guint) g_ascii_strtoull (s + 8, NULL, 10));
+  return MIN (shards, RANK_SHARDS_MAX);
+}
+
+static void
+walk_add_group (Walk *w, guint node, const char *route, GString *pattern)
+{
+  WalkGroup *g = &w->groups[w->n_groups++];
+
+  g->node = node;
+  g->route = g_strdup (route);
+  g->pattern = g_strdup (pattern->str);
+}
+
+/* The board's own tag on node 0; its shards' on each node that holds one:
+ * every shard of a node at once (one pattern), or on a Redis Cluster,
+ * where a node is a slot's master, shard by shard. */
+static void
+walk_plan (Walk *w)
+{
+  const char *board = w->ctx->board;
+  g_autoptr (GString) pattern = g_string_new (ORDINARY_TAG);
+  char route[RANK_STORE_KEY_MAX];
+  guint shards = walk_shards (w);
+  gboolean by_shard = w->store->nodes >= RANK_SHARDS_MAX;
+
+  glob_escape (pattern, board);
+  g_string_append (pattern, "}:*");
+  store_board_key (route, board, RANK_KEY_SUFFIX_LAYOUT);
+  walk_add_group (w, 0, route, pattern);
+  for (guint i = 0; i < shards && (by_shard || i < w->store->nodes); i++)
+    {
+      g_string_assign (pattern, SHARD_TAG);
+      glob_escape (pattern, board);
+      if (by_shard)
+        g_string_append_printf (pattern, "/%u}:*", i);
+      else
+        g_string_append (pattern, "/*}:*");
+      g_snprintf (route, sizeof route, SHARD_TAG "%s/%u}:z", board, i);
+      walk_add_group (w, store_node_of (w->store, i), route, pattern);
+    }
+  w->cursor = g_strdup ("0");
+}
+
+/* One reply of this round is in: the next SCAN once they all are. */
+static void
+walk_round_done (Walk *w)
+{
+  g_assert (w->pending > 0);
+  if (--w->pending > 0)
+    return;
+  if (w->error != NULL)
+    {
+      walk_finish (w);
+      return;
+    }
+  if (strcmp (w->cursor, "0") == 0 && ++w->group == w->n_groups)
+    {
+      walk_finish (w);
+      return;
+    }
+  walk_scan (w);
+}
+
+static void
+memory_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  Walk *w = data;
+
+  if (error != NULL)
+    walk_fail (w, g_error_copy (error));
+  else if (reply->type == RANK_REPLY_INTEGER)
+    w->stats.memory_bytes += reply->integer;
+  /* NIL: the key went meanwhile. */
+  walk_round_done (w);
+}
+
+static void
+unlink_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  Walk *w = data;
+
+  if (error != NULL)
+    walk_fail (w, g_error_copy (error));
+  else if (reply->type == RANK_REPLY_INTEGER)
+    w->removed += reply->integer;
+  else
+    walk_fail (w, store_unexpected (reply, "UNLINK"));
+  walk_round_done (w);
+}
+
+static void
+walk_count (Walk *w, const RankReply *key, const char *rest, gsize rest_len)
+{
+  char *label;
+  RankCommand cmd;
+
+  if (!g_hash_table_add (w->seen, g_strndup (key->str, key->len)))
+    return; /* SCAN may give a key twice */
+  w->stats.keys++;
+  label = period_of (rest, rest_len);
+  if (label != NULL)
+    g_hash_table_add (w->periods, label);
+  rank_command_init (&cmd, "MEMORY");
+  rank_command_add_str (&cmd, "USAGE");
+  rank_command_add (&cmd, key->str, key->len);
+  rank_command_route (&cmd, key->str, key->len);
+  w->pending++;
+  rank_backend_send (w->store->backend, w->groups[w->group].node, &cmd, 0,
+                     memory_read, w);
+}
+
+static gint
+key_compare (gconstpointer a, gconstpointer b)
+{
+  const RankReply *x = *(const RankReply *const *) a;
+  const RankReply *y = *(const RankReply *const *) b;
+  int c = memcmp (x->str, y->str, MIN (x->len, y->len));
+
+  return c != 0 ? c : x->len < y->len ? -1 : x->len > y->len;
+}
+
+/* UNLINKs doomed, sorted, in runs of one tag. */
+static void
+walk_unlink (Walk *w, GPtrArray *doomed)
+{
+  guint i = 0;
+
+  g_ptr_array_sort (doomed, key_compare);
+  while (i < doomed->len)
+    {
+      const RankReply *first = doomed->pdata[i];
+      gsize tag = tag_len (first->str, first->len);
+      RankCommand cmd;
+      guint n = 0;
+
+      rank_command_init (&cmd, "UNLINK");
+      while (i < doomed->len && n < RANK_ADMIN_UNLINK_MAX)
+        {
+          const RankReply *k = doomed->pdata[i];
+
+          if (tag_len (k->str, k->len) != tag
+              || memcmp (k->str, first->str, tag) != 0)
+            break;
+          rank_command_add (&cmd, k->str, k->len);
+          i++, n++;
+        }
+      w->pending++;
+      rank_backend_send (w->store->backend, w->groups[w->group].node, &cmd, 0,
+                         unlink_read, w);
+    }
+}
+
+static gboolean
+walk_removes (WalkKind kind, KeyKind key)
+{
+  if (kind == WALK_RESET)
+    return key == KEY_ENTRIES;
+  return key == KEY_ENTRIES || key == KEY_LAYOUT || key == KEY_REQUESTS;
+}
+
+static void
+scan_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  Walk *w = data;
+  const RankReply *cursor, *keys;
+  g_autoptr (GPtrArray) doomed = g_ptr_array_new ();
+
+  /* The round's own reply counts as one of it. */
+  w->pending = 1;
+  if (error != NULL)
+    {
+      walk_fail (w, g_error_copy (error));
+      walk_round_done (w);
+      return;
+    }
+  if (reply->type != RANK_REPLY_ARRAY || reply->elements != 2
+      || (cursor = rank_reply_string_at (reply, 0)) == NULL
+      || (keys = reply->element[1])->type != RANK_REPLY_ARRAY)
+    {
+      walk_fail (w, store_unexpected (reply, "SCAN"));
+      walk_round_done (w);
+      return;
+    }
+  g_free (w->cursor);
+  w->cursor = g_strndup (cursor->str, cursor->len);
+  for (gsize i = 0; i < keys->elements; i++)
+    {
+      const RankReply *key = keys->element[i];
+      const char *rest;
+      gsize rest_len;
+      KeyKind kind;
+
+      if (key->type != RANK_REPLY_STRING)
+        continue;
+      kind = classify_key (w->ctx->board, key->str, key->len, &rest, &rest_len);
+      if (kind == KEY_OTHER)
+        continue;
+      if (w->kind == WALK_STATS)
+        walk_count (w, key, rest, rest_len);
+      else if (walk_removes (w->kind, kind))
+        g_ptr_array_add (doomed, (gpointer) key);
+    }
+  if (doomed->len > 0)
+    walk_unlink (w, doomed);
+  walk_round_done (w);
+}
+
+static void
+walk_scan (Walk *w)
+{
+  const WalkGroup *g = &w->groups[w->group];
+  RankCommand cmd;
+
+  rank_command_init (&cmd, "SCAN");
+  rank_command_add_str (&cmd, w->cursor);
+  rank_command_add_str (&cmd, "MATCH");
+  rank_command_add_str (&cmd, g->pattern);
+  rank_command_add_str (&cmd, "COUNT");
+  rank_command_add_int (&cmd, RANK_ADMIN_SCAN_COUNT);
+  rank_command_route (&cmd, g->route, strlen (g->route));
+  rank_backend_send (w->store->backend, g->node, &cmd, 0, scan_read, w);
+}
+
+static void
+walk_deliver (Walk *w)
+{
+  if (w->kind == WALK_STATS)
+    w->stats_func (w->error != NULL ? NULL : &w->stats, w->error, w->data);
+  else
+    w->clear_func (!w->repeated, w->removed, w->error, w->data);
+  walk_free (w);
+}
+
+static void
+admin_done_written (const RankReply *reply, const GError *error, gpointer data)
+{
+  Walk *w = data;
+
+  if (error != NULL)
+    walk_fail (w, g_error_copy (error));
+  walk_deliver (w);
+}
+
+static void
+admin_record (Walk *w, const char *state, RankBackendFunc func)
+{
+  g_autofree char *value = g_strdup_printf ("%s %s %" G_GINT64_FORMAT, state,
+                                            walk_name (w->kind), w->removed);
+  RankCommand cmd;
+
+  rank_command_init (&cmd, "SET");
+  rank_command_add_str (&cmd, w->admin_key);
+  rank_command_add_str (&cmd, value);
+  rank_command_add_str (&cmd, "PX");
+  rank_command_add_int (&cmd, MAX (w->ctx->dedup_window_ms, 1));
+  rank_backend_send (w->store->backend, 0, &cmd, 0, func, w);
+}
+
+static void
+registry_removed (const RankReply *reply, const GError *error, gpointer data)
+{
+  Walk *w = data;
+
+  if (error != NULL)
+    {
+      walk_fail (w, g_error_copy (error));
+      walk_deliver (w);
+      return;
+    }
+  admin_record (w, "done", admin_done_written);
+}
+
+static void
+walk_finish (Walk *w)
+{
+  RankCommand cmd;
+
+  if (w->kind == WALK_STATS || w->error != NULL)
+    {
+      if (w->kind == WALK_STATS && w->error == NULL)
+        {
+          GHashTableIter it;
+          gpointer label;
+
+          w->stats.periods = g_ptr_array_new_with_free_func (g_free);
+          g_hash_table_iter_init (&it, w->periods);
+          while (g_hash_table_iter_next (&it, &label, NULL))
+            g_ptr_array_add (w->stats.periods, g_strdup (label));
+          g_ptr_array_sort (w->stats.periods, period_compare);
+          w->stats.stored_layout = w->stored_layout;
+        }
+      walk_deliver (w);
+      return;
+    }
+  if (w->kind == WALK_RESET)
+    {
+      admin_record (w, "done", admin_done_written);
+      return;
+    }
+  store_forget_layout (w->store, w->ctx->board);
+  rank_command_init (&cmd, "ZREM");
+  rank_command_add_str (&cmd, RANK_BOARDS_KEY);
+  rank_command_add_str (&cmd, w->ctx->board);
+  rank_backend_send (w->store->backend, 0, &cmd, 0, registry_removed, w);
+}
+
+/* The stored layout is read first: it may name more shards. */
+static void
+layout_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  Walk *w = data;
+
+  if (error != NULL)
+    walk_fail (w, g_error_copy (error));
+  else if (reply->type == RANK_REPLY_STRING)
+    w->stored_layout = g_strndup (reply->str, reply->len);
+  else if (reply->type != RANK_REPLY_NIL)
+    walk_fail (w, store_unexpected (reply, "the board's layout descriptor"));
+  if (w->error != NULL)
+    {
+      walk_deliver (w);
+      return;
+    }
+  walk_plan (w);
+  walk_scan (w);
+}
+
+static void
+walk_start (Walk *w)
+{
+  char key[RANK_STORE_KEY_MAX];
+  RankCommand cmd;
+
+  rank_command_init (&cmd, "GET");
+  rank_command_add (
+      &cmd, key, store_board_key (key, w->ctx->board, RANK_KEY_SUFFIX_LAYOUT));
+  rank_backend_send (w->store->backend, 0, &cmd, 0, layout_read, w);
+}
+
+void
+rank_store_board_stats (RankStore *store, const RankContext *ctx,
+                        RankStoreStatsFunc func, gpointer data)
+{
+  Walk *w = g_new0 (Walk, 1);
+
+  w->store = store;
+  w->ctx = ctx;
+  w->kind = WALK_STATS;
+  w->seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  w->periods = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  w->stats_func = func;
+  w->data = data;
+  walk_start (w);
+}
+
+static void
+admin_pending_written (const RankReply *reply, const GError *error,
+                       gpointer data)
+{
+  Walk *w = data;
+
+  if (error != NULL)
+    {
+      walk_fail (w, g_error_copy (error));
+      walk_deliver (w);
+      return;
+    }
+  walk_start (w);
+}
+
+/* The request id's record: none, or "pending OP" (a call that did not
+ * finish: this one goes on with it), or "done OP N". */
+static void
+admin_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  Walk *w = data;
+  g_auto (GStrv) parts = NULL;
+
+  if (error != NULL)
+    {
+      walk_fail (w, g_error_copy (error));
+      walk_deliver (w);
+      return;
+    }
+  if (reply->type == RANK_REPLY_NIL)
+    {
+      admin_record (w, "pending", admin_pending_written);
+      return;
+    }
+  if (reply->type != RANK_REPLY_STRING)
+    {
+      walk_fail (w, store_unexpected (reply, "a DeleteBoard record"));
+      walk_deliver (w);
+      return;
+    }
+  parts = g_strsplit (reply->str, " ", 3);
+  if (g_strv_length (parts) != 3 || strcmp (parts[1], walk_name (w->kind)) != 0)
+    {
+      walk_fail (w, g_error_new (RANK_ERROR, RANK_ERROR_INVALID,
+                                 "request_id: already used on board '%s' by "
+                                 "%s, not %s",
+                                 w->ctx->board,
+                                 g_strv_length (parts) == 3
+                                         && strcmp (parts[1], "reset") == 0
+                                     ? "ResetBoard"
+                                     : "DeleteBoard",
+                                 w->kind == WALK_DELETE ? "DeleteBoard"
+                                                        : "ResetBoard"));
+      walk_deliver (w);
+      return;
+    }
+  if (strcmp (parts[0], "done") == 0)
+    {
+      w->repeated = TRUE;
+      w->removed = g_ascii_strtoll (parts[2], NULL, 10);
+      walk_deliver (w);
+      return;
+    }
+  walk_start (w);
+}
+
+void
+rank_store_clear_board (RankStore *store, const RankContext *ctx,
+                        RankClearKind kind, const char *request_id,
+                        RankStoreClearFunc func, gpointer data)
+{
+  Walk *w = g_new0 (Walk, 1);
+  g_autofree char *digest
+      = g_compute_checksum_for_string (G_CHECKSUM_SHA256, request_id, -1);
+  char key[RANK_STORE_KEY_MAX];
+  g_autofree char *suffix = NULL;
+  RankCommand cmd;
+
+  w->store = store;
+  w->ctx = ctx;
+  w->kind = kind == RANK_CLEAR_DELETE ? WALK_DELETE : WALK_RESET;
+  w->clear_func = func;
+  w->data = data;
+  digest[32] = '\0';
+  suffix = g_strconcat (RANK_KEY_SUFFIX_ADMIN ":", digest, NULL);
+  store_board_key (key, ctx->board, suffix);
+  w->admin_key = g_strdup (key);
+  rank_command_init (&cmd, "GET");
+  rank_command_add_str (&cmd, w->admin_key);
+  rank_backend_send (store->backend, 0, &cmd, 0, admin_read, w);
+}
+
+/* ---- Export ---- */
+
+typedef struct
+{
+  RankStore *store;
+  const RankContext *ctx;
+  RankExportCursor at, next;
+  gboolean last;
+  RankReply *scan; /* ZSCAN's reply, copied */
+  GPtrArray *data; /* HMGET replies, copied, in member order */
+  StoreCountdown countdown;
+  RankStoreExportFunc func;
+  gpointer user_data;
+} ExportTask;
+
+/* Members per HMGET: a command's arguments are bounded. */
+#define EXPORT_HMGET_MAX (RANK_COMMAND_MAX_ARGS - 8)
+
+static void
+export_deliver (ExportTask *task)
+{
+  const RankBoardOptions *o = task->ctx->options;
+  const RankReply *pairs = task->scan != NULL ? task->scan->element[1] : NULL;
+  gsize n = pairs != NULL ? pairs->elements / 2 : 0;
+  g_autofree RankRow *rows = g_new0 (RankRow, MAX (n, 1));
+  GError *error = task->countdown.error;
+  gsize prefix = store_prefix_len (o);
+
+  for (gsize i = 0; error == NULL && i < n; i++)
+    {
+      const RankReply *key = pairs->element[2 * i];
+      const RankReply *score = pairs->element[2 * i + 1];
+      const RankReply *chunk = task->data->pdata[i / EXPORT_HMGET_MAX];
+      const RankReply *value = chunk->element[i % EXPORT_HMGET_MAX];
+      gint64 zscore;
+
+      if (key->type != RANK_REPLY_STRING || key->len <= prefix
+          || score->type != RANK_REPLY_STRING
+          || !rank_orderkey_parse_zscore (score->str, score->len, &zscore))
+        {
+          error = task->countdown.error
+              = store_unexpected (task->scan, "ZSCAN (malformed entry)");
+          break;
+        }
+      /* Parsed as the score of a descending board: back to the stored. */
+      store_row_from_key (o, key->str, key->len, -zscore, &rows[i]);
+      if (value->type == RANK_REPLY_STRING && value->len > 0)
+        {
+          rows[i].data = value->str;
+          rows[i].data_len = value->len;
+        }
+    }
+  task->func (rows, error != NULL ? 0 : n,
+              error != NULL || task->last ? NULL : &task->next, error,
+              task->user_data);
+  g_clear_error (&task->countdown.error);
+  if (task->scan != NULL)
+    rank_reply_free (task->scan);
+  g_ptr_array_unref (task->data);
+  g_free (task);
+}
+
+static void
+export_data_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  StorePart *part = data;
+  ExportTask *task = part->task;
+  const RankReply *pairs = task->scan->element[1];
+  gsize n = pairs->elements / 2;
+  gsize want = MIN (EXPORT_HMGET_MAX, n - part->index * EXPORT_HMGET_MAX);
+  g_autoptr (GError) bad = NULL;
+
+  if (error == NULL
+      && (reply->type != RANK_REPLY_ARRAY || reply->elements != want))
+    error = bad = store_unexpected (reply, "HMGET");
+  if (error == NULL)
+    task->data->pdata[part->index] = rank_reply_copy (reply);
+  g_free (part);
+  if (store_countdown_done (&task->countdown, error))
+    export_deliver (task);
+}
+
+static void
+export_scan_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  ExportTask *task = data;
+  const RankReply *cursor;
+  gsize n, chunks;
+  guint64 next;
+
+  if (error == NULL
+      && (reply->type != RANK_REPLY_ARRAY || reply->elements != 2
+          || (cursor = rank_reply_string_at (reply, 0)) == NULL
+          || reply->element[1]->type != RANK_REPLY_ARRAY
+          || reply->element[1]->elements % 2 != 0
+          || !g_ascii_string_to_unsigned (cursor->str, 10, 0, G_MAXUINT64,
+                                          &next, NULL)))
+    task->countdown.error = store_unexpected (reply, "ZSCAN");
+  else if (error != NULL)
+    task->countdown.error = g_error_copy (error);
+  if (task->countdown.error != NULL)
+    {
+      export_deliver (task);
+      return;
+    }
+  if (next != 0)
+    task->next = (RankExportCursor){ task->at.shard, next };
+  else if (task->at.shard + 1 < task->ctx->options->shards)
+    task->next = (RankExportCursor){ task->at.shard + 1, 0 };
+  else
+    task->last = TRUE;
+  task->scan = rank_reply_copy (reply);
+  n = reply->element[1]->elements / 2;
+  chunks = (n + EXPORT_HMGET_MAX - 1) / EXPORT_HMGET_MAX;
+  g_ptr_array_set_size (task->data, (guint) chunks);
+  task->countdown.pending = 1;
+  for (gsize c = 0; c < chunks; c++)
+    {
+      const RankReply *pairs = task->scan->element[1];
+      gsize prefix = store_prefix_len (task->ctx->options);
+      StorePart *part = g_new0 (StorePart, 1);
+      RankCommand cmd;
+
+      rank_command_init (&cmd, "HMGET");
+      store_add_key (&cmd, task->ctx, task->at.shard, RANK_KEY_SUFFIX_DATA);
+      for (gsize i = c * EXPORT_HMGET_MAX;
+           i < MIN (n, (c + 1) * EXPORT_HMGET_MAX); i++)
+        {
+          const RankReply *key = pairs->element[2 * i];
+
+          /* A malformed key is reported by export_deliver. */
+          if (key->type == RANK_REPLY_STRING && key->len > prefix)
+            rank_command_add (&cmd, key->str + prefix, key->len - prefix);
+          else
+            rank_command_add_str (&cmd, "");
+        }
+      part->task = task;
+      part->index = (guint) c;
+      task->countdown.pending++;
+      rank_backend_send (task->store->backend,
+                         store_node_of (task->store, task->at.shard), &cmd, 0,
+                         export_data_read, part);
+    }
+  if (store_countdown_done (&task->countdown, NULL))
+    export_deliver (task);
+}
+
+void
+rank_store_export (RankStore *store, const RankContext *ctx,
+                   const RankExportCursor *cursor, guint count,
+                   RankStoreExportFunc func, gpointer data)
+{
+  ExportTask *task = g_new0 (ExportTask, 1);
+  char text[24];
+  RankCommand cmd;
+
+  g_assert (cursor->shard < ctx->options->shards);
+  task->store = store;
+  task->ctx = ctx;
+  task->at = *cursor;
+  task->data
+      = g_ptr_array_new_with_free_func ((GDestroyNotify) rank_reply_free);
+  task->func = func;
+  task->user_data = data;
+  rank_command_init (&cmd, "ZSCAN");
+  store_add_key (&cmd, ctx, cursor->shard, RANK_KEY_SUFFIX_SCORES);
+  g_snprintf (text, sizeof text, "%" G_GUINT64_FORMAT, cursor->cursor);
+  rank_command_add_str (&cmd, text);
+  rank_command_add_str (&cmd, "COUNT");
+  rank_command_add_int (&cmd, count);
+  rank_backend_send (store->backend, store_node_of (store, cursor->shard), &cmd,
+                     0, export_scan_read, task);
+}
