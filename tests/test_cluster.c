@@ -217,7 +217,8 @@ rankd_start (void)
   config = g_build_filename (config_dir, "rankd.conf", NULL);
   g_assert_true (g_file_set_contents (config,
                                       "[board c_sh]\nshards=10\n"
-                                      "[board c_fosh]\nshards=10\n",
+                                      "[board c_fosh]\nshards=10\n"
+                                      "[board c_del]\nshards=10\n",
                                       -1, NULL));
   args[3] = config;
   /* The port is replaced: rankd goes to the cluster, not to one node. */
@@ -500,6 +501,114 @@ test_failover (void)
   g_assert_cmpint (rankd->pid, ==, pid);
 }
 
+/* Every key of a board on every master: its own tag's and its shards'.
+ * With admin, only DeleteBoard's records; else all but them. */
+static guint
+board_keys_everywhere (const char *board, gboolean admin)
+{
+  g_autofree char *own = g_strdup_printf ("rk:{%s}:", board);
+  g_autofree char *shard = g_strdup_printf ("rk:s:{%s/", board);
+  g_autofree char *record = g_strdup_printf ("rk:{%s}:x:", board);
+  guint n = 0;
+
+  for (int i = 0; i < NODES; i++)
+    {
+      redisReply *r;
+
+      if (!node_alive (i))
+        continue;
+      r = node_command (nodes[i]->port, "ROLE");
+      if (strcmp (r->element[0]->str, "master") != 0)
+        {
+          freeReplyObject (r);
+          continue;
+        }
+      freeReplyObject (r);
+      r = node_command (nodes[i]->port, "KEYS *");
+      for (gsize k = 0; k < r->elements; k++)
+        {
+          const char *key = r->element[k]->str;
+
+          if ((g_str_has_prefix (key, own) || g_str_has_prefix (key, shard))
+              && g_str_has_prefix (key, record) == admin)
+            n++;
+        }
+      freeReplyObject (r);
+    }
+  return n;
+}
+
+/* DeleteBoard and Export on a board whose ten shards spread over the
+ * masters: Export pages through every shard, and the delete finds and
+ * removes the keys on every master, and nothing of another board. */
+static void
+test_delete_board (void)
+{
+  rankRankingIf *iface = rank_client_iface (client);
+  g_autoptr (GError) error = NULL;
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  g_autoptr (rankDeleteBoardRequest) request
+      = g_object_new (RANK_TYPE_DELETE_BOARD_REQUEST, "board", "c_del",
+                      "request_id", "c-del-1", NULL);
+  g_autoptr (rankDeleteBoardResponse) response
+      = g_object_new (RANK_TYPE_DELETE_BOARD_RESPONSE, NULL);
+  g_autofree char *cursor = g_strdup ("");
+  GHashTable *exported
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  gint64 c_sh_before = 0, after = -1;
+  guint pages = 0;
+
+  for (int i = 0; i < 60; i++)
+    {
+      g_autofree char *member = g_strdup_printf ("d%02d", i);
+      g_autofree char *rid = g_strdup_printf ("c_del-%d", i);
+      g_auto (Result) r
+          = update_on (client, "c_del", member, i, rid, NO_MODE, NO_TIME);
+
+      assert_ok (&r);
+    }
+  g_assert_true (positional_count (iface, &c_sh_before, "c_sh", 0, &invalid,
+                                   &unavailable, &error));
+  do
+    {
+      g_autoptr (rankExportRequest) req
+          = g_object_new (RANK_TYPE_EXPORT_REQUEST, "board", "c_del", "cursor",
+                          cursor, "count", 7, NULL);
+      g_autoptr (rankExportResponse) page
+          = g_object_new (RANK_TYPE_EXPORT_RESPONSE, NULL);
+
+      g_assert_true (rank_ranking_if_export (iface, &page, req, &invalid,
+                                             &unavailable, &error));
+      for (guint i = 0; i < page->entries->len; i++)
+        g_hash_table_add (
+            exported,
+            g_strdup (((rankExportEntry *) page->entries->pdata[i])->member));
+      g_free (cursor);
+      cursor = page->__isset_next_cursor ? g_strdup (page->next_cursor) : NULL;
+      pages++;
+    }
+  while (cursor != NULL);
+  g_assert_cmpuint (g_hash_table_size (exported), ==, 60);
+  g_assert_cmpuint (pages, >=, 10);
+  g_hash_table_unref (exported);
+
+  g_assert_cmpuint (board_keys_everywhere ("c_del", FALSE), >, 10);
+  g_assert_true (rank_ranking_if_delete_board (iface, &response, request,
+                                               &invalid, &unavailable, &error));
+  g_assert_no_error (error);
+  g_assert_true (response->applied);
+  g_assert_cmpint (response->keys_removed, >, 10);
+  g_assert_cmpuint (board_keys_everywhere ("c_del", FALSE), ==, 0);
+  g_assert_cmpuint (board_keys_everywhere ("c_del", TRUE), ==, 1);
+  g_assert_true (positional_count (iface, &after, "c_del", 0, &invalid,
+                                   &unavailable, &error));
+  g_assert_cmpint (after, ==, 0);
+  g_assert_true (positional_count (iface, &after, "c_sh", 0, &invalid,
+                                   &unavailable, &error));
+  g_assert_cmpint (after, ==, c_sh_before);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -511,6 +620,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster/served", test_served);
   g_test_add_func ("/cluster/moved", test_moved);
   g_test_add_func ("/cluster/ask", test_ask);
+  g_test_add_func ("/cluster/delete-board", test_delete_board);
   g_test_add_func ("/cluster/failover-exactly-once", test_failover);
   status = g_test_run ();
   rank_client_free (client);
