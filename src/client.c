@@ -5,6 +5,12 @@
 
 struct _RankClient
 {
+  /* What it was connected with, for rank_client_connect_again. */
+  char *host;
+  guint16 port;
+  gboolean framed;
+  RankProtocolKind protocol_kind;
+  int timeout_ms;
   RankClientTransport *transport;
   ThriftProtocol *protocol;
   rankRankingClient *client;
@@ -23,12 +29,24 @@ rank_client_connect (const char *host, guint16 port, gboolean framed,
   if (transport == NULL)
     return NULL;
   client = g_new0 (RankClient, 1);
+  client->host = g_strdup (host);
+  client->port = port;
+  client->framed = framed;
+  client->protocol_kind = protocol;
+  client->timeout_ms = timeout_ms;
   client->transport = transport;
   client->protocol = rank_protocol_new (protocol, THRIFT_TRANSPORT (transport));
   client->client = g_object_new (RANK_TYPE_RANKING_CLIENT, "input_protocol",
                                  client->protocol, "output_protocol",
                                  client->protocol, NULL);
   return client;
+}
+
+RankClient *
+rank_client_connect_again (const RankClient *client, GError **error)
+{
+  return rank_client_connect (client->host, client->port, client->framed,
+                              client->protocol_kind, client->timeout_ms, error);
 }
 
 rankRankingIf *
@@ -51,5 +69,6 @@ rank_client_free (RankClient *client)
   g_object_unref (client->client);
   g_object_unref (client->protocol);
   g_object_unref (client->transport);
+  g_free (client->host);
   g_free (client);
 }

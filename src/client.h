@@ -18,6 +18,10 @@ RankClient *rank_client_connect (const char *host, guint16 port,
                                  gboolean framed, RankProtocolKind protocol,
                                  int timeout_ms, GError **error);
 
+/* A new connection to the same rankd, as client's was made. */
+RankClient *rank_client_connect_again (const RankClient *client,
+                                       GError **error);
+
 /* The generated interface: rank_ranking_if_update (iface, ...), etc. */
 rankRankingIf *rank_client_iface (RankClient *client);
 

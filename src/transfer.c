@@ -728,51 +728,171 @@ recv_flight (RankClient *client, GPtrArray *entries, GArray *lines,
   return TRUE;
 }
 
-/* Sends the records listed in todo, RANK_TRANSFER_IN_FLIGHT calls at a
- * time; those answered Unavailable end in retry. */
+/* What the connections of an import share: the totals, and the progress
+ * shown from them. */
+typedef struct
+{
+  GMutex lock;
+  RankImportStats *stats;
+  RankImportProgress progress;
+  gpointer progress_data;
+} Shared;
+
+/* One connection's part of an import: the records whose member hashes to
+ * it, so that one member's records keep the file's order. */
+typedef struct
+{
+  RankClient *client;
+  const char *board;
+  GPtrArray *entries;
+  GArray *lines;
+  const char *digest;
+  GArray *todo;  /* guint: into entries */
+  GArray *retry; /* those answered Unavailable */
+  Shared *shared;
+  GError *error;
+} Lane;
+
+/* Adds what one answer counted to the totals, and shows them. */
+static void
+lane_count (Lane *lane, const RankImportStats *delta)
+{
+  Shared *s = lane->shared;
+
+  g_mutex_lock (&s->lock);
+  s->stats->applied += delta->applied;
+  s->stats->repeated += delta->repeated;
+  s->stats->refused += delta->refused;
+  if (s->progress != NULL)
+    s->progress (s->stats, s->progress_data);
+  g_mutex_unlock (&s->lock);
+}
+
+/* Sends the lane's records, keeping RANK_TRANSFER_IN_FLIGHT calls in
+ * flight: the next call leaves as soon as the oldest is answered, so
+ * rankctl encodes while rankd and Redis work. */
+static gpointer
+lane_run (gpointer data)
+{
+  Lane *lane = data;
+  RankClientTransport *t = rank_client_get_transport (lane->client);
+  Flight flights[RANK_TRANSFER_IN_FLIGHT];
+  guint next = 0, sent = 0, done = 0;
+  GArray *todo = lane->todo;
+  gboolean ok = TRUE;
+
+  while (ok && (done < sent || next < todo->len))
+    {
+      /* Fill the window; the calls of one fill leave in one write. */
+      rank_client_transport_cork (t);
+      for (; ok && sent - done < RANK_TRANSFER_IN_FLIGHT && next < todo->len;
+           sent++)
+        {
+          Flight *f = &flights[sent % RANK_TRANSFER_IN_FLIGHT];
+          guint take = MIN (RANK_TRANSFER_BATCH, todo->len - next);
+
+          f->index = g_array_sized_new (FALSE, FALSE, sizeof (guint), take);
+          g_array_append_vals (f->index, &g_array_index (todo, guint, next),
+                               take);
+          next += take;
+          ok = send_flight (lane->client, lane->board, lane->entries,
+                            lane->digest, f, &lane->error);
+        }
+      ok = rank_client_transport_uncork (t, ok ? &lane->error : NULL) && ok;
+      if (ok && done < sent)
+        {
+          Flight *f = &flights[done % RANK_TRANSFER_IN_FLIGHT];
+          RankImportStats delta = { 0 };
+
+          ok = recv_flight (lane->client, lane->entries, lane->lines, f,
+                            lane->retry, &delta, &lane->error);
+          g_array_unref (f->index);
+          f->index = NULL;
+          done++;
+          if (ok)
+            lane_count (lane, &delta);
+        }
+    }
+  for (; done < sent; done++)
+    g_clear_pointer (&flights[done % RANK_TRANSFER_IN_FLIGHT].index,
+                     g_array_unref);
+  return NULL;
+}
+
+static gint
+index_compare (gconstpointer a, gconstpointer b)
+{
+  guint x = *(const guint *) a, y = *(const guint *) b;
+
+  return x < y ? -1 : x > y;
+}
+
+/* Sends the records listed in todo over RANK_TRANSFER_CONNECTIONS
+ * connections (client's and more like it), one thread each: rankd decodes
+ * one UpdateBatch of a connection at a time, so more connections keep its
+ * workers and Redis busy together. Those answered Unavailable end in
+ * retry, in record order. */
 static gboolean
 send_all (RankClient *client, const char *board, GPtrArray *entries,
           GArray *lines, const char *digest, GArray *todo, GArray *retry,
           RankImportStats *stats, RankImportProgress progress,
           gpointer progress_data, GError **error)
 {
-  RankClientTransport *t = rank_client_get_transport (client);
-  guint next = 0;
+  Shared shared = { .stats = stats,
+                    .progress = progress,
+                    .progress_data = progress_data };
+  Lane lanes[RANK_TRANSFER_CONNECTIONS];
+  GThread *threads[RANK_TRANSFER_CONNECTIONS] = { NULL };
+  guint n = MAX (
+      1, MIN (RANK_TRANSFER_CONNECTIONS, todo->len / RANK_TRANSFER_BATCH));
+  gboolean ok = TRUE;
 
-  while (next < todo->len)
+  g_mutex_init (&shared.lock);
+  for (guint i = 0; i < n; i++)
+    lanes[i] = (Lane){ .client = i == 0 ? client : NULL,
+                       .board = board,
+                       .entries = entries,
+                       .lines = lines,
+                       .digest = digest,
+                       .todo = g_array_new (FALSE, FALSE, sizeof (guint)),
+                       .retry = g_array_new (FALSE, FALSE, sizeof (guint)),
+                       .shared = &shared };
+  for (guint i = 0; i < todo->len; i++)
     {
-      Flight flights[RANK_TRANSFER_IN_FLIGHT];
-      guint n = 0;
-      gboolean ok = TRUE;
+      guint k = g_array_index (todo, guint, i);
+      const RankTransferEntry *e = entries->pdata[k];
 
-      rank_client_transport_cork (t);
-      for (; n < RANK_TRANSFER_IN_FLIGHT && next < todo->len; n++)
-        {
-          guint take = MIN (RANK_TRANSFER_BATCH, todo->len - next);
-
-          flights[n].index
-              = g_array_sized_new (FALSE, FALSE, sizeof (guint), take);
-          g_array_append_vals (flights[n].index,
-                               &g_array_index (todo, guint, next), take);
-          next += take;
-          ok = ok
-               && send_flight (client, board, entries, digest, &flights[n],
-                               error);
-        }
-      ok = rank_client_transport_uncork (t, ok ? error : NULL) && ok;
-      for (guint i = 0; i < n; i++)
-        {
-          ok = ok
-               && recv_flight (client, entries, lines, &flights[i], retry,
-                               stats, error);
-          g_array_unref (flights[i].index);
-        }
-      if (!ok)
-        return FALSE;
-      if (progress != NULL)
-        progress (stats, progress_data);
+      g_array_append_val (lanes[g_str_hash (e->member) % n].todo, k);
     }
-  return TRUE;
+  for (guint i = 1; i < n && ok; i++)
+    {
+      lanes[i].client = rank_client_connect_again (client, error);
+      ok = lanes[i].client != NULL;
+    }
+  for (guint i = 1; i < n && ok; i++)
+    threads[i] = g_thread_new ("import", lane_run, &lanes[i]);
+  if (ok)
+    lane_run (&lanes[0]);
+  for (guint i = 0; i < n; i++)
+    {
+      if (threads[i] != NULL)
+        g_thread_join (threads[i]);
+      if (lanes[i].error != NULL && ok)
+        {
+          g_propagate_error (error, lanes[i].error);
+          lanes[i].error = NULL;
+          ok = FALSE;
+        }
+      g_clear_error (&lanes[i].error);
+      g_array_append_vals (retry, lanes[i].retry->data, lanes[i].retry->len);
+      g_array_unref (lanes[i].retry);
+      g_array_unref (lanes[i].todo);
+      if (i > 0 && lanes[i].client != NULL)
+        rank_client_free (lanes[i].client);
+    }
+  g_array_sort (retry, index_compare);
+  g_mutex_clear (&shared.lock);
+  return ok;
 }
 
 gboolean

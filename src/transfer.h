@@ -33,10 +33,11 @@ typedef enum
 
 #define RANK_TRANSFER_CSV_HEADER "member,score,timestamp_ms,subscores,data"
 
-/* Entries per UpdateBatch call, and calls sent before the first answer is
- * read. */
+/* Entries per UpdateBatch call; connections import uses (rankd decodes
+ * one UpdateBatch of a connection at a time); calls in flight on each. */
 #define RANK_TRANSFER_BATCH 1000
-#define RANK_TRANSFER_IN_FLIGHT 4
+#define RANK_TRANSFER_CONNECTIONS 4
+#define RANK_TRANSFER_IN_FLIGHT 2
 
 typedef struct
 {

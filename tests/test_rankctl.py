@@ -533,6 +533,22 @@ class RankctlTest(unittest.TestCase):
         self.assertEqual(self.json("ranks", "imp", "ok"),
                          [{"member": "ok", "found": False}])
 
+    def test_import_over_several_connections(self):
+        """5,000 records go over 4 connections at once; the records of one
+        member stay in the file's order (its last SET wins)."""
+        lines = ["member,score,timestamp_ms,subscores,data"]
+        for i in range(5000):
+            lines.append(f'"p{i % 1200}",{i},{1000 + i},,')
+        csv = self.write("many.csv", "\n".join(lines) + "\n")
+        self.assertEqual(self.json("import", "many", csv),
+                         {"records": 5000, "applied": 5000, "repeated": 0,
+                          "refused": 0})
+        self.assertEqual(self.json("count", "many"), {"count": 1200})
+        # p7's records: 7, 1207, 2407, 3607, 4807: the last one stays.
+        self.assertEqual(self.json("rank", "many", "p7")["score"], 4807)
+        self.assertEqual(self.json("rank", "many", "p1199")["score"], 4799)
+        self.assertEqual(self.json("import", "many", csv)["repeated"], 5000)
+
 
 if __name__ == "__main__":
     unittest.main()
