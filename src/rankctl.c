@@ -11,6 +11,7 @@
  * JSON is written by hand (json-glib is not a dependency): strings escaped,
  * i64s as plain numbers, exact.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -96,6 +97,22 @@ static const char help_text[]
       "                                nothing twice); --format csv|jsonl "
       "when the\n"
       "                                name does not end in .csv or .jsonl\n"
+      "  export BOARD                  every entry, as import reads them "
+      "(sorted by\n"
+      "                                member: export, import, export gives "
+      "the same\n"
+      "                                bytes); --format csv|jsonl, --output "
+      "FILE\n"
+      "                                (default stdout, csv)\n"
+      "  boards                        the boards that exist: configured "
+      "or written to\n"
+      "  board-info BOARD              options, members, periods, keys, "
+      "memory\n"
+      "  delete-board BOARD --yes      remove every key of the board; "
+      "--request-id ID\n"
+      "  reset-board BOARD --yes       remove its entries, keep its layout "
+      "and request\n"
+      "                                ids; --request-id ID\n"
       "\n"
       "Options (anywhere on the line; --name=value works too; -- ends "
       "them):\n"
@@ -138,6 +155,8 @@ enum
   TAKES_REQUEST_ID = 1 << 3,
   TAKES_UPDATE = 1 << 4, /* --mode, --timestamp-ms, --subscore, --data */
   TAKES_FORMAT = 1 << 5,
+  TAKES_YES = 1 << 6,
+  TAKES_OUTPUT = 1 << 7,
 };
 
 typedef struct
@@ -164,6 +183,8 @@ static const OptionSpec option_specs[] = {
   { "subscore", TAKES_UPDATE, "N" },
   { "data", TAKES_UPDATE, "KEY=VALUE" },
   { "format", TAKES_FORMAT, "csv|jsonl" },
+  { "yes", TAKES_YES, NULL },
+  { "output", TAKES_OUTPUT, "FILE" },
 };
 
 typedef struct _Cli Cli;
@@ -203,6 +224,8 @@ struct _Cli
   gboolean has_data;
   gboolean has_format;
   RankTransferFormat format;
+  gboolean yes;       /* --yes: a command that destroys data may run */
+  const char *output; /* --output FILE */
   RankClient *client; /* connected by rankd() */
 };
 
@@ -406,6 +429,10 @@ apply_option (Cli *cli, const OptionSpec *o, const char *value)
       cli->has_data = TRUE;
       return parse_pair ("--data", value, cli->data);
     }
+  else if (strcmp (name, "yes") == 0)
+    cli->yes = TRUE;
+  else if (strcmp (name, "output") == 0)
+    cli->output = value;
   else if (strcmp (name, "format") == 0)
     {
       cli->has_format = TRUE;
@@ -1327,6 +1354,193 @@ cmd_info (Cli *cli)
   return code;
 }
 
+/* ---- boards ---- */
+
+static int
+cmd_boards (Cli *cli)
+{
+  static const char *const header[] = { "BOARD", "CONFIGURED", "MEMBERS" };
+  static const gboolean numeric[] = { FALSE, FALSE, TRUE };
+  g_autoptr (GPtrArray) cells = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GString) json = g_string_new ("{\"boards\":[");
+  g_autofree char *after = g_strdup ("");
+  rankRankingIf *iface;
+  guint n = 0;
+
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  while (after != NULL)
+    {
+      g_autoptr (rankListBoardsRequest) req
+          = g_object_new (RANK_TYPE_LIST_BOARDS_REQUEST, "after", after,
+                          "limit", RANK_LIST_BOARDS_MAX, NULL);
+      g_autoptr (rankListBoardsResponse) page
+          = g_object_new (RANK_TYPE_LIST_BOARDS_RESPONSE, NULL);
+      Call call = { 0 };
+      gboolean ok = rank_ranking_if_list_boards (
+          iface, &page, req, &call.invalid, &call.unavailable, &call.error);
+      int code = call_outcome (cli, ok, &call);
+
+      if (code != EXIT_OK)
+        return code;
+      for (guint i = 0; i < page->boards->len; i++, n++)
+        {
+          const rankBoardSummary *b = page->boards->pdata[i];
+
+          g_ptr_array_add (cells, cell (b->board));
+          g_ptr_array_add (cells, g_strdup (b->configured ? "yes" : "no"));
+          g_ptr_array_add (cells, cell_i64 (b->members));
+          g_string_append (json, n ? ",{\"board\":" : "{\"board\":");
+          rank_json_string (json, b->board, RANK_JSON_PLAIN);
+          g_string_append_printf (
+              json, ",\"configured\":%s,\"members\":%" G_GINT64_FORMAT "}",
+              b->configured ? "true" : "false", b->members);
+        }
+      g_free (after);
+      after = page->__isset_next_after ? g_strdup (page->next_after) : NULL;
+    }
+  if (cli->json)
+    printf ("%s]}\n", json->str);
+  else
+    print_table (header, numeric, 3, cells);
+  return EXIT_OK;
+}
+
+/* A map's entries as "key=value" (table) and a JSON object, keys in
+ * order. */
+static void
+record_add_map (Record *r, const char *name, GHashTable *map)
+{
+  g_autoptr (GString) json = g_string_new (NULL);
+
+  rank_json_map (json, map, RANK_JSON_PLAIN);
+  record_add (r, name, g_strdup (json->str), cell_data (map));
+}
+
+static int
+cmd_board_info (Cli *cli)
+{
+  g_autoptr (rankGetBoardInfoRequest) req = g_object_new (
+      RANK_TYPE_GET_BOARD_INFO_REQUEST, "board", arg (cli, 0), NULL);
+  g_autoptr (rankBoardInfo) info = g_object_new (RANK_TYPE_BOARD_INFO, NULL);
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gboolean ok;
+  int code;
+
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  ok = rank_ranking_if_get_board_info (iface, &info, req, &call.invalid,
+                                       &call.unavailable, &call.error);
+  code = call_outcome (cli, ok, &call);
+  if (code == EXIT_OK)
+    {
+      Record r = record_new ();
+      g_autoptr (GString) periods = g_string_new ("[");
+      g_autoptr (GString) periods_text = g_string_new (NULL);
+
+      for (guint i = 0; i < info->periods->len; i++)
+        {
+          g_autofree char *p = cell (info->periods->pdata[i]);
+
+          if (i > 0)
+            g_string_append_c (periods, ',');
+          rank_json_string (periods, info->periods->pdata[i], RANK_JSON_PLAIN);
+          g_string_append_printf (periods_text, "%s%s", i ? " " : "", p);
+        }
+      g_string_append_c (periods, ']');
+      record_add (&r, "board", json_quoted (info->board), cell (info->board));
+      record_add (&r, "configured",
+                  g_strdup (info->configured ? "true" : "false"),
+                  g_strdup (info->configured ? "yes" : "no"));
+      record_add_map (&r, "options", info->options);
+      record_add (&r, "members", cell_i64 (info->members),
+                  cell_i64 (info->members));
+      record_add (&r, "periods", g_strdup (periods->str),
+                  g_strdup (periods_text->str));
+      record_add (&r, "keys", cell_i64 (info->keys), cell_i64 (info->keys));
+      record_add (&r, "memory_bytes", cell_i64 (info->memory_bytes),
+                  cell_i64 (info->memory_bytes));
+      if (info->__isset_stored_layout)
+        record_add (&r, "stored_layout", json_quoted (info->stored_layout),
+                    cell (info->stored_layout));
+      record_print_free (&r, cli->json);
+    }
+  return code;
+}
+
+/* DeleteBoard (reset: ResetBoard); only with --yes. */
+static int
+clear_board (Cli *cli, gboolean reset)
+{
+  const char *name = reset ? "reset-board" : "delete-board";
+  g_autofree char *rid = NULL;
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gboolean ok, applied = FALSE;
+  gint64 removed = 0;
+  int code;
+
+  if (!cli->yes)
+    return fail (EXIT_INVALID,
+                 "%s removes %s of board '%s' for good: add --yes to do it",
+                 name, reset ? "every entry" : "every key", arg (cli, 0));
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  rid = request_id (cli);
+  if (reset)
+    {
+      g_autoptr (rankResetBoardRequest) req
+          = g_object_new (RANK_TYPE_RESET_BOARD_REQUEST, "board", arg (cli, 0),
+                          "request_id", rid, NULL);
+      g_autoptr (rankResetBoardResponse) resp
+          = g_object_new (RANK_TYPE_RESET_BOARD_RESPONSE, NULL);
+
+      ok = rank_ranking_if_reset_board (iface, &resp, req, &call.invalid,
+                                        &call.unavailable, &call.error);
+      applied = resp->applied, removed = resp->keys_removed;
+    }
+  else
+    {
+      g_autoptr (rankDeleteBoardRequest) req
+          = g_object_new (RANK_TYPE_DELETE_BOARD_REQUEST, "board", arg (cli, 0),
+                          "request_id", rid, NULL);
+      g_autoptr (rankDeleteBoardResponse) resp
+          = g_object_new (RANK_TYPE_DELETE_BOARD_RESPONSE, NULL);
+
+      ok = rank_ranking_if_delete_board (iface, &resp, req, &call.invalid,
+                                         &call.unavailable, &call.error);
+      applied = resp->applied, removed = resp->keys_removed;
+    }
+  code = call_outcome (cli, ok, &call);
+  if (code == EXIT_OK)
+    {
+      Record r = record_new ();
+
+      record_add (&r, "applied", g_strdup (applied ? "true" : "false"),
+                  g_strdup (applied ? "yes"
+                                    : "no (a retry: done before, nothing "
+                                      "changed)"));
+      record_add (&r, "keys_removed", cell_i64 (removed), cell_i64 (removed));
+      record_add (&r, "request_id", json_quoted (rid), cell (rid));
+      record_print_free (&r, cli->json);
+    }
+  retry_hint (cli, code, rid);
+  return code;
+}
+
+static int
+cmd_delete_board (Cli *cli)
+{
+  return clear_board (cli, FALSE);
+}
+
+static int
+cmd_reset_board (Cli *cli)
+{
+  return clear_board (cli, TRUE);
+}
+
 /* A GError of transfer.h as an exit code, printed. */
 static int
 transfer_failed (const GError *error)
@@ -1401,6 +1615,84 @@ cmd_import (Cli *cli)
   return stats.refused > 0 ? EXIT_INVALID : EXIT_OK;
 }
 
+/* On a terminal: how many entries the export has read. */
+static void
+export_progress (const RankExportStats *s, gpointer data)
+{
+  fprintf (stderr,
+           "\r%" G_GUINT64_FORMAT " entries read, %" G_GUINT64_FORMAT " pages ",
+           s->read, s->pages);
+  fflush (stderr);
+}
+
+static int
+cmd_export (Cli *cli)
+{
+  g_autoptr (GError) error = NULL;
+  RankTransferFormat format = RANK_TRANSFER_CSV;
+  RankExportStats stats;
+  gboolean tty = isatty (STDERR_FILENO);
+  FILE *out = stdout;
+  gboolean ok;
+
+  if (cli->has_format)
+    format = cli->format;
+  else if (cli->output != NULL)
+    rank_transfer_format_of_path (cli->output, &format);
+  if (rankd (cli) == NULL)
+    return EXIT_UNAVAILABLE;
+  /* The file is written only once every page is in: a failed export
+   * leaves no half file. */
+  if (cli->output != NULL)
+    {
+      g_autofree char *tmp = g_strconcat (cli->output, ".part", NULL);
+
+      out = fopen (tmp, "wb");
+      if (out == NULL)
+        return fail (EXIT_INVALID, "--output: cannot write %s: %s", tmp,
+                     g_strerror (errno));
+      ok = rank_transfer_export (cli->client, arg (cli, 0), cli->periods_back,
+                                 format, out, tty ? export_progress : NULL,
+                                 NULL, &stats, &error);
+      if (fclose (out) != 0 && ok)
+        {
+          g_set_error (&error, G_FILE_ERROR, g_file_error_from_errno (errno),
+                       "cannot write %s: %s", tmp, g_strerror (errno));
+          ok = FALSE;
+        }
+      if (ok && rename (tmp, cli->output) != 0)
+        {
+          g_set_error (&error, G_FILE_ERROR, g_file_error_from_errno (errno),
+                       "cannot rename %s to %s: %s", tmp, cli->output,
+                       g_strerror (errno));
+          ok = FALSE;
+        }
+      if (!ok)
+        remove (tmp);
+    }
+  else
+    ok = rank_transfer_export (cli->client, arg (cli, 0), cli->periods_back,
+                               format, out, tty ? export_progress : NULL, NULL,
+                               &stats, &error);
+  if (tty)
+    fputc ('\n', stderr);
+  if (!ok)
+    return transfer_failed (error);
+  if (cli->output != NULL)
+    {
+      if (cli->json)
+        printf ("{\"entries\":%" G_GUINT64_FORMAT ",\"read\":%" G_GUINT64_FORMAT
+                ",\"pages\":%" G_GUINT64_FORMAT "}\n",
+                stats.entries, stats.read, stats.pages);
+      else
+        printf ("%" G_GUINT64_FORMAT
+                " entries written to %s (%" G_GUINT64_FORMAT
+                " read in %" G_GUINT64_FORMAT " pages)\n",
+                stats.entries, cli->output, stats.read, stats.pages);
+    }
+  return EXIT_OK;
+}
+
 static const CommandSpec command_specs[] = {
   { "update", "BOARD MEMBER VALUE", 3, 3, TAKES_UPDATE | TAKES_REQUEST_ID,
     cmd_update },
@@ -1422,6 +1714,14 @@ static const CommandSpec command_specs[] = {
   { "get-data", "BOARD MEMBER", 2, 2, TAKES_PERIODS_BACK, cmd_get_data },
   { "info", "", 0, 0, 0, cmd_info },
   { "import", "BOARD FILE", 2, 2, TAKES_FORMAT, cmd_import },
+  { "export", "BOARD", 1, 1, TAKES_FORMAT | TAKES_OUTPUT | TAKES_PERIODS_BACK,
+    cmd_export },
+  { "boards", "", 0, 0, 0, cmd_boards },
+  { "board-info", "BOARD", 1, 1, 0, cmd_board_info },
+  { "delete-board", "BOARD", 1, 1, TAKES_REQUEST_ID | TAKES_YES,
+    cmd_delete_board },
+  { "reset-board", "BOARD", 1, 1, TAKES_REQUEST_ID | TAKES_YES,
+    cmd_reset_board },
 };
 
 /* ---- the command line ---- */

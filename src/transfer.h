@@ -1,14 +1,20 @@
-/* transfer.h -- a file of entries into a board: rankctl import.
+/* transfer.h -- a board's entries to a file and back: rankctl export and
+ * import.
  *
  * Each entry carries what reproduces a member's place: member, score, the
  * time it reached the score (the tie-break), subscores and data. Written
  * sorted by member id, bytewise (rank_transfer_format_entry), a set of
  * entries has one byte form.
  *
+ * Export reads a board with Export, a page at a time while it keeps taking
+ * updates, keeps each member's latest entry (one updated meanwhile can come
+ * twice) and writes them so.
+ *
  * Import sends such a file with UpdateBatch, 1000 entries a call, each a SET
  * of the score at the exported time, with a request id made of the file's
  * SHA-256 and the entry's number: an import stopped half-way and run again
- * applies every entry once.
+ * applies every entry once. Exported, imported into an empty board and
+ * exported again, a board gives the same bytes.
  *
  * Formats (one header line in CSV; none in JSON Lines):
  *   csv    member,score,timestamp_ms,subscores,data
@@ -49,6 +55,8 @@ typedef struct
 } RankTransferEntry;
 
 void rank_transfer_entry_clear (RankTransferEntry *e);
+/* Clears e and frees it. */
+void rank_transfer_entry_free (RankTransferEntry *e);
 
 /* "csv" or "jsonl". */
 gboolean rank_transfer_format_parse (const char *text, RankTransferFormat *out);
@@ -101,6 +109,43 @@ gboolean rank_transfer_import (RankClient *client, const char *board,
                                const char *path, RankTransferFormat format,
                                RankImportProgress progress,
                                gpointer progress_data, RankImportStats *stats,
+                               GError **error);
+
+/* ---- export ---- */
+
+/* Entries per Export call. */
+#define RANK_TRANSFER_EXPORT_PAGE 1000
+
+/* entries: member -> RankTransferEntry (the key is the entry's member).
+ * Keeps e, or the entry already there if that one has the later time (a
+ * member updated during an export can come twice; on equal times the
+ * later seen stays). TRUE if e was kept; else it is freed. */
+gboolean rank_transfer_keep_latest (GHashTable *entries, RankTransferEntry *e);
+
+/* entries (as above) in format, sorted by member bytewise, the CSV header
+ * first: one set of entries has one byte form. */
+void rank_transfer_write (GString *out, RankTransferFormat format,
+                          GHashTable *entries);
+
+typedef struct
+{
+  guint64 pages;
+  guint64 read;       /* entries in the pages */
+  guint64 superseded; /* of a member that came again, later */
+  guint64 entries;    /* written */
+} RankExportStats;
+
+/* Called after each page (progress). */
+typedef void (*RankExportProgress) (const RankExportStats *stats,
+                                    gpointer data);
+
+/* Export: every entry of board (periods_back periods before the current
+ * one), page after page while the board keeps taking updates, written to
+ * out in format once the last page is in. */
+gboolean rank_transfer_export (RankClient *client, const char *board,
+                               gint32 periods_back, RankTransferFormat format,
+                               FILE *out, RankExportProgress progress,
+                               gpointer progress_data, RankExportStats *stats,
                                GError **error);
 
 #endif /* RANK_TRANSFER_H */

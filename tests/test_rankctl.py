@@ -39,6 +39,20 @@ mode=best
 [board daily]
 period=daily
 retention=2
+
+[board rt_sub]
+subscores=asc,desc
+
+[board rt_sub_copy]
+subscores=asc,desc
+
+[board rt_sh]
+shards=4
+
+[board rt_sh_copy]
+shards=4
+
+[board cfg_only]
 """
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
@@ -548,6 +562,140 @@ class RankctlTest(unittest.TestCase):
         self.assertEqual(self.json("rank", "many", "p7")["score"], 4807)
         self.assertEqual(self.json("rank", "many", "p1199")["score"], 4799)
         self.assertEqual(self.json("import", "many", csv)["repeated"], 5000)
+
+
+    # ---- export, and the board commands ----
+
+    def canonical_file(self, fmt, rows):
+        """rows (member, score, time, subscores, data) in export's own form:
+        sorted by member bytewise."""
+        out = ["member,score,timestamp_ms,subscores,data"] if fmt == "csv" \
+            else []
+        for m, score, t, subs, data in sorted(rows,
+                                              key=lambda r: r[0].encode()):
+            if fmt == "csv":
+                d = json.dumps(data, separators=(",", ":"),
+                               ensure_ascii=False, sort_keys=True) \
+                    if data else ""
+                out.append('"%s",%d,%d,%s,%s' % (
+                    m.replace('"', '""'), score, t,
+                    ";".join(str(x) for x in subs),
+                    '"%s"' % d.replace('"', '""') if d else ""))
+            else:
+                e = {"member": m, "score": score, "timestamp_ms": t}
+                if subs:
+                    e["subscores"] = subs
+                if data:
+                    e["data"] = data
+                out.append(json.dumps(e, separators=(",", ":"),
+                                      ensure_ascii=False))
+        return "\n".join(out) + "\n"
+
+    def round_trip(self, source, copy, fmt, rows):
+        # The file is in export's form: exporting what it loaded gives it
+        # back, byte for byte.
+        path = self.write(f"{source}.{fmt}", self.canonical_file(fmt, rows))
+        self.ctl("import", source, path)
+        first = os.path.join(self.dir, f"{source}-1.{fmt}")
+        stats = self.json("export", source, "--output", first)
+        self.assertEqual((stats["entries"], stats["read"]),
+                         (len(rows), len(rows)))
+        self.assertGreater(stats["pages"], 1)
+        with open(path, "rb") as a, open(first, "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        # A live update (rankd's clock) joins; then export, import into an
+        # empty board, export again: the same bytes, the same order.
+        self.ctl("update", source, "live", "7", "--mode", "set",
+                 *(["--subscore", "1", "--subscore", "2"]
+                   if source == "rt_sub" else []))
+        exported, _ = self.ctl("export", source, "--format", fmt)
+        again_path = self.write(f"{copy}.{fmt}", exported)
+        self.ctl("import", copy, again_path)
+        second, _ = self.ctl("export", copy, "--format", fmt)
+        self.assertEqual(second, exported)
+        self.assertEqual(self.json("top", copy, "1000", "--with-data"),
+                         self.json("top", source, "1000", "--with-data"))
+
+    def test_export_import_round_trip(self):
+        rows = [
+            ("a", 10, 1000, [1, -5], {"name": "A"}),
+            ("b", 10, 999, [1, -5], None),          # tie: earlier first
+            ("c", 10, 999, [1, -5], {"k": "é,\"q\""}),  # same time: by id
+            ("d", -(2**53 - 1), 5, [-(2**63), 2**63 - 1], None),
+            ("e\nline", 2**53 - 1, 7289654399999, [0, 0], {"empty": ""}),
+            ("f,\"x\"", 0, 0, [3, 3], None),
+        ]
+        for i in range(2500):  # several Export pages
+            rows.append((f"m{i:05d}", i % 50, 10_000 + i % 7, [i % 3, i % 5],
+                         {"n": str(i)} if i % 11 == 0 else None))
+        self.round_trip("rt_sub", "rt_sub_copy", "csv", rows)
+
+    def test_export_round_trip_sharded_jsonl(self):
+        rows = [(f"s{i}", i % 13, 500 + i % 4, [], {"t": "x"} if i % 2 else
+                 None) for i in range(1800)]
+        self.round_trip("rt_sh", "rt_sh_copy", "jsonl", rows)
+
+    def test_export_refuses(self):
+        _, err = self.ctl("export", "rt_sh", "--periods-back", "1", code=2)
+        self.assertIn("periods_back", err)
+        _, err = self.ctl("export", "a{b", code=2)
+        self.assertIn("board", err)
+        self.ctl("export", "x", port=self.port_down, code=3)
+
+    def test_boards_and_board_info(self):
+        self.ctl("update", "listed_one", "m", "3")
+        boards = {b["board"]: b for b in self.json("boards")["boards"]}
+        self.assertEqual(boards["listed_one"],
+                         {"board": "listed_one", "configured": False,
+                          "members": 1})
+        self.assertEqual(boards["cfg_only"],
+                         {"board": "cfg_only", "configured": True,
+                          "members": 0})
+        table, _ = self.ctl("boards")
+        self.assertRegex(table, r"(?m)^BOARD +CONFIGURED +MEMBERS$")
+        self.assertRegex(table, r"(?m)^listed_one +no +1$")
+        info = self.json("board-info", "listed_one")
+        self.assertEqual((info["board"], info["configured"], info["members"],
+                          info["periods"]),
+                         ("listed_one", False, 1, []))
+        self.assertEqual(info["options"]["shards"], "1")
+        self.assertGreater(info["keys"], 0)
+        self.assertGreater(info["memory_bytes"], 0)
+        self.assertTrue(info["stored_layout"].startswith("rankd-layout "))
+        text, _ = self.ctl("board-info", "listed_one")
+        self.assertRegex(text, r"(?m)^members +1$")
+
+    def test_delete_and_reset_board(self):
+        for m in ("a", "b", "c"):
+            self.ctl("update", "doomed", m, "1")
+        _, err = self.ctl("delete-board", "doomed", code=2)
+        self.assertIn("add --yes", err)
+        self.assertEqual(self.json("count", "doomed"), {"count": 3})
+        out = self.json("delete-board", "doomed", "--yes", "--request-id",
+                        "del-1")
+        self.assertEqual(out["applied"], True)
+        self.assertGreater(out["keys_removed"], 0)
+        self.assertEqual(self.json("count", "doomed"), {"count": 0})
+        self.assertNotIn("doomed", [b["board"] for b in
+                                    self.json("boards")["boards"]])
+        again = self.json("delete-board", "doomed", "--yes", "--request-id",
+                          "del-1")
+        self.assertEqual((again["applied"], again["keys_removed"]),
+                         (False, out["keys_removed"]))
+        # Reset: the entries go, the board stays; a retry changes nothing.
+        self.ctl("update", "season", "a", "5", "--request-id", "s-a")
+        out, _ = self.ctl("reset-board", "season", "--yes")
+        self.assertRegex(out, r"(?m)^applied +yes$")
+        self.assertEqual(self.json("count", "season"), {"count": 0})
+        self.assertIn("season", [b["board"] for b in
+                                 self.json("boards")["boards"]])
+        retried = self.json("update", "season", "a", "5", "--request-id",
+                            "s-a")
+        self.assertEqual(retried["applied"], False)
+        self.assertEqual(self.json("count", "season"), {"count": 0})
+        # The same request id for the other kind of clear: refused.
+        self.ctl("reset-board", "doomed", "--yes", "--request-id", "del-1",
+                 code=2)
 
 
 if __name__ == "__main__":

@@ -204,6 +204,50 @@ test_format_names (void)
   g_assert_false (rank_transfer_format_of_path ("dir.csv/board", &f));
 }
 
+/* An export keeps each member's entry with the latest time (a member
+ * updated during the export comes twice; on equal times the later seen),
+ * and writes them sorted by member bytewise, whatever order they came in. */
+static void
+test_keep_latest (void)
+{
+  g_autoptr (GHashTable) entries = g_hash_table_new_full (
+      g_str_hash, g_str_equal, NULL, (GDestroyNotify) rank_transfer_entry_free);
+  static const char *const order[] = { "b", "\xc3\xa9", "a", "B" };
+  g_autoptr (GString) out = g_string_new (NULL);
+
+  for (guint i = 0; i < G_N_ELEMENTS (order); i++)
+    {
+      RankTransferEntry *e = g_new0 (RankTransferEntry, 1);
+
+      *e = entry (order[i], i, 100, 0, NULL, NULL);
+      g_assert_true (rank_transfer_keep_latest (entries, e));
+    }
+  {
+    RankTransferEntry *older = g_new0 (RankTransferEntry, 1);
+    RankTransferEntry *newer = g_new0 (RankTransferEntry, 1);
+    RankTransferEntry *same = g_new0 (RankTransferEntry, 1);
+
+    *older = entry ("a", 50, 99, 0, NULL, NULL);
+    *newer = entry ("b", 60, 101, 0, NULL, NULL);
+    *same = entry ("B", 70, 100, 0, NULL, NULL);
+    g_assert_false (rank_transfer_keep_latest (entries, older));
+    g_assert_true (rank_transfer_keep_latest (entries, newer));
+    g_assert_true (rank_transfer_keep_latest (entries, same));
+  }
+  rank_transfer_write (out, RANK_TRANSFER_JSONL, entries);
+  g_assert_cmpstr (
+      out->str, ==,
+      "{\"member\":\"B\",\"score\":70,\"timestamp_ms\":100}\n"
+      "{\"member\":\"a\",\"score\":2,\"timestamp_ms\":100}\n"
+      "{\"member\":\"b\",\"score\":60,\"timestamp_ms\":101}\n"
+      "{\"member\":\"\xc3\xa9\",\"score\":1,\"timestamp_ms\":100}\n");
+  g_string_truncate (out, 0);
+  rank_transfer_write (out, RANK_TRANSFER_CSV, entries);
+  g_assert_true (g_str_has_prefix (out->str, RANK_TRANSFER_CSV_HEADER
+                                   "\n"
+                                   "\"B\",70,100,,\n"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -212,5 +256,6 @@ main (int argc, char **argv)
   g_test_add_func ("/transfer/jsonl-round-trip", test_jsonl_round_trip);
   g_test_add_func ("/transfer/refusals", test_refusals);
   g_test_add_func ("/transfer/format-names", test_format_names);
+  g_test_add_func ("/transfer/keep-latest", test_keep_latest);
   return g_test_run ();
 }
