@@ -1,12 +1,15 @@
 #!/bin/bash
-# import.sh -- rankctl import of a large board.
+# import.sh -- rankctl import and export of a large board, and its delete.
 #
-# Generates a file of MEMBERS entries (with times, and data on every tenth),
-# imports it into an empty board, then imports the same file again (every
-# entry already applied: the re-run after an interruption). Reports
-# entries/s and the CPU µs per entry of redis-server, rankd and rankctl
-# over each step (from /proc and getrusage, user + system), and checks the
-# board's count.
+# Generates a file of MEMBERS entries (with times, and data on every tenth)
+# in export's own form, imports it into an empty board, then imports the
+# same file again (every entry already applied: the re-run after an
+# interruption); exports the board (the file must come back byte for byte),
+# imports the export into a second empty board and exports that (the same
+# bytes again). Reports entries/s and the CPU us per entry of redis-server,
+# rankd and rankctl over each step (from /proc and getrusage, user +
+# system). Then deletes the first board with every Redis command logged
+# (SLOWLOG, threshold 0) and reports the longest.
 #
 # Usage: bash bench/import.sh
 # Environment: MEMBERS (default 1000000), FORMAT (csv or jsonl, default
@@ -95,7 +98,44 @@ EOF
   echo "|---|---:|---:|---:|---:|---:|---:|"
   step "import into an empty board" "$members" "$rankctl" import bench_a "$work/gen.$format"
   step "the same import again (all applied before)" "$members" "$rankctl" import bench_a "$work/gen.$format"
+  step "export" "$members" "$rankctl" export bench_a --output "$work/a.$format"
+  step "import of the export into an empty board" "$members" "$rankctl" import bench_b "$work/a.$format"
+  step "export of that board" "$members" "$rankctl" export bench_b --output "$work/b.$format"
 } | tee -a "$out/summary.txt"
 count=$("$rankctl" --json count bench_a)
 echo "count: $count" | tee -a "$out/summary.txt"
 [ "$count" = "{\"count\":$members}" ]
+cmp "$work/gen.$format" "$work/a.$format"
+cmp "$work/a.$format" "$work/b.$format"
+echo "round trip: the generated file, its export and the export of its import are the same $(wc -c <"$work/a.$format") bytes" | tee -a "$out/summary.txt"
+
+# The delete, with every Redis command in the slow log.
+rcli() { redis-cli -p "$redis_port" "$@"; }
+rcli CONFIG SET slowlog-max-len 1000000 >/dev/null
+rcli CONFIG SET slowlog-log-slower-than 0 >/dev/null
+rcli SLOWLOG RESET >/dev/null
+t0=$(date +%s.%N)
+"$rankctl" --json delete-board bench_a --yes --request-id bench-delete >"$work/delete.json"
+t1=$(date +%s.%N)
+rcli CONFIG SET slowlog-log-slower-than 10000 >/dev/null
+python3 - "$work/delete.json" "$t0" "$t1" "$redis_port" <<'EOF' | tee -a "$out/summary.txt"
+import json, subprocess, sys
+d = json.load(open(sys.argv[1]))
+secs = float(sys.argv[3]) - float(sys.argv[2])
+log = subprocess.run(["redis-cli", "-p", sys.argv[4], "--json", "SLOWLOG",
+                      "GET", "1000000"], capture_output=True, text=True,
+                     check=True).stdout
+# Each entry: [id, time, microseconds, [command, args...], client, name];
+# the slow log's own CONFIG SET left out.
+cmds = [e for e in json.loads(log) if e[3][0].upper() != "CONFIG"]
+worst = max(cmds, key=lambda e: e[2])
+names = {}
+for e in cmds:
+    names[e[3][0].upper()] = names.get(e[3][0].upper(), 0) + 1
+print("delete: %d keys in %.2f s; %d Redis commands (%s); the longest %d us "
+      "(%s)" % (d["keys_removed"], secs, len(cmds),
+                ", ".join("%s %d" % kv for kv in sorted(names.items())),
+                worst[2], worst[3][0]))
+assert worst[2] < 10000, "a command of the delete took over 10 ms"
+EOF
+[ "$("$rankctl" --json count bench_a)" = '{"count":0}' ]
