@@ -163,6 +163,37 @@ main (int argc, char **argv)
         g_array_unref (subs);
         g_hash_table_unref (map);
       }
+      /* Board administration and Export. */
+      {
+        GObject *args[]
+            = { args_of (RANK_TYPE_RANKING_LIST_BOARDS_ARGS,
+                         g_object_new (RANK_TYPE_LIST_BOARDS_REQUEST, "after",
+                                       "f", "limit", 5, NULL)),
+                args_of (RANK_TYPE_RANKING_GET_BOARD_INFO_ARGS,
+                         g_object_new (RANK_TYPE_GET_BOARD_INFO_REQUEST,
+                                       "board", "s", NULL)),
+                args_of (RANK_TYPE_RANKING_EXPORT_ARGS,
+                         g_object_new (RANK_TYPE_EXPORT_REQUEST, "board", "s",
+                                       "cursor", "1:0", "count", 3, NULL)),
+                args_of (RANK_TYPE_RANKING_RESET_BOARD_ARGS,
+                         g_object_new (RANK_TYPE_RESET_BOARD_REQUEST, "board",
+                                       "p", "request_id", "seed-3", NULL)),
+                args_of (RANK_TYPE_RANKING_DELETE_BOARD_ARGS,
+                         g_object_new (RANK_TYPE_DELETE_BOARD_REQUEST, "board",
+                                       "fz", "request_id", "seed-4", NULL)) };
+        const char *methods[] = { "ListBoards", "GetBoardInfo", "Export",
+                                  "ResetBoard", "DeleteBoard" };
+
+        for (gsize i = 0; i < G_N_ELEMENTS (args); i++)
+          {
+            GByteArray *call
+                = encode (compact, methods[i], THRIFT_STRUCT (args[i]));
+
+            write_seed (argv[1], &n, server, call);
+            g_byte_array_unref (call);
+            g_object_unref (args[i]);
+          }
+      }
       {
         GByteArray *call = encode (compact, "Explode", NULL);
 
