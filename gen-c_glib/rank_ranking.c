@@ -129,6 +129,18 @@ rank_ranking_if_export (rankRankingIf *iface, rankExportResponse ** _return, con
   return RANK_RANKING_IF_GET_INTERFACE (iface)->export (iface, _return, request, invalid, unavailable, error);
 }
 
+gboolean
+rank_ranking_if_enqueue (rankRankingIf *iface, rankEnqueueResponse ** _return, const rankEnqueueRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->enqueue (iface, _return, request, invalid, unavailable, error);
+}
+
+gboolean
+rank_ranking_if_get_queue_status (rankRankingIf *iface, rankQueueStatus ** _return, const rankGetQueueStatusRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+{
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_queue_status (iface, _return, request, invalid, unavailable, error);
+}
+
 GType
 rank_ranking_if_get_type (void)
 {
@@ -1050,19 +1062,19 @@ gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray **
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem53 = NULL;
-                if ( _elem53 != NULL)
+                rankEntry * _elem57 = NULL;
+                if ( _elem57 != NULL)
                 {
-                  g_object_unref (_elem53);
+                  g_object_unref (_elem57);
                 }
-                _elem53 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem53), protocol, error)) < 0)
+                _elem57 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem57), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem53);
+                  g_object_unref (_elem57);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem53);
+                g_ptr_array_add (*_return, _elem57);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -1307,19 +1319,19 @@ gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray *
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem54 = NULL;
-                if ( _elem54 != NULL)
+                rankEntry * _elem58 = NULL;
+                if ( _elem58 != NULL)
                 {
-                  g_object_unref (_elem54);
+                  g_object_unref (_elem58);
                 }
-                _elem54 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem54), protocol, error)) < 0)
+                _elem58 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem58), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem54);
+                  g_object_unref (_elem58);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem54);
+                g_ptr_array_add (*_return, _elem58);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -1591,19 +1603,19 @@ gboolean rank_ranking_client_recv_get_ranks (rankRankingIf * iface, GPtrArray **
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankRankOf * _elem55 = NULL;
-                if ( _elem55 != NULL)
+                rankRankOf * _elem59 = NULL;
+                if ( _elem59 != NULL)
                 {
-                  g_object_unref (_elem55);
+                  g_object_unref (_elem59);
                 }
-                _elem55 = g_object_new (RANK_TYPE_RANK_OF, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem55), protocol, error)) < 0)
+                _elem59 = g_object_new (RANK_TYPE_RANK_OF, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem59), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem55);
+                  g_object_unref (_elem59);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem55);
+                g_ptr_array_add (*_return, _elem59);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -3054,19 +3066,19 @@ gboolean rank_ranking_client_recv_sample (rankRankingIf * iface, GPtrArray ** _r
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem56 = NULL;
-                if ( _elem56 != NULL)
+                rankEntry * _elem60 = NULL;
+                if ( _elem60 != NULL)
                 {
-                  g_object_unref (_elem56);
+                  g_object_unref (_elem60);
                 }
-                _elem56 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem56), protocol, error)) < 0)
+                _elem60 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem60), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem56);
+                  g_object_unref (_elem60);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem56);
+                g_ptr_array_add (*_return, _elem60);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -3558,32 +3570,32 @@ gboolean rank_ranking_client_recv_get_member_data (rankRankingIf * iface, GHashT
               /* iterate through each of the map's fields */
               for (i = 0; i < size; i++)
               {
-                gchar * key57 = NULL;
-                gchar * val58 = NULL;
-                if (key57 != NULL)
+                gchar * key61 = NULL;
+                gchar * val62 = NULL;
+                if (key61 != NULL)
                 {
-                  g_free(key57);
-                  key57 = NULL;
+                  g_free(key61);
+                  key61 = NULL;
                 }
 
-                if ((ret = thrift_protocol_read_string (protocol, &key57, error)) < 0)
+                if ((ret = thrift_protocol_read_string (protocol, &key61, error)) < 0)
                   return 0;
                 xfer += ret;
-                if (val58 != NULL)
+                if (val62 != NULL)
                 {
-                  g_free(val58);
-                  val58 = NULL;
+                  g_free(val62);
+                  val62 = NULL;
                 }
 
-                if ((ret = thrift_protocol_read_string (protocol, &val58, error)) < 0)
+                if ((ret = thrift_protocol_read_string (protocol, &val62, error)) < 0)
                 {
                   /* rankd postprocess: do not leak on bad input */
-                  g_free (key57);
+                  g_free (key61);
                   return 0;
                 }
                 xfer += ret;
-                if (*_return && key57)
-                  g_hash_table_insert ((GHashTable *)*_return, (gpointer) key57, (gpointer) val58);
+                if (*_return && key61)
+                  g_hash_table_insert ((GHashTable *)*_return, (gpointer) key61, (gpointer) val62);
               }
 
               /* read the map end marker */
@@ -5078,6 +5090,470 @@ gboolean rank_ranking_client_export (rankRankingIf * iface, rankExportResponse *
   return TRUE;
 }
 
+gboolean rank_ranking_client_send_enqueue (rankRankingIf * iface, const rankEnqueueRequest * request, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "Enqueue", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "Enqueue_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_enqueue (rankRankingIf * iface, rankEnqueueResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "Enqueue", 7) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected Enqueue", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_STRUCT)
+          {
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*_return), protocol, error)) < 0)
+            {
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_enqueue (rankRankingIf * iface, rankEnqueueResponse ** _return, const rankEnqueueRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_enqueue (iface, request, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_enqueue (iface, _return, invalid, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean rank_ranking_client_send_get_queue_status (rankRankingIf * iface, const rankGetQueueStatusRequest * request, GError ** error)
+{
+  gint32 cseqid = 0;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->output_protocol;
+
+  if (thrift_protocol_write_message_begin (protocol, "GetQueueStatus", T_CALL, cseqid, error) < 0)
+    return FALSE;
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+
+    
+    if ((ret = thrift_protocol_write_struct_begin (protocol, "GetQueueStatus_args", error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (request), protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_write_message_end (protocol, error) < 0)
+    return FALSE;
+  if (!thrift_transport_flush (protocol->transport, error))
+    return FALSE;
+  if (!thrift_transport_write_end (protocol->transport, error))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean rank_ranking_client_recv_get_queue_status (rankRankingIf * iface, rankQueueStatus ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  gint32 rseqid;
+  gchar * fname = NULL;
+  ThriftMessageType mtype;
+  ThriftProtocol * protocol = RANK_RANKING_CLIENT (iface)->input_protocol;
+  ThriftApplicationException *xception;
+
+  if (thrift_protocol_read_message_begin (protocol, &fname, &mtype, &rseqid, error) < 0) {
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+
+  if (mtype == T_EXCEPTION) {
+    if (fname) g_free (fname);
+    xception = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, NULL);
+    thrift_struct_read (THRIFT_STRUCT (xception), protocol, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR,xception->type, "application error: %s", xception->message);
+    g_object_unref (xception);
+    return FALSE;
+  } else if (mtype != T_REPLY) {
+    if (fname) g_free (fname);
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol, NULL);
+    thrift_transport_read_end (protocol->transport, NULL);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INVALID_MESSAGE_TYPE, "invalid message type %d, expected T_REPLY", mtype);
+    return FALSE;
+  } else if (strncmp (fname, "GetQueueStatus", 14) != 0) {
+    thrift_protocol_skip (protocol, T_STRUCT, NULL);
+    thrift_protocol_read_message_end (protocol,error);
+    thrift_transport_read_end (protocol->transport, error);
+    g_set_error (error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_WRONG_METHOD_NAME, "wrong method name %s, expected GetQueueStatus", fname);
+    if (fname) g_free (fname);
+    return FALSE;
+  }
+  if (fname) g_free (fname);
+
+  {
+    gint32 ret;
+    gint32 xfer = 0;
+    gchar *name = NULL;
+    ThriftType ftype;
+    gint16 fid;
+    guint32 len = 0;
+    gpointer data = NULL;
+    
+
+    /* satisfy -Wall in case these aren't used */
+    THRIFT_UNUSED_VAR (len);
+    THRIFT_UNUSED_VAR (data);
+
+    /* read the struct begin marker */
+    if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+    {
+      if (name) g_free (name);
+      return 0;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* read the struct fields */
+    while (1)
+    {
+      /* read the beginning of a field */
+      if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+      {
+        if (name) g_free (name);
+        return 0;
+      }
+      xfer += ret;
+      if (name) g_free (name);
+      name = NULL;
+
+      /* break if we get a STOP field */
+      if (ftype == T_STOP)
+      {
+        break;
+      }
+
+      switch (fid)
+      {
+        case 0:
+          if (ftype == T_STRUCT)
+          {
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*_return), protocol, error)) < 0)
+            {
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 1:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *invalid != NULL)
+            {
+              g_object_unref (*invalid);
+            }
+            *invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*invalid), protocol, error)) < 0)
+            {
+              g_object_unref (*invalid);
+              *invalid = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        case 2:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *unavailable != NULL)
+            {
+              g_object_unref (*unavailable);
+            }
+            *unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*unavailable), protocol, error)) < 0)
+            {
+              g_object_unref (*unavailable);
+              *unavailable = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
+        default:
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return 0;
+          xfer += ret;
+          break;
+      }
+      if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+        return 0;
+      xfer += ret;
+    }
+
+    if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+      return 0;
+    xfer += ret;
+
+  }
+
+  if (thrift_protocol_read_message_end (protocol, error) < 0)
+    return FALSE;
+
+  if (!thrift_transport_read_end (protocol->transport, error))
+    return FALSE;
+
+  if (*invalid != NULL)
+  {
+      g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
+      return FALSE;
+  }
+  if (*unavailable != NULL)
+  {
+      g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean rank_ranking_client_get_queue_status (rankRankingIf * iface, rankQueueStatus ** _return, const rankGetQueueStatusRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  if (!rank_ranking_client_send_get_queue_status (iface, request, error))
+    return FALSE;
+  if (!rank_ranking_client_recv_get_queue_status (iface, _return, invalid, unavailable, error))
+    return FALSE;
+  return TRUE;
+}
+
 static void
 rank_ranking_if_interface_init (rankRankingIfInterface *iface)
 {
@@ -5101,6 +5577,8 @@ rank_ranking_if_interface_init (rankRankingIfInterface *iface)
   iface->delete_board = rank_ranking_client_delete_board;
   iface->reset_board = rank_ranking_client_reset_board;
   iface->export = rank_ranking_client_export;
+  iface->enqueue = rank_ranking_client_enqueue;
+  iface->get_queue_status = rank_ranking_client_get_queue_status;
 }
 
 static void
@@ -5285,6 +5763,20 @@ gboolean rank_ranking_handler_export (rankRankingIf * iface, rankExportResponse 
   return RANK_RANKING_HANDLER_GET_CLASS (iface)->export (iface, _return, request, invalid, unavailable, error);
 }
 
+gboolean rank_ranking_handler_enqueue (rankRankingIf * iface, rankEnqueueResponse ** _return, const rankEnqueueRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->enqueue (iface, _return, request, invalid, unavailable, error);
+}
+
+gboolean rank_ranking_handler_get_queue_status (rankRankingIf * iface, rankQueueStatus ** _return, const rankGetQueueStatusRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+{
+  g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
+
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_queue_status (iface, _return, request, invalid, unavailable, error);
+}
+
 static void
 rank_ranking_handler_ranking_if_interface_init (rankRankingIfInterface *iface)
 {
@@ -5308,6 +5800,8 @@ rank_ranking_handler_ranking_if_interface_init (rankRankingIfInterface *iface)
   iface->delete_board = rank_ranking_handler_delete_board;
   iface->reset_board = rank_ranking_handler_reset_board;
   iface->export = rank_ranking_handler_export;
+  iface->enqueue = rank_ranking_handler_enqueue;
+  iface->get_queue_status = rank_ranking_handler_get_queue_status;
 }
 
 static void
@@ -5339,6 +5833,8 @@ rank_ranking_handler_class_init (rankRankingHandlerClass *cls)
   cls->delete_board = NULL;
   cls->reset_board = NULL;
   cls->export = NULL;
+  cls->enqueue = NULL;
+  cls->get_queue_status = NULL;
 }
 
 enum _rankRankingProcessorProperties
@@ -5483,9 +5979,21 @@ rank_ranking_processor_process_export (rankRankingProcessor *,
                                        ThriftProtocol *,
                                        ThriftProtocol *,
                                        GError **);
+static gboolean
+rank_ranking_processor_process_enqueue (rankRankingProcessor *,
+                                        gint32,
+                                        ThriftProtocol *,
+                                        ThriftProtocol *,
+                                        GError **);
+static gboolean
+rank_ranking_processor_process_get_queue_status (rankRankingProcessor *,
+                                                 gint32,
+                                                 ThriftProtocol *,
+                                                 ThriftProtocol *,
+                                                 GError **);
 
 static rank_ranking_processor_process_function_def
-rank_ranking_processor_process_function_defs[20] = {
+rank_ranking_processor_process_function_defs[22] = {
   {
     "Update",
     rank_ranking_processor_process_update
@@ -5565,6 +6073,14 @@ rank_ranking_processor_process_function_defs[20] = {
   {
     "Export",
     rank_ranking_processor_process_export
+  },
+  {
+    "Enqueue",
+    rank_ranking_processor_process_enqueue
+  },
+  {
+    "GetQueueStatus",
+    rank_ranking_processor_process_get_queue_status
   }
 };
 
@@ -8434,6 +8950,286 @@ if (unavailable != NULL)
 }
 
 static gboolean
+rank_ranking_processor_process_enqueue (rankRankingProcessor *self,
+                                        gint32 sequence_id,
+                                        ThriftProtocol *input_protocol,
+                                        ThriftProtocol *output_protocol,
+                                        GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingEnqueueArgs * args =
+    g_object_new (RANK_TYPE_RANKING_ENQUEUE_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    rankEnqueueRequest * request;
+    rankInvalidArgument * invalid = NULL;
+    rankUnavailable * unavailable = NULL;
+    rankEnqueueResponse * return_value;
+    rankRankingEnqueueResult * result_struct;
+
+    g_object_get (args,
+                  "request", &request,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_ENQUEUE_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_enqueue (RANK_RANKING_IF (self->handler),
+                                      &return_value,
+                                      request,
+                                      &invalid,
+                                      &unavailable,
+                                      error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "Enqueue",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Enqueue",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Enqueue",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.Enqueue implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Enqueue",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (request != NULL)
+      g_object_unref (request);
+    if (return_value != NULL)
+      g_object_unref (return_value);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
+rank_ranking_processor_process_get_queue_status (rankRankingProcessor *self,
+                                                 gint32 sequence_id,
+                                                 ThriftProtocol *input_protocol,
+                                                 ThriftProtocol *output_protocol,
+                                                 GError **error)
+{
+  gboolean result = TRUE;
+  ThriftTransport * transport;
+  ThriftApplicationException *xception;
+  rankRankingGetQueueStatusArgs * args =
+    g_object_new (RANK_TYPE_RANKING_GET_QUEUE_STATUS_ARGS, NULL);
+
+  g_object_get (input_protocol, "transport", &transport, NULL);
+
+  if ((thrift_struct_read (THRIFT_STRUCT (args), input_protocol, error) != -1) &&
+      (thrift_protocol_read_message_end (input_protocol, error) != -1) &&
+      (thrift_transport_read_end (transport, error) != FALSE))
+  {
+    rankGetQueueStatusRequest * request;
+    rankInvalidArgument * invalid = NULL;
+    rankUnavailable * unavailable = NULL;
+    rankQueueStatus * return_value;
+    rankRankingGetQueueStatusResult * result_struct;
+
+    g_object_get (args,
+                  "request", &request,
+                  NULL);
+
+    g_object_unref (transport);
+    g_object_get (output_protocol, "transport", &transport, NULL);
+
+    result_struct = g_object_new (RANK_TYPE_RANKING_GET_QUEUE_STATUS_RESULT, NULL);
+    g_object_get (result_struct, "success", &return_value, NULL);
+
+    if (rank_ranking_handler_get_queue_status (RANK_RANKING_IF (self->handler),
+                                               &return_value,
+                                               request,
+                                               &invalid,
+                                               &unavailable,
+                                               error) == TRUE)
+    {
+      g_object_set (result_struct, "success", return_value, NULL);
+
+      result =
+        ((thrift_protocol_write_message_begin (output_protocol,
+                                               "GetQueueStatus",
+                                               T_REPLY,
+                                               sequence_id,
+                                               error) != -1) &&
+         (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                               output_protocol,
+                               error) != -1));
+    }
+    else
+    {
+      if (invalid != NULL)
+      {
+        g_object_set (result_struct,
+                      "invalid", invalid,
+                      NULL);
+
+        g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetQueueStatus",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (unavailable != NULL)
+      {
+        g_object_set (result_struct,
+                      "unavailable", unavailable,
+                      NULL);
+
+        g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetQueueStatus",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+      {
+        if (*error == NULL)
+          g_warning ("Ranking.GetQueueStatus implementation returned FALSE "
+                     "but did not set an error");
+
+        xception =
+          g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION,
+                        "type",    *error != NULL ? (*error)->code :
+                                   THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN,
+                        "message", *error != NULL ? (*error)->message : NULL,
+                        NULL);
+        g_clear_error (error);
+
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetQueueStatus",
+                                                 T_EXCEPTION,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (xception),
+                                 output_protocol,
+                                 error) != -1));
+
+        g_object_unref (xception);
+      }
+    }
+
+    if (request != NULL)
+      g_object_unref (request);
+    if (return_value != NULL)
+      g_object_unref (return_value);
+    g_object_unref (result_struct);
+
+    if (result == TRUE)
+      result =
+        ((thrift_protocol_write_message_end (output_protocol, error) != -1) &&
+         (thrift_transport_write_end (transport, error) != FALSE) &&
+         (thrift_transport_flush (transport, error) != FALSE));
+  }
+  else
+    result = FALSE;
+
+  g_object_unref (transport);
+  g_object_unref (args);
+
+  return result;
+}
+
+static gboolean
 rank_ranking_processor_dispatch_call (ThriftDispatchProcessor *dispatch_processor,
                                       ThriftProtocol *input_protocol,
                                       ThriftProtocol *output_protocol,
@@ -8544,7 +9340,7 @@ rank_ranking_processor_init (rankRankingProcessor *self)
   self->handler = NULL;
   self->process_map = g_hash_table_new (g_str_hash, g_str_equal);
 
-  for (index = 0; index < 20; index += 1)
+  for (index = 0; index < 22; index += 1)
     g_hash_table_insert (self->process_map,
                          rank_ranking_processor_process_function_defs[index].name,
                          &rank_ranking_processor_process_function_defs[index]);

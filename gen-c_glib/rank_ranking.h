@@ -38,6 +38,8 @@ struct _rankRankingIfInterface
   gboolean (*delete_board) (rankRankingIf *iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*reset_board) (rankRankingIf *iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*export) (rankRankingIf *iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*enqueue) (rankRankingIf *iface, rankEnqueueResponse ** _return, const rankEnqueueRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_queue_status) (rankRankingIf *iface, rankQueueStatus ** _return, const rankGetQueueStatusRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 };
 typedef struct _rankRankingIfInterface rankRankingIfInterface;
 
@@ -67,6 +69,8 @@ gboolean rank_ranking_if_get_board_info (rankRankingIf *iface, rankBoardInfo ** 
 gboolean rank_ranking_if_delete_board (rankRankingIf *iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_reset_board (rankRankingIf *iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_if_export (rankRankingIf *iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_enqueue (rankRankingIf *iface, rankEnqueueResponse ** _return, const rankEnqueueRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_if_get_queue_status (rankRankingIf *iface, rankQueueStatus ** _return, const rankGetQueueStatusRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 
 /* Ranking service client */
 struct _rankRankingClient
@@ -152,6 +156,12 @@ gboolean rank_ranking_client_recv_reset_board (rankRankingIf * iface, rankResetB
 gboolean rank_ranking_client_export (rankRankingIf * iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
 gboolean rank_ranking_client_send_export (rankRankingIf * iface, const rankExportRequest * request, GError ** error);
 gboolean rank_ranking_client_recv_export (rankRankingIf * iface, rankExportResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_enqueue (rankRankingIf * iface, rankEnqueueResponse ** _return, const rankEnqueueRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_enqueue (rankRankingIf * iface, const rankEnqueueRequest * request, GError ** error);
+gboolean rank_ranking_client_recv_enqueue (rankRankingIf * iface, rankEnqueueResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_get_queue_status (rankRankingIf * iface, rankQueueStatus ** _return, const rankGetQueueStatusRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
+gboolean rank_ranking_client_send_get_queue_status (rankRankingIf * iface, const rankGetQueueStatusRequest * request, GError ** error);
+gboolean rank_ranking_client_recv_get_queue_status (rankRankingIf * iface, rankQueueStatus ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error);
 void ranking_client_set_property (GObject *object, guint property_id, const GValue *value, GParamSpec *pspec);
 void ranking_client_get_property (GObject *object, guint property_id, GValue *value, GParamSpec *pspec);
 
@@ -186,6 +196,8 @@ struct _rankRankingHandlerClass
   gboolean (*delete_board) (rankRankingIf *iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*reset_board) (rankRankingIf *iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
   gboolean (*export) (rankRankingIf *iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*enqueue) (rankRankingIf *iface, rankEnqueueResponse ** _return, const rankEnqueueRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+  gboolean (*get_queue_status) (rankRankingIf *iface, rankQueueStatus ** _return, const rankGetQueueStatusRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 };
 typedef struct _rankRankingHandlerClass rankRankingHandlerClass;
 
@@ -217,6 +229,8 @@ gboolean rank_ranking_handler_get_board_info (rankRankingIf *iface, rankBoardInf
 gboolean rank_ranking_handler_delete_board (rankRankingIf *iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_reset_board (rankRankingIf *iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 gboolean rank_ranking_handler_export (rankRankingIf *iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_enqueue (rankRankingIf *iface, rankEnqueueResponse ** _return, const rankEnqueueRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
+gboolean rank_ranking_handler_get_queue_status (rankRankingIf *iface, rankQueueStatus ** _return, const rankGetQueueStatusRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error);
 
 /* Ranking processor */
 struct _rankRankingProcessor

@@ -14124,6 +14124,1654 @@ rank_export_response_get_type (void)
   return type;
 }
 
+enum _rankEnqueueRequestProperties
+{
+  PROP_RANK_ENQUEUE_REQUEST_0,
+  PROP_RANK_ENQUEUE_REQUEST_REQUESTS
+};
+
+/* reads a enqueue_request object */
+static gint32
+rank_enqueue_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankEnqueueRequest * this_object = RANK_ENQUEUE_REQUEST(object);
+  gboolean isset_requests = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              rankUpdateRequest * _elem41 = NULL;
+              if ( _elem41 != NULL)
+              {
+                g_object_unref (_elem41);
+              }
+              _elem41 = g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem41), protocol, error)) < 0)
+              {
+                g_object_unref (_elem41);
+                return -1;
+              }
+              xfer += ret;
+              g_ptr_array_add (this_object->requests, _elem41);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          isset_requests = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_requests)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'requests'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_enqueue_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankEnqueueRequest * this_object = RANK_ENQUEUE_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "EnqueueRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "requests", T_LIST, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    guint i42;
+
+    if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->requests ? this_object->requests->len : 0), error)) < 0)
+      return -1;
+    xfer += ret;
+    for (i42 = 0; i42 < (this_object->requests ? this_object->requests->len : 0); i42++)
+    {
+      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->requests, i42))), protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_enqueue_request_set_property (GObject *object,
+                                   guint property_id,
+                                   const GValue *value,
+                                   GParamSpec *pspec)
+{
+  rankEnqueueRequest *self = RANK_ENQUEUE_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_ENQUEUE_REQUEST_REQUESTS:
+      if (self->requests != NULL)
+        g_ptr_array_unref (self->requests);
+      self->requests = g_value_dup_boxed (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_enqueue_request_get_property (GObject *object,
+                                   guint property_id,
+                                   GValue *value,
+                                   GParamSpec *pspec)
+{
+  rankEnqueueRequest *self = RANK_ENQUEUE_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_ENQUEUE_REQUEST_REQUESTS:
+      g_value_set_boxed (value, self->requests);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_enqueue_request_instance_init (rankEnqueueRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->requests = g_ptr_array_new_with_free_func (g_object_unref);
+}
+
+static void 
+rank_enqueue_request_finalize (GObject *object)
+{
+  rankEnqueueRequest *tobject = RANK_ENQUEUE_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->requests != NULL)
+  {
+    g_ptr_array_unref (tobject->requests);
+    tobject->requests = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_enqueue_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_enqueue_request_class_init (rankEnqueueRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_enqueue_request_read;
+  struct_class->write = rank_enqueue_request_write;
+
+  gobject_class->finalize = rank_enqueue_request_finalize;
+  gobject_class->get_property = rank_enqueue_request_get_property;
+  gobject_class->set_property = rank_enqueue_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_ENQUEUE_REQUEST_REQUESTS,
+     g_param_spec_boxed ("requests",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_enqueue_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankEnqueueRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_enqueue_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankEnqueueRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_enqueue_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankEnqueueRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankEnqueueResultProperties
+{
+  PROP_RANK_ENQUEUE_RESULT_0,
+  PROP_RANK_ENQUEUE_RESULT_ID,
+  PROP_RANK_ENQUEUE_RESULT_INVALID
+};
+
+/* reads a enqueue_result object */
+static gint32
+rank_enqueue_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankEnqueueResult * this_object = RANK_ENQUEUE_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->id != NULL)
+          {
+            g_free(this_object->id);
+            this_object->id = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->id, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_id = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_enqueue_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankEnqueueResult * this_object = RANK_ENQUEUE_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "EnqueueResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_id == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "id", T_STRING, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->id, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_enqueue_result_set_property (GObject *object,
+                                  guint property_id,
+                                  const GValue *value,
+                                  GParamSpec *pspec)
+{
+  rankEnqueueResult *self = RANK_ENQUEUE_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_ENQUEUE_RESULT_ID:
+      if (self->id != NULL)
+        g_free (self->id);
+      self->id = g_value_dup_string (value);
+      self->__isset_id = TRUE;
+      break;
+
+    case PROP_RANK_ENQUEUE_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_enqueue_result_get_property (GObject *object,
+                                  guint property_id,
+                                  GValue *value,
+                                  GParamSpec *pspec)
+{
+  rankEnqueueResult *self = RANK_ENQUEUE_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_ENQUEUE_RESULT_ID:
+      g_value_set_string (value, self->id);
+      break;
+
+    case PROP_RANK_ENQUEUE_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_enqueue_result_instance_init (rankEnqueueResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->id = NULL;
+  object->__isset_id = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+}
+
+static void 
+rank_enqueue_result_finalize (GObject *object)
+{
+  rankEnqueueResult *tobject = RANK_ENQUEUE_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->id != NULL)
+  {
+    g_free(tobject->id);
+    tobject->id = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_enqueue_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_enqueue_result_class_init (rankEnqueueResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_enqueue_result_read;
+  struct_class->write = rank_enqueue_result_write;
+
+  gobject_class->finalize = rank_enqueue_result_finalize;
+  gobject_class->get_property = rank_enqueue_result_get_property;
+  gobject_class->set_property = rank_enqueue_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_ENQUEUE_RESULT_ID,
+     g_param_spec_string ("id",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_ENQUEUE_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_enqueue_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankEnqueueResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_enqueue_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankEnqueueResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_enqueue_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankEnqueueResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankEnqueueResponseProperties
+{
+  PROP_RANK_ENQUEUE_RESPONSE_0,
+  PROP_RANK_ENQUEUE_RESPONSE_RESULTS
+};
+
+/* reads a enqueue_response object */
+static gint32
+rank_enqueue_response_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankEnqueueResponse * this_object = RANK_ENQUEUE_RESPONSE(object);
+  gboolean isset_results = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              rankEnqueueResult * _elem43 = NULL;
+              if ( _elem43 != NULL)
+              {
+                g_object_unref (_elem43);
+              }
+              _elem43 = g_object_new (RANK_TYPE_ENQUEUE_RESULT, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem43), protocol, error)) < 0)
+              {
+                g_object_unref (_elem43);
+                return -1;
+              }
+              xfer += ret;
+              g_ptr_array_add (this_object->results, _elem43);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          isset_results = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_results)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'results'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_enqueue_response_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankEnqueueResponse * this_object = RANK_ENQUEUE_RESPONSE(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "EnqueueResponse", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "results", T_LIST, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  {
+    guint i44;
+
+    if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->results ? this_object->results->len : 0), error)) < 0)
+      return -1;
+    xfer += ret;
+    for (i44 = 0; i44 < (this_object->results ? this_object->results->len : 0); i44++)
+    {
+      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->results, i44))), protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+
+    }
+    if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_enqueue_response_set_property (GObject *object,
+                                    guint property_id,
+                                    const GValue *value,
+                                    GParamSpec *pspec)
+{
+  rankEnqueueResponse *self = RANK_ENQUEUE_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_ENQUEUE_RESPONSE_RESULTS:
+      if (self->results != NULL)
+        g_ptr_array_unref (self->results);
+      self->results = g_value_dup_boxed (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_enqueue_response_get_property (GObject *object,
+                                    guint property_id,
+                                    GValue *value,
+                                    GParamSpec *pspec)
+{
+  rankEnqueueResponse *self = RANK_ENQUEUE_RESPONSE (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_ENQUEUE_RESPONSE_RESULTS:
+      g_value_set_boxed (value, self->results);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_enqueue_response_instance_init (rankEnqueueResponse * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->results = g_ptr_array_new_with_free_func (g_object_unref);
+}
+
+static void 
+rank_enqueue_response_finalize (GObject *object)
+{
+  rankEnqueueResponse *tobject = RANK_ENQUEUE_RESPONSE (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->results != NULL)
+  {
+    g_ptr_array_unref (tobject->results);
+    tobject->results = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_enqueue_response_get_type ())))->finalize (object);
+}
+
+static void
+rank_enqueue_response_class_init (rankEnqueueResponseClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_enqueue_response_read;
+  struct_class->write = rank_enqueue_response_write;
+
+  gobject_class->finalize = rank_enqueue_response_finalize;
+  gobject_class->get_property = rank_enqueue_response_get_property;
+  gobject_class->set_property = rank_enqueue_response_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_ENQUEUE_RESPONSE_RESULTS,
+     g_param_spec_boxed ("results",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_enqueue_response_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankEnqueueResponseClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_enqueue_response_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankEnqueueResponse),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_enqueue_response_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankEnqueueResponseType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankGetQueueStatusRequestProperties
+{
+  PROP_RANK_GET_QUEUE_STATUS_REQUEST_0,
+  PROP_RANK_GET_QUEUE_STATUS_REQUEST_BOARD
+};
+
+/* reads a get_queue_status_request object */
+static gint32
+rank_get_queue_status_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankGetQueueStatusRequest * this_object = RANK_GET_QUEUE_STATUS_REQUEST(object);
+  gboolean isset_board = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_board)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'board'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_get_queue_status_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankGetQueueStatusRequest * this_object = RANK_GET_QUEUE_STATUS_REQUEST(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "GetQueueStatusRequest", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_get_queue_status_request_set_property (GObject *object,
+                                            guint property_id,
+                                            const GValue *value,
+                                            GParamSpec *pspec)
+{
+  rankGetQueueStatusRequest *self = RANK_GET_QUEUE_STATUS_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_QUEUE_STATUS_REQUEST_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_get_queue_status_request_get_property (GObject *object,
+                                            guint property_id,
+                                            GValue *value,
+                                            GParamSpec *pspec)
+{
+  rankGetQueueStatusRequest *self = RANK_GET_QUEUE_STATUS_REQUEST (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_GET_QUEUE_STATUS_REQUEST_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_get_queue_status_request_instance_init (rankGetQueueStatusRequest * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->board = NULL;
+}
+
+static void 
+rank_get_queue_status_request_finalize (GObject *object)
+{
+  rankGetQueueStatusRequest *tobject = RANK_GET_QUEUE_STATUS_REQUEST (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_get_queue_status_request_get_type ())))->finalize (object);
+}
+
+static void
+rank_get_queue_status_request_class_init (rankGetQueueStatusRequestClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_get_queue_status_request_read;
+  struct_class->write = rank_get_queue_status_request_write;
+
+  gobject_class->finalize = rank_get_queue_status_request_finalize;
+  gobject_class->get_property = rank_get_queue_status_request_get_property;
+  gobject_class->set_property = rank_get_queue_status_request_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_QUEUE_STATUS_REQUEST_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_get_queue_status_request_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankGetQueueStatusRequestClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_get_queue_status_request_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankGetQueueStatusRequest),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_get_queue_status_request_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankGetQueueStatusRequestType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankQueueStatusProperties
+{
+  PROP_RANK_QUEUE_STATUS_0,
+  PROP_RANK_QUEUE_STATUS_QUEUED,
+  PROP_RANK_QUEUE_STATUS_BACKLOG,
+  PROP_RANK_QUEUE_STATUS_PENDING,
+  PROP_RANK_QUEUE_STATUS_OLDEST_AGE_MS,
+  PROP_RANK_QUEUE_STATUS_APPLIED,
+  PROP_RANK_QUEUE_STATUS_DEAD_LETTERED
+};
+
+/* reads a queue_status object */
+static gint32
+rank_queue_status_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankQueueStatus * this_object = RANK_QUEUE_STATUS(object);
+  gboolean isset_queued = FALSE;
+  gboolean isset_backlog = FALSE;
+  gboolean isset_pending = FALSE;
+  gboolean isset_oldest_age_ms = FALSE;
+  gboolean isset_applied = FALSE;
+  gboolean isset_dead_lettered = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->queued, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_queued = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->backlog, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_backlog = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->pending, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_pending = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->oldest_age_ms, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_oldest_age_ms = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 5:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->applied, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_applied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 6:
+        if (ftype == T_I64)
+        {
+          if ((ret = thrift_protocol_read_i64 (protocol, &this_object->dead_lettered, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_dead_lettered = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_queued)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'queued'");
+    return -1;
+  }
+
+  if (!isset_backlog)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'backlog'");
+    return -1;
+  }
+
+  if (!isset_pending)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'pending'");
+    return -1;
+  }
+
+  if (!isset_oldest_age_ms)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'oldest_age_ms'");
+    return -1;
+  }
+
+  if (!isset_applied)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'applied'");
+    return -1;
+  }
+
+  if (!isset_dead_lettered)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'dead_lettered'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_queue_status_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankQueueStatus * this_object = RANK_QUEUE_STATUS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "QueueStatus", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "queued", T_BOOL, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_bool (protocol, this_object->queued, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "backlog", T_I64, 2, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->backlog, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "pending", T_I64, 3, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->pending, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "oldest_age_ms", T_I64, 4, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->oldest_age_ms, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "applied", T_I64, 5, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->applied, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "dead_lettered", T_I64, 6, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_i64 (protocol, this_object->dead_lettered, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_queue_status_set_property (GObject *object,
+                                guint property_id,
+                                const GValue *value,
+                                GParamSpec *pspec)
+{
+  rankQueueStatus *self = RANK_QUEUE_STATUS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_QUEUE_STATUS_QUEUED:
+      self->queued = g_value_get_boolean (value);
+      break;
+
+    case PROP_RANK_QUEUE_STATUS_BACKLOG:
+      self->backlog = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_QUEUE_STATUS_PENDING:
+      self->pending = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_QUEUE_STATUS_OLDEST_AGE_MS:
+      self->oldest_age_ms = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_QUEUE_STATUS_APPLIED:
+      self->applied = g_value_get_int64 (value);
+      break;
+
+    case PROP_RANK_QUEUE_STATUS_DEAD_LETTERED:
+      self->dead_lettered = g_value_get_int64 (value);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_queue_status_get_property (GObject *object,
+                                guint property_id,
+                                GValue *value,
+                                GParamSpec *pspec)
+{
+  rankQueueStatus *self = RANK_QUEUE_STATUS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_QUEUE_STATUS_QUEUED:
+      g_value_set_boolean (value, self->queued);
+      break;
+
+    case PROP_RANK_QUEUE_STATUS_BACKLOG:
+      g_value_set_int64 (value, self->backlog);
+      break;
+
+    case PROP_RANK_QUEUE_STATUS_PENDING:
+      g_value_set_int64 (value, self->pending);
+      break;
+
+    case PROP_RANK_QUEUE_STATUS_OLDEST_AGE_MS:
+      g_value_set_int64 (value, self->oldest_age_ms);
+      break;
+
+    case PROP_RANK_QUEUE_STATUS_APPLIED:
+      g_value_set_int64 (value, self->applied);
+      break;
+
+    case PROP_RANK_QUEUE_STATUS_DEAD_LETTERED:
+      g_value_set_int64 (value, self->dead_lettered);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_queue_status_instance_init (rankQueueStatus * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->queued = 0;
+  object->backlog = 0;
+  object->pending = 0;
+  object->oldest_age_ms = 0;
+  object->applied = 0;
+  object->dead_lettered = 0;
+}
+
+static void 
+rank_queue_status_finalize (GObject *object)
+{
+  rankQueueStatus *tobject = RANK_QUEUE_STATUS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_queue_status_get_type ())))->finalize (object);
+}
+
+static void
+rank_queue_status_class_init (rankQueueStatusClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_queue_status_read;
+  struct_class->write = rank_queue_status_write;
+
+  gobject_class->finalize = rank_queue_status_finalize;
+  gobject_class->get_property = rank_queue_status_get_property;
+  gobject_class->set_property = rank_queue_status_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_QUEUE_STATUS_QUEUED,
+     g_param_spec_boolean ("queued",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_QUEUE_STATUS_BACKLOG,
+     g_param_spec_int64 ("backlog",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_QUEUE_STATUS_PENDING,
+     g_param_spec_int64 ("pending",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_QUEUE_STATUS_OLDEST_AGE_MS,
+     g_param_spec_int64 ("oldest_age_ms",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_QUEUE_STATUS_APPLIED,
+     g_param_spec_int64 ("applied",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_QUEUE_STATUS_DEAD_LETTERED,
+     g_param_spec_int64 ("dead_lettered",
+                         NULL,
+                         NULL,
+                         G_MININT64,
+                         G_MAXINT64,
+                         0,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_queue_status_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankQueueStatusClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_queue_status_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankQueueStatus),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_queue_status_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankQueueStatusType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
 /* constants */
 
 enum _rankRankingUpdateArgsProperties
@@ -16283,19 +17931,19 @@ rank_ranking_get_top_n_result_read (ThriftStruct *object, ThriftProtocol *protoc
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem41 = NULL;
-              if ( _elem41 != NULL)
+              rankEntry * _elem45 = NULL;
+              if ( _elem45 != NULL)
               {
-                g_object_unref (_elem41);
+                g_object_unref (_elem45);
               }
-              _elem41 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem41), protocol, error)) < 0)
+              _elem45 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem45), protocol, error)) < 0)
               {
-                g_object_unref (_elem41);
+                g_object_unref (_elem45);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem41);
+              g_ptr_array_add (this_object->success, _elem45);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -16388,14 +18036,14 @@ rank_ranking_get_top_n_result_write (ThriftStruct *object, ThriftProtocol *proto
       return -1;
     xfer += ret;
     {
-      guint i42;
+      guint i46;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i42 = 0; i42 < (this_object->success ? this_object->success->len : 0); i42++)
+      for (i46 = 0; i46 < (this_object->success ? this_object->success->len : 0); i46++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i42))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i46))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -16936,19 +18584,19 @@ rank_ranking_get_around_result_read (ThriftStruct *object, ThriftProtocol *proto
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem43 = NULL;
-              if ( _elem43 != NULL)
+              rankEntry * _elem47 = NULL;
+              if ( _elem47 != NULL)
               {
-                g_object_unref (_elem43);
+                g_object_unref (_elem47);
               }
-              _elem43 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem43), protocol, error)) < 0)
+              _elem47 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem47), protocol, error)) < 0)
               {
-                g_object_unref (_elem43);
+                g_object_unref (_elem47);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem43);
+              g_ptr_array_add (this_object->success, _elem47);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -17064,14 +18712,14 @@ rank_ranking_get_around_result_write (ThriftStruct *object, ThriftProtocol *prot
       return -1;
     xfer += ret;
     {
-      guint i44;
+      guint i48;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i44 = 0; i44 < (this_object->success ? this_object->success->len : 0); i44++)
+      for (i48 = 0; i48 < (this_object->success ? this_object->success->len : 0); i48++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i44))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i48))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -17650,19 +19298,19 @@ rank_ranking_get_ranks_result_read (ThriftStruct *object, ThriftProtocol *protoc
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankRankOf * _elem45 = NULL;
-              if ( _elem45 != NULL)
+              rankRankOf * _elem49 = NULL;
+              if ( _elem49 != NULL)
               {
-                g_object_unref (_elem45);
+                g_object_unref (_elem49);
               }
-              _elem45 = g_object_new (RANK_TYPE_RANK_OF, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem45), protocol, error)) < 0)
+              _elem49 = g_object_new (RANK_TYPE_RANK_OF, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem49), protocol, error)) < 0)
               {
-                g_object_unref (_elem45);
+                g_object_unref (_elem49);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem45);
+              g_ptr_array_add (this_object->success, _elem49);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -17755,14 +19403,14 @@ rank_ranking_get_ranks_result_write (ThriftStruct *object, ThriftProtocol *proto
       return -1;
     xfer += ret;
     {
-      guint i46;
+      guint i50;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i46 = 0; i46 < (this_object->success ? this_object->success->len : 0); i46++)
+      for (i50 = 0; i50 < (this_object->success ? this_object->success->len : 0); i50++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i46))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i50))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -21470,19 +23118,19 @@ rank_ranking_sample_result_read (ThriftStruct *object, ThriftProtocol *protocol,
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem47 = NULL;
-              if ( _elem47 != NULL)
+              rankEntry * _elem51 = NULL;
+              if ( _elem51 != NULL)
               {
-                g_object_unref (_elem47);
+                g_object_unref (_elem51);
               }
-              _elem47 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem47), protocol, error)) < 0)
+              _elem51 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem51), protocol, error)) < 0)
               {
-                g_object_unref (_elem47);
+                g_object_unref (_elem51);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem47);
+              g_ptr_array_add (this_object->success, _elem51);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -21575,14 +23223,14 @@ rank_ranking_sample_result_write (ThriftStruct *object, ThriftProtocol *protocol
       return -1;
     xfer += ret;
     {
-      guint i48;
+      guint i52;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i48 = 0; i48 < (this_object->success ? this_object->success->len : 0); i48++)
+      for (i52 = 0; i52 < (this_object->success ? this_object->success->len : 0); i52++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i48))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i52))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -22747,32 +24395,32 @@ rank_ranking_get_member_data_result_read (ThriftStruct *object, ThriftProtocol *
             /* iterate through each of the map's fields */
             for (i = 0; i < size; i++)
             {
-              gchar * key49 = NULL;
-              gchar * val50 = NULL;
-              if (key49 != NULL)
+              gchar * key53 = NULL;
+              gchar * val54 = NULL;
+              if (key53 != NULL)
               {
-                g_free(key49);
-                key49 = NULL;
+                g_free(key53);
+                key53 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &key49, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &key53, error)) < 0)
                 return -1;
               xfer += ret;
-              if (val50 != NULL)
+              if (val54 != NULL)
               {
-                g_free(val50);
-                val50 = NULL;
+                g_free(val54);
+                val54 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &val50, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &val54, error)) < 0)
               {
                 /* rankd postprocess: do not leak on bad input */
-                g_free (key49);
+                g_free (key53);
                 return -1;
               }
               xfer += ret;
-              if (this_object->success && key49)
-                g_hash_table_insert ((GHashTable *)this_object->success, (gpointer) key49, (gpointer) val50);
+              if (this_object->success && key53)
+                g_hash_table_insert ((GHashTable *)this_object->success, (gpointer) key53, (gpointer) val54);
             }
 
             /* read the map end marker */
@@ -22890,8 +24538,8 @@ rank_ranking_get_member_data_result_write (ThriftStruct *object, ThriftProtocol 
       return -1;
     xfer += ret;
     {
-      gchar * key51 = NULL;
-      gchar * val52 = NULL;
+      gchar * key55 = NULL;
+      gchar * val56 = NULL;
       GList *key_list = NULL, *iter = NULL;
       gchar ** keys;
       int i = 0, key_count;
@@ -22909,14 +24557,14 @@ rank_ranking_get_member_data_result_write (ThriftStruct *object, ThriftProtocol 
 
       for (i = 0; i < key_count; ++i)
       {
-        key51 = keys[i];
-        val52 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->success), (gpointer) key51);
+        key55 = keys[i];
+        val56 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->success), (gpointer) key55);
 
-        if ((ret = thrift_protocol_write_string (protocol,  key51, error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol,  key55, error)) < 0)
           return -1;
         xfer += ret;
 
-        if ((ret = thrift_protocol_write_string (protocol,  val52, error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol,  val56, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -26794,6 +28442,1234 @@ rank_ranking_export_result_get_type (void)
 
     type = g_type_register_static (THRIFT_TYPE_STRUCT, 
                                    "rankRankingExportResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingEnqueueArgsProperties
+{
+  PROP_RANK_RANKING_ENQUEUE_ARGS_0,
+  PROP_RANK_RANKING_ENQUEUE_ARGS_REQUEST
+};
+
+/* reads a ranking_enqueue_args object */
+static gint32
+rank_ranking_enqueue_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingEnqueueArgs * this_object = RANK_RANKING_ENQUEUE_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_request = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_enqueue_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingEnqueueArgs * this_object = RANK_RANKING_ENQUEUE_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingEnqueueArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_enqueue_args_set_property (GObject *object,
+                                        guint property_id,
+                                        const GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankRankingEnqueueArgs *self = RANK_RANKING_ENQUEUE_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_ENQUEUE_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_enqueue_args_get_property (GObject *object,
+                                        guint property_id,
+                                        GValue *value,
+                                        GParamSpec *pspec)
+{
+  rankRankingEnqueueArgs *self = RANK_RANKING_ENQUEUE_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_ENQUEUE_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_enqueue_args_instance_init (rankRankingEnqueueArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->request = g_object_new (RANK_TYPE_ENQUEUE_REQUEST, NULL);
+  object->__isset_request = FALSE;
+}
+
+static void 
+rank_ranking_enqueue_args_finalize (GObject *object)
+{
+  rankRankingEnqueueArgs *tobject = RANK_RANKING_ENQUEUE_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->request != NULL)
+  {
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_enqueue_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_enqueue_args_class_init (rankRankingEnqueueArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_enqueue_args_read;
+  struct_class->write = rank_ranking_enqueue_args_write;
+
+  gobject_class->finalize = rank_ranking_enqueue_args_finalize;
+  gobject_class->get_property = rank_ranking_enqueue_args_get_property;
+  gobject_class->set_property = rank_ranking_enqueue_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_ENQUEUE_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_ENQUEUE_REQUEST,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_enqueue_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingEnqueueArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_enqueue_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingEnqueueArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_enqueue_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingEnqueueArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingEnqueueResultProperties
+{
+  PROP_RANK_RANKING_ENQUEUE_RESULT_0,
+  PROP_RANK_RANKING_ENQUEUE_RESULT_SUCCESS,
+  PROP_RANK_RANKING_ENQUEUE_RESULT_INVALID,
+  PROP_RANK_RANKING_ENQUEUE_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_enqueue_result object */
+static gint32
+rank_ranking_enqueue_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingEnqueueResult * this_object = RANK_RANKING_ENQUEUE_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_enqueue_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingEnqueueResult * this_object = RANK_RANKING_ENQUEUE_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingEnqueueResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_enqueue_result_set_property (GObject *object,
+                                          guint property_id,
+                                          const GValue *value,
+                                          GParamSpec *pspec)
+{
+  rankRankingEnqueueResult *self = RANK_RANKING_ENQUEUE_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_ENQUEUE_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_ENQUEUE_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_ENQUEUE_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_enqueue_result_get_property (GObject *object,
+                                          guint property_id,
+                                          GValue *value,
+                                          GParamSpec *pspec)
+{
+  rankRankingEnqueueResult *self = RANK_RANKING_ENQUEUE_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_ENQUEUE_RESULT_SUCCESS:
+      g_value_set_object (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_ENQUEUE_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_ENQUEUE_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_enqueue_result_instance_init (rankRankingEnqueueResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_object_new (RANK_TYPE_ENQUEUE_RESPONSE, NULL);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_enqueue_result_finalize (GObject *object)
+{
+  rankRankingEnqueueResult *tobject = RANK_RANKING_ENQUEUE_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_object_unref(tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_enqueue_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_enqueue_result_class_init (rankRankingEnqueueResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_enqueue_result_read;
+  struct_class->write = rank_ranking_enqueue_result_write;
+
+  gobject_class->finalize = rank_ranking_enqueue_result_finalize;
+  gobject_class->get_property = rank_ranking_enqueue_result_get_property;
+  gobject_class->set_property = rank_ranking_enqueue_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_ENQUEUE_RESULT_SUCCESS,
+     g_param_spec_object ("success",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_ENQUEUE_RESPONSE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_ENQUEUE_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_ENQUEUE_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_enqueue_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingEnqueueResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_enqueue_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingEnqueueResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_enqueue_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingEnqueueResultType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetQueueStatusArgsProperties
+{
+  PROP_RANK_RANKING_GET_QUEUE_STATUS_ARGS_0,
+  PROP_RANK_RANKING_GET_QUEUE_STATUS_ARGS_REQUEST
+};
+
+/* reads a ranking_get_queue_status_args object */
+static gint32
+rank_ranking_get_queue_status_args_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetQueueStatusArgs * this_object = RANK_RANKING_GET_QUEUE_STATUS_ARGS(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_request = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_queue_status_args_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetQueueStatusArgs * this_object = RANK_RANKING_GET_QUEUE_STATUS_ARGS(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetQueueStatusArgs", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "request", T_STRUCT, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->request), protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_queue_status_args_set_property (GObject *object,
+                                                 guint property_id,
+                                                 const GValue *value,
+                                                 GParamSpec *pspec)
+{
+  rankRankingGetQueueStatusArgs *self = RANK_RANKING_GET_QUEUE_STATUS_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_QUEUE_STATUS_ARGS_REQUEST:
+      if (self->request != NULL)
+        g_object_unref (self->request);
+      self->request = g_value_dup_object (value);
+      self->__isset_request = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_queue_status_args_get_property (GObject *object,
+                                                 guint property_id,
+                                                 GValue *value,
+                                                 GParamSpec *pspec)
+{
+  rankRankingGetQueueStatusArgs *self = RANK_RANKING_GET_QUEUE_STATUS_ARGS (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_QUEUE_STATUS_ARGS_REQUEST:
+      g_value_set_object (value, self->request);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_queue_status_args_instance_init (rankRankingGetQueueStatusArgs * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->request = g_object_new (RANK_TYPE_GET_QUEUE_STATUS_REQUEST, NULL);
+  object->__isset_request = FALSE;
+}
+
+static void 
+rank_ranking_get_queue_status_args_finalize (GObject *object)
+{
+  rankRankingGetQueueStatusArgs *tobject = RANK_RANKING_GET_QUEUE_STATUS_ARGS (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->request != NULL)
+  {
+    g_object_unref(tobject->request);
+    tobject->request = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_queue_status_args_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_queue_status_args_class_init (rankRankingGetQueueStatusArgsClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_queue_status_args_read;
+  struct_class->write = rank_ranking_get_queue_status_args_write;
+
+  gobject_class->finalize = rank_ranking_get_queue_status_args_finalize;
+  gobject_class->get_property = rank_ranking_get_queue_status_args_get_property;
+  gobject_class->set_property = rank_ranking_get_queue_status_args_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_QUEUE_STATUS_ARGS_REQUEST,
+     g_param_spec_object ("request",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_GET_QUEUE_STATUS_REQUEST,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_queue_status_args_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetQueueStatusArgsClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_queue_status_args_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetQueueStatusArgs),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_queue_status_args_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetQueueStatusArgsType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+enum _rankRankingGetQueueStatusResultProperties
+{
+  PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_0,
+  PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_SUCCESS,
+  PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_INVALID,
+  PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_UNAVAILABLE
+};
+
+/* reads a ranking_get_queue_status_result object */
+static gint32
+rank_ranking_get_queue_status_result_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankRankingGetQueueStatusResult * this_object = RANK_RANKING_GET_QUEUE_STATUS_RESULT(object);
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 0:
+        if (ftype == T_STRUCT)
+        {
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+          {
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_success = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 1:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->invalid != NULL)
+          {
+            g_object_unref (this_object->invalid);
+          }
+          this_object->invalid = g_object_new (RANK_TYPE_INVALID_ARGUMENT, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->invalid);
+            this_object->invalid = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_invalid = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->unavailable != NULL)
+          {
+            g_object_unref (this_object->unavailable);
+          }
+          this_object->unavailable = g_object_new (RANK_TYPE_UNAVAILABLE, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->unavailable);
+            this_object->unavailable = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_unavailable = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static gint32
+rank_ranking_get_queue_status_result_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankRankingGetQueueStatusResult * this_object = RANK_RANKING_GET_QUEUE_STATUS_RESULT(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "RankingGetQueueStatusResult", error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_success == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "success", T_STRUCT, 0, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->success), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_invalid == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "invalid", T_STRUCT, 1, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->invalid), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_unavailable == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "unavailable", T_STRUCT, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_ranking_get_queue_status_result_set_property (GObject *object,
+                                                   guint property_id,
+                                                   const GValue *value,
+                                                   GParamSpec *pspec)
+{
+  rankRankingGetQueueStatusResult *self = RANK_RANKING_GET_QUEUE_STATUS_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_SUCCESS:
+      if (self->success != NULL)
+        g_object_unref (self->success);
+      self->success = g_value_dup_object (value);
+      self->__isset_success = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_INVALID:
+      if (self->invalid != NULL)
+        g_object_unref (self->invalid);
+      self->invalid = g_value_dup_object (value);
+      self->__isset_invalid = TRUE;
+      break;
+
+    case PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_UNAVAILABLE:
+      if (self->unavailable != NULL)
+        g_object_unref (self->unavailable);
+      self->unavailable = g_value_dup_object (value);
+      self->__isset_unavailable = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_ranking_get_queue_status_result_get_property (GObject *object,
+                                                   guint property_id,
+                                                   GValue *value,
+                                                   GParamSpec *pspec)
+{
+  rankRankingGetQueueStatusResult *self = RANK_RANKING_GET_QUEUE_STATUS_RESULT (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_SUCCESS:
+      g_value_set_object (value, self->success);
+      break;
+
+    case PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_INVALID:
+      g_value_set_object (value, self->invalid);
+      break;
+
+    case PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_UNAVAILABLE:
+      g_value_set_object (value, self->unavailable);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_ranking_get_queue_status_result_instance_init (rankRankingGetQueueStatusResult * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->success = g_object_new (RANK_TYPE_QUEUE_STATUS, NULL);
+  object->__isset_success = FALSE;
+  object->invalid = NULL;
+  object->__isset_invalid = FALSE;
+  object->unavailable = NULL;
+  object->__isset_unavailable = FALSE;
+}
+
+static void 
+rank_ranking_get_queue_status_result_finalize (GObject *object)
+{
+  rankRankingGetQueueStatusResult *tobject = RANK_RANKING_GET_QUEUE_STATUS_RESULT (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->success != NULL)
+  {
+    g_object_unref(tobject->success);
+    tobject->success = NULL;
+  }
+  if (tobject->invalid != NULL)
+  {
+    g_object_unref(tobject->invalid);
+    tobject->invalid = NULL;
+  }
+  if (tobject->unavailable != NULL)
+  {
+    g_object_unref(tobject->unavailable);
+    tobject->unavailable = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_ranking_get_queue_status_result_get_type ())))->finalize (object);
+}
+
+static void
+rank_ranking_get_queue_status_result_class_init (rankRankingGetQueueStatusResultClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_ranking_get_queue_status_result_read;
+  struct_class->write = rank_ranking_get_queue_status_result_write;
+
+  gobject_class->finalize = rank_ranking_get_queue_status_result_finalize;
+  gobject_class->get_property = rank_ranking_get_queue_status_result_get_property;
+  gobject_class->set_property = rank_ranking_get_queue_status_result_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_SUCCESS,
+     g_param_spec_object ("success",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_QUEUE_STATUS,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_INVALID,
+     g_param_spec_object ("invalid",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_UNAVAILABLE,
+     g_param_spec_object ("unavailable",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+}
+
+GType
+rank_ranking_get_queue_status_result_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankRankingGetQueueStatusResultClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_ranking_get_queue_status_result_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankRankingGetQueueStatusResult),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_ranking_get_queue_status_result_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankRankingGetQueueStatusResultType",
                                    &type_info, 0);
     g_once_init_leave (&type_once, 1);
   }

@@ -1052,8 +1052,136 @@ GType rank_export_response_get_type (void);
 #define RANK_IS_EXPORT_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_EXPORT_RESPONSE))
 #define RANK_EXPORT_RESPONSE_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_EXPORT_RESPONSE, rankExportResponseClass))
 
+/* struct EnqueueRequest */
+struct _rankEnqueueRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  GPtrArray * requests;
+};
+typedef struct _rankEnqueueRequest rankEnqueueRequest;
+
+struct _rankEnqueueRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankEnqueueRequestClass rankEnqueueRequestClass;
+
+GType rank_enqueue_request_get_type (void);
+#define RANK_TYPE_ENQUEUE_REQUEST (rank_enqueue_request_get_type())
+#define RANK_ENQUEUE_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_ENQUEUE_REQUEST, rankEnqueueRequest))
+#define RANK_ENQUEUE_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_ENQUEUE_REQUEST, rankEnqueueRequestClass))
+#define RANK_IS_ENQUEUE_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_ENQUEUE_REQUEST))
+#define RANK_IS_ENQUEUE_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_ENQUEUE_REQUEST))
+#define RANK_ENQUEUE_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_ENQUEUE_REQUEST, rankEnqueueRequestClass))
+
+/* struct EnqueueResult */
+struct _rankEnqueueResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * id;
+  gboolean __isset_id;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+};
+typedef struct _rankEnqueueResult rankEnqueueResult;
+
+struct _rankEnqueueResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankEnqueueResultClass rankEnqueueResultClass;
+
+GType rank_enqueue_result_get_type (void);
+#define RANK_TYPE_ENQUEUE_RESULT (rank_enqueue_result_get_type())
+#define RANK_ENQUEUE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_ENQUEUE_RESULT, rankEnqueueResult))
+#define RANK_ENQUEUE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_ENQUEUE_RESULT, rankEnqueueResultClass))
+#define RANK_IS_ENQUEUE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_ENQUEUE_RESULT))
+#define RANK_IS_ENQUEUE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_ENQUEUE_RESULT))
+#define RANK_ENQUEUE_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_ENQUEUE_RESULT, rankEnqueueResultClass))
+
+/* struct EnqueueResponse */
+struct _rankEnqueueResponse
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  GPtrArray * results;
+};
+typedef struct _rankEnqueueResponse rankEnqueueResponse;
+
+struct _rankEnqueueResponseClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankEnqueueResponseClass rankEnqueueResponseClass;
+
+GType rank_enqueue_response_get_type (void);
+#define RANK_TYPE_ENQUEUE_RESPONSE (rank_enqueue_response_get_type())
+#define RANK_ENQUEUE_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_ENQUEUE_RESPONSE, rankEnqueueResponse))
+#define RANK_ENQUEUE_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_ENQUEUE_RESPONSE, rankEnqueueResponseClass))
+#define RANK_IS_ENQUEUE_RESPONSE(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_ENQUEUE_RESPONSE))
+#define RANK_IS_ENQUEUE_RESPONSE_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_ENQUEUE_RESPONSE))
+#define RANK_ENQUEUE_RESPONSE_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_ENQUEUE_RESPONSE, rankEnqueueResponseClass))
+
+/* struct GetQueueStatusRequest */
+struct _rankGetQueueStatusRequest
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * board;
+};
+typedef struct _rankGetQueueStatusRequest rankGetQueueStatusRequest;
+
+struct _rankGetQueueStatusRequestClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankGetQueueStatusRequestClass rankGetQueueStatusRequestClass;
+
+GType rank_get_queue_status_request_get_type (void);
+#define RANK_TYPE_GET_QUEUE_STATUS_REQUEST (rank_get_queue_status_request_get_type())
+#define RANK_GET_QUEUE_STATUS_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_GET_QUEUE_STATUS_REQUEST, rankGetQueueStatusRequest))
+#define RANK_GET_QUEUE_STATUS_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_GET_QUEUE_STATUS_REQUEST, rankGetQueueStatusRequestClass))
+#define RANK_IS_GET_QUEUE_STATUS_REQUEST(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_GET_QUEUE_STATUS_REQUEST))
+#define RANK_IS_GET_QUEUE_STATUS_REQUEST_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_GET_QUEUE_STATUS_REQUEST))
+#define RANK_GET_QUEUE_STATUS_REQUEST_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_GET_QUEUE_STATUS_REQUEST, rankGetQueueStatusRequestClass))
+
+/* struct QueueStatus */
+struct _rankQueueStatus
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gboolean queued;
+  gint64 backlog;
+  gint64 pending;
+  gint64 oldest_age_ms;
+  gint64 applied;
+  gint64 dead_lettered;
+};
+typedef struct _rankQueueStatus rankQueueStatus;
+
+struct _rankQueueStatusClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankQueueStatusClass rankQueueStatusClass;
+
+GType rank_queue_status_get_type (void);
+#define RANK_TYPE_QUEUE_STATUS (rank_queue_status_get_type())
+#define RANK_QUEUE_STATUS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_QUEUE_STATUS, rankQueueStatus))
+#define RANK_QUEUE_STATUS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_QUEUE_STATUS, rankQueueStatusClass))
+#define RANK_IS_QUEUE_STATUS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_QUEUE_STATUS))
+#define RANK_IS_QUEUE_STATUS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_QUEUE_STATUS))
+#define RANK_QUEUE_STATUS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_QUEUE_STATUS, rankQueueStatusClass))
+
 /* constants */
-#define RANK_IDL_VERSION g_strdup ("1.1")
+#define RANK_IDL_VERSION g_strdup ("1.2")
 
 /* struct RankingUpdateArgs */
 struct _rankRankingUpdateArgs
@@ -2140,5 +2268,113 @@ GType rank_ranking_export_result_get_type (void);
 #define RANK_IS_RANKING_EXPORT_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_EXPORT_RESULT))
 #define RANK_IS_RANKING_EXPORT_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_EXPORT_RESULT))
 #define RANK_RANKING_EXPORT_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_EXPORT_RESULT, rankRankingExportResultClass))
+
+/* struct RankingEnqueueArgs */
+struct _rankRankingEnqueueArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankEnqueueRequest * request;
+  gboolean __isset_request;
+};
+typedef struct _rankRankingEnqueueArgs rankRankingEnqueueArgs;
+
+struct _rankRankingEnqueueArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingEnqueueArgsClass rankRankingEnqueueArgsClass;
+
+GType rank_ranking_enqueue_args_get_type (void);
+#define RANK_TYPE_RANKING_ENQUEUE_ARGS (rank_ranking_enqueue_args_get_type())
+#define RANK_RANKING_ENQUEUE_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_ENQUEUE_ARGS, rankRankingEnqueueArgs))
+#define RANK_RANKING_ENQUEUE_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_ENQUEUE_ARGS, rankRankingEnqueueArgsClass))
+#define RANK_IS_RANKING_ENQUEUE_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_ENQUEUE_ARGS))
+#define RANK_IS_RANKING_ENQUEUE_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_ENQUEUE_ARGS))
+#define RANK_RANKING_ENQUEUE_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_ENQUEUE_ARGS, rankRankingEnqueueArgsClass))
+
+/* struct RankingEnqueueResult */
+struct _rankRankingEnqueueResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankEnqueueResponse * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingEnqueueResult rankRankingEnqueueResult;
+
+struct _rankRankingEnqueueResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingEnqueueResultClass rankRankingEnqueueResultClass;
+
+GType rank_ranking_enqueue_result_get_type (void);
+#define RANK_TYPE_RANKING_ENQUEUE_RESULT (rank_ranking_enqueue_result_get_type())
+#define RANK_RANKING_ENQUEUE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_ENQUEUE_RESULT, rankRankingEnqueueResult))
+#define RANK_RANKING_ENQUEUE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_ENQUEUE_RESULT, rankRankingEnqueueResultClass))
+#define RANK_IS_RANKING_ENQUEUE_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_ENQUEUE_RESULT))
+#define RANK_IS_RANKING_ENQUEUE_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_ENQUEUE_RESULT))
+#define RANK_RANKING_ENQUEUE_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_ENQUEUE_RESULT, rankRankingEnqueueResultClass))
+
+/* struct RankingGetQueueStatusArgs */
+struct _rankRankingGetQueueStatusArgs
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankGetQueueStatusRequest * request;
+  gboolean __isset_request;
+};
+typedef struct _rankRankingGetQueueStatusArgs rankRankingGetQueueStatusArgs;
+
+struct _rankRankingGetQueueStatusArgsClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetQueueStatusArgsClass rankRankingGetQueueStatusArgsClass;
+
+GType rank_ranking_get_queue_status_args_get_type (void);
+#define RANK_TYPE_RANKING_GET_QUEUE_STATUS_ARGS (rank_ranking_get_queue_status_args_get_type())
+#define RANK_RANKING_GET_QUEUE_STATUS_ARGS(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_QUEUE_STATUS_ARGS, rankRankingGetQueueStatusArgs))
+#define RANK_RANKING_GET_QUEUE_STATUS_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_QUEUE_STATUS_ARGS, rankRankingGetQueueStatusArgsClass))
+#define RANK_IS_RANKING_GET_QUEUE_STATUS_ARGS(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_QUEUE_STATUS_ARGS))
+#define RANK_IS_RANKING_GET_QUEUE_STATUS_ARGS_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_QUEUE_STATUS_ARGS))
+#define RANK_RANKING_GET_QUEUE_STATUS_ARGS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_QUEUE_STATUS_ARGS, rankRankingGetQueueStatusArgsClass))
+
+/* struct RankingGetQueueStatusResult */
+struct _rankRankingGetQueueStatusResult
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  rankQueueStatus * success;
+  gboolean __isset_success;
+  rankInvalidArgument * invalid;
+  gboolean __isset_invalid;
+  rankUnavailable * unavailable;
+  gboolean __isset_unavailable;
+};
+typedef struct _rankRankingGetQueueStatusResult rankRankingGetQueueStatusResult;
+
+struct _rankRankingGetQueueStatusResultClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankRankingGetQueueStatusResultClass rankRankingGetQueueStatusResultClass;
+
+GType rank_ranking_get_queue_status_result_get_type (void);
+#define RANK_TYPE_RANKING_GET_QUEUE_STATUS_RESULT (rank_ranking_get_queue_status_result_get_type())
+#define RANK_RANKING_GET_QUEUE_STATUS_RESULT(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_RANKING_GET_QUEUE_STATUS_RESULT, rankRankingGetQueueStatusResult))
+#define RANK_RANKING_GET_QUEUE_STATUS_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_RANKING_GET_QUEUE_STATUS_RESULT, rankRankingGetQueueStatusResultClass))
+#define RANK_IS_RANKING_GET_QUEUE_STATUS_RESULT(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_RANKING_GET_QUEUE_STATUS_RESULT))
+#define RANK_IS_RANKING_GET_QUEUE_STATUS_RESULT_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_RANKING_GET_QUEUE_STATUS_RESULT))
+#define RANK_RANKING_GET_QUEUE_STATUS_RESULT_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_RANKING_GET_QUEUE_STATUS_RESULT, rankRankingGetQueueStatusResultClass))
 
 #endif /* RANK_RANKING_TYPES_H */

@@ -2,7 +2,7 @@
  * rankd: a leaderboard service over Apache Thrift.
  *
  * This file is the contract between rankd and its clients in every language.
- * Version 1.1 (IDL_VERSION below). From 1.0 on it only grows: new methods,
+ * Version 1.2 (IDL_VERSION below). From 1.0 on it only grows: new methods,
  * new optional fields with new ids, new exceptions on new methods. Nothing
  * released is removed, renumbered, retyped or made required
  * (tests/compat/ checks this against the frozen 1.0 copy).
@@ -39,7 +39,7 @@ namespace java ranking
 namespace go ranking
 
 /** The version of this contract; rankd reports it in GetServerInfo. */
-const string IDL_VERSION = "1.1"
+const string IDL_VERSION = "1.2"
 
 /** How Update combines the request's value with the member's current score. */
 enum UpdateMode {
@@ -407,6 +407,46 @@ struct ExportResponse {
   2: optional string next_cursor
 }
 
+/** Enqueue: 1-1000 updates, to boards configured with queue=on. */
+struct EnqueueRequest {
+  1: required list<UpdateRequest> requests
+}
+
+/**
+ * One update's answer in Enqueue: exactly one field is set. id: it is in the
+ * board's queue (the stream entry's id; on a sharded board, of its shard's
+ * stream); invalid: it was refused and nothing of it was queued.
+ */
+struct EnqueueResult {
+  1: optional string id
+  2: optional InvalidArgument invalid
+}
+
+struct EnqueueResponse {
+  /** One result per request, in order. */
+  1: required list<EnqueueResult> results
+}
+
+/** GetQueueStatus: a queued board's backlog. */
+struct GetQueueStatusRequest {
+  1: required string board
+}
+
+struct QueueStatus {
+  /** The board is configured with queue=on. */
+  1: required bool queued
+  /** Updates in its queue not applied yet (pending ones included). */
+  2: required i64 backlog
+  /** Of those, the ones a rankd has read and not applied yet. */
+  3: required i64 pending
+  /** How long the oldest unapplied update has waited, in ms (0: none). */
+  4: required i64 oldest_age_ms
+  /** Updates the queue has applied (a repeated request id counts once). */
+  5: required i64 applied
+  /** Updates that could no longer apply, moved to the dead-letter stream. */
+  6: required i64 dead_lettered
+}
+
 service Ranking {
   /** Records a score change; idempotent by request_id. */
   UpdateResponse Update(1: UpdateRequest request)
@@ -543,5 +583,25 @@ service Ranking {
    * with the later timestamp_ms).
    */
   ExportResponse Export(1: ExportRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /**
+   * Queues updates for boards configured with queue=on: each request is
+   * checked as Update would check it (a refused one is queued in no part,
+   * and answered as such); the call answers once the others are in the
+   * board's queue (a Redis stream), with --wait-replicas after WAIT. rankd
+   * applies them in the background, in batches, each at most once by its
+   * request_id; what readers see lags by the queue's backlog
+   * (GetQueueStatus). InvalidArgument for the whole call only when requests
+   * is empty or longer than 1000; Unavailable("queue full") when a board's
+   * backlog would pass its queue_max_backlog (nothing of the call is queued)
+   * or Redis is out of reach (some updates may be queued: sending the same
+   * requests again applies each once).
+   */
+  EnqueueResponse Enqueue(1: EnqueueRequest request)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+
+  /** A board's queue: backlog, pending, the oldest update's wait, applied and dead-lettered counts. */
+  QueueStatus GetQueueStatus(1: GetQueueStatusRequest request)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 }

@@ -13,6 +13,8 @@
  *   RANK_DAMAGED ...   RANK_ERROR_INTERNAL (a key of the wrong type; the
  *                      script changed nothing)
  *   WRONGTYPE          RANK_ERROR_INTERNAL
+ *   NOGROUP, BUSYGROUP RANK_ERROR_NOT_FOUND (a stream's consumer group is
+ *                      missing, or already there: the queue's to handle)
  *   OOM, READONLY, BUSY, LOADING, MASTERDOWN, TRYAGAIN, CLUSTERDOWN,
  *   NOREPLICAS, MISCONF, NOAUTH, WRONGPASS, NOPERM
  *                      RANK_ERROR_UNAVAILABLE

@@ -35,13 +35,26 @@ typedef struct
   GHashTable *lines; /* "section\nkey" or "section" -> line number */
 } Loader;
 
-static const char *const board_keys[]
-    = { "shards",     "max_top_depth",  "order",
-        "rank",       "mode",           "dedup_window",
-        "cap",        "period",         "timezone",
-        "week_start", "period_seconds", "period_epoch",
-        "retention",  "accept_late",    "subscores",
-        NULL };
+static const char *const board_keys[] = { "shards",
+                                          "max_top_depth",
+                                          "order",
+                                          "rank",
+                                          "mode",
+                                          "dedup_window",
+                                          "cap",
+                                          "period",
+                                          "timezone",
+                                          "week_start",
+                                          "period_seconds",
+                                          "period_epoch",
+                                          "retention",
+                                          "accept_late",
+                                          "subscores",
+                                          "queue",
+                                          "queue_claim_after",
+                                          "queue_max_backlog",
+                                          "queue_rate",
+                                          NULL };
 static const char *const redis_keys[] = { "nodes", "user", "password", NULL };
 
 static gboolean fail_at (const Loader *loader, const char *section,
@@ -401,7 +414,10 @@ load_board (const Loader *loader, const char *section, RankBoardOptions *o,
   static const char *const modes[] = { "increment", "best", "set", NULL };
   static const int mode_values[]
       = { RANK_MODE_INCREMENT, RANK_MODE_BEST, RANK_MODE_SET };
+  static const char *const switches[] = { "off", "on", NULL };
+  static const int switch_values[] = { FALSE, TRUE };
   int order = (int) o->order, kind = (int) o->rank, mode = (int) o->mode;
+  int queue = o->queue;
   gboolean ok
       = get_uint (loader, section, "shards", 1, RANK_SHARDS_MAX, &o->shards,
                   error)
@@ -415,8 +431,18 @@ load_board (const Loader *loader, const char *section, RankBoardOptions *o,
                        error)
         && get_uint (loader, section, "dedup_window", 1,
                      RANK_DEDUP_WINDOW_MAX_S, &o->dedup_window_s, error)
-        && get_uint (loader, section, "cap", 1, RANK_CAP_MAX, &o->cap, error);
+        && get_uint (loader, section, "cap", 1, RANK_CAP_MAX, &o->cap, error)
+        && get_choice (loader, section, "queue", switches, switch_values,
+                       &queue, error)
+        && get_uint (loader, section, "queue_claim_after", 1,
+                     RANK_QUEUE_CLAIM_AFTER_MAX_S, &o->queue_claim_after_s,
+                     error)
+        && get_uint (loader, section, "queue_max_backlog", 1,
+                     RANK_QUEUE_MAX_BACKLOG_LIMIT, &o->queue_max_backlog, error)
+        && get_uint (loader, section, "queue_rate", 0, G_MAXUINT,
+                     &o->queue_rate, error);
 
+  o->queue = queue;
   o->order = (RankOrder) order;
   o->rank = (RankKind) kind;
   o->mode = (RankMode) mode;
@@ -534,6 +560,8 @@ rank_config_new (void)
   config->defaults.period.week_start = 1;
   config->defaults.retention = 1;
   config->defaults.max_top_depth = RANK_DEFAULT_MAX_TOP_DEPTH;
+  config->defaults.queue_claim_after_s = RANK_QUEUE_CLAIM_AFTER_DEFAULT_S;
+  config->defaults.queue_max_backlog = RANK_QUEUE_MAX_BACKLOG_DEFAULT;
   config->boards
       = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, options_free);
   config->nodes = g_ptr_array_new_with_free_func (g_free);

@@ -165,6 +165,29 @@
 #define RANK_LIST_BOARDS_MAX 1000
 #define RANK_EXPORT_COUNT_MAX 1000
 
+/* The update queue (queue.h): a board's stream "rk:{board}:u" (a shard's
+ * "rk:s:{board/i}:u"), its dead letters "...:v" (a stream), its counts
+ * "...:n" (a hash: applied, dead); every board with a queue, as rk:boards
+ * lists boards. */
+#define RANK_KEY_SUFFIX_QUEUE "u"
+#define RANK_KEY_SUFFIX_DEAD "v"
+#define RANK_KEY_SUFFIX_QUEUE_COUNTS "n"
+#define RANK_QUEUES_KEY "rk:queues"
+#define RANK_QUEUE_GROUP "rankd"
+/* Defaults and limits of the board options queue_claim_after (seconds)
+ * and queue_max_backlog (entries). */
+#define RANK_QUEUE_CLAIM_AFTER_DEFAULT_S 30
+#define RANK_QUEUE_CLAIM_AFTER_MAX_S 86400
+#define RANK_QUEUE_MAX_BACKLOG_DEFAULT 1000000
+#define RANK_QUEUE_MAX_BACKLOG_LIMIT 1000000000
+/* Entries a drain reads (and applies) at once, per stream; how often an idle
+ * queue is looked at; how often the list of queues is read again. */
+#define RANK_QUEUE_READ_COUNT 256
+#define RANK_QUEUE_IDLE_POLL_MS 20
+#define RANK_QUEUE_REFRESH_MS 1000
+/* Enqueue: updates a call. */
+#define RANK_ENQUEUE_MAX 1000
+
 /* Shard i of a sharded board: RANK_SHARD_KEY_PREFIX ":{" board "/" i "}:"
  * suffix. Each shard is its own hash tag (shards spread over a cluster);
  * the different prefix keeps shard keys apart from every ordinary board's. */

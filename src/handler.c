@@ -210,6 +210,13 @@ static const MethodSpec methods[] = {
   [METHOD_EXPORT] = { "Export", rank_ranking_export_args_get_type,
                       rank_ranking_export_result_get_type, handler_start_export,
                       handler_bound_export },
+  [METHOD_ENQUEUE] = { "Enqueue", rank_ranking_enqueue_args_get_type,
+                       rank_ranking_enqueue_result_get_type,
+                       handler_start_enqueue, handler_bound_enqueue },
+  [METHOD_GET_QUEUE_STATUS]
+  = { "GetQueueStatus", rank_ranking_get_queue_status_args_get_type,
+      rank_ranking_get_queue_status_result_get_type,
+      handler_start_get_queue_status, bound_small },
 };
 
 G_STATIC_ASSERT (G_N_ELEMENTS (methods) == METHOD_UNKNOWN);
@@ -667,9 +674,10 @@ run_update (Call *call)
 /* The fields of the request, then what the board's options say of them:
  * resolves ctx and fills update, which points into request and *data (the
  * encoded member data, the caller's to free). */
-static gboolean
-check_update (RankHandler *handler, const rankUpdateRequest *request,
-              RankContext *ctx, RankUpdate *update, char **data, GError **error)
+gboolean
+handler_check_update (RankHandler *handler, const rankUpdateRequest *request,
+                      RankContext *ctx, RankUpdate *update, char **data,
+                      GError **error)
 {
   const RankBoardOptions *o;
   gsize data_len = 0;
@@ -721,8 +729,8 @@ start_update (Call *call)
   g_autoptr (GError) error = NULL;
 
   call->writes = TRUE;
-  check_update (call->handler, args->request, &call->ctx, &call->update,
-                &call->data, &error);
+  handler_check_update (call->handler, args->request, &call->ctx, &call->update,
+                        &call->data, &error);
   checked (call, error, run_update);
 }
 
@@ -1410,8 +1418,8 @@ batch_item_start (BatchItem *item, const rankUpdateRequest *request)
   RankHandler *handler = item->batch->call->handler;
   g_autoptr (GError) error = NULL;
 
-  if (!check_update (handler, request, &item->ctx, &item->update, &item->data,
-                     &error))
+  if (!handler_check_update (handler, request, &item->ctx, &item->update,
+                             &item->data, &error))
     {
       batch_item_failed (item, error);
       return;
@@ -1591,6 +1599,12 @@ gint64
 rank_handler_now (RankHandler *handler)
 {
   return handler->clock (handler->clock_data);
+}
+
+gint64
+rank_handler_default_window_ms (RankHandler *handler)
+{
+  return handler->default_window_ms;
 }
 
 RankConfig *

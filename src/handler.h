@@ -52,9 +52,11 @@ void rank_handler_set_clock (RankHandler *handler, RankClockFunc clock,
  * with the one they started with. */
 void rank_handler_set_config (RankHandler *handler, RankConfig *config);
 
-/* The configuration in force, and the time by the handler's clock. */
+/* The configuration in force, the time by the handler's clock, and
+ * --dedup-window (for boards without their own). */
 RankConfig *rank_handler_config (RankHandler *handler);
 gint64 rank_handler_now (RankHandler *handler);
+gint64 rank_handler_default_window_ms (RankHandler *handler);
 
 /* Reads the arguments of method from in and starts the call, which writes
  * its reply into reply (the caller's, kept until answered) and then calls

@@ -10,6 +10,7 @@
 #include "connbuf.h"
 #include "context.h"
 #include "metrics.h"
+#include "rank_ranking_types.h"
 #include "store.h"
 
 struct _RankHandler
@@ -48,6 +49,8 @@ typedef enum
   METHOD_DELETE_BOARD,
   METHOD_RESET_BOARD,
   METHOD_EXPORT,
+  METHOD_ENQUEUE,
+  METHOD_GET_QUEUE_STATUS,
   METHOD_UNKNOWN,
 } Method;
 
@@ -95,6 +98,19 @@ void handler_resolve (Call *call, const char *board);
 /* Validates board, resolves the context and checks periods_back. */
 gboolean handler_resolve_read (Call *call, const char *board,
                                gint64 periods_back, GError **error);
+
+/* Checks request as Update does (fields, the board's options, the period
+ * its time picks) and resolves ctx and update from it; *data gets the
+ * encoded member data (g_free it), which update points into. */
+gboolean handler_check_update (RankHandler *handler,
+                               const rankUpdateRequest *request,
+                               RankContext *ctx, RankUpdate *update,
+                               char **data, GError **error);
+
+/* handler_queue.c */
+void handler_start_enqueue (Call *call);
+void handler_start_get_queue_status (Call *call);
+gsize handler_bound_enqueue (const ThriftStruct *args);
 
 /* handler_admin.c */
 void handler_start_list_boards (Call *call);

@@ -82,6 +82,16 @@ static guint n_methods;
 static GPtrArray *call_blocks;  /* RankMetricsCalls *, alive */
 static MethodCounters *retired; /* n_methods, of blocks already freed */
 static GHashTable *nodes;       /* name -> Node * */
+static GHashTable *queues;      /* board -> QueueMetrics * */
+
+/* A queued board, as this rankd's drain sees it. */
+typedef struct
+{
+  gint64 backlog;
+  double oldest_s;
+  guint64 applied;
+  guint64 dead;
+} QueueMetrics;
 
 static Counter connections_opened; /* atomic read-modify-write: any thread */
 static Counter connections_closed;
@@ -287,6 +297,49 @@ rank_metrics_link_free (RankMetricsLink *link)
   g_free (link);
 }
 
+/* ---- the update queue ---- */
+
+/* Under lock. */
+static QueueMetrics *
+queue_metrics (const char *board)
+{
+  QueueMetrics *m;
+
+  if (queues == NULL)
+    queues = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  m = g_hash_table_lookup (queues, board);
+  if (m == NULL)
+    {
+      m = g_new0 (QueueMetrics, 1);
+      g_hash_table_insert (queues, g_strdup (board), m);
+    }
+  return m;
+}
+
+void
+rank_metrics_queue_done (const char *board, guint applied, guint dead)
+{
+  QueueMetrics *m;
+
+  g_mutex_lock (&lock);
+  m = queue_metrics (board);
+  m->applied += applied;
+  m->dead += dead;
+  g_mutex_unlock (&lock);
+}
+
+void
+rank_metrics_queue_status (const char *board, gint64 backlog, double oldest_s)
+{
+  QueueMetrics *m;
+
+  g_mutex_lock (&lock);
+  m = queue_metrics (board);
+  m->backlog = backlog;
+  m->oldest_s = oldest_s;
+  g_mutex_unlock (&lock);
+}
+
 /* ---- reading (under lock) ---- */
 
 /* A label value: backslash, double quote and line feed escaped. */
@@ -382,6 +435,60 @@ render_connections (GString *out)
                  "Thrift client connections accepted.");
   g_string_append_printf (
       out, "rankd_connections_total %" G_GUINT64_FORMAT "\n", opened);
+}
+
+static gint
+compare_strings (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+static void
+render_queues (GString *out)
+{
+  static const struct
+  {
+    const char *name, *type, *help;
+  } series[] = {
+    { "rankd_queue_backlog", "gauge",
+      "Updates in a queued board's streams, not applied yet." },
+    { "rankd_queue_oldest_seconds", "gauge",
+      "How long the oldest unapplied update of a queued board has waited." },
+    { "rankd_queue_applied_total", "counter",
+      "Queued updates this rankd applied (a repeated request id counts)." },
+    { "rankd_queue_dead_lettered_total", "counter",
+      "Queued updates this rankd moved to the dead letters." },
+  };
+  g_autoptr (GPtrArray) boards = g_ptr_array_new ();
+  GHashTableIter it;
+  gpointer key;
+
+  if (queues == NULL)
+    return;
+  g_hash_table_iter_init (&it, queues);
+  while (g_hash_table_iter_next (&it, &key, NULL))
+    g_ptr_array_add (boards, key);
+  g_ptr_array_sort (boards, compare_strings);
+  for (guint k = 0; k < G_N_ELEMENTS (series); k++)
+    {
+      append_header (out, series[k].name, series[k].type, series[k].help);
+      for (guint i = 0; i < boards->len; i++)
+        {
+          const QueueMetrics *m
+              = g_hash_table_lookup (queues, boards->pdata[i]);
+
+          g_string_append_printf (out, "%s{board=\"", series[k].name);
+          append_label (out, boards->pdata[i]);
+          g_string_append (out, "\"} ");
+          if (k == 0)
+            g_string_append_printf (out, "%" G_GINT64_FORMAT "\n", m->backlog);
+          else if (k == 1)
+            g_string_append_printf (out, "%.3f\n", m->oldest_s);
+          else
+            g_string_append_printf (out, "%" G_GUINT64_FORMAT "\n",
+                                    k == 2 ? m->applied : m->dead);
+        }
+    }
 }
 
 static int
@@ -519,6 +626,7 @@ rank_metrics_render (void)
     render_calls (out);
   render_connections (out);
   render_redis (out);
+  render_queues (out);
   g_mutex_unlock (&lock);
   return g_string_free (out, FALSE);
 }

@@ -72,6 +72,16 @@ void rank_metrics_link_up (RankMetricsLink *link, gboolean up);
 /* Folds the block into its node's totals and frees it. */
 void rank_metrics_link_free (RankMetricsLink *link);
 
+/* ---- the update queue (queue.c; any thread) ---- */
+
+/* A batch of board's queued updates was applied (or dead-lettered). */
+void rank_metrics_queue_done (const char *board, guint applied, guint dead);
+
+/* board's backlog and the age of its oldest unapplied update, as last
+ * read. */
+void rank_metrics_queue_status (const char *board, gint64 backlog,
+                                double oldest_s);
+
 /* ---- reading ---- */
 
 /* Every metric in the Prometheus text exposition format (version 0.0.4). */

@@ -46,6 +46,7 @@
 #include "connbuf.h"
 #include "constants.h"
 #include "handler.h"
+#include "queue.h"
 #include "loop.h"
 #include "metrics.h"
 #include "store.h"
@@ -97,6 +98,7 @@ struct _Worker
   RankBackend *backend; /* its links to Redis */
   RankStore *store;
   RankHandler *handler;
+  RankQueue *queue; /* worker 0: the update queue's drain */
   GQueue conns;
   GQueue ready; /* connections with replies to send before the loop sleeps */
   GPtrArray *spare;  /* reply buffers to reuse */
@@ -659,6 +661,9 @@ start_drain (gpointer data)
   GList *l = w->conns.head;
 
   w->draining = TRUE;
+  /* The drain reads nothing more; what it read and has not applied stays
+   * pending, for another rankd (or this one's successor) to claim. */
+  rank_queue_stop (w->queue);
   if (w->conns.length == 0)
     {
       g_mutex_lock (&w->server->lock);
@@ -713,6 +718,8 @@ worker_init (Worker *w, RankServer *server, guint index)
   w->handler = rank_handler_new (
       w->store, server->config.boards, server->config.dedup_window_ms,
       server->config.protocol, server->config.framed, request_answered);
+  if (index == 0)
+    w->queue = rank_queue_new (w->loop, w->store, w->handler);
   g_queue_init (&w->conns);
   rank_loop_add_prepare (w->loop, sweep, w);
   rank_backend_start (w->backend);
@@ -725,8 +732,10 @@ static void
 worker_clear (Worker *w)
 {
   rank_loop_run_pending (w->loop);
+  rank_queue_stop (w->queue);
   rank_backend_free (w->backend);
   rank_loop_run_pending (w->loop);
+  rank_queue_free (w->queue);
   while (w->conns.head != NULL)
     {
       conn_free (w->conns.head->data);

@@ -59,6 +59,17 @@ rank_store_free (RankStore *store)
 /* Longest key: prefix, board, shard, period, suffix and punctuation. */
 #define KEY_MAX RANK_STORE_KEY_MAX
 
+/* Keys that are the board's across periods: request-id records (a retry
+ * after midnight is still a retry) and the update queue. */
+static gboolean
+spans_periods (const char *suffix)
+{
+  return strcmp (suffix, RANK_KEY_SUFFIX_REQUEST) == 0
+         || strcmp (suffix, RANK_KEY_SUFFIX_QUEUE) == 0
+         || strcmp (suffix, RANK_KEY_SUFFIX_DEAD) == 0
+         || strcmp (suffix, RANK_KEY_SUFFIX_QUEUE_COUNTS) == 0;
+}
+
 static gsize
 board_key (char *out, const char *board, const char *period, guint shard,
            guint shards, const char *suffix)
@@ -70,8 +81,7 @@ board_key (char *out, const char *board, const char *period, guint shard,
                 shard);
   else
     g_snprintf (tag, sizeof tag, RANK_KEY_PREFIX ":{%s}", board);
-  if (period != NULL && *period != '\0'
-      && strcmp (suffix, RANK_KEY_SUFFIX_REQUEST) != 0)
+  if (period != NULL && *period != '\0' && !spans_periods (suffix))
     return (gsize) g_snprintf (out, KEY_MAX, "%s:p:%s:%s", tag, period, suffix);
   return (gsize) g_snprintf (out, KEY_MAX, "%s:%s", tag, suffix);
 }

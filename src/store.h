@@ -321,4 +321,92 @@ void rank_store_export (RankStore *store, const RankContext *ctx,
                         const RankExportCursor *cursor, guint count,
                         RankStoreExportFunc func, gpointer data);
 
+/* ---- the update queue (store_queue.c; queue.h drains it) ---- */
+
+/* ids[0..n) (the stream entries' ids) live only during the callback. */
+typedef void (*RankStoreIdsFunc) (const char *const *ids, guint n,
+                                  const GError *error, gpointer data);
+
+/* Enqueue: updates[0..n) of ctx's board (checked, with their times fixed)
+ * into the streams of their shards, after WAIT with --wait-replicas.
+ * Unavailable ("queue full") and nothing queued when the board's backlog
+ * would pass its queue_max_backlog. updates must live until func. */
+void rank_store_enqueue (RankStore *store, const RankContext *ctx,
+                         const RankUpdate *const *updates, guint n,
+                         RankStoreIdsFunc func, gpointer data);
+
+typedef struct
+{
+  gint64 backlog;   /* entries in the streams */
+  gint64 pending;   /* of those, read and not acknowledged */
+  gint64 oldest_ms; /* Unix ms the oldest was queued; 0: none */
+  gint64 applied;
+  gint64 dead;
+} RankQueueStats;
+
+typedef void (*RankStoreQueueStatsFunc) (const RankQueueStats *stats,
+                                         const GError *error, gpointer data);
+void rank_store_queue_stats (RankStore *store, const RankContext *ctx,
+                             RankStoreQueueStatsFunc func, gpointer data);
+
+/* One entry of a stream. valid: it holds an update (else it goes to the
+ * dead letters). Its strings point into the batch. */
+typedef struct
+{
+  const char *id;
+  RankUpdate update;
+  gint64 subscores[RANK_SUBSCORES_MAX];
+  gboolean valid;
+} RankQueueEntry;
+
+/* Entries read from a stream, with the reply they point into. */
+typedef struct
+{
+  RankQueueEntry *entries;
+  guint n;
+  struct _RankReply *reply;
+} RankQueueBatch;
+
+void rank_queue_batch_free (RankQueueBatch *batch);
+
+/* batch (NULL on error) is the callee's, to free. */
+typedef void (*RankStoreBatchFunc) (RankQueueBatch *batch, const GError *error,
+                                    gpointer data);
+
+typedef enum
+{
+  RANK_QUEUE_NEW,         /* entries no consumer has read */
+  RANK_QUEUE_OWN_PENDING, /* this consumer's, read and not acknowledged */
+  RANK_QUEUE_CLAIM,       /* anyone's, pending for min_idle_ms or more */
+} RankQueueRead;
+
+/* Reads up to count entries of shard's stream as consumer of the group.
+ * NotFound: the stream has no group (rank_store_queue_create). */
+void rank_store_queue_read (RankStore *store, const RankContext *ctx,
+                            guint shard, const char *consumer,
+                            RankQueueRead how, guint count, guint min_idle_ms,
+                            RankStoreBatchFunc func, gpointer data);
+
+/* What became of an entry: applied (reason NULL), or dead with reason. */
+typedef struct
+{
+  const RankQueueEntry *entry;
+  const char *reason;
+} RankQueueOutcome;
+
+/* Entries done with: the dead ones to the dead letters, then all
+ * acknowledged and deleted, and counted. */
+void rank_store_queue_done (RankStore *store, const RankContext *ctx,
+                            guint shard, const RankQueueOutcome *outcomes,
+                            guint n, RankStoreDoneFunc func, gpointer data);
+
+/* The group of shard's stream (and the stream), if not there yet. */
+void rank_store_queue_create (RankStore *store, const RankContext *ctx,
+                              guint shard, RankStoreDoneFunc func,
+                              gpointer data);
+
+/* Every board that was ever queued to (until DeleteBoard). */
+void rank_store_list_queues (RankStore *store, RankStoreNamesFunc func,
+                             gpointer data);
+
 #endif /* RANK_STORE_H */

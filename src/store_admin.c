@@ -29,6 +29,11 @@
 #include "orderkey.h"
 #include "store_private.h"
 
+static void
+ignore_reply (const RankReply *reply, const GError *error, gpointer data)
+{
+}
+
 /* ---- ListBoards ---- */
 
 typedef struct
@@ -91,6 +96,7 @@ typedef enum
   KEY_LAYOUT,   /* the stored layout */
   KEY_REQUESTS, /* request-id records of updates */
   KEY_ADMIN,    /* request-id records of DeleteBoard, ResetBoard */
+  KEY_QUEUE,    /* the update queue: stream, dead letters, counts */
 } KeyKind;
 
 static gboolean
@@ -140,6 +146,10 @@ classify_key (const char *board, const char *key, gsize len, const char **rest,
     return KEY_REQUESTS;
   if (!shard && *rest_len == 1 && *p == RANK_KEY_SUFFIX_LAYOUT[0])
     return KEY_LAYOUT;
+  if (*rest_len == 1
+      && (*p == RANK_KEY_SUFFIX_QUEUE[0] || *p == RANK_KEY_SUFFIX_DEAD[0]
+          || *p == RANK_KEY_SUFFIX_QUEUE_COUNTS[0]))
+    return KEY_QUEUE;
   if (!shard && *rest_len >= 2 && p[0] == RANK_KEY_SUFFIX_ADMIN[0]
       && p[1] == ':')
     return KEY_ADMIN;
@@ -447,7 +457,8 @@ walk_removes (WalkKind kind, KeyKind key)
 {
   if (kind == WALK_RESET)
     return key == KEY_ENTRIES;
-  return key == KEY_ENTRIES || key == KEY_LAYOUT || key == KEY_REQUESTS;
+  return key == KEY_ENTRIES || key == KEY_LAYOUT || key == KEY_REQUESTS
+         || key == KEY_QUEUE;
 }
 
 static void
@@ -590,6 +601,10 @@ walk_finish (Walk *w)
       return;
     }
   store_forget_layout (w->store, w->ctx->board);
+  rank_command_init (&cmd, "ZREM");
+  rank_command_add_str (&cmd, RANK_QUEUES_KEY);
+  rank_command_add_str (&cmd, w->ctx->board);
+  rank_backend_send (w->store->backend, 0, &cmd, 0, ignore_reply, NULL);
   rank_command_init (&cmd, "ZREM");
   rank_command_add_str (&cmd, RANK_BOARDS_KEY);
   rank_command_add_str (&cmd, w->ctx->board);

@@ -1,0 +1,600 @@
+/* queue.c -- the drain of the update queue (see queue.h). */
+#include "queue.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "constants.h"
+#include "error.h"
+#include "metrics.h"
+#include "policy.h"
+
+/* After an entry met Unavailable, its stream is read again this much
+ * later (its own pending entries first). */
+#define RETRY_MS 200
+
+typedef struct _Stream Stream;
+
+struct _RankQueue
+{
+  RankLoop *loop;
+  RankStore *store;
+  RankHandler *handler;
+  char *consumer;
+  GHashTable *streams; /* "board\nshard" -> Stream */
+  GHashTable *rates;   /* board -> Rate, queue_rate's tokens */
+  gint64 next_refresh_us;
+  gboolean refreshing;
+  gboolean stopping;
+  guint busy; /* streams with a read or batch in flight */
+};
+
+struct _Stream
+{
+  RankQueue *q;
+  char *board;
+  guint shard;
+  gboolean busy;        /* a read, or its batch, in flight */
+  gboolean created;     /* its group is there */
+  gboolean own_pending; /* read this consumer's pending entries first */
+  gboolean listed;      /* at the last refresh */
+  gint64 next_us;       /* not read before (monotonic) */
+  gint64 next_claim_us;
+  RankContext ctx; /* the board at the read: options, keys */
+};
+
+/* queue_rate: tokens of a board, refilled each second. */
+typedef struct
+{
+  gint64 second;
+  guint used;
+} Rate;
+
+/* A batch being applied. */
+typedef struct
+{
+  Stream *s;
+  RankQueueBatch *batch;
+  guint pending;
+  struct Item *items;
+  gboolean retry; /* some met Unavailable: read them again */
+} Apply;
+
+typedef struct Item
+{
+  Apply *a;
+  guint index;
+  RankContext ctx;
+  gboolean started; /* ctx initialised */
+  enum
+  {
+    ITEM_APPLIED,
+    ITEM_DEAD,
+    ITEM_RETRY,
+  } outcome;
+  char *reason;
+} Item;
+
+static void stream_step (Stream *s);
+
+static gint64
+now_us (void)
+{
+  return g_get_monotonic_time ();
+}
+
+static void
+stream_free (gpointer data)
+{
+  Stream *s = data;
+
+  rank_context_clear (&s->ctx);
+  g_free (s->board);
+  g_free (s);
+}
+
+/* ---- applying a batch ---- */
+
+static void
+apply_free (Apply *a)
+{
+  for (guint i = 0; a->batch != NULL && i < a->batch->n; i++)
+    {
+      if (a->items[i].started)
+        rank_context_clear (&a->items[i].ctx);
+      g_free (a->items[i].reason);
+    }
+  g_free (a->items);
+  rank_queue_batch_free (a->batch);
+  g_free (a);
+}
+
+/* The stream is free again: when to read it next. */
+static void
+stream_done (Stream *s, gboolean retry, gboolean more)
+{
+  RankQueue *q = s->q;
+
+  s->busy = FALSE;
+  q->busy--;
+  if (retry)
+    {
+      s->own_pending = TRUE;
+      s->next_us = now_us () + RETRY_MS * 1000;
+    }
+  else
+    s->next_us = more ? 0 : now_us () + RANK_QUEUE_IDLE_POLL_MS * 1000;
+}
+
+static void
+batch_acknowledged (const GError *error, gpointer data)
+{
+  Apply *a = data;
+  Stream *s = a->s;
+  guint applied = 0, dead = 0;
+
+  for (guint i = 0; i < a->batch->n; i++)
+    {
+      applied += a->items[i].outcome == ITEM_APPLIED;
+      dead += a->items[i].outcome == ITEM_DEAD;
+    }
+  if (error != NULL)
+    {
+      /* Applied but still pending: claimed again later, and recognised by
+       * their request ids then. */
+      g_debug ("queue of %s: acknowledging failed: %s", s->board,
+               error->message);
+      stream_done (s, TRUE, FALSE);
+    }
+  else
+    {
+      rank_metrics_queue_done (s->board, applied, dead);
+      stream_done (s, a->retry, TRUE);
+    }
+  apply_free (a);
+}
+
+/* Every entry of the batch is applied, dead, or to retry. */
+static void
+batch_applied (Apply *a)
+{
+  Stream *s = a->s;
+  g_autofree RankQueueOutcome *outcomes
+      = g_new0 (RankQueueOutcome, MAX (a->batch->n, 1));
+  guint n = 0;
+
+  for (guint i = 0; i < a->batch->n; i++)
+    {
+      Item *it = &a->items[i];
+
+      if (it->outcome == ITEM_RETRY)
+        {
+          a->retry = TRUE;
+          continue;
+        }
+      outcomes[n].entry = &a->batch->entries[i];
+      outcomes[n].reason = it->outcome == ITEM_DEAD ? it->reason : NULL;
+      n++;
+    }
+  if (n == 0 || s->q->stopping)
+    {
+      stream_done (s, TRUE, FALSE);
+      apply_free (a);
+      return;
+    }
+  rank_store_queue_done (s->q->store, &s->ctx, s->shard, outcomes, n,
+                         batch_acknowledged, a);
+}
+
+static void
+item_finish (Item *it)
+{
+  Apply *a = it->a;
+
+  g_assert (a->pending > 0);
+  if (--a->pending == 0)
+    batch_applied (a);
+}
+
+static void
+item_dead (Item *it, const char *reason)
+{
+  it->outcome = ITEM_DEAD;
+  it->reason = g_strdup (reason);
+  item_finish (it);
+}
+
+static void
+item_updated (const RankUpdateResult *r, const GError *error, gpointer data)
+{
+  Item *it = data;
+
+  if (error == NULL)
+    it->outcome = ITEM_APPLIED;
+  else if (g_error_matches (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE))
+    it->outcome = ITEM_RETRY;
+  else
+    {
+      /* Refused (a request id reused for another update, an increment
+       * out of range) or damaged data: it will not apply later either. */
+      item_dead (it, error->message);
+      return;
+    }
+  item_finish (it);
+}
+
+static void
+item_update (Item *it)
+{
+  RankQueueEntry *e = &it->a->batch->entries[it->index];
+
+  rank_store_update (it->a->s->q->store, &it->ctx, &e->update, item_updated,
+                     it);
+}
+
+static void
+item_layout_checked (const GError *error, gpointer data)
+{
+  Item *it = data;
+
+  if (it->a->s->q->stopping)
+    {
+      it->outcome = ITEM_RETRY;
+      item_finish (it);
+    }
+  else if (error != NULL)
+    {
+      /* Redis out of reach, or the stored layout does not fit the options
+       * any more: the next read tells which (the refusal is remembered). */
+      it->outcome = ITEM_RETRY;
+      item_finish (it);
+    }
+  else
+    item_update (it);
+}
+
+/* Checks entry i as Update would, now, and applies it. */
+static void
+item_start (Apply *a, guint i)
+{
+  RankQueue *q = a->s->q;
+  Item *it = &a->items[i];
+  RankQueueEntry *e = &a->batch->entries[i];
+  g_autoptr (GError) error = NULL;
+
+  it->a = a;
+  it->index = i;
+  if (!e->valid)
+    {
+      item_dead (it, "not an update rankd queued (fields missing)");
+      return;
+    }
+  rank_context_init (&it->ctx, rank_handler_config (q->handler), a->s->board,
+                     rank_handler_now (q->handler),
+                     rank_handler_default_window_ms (q->handler));
+  it->started = TRUE;
+  if (!rank_policy_subscores (a->s->board, it->ctx.options, e->update.mode,
+                              e->update.n_subscores, &error)
+      || !rank_context_write (&it->ctx, e->update.timestamp_ms, &error))
+    {
+      item_dead (it, error->message);
+      return;
+    }
+  switch (rank_store_check_layout (q->store, &it->ctx, TRUE, &error,
+                                   item_layout_checked, it))
+    {
+    case RANK_LAYOUT_OK:
+      item_update (it);
+      break;
+    case RANK_LAYOUT_REFUSED:
+      item_dead (it, error->message);
+      break;
+    case RANK_LAYOUT_PENDING:
+      break;
+    }
+}
+
+static void
+batch_read (RankQueueBatch *batch, const GError *error, gpointer data)
+{
+  Stream *s = data;
+  Apply *a;
+
+  if (error != NULL)
+    {
+      if (g_error_matches (error, RANK_ERROR, RANK_ERROR_NOT_FOUND))
+        s->created = FALSE; /* the stream went (DeleteBoard) */
+      else
+        g_debug ("queue of %s: %s", s->board, error->message);
+      stream_done (s, FALSE, FALSE);
+      return;
+    }
+  if (batch->n == 0)
+    {
+      gboolean was_pending = s->own_pending;
+
+      s->own_pending = FALSE;
+      rank_queue_batch_free (batch);
+      /* No own pending left: the new ones at once. */
+      stream_done (s, FALSE, was_pending);
+      return;
+    }
+  if (s->q->stopping)
+    {
+      rank_queue_batch_free (batch);
+      stream_done (s, TRUE, FALSE);
+      return;
+    }
+  a = g_new0 (Apply, 1);
+  a->s = s;
+  a->batch = batch;
+  a->items = g_new0 (Item, batch->n);
+  /* Every entry starts in this loop turn: those of one board and period
+   * leave together, in order, in the store's batches. */
+  a->pending = batch->n + 1;
+  for (guint i = 0; i < batch->n; i++)
+    item_start (a, i);
+  item_finish (&(Item){ .a = a });
+}
+
+/* ---- the streams ---- */
+
+static void
+group_created (const GError *error, gpointer data)
+{
+  Stream *s = data;
+
+  if (error != NULL)
+    {
+      g_debug ("queue of %s: cannot create its group: %s", s->board,
+               error->message);
+      stream_done (s, FALSE, FALSE);
+      return;
+    }
+  s->created = TRUE;
+  stream_done (s, FALSE, TRUE);
+}
+
+/* How many of board's entries this rankd may apply now (queue_rate). */
+static guint
+rate_allows (RankQueue *q, const Stream *s)
+{
+  guint rate = s->ctx.options->queue_rate;
+  gint64 second = g_get_real_time () / G_USEC_PER_SEC;
+  Rate *r;
+
+  if (rate == 0)
+    return RANK_QUEUE_READ_COUNT;
+  r = g_hash_table_lookup (q->rates, s->board);
+  if (r == NULL)
+    {
+      r = g_new0 (Rate, 1);
+      g_hash_table_insert (q->rates, g_strdup (s->board), r);
+    }
+  if (r->second != second)
+    r->second = second, r->used = 0;
+  return MIN (RANK_QUEUE_READ_COUNT, rate - MIN (rate, r->used));
+}
+
+static void
+rate_take (RankQueue *q, const Stream *s, guint n)
+{
+  Rate *r = g_hash_table_lookup (q->rates, s->board);
+
+  if (r != NULL)
+    r->used += n;
+}
+
+/* Starts the stream's next read, if it is due. */
+static void
+stream_step (Stream *s)
+{
+  RankQueue *q = s->q;
+  gint64 now = now_us ();
+  guint count;
+
+  if (s->busy || q->stopping || now < s->next_us)
+    return;
+  rank_context_clear (&s->ctx);
+  rank_context_init (&s->ctx, rank_handler_config (q->handler), s->board,
+                     rank_handler_now (q->handler),
+                     rank_handler_default_window_ms (q->handler));
+  if (s->shard >= s->ctx.options->shards)
+    return; /* the board has fewer shards now: dropped at the refresh */
+  s->busy = TRUE;
+  q->busy++;
+  if (!s->created)
+    {
+      rank_store_queue_create (q->store, &s->ctx, s->shard, group_created, s);
+      return;
+    }
+  count = rate_allows (q, s);
+  if (count == 0)
+    {
+      s->busy = FALSE;
+      q->busy--;
+      s->next_us = (g_get_real_time () / G_USEC_PER_SEC + 1) * G_USEC_PER_SEC
+                   - g_get_real_time () + now;
+      return;
+    }
+  rate_take (q, s, count);
+  if (now >= s->next_claim_us)
+    {
+      guint idle_ms = s->ctx.options->queue_claim_after_s * 1000;
+
+      s->next_claim_us = now + (gint64) MAX (idle_ms / 2, 500) * 1000;
+      rank_store_queue_read (q->store, &s->ctx, s->shard, q->consumer,
+                             RANK_QUEUE_CLAIM, count, idle_ms, batch_read, s);
+      return;
+    }
+  rank_store_queue_read (q->store, &s->ctx, s->shard, q->consumer,
+                         s->own_pending ? RANK_QUEUE_OWN_PENDING
+                                        : RANK_QUEUE_NEW,
+                         count, 0, batch_read, s);
+}
+
+static void
+stream_want (RankQueue *q, const char *board, guint shard)
+{
+  g_autofree char *key = g_strdup_printf ("%s\n%u", board, shard);
+  Stream *s = g_hash_table_lookup (q->streams, key);
+
+  if (s == NULL)
+    {
+      s = g_new0 (Stream, 1);
+      s->q = q;
+      s->board = g_strdup (board);
+      s->shard = shard;
+      /* Entries a rankd left pending when it stopped are claimed once
+       * idle for queue_claim_after: look at once. */
+      s->next_claim_us = 0;
+      g_hash_table_insert (q->streams, g_steal_pointer (&key), s);
+    }
+  s->listed = TRUE;
+}
+
+static void
+board_want (RankQueue *q, RankConfig *config, const char *board)
+{
+  const RankBoardOptions *o = rank_config_board (config, board);
+
+  for (guint shard = 0; shard < o->shards; shard++)
+    stream_want (q, board, shard);
+}
+
+/* A board's backlog and oldest entry, for the metrics. */
+typedef struct
+{
+  RankContext ctx;
+} StatusAsk;
+
+static void
+status_read (const RankQueueStats *stats, const GError *error, gpointer data)
+{
+  StatusAsk *ask = data;
+
+  if (error == NULL)
+    rank_metrics_queue_status (ask->ctx.board, stats->backlog,
+                               stats->oldest_ms > 0
+                                   ? MAX (0, ask->ctx.now_ms - stats->oldest_ms)
+                                         / 1000.0
+                                   : 0.0);
+  g_free ((char *) ask->ctx.board);
+  rank_context_clear (&ask->ctx);
+  g_free (ask);
+}
+
+static void
+status_ask (RankQueue *q, RankConfig *config, const char *board)
+{
+  StatusAsk *ask = g_new0 (StatusAsk, 1);
+
+  rank_context_init (&ask->ctx, config, g_strdup (board),
+                     g_get_real_time () / 1000,
+                     rank_handler_default_window_ms (q->handler));
+  rank_store_queue_stats (q->store, &ask->ctx, status_read, ask);
+}
+
+/* The boards to drain: those ever queued to, and the configured ones with
+ * queue=on. */
+static void
+queues_listed (const char *const *names, guint n, const GError *error,
+               gpointer data)
+{
+  RankQueue *q = data;
+  RankConfig *config = rank_handler_config (q->handler);
+  g_auto (GStrv) configured = rank_config_board_names (config);
+  GHashTableIter it;
+  gpointer value;
+
+  q->refreshing = FALSE;
+  if (error != NULL)
+    return;
+  g_hash_table_iter_init (&it, q->streams);
+  while (g_hash_table_iter_next (&it, NULL, &value))
+    ((Stream *) value)->listed = FALSE;
+  for (guint i = 0; i < n; i++)
+    {
+      board_want (q, config, names[i]);
+      status_ask (q, config, names[i]);
+    }
+  for (char **b = configured; *b != NULL; b++)
+    if (rank_config_board (config, *b)->queue)
+      board_want (q, config, *b);
+  g_hash_table_iter_init (&it, q->streams);
+  while (g_hash_table_iter_next (&it, NULL, &value))
+    if (!((Stream *) value)->listed && !((Stream *) value)->busy)
+      g_hash_table_iter_remove (&it);
+}
+
+/* Before the loop sleeps: every due stream is read; the sleep ends when
+ * the next one is due. */
+static int
+queue_prepare (gpointer data)
+{
+  RankQueue *q = data;
+  gint64 now = now_us (), next = now + RANK_QUEUE_REFRESH_MS * 1000;
+  GHashTableIter it;
+  gpointer value;
+
+  if (q->stopping)
+    return -1;
+  if (now >= q->next_refresh_us && !q->refreshing)
+    {
+      q->refreshing = TRUE;
+      q->next_refresh_us = now + RANK_QUEUE_REFRESH_MS * 1000;
+      rank_store_list_queues (q->store, queues_listed, q);
+    }
+  next = MIN (next, q->next_refresh_us);
+  g_hash_table_iter_init (&it, q->streams);
+  while (g_hash_table_iter_next (&it, NULL, &value))
+    {
+      Stream *s = value;
+
+      stream_step (s);
+      if (!s->busy)
+        next = MIN (next, MAX (s->next_us, now));
+    }
+  return (int) MAX (0, (next - now + 999) / 1000);
+}
+
+RankQueue *
+rank_queue_new (RankLoop *loop, RankStore *store, RankHandler *handler)
+{
+  RankQueue *q = g_new0 (RankQueue, 1);
+  char host[256] = "";
+
+  gethostname (host, sizeof host - 1);
+  q->loop = loop;
+  q->store = store;
+  q->handler = handler;
+  /* Unique to this process: what it leaves pending is claimed by others,
+   * or by its successor, after queue_claim_after. */
+  q->consumer
+      = g_strdup_printf ("%s:%d:%08x", host, (int) getpid (), g_random_int ());
+  q->streams
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, stream_free);
+  q->rates = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  rank_loop_add_prepare (loop, queue_prepare, q);
+  return q;
+}
+
+gboolean
+rank_queue_stop (RankQueue *queue)
+{
+  if (queue == NULL)
+    return TRUE;
+  queue->stopping = TRUE;
+  return queue->busy == 0;
+}
+
+void
+rank_queue_free (RankQueue *queue)
+{
+  if (queue == NULL)
+    return;
+  g_hash_table_unref (queue->streams);
+  g_hash_table_unref (queue->rates);
+  g_free (queue->consumer);
+  g_free (queue);
+}

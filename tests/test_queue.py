@@ -1,0 +1,374 @@
+"""The update queue through the generated Python client: Enqueue,
+GetQueueStatus and the drain, against real redis-servers and rankds (two
+of them, killed and restarted), totals checked against the deltas sent.
+
+Usage: test_queue.py RANKD STUBS_DIR
+RANKD_TEST_WRAPPER (as for the C tests), if set, is put in front of rankd
+(valgrind); the bursts are then smaller.
+"""
+import os
+import random
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+RANKD = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+del sys.argv[1:3]
+
+from thrift.protocol import TBinaryProtocol  # noqa: E402
+from thrift.transport import TSocket, TTransport  # noqa: E402
+
+from ranking import Ranking  # noqa: E402
+from ranking.ttypes import (  # noqa: E402
+    EnqueueRequest, GetQueueStatusRequest, GetRankRequest, InvalidArgument,
+    UpdateMode, UpdateRequest, Unavailable)
+from servers import free_port, start, wait_port  # noqa: E402
+
+WRAPPER = shlex.split(os.environ.get("RANKD_TEST_WRAPPER", ""))
+SCALE = 10 if WRAPPER else 1  # the burst is this many times smaller
+DEADLINE = 240 if WRAPPER else 120
+
+CONFIG = """\
+[board q]
+queue=on
+queue_claim_after=1
+
+[board qsh]
+queue=on
+shards=4
+queue_claim_after=1
+
+[board qcap]
+queue=on
+queue_max_backlog=5
+
+[board qdaily]
+queue=on
+period=daily
+retention=1
+accept_late=true
+
+[board plain]
+"""
+
+
+def connect(port):
+    sock = TSocket.TSocket("127.0.0.1", port)
+    sock.setTimeout(60000)
+    transport = TTransport.TFramedTransport(sock)
+    transport.open()
+    return (Ranking.Client(TBinaryProtocol.TBinaryProtocol(transport)),
+            transport)
+
+
+def wait_for(what, condition, deadline=DEADLINE):
+    """Polls condition (a function) until it is true; fails after the
+    deadline, naming what."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if condition():
+            return
+        time.sleep(0.02)  # polling a condition, with a deadline
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class QueueTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rankd-queue-")
+        cls.conf = os.path.join(cls.dir, "rankd.conf")
+        with open(cls.conf, "w", encoding="utf-8") as f:
+            f.write(CONFIG)
+        cls.redis, cls.redis_port = cls.start_redis()
+        cls.rankd, cls.port = cls.start_rankd()
+        cls.client, cls.transport = connect(cls.port)
+
+    @classmethod
+    def start_redis(cls, port=None, *extra):
+        argv = lambda p: ["redis-server", "--bind", "127.0.0.1", "--port",
+                          str(p), "--save", "", *extra]
+        if port is None:
+            return start(lambda p: argv(p) + ["--appendonly", "no"], cls.dir)
+        proc = subprocess.Popen(argv(port), cwd=cls.dir,
+                                stdout=subprocess.DEVNULL,
+                                stderr=subprocess.STDOUT)
+        assert wait_port(port, proc), "redis-server did not restart"
+        return proc, port
+
+    @classmethod
+    def start_rankd(cls, redis_port=None):
+        """A rankd (its Thrift port) with its metrics on a port of its own
+        (cls.http[port])."""
+        http = free_port()
+        proc, port = start(
+            lambda p: [*WRAPPER, RANKD, "--listen", f"127.0.0.1:{p}",
+                       "--config", cls.conf, "--redis",
+                       f"127.0.0.1:{redis_port or cls.redis_port}",
+                       "--metrics-listen", f"127.0.0.1:{http}"], cls.dir)
+        assert wait_port(http, proc), "rankd's HTTP port did not open"
+        cls.http = getattr(cls, "http", {})
+        cls.http[port] = http
+        return proc, port
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.transport.close()
+        cls.rankd.terminate()
+        assert cls.rankd.wait(60) == 0, "rankd did not exit cleanly"
+        cls.redis.terminate()
+        cls.redis.wait(30)
+        shutil.rmtree(cls.dir)
+
+    # ---- helpers ----
+
+    def status(self, board, client=None):
+        return (client or self.client).GetQueueStatus(
+            GetQueueStatusRequest(board=board))
+
+    def drained(self, board, client=None):
+        wait_for(f"{board}'s queue to drain",
+                 lambda: self.status(board, client).backlog == 0)
+
+    def score(self, board, member, client=None):
+        return (client or self.client).GetRank(
+            GetRankRequest(board=board, member=member)).score
+
+    @staticmethod
+    def incr(board, member, value, rid, **kw):
+        return UpdateRequest(board=board, member=member, value=value,
+                             request_id=rid, mode=UpdateMode.INCREMENT, **kw)
+
+    def burst(self, port, board, clients, per_client, members, tag):
+        """clients threads Enqueue per_client INCREMENTs each, 1,000 a call,
+        as fast as they can; returns the sum of deltas per member."""
+        sums = [dict() for _ in range(clients)]
+        errors = []
+
+        def run(k):
+            try:
+                c, t = connect(port)
+                rnd = random.Random(k)
+                sent = 0
+                while sent < per_client:
+                    batch = []
+                    for _ in range(min(1000, per_client - sent)):
+                        m = f"m{rnd.randrange(members)}"
+                        d = rnd.randrange(1, 10)
+                        sums[k][m] = sums[k].get(m, 0) + d
+                        batch.append(self.incr(board, m, d,
+                                               f"{tag}-{k}-{sent}"))
+                        sent += 1
+                    res = c.Enqueue(EnqueueRequest(requests=batch)).results
+                    assert all(r.id for r in res), res[:2]
+                t.close()
+            except Exception as e:  # reported by the test
+                errors.append(e)
+
+        threads = [threading.Thread(target=run, args=(k,))
+                   for k in range(clients)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        self.assertEqual(errors, [])
+        total = {}
+        for s in sums:
+            for m, v in s.items():
+                total[m] = total.get(m, 0) + v
+        return total
+
+    # ---- tests ----
+
+    def test_enqueue_then_applied(self):
+        c = self.client
+        res = c.Enqueue(EnqueueRequest(requests=[
+            self.incr("q", "a", 5, "e1"), self.incr("q", "a", 7, "e2"),
+            self.incr("q", "b", 1, "e3")])).results
+        self.assertTrue(all(r.id and r.invalid is None for r in res))
+        self.drained("q")
+        self.assertEqual((self.score("q", "a"), self.score("q", "b")),
+                         (12, 1))
+        st = self.status("q")
+        self.assertTrue(st.queued)
+        self.assertGreaterEqual(st.applied, 3)
+        self.assertEqual((st.backlog, st.pending, st.oldest_age_ms),
+                         (0, 0, 0))
+        # The same requests again: queued again, applied once.
+        c.Enqueue(EnqueueRequest(requests=[self.incr("q", "a", 5, "e1")]))
+        self.drained("q")
+        self.assertEqual(self.score("q", "a"), 12)
+
+    def test_refused_request_in_a_batch(self):
+        c = self.client
+        res = c.Enqueue(EnqueueRequest(requests=[
+            self.incr("q", "r1", 3, "rf-1"),
+            self.incr("q", "", 3, "rf-2"),
+            self.incr("plain", "r1", 3, "rf-3"),
+            self.incr("q", "r2", 2**53, "rf-4"),
+            self.incr("q", "r2", 4, "rf-5")])).results
+        self.assertIsNotNone(res[0].id)
+        self.assertIn("requests[1]: member", res[1].invalid.message)
+        self.assertIn("queue=on", res[2].invalid.message)
+        self.assertIn("requests[3]: value", res[3].invalid.message)
+        self.assertIsNotNone(res[4].id)
+        self.drained("q")
+        self.assertEqual((self.score("q", "r1"), self.score("q", "r2")),
+                         (3, 4))
+        for bad in ([], [self.incr("q", "x", 1, f"n{i}") for i in
+                         range(1001)]):
+            with self.assertRaises(InvalidArgument) as cm:
+                c.Enqueue(EnqueueRequest(requests=bad))
+            self.assertIn("requests", cm.exception.message)
+
+    def test_backlog_cap_refuses_and_queues_nothing(self):
+        # queue_max_backlog=5: with the drain stopped (no rankd drains it
+        # but ours, and it is quick), fill to the cap with one call.
+        c = self.client
+        with self.assertRaises(Unavailable) as cm:
+            c.Enqueue(EnqueueRequest(requests=[
+                self.incr("qcap", f"c{i}", 1, f"cap-{i}") for i in range(6)]))
+        self.assertIn("queue full", cm.exception.message)
+        self.assertIn("queue_max_backlog", cm.exception.message)
+        self.assertEqual(self.status("qcap").backlog, 0)
+        self.assertEqual(self.status("qcap").applied, 0)
+        res = c.Enqueue(EnqueueRequest(requests=[
+            self.incr("qcap", f"c{i}", 1, f"cap-{i}") for i in range(5)]))
+        self.assertTrue(all(r.id for r in res.results))
+        self.drained("qcap")
+        self.assertEqual(self.status("qcap").applied, 5)
+
+    def test_dead_letter_with_reason(self):
+        c = self.client
+        # A request id reused for another update: refused when applied.
+        c.Enqueue(EnqueueRequest(requests=[
+            self.incr("q", "dl", 1, "dl-1"), self.incr("q", "dl", 2, "dl-1")]))
+        self.drained("q")
+        self.assertEqual(self.score("q", "dl"), 1)
+        st = self.status("q")
+        self.assertGreaterEqual(st.dead_lettered, 1)
+        out = subprocess.run(
+            ["redis-cli", "-p", str(self.redis_port), "XRANGE", "rk:{q}:v",
+             "-", "+"], capture_output=True, text=True, check=True).stdout
+        self.assertIn("request_id: already used", out)
+        self.assertIn("dl-1", out)
+
+    def test_period_picked_when_queued(self):
+        # An update queued with yesterday's time goes to yesterday's period.
+        c = self.client
+        now = int(time.time() * 1000)
+        c.Enqueue(EnqueueRequest(requests=[
+            self.incr("qdaily", "p", 3, "pd-1", timestamp_ms=now - 86_400_000),
+            self.incr("qdaily", "p", 4, "pd-2")]))
+        self.drained("qdaily")
+        self.assertEqual(c.GetRank(GetRankRequest(
+            board="qdaily", member="p", periods_back=1)).score, 3)
+        self.assertEqual(self.score("qdaily", "p"), 4)
+
+    def test_burst_drains_exactly(self):
+        """8 clients enqueue INCREMENTs as fast as they can: no call fails,
+        the backlog rises and drains, and every score is the sum of its
+        deltas."""
+        per_client = 25_000 // SCALE
+        peak = []
+        done = threading.Event()
+
+        def watch():
+            c, t = connect(self.port)
+            while not done.is_set():
+                peak.append(self.status("qsh", c).backlog)
+                time.sleep(0.05)  # sampling the backlog, not waiting
+            t.close()
+
+        w = threading.Thread(target=watch)
+        w.start()
+        sums = self.burst(self.port, "qsh", 8, per_client, 5000, "burst")
+        self.drained("qsh")
+        done.set()
+        w.join()
+        self.assertGreater(max(peak), 0)
+        for m, v in sums.items():
+            self.assertEqual(self.score("qsh", m), v, m)
+
+    def test_two_rankds_share_and_one_dies(self):
+        """A second rankd drains with ours; it is SIGKILLed in the middle of
+        a drain; ours claims what it left pending. Totals exact."""
+        other, other_port = self.start_rankd()
+        try:
+            sums = self.burst(other_port, "q", 4, 20_000 // SCALE, 2000,
+                              "share")
+            # Both drain: each has applied some.
+            wait_for("both rankds to apply some",
+                     lambda: self.applied_by(other_port, "q") > 0
+                     and self.applied_by(self.port, "q") > 0)
+            self.assertGreater(self.status("q").backlog, 0)
+            other.send_signal(signal.SIGKILL)
+            other.wait(30)
+        finally:
+            if other.poll() is None:
+                other.kill()
+                other.wait(30)
+        self.drained("q")
+        for m, v in sums.items():
+            self.assertEqual(self.score("q", m), v, m)
+
+    def test_redis_killed_mid_drain(self):
+        """Redis (appendfsync always) SIGKILLed while the queue drains, and
+        restarted from its AOF: no queued update is lost, none counted
+        twice."""
+        data = os.path.join(self.dir, "aof")
+        os.mkdir(data)
+        port = free_port()
+        args = ("--appendonly", "yes", "--appendfsync", "always", "--dir",
+                data)
+        redis, _ = self.start_redis(port, *args)
+        rankd, rankd_port = self.start_rankd(redis_port=port)
+        try:
+            c, t = connect(rankd_port)
+            sums = self.burst(rankd_port, "qsh", 4, 10_000 // SCALE, 1000,
+                              "aof")
+            self.assertGreater(self.status("qsh", c).backlog, 0)
+            redis.send_signal(signal.SIGKILL)
+            redis.wait(30)
+            redis, _ = self.start_redis(port, *args)
+
+            def drained():
+                try:
+                    return self.status("qsh", c).backlog == 0
+                except Unavailable:
+                    return False
+            wait_for("the queue to drain after the restart", drained)
+            for m, v in sums.items():
+                self.assertEqual(self.score("qsh", m, c), v, m)
+            t.close()
+        finally:
+            rankd.terminate()
+            self.assertEqual(rankd.wait(60), 0)
+            redis.terminate()
+            redis.wait(30)
+
+    def metrics_of(self, port):
+        with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.http[port]}/metrics",
+                timeout=30) as r:
+            return r.read()
+
+    def applied_by(self, port, board):
+        """rankd_queue_applied_total of board on the rankd at port."""
+        for line in self.metrics_of(port).decode().splitlines():
+            if line.startswith(f'rankd_queue_applied_total{{board="{board}"}}'):
+                return int(line.split()[-1])
+        return 0
+
+
+if __name__ == "__main__":
+    unittest.main()
