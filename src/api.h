@@ -44,5 +44,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (rankResetBoardResponse, g_object_unref)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (rankExportRequest, g_object_unref)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (rankExportResponse, g_object_unref)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (rankExportEntry, g_object_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (rankEnqueueRequest, g_object_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (rankEnqueueResponse, g_object_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (rankEnqueueResult, g_object_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (rankGetQueueStatusRequest, g_object_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (rankQueueStatus, g_object_unref)
 
 #endif

@@ -255,6 +255,46 @@ call_list (RankClient *client, gpointer data, rankInvalidArgument **invalid,
                                       c->request, invalid, unavailable, error);
 }
 
+typedef struct
+{
+  rankGetQueueStatusRequest *request;
+  rankQueueStatus *status;
+} QueueCall;
+
+static gboolean
+call_queue (RankClient *client, gpointer data, rankInvalidArgument **invalid,
+            rankUnavailable **unavailable, GError **error)
+{
+  QueueCall *c = data;
+
+  g_clear_object (&c->status);
+  c->status = g_object_new (RANK_TYPE_QUEUE_STATUS, NULL);
+  return rank_ranking_if_get_queue_status (rank_client_iface (client),
+                                           &c->status, c->request, invalid,
+                                           unavailable, error);
+}
+
+/* A queued board's backlog, as the JSON member "queue" (after a comma); a
+ * status that cannot be read leaves it out: the page still shows. */
+static void
+json_queue (RankHttp *http, GString *out, const char *board)
+{
+  g_autoptr (rankGetQueueStatusRequest) request
+      = g_object_new (RANK_TYPE_GET_QUEUE_STATUS_REQUEST, "board", board, NULL);
+  QueueCall c = { request, NULL };
+  g_autofree char *message = NULL;
+  unsigned int status = MHD_HTTP_OK;
+
+  if (call_rankd (http, call_queue, &c, &status, &message))
+    g_string_append_printf (out,
+                            ",\"queue\":{\"backlog\":%" G_GINT64_FORMAT
+                            ",\"pending\":%" G_GINT64_FORMAT
+                            ",\"oldest_age_ms\":%" G_GINT64_FORMAT "}",
+                            c.status->backlog, c.status->pending,
+                            c.status->oldest_age_ms);
+  g_clear_object (&c.status);
+}
+
 /* ListBoards, page after page, up to RANK_VIEWER_BOARDS_MAX boards
  * (rankBoardSummary). NULL: *status and *message say why. */
 static GPtrArray *
@@ -416,6 +456,8 @@ serve_top (RankHttp *http, struct MHD_Connection *connection)
   rank_json_string (out, board, RANK_JSON_HTML_SAFE);
   g_string_append_printf (out, ",\"n\":%d,\"periods_back\":%d,", n, back);
   json_board_options (out, o);
+  if (o->queue)
+    json_queue (http, out, board);
   if (o->period.kind != RANK_PERIOD_NONE)
     {
       RankPeriod period;

@@ -65,6 +65,11 @@ static const char help_text[]
       "      --subscore N                 each of the board's subscores, in "
       "order\n"
       "      --data KEY=VALUE             the member's data, one per key\n"
+      "  enqueue BOARD MEMBER VALUE    queue an update (boards with "
+      "queue=on), as update\n"
+      "                                takes it; applied in the background\n"
+      "  queue-status BOARD            backlog, pending, oldest wait, "
+      "applied, dead\n"
       "  rank BOARD MEMBER             the member's rank and score\n"
       "  top BOARD [N]                 the N best (default 10); --offset K "
       "skips K;\n"
@@ -821,27 +826,14 @@ retry_hint (const Cli *cli, int code, const char *rid)
 
 /* ---- commands ---- */
 
-static int
-cmd_update (Cli *cli)
+/* The UpdateRequest the command line describes (update, enqueue). */
+static rankUpdateRequest *
+update_request (Cli *cli, gint64 value, const char *rid)
 {
-  g_autofree char *rid = NULL;
-  rankUpdateRequest *req;
-  rankUpdateResponse *resp;
-  rankRankingIf *iface;
-  Call call = { 0 };
-  gint64 value;
-  gboolean ok;
-  int code;
-
-  if (!parse_i64 ("VALUE", arg (cli, 2), &value))
-    return EXIT_INVALID;
-  if ((iface = rankd (cli)) == NULL)
-    return EXIT_UNAVAILABLE;
-  rid = request_id (cli);
   /* Fields, not properties, so that nothing is checked twice: rankd's
    * InvalidArgument names the field. */
-  req = g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL);
-  resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
+  rankUpdateRequest *req = g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL);
+
   req->board = g_strdup (arg (cli, 0));
   req->member = g_strdup (arg (cli, 1));
   req->value = value;
@@ -866,6 +858,28 @@ cmd_update (Cli *cli)
         g_hash_table_insert (req->data, g_strdup (k), g_strdup (v));
       req->__isset_data = TRUE;
     }
+  return req;
+}
+
+static int
+cmd_update (Cli *cli)
+{
+  g_autofree char *rid = NULL;
+  rankUpdateRequest *req;
+  rankUpdateResponse *resp;
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gint64 value;
+  gboolean ok;
+  int code;
+
+  if (!parse_i64 ("VALUE", arg (cli, 2), &value))
+    return EXIT_INVALID;
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  rid = request_id (cli);
+  req = update_request (cli, value, rid);
+  resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
   ok = rank_ranking_if_update (iface, &resp, req, &call.invalid,
                                &call.unavailable, &call.error);
   code = call_outcome (cli, ok, &call);
@@ -893,6 +907,93 @@ cmd_update (Cli *cli)
   retry_hint (cli, code, rid);
   g_object_unref (req);
   g_object_unref (resp);
+  return code;
+}
+
+/* Enqueue of one update: its queue entry's id, or its refusal. */
+static int
+cmd_enqueue (Cli *cli)
+{
+  g_autofree char *rid = NULL;
+  g_autoptr (rankEnqueueRequest) req = NULL;
+  g_autoptr (rankEnqueueResponse) resp = NULL;
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gint64 value;
+  gboolean ok;
+  int code;
+
+  if (!parse_i64 ("VALUE", arg (cli, 2), &value))
+    return EXIT_INVALID;
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  rid = request_id (cli);
+  req = g_object_new (RANK_TYPE_ENQUEUE_REQUEST, NULL);
+  g_ptr_array_add (req->requests, update_request (cli, value, rid));
+  resp = g_object_new (RANK_TYPE_ENQUEUE_RESPONSE, NULL);
+  ok = rank_ranking_if_enqueue (iface, &resp, req, &call.invalid,
+                                &call.unavailable, &call.error);
+  code = call_outcome (cli, ok, &call);
+  if (code == EXIT_OK)
+    {
+      rankEnqueueResult *one = resp->results->pdata[0];
+
+      if (one->__isset_invalid)
+        {
+          const char *m = one->invalid->message;
+          const char *own = g_str_has_prefix (m, "requests[0]: ")
+                                ? m + strlen ("requests[0]: ")
+                                : m;
+
+          code = fail (EXIT_INVALID, "%s", own);
+        }
+      else
+        {
+          Record r = record_new ();
+
+          record_add (&r, "queued", json_quoted (one->id), cell (one->id));
+          record_add (&r, "request_id", json_quoted (rid), cell (rid));
+          record_print_free (&r, cli->json);
+        }
+    }
+  retry_hint (cli, code, rid);
+  return code;
+}
+
+static int
+cmd_queue_status (Cli *cli)
+{
+  g_autoptr (rankGetQueueStatusRequest) req = g_object_new (
+      RANK_TYPE_GET_QUEUE_STATUS_REQUEST, "board", arg (cli, 0), NULL);
+  g_autoptr (rankQueueStatus) st = g_object_new (RANK_TYPE_QUEUE_STATUS, NULL);
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gboolean ok;
+  int code;
+
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  ok = rank_ranking_if_get_queue_status (iface, &st, req, &call.invalid,
+                                         &call.unavailable, &call.error);
+  code = call_outcome (cli, ok, &call);
+  if (code == EXIT_OK)
+    {
+      Record r = record_new ();
+
+      record_add (&r, "queued", g_strdup (st->queued ? "true" : "false"),
+                  g_strdup (st->queued ? "yes" : "no (queue=off)"));
+      record_add (&r, "backlog", cell_i64 (st->backlog),
+                  cell_i64 (st->backlog));
+      record_add (&r, "pending", cell_i64 (st->pending),
+                  cell_i64 (st->pending));
+      record_add (&r, "oldest_age_ms", cell_i64 (st->oldest_age_ms),
+                  cell_i64 (st->oldest_age_ms));
+      record_add (&r, "applied", cell_i64 (st->applied),
+                  cell_i64 (st->applied));
+      record_add (&r, "dead_lettered", cell_i64 (st->dead_lettered),
+                  cell_i64 (st->dead_lettered));
+      record_print_free (&r, cli->json);
+    }
   return code;
 }
 
@@ -1696,6 +1797,9 @@ cmd_export (Cli *cli)
 static const CommandSpec command_specs[] = {
   { "update", "BOARD MEMBER VALUE", 3, 3, TAKES_UPDATE | TAKES_REQUEST_ID,
     cmd_update },
+  { "enqueue", "BOARD MEMBER VALUE", 3, 3, TAKES_UPDATE | TAKES_REQUEST_ID,
+    cmd_enqueue },
+  { "queue-status", "BOARD", 1, 1, 0, cmd_queue_status },
   { "rank", "BOARD MEMBER", 2, 2, TAKES_PERIODS_BACK, cmd_rank },
   { "top", "BOARD [N]", 1, 2,
     TAKES_PERIODS_BACK | TAKES_WITH_DATA | TAKES_OFFSET, cmd_top },

@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import threading
 import unittest
 
@@ -53,6 +54,9 @@ shards=4
 shards=4
 
 [board cfg_only]
+
+[board rq]
+queue=on
 """
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
@@ -696,6 +700,31 @@ class RankctlTest(unittest.TestCase):
         # The same request id for the other kind of clear: refused.
         self.ctl("reset-board", "doomed", "--yes", "--request-id", "del-1",
                  code=2)
+
+
+    def test_enqueue_and_queue_status(self):
+        out = self.json("enqueue", "rq", "alice", "5", "--request-id", "q-1")
+        self.assertRegex(out["queued"], r"^\d+-\d+$")
+        self.assertEqual(out["request_id"], "q-1")
+        self.ctl("enqueue", "rq", "alice", "7", "--data", "name=A")
+        deadline = time.monotonic() + 60
+        while self.json("queue-status", "rq")["backlog"] > 0:
+            self.assertLess(time.monotonic(), deadline, "queue not drained")
+            time.sleep(0.02)  # polling a condition, with a deadline
+        self.assertEqual(self.json("rank", "rq", "alice")["score"], 12)
+        self.assertEqual(self.json("get-data", "rq", "alice"), {"name": "A"})
+        status = self.json("queue-status", "rq")
+        self.assertEqual((status["queued"], status["pending"],
+                          status["oldest_age_ms"], status["dead_lettered"]),
+                         (True, 0, 0, 0))
+        self.assertGreaterEqual(status["applied"], 2)
+        table, _ = self.ctl("queue-status", "rq")
+        self.assertRegex(table, r"(?m)^queued +yes$")
+        # A board without a queue: refused, naming the option.
+        _, err = self.ctl("enqueue", "cfg_only", "alice", "1", code=2)
+        self.assertIn("queue=on", err)
+        self.assertEqual(self.json("queue-status", "cfg_only")["queued"],
+                         False)
 
 
 if __name__ == "__main__":

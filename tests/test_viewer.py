@@ -41,6 +41,8 @@ period=daily
 retention=2
 [board subs]
 subscores=asc,desc
+[board zqueued]
+queue=on
 """
 
 SCRIPT_MEMBER = "<script>alert(1)</script>"
@@ -219,7 +221,8 @@ class ViewerTest(unittest.TestCase):
         self.assertEqual(ctype, "application/json")
         boards = json.loads(body)["boards"]
         self.assertEqual([b["name"] for b in boards],
-                         ["adhoc-board", "daily", "plain", "sharded", "subs"])
+                         ["adhoc-board", "daily", "plain", "sharded", "subs",
+                          "zqueued"])
         self.assertEqual((boards[0]["configured"], boards[0]["members"]),
                          (False, 1))
         self.assertEqual((boards[2]["configured"], boards[2]["members"]),
@@ -230,7 +233,16 @@ class ViewerTest(unittest.TestCase):
         page.feed(self.browse("/"))
         self.assertEqual(page.links, ["/?board=adhoc-board", "/?board=daily",
                                       "/?board=plain", "/?board=sharded",
-                                      "/?board=subs"])
+                                      "/?board=subs", "/?board=zqueued"])
+
+    def test_queued_board_shows_its_backlog(self):
+        top = json.loads(get(self.http, "/api/top?board=zqueued")[2])
+        self.assertEqual(top["queue"],
+                         {"backlog": 0, "pending": 0, "oldest_age_ms": 0})
+        self.assertNotIn("queue", json.loads(
+            get(self.http, "/api/top?board=plain")[2]))
+        dom, _ = self.rendered("zqueued")
+        self.assertIn("queue: empty", dom)
 
     def test_board_page_shows_the_top_as_text(self):
         entries = self.top("plain")

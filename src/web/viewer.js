@@ -104,8 +104,16 @@ function fillPeriods(top) {
   select.value = String(periodsBack);
 }
 
+function queueText(q) {
+  if (!q) return "";
+  if (q.backlog === 0) return "queue: empty";
+  return "queue: " + q.backlog + " waiting, the oldest for " +
+    (q.oldest_age_ms / 1000).toFixed(1) + " s";
+}
+
 function renderTop(top) {
-  $("board-options").textContent = optionsText(top);
+  $("board-options").textContent =
+    [optionsText(top), queueText(top.queue)].filter((t) => t).join(" · ");
   fillPeriods(top);
   const dataKeys = [...new Set(top.entries.flatMap((e) => Object.keys(e.data)))]
     .sort();
