@@ -38,16 +38,17 @@ enum
   OP_UPDATE,
   OP_RANK,
   OP_TOP,
-  OP_AROUND, /* GetAround, radius 5 */
-  OP_RANKS,  /* GetRanks of 10 members */
-  OP_BATCH,  /* UpdateBatch of --batch updates */
+  OP_AROUND,  /* GetAround, radius 5 */
+  OP_RANKS,   /* GetRanks of 10 members */
+  OP_BATCH,   /* UpdateBatch of --batch updates */
+  OP_ENQUEUE, /* Enqueue of --batch updates (a board with queue=on) */
   N_OPS
 };
 
 #define RANK_BENCH_MAX_PIPELINE 64
 
 static const char *const op_names[N_OPS]
-    = { "update", "rank", "top", "around", "ranks", "batch" };
+    = { "update", "rank", "top", "around", "ranks", "batch", "enqueue" };
 
 #define RANK_BENCH_MAX_BATCH 1000
 
@@ -58,6 +59,7 @@ typedef struct
   char *direct;
   int connections;
   double duration;
+  double rate; /* --rate: calls/s in all; 0: closed loop */
   double warmup;
   gint64 requests;
   char *mix;
@@ -109,6 +111,8 @@ typedef struct
   GPtrArray *page;
   rankUpdateBatchRequest *batch_req; /* --batch requests, reused */
   rankUpdateBatchResponse *batch_resp;
+  rankEnqueueRequest *enqueue_req; /* sends batch_req's requests */
+  rankEnqueueResponse *enqueue_resp;
   redisContext *redis;
   guint64 counter;
   int update_mode; /* RANK_UPDATE_MODE_BEST; the preload SETs */
@@ -137,9 +141,10 @@ note_error (Worker *w, const char *msg)
   g_strlcpy (w->stats.last_error, msg, sizeof w->stats.last_error);
 }
 
-/* An UpdateBatch of --batch updates of board, random members and scores. */
-static gboolean
-send_batch (Worker *w, const char *board, GError **error)
+/* --batch updates of board, random members and scores, into
+ * w->batch_req. */
+static void
+fill_batch (Worker *w, const char *board)
 {
   GPtrArray *reqs = w->batch_req->requests;
 
@@ -162,8 +167,30 @@ send_batch (Worker *w, const char *board, GError **error)
       req->mode = w->update_mode;
       req->__isset_mode = TRUE;
     }
+}
+
+/* An UpdateBatch of --batch updates. */
+static gboolean
+send_batch (Worker *w, const char *board, GError **error)
+{
+  fill_batch (w, board);
   return rank_ranking_client_send_update_batch (rank_client_iface (w->client),
                                                 w->batch_req, error);
+}
+
+/* An Enqueue of the same (batch_req's requests, lent). */
+static gboolean
+send_enqueue (Worker *w, const char *board, GError **error)
+{
+  GPtrArray *own = w->enqueue_req->requests;
+  gboolean ok;
+
+  fill_batch (w, board);
+  w->enqueue_req->requests = w->batch_req->requests;
+  ok = rank_ranking_client_send_enqueue (rank_client_iface (w->client),
+                                         w->enqueue_req, error);
+  w->enqueue_req->requests = own;
+  return ok;
 }
 
 /* Sends one call to rankd: corked (pipelined) it waits in the transport
@@ -199,6 +226,9 @@ rankd_send (Worker *w, int op, const char *board, const char *member,
       }
     case OP_BATCH:
       ok = send_batch (w, board, &error);
+      break;
+    case OP_ENQUEUE:
+      ok = send_enqueue (w, board, &error);
       break;
     case OP_RANK:
       {
@@ -278,6 +308,23 @@ rankd_recv (Worker *w, int op)
                              : r->__isset_unavailable
                                  ? r->unavailable->message
                                  : "an UpdateResult without a field set");
+              ok = FALSE;
+            }
+        }
+      break;
+    case OP_ENQUEUE:
+      g_ptr_array_set_size (w->enqueue_resp->results, 0);
+      ok = rank_ranking_client_recv_enqueue (iface, &w->enqueue_resp, &invalid,
+                                             &unavailable, &error);
+      for (guint i = 0; ok && i < w->enqueue_resp->results->len; i++)
+        {
+          rankEnqueueResult *r = w->enqueue_resp->results->pdata[i];
+
+          if (!r->__isset_id)
+            {
+              note_error (w, r->__isset_invalid
+                                 ? r->invalid->message
+                                 : "an EnqueueResult without a field set");
               ok = FALSE;
             }
         }
@@ -475,6 +522,8 @@ worker_connect (Worker *w, GError **error)
   w->entry = g_object_new (RANK_TYPE_ENTRY, NULL);
   w->page = g_ptr_array_new_with_free_func (g_object_unref);
   w->batch_resp = g_object_new (RANK_TYPE_UPDATE_BATCH_RESPONSE, NULL);
+  w->enqueue_req = g_object_new (RANK_TYPE_ENQUEUE_REQUEST, NULL);
+  w->enqueue_resp = g_object_new (RANK_TYPE_ENQUEUE_RESPONSE, NULL);
   w->batch_req = g_object_new (RANK_TYPE_UPDATE_BATCH_REQUEST, NULL);
   for (int i = 0; i < w->o->batch; i++)
     g_ptr_array_add (w->batch_req->requests,
@@ -512,6 +561,11 @@ worker_main (gpointer data)
   int depth = w->o->pipeline;
   RankClientTransport *t
       = w->client ? rank_client_get_transport (w->client) : NULL;
+  /* --rate: this worker's share, as calls at fixed times (an open loop:
+   * a call that is late does not push the next ones back). */
+  gint64 paced_from = g_get_monotonic_time (), paced = 0;
+  double interval_us
+      = w->o->rate > 0 ? 1e6 * w->o->connections / w->o->rate : 0;
 
   while (g_atomic_int_get (&phase) < 2)
     {
@@ -530,6 +584,15 @@ worker_main (gpointer data)
         }
       if (n == 0)
         break;
+      if (interval_us > 0)
+        {
+          gint64 due = paced_from + (gint64) (interval_us * (double) paced);
+          gint64 now = g_get_monotonic_time ();
+
+          paced += n;
+          if (due > now)
+            g_usleep ((gulong) (due - now)); /* pacing the load, by design */
+        }
       start = g_get_monotonic_time ();
       if (w->o->direct != NULL)
         {
@@ -645,15 +708,15 @@ parse_mix (Options *o, GError **error)
         {
           g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                        "--mix: '%s' is not OP=WEIGHT with OP update, rank, "
-                       "top, around, ranks or batch",
+                       "top, around, ranks, batch or enqueue",
                        *p);
           return FALSE;
         }
       o->weights[op] = atoi (kv[1]);
     }
   if (o->direct != NULL
-      && (o->weights[OP_AROUND] || o->weights[OP_RANKS]
-          || o->weights[OP_BATCH]))
+      && (o->weights[OP_AROUND] || o->weights[OP_RANKS] || o->weights[OP_BATCH]
+          || o->weights[OP_ENQUEUE]))
     {
       g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                    "--mix: --direct runs update, rank and top only");
@@ -661,6 +724,7 @@ parse_mix (Options *o, GError **error)
     }
   if (o->weights[OP_UPDATE] + o->weights[OP_RANK] + o->weights[OP_TOP]
           + o->weights[OP_AROUND] + o->weights[OP_RANKS] + o->weights[OP_BATCH]
+          + o->weights[OP_ENQUEUE]
       <= 0)
     {
       g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
@@ -689,7 +753,8 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
       "Seconds of load before measuring (2)", "S" },
     { "mix", 'm', 0, G_OPTION_ARG_STRING, &o->mix,
       "Operation weights of update, rank, top, around (GetAround, radius 5) "
-      "and ranks (GetRanks of 10) (update=80,rank=10,top=10)",
+      "and ranks (GetRanks of 10), batch (UpdateBatch of --batch) and "
+      "enqueue (Enqueue of --batch) (update=80,rank=10,top=10)",
       "OP=W,..." },
     { "members", 0, 0, G_OPTION_ARG_INT, &o->members,
       "Member population per board (1000000)", "N" },
@@ -712,6 +777,8 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
     { "batch", 0, 0, G_OPTION_ARG_INT, &o->batch,
       "Updates per UpdateBatch call of the batch operation (100; up to 1000)",
       "N" },
+    { "rate", 0, 0, G_OPTION_ARG_DOUBLE, &o->rate,
+      "Calls per second in all, at most (0: as fast as answered)", "R" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &o->json, "Print JSON", NULL },
     { "cpu", 0, 0, G_OPTION_ARG_STRING, &o->cpu,
       "Also report the CPU time per operation of these processes over the "
@@ -867,7 +934,8 @@ report (const Options *o, Worker *workers, double seconds)
       }
   /* CPU per operation: an UpdateBatch call counts as its updates. */
   for (int op = 0; op < N_OPS; op++)
-    ops += total.hist[op].total * (guint64) (op == OP_BATCH ? o->batch : 1);
+    ops += total.hist[op].total
+           * (guint64) (op == OP_BATCH || op == OP_ENQUEUE ? o->batch : 1);
   if (o->json)
     {
       gboolean first = TRUE;
@@ -915,11 +983,13 @@ report (const Options *o, Worker *workers, double seconds)
                   rank_histogram_quantile (h, 0.999) / 1e3, h->max / 1e3,
                   total.errors[op]);
         }
-      if (total.hist[OP_BATCH].total > 0)
-        printf ("batch: %d updates a call, %.0f updates/s; CPU per op below "
-                "is per update\n",
-                o->batch,
-                (double) total.hist[OP_BATCH].total * o->batch / seconds);
+      if (total.hist[OP_BATCH].total + total.hist[OP_ENQUEUE].total > 0)
+        printf (
+            "batch, enqueue: %d updates a call, %.0f updates/s; CPU per "
+            "op below is per update\n",
+            o->batch,
+            (double) (total.hist[OP_BATCH].total + total.hist[OP_ENQUEUE].total)
+                * o->batch / seconds);
       rank_cpu_watch_text (o->cpu_watch, ops, cpu);
       fputs (cpu->str, stdout);
     }
@@ -946,6 +1016,8 @@ finish (Options *o, Worker *workers, GThread **threads, int status)
       g_clear_pointer (&workers[i].page, g_ptr_array_unref);
       g_clear_object (&workers[i].batch_req);
       g_clear_object (&workers[i].batch_resp);
+      g_clear_object (&workers[i].enqueue_req);
+      g_clear_object (&workers[i].enqueue_resp);
       g_clear_pointer (&workers[i].samples, g_array_unref);
       if (workers[i].redis)
         redisFree (workers[i].redis);

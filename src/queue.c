@@ -534,6 +534,7 @@ queue_prepare (gpointer data)
 {
   RankQueue *q = data;
   gint64 now = now_us (), next = now + RANK_QUEUE_REFRESH_MS * 1000;
+  gboolean sent = FALSE;
   GHashTableIter it;
   gpointer value;
 
@@ -544,17 +545,25 @@ queue_prepare (gpointer data)
       q->refreshing = TRUE;
       q->next_refresh_us = now + RANK_QUEUE_REFRESH_MS * 1000;
       rank_store_list_queues (q->store, queues_listed, q);
+      sent = TRUE;
     }
   next = MIN (next, q->next_refresh_us);
   g_hash_table_iter_init (&it, q->streams);
   while (g_hash_table_iter_next (&it, NULL, &value))
     {
       Stream *s = value;
+      gboolean was_busy = s->busy;
 
       stream_step (s);
+      /* A command sent now may wait in its link until the next turn of the
+       * loop (the links flush before this runs): no sleep then. */
+      if (s->busy && !was_busy)
+        sent = TRUE;
       if (!s->busy)
         next = MIN (next, MAX (s->next_us, now));
     }
+  if (sent)
+    return 0;
   return (int) MAX (0, (next - now + 999) / 1000);
 }
 

@@ -1,0 +1,149 @@
+#!/bin/bash
+# queue.sh -- the update queue against synchronous updates, in one run.
+#
+# One redis-server and one rankd (config: board sb-0 plain, qb-0 with
+# queue=on). Rows, each with the CPU us per update of redis-server and
+# rankd over its interval (from /proc, user + system):
+#   1. synchronous UpdateBatch of BATCH, CONNECTIONS connections, DURATION s;
+#   2. synchronous Update, CONNECTIONS x 16 pipelined, DURATION s;
+#   3. through the queue: Enqueue of BATCH, CONNECTIONS connections, as fast
+#      as answered for DURATION s, then until the drain has applied every
+#      update: updates / (enqueue start .. drained) is the sustained rate.
+# Then a burst: BURST seconds of Enqueue at 3x row 3's sustained rate
+# (rank-bench --rate), the backlog sampled every 0.5 s until drained, drawn
+# with gnuplot into backlog.png (the samples in backlog.tsv).
+#
+# Usage: bash bench/queue.sh
+# Environment: BUILD (default build/), MEMBERS (default 1000000),
+# DURATION (default 20), BURST (default 30), CONNECTIONS (default 4),
+# BATCH (default 100), OUT (default bench/results/queue-<time>).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+bench_setup queue
+members=${MEMBERS:-1000000}
+duration=${DURATION:-20}
+burst=${BURST:-30}
+conns=${CONNECTIONS:-4}
+batch=${BATCH:-100}
+rankctl=$build/rankctl
+
+bench_meta "MEMBERS=$members DURATION=$duration BURST=$burst CONNECTIONS=$conns BATCH=$batch bash bench/queue.sh" | tee "$out/summary.txt"
+
+cat >"$work/rankd.conf" <<EOF
+[board sb-0]
+[board qb-0]
+queue=on
+EOF
+redis_port=$(free_port)
+rankd_port=$(free_port)
+start_redis "$redis_port"
+redis_pid=${pids[-1]}
+"$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
+  --config "$work/rankd.conf" >"$work/rankd.log" 2>&1 &
+rankd_pid=$!
+pids+=("$rankd_pid")
+wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1; }
+export RANKCTL_CONNECT=127.0.0.1:$rankd_port
+
+ticks=$(getconf CLK_TCK)
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+applied() { "$rankctl" --json queue-status qb-0 | python3 -c 'import json,sys; print(json.load(sys.stdin)["applied"])'; }
+backlog() { "$rankctl" --json queue-status qb-0 | python3 -c 'import json,sys; print(json.load(sys.stdin)["backlog"])'; }
+wait_drained() {
+  until [ "$(backlog)" = 0 ]; do sleep 0.05; done # polling a condition
+}
+row() { # label updates seconds redis-ticks rankd-ticks
+  python3 - "$@" "$ticks" <<'EOF'
+import sys
+label, n, secs, r, k, hz = sys.argv[1:]
+n, secs, hz = int(n), float(secs), int(hz)
+us = lambda t: int(t) / hz * 1e6 / n
+print("| %s | %s | %.2f | %.2f |" % (label, format(round(n / secs), ","),
+                                      us(r), us(k)))
+EOF
+}
+
+# A synchronous row by rank-bench (its own count and interval).
+sync_row() { # label rank-bench args...
+  local label=$1
+  shift
+  local r0 k0 r1 k1 json
+  json=$("$bench" -p "$rankd_port" --members "$members" -d "$duration" -w 2 --json "$@")
+  echo "$json" >>"$out/sync.jsonl"
+  python3 - "$label" "$json" <<'EOF'
+import json, sys
+label, j = sys.argv[1], json.loads(sys.argv[2])
+n = sum(v["count"] for v in j["ops"].values()) * (j["batch"] if set(j["ops"]) & {"batch", "enqueue"} else 1)
+cpu = j["cpu_us_per_op"]
+print("| %s | %s | %.2f | %.2f |" % (label, format(round(n / j["duration_s"]), ","),
+                                      cpu.get("redis", 0), cpu.get("rankd", 0)))
+EOF
+}
+
+{
+  echo
+  echo "| updates | updates/s | Redis µs/update | rankd µs/update |"
+  echo "|---|---:|---:|---:|"
+  sync_row "synchronous: UpdateBatch of $batch, $conns connections" \
+    --board-prefix sb -c "$conns" --mix batch=1 --batch "$batch" \
+    --cpu "redis=$redis_pid,rankd=$rankd_pid"
+  sync_row "synchronous: Update, $conns x 16 pipelined" \
+    --board-prefix sb -c "$conns" --pipeline 16 --mix update=1 \
+    --cpu "redis=$redis_pid,rankd=$rankd_pid"
+  a0=$(applied)
+  r0=$(cpu "$redis_pid")
+  k0=$(cpu "$rankd_pid")
+  t0=$(date +%s.%N)
+  "$bench" -p "$rankd_port" --members "$members" -d "$duration" -w 0 \
+    --board-prefix qb -c "$conns" --mix enqueue=1 --batch "$batch" \
+    >"$work/enqueue.txt"
+  wait_drained
+  t1=$(date +%s.%N)
+  r1=$(cpu "$redis_pid")
+  k1=$(cpu "$rankd_pid")
+  a1=$(applied)
+  n=$((a1 - a0))
+  secs=$(python3 -c "print($t1 - $t0)")
+  row "through the queue: Enqueue of $batch, $conns connections, until drained" \
+    "$n" "$secs" $((r1 - r0)) $((k1 - k0))
+  echo "$n $secs" >"$work/sustained"
+} | tee -a "$out/summary.txt"
+
+# The burst: 3x the sustained rate for BURST seconds.
+read -r n secs <"$work/sustained"
+calls=$(python3 -c "print(3 * $n / $secs / $batch)")
+echo | tee -a "$out/summary.txt"
+echo "burst: $burst s of Enqueue at 3x the sustained rate ($(python3 -c "print(round(3 * $n / $secs))") updates/s, rank-bench --rate $calls)" | tee -a "$out/summary.txt"
+printf 't_s\tbacklog\n' >"$out/backlog.tsv"
+start=$(date +%s.%N)
+"$bench" -p "$rankd_port" --members "$members" -d "$burst" -w 0 \
+  --board-prefix qb -c "$conns" --mix enqueue=1 --batch "$batch" \
+  --rate "$calls" >"$work/burst.txt" &
+burst_pid=$!
+peak=0
+while :; do
+  b=$(backlog)
+  t=$(python3 -c "print(round($(date +%s.%N) - $start, 2))")
+  printf '%s\t%s\n' "$t" "$b" >>"$out/backlog.tsv"
+  [ "$b" -gt "$peak" ] && peak=$b
+  if ! kill -0 "$burst_pid" 2>/dev/null && [ "$b" = 0 ]; then break; fi
+  sleep 0.5 # the sampling period
+done
+wait "$burst_pid"
+echo "peak backlog $peak; drained $(tail -1 "$out/backlog.tsv" | cut -f1) s after the burst began" | tee -a "$out/summary.txt"
+if command -v gnuplot >/dev/null; then
+  gnuplot <<EOF
+set terminal png size 900,450
+set output "$out/backlog.png"
+set xlabel "seconds"
+set ylabel "updates waiting"
+set title "Backlog of a queued board: ${burst} s of Enqueue at 3x the sustained rate"
+set key off
+set grid
+plot "$out/backlog.tsv" using 1:2 every ::1 with lines lw 2
+EOF
+  echo "plot: $out/backlog.png" | tee -a "$out/summary.txt"
+fi
