@@ -93,6 +93,7 @@ EOF
   sync_row "synchronous: Update, $conns x 16 pipelined" \
     --board-prefix sb -c "$conns" --pipeline 16 --mix update=1 \
     --cpu "redis=$redis_pid,rankd=$rankd_pid"
+  redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
   a0=$(applied)
   r0=$(cpu "$redis_pid")
   k0=$(cpu "$rankd_pid")
@@ -110,7 +111,22 @@ EOF
   row "through the queue: Enqueue of $batch, $conns connections, until drained" \
     "$n" "$secs" $((r1 - r0)) $((k1 - k0))
   echo "$n $secs" >"$work/sustained"
+  redis-cli -p "$redis_port" INFO commandstats >"$out/commandstats.txt"
 } | tee -a "$out/summary.txt"
+# Where the queue row's Redis time went, per update (INFO commandstats;
+# the EVALSHA line includes the commands its script runs).
+python3 - "$out/commandstats.txt" "$(cut -d' ' -f1 "$work/sustained")" <<'EOF' | tee -a "$out/summary.txt"
+import re, sys
+n = int(sys.argv[2])
+parts = []
+for line in open(sys.argv[1]):
+    m = re.match(r"cmdstat_(\w+(?:\|\w+)?):calls=(\d+),usec=(\d+)", line)
+    if m and m.group(1) in ("xadd", "xreadgroup", "xautoclaim", "xack", "xdel",
+                            "evalsha", "xlen"):
+        parts.append("%s %.2f" % (m.group(1).upper(), int(m.group(3)) / n))
+print("queue row, Redis us per update by command (commandstats): "
+      + ", ".join(parts))
+EOF
 
 # The burst: 3x the sustained rate for BURST seconds.
 read -r n secs <"$work/sustained"
