@@ -36,6 +36,8 @@ cat >"$work/rankd.conf" <<EOF
 [board sb-0]
 [board qb-0]
 queue=on
+# Enqueue runs as fast as it is answered: the backlog may pass the default.
+queue_max_backlog=50000000
 EOF
 redis_port=$(free_port)
 rankd_port=$(free_port)

@@ -223,9 +223,10 @@ classify (const RankReply *reply)
                         "damaged data: a key of the board holds another type "
                         "than rankd keeps there (%s)",
                         msg);
-  /* A stream's consumer group missing, or there already (queue.h). */
-  if (g_str_has_prefix (msg, "NOGROUP ")
-      || g_str_has_prefix (msg, "BUSYGROUP "))
+  /* A stream's consumer group missing, or there already; a stream
+   * missing (XINFO) (queue.h). */
+  if (g_str_has_prefix (msg, "NOGROUP ") || g_str_has_prefix (msg, "BUSYGROUP ")
+      || strcmp (msg, "ERR no such key") == 0)
     return g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND, "%s", msg);
   for (gsize i = 0; i < G_N_ELEMENTS (unavailable); i++)
     if (g_str_has_prefix (msg, unavailable[i]))

@@ -13,8 +13,10 @@
  *   RANK_DAMAGED ...   RANK_ERROR_INTERNAL (a key of the wrong type; the
  *                      script changed nothing)
  *   WRONGTYPE          RANK_ERROR_INTERNAL
- *   NOGROUP, BUSYGROUP RANK_ERROR_NOT_FOUND (a stream's consumer group is
- *                      missing, or already there: the queue's to handle)
+ *   NOGROUP, BUSYGROUP, ERR no such key
+ *                      RANK_ERROR_NOT_FOUND (a stream's consumer group is
+ *                      missing, or already there, or the stream is: the
+ *                      queue's to handle)
  *   OOM, READONLY, BUSY, LOADING, MASTERDOWN, TRYAGAIN, CLUSTERDOWN,
  *   NOREPLICAS, MISCONF, NOAUTH, WRONGPASS, NOPERM
  *                      RANK_ERROR_UNAVAILABLE

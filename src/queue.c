@@ -38,7 +38,9 @@ struct _Stream
   gboolean created;     /* its group is there */
   gboolean own_pending; /* read this consumer's pending entries first */
   gboolean listed;      /* at the last refresh */
-  gint64 next_us;       /* not read before (monotonic) */
+  gboolean trimming;    /* an XTRIM in flight */
+  gint64 next_trim_us;
+  gint64 next_us; /* not read before (monotonic) */
   gint64 next_claim_us;
   RankContext ctx; /* the board at the read: options, keys */
 };
@@ -340,6 +342,16 @@ batch_read (RankQueueBatch *batch, const GError *error, gpointer data)
 /* ---- the streams ---- */
 
 static void
+stream_trimmed (const GError *error, gpointer data)
+{
+  Stream *s = data;
+
+  s->trimming = FALSE;
+  if (error != NULL)
+    g_debug ("queue of %s: trimming failed: %s", s->board, error->message);
+}
+
+static void
 group_created (const GError *error, gpointer data)
 {
   Stream *s = data;
@@ -523,7 +535,8 @@ queues_listed (const char *const *names, guint n, const GError *error,
       board_want (q, config, *b);
   g_hash_table_iter_init (&it, q->streams);
   while (g_hash_table_iter_next (&it, NULL, &value))
-    if (!((Stream *) value)->listed && !((Stream *) value)->busy)
+    if (!((Stream *) value)->listed && !((Stream *) value)->busy
+        && !((Stream *) value)->trimming)
       g_hash_table_iter_remove (&it);
 }
 
@@ -559,6 +572,16 @@ queue_prepare (gpointer data)
        * loop (the links flush before this runs): no sleep then. */
       if (s->busy && !was_busy)
         sent = TRUE;
+      /* What the drains acknowledged goes, once a second. */
+      if (s->created && !s->trimming && s->ctx.config != NULL
+          && now >= s->next_trim_us)
+        {
+          s->trimming = TRUE;
+          s->next_trim_us = now + RANK_QUEUE_REFRESH_MS * 1000;
+          rank_store_queue_trim (q->store, &s->ctx, s->shard, stream_trimmed,
+                                 s);
+          sent = TRUE;
+        }
       if (!s->busy)
         next = MIN (next, MAX (s->next_us, now));
     }
@@ -584,6 +607,10 @@ rank_queue_new (RankLoop *loop, RankStore *store, RankHandler *handler)
   q->streams
       = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, stream_free);
   q->rates = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  /* The first look a refresh period after the start, when the links are
+   * up: a command sent while they connect fails (and counts as an
+   * error). */
+  q->next_refresh_us = now_us () + RANK_QUEUE_REFRESH_MS * 1000;
   rank_loop_add_prepare (loop, queue_prepare, q);
   return q;
 }

@@ -55,6 +55,9 @@ typedef struct
   gboolean data_given;
   const char *data;
   gsize data_len;
+  /* The caller has no use for the rank (the queue's drain): the script
+   * leaves it out (rank 0), which costs Redis a ZRANK less. */
+  gboolean without_rank;
 } RankUpdate;
 
 typedef struct
@@ -337,7 +340,7 @@ void rank_store_enqueue (RankStore *store, const RankContext *ctx,
 
 typedef struct
 {
-  gint64 backlog;   /* entries in the streams */
+  gint64 backlog;   /* entries not acknowledged yet */
   gint64 pending;   /* of those, read and not acknowledged */
   gint64 oldest_ms; /* Unix ms the oldest was queued; 0: none */
   gint64 applied;
@@ -395,7 +398,7 @@ typedef struct
 } RankQueueOutcome;
 
 /* Entries done with: the dead ones to the dead letters, then all
- * acknowledged and deleted, and counted. */
+ * acknowledged, and counted. */
 void rank_store_queue_done (RankStore *store, const RankContext *ctx,
                             guint shard, const RankQueueOutcome *outcomes,
                             guint n, RankStoreDoneFunc func, gpointer data);
@@ -404,6 +407,11 @@ void rank_store_queue_done (RankStore *store, const RankContext *ctx,
 void rank_store_queue_create (RankStore *store, const RankContext *ctx,
                               guint shard, RankStoreDoneFunc func,
                               gpointer data);
+
+/* Removes shard's acknowledged entries from its stream (XTRIM MINID:
+ * those before the oldest pending, or all delivered when none is). */
+void rank_store_queue_trim (RankStore *store, const RankContext *ctx,
+                            guint shard, RankStoreDoneFunc func, gpointer data);
 
 /* Every board that was ever queued to (until DeleteBoard). */
 void rank_store_list_queues (RankStore *store, RankStoreNamesFunc func,

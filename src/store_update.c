@@ -204,8 +204,10 @@ rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
     batch[BATCH_BUCKET + i] = NUMBER (buckets[i]);
   batch[BATCH_RECORD_EXPIRE_AT] = NUMBER (buckets[RANK_DEDUP_BUCKETS + 1]);
   /* The rank within one shard is not the board's: sharded updates leave it
-   * unset rather than ask every shard. */
-  batch[BATCH_RANK_WANTED] = TEXT (o->shards > 1 ? "0" : "1");
+   * unset rather than ask every shard; so do callers without a use for
+   * it. */
+  batch[BATCH_RANK_WANTED]
+      = TEXT (o->shards > 1 || update->without_rank ? "0" : "1");
   batch[BATCH_ORDER] = TEXT (store_order_name (o->order));
   batch[BATCH_KIND] = TEXT (store_kind_name (o->rank));
   /* Each shard keeps its best cap: the board's best cap are among them. */

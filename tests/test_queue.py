@@ -203,6 +203,11 @@ class QueueTest(unittest.TestCase):
         self.assertGreaterEqual(st.applied, 3)
         self.assertEqual((st.backlog, st.pending, st.oldest_age_ms),
                          (0, 0, 0))
+        # Applied entries leave the stream (trimmed once a second).
+        wait_for("the stream to be trimmed", lambda: subprocess.run(
+            ["redis-cli", "-p", str(self.redis_port), "XLEN", "rk:{q}:u"],
+            capture_output=True, text=True, check=True).stdout.strip()
+            == "0")
         # The same requests again: queued again, applied once.
         c.Enqueue(EnqueueRequest(requests=[self.incr("q", "a", 5, "e1")]))
         self.drained("q")
