@@ -151,7 +151,7 @@ while :; do
   sleep 0.5 # the sampling period
 done
 wait "$burst_pid"
-echo "peak backlog $peak; drained $(tail -1 "$out/backlog.tsv" | cut -f1) s after the burst began" | tee -a "$out/summary.txt"
+echo "burst achieved: $(grep -o '[0-9]* updates/s' "$work/burst.txt" | head -1) enqueued (rank-bench); peak backlog $peak; drained $(tail -1 "$out/backlog.tsv" | cut -f1) s after the burst began" | tee -a "$out/summary.txt"
 if command -v gnuplot >/dev/null; then
   gnuplot <<EOF
 set terminal png size 900,450
