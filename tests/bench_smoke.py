@@ -1,7 +1,7 @@
 """CI smoke run of rank-bench: a few seconds against rankd and against Redis
-directly (--direct), and pipelined against rankd, checking that they
-complete without errors and report every operation, and that --plot draws latency over time (a PNG, and its
-per-second TSV). Not a performance test: no numbers are judged.
+directly (--direct), pipelined against rankd, and Enqueue paced by --rate,
+checking that they complete without errors and report every operation, and
+that --plot draws latency over time (a PNG, and its per-second TSV). Not a performance test: no numbers are judged.
 
 Usage: bench_smoke.py RANKD RANK_BENCH
 """
@@ -67,8 +67,12 @@ def main():
         redis, redis_port = start(
             lambda p: ["redis-server", "--bind", "127.0.0.1", "--port", str(p),
                        "--save", "", "--appendonly", "no"], work)
+        # Every board may also take Enqueue (the enqueue operation).
+        conf = os.path.join(work, "rankd.conf")
+        with open(conf, "w", encoding="utf-8") as f:
+            f.write("[defaults]\nqueue=on\n")
         rankd, port = start(
-            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}",
+            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}", "--config", conf,
                        "--redis", f"127.0.0.1:{redis_port}"], work)
         run(["--port", str(port), "--preload"])
         run(["--direct", f"127.0.0.1:{redis_port}", "--preload"])
@@ -80,11 +84,16 @@ def main():
                      "--mix", "update=1,rank=1,top=1,around=1,ranks=1"],
                     ops=("update", "rank", "top", "around", "ranks"))
         assert piped["pipeline"] == 24, piped
+        # Enqueue of 50, paced to 200 calls/s in all.
+        queued = run(["--port", str(port), "--mix", "enqueue=1", "--batch",
+                      "50", "--rate", "200"], ops=("enqueue",))
+        per_s = queued["ops"]["enqueue"]["ops_per_sec"]
+        assert per_s <= 200 * 1.1, f"--rate 200 ran {per_s} calls/s"
         check_plot(port, work)
         rankd.terminate()
         assert rankd.wait(30) == 0, "rankd did not exit cleanly"
         rankd = None
-        print("5 passed, 0 failed")
+        print("6 passed, 0 failed")
     finally:
         for proc in (rankd, redis):
             if proc is not None:
