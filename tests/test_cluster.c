@@ -218,7 +218,8 @@ rankd_start (void)
   g_assert_true (g_file_set_contents (config,
                                       "[board c_sh]\nshards=10\n"
                                       "[board c_fosh]\nshards=10\n"
-                                      "[board c_del]\nshards=10\n",
+                                      "[board c_del]\nshards=10\n"
+                                      "[board c_q]\nshards=10\nqueue=on\n",
                                       -1, NULL));
   args[3] = config;
   /* The port is replaced: rankd goes to the cluster, not to one node. */
@@ -609,6 +610,67 @@ test_delete_board (void)
   g_assert_cmpint (after, ==, c_sh_before);
 }
 
+/* The update queue on a Cluster: each shard's stream lives with its
+ * shard, on the masters; the drain applies every update once. */
+static void
+test_queue (void)
+{
+  rankRankingIf *iface = rank_client_iface (client);
+  g_autoptr (GError) error = NULL;
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  g_autoptr (rankEnqueueRequest) request
+      = g_object_new (RANK_TYPE_ENQUEUE_REQUEST, NULL);
+  g_autoptr (rankEnqueueResponse) response
+      = g_object_new (RANK_TYPE_ENQUEUE_RESPONSE, NULL);
+  gint64 end = g_get_monotonic_time () + (gint64) DEADLINE_S * G_USEC_PER_SEC;
+
+  for (int i = 0; i < 300; i++)
+    {
+      g_autofree char *member = g_strdup_printf ("q%02d", i % 40);
+      g_autofree char *rid = g_strdup_printf ("c_q-%d", i);
+
+      g_ptr_array_add (
+          request->requests,
+          update_request_new ("c_q", member, 1 + i % 3, rid, NO_MODE, NO_TIME));
+    }
+  g_assert_true (rank_ranking_if_enqueue (iface, &response, request, &invalid,
+                                          &unavailable, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (response->results->len, ==, 300);
+  for (guint i = 0; i < 300; i++)
+    g_assert_true (
+        ((rankEnqueueResult *) response->results->pdata[i])->__isset_id);
+  for (;;)
+    {
+      g_autoptr (rankGetQueueStatusRequest) sreq = g_object_new (
+          RANK_TYPE_GET_QUEUE_STATUS_REQUEST, "board", "c_q", NULL);
+      g_autoptr (rankQueueStatus) st
+          = g_object_new (RANK_TYPE_QUEUE_STATUS, NULL);
+
+      g_assert_true (rank_ranking_if_get_queue_status (
+          iface, &st, sreq, &invalid, &unavailable, &error));
+      if (st->backlog == 0 && st->applied == 300)
+        break;
+      if (g_get_monotonic_time () > end)
+        g_error ("the queue did not drain: backlog %" G_GINT64_FORMAT
+                 ", applied %" G_GINT64_FORMAT,
+                 st->backlog, st->applied);
+      g_usleep (20 * 1000); /* polling a condition, with a deadline */
+    }
+  for (int m = 0; m < 40; m++)
+    {
+      g_autofree char *member = g_strdup_printf ("q%02d", m);
+      gint64 want = 0;
+      g_auto (Result) r = get_rank_on (client, "c_q", member);
+
+      for (int i = m; i < 300; i += 40)
+        want += 1 + i % 3;
+      assert_ok (&r);
+      g_assert_cmpint (r.score, ==, want);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -621,6 +683,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster/moved", test_moved);
   g_test_add_func ("/cluster/ask", test_ask);
   g_test_add_func ("/cluster/delete-board", test_delete_board);
+  g_test_add_func ("/cluster/queue", test_queue);
   g_test_add_func ("/cluster/failover-exactly-once", test_failover);
   status = g_test_run ();
   rank_client_free (client);
