@@ -459,6 +459,31 @@ class BatchedUpdatesTest(Served):
                 t.close()
 
 
+    def test_burst_opens_a_large_bucket(self):
+        """A script call of 32 updates or more opens its bucket of
+        request-id records sized for a burst (64 updates: 2,048 record
+        hashes), so a burst fills no small generations first; every request
+        id is still recognised."""
+        c = connect(self.port)
+        try:
+            board = "burst-bucket"
+            reqs = [UpdateRequest(board, f"m{i}", 1, f"b{i}", Mode.INCREMENT)
+                    for i in range(100)]
+            first = c[0].UpdateBatch(UpdateBatchRequest(requests=reqs))
+            again = c[0].UpdateBatch(UpdateBatchRequest(requests=reqs))
+        finally:
+            c[1].close()
+        self.assertTrue(all(r.response.applied for r in first.results))
+        self.assertFalse(any(r.response.applied for r in again.results))
+        meta = subprocess.run(
+            ["redis-cli", "-p", str(self.redis_port), "HGETALL",
+             f"rk:{{{board}}}:q"], capture_output=True, text=True,
+            check=True).stdout.split()
+        fields = dict(zip(meta[::2], meta[1::2]))
+        sizes = [v for k, v in fields.items() if not k.endswith(":n")]
+        # One bucket (or two, if the calls straddled a bucket's start).
+        self.assertIn("2048", sizes, fields)
+
     def test_batches_match_one_by_one(self):
         """Rounds of 4 x 16 updates sent while rankd is stopped (so they
         form batches), with retries and reuses of earlier request ids, past
@@ -471,6 +496,12 @@ class BatchedUpdatesTest(Served):
         sent = [[] for _ in range(n)]  # each connection's calls so far
         model = UpdateModel()
         try:
+            # One update alone first: the bucket of request-id records opens
+            # small, as a quiet board's does (a batch of 32 or more opens it
+            # sized for a burst), so that the rounds fill its generations.
+            for board in (together, alone):
+                conns[0][0].Update(UpdateRequest(board, "opener", 1,
+                                                 "opener", Mode.SET))
             for _ in range(30):
                 rounds = []
                 for c in range(n):
@@ -523,7 +554,7 @@ class BatchedUpdatesTest(Served):
             ref = {e.member: e.score for e in
                    conns[0][0].GetTopN(GetTopNRequest(board=alone, n=100))}
             self.assertEqual(final, ref)
-            self.assertEqual(len(final), 4 * n)
+            self.assertEqual(len(final), 4 * n + 1)
         finally:
             for _, t in conns:
                 t.close()

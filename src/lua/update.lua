@@ -87,6 +87,8 @@ local cap = ARGV[11]
 local expire_at = ARGV[12]
 -- Then ITEM arguments per update (store_update.c, ItemArg).
 local HEAD, ITEM = 12, 11
+-- The updates in this call.
+local count = (#ARGV - HEAD) / ITEM
 
 width = tonumber(width)
 rank_wanted = rank_wanted == '1'
@@ -98,6 +100,8 @@ local PER_HASH = 32        -- records aimed at per record hash
 local FULL_HASH = 48       -- records per hash that open a new generation
 local MAX_HASHES = 1048576
 local MAX_GENERATIONS = 5
+local BURST_ITEMS = 32     -- updates in one call that make it a burst
+local BURST_RECORDS = 1000 -- records a bucket opened by a burst is sized for, per update of the call
 
 -- The hash counts of a bucket's generations, oldest first, from its meta
 -- field ("1,32"; "4096", one generation, is the usual case).
@@ -161,6 +165,15 @@ local function open_bucket()
   local hashes = 1
   while hashes * PER_HASH < previous and hashes < MAX_HASHES do
     hashes = hashes * 2
+  end
+  -- A call of many updates is a burst (they come batched only under load):
+  -- the bucket it opens is sized for BURST_RECORDS records per update of
+  -- it, so that the burst does not fill small generation after generation,
+  -- every one of which each later update looks in.
+  if count >= BURST_ITEMS then
+    while hashes * PER_HASH < count * BURST_RECORDS and hashes < MAX_HASHES do
+      hashes = hashes * 2
+    end
   end
   layout = string.format('%d', hashes)
   gens = {hashes}
@@ -419,7 +432,6 @@ local function apply(at)
 end
 
 local results = {}
-local count = (#ARGV - HEAD) / ITEM
 local stopped
 for i = 1, count do
   if stopped then
