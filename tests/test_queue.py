@@ -57,6 +57,10 @@ period=daily
 retention=1
 accept_late=true
 
+[board qslow]
+queue=on
+queue_rate=50
+
 [board plain]
 """
 
@@ -266,6 +270,24 @@ class QueueTest(unittest.TestCase):
              "-", "+"], capture_output=True, text=True, check=True).stdout
         self.assertIn("request_id: already used", out)
         self.assertIn("dl-1", out)
+
+    def test_rate_caps_the_drain(self):
+        """queue_rate=50: the drain applies at most 50 of the board's
+        updates a second, so 150 take more than a second; meanwhile the
+        status shows the backlog and how long its oldest has waited."""
+        c = self.client
+        c.Enqueue(EnqueueRequest(requests=[
+            self.incr("qslow", f"s{i}", 1, f"slow-{i}") for i in range(300)]))
+        wait_for("the first ones applied",
+                 lambda: self.status("qslow").applied >= 1)
+        started = time.monotonic()
+        st = self.status("qslow")
+        self.assertGreater(st.backlog, 0)
+        self.assertGreater(st.oldest_age_ms, 0)
+        wait_for("150 applied", lambda: self.status("qslow").applied >= 150)
+        self.assertGreaterEqual(time.monotonic() - started, 1.0)
+        self.drained("qslow")
+        self.assertEqual(self.status("qslow").applied, 300)
 
     def test_period_picked_when_queued(self):
         # An update queued with yesterday's time goes to yesterday's period.
