@@ -21,9 +21,9 @@
  * The operations live in store_update.c (Update, Remove), store_read.c
  * (GetRank, GetRanks, Count, GetTopN, member data), store_query.c (the
  * queries of several rounds: GetAround, GetPercentile, GetScoreAtPercentile,
- * Sample) and store_admin.c (ListBoards, GetBoardInfo, DeleteBoard,
- * ResetBoard, Export); store.c holds the keys, the layout checks and what
- * they share.
+ * Sample), store_admin.c (ListBoards, GetBoardInfo, DeleteBoard,
+ * ResetBoard, Export) and store_queue.c (the update queue's streams);
+ * store.c holds the keys, the layout checks and what they share.
  */
 #ifndef RANK_STORE_H
 #define RANK_STORE_H
