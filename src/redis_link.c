@@ -81,7 +81,10 @@ struct _RankRedisLink
   gsize opos;
   Pending *ring;
   gsize ring_cap, ring_head, ring_len;
-  gsize expired; /* leading entries already past their deadline */
+  gsize expired;     /* leading entries already past their deadline */
+  guint connections; /* handshakes done: a new one is a new session */
+  RankRedisReplyFunc push_func; /* replies nothing asked for (a subscriber) */
+  gpointer push_data;
   char rbuf[64 * 1024];
 };
 
@@ -333,6 +336,7 @@ static void
 handshake_done (RankRedisLink *link)
 {
   link->backoff_ms = RANK_RECONNECT_MIN_MS;
+  link->connections++;
   set_state (link, LINK_UP, NULL);
 }
 
@@ -411,6 +415,12 @@ deliver (RankRedisLink *link, RankReply *reply)
 {
   Pending s;
 
+  if (link->ring_len == 0 && link->push_func != NULL)
+    {
+      link->push_func (reply, NULL, link->push_data);
+      rank_reply_free (reply);
+      return;
+    }
   if (link->ring_len == 0)
     {
       rank_reply_free (reply);
@@ -676,6 +686,20 @@ void
 rank_redis_link_start (RankRedisLink *link)
 {
   rank_loop_post (link->loop, start_now, link);
+}
+
+void
+rank_redis_link_set_push (RankRedisLink *link, RankRedisReplyFunc func,
+                          gpointer data)
+{
+  link->push_func = func;
+  link->push_data = data;
+}
+
+guint
+rank_redis_link_connections (RankRedisLink *link)
+{
+  return link->connections;
 }
 
 gboolean

@@ -57,6 +57,17 @@ void rank_redis_link_send (RankRedisLink *link, int argc, const char **argv,
 gboolean rank_redis_link_wait_ready (RankRedisLink *link, int timeout_ms,
                                      GError **error);
 
+/* A subscriber's link (SUBSCRIBE): a reply that arrives while no command
+ * waits is a message, given to func (loop thread; reply lives during the
+ * call) instead of closing the connection as a protocol error. */
+void rank_redis_link_set_push (RankRedisLink *link, RankRedisReplyFunc func,
+                               gpointer data);
+
+/* How many connections have completed their start-up so far (loop
+ * thread): a change means a new connection, with none of the old one's
+ * session state (subscriptions, CLIENT TRACKING). */
+guint rank_redis_link_connections (RankRedisLink *link);
+
 /* Connected now (any thread). */
 gboolean rank_redis_link_is_up (RankRedisLink *link);
 
