@@ -37,3 +37,28 @@ def start(argv_for_port, workdir):
         if wait_port(port, proc):
             return proc, port
     raise RuntimeError(f"could not start {argv_for_port(0)[0]}")
+
+
+def connect(port):
+    """A generated Ranking client on a framed binary connection to rankd
+    (the stubs' directory must be on sys.path): (client, transport)."""
+    from thrift.protocol import TBinaryProtocol
+    from thrift.transport import TSocket, TTransport
+    from ranking import Ranking
+    sock = TSocket.TSocket("127.0.0.1", port)
+    sock.setTimeout(60000)
+    transport = TTransport.TFramedTransport(sock)
+    transport.open()
+    return (Ranking.Client(TBinaryProtocol.TBinaryProtocol(transport)),
+            transport)
+
+
+def wait_for(what, condition, deadline):
+    """Polls condition (a function) until it is true; fails after deadline
+    seconds, naming what. Returns the seconds it took."""
+    begin = time.monotonic()
+    while time.monotonic() < begin + deadline:
+        if condition():
+            return time.monotonic() - begin
+        time.sleep(0.001)  # polling a condition, with a deadline
+    raise AssertionError(f"timed out waiting for {what}")

@@ -23,15 +23,11 @@ sys.path.insert(0, sys.argv[2])
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 del sys.argv[1:3]
 
-from thrift.protocol import TBinaryProtocol  # noqa: E402
-from thrift.transport import TSocket, TTransport  # noqa: E402
-
-from ranking import Ranking  # noqa: E402
 from ranking.ttypes import (  # noqa: E402
     CountRequest, DeleteBoardRequest, ExportRequest, GetBoardInfoRequest,
     InvalidArgument, ListBoardsRequest,
     ResetBoardRequest, UpdateBatchRequest, UpdateMode, UpdateRequest)
-from servers import start  # noqa: E402
+from servers import connect, start  # noqa: E402
 
 DAY_MS = 86_400_000
 # 2026-11-20T12:00:00Z, and the two days before it.
@@ -55,14 +51,6 @@ shards=4
 rank=dense
 """
 
-
-def connect(port):
-    sock = TSocket.TSocket("127.0.0.1", port)
-    sock.setTimeout(60000)
-    transport = TTransport.TFramedTransport(sock)
-    transport.open()
-    return (Ranking.Client(TBinaryProtocol.TBinaryProtocol(transport)),
-            transport)
 
 
 class AdminTest(unittest.TestCase):

@@ -24,14 +24,12 @@ sys.path.insert(0, sys.argv[2])
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 del sys.argv[1:3]
 
-from thrift.protocol import TBinaryProtocol  # noqa: E402
-from thrift.transport import TSocket, TTransport  # noqa: E402
 
-from ranking import Ranking  # noqa: E402
 from ranking.ttypes import (  # noqa: E402
     EnqueueRequest, GetQueueStatusRequest, GetRankRequest, InvalidArgument,
     UpdateMode, UpdateRequest, Unavailable)
-from servers import free_port, start, wait_port  # noqa: E402
+import servers  # noqa: E402
+from servers import connect, free_port, start, wait_port  # noqa: E402
 
 WRAPPER = shlex.split(os.environ.get("RANKD_TEST_WRAPPER", ""))
 SCALE = 10 if WRAPPER else 1  # the burst is this many times smaller
@@ -65,24 +63,9 @@ queue_rate=50
 """
 
 
-def connect(port):
-    sock = TSocket.TSocket("127.0.0.1", port)
-    sock.setTimeout(60000)
-    transport = TTransport.TFramedTransport(sock)
-    transport.open()
-    return (Ranking.Client(TBinaryProtocol.TBinaryProtocol(transport)),
-            transport)
-
 
 def wait_for(what, condition, deadline=DEADLINE):
-    """Polls condition (a function) until it is true; fails after the
-    deadline, naming what."""
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        if condition():
-            return
-        time.sleep(0.02)  # polling a condition, with a deadline
-    raise AssertionError(f"timed out waiting for {what}")
+    return servers.wait_for(what, condition, deadline)
 
 
 class QueueTest(unittest.TestCase):
