@@ -13,6 +13,7 @@
  * the commands of a keyspace in the order the calls sent them.
  */
 #include "backend.h"
+#include "metrics.h"
 
 #include <string.h>
 
@@ -60,6 +61,11 @@ typedef struct
   RankScriptId script;
   int nkeys;
   guint flags;
+  /* Reads: a replica may answer if every item allows one (the strictest
+   * of their bounds). */
+  gboolean replica_ok;
+  int max_lag_ms;
+  gint64 fresh_after_us;
   GByteArray *bytes; /* every argument, the head's then the items' */
   GArray *lens;      /* gsize, each argument's */
   GArray *waiters;   /* Waiter, one per item */
@@ -70,6 +76,8 @@ typedef struct
 {
   RankBackend *backend;
   RankRedisLink *link;
+  RankRedisLink *primary; /* a read sent to a replica: who answers if it
+                             cannot */
   RankScriptId script;
   gboolean retried;
   guint redirects; /* MOVED and ASK followed so far */
@@ -131,7 +139,9 @@ rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
             ? rank_backend_cluster_new (loop, config->nodes, config->n_nodes,
                                         config->timeout_ms, startup)
             : rank_backend_nodes_new (loop, config->nodes, config->n_nodes,
-                                      config->timeout_ms, startup);
+                                      config->replicas, config->replica_of,
+                                      config->n_replicas, config->timeout_ms,
+                                      startup);
   backend->wait_replicas = config->wait_replicas;
   /* WAIT answers within half the link's timeout, which stays the bound
    * for the connection itself. */
@@ -343,6 +353,26 @@ flush_batches (gpointer data)
   return -1;
 }
 
+/* A read a replica may answer goes to one that is fresh enough, if any. */
+static void
+route_read (Op *op, guint node, gboolean replica_ok, int max_lag_ms,
+            gint64 fresh_after_us)
+{
+  const RankBackendImpl *impl = op->backend->impl;
+  RankRedisLink *replica;
+
+  if (!replica_ok || impl->replica_for == NULL)
+    return;
+  replica = impl->replica_for (op->backend->impl_data, node, max_lag_ms,
+                               fresh_after_us);
+  rank_metrics_read_source (replica != NULL);
+  if (replica != NULL)
+    {
+      op->primary = op->link;
+      op->link = replica;
+    }
+}
+
 void
 rank_backend_send (RankBackend *backend, guint node, RankCommand *cmd,
                    guint flags, RankBackendFunc func, gpointer data)
@@ -363,6 +393,7 @@ rank_backend_send (RankBackend *backend, guint node, RankCommand *cmd,
   op->flags = flags;
   op->func = func;
   op->data = data;
+  route_read (op, node, cmd->replica_ok, cmd->max_lag_ms, cmd->fresh_after_us);
   rank_command_clear (cmd);
   op_send (op);
 }
@@ -455,11 +486,17 @@ rank_backend_send_item (RankBackend *backend, guint node,
       b->lens = g_array_new (FALSE, FALSE, sizeof (gsize));
       b->waiters = g_array_new (FALSE, FALSE, sizeof (Waiter));
       b->link.data = b;
+      b->replica_ok = item->replica_ok;
+      b->max_lag_ms = item->max_lag_ms;
+      b->fresh_after_us = item->fresh_after_us;
       batch_add_args (b, head);
       g_hash_table_insert (backend->batches, b->id, b);
       g_queue_push_tail_link (&backend->open, &b->link);
     }
   b->flags |= flags;
+  b->replica_ok = b->replica_ok && item->replica_ok;
+  b->max_lag_ms = MIN (b->max_lag_ms, item->max_lag_ms);
+  b->fresh_after_us = MAX (b->fresh_after_us, item->fresh_after_us);
   batch_add_args (b, item);
   g_array_append_val (b->waiters, w);
   rank_command_clear (item);
@@ -490,6 +527,7 @@ batch_send (RankBackend *backend, Batch *b)
   op->flags = b->flags;
   op->func = batch_replied;
   op->data = b;
+  route_read (op, b->node, b->replica_ok, b->max_lag_ms, b->fresh_after_us);
   op_send (op);
 }
 
@@ -659,6 +697,22 @@ on_reply (const RankReply *reply, const GError *error, gpointer data)
   const RankBackendImpl *impl = op->backend->impl;
   g_autoptr (GError) failure = NULL;
 
+  /* A replica that could not answer (down, timed out, loading, ...): the
+   * primary does. NOSCRIPT is the replica's to fix. */
+  if (op->primary != NULL
+      && (error != NULL
+          || (reply->type == RANK_REPLY_ERROR
+              && !g_str_has_prefix (reply->str, "NOSCRIPT"))))
+    {
+      g_debug ("redis %s: a read failed (%s); asking the primary",
+               rank_redis_link_name (op->link),
+               error != NULL ? error->message : reply->str);
+      rank_metrics_replica_fallback ();
+      op->link = op->primary;
+      op->primary = NULL;
+      op_send (op);
+      return;
+    }
   if (error != NULL && impl->unreachable != NULL)
     impl->unreachable (op->backend->impl_data);
   if (error == NULL && reply->type == RANK_REPLY_ERROR)

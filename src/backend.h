@@ -47,6 +47,11 @@ typedef struct
   const char *user; /* AUTH, when password is set */
   const char *password;
   guint wait_replicas; /* WAIT after replicated writes (0: none) */
+  /* Plain nodes: replicas[i] (n_replicas) is a replica of node
+   * replica_of[i], for reads that allow one (rank_command_read_from). */
+  const RankAddress *replicas;
+  const guint *replica_of;
+  guint n_replicas;
 } RankBackendConfig;
 
 typedef void (*RankBackendFunc) (const RankReply *reply, const GError *error,
@@ -75,7 +80,11 @@ void rank_backend_free (RankBackend *backend);
 guint rank_backend_nodes (RankBackend *backend);
 
 /* Sends cmd to node (Cluster: the node of its key's slot), taking over its
- * buffer; func gets the reply. flags: RANK_SEND_*. */
+ * buffer; func gets the reply. flags: RANK_SEND_*. A read that allows a
+ * replica (rank_command_read_from) goes to one of the node's replicas that
+ * is up, fresh enough and lags little enough, when there is one; if the
+ * replica fails to answer (down, timed out, an error reply), the primary
+ * answers instead: a replica's trouble never reaches the caller. */
 void rank_backend_send (RankBackend *backend, guint node, RankCommand *cmd,
                         guint flags, RankBackendFunc func, gpointer data);
 

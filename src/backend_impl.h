@@ -16,6 +16,11 @@ typedef struct
   /* An error reply that redirects (MOVED, ASK): the link to go to, *ask
    * set for ASK; NULL if it is none. */
   RankRedisLink *(*redirect) (gpointer impl, const char *text, gboolean *ask);
+  /* A replica of node that lags less than max_lag_ms and has what the
+   * primary had at fresh_after_us; NULL if none (or the implementation
+   * has no replicas). */
+  RankRedisLink *(*replica_for) (gpointer impl, guint node, int max_lag_ms,
+                                 gint64 fresh_after_us);
   /* A command could not reach its node (the node may have failed over). */
   void (*unreachable) (gpointer impl);
   guint (*nodes) (gpointer impl);
@@ -24,10 +29,12 @@ typedef struct
   void (*free) (gpointer impl);
 } RankBackendImpl;
 
-/* startup: commands (GStrv) every new connection sends first, in order. */
+/* startup: commands (GStrv) every new connection sends first, in order.
+ * replicas[i] (n_replicas of them) is a replica of node replica_of[i]. */
 gpointer rank_backend_nodes_new (RankLoop *loop, const RankAddress *nodes,
-                                 guint n_nodes, int timeout_ms,
-                                 GPtrArray *startup);
+                                 guint n_nodes, const RankAddress *replicas,
+                                 const guint *replica_of, guint n_replicas,
+                                 int timeout_ms, GPtrArray *startup);
 extern const RankBackendImpl rank_backend_nodes_impl;
 
 gpointer rank_backend_cluster_new (RankLoop *loop, const RankAddress *seeds,

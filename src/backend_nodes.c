@@ -1,18 +1,122 @@
 /* backend_nodes.c -- the backend over plain Redis nodes (--redis, or the
  * embedded one): one pipelined link per node; a command goes to the node it
  * is sent for (see backend_impl.h).
+ *
+ * Replicas ([redis] replicas): a link to each, and its lag measured every
+ * RANK_REPLICA_PROBE_MS: the worker writes its own heartbeat key on the
+ * primary (SET, the monotonic time it was sent, in us) and reads it back
+ * from the replica (GET). The value a replica returns says it has every
+ * write the primary had applied when that SET ran: a write this rankd saw
+ * acknowledged before the SET was sent is there. Lag = now - that value.
  */
 #include "backend_impl.h"
+
+#include <stdlib.h>
+
+#include "metrics.h"
+
+typedef struct
+{
+  RankRedisLink *link;
+  guint node;
+  gint64 seen_us;   /* the newest heartbeat the replica returned */
+  gboolean probing; /* a GET is out */
+} Replica;
 
 typedef struct
 {
   RankRedisLink **links;
   guint n;
+  Replica *replicas;
+  guint n_replicas;
+  guint next; /* round robin over fresh replicas */
+  char *heartbeat_key;
+  gint64 next_probe_us;
 } Nodes;
+
+static void
+ignore_reply (const RankReply *reply, const GError *error, gpointer data)
+{
+}
+
+static void
+heartbeat_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  Replica *r = data;
+
+  r->probing = FALSE;
+  if (error == NULL && reply->type == RANK_REPLY_STRING)
+    {
+      gint64 v = g_ascii_strtoll (reply->str, NULL, 10);
+
+      if (v > r->seen_us)
+        r->seen_us = v;
+    }
+  rank_metrics_replica_lag (
+      rank_redis_link_name (r->link),
+      r->seen_us > 0 ? (double) (g_get_monotonic_time () - r->seen_us) / 1e6
+                     : -1);
+}
+
+/* Before the loop sleeps: the heartbeat, when due. */
+static int
+probe (gpointer data)
+{
+  Nodes *impl = data;
+  gint64 now = g_get_monotonic_time ();
+  char value[24];
+  const char *set[] = { "SET", impl->heartbeat_key, value, "PX", NULL };
+  const char *get[] = { "GET", impl->heartbeat_key };
+  char ttl[16];
+
+  if (now < impl->next_probe_us)
+    return (int) ((impl->next_probe_us - now) / 1000) + 1;
+  impl->next_probe_us = now + (gint64) RANK_REPLICA_PROBE_MS * 1000;
+  g_snprintf (value, sizeof value, "%" G_GINT64_FORMAT, now);
+  g_snprintf (ttl, sizeof ttl, "%d", RANK_HEARTBEAT_TTL_MS);
+  set[4] = ttl;
+  for (guint i = 0; i < impl->n; i++)
+    {
+      gboolean any = FALSE;
+
+      for (guint r = 0; r < impl->n_replicas; r++)
+        any = any || impl->replicas[r].node == i;
+      if (any && rank_redis_link_is_up (impl->links[i]))
+        rank_redis_link_send (impl->links[i], 5, set, NULL, ignore_reply, NULL);
+    }
+  for (guint r = 0; r < impl->n_replicas; r++)
+    {
+      Replica *rep = &impl->replicas[r];
+
+      if (!rep->probing && rank_redis_link_is_up (rep->link))
+        {
+          rep->probing = TRUE;
+          rank_redis_link_send (rep->link, 2, get, NULL, heartbeat_read, rep);
+        }
+    }
+  return RANK_REPLICA_PROBE_MS;
+}
+
+static RankRedisLink *
+new_link (RankLoop *loop, const RankAddress *address, int timeout_ms,
+          GPtrArray *startup)
+{
+  RankRedisLink *link = rank_redis_link_new (loop, address, timeout_ms);
+
+  for (guint j = 0; j < startup->len; j++)
+    {
+      char **argv = g_ptr_array_index (startup, j);
+
+      rank_redis_link_add_startup (link, (int) g_strv_length (argv),
+                                   (const char **) argv, NULL);
+    }
+  return link;
+}
 
 gpointer
 rank_backend_nodes_new (RankLoop *loop, const RankAddress *nodes, guint n_nodes,
-                        int timeout_ms, GPtrArray *startup)
+                        const RankAddress *replicas, const guint *replica_of,
+                        guint n_replicas, int timeout_ms, GPtrArray *startup)
 {
   Nodes *impl = g_new0 (Nodes, 1);
 
@@ -20,18 +124,45 @@ rank_backend_nodes_new (RankLoop *loop, const RankAddress *nodes, guint n_nodes,
   impl->n = n_nodes;
   impl->links = g_new0 (RankRedisLink *, n_nodes);
   for (guint i = 0; i < n_nodes; i++)
+    impl->links[i] = new_link (loop, &nodes[i], timeout_ms, startup);
+  impl->n_replicas = n_replicas;
+  impl->replicas = g_new0 (Replica, MAX (n_replicas, 1));
+  for (guint r = 0; r < n_replicas; r++)
     {
-      impl->links[i] = rank_redis_link_new (loop, &nodes[i], timeout_ms);
-      for (guint j = 0; j < startup->len; j++)
-        {
-          char **argv = g_ptr_array_index (startup, j);
+      g_assert (replica_of[r] < n_nodes);
+      impl->replicas[r].link
+          = new_link (loop, &replicas[r], timeout_ms, startup);
+      impl->replicas[r].node = replica_of[r];
+    }
+  if (n_replicas > 0)
+    {
+      g_autofree char *id = g_uuid_string_random ();
 
-          rank_redis_link_add_startup (impl->links[i],
-                                       (int) g_strv_length (argv),
-                                       (const char **) argv, NULL);
-        }
+      impl->heartbeat_key = g_strconcat (RANK_HEARTBEAT_KEY_PREFIX, id, NULL);
+      rank_loop_add_prepare (loop, probe, impl);
     }
   return impl;
+}
+
+static RankRedisLink *
+replica_for (gpointer data, guint node, int max_lag_ms, gint64 fresh_after_us)
+{
+  Nodes *impl = data;
+  gint64 now = g_get_monotonic_time ();
+
+  for (guint k = 0; k < impl->n_replicas; k++)
+    {
+      Replica *r = &impl->replicas[(impl->next + k) % impl->n_replicas];
+
+      if (r->node == node && r->seen_us > fresh_after_us
+          && now - r->seen_us < (gint64) max_lag_ms * 1000
+          && rank_redis_link_is_up (r->link))
+        {
+          impl->next = (impl->next + k + 1) % impl->n_replicas;
+          return r->link;
+        }
+    }
+  return NULL;
 }
 
 static RankRedisLink *
@@ -56,6 +187,8 @@ start (gpointer data)
 
   for (guint i = 0; i < impl->n; i++)
     rank_redis_link_start (impl->links[i]);
+  for (guint r = 0; r < impl->n_replicas; r++)
+    rank_redis_link_start (impl->replicas[r].link);
 }
 
 static gboolean
@@ -76,12 +209,17 @@ free_nodes (gpointer data)
 
   for (guint i = 0; i < impl->n; i++)
     rank_redis_link_free (impl->links[i]);
+  for (guint r = 0; r < impl->n_replicas; r++)
+    rank_redis_link_free (impl->replicas[r].link);
   g_free (impl->links);
+  g_free (impl->replicas);
+  g_free (impl->heartbeat_key);
   g_free (impl);
 }
 
 const RankBackendImpl rank_backend_nodes_impl = {
   .link_for = link_for,
+  .replica_for = replica_for,
   .redirect = NULL,
   .unreachable = NULL,
   .nodes = nodes,

@@ -13,6 +13,15 @@ init (RankCommand *cmd, RankScriptId script)
   cmd->used = 0;
   cmd->size = sizeof cmd->inline_bytes;
   cmd->routed = FALSE;
+  cmd->replica_ok = FALSE;
+}
+
+void
+rank_command_read_from (RankCommand *cmd, int max_lag_ms, gint64 fresh_after_us)
+{
+  cmd->replica_ok = TRUE;
+  cmd->max_lag_ms = max_lag_ms;
+  cmd->fresh_after_us = fresh_after_us;
 }
 
 void

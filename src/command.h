@@ -35,6 +35,12 @@ typedef struct
   gsize offset[RANK_COMMAND_MAX_ARGS];
   gsize len[RANK_COMMAND_MAX_ARGS];
   gboolean routed; /* rank_command_route: route_* name the key */
+  /* A read a replica may answer (rank_command_read_from): one that lags
+   * less than max_lag_ms and has what the primary had at fresh_after_us
+   * (monotonic). */
+  gboolean replica_ok;
+  int max_lag_ms;
+  gint64 fresh_after_us;
   gsize route_offset;
   gsize route_len;
   char *bytes; /* inline, or a heap copy once it outgrew it */
@@ -42,6 +48,12 @@ typedef struct
   gsize size;
   char inline_bytes[RANK_COMMAND_INLINE_BYTES];
 } RankCommand;
+
+/* The command is a read that a replica may answer, if it lags less than
+ * max_lag_ms and has every write acknowledged up to fresh_after_us
+ * (g_get_monotonic_time; 0: none). */
+void rank_command_read_from (RankCommand *cmd, int max_lag_ms,
+                             gint64 fresh_after_us);
 
 /* A plain command: name is its first argument. */
 void rank_command_init (RankCommand *cmd, const char *name);

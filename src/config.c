@@ -24,6 +24,7 @@ struct _RankConfig
   GPtrArray *nodes;   /* char *, NULL-terminated */
   char *redis_user;
   char *redis_password;
+  GHashTable *replicas; /* primary, as written -> GStrv of its replicas */
 };
 
 #define BOARD_SECTION_PREFIX "board "
@@ -54,8 +55,13 @@ static const char *const board_keys[] = { "shards",
                                           "queue_claim_after",
                                           "queue_max_backlog",
                                           "queue_rate",
+                                          "read_cache",
+                                          "read_cache_ms",
+                                          "read_from",
+                                          "max_replica_lag_ms",
                                           NULL };
-static const char *const redis_keys[] = { "nodes", "user", "password", NULL };
+static const char *const redis_keys[]
+    = { "nodes", "user", "password", "replicas", NULL };
 
 static gboolean fail_at (const Loader *loader, const char *section,
                          const char *key, GError **error, const char *fmt, ...)
@@ -417,7 +423,12 @@ load_board (const Loader *loader, const char *section, RankBoardOptions *o,
   static const char *const switches[] = { "off", "on", NULL };
   static const int switch_values[] = { FALSE, TRUE };
   int order = (int) o->order, kind = (int) o->rank, mode = (int) o->mode;
-  int queue = o->queue;
+  static const char *const caches[] = { "off", "tracked", NULL };
+  static const int cache_values[] = { FALSE, TRUE };
+  static const char *const sources[] = { "primary", "replica", NULL };
+  static const int source_values[] = { FALSE, TRUE };
+  int queue = o->queue, tracked = o->read_cache_tracked;
+  int replica = o->read_from_replica;
   gboolean ok
       = get_uint (loader, section, "shards", 1, RANK_SHARDS_MAX, &o->shards,
                   error)
@@ -440,9 +451,19 @@ load_board (const Loader *loader, const char *section, RankBoardOptions *o,
         && get_uint (loader, section, "queue_max_backlog", 1,
                      RANK_QUEUE_MAX_BACKLOG_LIMIT, &o->queue_max_backlog, error)
         && get_uint (loader, section, "queue_rate", 0, G_MAXUINT,
-                     &o->queue_rate, error);
+                     &o->queue_rate, error)
+        && get_choice (loader, section, "read_cache", caches, cache_values,
+                       &tracked, error)
+        && get_uint (loader, section, "read_cache_ms", 0,
+                     RANK_READ_CACHE_MS_MAX, &o->read_cache_ms, error)
+        && get_choice (loader, section, "read_from", sources, source_values,
+                       &replica, error)
+        && get_uint (loader, section, "max_replica_lag_ms", 1,
+                     RANK_REPLICA_LAG_MAX_MS, &o->max_replica_lag_ms, error);
 
   o->queue = queue;
+  o->read_cache_tracked = tracked;
+  o->read_from_replica = replica;
   o->order = (RankOrder) order;
   o->rank = (RankKind) kind;
   o->mode = (RankMode) mode;
@@ -502,6 +523,60 @@ load_nodes (const Loader *loader, RankConfig *config, GError **error)
   return TRUE;
 }
 
+/* replicas=PRIMARY=REPLICA[,REPLICA...];PRIMARY=... */
+static gboolean
+load_replicas (const Loader *loader, RankConfig *config, GError **error)
+{
+  g_auto (GStrv) entries = NULL;
+  g_autoptr (GError) bad = NULL;
+  gsize n = 0;
+
+  if (!g_key_file_has_key (loader->file, "redis", "replicas", NULL))
+    return TRUE;
+  entries = g_key_file_get_string_list (loader->file, "redis", "replicas", &n,
+                                        &bad);
+  if (entries == NULL && bad != NULL)
+    return fail_at (loader, "redis", "replicas", error, "%s", bad->message);
+  for (gsize i = 0; i < n; i++)
+    {
+      char *eq = strchr (entries[i], '=');
+      g_auto (GStrv) replicas = NULL;
+      g_autofree char *primary = NULL;
+      RankAddress address;
+      g_autoptr (GError) wrong = NULL;
+
+      if (eq == NULL)
+        return fail_at (loader, "redis", "replicas", error,
+                        "entry %zu: '%s' is not PRIMARY=REPLICA[,REPLICA...]",
+                        i + 1, entries[i]);
+      primary = g_strstrip (g_strndup (entries[i], (gsize) (eq - entries[i])));
+      if (!rank_address_parse (primary, 6379, &address, &wrong))
+        return fail_at (loader, "redis", "replicas", error,
+                        "entry %zu: primary: %s", i + 1, wrong->message);
+      rank_address_clear (&address);
+      replicas = g_strsplit (eq + 1, ",", -1);
+      if (replicas[0] == NULL || g_strv_length (replicas) > RANK_REPLICAS_MAX)
+        return fail_at (loader, "redis", "replicas", error,
+                        "entry %zu: 1-%d replicas of %s", i + 1,
+                        RANK_REPLICAS_MAX, primary);
+      for (guint r = 0; replicas[r] != NULL; r++)
+        {
+          g_strstrip (replicas[r]);
+          if (!rank_address_parse (replicas[r], 6379, &address, &wrong))
+            return fail_at (loader, "redis", "replicas", error,
+                            "entry %zu: replica %u: %s", i + 1, r + 1,
+                            wrong->message);
+          rank_address_clear (&address);
+        }
+      if (g_hash_table_contains (config->replicas, primary))
+        return fail_at (loader, "redis", "replicas", error, "%s is given twice",
+                        primary);
+      g_hash_table_insert (config->replicas, g_steal_pointer (&primary),
+                           g_steal_pointer (&replicas));
+    }
+  return TRUE;
+}
+
 static gboolean
 load_sections (const Loader *loader, RankConfig *config, GError **error)
 {
@@ -530,6 +605,7 @@ load_sections (const Loader *loader, RankConfig *config, GError **error)
         return FALSE;
     }
   return load_nodes (loader, config, error)
+         && load_replicas (loader, config, error)
          && get_string (loader, "redis", "user", &config->redis_user, error)
          && get_string (loader, "redis", "password", &config->redis_password,
                         error);
@@ -561,10 +637,13 @@ rank_config_new (void)
   config->defaults.retention = 1;
   config->defaults.max_top_depth = RANK_DEFAULT_MAX_TOP_DEPTH;
   config->defaults.queue_claim_after_s = RANK_QUEUE_CLAIM_AFTER_DEFAULT_S;
+  config->defaults.max_replica_lag_ms = RANK_REPLICA_LAG_DEFAULT_MS;
   config->defaults.queue_max_backlog = RANK_QUEUE_MAX_BACKLOG_DEFAULT;
   config->boards
       = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, options_free);
   config->nodes = g_ptr_array_new_with_free_func (g_free);
+  config->replicas = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                            (GDestroyNotify) g_strfreev);
   g_ptr_array_add (config->nodes, NULL);
   return config;
 }
@@ -657,6 +736,7 @@ rank_config_unref (RankConfig *config)
   g_time_zone_unref (config->defaults.period.timezone);
   g_ptr_array_unref (config->nodes);
   g_free (config->redis_user);
+  g_hash_table_unref (config->replicas);
   if (config->redis_password != NULL)
     explicit_bzero (config->redis_password, strlen (config->redis_password));
   g_free (config->redis_password);
@@ -693,6 +773,39 @@ const char *const *
 rank_config_redis_nodes (const RankConfig *config)
 {
   return (const char *const *) config->nodes->pdata;
+}
+
+const char *const *
+rank_config_redis_replicas (const RankConfig *config, const char *primary)
+{
+  GHashTableIter it;
+  gpointer name, replicas;
+  g_autofree char *want = NULL;
+  RankAddress address;
+
+  if (!rank_address_parse (primary, 6379, &address, NULL))
+    return NULL;
+  want = rank_address_to_string (&address);
+  rank_address_clear (&address);
+  g_hash_table_iter_init (&it, config->replicas);
+  while (g_hash_table_iter_next (&it, &name, &replicas))
+    {
+      g_autofree char *have = NULL;
+
+      if (!rank_address_parse (name, 6379, &address, NULL))
+        continue;
+      have = rank_address_to_string (&address);
+      rank_address_clear (&address);
+      if (strcmp (have, want) == 0)
+        return (const char *const *) replicas;
+    }
+  return NULL;
+}
+
+guint
+rank_config_redis_replica_sets (const RankConfig *config)
+{
+  return g_hash_table_size (config->replicas);
 }
 
 const char *

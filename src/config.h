@@ -22,11 +22,20 @@
  *   accept_late=false     updates for a past retained period (default refused)
  *   subscores=desc,asc    up to 3 tie-breakers after the score, each higher
  *                         first (desc) or lower first (asc); default none
+ *   read_cache=tracked    GetTopN/GetRank answers kept in rankd until Redis
+ *                         says the board changed (cache.h); default off
+ *   read_cache_ms=500     answers kept up to 500 ms (with tracked: at
+ *                         most); default 0
+ *   read_from=replica     reads from a replica of the board's node, while
+ *                         it lags less than max_replica_lag_ms (default
+ *                         100); default primary
  *
  *   [redis]
  *   nodes=127.0.0.1:7000;127.0.0.1:7001;127.0.0.1:7002
  *   user=rankd            (Redis 6 ACL user; default: none)
  *   password=...          (AUTH; keep the file private)
+ *   replicas=127.0.0.1:7000=127.0.0.1:7100,127.0.0.1:7101;127.0.0.1:7001=...
+ *                         each primary's replicas, for read_from=replica
  *
  * Loading is strict: an unreadable file, a line that is not a section, a
  * key=value or a comment, an unknown section or key, a repeated one, or a
@@ -94,6 +103,16 @@ typedef struct
   guint queue_claim_after_s;
   guint queue_max_backlog;
   guint queue_rate;
+  /* The read cache (cache.h): answers kept until Redis reports a change
+   * (tracked), and/or for at most read_cache_ms (0: no age limit with
+   * tracked; no cache without). */
+  gboolean read_cache_tracked;
+  guint read_cache_ms;
+  /* Reads may go to a replica of the board's node ([redis] replicas)
+   * whose replication lag is under max_replica_lag_ms, and that has every
+   * write this rankd acknowledged on the board (backend.h). */
+  gboolean read_from_replica;
+  guint max_replica_lag_ms;
 } RankBoardOptions;
 
 typedef struct _RankConfig RankConfig;
@@ -120,6 +139,14 @@ char **rank_config_board_names (const RankConfig *config);
 /* [redis] nodes as written ("HOST:PORT" or "unix:PATH"), NULL-terminated;
  * empty when the file names none. */
 const char *const *rank_config_redis_nodes (const RankConfig *config);
+
+/* [redis] replicas of primary (HOST:PORT or unix:PATH, compared as
+ * addresses), NULL-terminated; NULL if none. */
+const char *const *rank_config_redis_replicas (const RankConfig *config,
+                                               const char *primary);
+
+/* How many primaries [redis] replicas names. */
+guint rank_config_redis_replica_sets (const RankConfig *config);
 
 /* [redis] user and password, or NULL. */
 const char *rank_config_redis_user (const RankConfig *config);

@@ -185,6 +185,26 @@
 #define RANK_QUEUE_READ_COUNT 256
 #define RANK_QUEUE_IDLE_POLL_MS 20
 #define RANK_QUEUE_REFRESH_MS 1000
+/* The read cache (cache.h): the largest read_cache_ms; the default bound
+ * of its memory (--read-cache-bytes); the invalidation channel of Redis's
+ * CLIENT TRACKING, and the name of the connections that listen to it. */
+#define RANK_READ_CACHE_MS_MAX 3600000
+#define RANK_READ_CACHE_BYTES_DEFAULT (64u * 1024 * 1024)
+#define RANK_READ_CACHE_BYTES_MAX ((gint64) 1 << 40)
+#define RANK_TRACKING_CHANNEL "__redis__:invalidate"
+#define RANK_TRACKING_CLIENT_NAME "rankd-invalidations"
+/* After Redis refused a step of the tracking session (ACL, an old Redis). */
+#define RANK_TRACKING_RETRY_MS 1000
+/* Reads from replicas (backend.h): replicas per primary; the default and
+ * the largest max_replica_lag_ms; how often each worker measures each
+ * replica's lag (a heartbeat written to the primary, read back from the
+ * replica), and how long the heartbeat key lives. */
+#define RANK_REPLICAS_MAX 8
+#define RANK_REPLICA_LAG_DEFAULT_MS 100
+#define RANK_REPLICA_LAG_MAX_MS 3600000
+#define RANK_REPLICA_PROBE_MS 10
+#define RANK_HEARTBEAT_KEY_PREFIX "rk:hb:"
+#define RANK_HEARTBEAT_TTL_MS 60000
 /* Enqueue: updates a call. */
 #define RANK_ENQUEUE_MAX 1000
 

@@ -17,6 +17,7 @@ rank_context_init (RankContext *ctx, RankConfig *config, const char *board,
                              ? (gint64) ctx->options->dedup_window_s * 1000
                              : default_window_ms;
   ctx->periods_back = 0;
+  ctx->fresh_after_us = 0;
   /* Set by rank_context_read or rank_context_write. */
   memset (&ctx->period, 0, sizeof ctx->period);
 }

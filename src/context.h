@@ -23,6 +23,9 @@ typedef struct
   gint64 dedup_window_ms;          /* the board's */
   guint periods_back;              /* a read's */
   RankPeriod period;               /* the period read or written */
+  /* A read from a replica must see what this rankd acknowledged on the
+   * board up to this time (g_get_monotonic_time; 0: nothing). */
+  gint64 fresh_after_us;
 } RankContext;
 
 /* The context of a call on board at now_ms under config; default_window_ms:

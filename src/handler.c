@@ -296,6 +296,7 @@ rank_handler_write_exception (RankHandler *handler, GByteArray *reply,
 }
 
 static void batch_free (Batch *batch);
+static void drop_cached (Call *call);
 
 /* Ends the call once its reply is written (ok) or could not be. A reply
  * over RANK_REPLY_MAX_BYTES becomes InvalidArgument instead. */
@@ -322,10 +323,13 @@ finish_call (Call *call, gboolean ok, const GError *error)
   if (call->method != METHOD_UNKNOWN)
     rank_metrics_call_done (call->handler->metrics, call->method, call->outcome,
                             g_get_monotonic_time () - call->start_us);
+  if (call->writes)
+    drop_cached (call);
   call->handler->answered (call->request, ok);
   rank_context_clear (&call->ctx);
   g_clear_object (&call->args);
   g_free (call->unknown_name);
+  g_free (call->cache_key);
   g_free (call->data);
   batch_free (call->batch);
   if (call->state_free != NULL)
@@ -629,6 +633,8 @@ resolve_context (RankHandler *handler, RankContext *ctx, const char *board)
   rank_context_init (ctx, handler->config, board,
                      handler->clock (handler->clock_data),
                      handler->default_window_ms);
+  if (ctx->options->read_from_replica && handler->cache != NULL)
+    ctx->fresh_after_us = rank_read_cache_written_at (handler->cache, board);
 }
 
 void
@@ -844,7 +850,40 @@ rank_answered (const RankRow *row, const GError *error, gpointer data)
   named.member = args->member;
   named.member_len = strlen (args->member);
   named.data = NULL;
+  if (call->cache_key != NULL)
+    rank_read_cache_put (call->handler->cache, call->ctx.board, call->cache_key,
+                         &call->ticket, &named, 1);
   reply_rows (call, &named, 1, FALSE);
+}
+
+/* A read of a board with a read cache (key: its answer's, taken): answered
+ * from the cache (TRUE), or to be read, its answer kept if it may be. */
+static gboolean
+cached (Call *call, char *key, gboolean list)
+{
+  RankCacheEntry *e
+      = rank_read_cache_get (call->handler->cache, call->ctx.board,
+                             call->ctx.options, key, &call->ticket);
+  const RankRow *rows;
+  gsize n;
+
+  if (e == NULL)
+    {
+      call->cache_key = key;
+      return FALSE;
+    }
+  g_free (key);
+  rows = rank_cache_entry_rows (e, &n);
+  reply_rows (call, rows, n, list);
+  rank_cache_entry_unref (e);
+  return TRUE;
+}
+
+static gboolean
+cache_wanted (Call *call)
+{
+  return call->handler->cache != NULL
+         && rank_read_cache_wanted (call->ctx.options);
 }
 
 static void
@@ -852,6 +891,12 @@ run_get_rank (Call *call)
 {
   rankGetRankRequest *args = RANK_RANKING_GET_RANK_ARGS (call->args)->request;
 
+  if (cache_wanted (call)
+      && cached (call,
+                 rank_read_cache_key_rank (
+                     call->ctx.board, call->ctx.period.label, args->member),
+                 FALSE))
+    return;
   rank_store_get_rank (call->handler->store, &call->ctx, args->member, 0,
                        rank_answered, call);
 }
@@ -870,13 +915,36 @@ start_get_rank (Call *call)
 
 /* ---- GetTopN ---- */
 
+/* GetTopN's page, kept when it may be. */
+static void
+top_answered (const RankRow *rows, gsize n, const GError *error, gpointer data)
+{
+  Call *call = data;
+
+  if (error == NULL)
+    rank_read_cache_put (call->handler->cache, call->ctx.board, call->cache_key,
+                         &call->ticket, rows, n);
+  rows_answered (rows, n, error, data);
+}
+
 static void
 run_get_top_n (Call *call)
 {
   rankGetTopNRequest *args = RANK_RANKING_GET_TOP_N_ARGS (call->args)->request;
   RankTopQuery query = { args->offset, args->n, args->with_data };
 
-  rank_store_get_top (call->handler->store, &call->ctx, &query, rows_answered,
+  if (!cache_wanted (call))
+    {
+      rank_store_get_top (call->handler->store, &call->ctx, &query,
+                          rows_answered, call);
+      return;
+    }
+  if (cached (call,
+              rank_read_cache_key_top (call->ctx.board, call->ctx.period.label,
+                                       args->offset, args->n, args->with_data),
+              TRUE))
+    return;
+  rank_store_get_top (call->handler->store, &call->ctx, &query, top_answered,
                       call);
 }
 
@@ -1334,6 +1402,34 @@ batch_free (Batch *batch)
   g_free (batch);
 }
 
+/* A write through this rankd on ctx's board ended: the answers cached for
+ * it go, and reads from replicas must see it, before the client hears
+ * back, so that its next read through this rankd sees the write. */
+static void
+board_written (RankReadCache *cache, const RankContext *ctx)
+{
+  if (ctx->options == NULL)
+    return;
+  if (rank_read_cache_wanted (ctx->options))
+    rank_read_cache_changed (cache, ctx->board);
+  if (ctx->options->read_from_replica)
+    rank_read_cache_wrote (cache, ctx->board);
+}
+
+static void
+drop_cached (Call *call)
+{
+  RankReadCache *cache = call->handler->cache;
+
+  if (cache == NULL)
+    return;
+  if (call->batch != NULL)
+    for (guint i = 0; i < call->batch->n; i++)
+      board_written (cache, &call->batch->items[i].ctx);
+  else
+    board_written (cache, &call->ctx);
+}
+
 static void
 set_batch_response (GObject *object, gpointer data)
 {
@@ -1575,6 +1671,12 @@ rank_handler_new (RankStore *store, RankConfig *config,
       = rank_protocol_new (protocol, THRIFT_TRANSPORT (handler->writer));
   handler->metrics = rank_metrics_calls_new (method_names (), METHOD_UNKNOWN);
   return handler;
+}
+
+void
+rank_handler_set_cache (RankHandler *handler, RankReadCache *cache)
+{
+  handler->cache = cache;
 }
 
 void

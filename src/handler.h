@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "protocol.h"
+#include "cache.h"
 #include "store.h"
 
 typedef struct _RankHandler RankHandler;
@@ -42,6 +43,10 @@ RankHandler *rank_handler_new (RankStore *store, RankConfig *config,
                                RankProtocolKind protocol, gboolean framed,
                                RankAnsweredFunc answered);
 void rank_handler_free (RankHandler *handler);
+
+/* Reads of boards with read_cache options use cache (shared by the
+ * workers; NULL: none) and writes drop what it holds of their boards. */
+void rank_handler_set_cache (RankHandler *handler, RankReadCache *cache);
 
 /* Calls decoded from now on take their time from clock (NULL: the real
  * one). */

@@ -7,6 +7,7 @@
 
 #include "handler.h"
 
+#include "cache.h"
 #include "connbuf.h"
 #include "context.h"
 #include "metrics.h"
@@ -25,6 +26,7 @@ struct _RankHandler
   RankReplyWriter *writer;
   ThriftProtocol *out;
   RankMetricsCalls *metrics; /* this worker's call counters */
+  RankReadCache *cache;      /* the rankd's read cache (cache.h) */
 };
 
 typedef enum
@@ -76,6 +78,10 @@ struct _Call
   char *data; /* encoded member data (Update, SetMemberData) */
   gsize data_len;
   Batch *batch; /* UpdateBatch */
+  /* A read of a cached board that missed: the answer's key, and whether
+   * it may be kept. */
+  char *cache_key;
+  RankCacheTicket ticket;
   /* A method's own state (handler_admin.c), freed with the call. */
   gpointer state;
   GDestroyNotify state_free;

@@ -41,6 +41,7 @@ typedef struct
   int idle_timeout_s;
   int max_connections;
   int max_frame;
+  gint64 read_cache_bytes;
   int io_threads;
   char *transport;
   char *protocol;
@@ -52,6 +53,8 @@ typedef struct
   RankAddress metrics; /* parsed --metrics-listen */
   RankConfig *boards;
   GArray *nodes; /* RankAddress: --redis, or [redis] nodes; empty: embedded */
+  GArray *replicas;   /* RankAddress: [redis] replicas of the nodes */
+  GArray *replica_of; /* guint: the node of each */
 } Options;
 
 static void
@@ -75,6 +78,10 @@ options_clear (Options *o)
   rank_config_unref (o->boards);
   if (o->nodes != NULL)
     g_array_unref (o->nodes);
+  if (o->replicas != NULL)
+    g_array_unref (o->replicas);
+  if (o->replica_of != NULL)
+    g_array_unref (o->replica_of);
 }
 
 static gboolean usage_error (GError **error, const char *fmt, ...)
@@ -82,6 +89,41 @@ static gboolean usage_error (GError **error, const char *fmt, ...)
 
 /* The Redis nodes: --redis replaces the config file's list; with
  * --redis-cluster, the seeds of the cluster. */
+/* [redis] replicas of the nodes named (names[i] is node i). */
+static gboolean
+parse_replicas (Options *o, const char *const *names, GError **error)
+{
+  guint given = 0;
+
+  o->replicas = g_array_new (FALSE, TRUE, sizeof (RankAddress));
+  g_array_set_clear_func (o->replicas, clear_address);
+  o->replica_of = g_array_new (FALSE, TRUE, sizeof (guint));
+  for (guint i = 0; names[i] != NULL; i++)
+    {
+      const char *const *replicas
+          = rank_config_redis_replicas (o->boards, names[i]);
+
+      for (guint r = 0; replicas != NULL && replicas[r] != NULL; r++)
+        {
+          RankAddress address;
+
+          if (!rank_address_parse (replicas[r], 6379, &address, error))
+            return FALSE;
+          g_array_append_val (o->replicas, address);
+          g_array_append_val (o->replica_of, i);
+        }
+      given += replicas != NULL;
+    }
+  if (o->replicas->len > 0 && o->redis_cluster != NULL)
+    return usage_error (error, "[redis] replicas: not with --redis-cluster "
+                               "(replica reads are for plain nodes)");
+  if (given < rank_config_redis_replica_sets (o->boards))
+    return usage_error (error, "[redis] replicas: a primary is not one of "
+                               "the Redis nodes in use (--redis or [redis] "
+                               "nodes)");
+  return TRUE;
+}
+
 static gboolean
 parse_nodes (Options *o, GError **error)
 {
@@ -119,7 +161,7 @@ parse_nodes (Options *o, GError **error)
                             "reached over TCP, not a unix socket",
                             names[i]);
     }
-  return TRUE;
+  return parse_replicas (o, names, error);
 }
 
 static gboolean
@@ -168,6 +210,10 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
       "Close connections idle this long (default 60)", "SECONDS" },
     { "max-connections", 0, 0, G_OPTION_ARG_INT, &o->max_connections,
       "Refuse connections beyond this many (default 1024)", "N" },
+    { "read-cache-bytes", 0, 0, G_OPTION_ARG_INT64, &o->read_cache_bytes,
+      "Memory the read cache of boards with read_cache=tracked or "
+      "read_cache_ms may take (default 67108864)",
+      "BYTES" },
     { "max-frame", 0, 0, G_OPTION_ARG_INT, &o->max_frame,
       "Largest request accepted, in bytes (default 1048576)", "BYTES" },
     { "io-threads", 0, 0, G_OPTION_ARG_INT, &o->io_threads,
@@ -253,6 +299,13 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
   if (o->max_frame < RANK_MIN_MAX_FRAME || o->max_frame > RANK_MAX_MAX_FRAME)
     return usage_error (error, "--max-frame: must be %d-%d bytes, got %d",
                         RANK_MIN_MAX_FRAME, RANK_MAX_MAX_FRAME, o->max_frame);
+  if (o->read_cache_bytes < 0
+      || o->read_cache_bytes > RANK_READ_CACHE_BYTES_MAX)
+    return usage_error (error,
+                        "--read-cache-bytes: must be 0-%" G_GINT64_FORMAT
+                        ", got %" G_GINT64_FORMAT,
+                        (gint64) RANK_READ_CACHE_BYTES_MAX,
+                        o->read_cache_bytes);
   o->boards = o->config != NULL ? rank_config_load (o->config, error)
                                 : rank_config_new ();
   if (o->boards == NULL || !parse_nodes (o, error))
@@ -277,6 +330,7 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
   server->idle_timeout_ms = o->idle_timeout_s * 1000;
   server->max_connections = (guint) o->max_connections;
   server->max_frame = (guint32) o->max_frame;
+  server->read_cache_bytes = (gsize) o->read_cache_bytes;
   server->io_threads = (guint) o->io_threads;
   server->redis_timeout_ms = (int) (o->redis_timeout_s * 1000);
   server->dedup_window_ms = (gint64) o->dedup_window_s * 1000;
@@ -385,6 +439,9 @@ run (Options *o, RankServerConfig *config)
   int status = EXIT_FAILURE;
 
   raise_fd_limit (config->max_connections);
+  config->replicas = (const RankAddress *) (gpointer) o->replicas->data;
+  config->replica_of = (const guint *) (gpointer) o->replica_of->data;
+  config->n_replicas = o->replicas->len;
   server = rank_server_new (config, &error);
   if (server == NULL)
     goto out;
@@ -464,6 +521,7 @@ main (int argc, char **argv)
     .idle_timeout_s = RANK_DEFAULT_IDLE_TIMEOUT_S,
     .max_connections = RANK_DEFAULT_MAX_CONNECTIONS,
     .max_frame = RANK_DEFAULT_MAX_FRAME,
+    .read_cache_bytes = RANK_READ_CACHE_BYTES_DEFAULT,
     .io_threads = (int) MIN (g_get_num_processors (), 8),
   };
   RankServerConfig config = { 0 };

@@ -93,6 +93,18 @@ typedef struct
   guint64 dead;
 } QueueMetrics;
 
+/* The read cache (cache.c, tracking.c): atomic read-modify-write, any
+ * thread. */
+static Counter cache_hits, cache_misses, cache_evictions;
+static Counter cache_dropped_redis, cache_dropped_rankd;
+static Counter cache_bytes, cache_entries, tracking_up, tracking_sessions;
+static Counter cache_seen; /* any cache event yet: render them */
+
+/* Reads of boards with read_from=replica (backend.c), by where they went;
+ * reads a replica failed and the primary answered. */
+static Counter reads_primary, reads_replica, replica_fallbacks;
+static GHashTable *replica_lags; /* name -> double *, under lock */
+
 static Counter connections_opened; /* atomic read-modify-write: any thread */
 static Counter connections_closed;
 
@@ -420,6 +432,155 @@ render_calls (GString *out)
     }
 }
 
+/* ---- the read cache ---- */
+
+static void
+cache_add (Counter *c, guint64 by)
+{
+  atomic_store_explicit (&cache_seen, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit (c, by, memory_order_relaxed);
+}
+
+void
+rank_metrics_cache_read (gboolean hit)
+{
+  cache_add (hit ? &cache_hits : &cache_misses, 1);
+}
+
+void
+rank_metrics_cache_dropped (gboolean by_redis)
+{
+  cache_add (by_redis ? &cache_dropped_redis : &cache_dropped_rankd, 1);
+}
+
+void
+rank_metrics_cache_evicted (guint n)
+{
+  cache_add (&cache_evictions, n);
+}
+
+void
+rank_metrics_cache_size (guint64 bytes, guint64 entries)
+{
+  atomic_store_explicit (&cache_seen, 1, memory_order_relaxed);
+  atomic_store_explicit (&cache_bytes, bytes, memory_order_relaxed);
+  atomic_store_explicit (&cache_entries, entries, memory_order_relaxed);
+}
+
+void
+rank_metrics_tracking (gboolean up)
+{
+  atomic_store_explicit (&cache_seen, 1, memory_order_relaxed);
+  atomic_store_explicit (&tracking_up, up ? 1 : 0, memory_order_relaxed);
+  if (up)
+    atomic_fetch_add_explicit (&tracking_sessions, 1, memory_order_relaxed);
+}
+
+void
+rank_metrics_read_source (gboolean replica)
+{
+  atomic_fetch_add_explicit (replica ? &reads_replica : &reads_primary, 1,
+                             memory_order_relaxed);
+}
+
+void
+rank_metrics_replica_fallback (void)
+{
+  atomic_fetch_add_explicit (&replica_fallbacks, 1, memory_order_relaxed);
+}
+
+void
+rank_metrics_replica_lag (const char *replica, double seconds)
+{
+  double *lag;
+
+  g_mutex_lock (&lock);
+  if (replica_lags == NULL)
+    replica_lags
+        = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  lag = g_hash_table_lookup (replica_lags, replica);
+  if (lag == NULL)
+    {
+      lag = g_new (double, 1);
+      g_hash_table_insert (replica_lags, g_strdup (replica), lag);
+    }
+  *lag = seconds;
+  g_mutex_unlock (&lock);
+}
+
+static void render_counter (GString *out, const char *name, const char *type,
+                            const char *help, const char *labels, Counter *c);
+
+static void
+render_replicas (GString *out)
+{
+  g_autoptr (GList) names = NULL;
+
+  if (replica_lags == NULL)
+    return;
+  render_counter (out, "rankd_reads_total", "counter",
+                  "Reads of boards with read_from=replica, by where they "
+                  "were sent.",
+                  "{source=\"primary\"}", &reads_primary);
+  render_counter (out, "rankd_reads_total", "counter", NULL,
+                  "{source=\"replica\"}", &reads_replica);
+  render_counter (out, "rankd_replica_fallbacks_total", "counter",
+                  "Reads a replica could not answer, answered by the primary.",
+                  "", &replica_fallbacks);
+  append_header (out, "rankd_replica_lag_seconds", "gauge",
+                 "How far behind its primary the replica was at its last "
+                 "probe (-1: not measured yet).");
+  names = g_list_sort (g_hash_table_get_keys (replica_lags),
+                       (GCompareFunc) strcmp);
+  for (GList *l = names; l != NULL; l = l->next)
+    g_string_append_printf (
+        out, "rankd_replica_lag_seconds{replica=\"%s\"} %.6f\n",
+        (const char *) l->data,
+        *(double *) g_hash_table_lookup (replica_lags, l->data));
+}
+
+static void
+render_counter (GString *out, const char *name, const char *type,
+                const char *help, const char *labels, Counter *c)
+{
+  if (help != NULL)
+    append_header (out, name, type, help);
+  g_string_append_printf (out, "%s%s %" G_GUINT64_FORMAT "\n", name, labels,
+                          (guint64) atomic_load (c));
+}
+
+static void
+render_cache (GString *out)
+{
+  if (!atomic_load (&cache_seen))
+    return;
+  render_counter (out, "rankd_read_cache_hits_total", "counter",
+                  "Reads answered from the read cache.", "", &cache_hits);
+  render_counter (out, "rankd_read_cache_misses_total", "counter",
+                  "Reads of cached boards that went to Redis.", "",
+                  &cache_misses);
+  render_counter (out, "rankd_read_cache_invalidations_total", "counter",
+                  "Times a board's cached answers were dropped: by Redis's "
+                  "invalidation, or by a write through this rankd.",
+                  "{source=\"redis\"}", &cache_dropped_redis);
+  render_counter (out, "rankd_read_cache_invalidations_total", "counter", NULL,
+                  "{source=\"rankd\"}", &cache_dropped_rankd);
+  render_counter (out, "rankd_read_cache_evictions_total", "counter",
+                  "Cached answers dropped to stay under --read-cache-bytes.",
+                  "", &cache_evictions);
+  render_counter (out, "rankd_read_cache_bytes", "gauge",
+                  "Memory the cached answers take.", "", &cache_bytes);
+  render_counter (out, "rankd_read_cache_entries", "gauge", "Cached answers.",
+                  "", &cache_entries);
+  render_counter (out, "rankd_read_cache_tracking_up", "gauge",
+                  "1 while Redis reports every change of the tracked boards "
+                  "(every node's CLIENT TRACKING session is up).",
+                  "", &tracking_up);
+  render_counter (out, "rankd_read_cache_tracking_sessions_total", "counter",
+                  "Tracking sessions begun (a lost one drops the cache).", "",
+                  &tracking_sessions);
+}
+
 static void
 render_connections (GString *out)
 {
@@ -627,6 +788,8 @@ rank_metrics_render (void)
   render_connections (out);
   render_redis (out);
   render_queues (out);
+  render_cache (out);
+  render_replicas (out);
   g_mutex_unlock (&lock);
   return g_string_free (out, FALSE);
 }

@@ -82,6 +82,27 @@ void rank_metrics_queue_done (const char *board, guint applied, guint dead);
 void rank_metrics_queue_status (const char *board, gint64 backlog,
                                 double oldest_s);
 
+/* ---- the read cache (cache.c, tracking.c; any thread) ---- */
+
+/* A read of a cached board: answered from the cache (hit) or not. */
+void rank_metrics_cache_read (gboolean hit);
+/* A board's answers were dropped: by Redis's invalidation, or a write
+ * through this rankd. */
+void rank_metrics_cache_dropped (gboolean by_redis);
+void rank_metrics_cache_evicted (guint n);
+void rank_metrics_cache_size (guint64 bytes, guint64 entries);
+/* The tracking session went up (a new one) or down. */
+void rank_metrics_tracking (gboolean up);
+
+/* ---- reads from replicas (backend.c, backend_nodes.c; any thread) ---- */
+
+/* A read that allowed a replica was sent to one (or to the primary). */
+void rank_metrics_read_source (gboolean replica);
+/* A replica failed a read; the primary answered it. */
+void rank_metrics_replica_fallback (void);
+/* replica's lag at its last probe (-1: unknown). */
+void rank_metrics_replica_lag (const char *replica, double seconds);
+
 /* ---- reading ---- */
 
 /* Every metric in the Prometheus text exposition format (version 0.0.4). */

@@ -47,6 +47,7 @@
 #include "constants.h"
 #include "handler.h"
 #include "queue.h"
+#include "tracking.h"
 #include "loop.h"
 #include "metrics.h"
 #include "store.h"
@@ -98,7 +99,8 @@ struct _Worker
   RankBackend *backend; /* its links to Redis */
   RankStore *store;
   RankHandler *handler;
-  RankQueue *queue; /* worker 0: the update queue's drain */
+  RankQueue *queue;       /* worker 0: the update queue's drain */
+  RankTracking *tracking; /* worker 0: the read cache's invalidations */
   GQueue conns;
   GQueue ready; /* connections with replies to send before the loop sleeps */
   GPtrArray *spare;  /* reply buffers to reuse */
@@ -113,11 +115,15 @@ struct _RankServer
   RankServerConfig config;
   RankAddress *nodes;
   guint n_nodes;
+  RankAddress *replicas; /* of nodes replica_of[i] */
+  guint *replica_of;
+  guint n_replicas;
   int listen_fd;
   guint16 port;
   Worker *workers;
   guint next_worker;
-  gint connections; /* atomic */
+  RankReadCache *cache; /* the workers' one read cache */
+  gint connections;     /* atomic */
 
   GMutex lock;
   GCond drained_cond;
@@ -703,6 +709,9 @@ worker_init (Worker *w, RankServer *server, guint index)
     .user = server->config.redis_user,
     .password = server->config.redis_password,
     .wait_replicas = server->config.wait_replicas,
+    .replicas = server->replicas,
+    .replica_of = server->replica_of,
+    .n_replicas = server->n_replicas,
   };
 
   w->server = server;
@@ -718,8 +727,16 @@ worker_init (Worker *w, RankServer *server, guint index)
   w->handler = rank_handler_new (
       w->store, server->config.boards, server->config.dedup_window_ms,
       server->config.protocol, server->config.framed, request_answered);
+  rank_handler_set_cache (w->handler, server->cache);
   if (index == 0)
     w->queue = rank_queue_new (w->loop, w->store, w->handler);
+  /* Redis Cluster moves slots between nodes: the tracked cache is for
+   * plain nodes only (tracking.h). */
+  if (index == 0 && !server->config.redis_cluster)
+    w->tracking = rank_tracking_new (
+        w->loop, server->cache, server->nodes, server->n_nodes,
+        server->config.redis_timeout_ms, server->config.redis_user,
+        server->config.redis_password);
   g_queue_init (&w->conns);
   rank_loop_add_prepare (w->loop, sweep, w);
   rank_backend_start (w->backend);
@@ -733,6 +750,7 @@ worker_clear (Worker *w)
 {
   rank_loop_run_pending (w->loop);
   rank_queue_stop (w->queue);
+  rank_tracking_free (w->tracking);
   rank_backend_free (w->backend);
   rank_loop_run_pending (w->loop);
   rank_queue_free (w->queue);
@@ -831,6 +849,19 @@ rank_server_start (RankServer *server, const RankAddress *nodes, guint n_nodes)
       server->nodes[i].port = nodes[i].port;
       server->nodes[i].path = g_strdup (nodes[i].path);
     }
+  server->n_replicas = server->config.n_replicas;
+  server->replicas = g_new0 (RankAddress, MAX (server->n_replicas, 1));
+  server->replica_of = g_memdup2 (server->config.replica_of,
+                                  MAX (server->n_replicas, 1) * sizeof (guint));
+  for (guint i = 0; i < server->n_replicas; i++)
+    {
+      server->replicas[i].host = g_strdup (server->config.replicas[i].host);
+      server->replicas[i].port = server->config.replicas[i].port;
+      server->replicas[i].path = g_strdup (server->config.replicas[i].path);
+    }
+  server->config.replicas = NULL;
+  server->config.replica_of = NULL;
+  server->cache = rank_read_cache_new (server->config.read_cache_bytes);
   server->workers = g_new0 (Worker, server->config.io_threads);
   for (guint i = 0; i < server->config.io_threads; i++)
     worker_init (&server->workers[i], server, i);
@@ -1003,17 +1034,23 @@ rank_server_free (RankServer *server)
     close (server->listen_fd);
   if (server->workers != NULL)
     {
+      /* Every loop stops before any worker goes: they share the cache,
+       * and worker 0's tracking session. */
       for (guint i = 0; i < server->config.io_threads; i++)
-        {
-          rank_loop_quit_and_join (server->workers[i].loop);
-          worker_clear (&server->workers[i]);
-        }
+        rank_loop_quit_and_join (server->workers[i].loop);
+      for (guint i = 0; i < server->config.io_threads; i++)
+        worker_clear (&server->workers[i]);
       g_free (server->workers);
     }
+  rank_read_cache_free (server->cache);
   rank_address_clear (&server->config.listen);
   for (guint i = 0; i < server->n_nodes; i++)
     rank_address_clear (&server->nodes[i]);
   g_free (server->nodes);
+  for (guint i = 0; i < server->n_replicas; i++)
+    rank_address_clear (&server->replicas[i]);
+  g_free (server->replicas);
+  g_free (server->replica_of);
   g_mutex_clear (&server->lock);
   g_cond_clear (&server->drained_cond);
   g_free (server);

@@ -29,6 +29,12 @@ typedef struct
   const char *redis_password; /* is set; copied by rank_server_start */
   gboolean redis_cluster;     /* the nodes are Redis Cluster seeds */
   guint wait_replicas;        /* WAIT after each update (0: none) */
+  gsize read_cache_bytes;     /* the read cache's bound (cache.h) */
+  /* Replicas of the nodes (backend.h): replicas[i] of node replica_of[i];
+   * copied by rank_server_start. */
+  const RankAddress *replicas;
+  const guint *replica_of;
+  guint n_replicas;
 } RankServerConfig;
 
 typedef struct _RankServer RankServer;

@@ -119,6 +119,14 @@ store_shard_of (const RankContext *ctx, const char *member, gsize len)
   return rank_shard_of (member, len, ctx->options->shards);
 }
 
+void
+store_read_from (RankCommand *cmd, const RankContext *ctx)
+{
+  if (ctx->options->read_from_replica)
+    rank_command_read_from (cmd, (int) ctx->options->max_replica_lag_ms,
+                            ctx->fresh_after_us);
+}
+
 guint
 store_node_of (const RankStore *store, guint shard)
 {

@@ -36,6 +36,10 @@ void store_add_node_keys (RankCommand *cmd, const RankStore *store,
                           const char *suffix);
 
 guint store_shard_of (const RankContext *ctx, const char *member, gsize len);
+
+/* cmd is a read of ctx's board: a replica may answer it if the board's
+ * options say so (read_from=replica), fresh enough for ctx. */
+void store_read_from (RankCommand *cmd, const RankContext *ctx);
 guint store_node_of (const RankStore *store, guint shard);
 
 /* The key of suffix under board's own tag ("rk:{board}:suffix"), into

@@ -312,6 +312,7 @@ rank_store_sample (RankStore *store, const RankContext *ctx,
             rank_command_add_int (&cmd, lo);
             rank_command_add_int (&cmd, hi);
           }
+        store_read_from (&cmd, ctx);
         rank_backend_send (store->backend, store_node_of (store, shard), &cmd,
                            0, sample_counted, part);
       }
@@ -382,6 +383,7 @@ sample_draw (SampleTask *task)
       rank_command_add_int (&cmd, task->below[shard] + at);
       rank_command_add_int (&cmd, task->below[shard] + at);
       rank_command_add_str (&cmd, "WITHSCORES");
+      store_read_from (&cmd, task->ctx);
       rank_backend_send (task->store->backend,
                          store_node_of (task->store, shard), &cmd, 0,
                          sample_picked, &task->pick_parts[p]);

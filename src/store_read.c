@@ -132,6 +132,7 @@ send_counts (RankStore *store, const RankContext *ctx, RankKind kind,
       add_rank_args (&cmd, "count", o, kind);
       rank_command_add (&cmd, zscore, zscore_len);
       rank_command_add (&cmd, key, key_len);
+      store_read_from (&cmd, ctx);
       rank_backend_send (store->backend, node, &cmd, 0, func, task);
       sent++;
     }
@@ -199,6 +200,7 @@ rank_store_get_rank (RankStore *store, const RankContext *ctx,
   /* With the other finds on the same keys queued in this loop iteration. */
   rank_command_init_args (&item);
   rank_command_add (&item, member, member_len);
+  store_read_from (&item, ctx);
   rank_backend_send_item (store->backend, task->node, &cmd, &item, 0,
                           rank_found, task);
   rank_command_clear (&cmd);
@@ -393,6 +395,7 @@ rank_store_count (RankStore *store, const RankContext *ctx,
           rank_command_add_int (&cmd, lo);
           rank_command_add_int (&cmd, hi);
         }
+      store_read_from (&cmd, ctx);
       rank_backend_send (store->backend, store_node_of (store, shard), &cmd, 0,
                          counted, task);
     }
@@ -504,6 +507,7 @@ rank_store_get_top (RankStore *store, const RankContext *ctx,
       rank_command_add_int (&cmd, first);
       rank_command_add_int (&cmd, offset + n - 1);
       rank_command_add_str (&cmd, "WITHSCORES");
+      store_read_from (&cmd, ctx);
       rank_backend_send (store->backend, store_node_of (store, shard), &cmd, 0,
                          top_read, &task->pages[shard].part);
     }
@@ -661,6 +665,7 @@ top_ready (TopTask *task)
       task->countdown.pending++;
       task->data_parts[shard].task = task;
       task->data_parts[shard].index = shard;
+      store_read_from (&cmd, task->ctx);
       rank_backend_send (task->store->backend,
                          store_node_of (task->store, shard), &cmd, 0,
                          top_data_read, &task->data_parts[shard]);
@@ -798,6 +803,8 @@ data_send (RankStore *store, DataTask *task, const char *value, gsize len)
   rank_command_add (&cmd, task->member, member_len);
   if (value != NULL)
     rank_command_add (&cmd, value, len);
+  if (value == NULL)
+    store_read_from (&cmd, ctx);
   rank_backend_send (store->backend, store_node_of (store, shard), &cmd, 0,
                      data_replied, task);
 }

@@ -115,6 +115,19 @@ test_errors (void)
   }
   FAILS ("[redis]\nnodes=a\\q:1\n", ":2: ", "[redis] nodes",
          "cannot be interpreted");
+  FAILS ("[board a]\nread_cache=always\n", ":2: ", "[board a] read_cache",
+         "off, tracked", "'always'");
+  FAILS ("[board a]\nread_cache_ms=3600001\n", ":2: ", "integer 0-3600000");
+  FAILS ("[defaults]\nread_from=anywhere\n", ":2: ", "[defaults] read_from",
+         "primary, replica");
+  FAILS ("[board a]\nmax_replica_lag_ms=0\n", ":2: ", "max_replica_lag_ms",
+         "integer 1-3600000");
+  FAILS ("[redis]\nreplicas=127.0.0.1:7000\n", ":2: ", "[redis] replicas",
+         "entry 1", "PRIMARY=REPLICA");
+  FAILS ("[redis]\nreplicas=127.0.0.1:7000=127.0.0.1:99999\n",
+         ":2: ", "entry 1: replica 1");
+  FAILS ("[redis]\nreplicas=127.0.0.1:7000=a:1;127.0.0.1:7000=b:1\n",
+         ":2: ", "127.0.0.1:7000 is given twice");
   /* GKeyFile's own checks (a group name it refuses) still name the file. */
   FAILS ("[board a[b]\n", "group name");
 }
@@ -141,8 +154,15 @@ test_good (void)
                     "accept_late=true\n"
                     "[board ünïcode/x]\n"
                     "shards=2\n"
+                    "read_cache=tracked\n"
+                    "read_from=replica\n"
+                    "[board timed]\n"
+                    "read_cache_ms=250\n"
+                    "max_replica_lag_ms=20\n"
                     "[redis]\n"
-                    "nodes=127.0.0.1:7000; unix:/tmp/r.sock ;[::1]:7002\n");
+                    "nodes=127.0.0.1:7000; unix:/tmp/r.sock ;[::1]:7002\n"
+                    "replicas=127.0.0.1:7000=127.0.0.1:7100, 127.0.0.1:7101;"
+                    "unix:/tmp/r.sock=unix:/tmp/r2.sock\n");
   g_autoptr (GError) error = NULL;
   RankConfig *config = rank_config_load (path, &error);
   const char *const *nodes;
@@ -184,6 +204,25 @@ test_good (void)
   nodes = rank_config_redis_nodes (config);
   g_assert_cmpuint (g_strv_length ((char **) nodes), ==, 3);
   g_assert_cmpstr (nodes[1], ==, "unix:/tmp/r.sock");
+  g_assert_true (rank_config_board (config, "ünïcode/x")->read_cache_tracked);
+  g_assert_true (rank_config_board (config, "ünïcode/x")->read_from_replica);
+  g_assert_false (rank_config_board (config, "hot")->read_cache_tracked);
+  g_assert_false (rank_config_board (config, "hot")->read_from_replica);
+  g_assert_cmpuint (rank_config_board (config, "hot")->read_cache_ms, ==, 0);
+  g_assert_cmpuint (rank_config_board (config, "hot")->max_replica_lag_ms, ==,
+                    RANK_REPLICA_LAG_DEFAULT_MS);
+  g_assert_cmpuint (rank_config_board (config, "timed")->read_cache_ms, ==,
+                    250);
+  g_assert_cmpuint (rank_config_board (config, "timed")->max_replica_lag_ms, ==,
+                    20);
+  /* Replicas by primary, compared as addresses. */
+  nodes = rank_config_redis_replicas (config, "127.0.0.1:7000");
+  g_assert_cmpuint (g_strv_length ((char **) nodes), ==, 2);
+  g_assert_cmpstr (nodes[1], ==, "127.0.0.1:7101");
+  nodes = rank_config_redis_replicas (config, "unix:/tmp/r.sock");
+  g_assert_cmpstr (nodes[0], ==, "unix:/tmp/r2.sock");
+  g_assert_null (rank_config_redis_replicas (config, "[::1]:7002"));
+  g_assert_cmpuint (rank_config_redis_replica_sets (config), ==, 2);
   rank_config_unref (config);
 
   config = rank_config_new ();

@@ -1,0 +1,337 @@
+"""The read cache (read_cache=tracked, read_cache_ms) through the generated
+Python client, against a real redis-server and two rankds: a read through
+the rankd that acknowledged an update sees it; a write elsewhere (the other
+rankd, redis-cli) is seen once Redis says so; a lost invalidation
+connection drops the cache; the memory bound holds.
+
+Usage: test_cache.py RANKD STUBS_DIR
+RANKD_TEST_WRAPPER (as for the C tests), if set, is put in front of rankd
+(valgrind); the model run is then shorter.
+"""
+import os
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+RANKD = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+del sys.argv[1:3]
+
+
+from ranking.ttypes import (  # noqa: E402
+    GetRankRequest, GetTopNRequest, NotFound, UpdateMode,
+    UpdateRequest)
+import servers  # noqa: E402
+from servers import connect, free_port, start, wait_port  # noqa: E402
+
+WRAPPER = shlex.split(os.environ.get("RANKD_TEST_WRAPPER", ""))
+MODEL_SECONDS = 5 if WRAPPER else 20
+DEADLINE = 60 if WRAPPER else 20
+
+CONFIG = """\
+[defaults]
+read_cache=tracked
+
+[board hotsh]
+shards=4
+
+[board timed]
+read_cache=off
+read_cache_ms=300
+
+[board plain]
+read_cache=off
+"""
+
+
+
+def wait_for(what, condition, deadline=DEADLINE):
+    return servers.wait_for(what, condition, deadline)
+
+
+def set_to(board, member, value, rid):
+    return UpdateRequest(board=board, member=member, value=value,
+                         request_id=rid, mode=UpdateMode.SET)
+
+
+class CacheTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rankd-cache-")
+        cls.conf = os.path.join(cls.dir, "rankd.conf")
+        with open(cls.conf, "w", encoding="utf-8") as f:
+            f.write(CONFIG)
+        cls.redis, cls.redis_port = start(
+            lambda p: ["redis-server", "--bind", "127.0.0.1", "--port",
+                       str(p), "--save", "", "--appendonly", "no"], cls.dir)
+        cls.http = {}
+        cls.rankd, cls.port = cls.start_rankd()
+        cls.other, cls.other_port = cls.start_rankd()
+        cls.client, cls.transport = connect(cls.port)
+        cls.writer, cls.writer_transport = connect(cls.other_port)
+
+    @classmethod
+    def start_rankd(cls, *extra):
+        http = free_port()
+        proc, port = start(
+            lambda p: [*WRAPPER, RANKD, "--listen", f"127.0.0.1:{p}",
+                       "--config", cls.conf, "--redis",
+                       f"127.0.0.1:{cls.redis_port}", "--metrics-listen",
+                       f"127.0.0.1:{http}", *extra], cls.dir)
+        assert wait_port(http, proc), "rankd's HTTP port did not open"
+        cls.http[port] = http
+        return proc, port
+
+    @classmethod
+    def stop(cls, proc):
+        proc.terminate()
+        assert proc.wait(60) == 0, "rankd did not exit cleanly"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.transport.close()
+        cls.writer_transport.close()
+        cls.stop(cls.rankd)
+        cls.stop(cls.other)
+        cls.redis.terminate()
+        cls.redis.wait(30)
+        shutil.rmtree(cls.dir)
+
+    # ---- helpers ----
+
+    def rcli(self, *args):
+        return subprocess.run(
+            ["redis-cli", "-p", str(self.redis_port), *args], check=True,
+            capture_output=True, text=True).stdout.strip()
+
+    def metric(self, name, port=None):
+        body = urllib.request.urlopen(
+            f"http://127.0.0.1:{self.http[port or self.port]}/metrics",
+            timeout=30).read().decode()
+        for line in body.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return 0.0
+
+    def top(self, board, n=10, client=None):
+        return [(e.member, e.score) for e in (client or self.client).GetTopN(
+            GetTopNRequest(board=board, n=n))]
+
+    def warm(self, board, n=10):
+        """Reads board's page until the cache answers it (the first reads
+        start the tracking session and register the board)."""
+        def hit():
+            before = self.metric("rankd_read_cache_hits_total")
+            self.top(board, n)
+            return self.metric("rankd_read_cache_hits_total") > before
+        wait_for(f"a cache hit on {board}", hit)
+
+    # ---- tests ----
+
+    def test_own_update_is_seen_at_once(self):
+        """Updates through rankd, each followed at once by reads on two
+        connections (each worker of rankd): every read shows the update,
+        and the reads between updates come from the cache."""
+        c2, t2 = connect(self.port)
+        self.client.Update(set_to("own", "a", 1, "own-0"))
+        self.warm("own")
+        hits = self.metric("rankd_read_cache_hits_total")
+        for i in range(1, 200):
+            self.client.Update(set_to("own", "a", i, f"own-{i}"))
+            for c in (self.client, c2, self.client):
+                self.assertEqual(self.top("own", client=c), [("a", i)])
+                self.assertEqual(c.GetRank(
+                    GetRankRequest(board="own", member="a")).score, i)
+        t2.close()
+        # The third read of each round (and the GetRanks after the first)
+        # are hits: the cache was in the way and stayed right.
+        self.assertGreater(self.metric("rankd_read_cache_hits_total") - hits,
+                           150)
+
+    def test_write_elsewhere_is_seen(self):
+        """A write through the other rankd, then a DEL by redis-cli: the
+        cached page changes once Redis's invalidation arrives."""
+        self.writer.Update(set_to("hot", "elsewhere", 5, "else-1"))
+        wait_for("the first write", lambda: ("elsewhere", 5) in self.top("hot"))
+        self.warm("hot")
+        self.writer.Update(set_to("hot", "elsewhere", 6, "else-2"))
+        took = wait_for("the other rankd's write",
+                        lambda: ("elsewhere", 6) in self.top("hot"))
+        print(f"\nanother rankd's write seen after {took * 1000:.1f} ms",
+              file=sys.stderr)
+        self.warm("hot")
+        self.rcli("DEL", "rk:{hot}:z", "rk:{hot}:t")
+        took = wait_for("redis-cli's DEL", lambda: self.top("hot") == [])
+        print(f"redis-cli's DEL seen after {took * 1000:.1f} ms",
+              file=sys.stderr)
+        self.assertGreater(self.metric(
+            'rankd_read_cache_invalidations_total{source="redis"}'), 0)
+
+    def test_sharded_board(self):
+        """A sharded board's shards are tracked too."""
+        for i in range(8):
+            self.client.Update(set_to("hotsh", f"m{i}", i, f"sh-{i}"))
+        self.warm("hotsh")
+        self.writer.Update(set_to("hotsh", "m3", 100, "sh-100"))
+        wait_for("the other rankd's write to a shard",
+                 lambda: self.top("hotsh")[0] == ("m3", 100))
+
+    def test_lost_tracking_drops_the_cache(self):
+        """The invalidation connection killed, and CLIENT TRACKING refused
+        for a while (an ACL rule) so that no new session can begin: the
+        cache serves nothing meanwhile, and a write Redis could not report
+        is seen; once tracking is allowed again, a new session begins and
+        the cache serves again."""
+        self.client.Update(set_to("lost", "lost", 1, "lost-1"))
+        self.warm("lost")
+        sessions = self.metric("rankd_read_cache_tracking_sessions_total")
+        self.rcli("ACL", "SETUSER", "default", "-client|tracking")
+        try:
+            ids = [line.split("id=")[1].split()[0]
+                   for line in self.rcli("CLIENT", "LIST").splitlines()
+                   if "name=rankd-invalidations" in line]
+            self.assertGreaterEqual(len(ids), 1)  # one per rankd that reads
+            for i in ids:
+                self.rcli("CLIENT", "KILL", "ID", i)
+            wait_for("tracking to be down", lambda: self.metric(
+                "rankd_read_cache_tracking_up") == 0)
+            self.rcli("DEL", "rk:{lost}:z", "rk:{lost}:t")
+            hits = self.metric("rankd_read_cache_hits_total")
+            for _ in range(10):
+                self.assertEqual(self.top("lost"), [])
+            self.assertEqual(self.metric("rankd_read_cache_hits_total"), hits)
+        finally:
+            self.rcli("ACL", "SETUSER", "default", "+client|tracking")
+        wait_for("a new tracking session", lambda: self.metric(
+            "rankd_read_cache_tracking_sessions_total") > sessions)
+        self.client.Update(set_to("lost", "lost", 2, "lost-2"))
+        self.warm("lost")
+        self.rcli("DEL", "rk:{lost}:z", "rk:{lost}:t")
+        wait_for("a write in the new session", lambda: self.top("lost") == [])
+
+    def test_timed_board(self):
+        """read_cache_ms=300: a write rankd does not see is served stale at
+        most that long; its own writes are seen at once."""
+        self.client.Update(set_to("timed", "t", 1, "timed-1"))
+        self.warm("timed")
+        self.rcli("DEL", "rk:{timed}:z", "rk:{timed}:t")
+        deleted = time.monotonic()
+        wait_for("the timed page to expire", lambda: self.top("timed") == [])
+        self.assertLess(time.monotonic() - deleted, 0.3 + 2.0)
+        for i in range(2, 20):
+            self.client.Update(set_to("timed", "t", i, f"timed-{i}"))
+            self.assertEqual(self.top("timed"), [("t", i)])
+
+    def test_uncached_board_never_hits(self):
+        self.client.Update(set_to("plain", "p", 1, "plain-1"))
+        hits = self.metric("rankd_read_cache_hits_total")
+        misses = self.metric("rankd_read_cache_misses_total")
+        for _ in range(20):
+            self.top("plain")
+        self.assertEqual(self.metric("rankd_read_cache_hits_total"), hits)
+        self.assertEqual(self.metric("rankd_read_cache_misses_total"), misses)
+
+    def test_memory_bound(self):
+        """--read-cache-bytes: many pages, and the cache stays under it."""
+        proc, port = self.start_rankd("--read-cache-bytes", "20000")
+        try:
+            c, t = connect(port)
+            for i in range(50):
+                c.Update(set_to("bound", f"b{i}", i, f"bound-{i}"))
+            for _ in range(3):
+                for n in range(1, 51):
+                    c.GetTopN(GetTopNRequest(board="bound", n=n))
+            # A sweep larger than the bound evicts each page before it
+            # comes again; one page read again is a hit.
+            for _ in range(3):
+                c.GetTopN(GetTopNRequest(board="bound", n=5))
+            t.close()
+            self.assertLessEqual(
+                self.metric("rankd_read_cache_bytes", port), 20000)
+            self.assertGreater(
+                self.metric("rankd_read_cache_evictions_total", port), 0)
+            self.assertGreater(
+                self.metric("rankd_read_cache_hits_total", port), 0)
+        finally:
+            self.stop(proc)
+
+    def test_model_readers_and_writers(self):
+        """8 readers and 2 writers through one rankd for MODEL_SECONDS:
+        no read returns a state older than the last update acknowledged
+        before that read began."""
+        acked = {}  # member -> the last value acknowledged
+        best = [0]  # the highest value acknowledged on the board
+        lock = threading.Lock()
+        errors = []
+        stop = time.monotonic() + MODEL_SECONDS
+        reads = [0]
+
+        def writer(k):
+            c, t = connect(self.port)
+            value = 0
+            try:
+                while time.monotonic() < stop:
+                    value += 1
+                    m = f"w{k}-{value % 20}"
+                    v = value * 2 + k
+                    c.Update(set_to("model", m, v, f"model-{k}-{value}"))
+                    with lock:
+                        acked[m] = v
+                        best[0] = max(best[0], v)
+            except Exception as e:  # reported by the test
+                errors.append(e)
+            t.close()
+
+        def reader(k):
+            c, t = connect(self.port)
+            rnd = random.Random(k)
+            try:
+                while time.monotonic() < stop:
+                    if rnd.random() < 0.5:
+                        with lock:
+                            floor = best[0]
+                        page = c.GetTopN(GetTopNRequest(board="model", n=10))
+                        top = page[0].score if page else 0
+                        if top < floor:
+                            errors.append(f"top {top} < acknowledged {floor}")
+                    else:
+                        m = f"w{rnd.randrange(2)}-{rnd.randrange(20)}"
+                        with lock:
+                            floor = acked.get(m)
+                        try:
+                            got = c.GetRank(GetRankRequest(
+                                board="model", member=m)).score
+                        except NotFound:
+                            got = None
+                        if floor is not None and (got is None or got < floor):
+                            errors.append(f"{m}: {got} < acknowledged {floor}")
+                    reads[0] += 1
+            except Exception as e:  # reported by the test
+                errors.append(e)
+            t.close()
+
+        hits = self.metric("rankd_read_cache_hits_total")
+        threads = ([threading.Thread(target=writer, args=(k,))
+                    for k in range(2)]
+                   + [threading.Thread(target=reader, args=(k,))
+                      for k in range(8)])
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        self.assertEqual(errors[:5], [])
+        self.assertGreater(reads[0], 100)
+        self.assertGreater(self.metric("rankd_read_cache_hits_total"), hits)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
