@@ -12,8 +12,9 @@
 # rankd on each of its boards (4 connections x 16 pipelined: 64 calls in
 # flight) and redis-rank (`top(N)`, `find`, 64 in flight on one
 # connection; on the primary), each while a second rank-bench sends 1,000
-# Updates a second through rankd to the board read (to plain-0 during
-# redis-rank's rows, so that Redis takes the same writes in every row).
+# Updates a second through a second rankd (the writers') to the board read
+# (to plain-0 during redis-rank's rows, so that Redis takes the same writes
+# in every row).
 # Prints the median ops/s, p99 and the CPU time per read of Redis (the
 # primary and the replica apart), rankd
 # and the load generator over the measured interval: Redis's includes its
@@ -59,6 +60,16 @@ rankd_port=$(free_port)
 pids+=($!)
 rankd_pid=$!
 wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1; }
+# The writers' own rankd: a read through the rankd that acknowledged a
+# write must see it, so a board written through the readers' rankd at
+# 1,000/s would always be read from the primary (README: Reads from
+# replicas).
+writer_port=$(free_port)
+"$rankd" --listen "127.0.0.1:$writer_port" --config "$work/rankd.conf" \
+  >"$work/rankd-writer.log" 2>&1 &
+pids+=($!)
+writer_pid=$!
+wait_port "$writer_port" "$writer_pid" || { echo "rankd did not start" >&2; exit 1; }
 
 echo "== preload"
 for board in plain cached replica; do
@@ -70,15 +81,15 @@ sh "$here/peers/redis-rank.sh" --redis "127.0.0.1:$redis_port" \
 
 # Updates at $rate/s to board for the whole of a measured run.
 writes() { # board
-  "$bench" --port "$rankd_port" --members "$members" --board-prefix "$1" \
+  "$bench" --port "$writer_port" --members "$members" --board-prefix "$1" \
     --mix update=1 --rate "$rate" -c 2 -d "$((duration + warmup + 1))" -w 0 \
     --json --seed 7 >"$work/writes.json"
 }
 
 echo "== writes only"
-"$bench" --port "$rankd_port" --members "$members" --board-prefix plain \
+"$bench" --port "$writer_port" --members "$members" --board-prefix plain \
   --mix update=1 --rate "$rate" -c 2 -d "$duration" -w "$warmup" --json \
-  --cpu "redis=$redis_pid,replica=$replica_pid,rankd=$rankd_pid" \
+  --cpu "redis=$redis_pid,replica=$replica_pid,rankd=$writer_pid" \
   >"$out/writes-only.json"
 
 for round in $(seq 1 "$rounds"); do

@@ -355,16 +355,16 @@ flush_batches (gpointer data)
 
 /* A read a replica may answer goes to one that is fresh enough, if any. */
 static void
-route_read (Op *op, guint node, gboolean replica_ok, int max_lag_ms,
-            gint64 fresh_after_us)
+route_read (Op *op, guint node, const char *key, gsize key_len,
+            gboolean replica_ok, int max_lag_ms, gint64 fresh_after_us)
 {
   const RankBackendImpl *impl = op->backend->impl;
   RankRedisLink *replica;
 
   if (!replica_ok || impl->replica_for == NULL)
     return;
-  replica = impl->replica_for (op->backend->impl_data, node, max_lag_ms,
-                               fresh_after_us);
+  replica = impl->replica_for (op->backend->impl_data, node, key, key_len,
+                               max_lag_ms, fresh_after_us);
   rank_metrics_read_source (replica != NULL);
   if (replica != NULL)
     {
@@ -393,7 +393,8 @@ rank_backend_send (RankBackend *backend, guint node, RankCommand *cmd,
   op->flags = flags;
   op->func = func;
   op->data = data;
-  route_read (op, node, cmd->replica_ok, cmd->max_lag_ms, cmd->fresh_after_us);
+  route_read (op, node, key, key_len, cmd->replica_ok, cmd->max_lag_ms,
+              cmd->fresh_after_us);
   rank_command_clear (cmd);
   op_send (op);
 }
@@ -523,11 +524,12 @@ batch_send (RankBackend *backend, Batch *b)
     }
   op = op_new (backend, b->node, b->script, b->nkeys, (int) argc, args, lens,
                args[0], lens[0]);
+  route_read (op, b->node, args[0], lens[0], b->replica_ok, b->max_lag_ms,
+              b->fresh_after_us);
   g_free (args);
   op->flags = b->flags;
   op->func = batch_replied;
   op->data = b;
-  route_read (op, b->node, b->replica_ok, b->max_lag_ms, b->fresh_after_us);
   op_send (op);
 }
 

@@ -32,6 +32,14 @@ link_for (gpointer impl, guint node, const char *key, gsize key_len)
 }
 
 static RankRedisLink *
+replica_for (gpointer impl, guint node, const char *key, gsize key_len,
+             int max_lag_ms, gint64 fresh_after_us)
+{
+  return rank_cluster_replica (impl, rank_cluster_slot (key, key_len),
+                               max_lag_ms, fresh_after_us);
+}
+
+static RankRedisLink *
 redirect (gpointer impl, const char *text, gboolean *ask)
 {
   g_autofree char *host = NULL;
@@ -77,6 +85,7 @@ free_cluster (gpointer impl)
 
 const RankBackendImpl rank_backend_cluster_impl = {
   .link_for = link_for,
+  .replica_for = replica_for,
   .redirect = redirect,
   .unreachable = unreachable,
   .nodes = nodes,

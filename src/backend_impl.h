@@ -19,7 +19,8 @@ typedef struct
   /* A replica of node that lags less than max_lag_ms and has what the
    * primary had at fresh_after_us; NULL if none (or the implementation
    * has no replicas). */
-  RankRedisLink *(*replica_for) (gpointer impl, guint node, int max_lag_ms,
+  RankRedisLink *(*replica_for) (gpointer impl, guint node, const char *key,
+                                 gsize key_len, int max_lag_ms,
                                  gint64 fresh_after_us);
   /* A command could not reach its node (the node may have failed over). */
   void (*unreachable) (gpointer impl);

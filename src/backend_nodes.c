@@ -145,7 +145,8 @@ rank_backend_nodes_new (RankLoop *loop, const RankAddress *nodes, guint n_nodes,
 }
 
 static RankRedisLink *
-replica_for (gpointer data, guint node, int max_lag_ms, gint64 fresh_after_us)
+replica_for (gpointer data, guint node, const char *key, gsize key_len,
+             int max_lag_ms, gint64 fresh_after_us)
 {
   Nodes *impl = data;
   gint64 now = g_get_monotonic_time ();

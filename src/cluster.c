@@ -6,6 +6,7 @@
 
 #include "constants.h"
 #include "error.h"
+#include "metrics.h"
 
 typedef struct
 {
@@ -27,7 +28,26 @@ struct _RankCluster
   gint64 refreshed_at; /* monotonic us of the last request */
   guint ask_next;      /* round robin over nodes for CLUSTER SLOTS */
   guint n_masters;
+  /* Replicas, from the map (Replica *; kept once seen, master -1 when the
+   * map no longer lists them), and the heartbeat that measures their lag,
+   * started by the first read that allows a replica. */
+  GPtrArray *replicas;
+  gboolean probing;
+  char *heartbeat_id;
+  GPtrArray *heartbeat_keys; /* char *, per node index: NULL until needed */
+  gint64 next_probe_us;
+  gint64 next_refresh_us;
 };
+
+typedef struct
+{
+  char *host;
+  guint16 port;
+  gint master; /* node index; -1: not a replica in the map now */
+  RankRedisLink *link;
+  gint64 seen_us;   /* the newest heartbeat it returned */
+  gboolean probing; /* a GET is out */
+} Replica;
 
 guint16
 rank_cluster_crc16 (const char *data, gsize len)
@@ -138,6 +158,134 @@ node_link (RankCluster *cluster, guint i)
   return node->link;
 }
 
+/* ---- replicas ---- */
+
+/* A key of master's slots for this worker's heartbeat (NULL if master
+ * owns no slot now). */
+static const char *
+heartbeat_key (RankCluster *cluster, guint master)
+{
+  char **key;
+
+  if (cluster->heartbeat_keys->len <= master)
+    g_ptr_array_set_size (cluster->heartbeat_keys, (gint) master + 1);
+  key = (char **) &g_ptr_array_index (cluster->heartbeat_keys, master);
+  for (guint n = 0; *key == NULL && n < 64 * RANK_CLUSTER_SLOTS; n++)
+    {
+      g_autofree char *k = g_strdup_printf (RANK_HEARTBEAT_KEY_PREFIX "{%s/%u}",
+                                            cluster->heartbeat_id, n);
+
+      if (cluster->owner[rank_cluster_slot (k, strlen (k))] == (gint) master)
+        *key = g_steal_pointer (&k);
+    }
+  return *key;
+}
+
+static void
+ignore_reply (const RankReply *reply, const GError *error, gpointer data)
+{
+}
+
+static void
+heartbeat_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  Replica *r = data;
+
+  r->probing = FALSE;
+  if (error == NULL && reply->type == RANK_REPLY_STRING)
+    {
+      gint64 v = g_ascii_strtoll (reply->str, NULL, 10);
+
+      if (v > r->seen_us)
+        r->seen_us = v;
+    }
+  rank_metrics_replica_lag (
+      rank_redis_link_name (r->link),
+      r->seen_us > 0 ? (double) (g_get_monotonic_time () - r->seen_us) / 1e6
+                     : -1);
+}
+
+/* Before the loop sleeps, once replicas are read: every
+ * RANK_REPLICA_PROBE_MS the heartbeat (SET on each master with replicas,
+ * GET on each replica), and the map asked for again now and then, so that
+ * a replica that joined (an old master back after a failover) is found. */
+static int
+probe (gpointer data)
+{
+  RankCluster *cluster = data;
+  gint64 now = g_get_monotonic_time ();
+  char value[24], ttl[16];
+
+  if (!cluster->probing)
+    return -1;
+  if (now >= cluster->next_refresh_us)
+    {
+      cluster->next_refresh_us
+          = now + (gint64) RANK_CLUSTER_REPLICA_REFRESH_MS * 1000;
+      rank_cluster_refresh (cluster);
+    }
+  if (now < cluster->next_probe_us)
+    return (int) ((cluster->next_probe_us - now) / 1000) + 1;
+  cluster->next_probe_us = now + (gint64) RANK_REPLICA_PROBE_MS * 1000;
+  g_snprintf (value, sizeof value, "%" G_GINT64_FORMAT, now);
+  g_snprintf (ttl, sizeof ttl, "%d", RANK_HEARTBEAT_TTL_MS);
+  for (guint m = 0; m < cluster->nodes->len; m++)
+    {
+      gboolean any = FALSE;
+      const char *key;
+
+      for (guint i = 0; i < cluster->replicas->len; i++)
+        any = any
+              || ((Replica *) g_ptr_array_index (cluster->replicas, i))->master
+                     == (gint) m;
+      if (any && (key = heartbeat_key (cluster, m)) != NULL)
+        {
+          const char *set[] = { "SET", key, value, "PX", ttl };
+
+          rank_redis_link_send (node_link (cluster, m), 5, set, NULL,
+                                ignore_reply, NULL);
+        }
+    }
+  for (guint i = 0; i < cluster->replicas->len; i++)
+    {
+      Replica *r = g_ptr_array_index (cluster->replicas, i);
+      const char *key;
+
+      if (r->master < 0 || r->probing || !rank_redis_link_is_up (r->link)
+          || (key = heartbeat_key (cluster, (guint) r->master)) == NULL)
+        continue;
+      {
+        const char *get[] = { "GET", key };
+
+        r->probing = TRUE;
+        rank_redis_link_send (r->link, 2, get, NULL, heartbeat_read, r);
+      }
+    }
+  return RANK_REPLICA_PROBE_MS;
+}
+
+RankRedisLink *
+rank_cluster_replica (RankCluster *cluster, guint slot, int max_lag_ms,
+                      gint64 fresh_after_us)
+{
+  gint owner = cluster->owner[slot % RANK_CLUSTER_SLOTS];
+  gint64 now = g_get_monotonic_time ();
+
+  cluster->probing = TRUE;
+  if (owner < 0)
+    return NULL;
+  for (guint i = 0; i < cluster->replicas->len; i++)
+    {
+      Replica *r = g_ptr_array_index (cluster->replicas, i);
+
+      if (r->master == owner && r->seen_us > fresh_after_us
+          && now - r->seen_us < (gint64) max_lag_ms * 1000
+          && rank_redis_link_is_up (r->link))
+        return r->link;
+    }
+  return NULL;
+}
+
 RankCluster *
 rank_cluster_new (RankLoop *loop, const RankAddress *seeds, guint n_seeds,
                   int timeout_ms, int auth_argc, const char *const *auth_argv)
@@ -158,6 +306,10 @@ rank_cluster_new (RankLoop *loop, const RankAddress *seeds, guint n_seeds,
       g_ptr_array_add (cluster->startup, argv);
     }
   cluster->nodes = g_ptr_array_new ();
+  cluster->replicas = g_ptr_array_new ();
+  cluster->heartbeat_keys = g_ptr_array_new_with_free_func (g_free);
+  cluster->heartbeat_id = g_uuid_string_random ();
+  rank_loop_add_prepare (loop, probe, cluster);
   for (guint i = 0; i < RANK_CLUSTER_SLOTS; i++)
     cluster->owner[i] = -1;
   for (guint i = 0; i < n_seeds; i++)
@@ -202,6 +354,19 @@ rank_cluster_free (RankCluster *cluster)
   for (guint i = 0; i < cluster->nodes->len; i++)
     rank_redis_link_free (
         ((Node *) g_ptr_array_index (cluster->nodes, i))->link);
+  for (guint i = 0; i < cluster->replicas->len; i++)
+    rank_redis_link_free (
+        ((Replica *) g_ptr_array_index (cluster->replicas, i))->link);
+  for (guint i = 0; i < cluster->replicas->len; i++)
+    {
+      Replica *r = g_ptr_array_index (cluster->replicas, i);
+
+      g_free (r->host);
+      g_free (r);
+    }
+  g_ptr_array_unref (cluster->replicas);
+  g_ptr_array_unref (cluster->heartbeat_keys);
+  g_free (cluster->heartbeat_id);
   for (guint i = 0; i < cluster->nodes->len; i++)
     {
       Node *node = g_ptr_array_index (cluster->nodes, i);
@@ -242,6 +407,39 @@ rank_cluster_moved (RankCluster *cluster, guint slot, const char *host,
   cluster->owner[slot] = (gint16) i;
 }
 
+/* The replica at host:port, made on first sight: its own link, whose
+ * connections send READONLY after the start-up commands. */
+static Replica *
+replica_at (RankCluster *cluster, const char *host, guint16 port)
+{
+  RankAddress address = { (char *) host, port, NULL };
+  static const char *const readonly[] = { "READONLY" };
+  Replica *r;
+
+  for (guint i = 0; i < cluster->replicas->len; i++)
+    {
+      r = g_ptr_array_index (cluster->replicas, i);
+      if (r->port == port && strcmp (r->host, host) == 0)
+        return r;
+    }
+  r = g_new0 (Replica, 1);
+  r->host = g_strdup (host);
+  r->port = port;
+  r->master = -1;
+  r->link = rank_redis_link_new (cluster->loop, &address, cluster->timeout_ms);
+  for (guint i = 0; i < cluster->startup->len; i++)
+    {
+      char **argv = g_ptr_array_index (cluster->startup, i);
+
+      rank_redis_link_add_startup (r->link, (int) g_strv_length (argv),
+                                   (const char **) argv, NULL);
+    }
+  rank_redis_link_add_startup (r->link, 1, (const char **) readonly, NULL);
+  rank_redis_link_connect_now (r->link);
+  g_ptr_array_add (cluster->replicas, r);
+  return r;
+}
+
 /* One CLUSTER SLOTS entry: {start, end, {host, port, id...}, replicas...}.
  * An empty host means the node that answered. */
 static gboolean
@@ -272,6 +470,21 @@ read_range (RankCluster *cluster, const RankReply *e, const Node *asked)
   node_link (cluster, (guint) i);
   for (long long s = e->element[0]->integer; s <= e->element[1]->integer; s++)
     cluster->owner[s] = (gint16) i;
+  for (gsize r = 3; r < e->elements; r++)
+    {
+      const RankReply *rep = e->element[r];
+
+      if (rep->type == RANK_REPLY_ARRAY && rep->elements >= 2
+          && rep->element[0]->type == RANK_REPLY_STRING
+          && rep->element[1]->type == RANK_REPLY_INTEGER
+          && rep->element[1]->integer > 0 && rep->element[1]->integer <= 65535)
+        replica_at (cluster,
+                    rep->element[0]->len > 0 ? rep->element[0]->str
+                                             : asked->host,
+                    (guint16) rep->element[1]->integer)
+            ->master
+            = i;
+    }
   return TRUE;
 }
 
@@ -302,6 +515,11 @@ slots_reply (const RankReply *reply, const GError *error, gpointer data)
     }
   for (guint i = 0; i < RANK_CLUSTER_SLOTS; i++)
     cluster->owner[i] = -1;
+  for (guint i = 0; i < cluster->replicas->len; i++)
+    ((Replica *) g_ptr_array_index (cluster->replicas, i))->master = -1;
+  /* The heartbeat keys were chosen for the old owners' slots. */
+  for (guint i = 0; i < cluster->heartbeat_keys->len; i++)
+    g_clear_pointer (&g_ptr_array_index (cluster->heartbeat_keys, i), g_free);
   for (gsize i = 0; i < reply->elements; i++)
     if (!read_range (cluster, reply->element[i], asked))
       g_warning ("redis cluster: CLUSTER SLOTS from %s:%u: entry %zu "

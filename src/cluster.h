@@ -13,6 +13,11 @@
  * touching the map. Until a slot's owner is known its commands go to a seed,
  * whose MOVED tells where it lives.
  *
+ * The map's replicas serve reads that allow one (backend.h): a link to
+ * each (READONLY), their lag measured as on plain nodes (backend_nodes.c),
+ * with this worker's heartbeat key on each master chosen to hash to one of
+ * its slots.
+ *
  * Loop thread only (each worker has its own map and links), except
  * rank_cluster_new/free and the pure functions.
  */
@@ -67,6 +72,14 @@ RankRedisLink *rank_cluster_link_to (RankCluster *cluster, const char *host,
 /* A MOVED reply: slot lives at host:port from now on. */
 void rank_cluster_moved (RankCluster *cluster, guint slot, const char *host,
                          guint16 port);
+
+/* A replica of slot's master that lags less than max_lag_ms and has what
+ * the master had at fresh_after_us (monotonic), or NULL. The first call
+ * starts measuring the replicas' lag (a heartbeat every
+ * RANK_REPLICA_PROBE_MS, and the map asked for every
+ * RANK_CLUSTER_REPLICA_REFRESH_MS), so the first reads get NULL. */
+RankRedisLink *rank_cluster_replica (RankCluster *cluster, guint slot,
+                                     int max_lag_ms, gint64 fresh_after_us);
 
 /* Asks for the whole map again, unless a request is under way or the last
  * one was under RANK_CLUSTER_REFRESH_MIN_MS ago. */

@@ -205,6 +205,9 @@
 #define RANK_REPLICA_PROBE_MS 10
 #define RANK_HEARTBEAT_KEY_PREFIX "rk:hb:"
 #define RANK_HEARTBEAT_TTL_MS 60000
+/* Redis Cluster with replica reads: how often the slot map is asked for
+ * again, to find replicas that joined. */
+#define RANK_CLUSTER_REPLICA_REFRESH_MS 2000
 /* Enqueue: updates a call. */
 #define RANK_ENQUEUE_MAX 1000
 

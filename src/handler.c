@@ -297,6 +297,7 @@ rank_handler_write_exception (RankHandler *handler, GByteArray *reply,
 
 static void batch_free (Batch *batch);
 static void drop_cached (Call *call);
+static void land (Call *call, const GError *error);
 
 /* Ends the call once its reply is written (ok) or could not be. A reply
  * over RANK_REPLY_MAX_BYTES becomes InvalidArgument instead. */
@@ -843,6 +844,7 @@ rank_answered (const RankRow *row, const GError *error, gpointer data)
 
   if (error != NULL)
     {
+      land (call, error);
       handler_reply_error (call, error);
       return;
     }
@@ -853,11 +855,62 @@ rank_answered (const RankRow *row, const GError *error, gpointer data)
   if (call->cache_key != NULL)
     rank_read_cache_put (call->handler->cache, call->ctx.board, call->cache_key,
                          &call->ticket, &named, 1);
+  land (call, NULL);
   reply_rows (call, &named, 1, FALSE);
 }
 
+/* A read of a cached board sent to Redis (the flight's leader), and the
+ * calls for the same answer that wait for it instead of asking Redis too:
+ * after an invalidation, the 64 reads in flight of a hot page would
+ * otherwise all miss at once. Only calls that began while nothing of the
+ * board had changed since the leader was sent may wait (generation and
+ * epoch): a later one must see what changed. Per worker, no lock. */
+typedef struct
+{
+  guint64 generation, epoch;
+  GPtrArray *waiters; /* Call * */
+} Flight;
+
+static void
+flight_free (gpointer data)
+{
+  Flight *f = data;
+
+  g_ptr_array_unref (f->waiters);
+  g_free (f);
+}
+
+/* The leader's answer came: those waiting for it read the cache again,
+ * where it now is (or, if it could not be kept, one of them asks Redis);
+ * an error is theirs too. */
+static void
+land (Call *call, const GError *error)
+{
+  Flight *f = NULL;
+
+  if (call->leads)
+    g_hash_table_steal_extended (call->handler->inflight, call->cache_key, NULL,
+                                 (gpointer *) &f);
+  if (f == NULL)
+    return;
+  for (guint i = 0; i < f->waiters->len; i++)
+    {
+      Call *w = f->waiters->pdata[i];
+
+      if (error != NULL)
+        handler_reply_error (w, error);
+      else
+        w->run (w);
+    }
+  g_free (call->cache_key);
+  call->cache_key = NULL;
+  flight_free (f);
+}
+
 /* A read of a board with a read cache (key: its answer's, taken): answered
- * from the cache (TRUE), or to be read, its answer kept if it may be. */
+ * from the cache (TRUE), waiting for the same read already in flight
+ * (TRUE: it is answered then), or to be read, its answer kept if it may
+ * be (FALSE). */
 static gboolean
 cached (Call *call, char *key, gboolean list)
 {
@@ -869,6 +922,26 @@ cached (Call *call, char *key, gboolean list)
 
   if (e == NULL)
     {
+      GHashTable *inflight = call->handler->inflight;
+      Flight *f
+          = call->ticket.keep ? g_hash_table_lookup (inflight, key) : NULL;
+
+      if (f != NULL && f->generation == call->ticket.generation
+          && f->epoch == call->ticket.epoch)
+        {
+          g_ptr_array_add (f->waiters, call);
+          g_free (key);
+          return TRUE;
+        }
+      if (call->ticket.keep && f == NULL)
+        {
+          f = g_new0 (Flight, 1);
+          f->generation = call->ticket.generation;
+          f->epoch = call->ticket.epoch;
+          f->waiters = g_ptr_array_new ();
+          g_hash_table_insert (inflight, g_strdup (key), f);
+          call->leads = TRUE;
+        }
       call->cache_key = key;
       return FALSE;
     }
@@ -924,6 +997,7 @@ top_answered (const RankRow *rows, gsize n, const GError *error, gpointer data)
   if (error == NULL)
     rank_read_cache_put (call->handler->cache, call->ctx.board, call->cache_key,
                          &call->ticket, rows, n);
+  land (call, error);
   rows_answered (rows, n, error, data);
 }
 
@@ -1670,6 +1744,8 @@ rank_handler_new (RankStore *store, RankConfig *config,
   handler->out
       = rank_protocol_new (protocol, THRIFT_TRANSPORT (handler->writer));
   handler->metrics = rank_metrics_calls_new (method_names (), METHOD_UNKNOWN);
+  handler->inflight
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, flight_free);
   return handler;
 }
 
@@ -1721,6 +1797,7 @@ rank_handler_free (RankHandler *handler)
   if (handler == NULL)
     return;
   rank_metrics_calls_free (handler->metrics);
+  g_hash_table_unref (handler->inflight);
   g_object_unref (handler->out);
   g_object_unref (handler->writer);
   rank_config_unref (handler->config);

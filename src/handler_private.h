@@ -27,6 +27,7 @@ struct _RankHandler
   ThriftProtocol *out;
   RankMetricsCalls *metrics; /* this worker's call counters */
   RankReadCache *cache;      /* the rankd's read cache (cache.h) */
+  GHashTable *inflight; /* answer key -> Flight: cached reads sent to Redis */
 };
 
 typedef enum
@@ -82,6 +83,7 @@ struct _Call
    * it may be kept. */
   char *cache_key;
   RankCacheTicket ticket;
+  gboolean leads; /* a Flight under cache_key waits for this call */
   /* A method's own state (handler_admin.c), freed with the call. */
   gpointer state;
   GDestroyNotify state_free;

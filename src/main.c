@@ -116,7 +116,7 @@ parse_replicas (Options *o, const char *const *names, GError **error)
     }
   if (o->replicas->len > 0 && o->redis_cluster != NULL)
     return usage_error (error, "[redis] replicas: not with --redis-cluster "
-                               "(replica reads are for plain nodes)");
+                               "(its replicas come from the slot map)");
   if (given < rank_config_redis_replica_sets (o->boards))
     return usage_error (error, "[redis] replicas: a primary is not one of "
                                "the Redis nodes in use (--redis or [redis] "

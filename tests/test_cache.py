@@ -26,6 +26,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 del sys.argv[1:3]
 
 
+from thrift.protocol import TBinaryProtocol  # noqa: E402
+from thrift.transport import TSocket, TTransport  # noqa: E402
+
+from ranking import Ranking  # noqa: E402
 from ranking.ttypes import (  # noqa: E402
     GetRankRequest, GetTopNRequest, NotFound, UpdateMode,
     UpdateRequest)
@@ -55,6 +59,42 @@ read_cache=off
 
 def wait_for(what, condition, deadline=DEADLINE):
     return servers.wait_for(what, condition, deadline)
+
+
+class Cork(TTransport.TTransportBase):
+    """Holds what the client writes until release(), so that several calls
+    leave in one write and reach rankd together."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.held = []
+
+    def isOpen(self):
+        return self.inner.isOpen()
+
+    def read(self, sz):
+        return self.inner.read(sz)
+
+    def write(self, buf):
+        self.held.append(buf)
+
+    def flush(self):
+        pass
+
+    def release(self):
+        self.inner.write(b"".join(self.held))
+        self.inner.flush()
+        self.held = []
+
+
+def corked_client(port):
+    """A client whose calls leave only at cork.release(): (client, cork)."""
+    sock = TSocket.TSocket("127.0.0.1", port)
+    sock.setTimeout(60000)
+    sock.open()
+    cork = Cork(sock)
+    transport = TTransport.TFramedTransport(cork)
+    return (Ranking.Client(TBinaryProtocol.TBinaryProtocol(transport)), cork)
 
 
 def set_to(board, member, value, rid):
@@ -230,6 +270,41 @@ class CacheTest(unittest.TestCase):
         for i in range(2, 20):
             self.client.Update(set_to("timed", "t", i, f"timed-{i}"))
             self.assertEqual(self.top("timed"), [("t", i)])
+
+    def zrange_calls(self):
+        stats = self.rcli("INFO", "commandstats")
+        for line in stats.splitlines():
+            if line.startswith("cmdstat_zrange:"):
+                return int(line.split("calls=")[1].split(",")[0])
+        return 0
+
+    def test_concurrent_misses_share_one_read(self):
+        """After each change of the board, 64 reads of the same page arrive
+        at once (4 connections, 16 sent before any answer is read): the
+        reads that miss together wait for one read of Redis (one per worker
+        of rankd), not one each."""
+        clients = [corked_client(self.port) for _ in range(4)]
+        self.client.Update(set_to("herd", "h", 0, "herd-0"))
+        self.warm("herd")
+        rounds, depth = 20, 16
+        before = self.zrange_calls()
+        for i in range(1, rounds + 1):
+            self.client.Update(set_to("herd", "h", i, f"herd-{i}"))
+            for c, cork in clients:
+                for _ in range(depth):
+                    c.send_GetTopN(GetTopNRequest(board="herd", n=10))
+                cork.release()
+            for c, _ in clients:
+                for _ in range(depth):
+                    page = c.recv_GetTopN()
+                    self.assertEqual([(e.member, e.score) for e in page],
+                                     [("h", i)])
+        reads = self.zrange_calls() - before
+        for _, cork in clients:
+            cork.inner.close()
+        print(f"\n{rounds} changes x {len(clients) * depth} reads at once: "
+              f"{reads} reads of Redis", file=sys.stderr)
+        self.assertLessEqual(reads, rounds * 4)
 
     def test_uncached_board_never_hits(self):
         self.client.Update(set_to("plain", "p", 1, "plain-1"))

@@ -219,7 +219,9 @@ rankd_start (void)
                                       "[board c_sh]\nshards=10\n"
                                       "[board c_fosh]\nshards=10\n"
                                       "[board c_del]\nshards=10\n"
-                                      "[board c_q]\nshards=10\nqueue=on\n",
+                                      "[board c_q]\nshards=10\nqueue=on\n"
+                                      "[board c_rr]\nread_from=replica\n"
+                                      "max_replica_lag_ms=1000\n",
                                       -1, NULL));
   args[3] = config;
   /* The port is replaced: rankd goes to the cluster, not to one node. */
@@ -671,6 +673,106 @@ test_queue (void)
     }
 }
 
+/* ---- reads from replicas ---- */
+
+/* The port of a replica of the master at port (0: none yet). */
+static guint16
+replica_of (guint16 master)
+{
+  for (int i = 0; i < NODES; i++)
+    {
+      redisReply *r;
+      guint16 found = 0;
+
+      if (!node_alive (i))
+        continue;
+      r = node_command (nodes[i]->port, "ROLE");
+      if (strcmp (r->element[0]->str, "slave") == 0
+          && r->element[2]->integer == master)
+        found = nodes[i]->port;
+      freeReplyObject (r);
+      if (found != 0)
+        return found;
+    }
+  return 0;
+}
+
+/* Read commands the node at port has run (scripts and ZRANGE). */
+static long long
+reads_on (guint16 port)
+{
+  redisReply *r = node_command (port, "INFO commandstats");
+  long long n = 0;
+  const char *const names[]
+      = { "cmdstat_evalsha:calls=", "cmdstat_zrange:calls=" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      const char *at = strstr (r->str, names[i]);
+
+      if (at != NULL)
+        n += g_ascii_strtoll (at + strlen (names[i]), NULL, 10);
+    }
+  freeReplyObject (r);
+  return n;
+}
+
+/* Reads board's member until the replica at port has served some; every
+ * answer that comes is right (after a failover, some may not come). */
+static void
+read_until_served_by (guint16 port, const char *board, gint64 score,
+                      gboolean errors_allowed)
+{
+  long long before = reads_on (port);
+  gint64 end = g_get_monotonic_time () + (gint64) DEADLINE_S * G_USEC_PER_SEC;
+
+  while (reads_on (port) < before + 20)
+    {
+      g_auto (Result) r = get_rank_on (client, board, "a");
+
+      if (r.kind == OK)
+        g_assert_cmpint (r.score, ==, score);
+      else if (!errors_allowed)
+        assert_ok (&r);
+      if (g_get_monotonic_time () > end)
+        g_error ("no reads reached the replica on %u", port);
+    }
+}
+
+/* read_from=replica on a Cluster: reads go to the replica of the board's
+ * slot from the map; after a failover and the old master's return as a
+ * replica, to it, from the new map. */
+static void
+test_replica_reads (void)
+{
+  guint slot = board_slot ("c_rr");
+  guint16 master = master_of (nodes[0]->port, slot);
+  guint16 replica = replica_of (master);
+  int v = node_index (master);
+  g_auto (Result) u
+      = update_on (client, "c_rr", "a", 5, "rr-1", NO_MODE, NO_TIME);
+
+  deadline = g_get_monotonic_time () + (gint64) DEADLINE_S * G_USEC_PER_SEC;
+  assert_ok (&u);
+  g_assert_cmpuint (replica, !=, 0);
+  read_until_served_by (replica, "c_rr", 5, FALSE);
+  g_test_message ("reads of slot %u served by replica %u of %u", slot, replica,
+                  master);
+  rank_test_kill (nodes[v]);
+  while (master_of (replica, slot) == master)
+    {
+      g_usleep (20 * 1000); /* polling a condition, with a deadline */
+      if (g_get_monotonic_time () > deadline)
+        g_error ("no failover");
+    }
+  rank_test_restart (nodes[v]);
+  wait_cluster_ok (0, TRUE);
+  g_assert_cmpuint (replica_of (replica), ==, master);
+  read_until_served_by (master, "c_rr", 5, TRUE);
+  g_test_message ("after the failover, served by replica %u of %u", master,
+                  replica);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -685,6 +787,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster/delete-board", test_delete_board);
   g_test_add_func ("/cluster/queue", test_queue);
   g_test_add_func ("/cluster/failover-exactly-once", test_failover);
+  g_test_add_func ("/cluster/replica-reads", test_replica_reads);
   status = g_test_run ();
   rank_client_free (client);
   stop_checked (rankd);
