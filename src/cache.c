@@ -29,8 +29,8 @@ struct _RankCacheEntry
   Board *board;
   gsize bytes;
   gint64 sent_ms;
-  GList lru;      /* in cache->lru, most recently used first */
-  GList in_board; /* in board->entries */
+  GList lru;          /* in cache->lru, most recently used first */
+  guint64 generation; /* the board's when its read was sent */
 };
 
 struct _Board
@@ -42,8 +42,7 @@ struct _Board
   guint asked_shards;      /* for how many its registration asks */
   gboolean wanted;         /* in cache->wanted */
   gboolean refused;        /* registration failed in this epoch */
-  GQueue entries;
-  gint64 written_us; /* the last write this rankd acknowledged */
+  gint64 written_us;       /* the last write this rankd acknowledged */
 };
 
 struct _RankReadCache
@@ -116,7 +115,6 @@ drop_entry (RankReadCache *cache, RankCacheEntry *e)
 {
   g_hash_table_remove (cache->entries, e->key);
   g_queue_unlink (&cache->lru, &e->lru);
-  g_queue_unlink (&e->board->entries, &e->in_board);
   cache->bytes -= e->bytes;
   e->board = NULL;
   rank_cache_entry_unref (e);
@@ -128,12 +126,21 @@ report_size (RankReadCache *cache)
   rank_metrics_cache_size (cache->bytes, g_hash_table_size (cache->entries));
 }
 
+/* A change of board: its answers are stale from now on. They go when next
+ * looked up, or as the least recently used: one change is O(1) however
+ * many answers the board has (a random GetRank each of a million members
+ * would make every update walk them all). */
 static void
-drop_board_entries (RankReadCache *cache, Board *b)
+board_changed (Board *b)
 {
   b->generation++;
-  while (b->entries.head != NULL)
-    drop_entry (cache, b->entries.head->data);
+}
+
+static void
+drop_all (RankReadCache *cache)
+{
+  while (cache->lru.head != NULL)
+    drop_entry (cache, cache->lru.head->data);
 }
 
 static Board *
@@ -146,7 +153,6 @@ board_of (RankReadCache *cache, const char *name, gboolean create)
       b = g_new0 (Board, 1);
       b->name = g_strdup (name);
       b->generation = 1;
-      g_queue_init (&b->entries);
       g_hash_table_insert (cache->boards, b->name, b);
     }
   return b;
@@ -228,8 +234,10 @@ rank_read_cache_get (RankReadCache *cache, const char *board,
   if (options->read_cache_tracked)
     usable = tracked_now (cache, b, options, &ask);
   e = usable ? g_hash_table_lookup (cache->entries, key) : NULL;
-  if (e != NULL && options->read_cache_ms > 0
-      && now_ms - e->sent_ms > (gint64) options->read_cache_ms)
+  if (e != NULL
+      && (e->generation != b->generation
+          || (options->read_cache_ms > 0
+              && now_ms - e->sent_ms > (gint64) options->read_cache_ms)))
     {
       drop_entry (cache, e);
       e = NULL;
@@ -281,7 +289,7 @@ entry_new (const RankRow *rows, gsize n)
         }
     }
   e->bytes = ENTRY_OVERHEAD + n * sizeof *rows + len;
-  e->lru.data = e->in_board.data = e;
+  e->lru.data = e;
   return e;
 }
 
@@ -314,8 +322,8 @@ rank_read_cache_put (RankReadCache *cache, const char *board, const char *key,
   e->key = g_strdup (key);
   e->board = b;
   g_hash_table_insert (cache->entries, e->key, e);
+  e->generation = ticket->generation;
   g_queue_push_head_link (&cache->lru, &e->lru);
-  g_queue_push_tail_link (&b->entries, &e->in_board);
   cache->bytes += e->bytes;
   while (cache->bytes > cache->max_bytes)
     {
@@ -338,10 +346,7 @@ changed (RankReadCache *cache, const char *board, gboolean by_redis)
   g_mutex_lock (&cache->lock);
   b = board_of (cache, board, FALSE);
   if (b != NULL)
-    {
-      drop_board_entries (cache, b);
-      report_size (cache);
-    }
+    board_changed (b);
   g_mutex_unlock (&cache->lock);
   if (b != NULL)
     rank_metrics_cache_dropped (by_redis);
@@ -384,7 +389,8 @@ rank_read_cache_changed_all (RankReadCache *cache)
   g_mutex_lock (&cache->lock);
   g_hash_table_iter_init (&it, cache->boards);
   while (g_hash_table_iter_next (&it, NULL, &b))
-    drop_board_entries (cache, b);
+    board_changed (b);
+  drop_all (cache);
   report_size (cache);
   g_mutex_unlock (&cache->lock);
   rank_metrics_cache_dropped (TRUE);
@@ -443,10 +449,11 @@ rank_read_cache_tracking (RankReadCache *cache, gboolean up)
     {
       Board *b = v;
 
-      drop_board_entries (cache, b);
+      board_changed (b);
       b->wanted = b->refused = FALSE;
       b->registered_shards = b->asked_shards = 0;
     }
+  drop_all (cache);
   report_size (cache);
   epoch = cache->epoch;
   g_mutex_unlock (&cache->lock);

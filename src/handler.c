@@ -887,10 +887,12 @@ static void
 land (Call *call, const GError *error)
 {
   Flight *f = NULL;
+  char *key = NULL;
 
   if (call->leads)
-    g_hash_table_steal_extended (call->handler->inflight, call->cache_key, NULL,
-                                 (gpointer *) &f);
+    g_hash_table_steal_extended (call->handler->inflight, call->cache_key,
+                                 (gpointer *) &key, (gpointer *) &f);
+  g_free (key);
   if (f == NULL)
     return;
   for (guint i = 0; i < f->waiters->len; i++)
