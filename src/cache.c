@@ -15,6 +15,7 @@
 /* Bookkeeping an entry costs beyond its rows and strings: the entry, its
  * key, the hash table's node and the two list links, roughly. */
 #define ENTRY_OVERHEAD 160
+#define CACHE_DOOR_SLOTS 65536
 
 typedef struct _Board Board;
 
@@ -59,6 +60,10 @@ struct _RankReadCache
   GPtrArray *wanted;       /* Board *, waiting to be registered */
   RankCacheWantFunc want;
   gpointer want_data;
+  /* The doorkeeper: hashes of answer keys that missed, one a slot. An
+   * answer is kept only on its key's second miss, so that reads that never
+   * come again (GetRank of random members) cost no entry, no eviction. */
+  guint32 door[CACHE_DOOR_SLOTS];
 };
 
 static void
@@ -198,6 +203,19 @@ rank_read_cache_key_rank (const char *board, const char *period,
   return g_string_free (key, FALSE);
 }
 
+/* Whether key missed before (the doorkeeper); remembers it if not. */
+static gboolean
+seen_before (RankReadCache *cache, const char *key)
+{
+  guint32 h = g_str_hash (key) | 1;
+  guint32 *slot = &cache->door[h % CACHE_DOOR_SLOTS];
+
+  if (*slot == h)
+    return TRUE;
+  *slot = h;
+  return FALSE;
+}
+
 /* Whether a tracked board's answers may be kept now; asks for its
  * registration when not. */
 static gboolean
@@ -250,7 +268,7 @@ rank_read_cache_get (RankReadCache *cache, const char *board,
     }
   else
     {
-      ticket->keep = usable;
+      ticket->keep = usable && seen_before (cache, key);
       ticket->generation = b->generation;
       ticket->epoch = cache->epoch;
       ticket->sent_ms = now_ms;

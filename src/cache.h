@@ -20,7 +20,9 @@
  * counted from when its read was sent; no tracking.
  *
  * Memory is bounded by --read-cache-bytes: least recently used answers go
- * first. Sizes count the answer's rows, strings and bookkeeping.
+ * first. Sizes count the answer's rows, strings and bookkeeping. An answer
+ * is kept from its second miss on (a doorkeeper of key hashes), so that a
+ * stream of reads that never repeat fills nothing.
  *
  * It also keeps, per board with read_from=replica, when this rankd last
  * acknowledged a write to it, for the reads that follow (read-your-writes
