@@ -304,7 +304,11 @@ class CacheTest(unittest.TestCase):
             cork.inner.close()
         print(f"\n{rounds} changes x {len(clients) * depth} reads at once: "
               f"{reads} reads of Redis", file=sys.stderr)
-        self.assertLessEqual(reads, rounds * 4)
+        # Each change can cost a read per worker twice: rankd drops the page
+        # when the update is answered, and again when Redis's invalidation of
+        # the same write arrives, which may come after the reads began (it
+        # does under valgrind). Without the flights: ~30 a change.
+        self.assertLessEqual(reads, rounds * 8)
 
     def test_uncached_board_never_hits(self):
         self.client.Update(set_to("plain", "p", 1, "plain-1"))
