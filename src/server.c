@@ -697,6 +697,27 @@ start_drain (gpointer data)
     }
 }
 
+/* On a Redis Cluster, says which boards ask for read_cache=tracked, which
+ * they do not get there. */
+static void
+warn_untracked (const RankConfig *boards)
+{
+  g_auto (GStrv) names = rank_config_board_names (boards);
+  g_autoptr (GString) which = g_string_new (NULL);
+
+  /* "" is no board's name: the options of [defaults]. */
+  if (rank_config_board (boards, "")->read_cache_tracked)
+    g_string_append (which, "[defaults]");
+  for (guint i = 0; names[i] != NULL; i++)
+    if (rank_config_board (boards, names[i])->read_cache_tracked)
+      g_string_append_printf (which, "%s[board %s]", which->len ? ", " : "",
+                              names[i]);
+  if (which->len > 0)
+    g_warning ("read_cache=tracked is not served on a Redis Cluster; read "
+               "from Redis as if uncached (read_cache_ms still works): %s",
+               which->str);
+}
+
 static void
 worker_init (Worker *w, RankServer *server, guint index)
 {
@@ -732,6 +753,8 @@ worker_init (Worker *w, RankServer *server, guint index)
     w->queue = rank_queue_new (w->loop, w->store, w->handler);
   /* Redis Cluster moves slots between nodes: the tracked cache is for
    * plain nodes only (tracking.h). */
+  if (index == 0 && server->config.redis_cluster)
+    warn_untracked (server->config.boards);
   if (index == 0 && !server->config.redis_cluster)
     w->tracking = rank_tracking_new (
         w->loop, server->cache, server->nodes, server->n_nodes,
