@@ -54,22 +54,23 @@ read_cache=tracked
 [board replica-0]
 read_from=replica
 CONF
-rankd_port=$(free_port)
-"$rankd" --listen "127.0.0.1:$rankd_port" --config "$work/rankd.conf" \
-  >"$work/rankd.log" 2>&1 &
-pids+=($!)
-rankd_pid=$!
-wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1; }
+# A rankd on the config, on a free port: sets port and pid.
+start_rankd() { # log-name
+  port=$(free_port)
+  "$rankd" --listen "127.0.0.1:$port" --config "$work/rankd.conf" \
+    >"$work/$1.log" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  wait_port "$port" "$pid" || { echo "rankd did not start" >&2; exit 1; }
+}
+start_rankd rankd
+rankd_port=$port rankd_pid=$pid
 # The writers' own rankd: a read through the rankd that acknowledged a
 # write must see it, so a board written through the readers' rankd at
 # 1,000/s would always be read from the primary (README: Reads from
 # replicas).
-writer_port=$(free_port)
-"$rankd" --listen "127.0.0.1:$writer_port" --config "$work/rankd.conf" \
-  >"$work/rankd-writer.log" 2>&1 &
-pids+=($!)
-writer_pid=$!
-wait_port "$writer_port" "$writer_pid" || { echo "rankd did not start" >&2; exit 1; }
+start_rankd rankd-writer
+writer_port=$port writer_pid=$pid
 
 echo "== preload"
 for board in plain cached replica; do

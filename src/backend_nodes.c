@@ -2,25 +2,16 @@
  * embedded one): one pipelined link per node; a command goes to the node it
  * is sent for (see backend_impl.h).
  *
- * Replicas ([redis] replicas): a link to each, and its lag measured every
- * RANK_REPLICA_PROBE_MS: the worker writes its own heartbeat key on the
- * primary (SET, the monotonic time it was sent, in us) and reads it back
- * from the replica (GET). The value a replica returns says it has every
- * write the primary had applied when that SET ran: a write this rankd saw
- * acknowledged before the SET was sent is there. Lag = now - that value.
- */
+ * Replicas ([redis] replicas): a link to each, and its lag measured by
+ * this worker's heartbeat key on its primary (replica.h). */
 #include "backend_impl.h"
-
-#include <stdlib.h>
-
-#include "metrics.h"
+#include "constants.h"
+#include "replica.h"
 
 typedef struct
 {
-  RankRedisLink *link;
-  guint node;
-  gint64 seen_us;   /* the newest heartbeat the replica returned */
-  gboolean probing; /* a GET is out */
+  RankReplica lag;
+  guint node; /* whose replica */
 } Replica;
 
 typedef struct
@@ -34,66 +25,27 @@ typedef struct
   gint64 next_probe_us;
 } Nodes;
 
-static void
-ignore_reply (const RankReply *reply, const GError *error, gpointer data)
-{
-}
-
-static void
-heartbeat_read (const RankReply *reply, const GError *error, gpointer data)
-{
-  Replica *r = data;
-
-  r->probing = FALSE;
-  if (error == NULL && reply->type == RANK_REPLY_STRING)
-    {
-      gint64 v = g_ascii_strtoll (reply->str, NULL, 10);
-
-      if (v > r->seen_us)
-        r->seen_us = v;
-    }
-  rank_metrics_replica_lag (
-      rank_redis_link_name (r->link),
-      r->seen_us > 0 ? (double) (g_get_monotonic_time () - r->seen_us) / 1e6
-                     : -1);
-}
-
 /* Before the loop sleeps: the heartbeat, when due. */
 static int
 probe (gpointer data)
 {
   Nodes *impl = data;
   gint64 now = g_get_monotonic_time ();
-  char value[24];
-  const char *set[] = { "SET", impl->heartbeat_key, value, "PX", NULL };
-  const char *get[] = { "GET", impl->heartbeat_key };
-  char ttl[16];
 
   if (now < impl->next_probe_us)
     return (int) ((impl->next_probe_us - now) / 1000) + 1;
   impl->next_probe_us = now + (gint64) RANK_REPLICA_PROBE_MS * 1000;
-  g_snprintf (value, sizeof value, "%" G_GINT64_FORMAT, now);
-  g_snprintf (ttl, sizeof ttl, "%d", RANK_HEARTBEAT_TTL_MS);
-  set[4] = ttl;
   for (guint i = 0; i < impl->n; i++)
     {
       gboolean any = FALSE;
 
       for (guint r = 0; r < impl->n_replicas; r++)
         any = any || impl->replicas[r].node == i;
-      if (any && rank_redis_link_is_up (impl->links[i]))
-        rank_redis_link_send (impl->links[i], 5, set, NULL, ignore_reply, NULL);
+      if (any)
+        rank_replica_beat (impl->links[i], impl->heartbeat_key, now);
     }
   for (guint r = 0; r < impl->n_replicas; r++)
-    {
-      Replica *rep = &impl->replicas[r];
-
-      if (!rep->probing && rank_redis_link_is_up (rep->link))
-        {
-          rep->probing = TRUE;
-          rank_redis_link_send (rep->link, 2, get, NULL, heartbeat_read, rep);
-        }
-    }
+    rank_replica_probe (&impl->replicas[r].lag, impl->heartbeat_key);
   return RANK_REPLICA_PROBE_MS;
 }
 
@@ -130,7 +82,7 @@ rank_backend_nodes_new (RankLoop *loop, const RankAddress *nodes, guint n_nodes,
   for (guint r = 0; r < n_replicas; r++)
     {
       g_assert (replica_of[r] < n_nodes);
-      impl->replicas[r].link
+      impl->replicas[r].lag.link
           = new_link (loop, &replicas[r], timeout_ms, startup);
       impl->replicas[r].node = replica_of[r];
     }
@@ -155,12 +107,11 @@ replica_for (gpointer data, guint node, const char *key, gsize key_len,
     {
       Replica *r = &impl->replicas[(impl->next + k) % impl->n_replicas];
 
-      if (r->node == node && r->seen_us > fresh_after_us
-          && now - r->seen_us < (gint64) max_lag_ms * 1000
-          && rank_redis_link_is_up (r->link))
+      if (r->node == node
+          && rank_replica_fresh (&r->lag, max_lag_ms, fresh_after_us, now))
         {
           impl->next = (impl->next + k + 1) % impl->n_replicas;
-          return r->link;
+          return r->lag.link;
         }
     }
   return NULL;
@@ -189,7 +140,7 @@ start (gpointer data)
   for (guint i = 0; i < impl->n; i++)
     rank_redis_link_start (impl->links[i]);
   for (guint r = 0; r < impl->n_replicas; r++)
-    rank_redis_link_start (impl->replicas[r].link);
+    rank_redis_link_start (impl->replicas[r].lag.link);
 }
 
 static gboolean
@@ -211,7 +162,7 @@ free_nodes (gpointer data)
   for (guint i = 0; i < impl->n; i++)
     rank_redis_link_free (impl->links[i]);
   for (guint r = 0; r < impl->n_replicas; r++)
-    rank_redis_link_free (impl->replicas[r].link);
+    rank_redis_link_free (impl->replicas[r].lag.link);
   g_free (impl->links);
   g_free (impl->replicas);
   g_free (impl->heartbeat_key);

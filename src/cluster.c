@@ -6,7 +6,7 @@
 
 #include "constants.h"
 #include "error.h"
-#include "metrics.h"
+#include "replica.h"
 
 typedef struct
 {
@@ -32,7 +32,7 @@ struct _RankCluster
    * map no longer lists them), and the heartbeat that measures their lag,
    * started by the first read that allows a replica. */
   GPtrArray *replicas;
-  gboolean probing;
+  gboolean replicas_read;
   char *heartbeat_id;
   GPtrArray *heartbeat_keys; /* char *, per node index: NULL until needed */
   gint64 next_probe_us;
@@ -44,9 +44,7 @@ typedef struct
   char *host;
   guint16 port;
   gint master; /* node index; -1: not a replica in the map now */
-  RankRedisLink *link;
-  gint64 seen_us;   /* the newest heartbeat it returned */
-  gboolean probing; /* a GET is out */
+  RankReplica lag;
 } Replica;
 
 guint16
@@ -181,42 +179,18 @@ heartbeat_key (RankCluster *cluster, guint master)
   return *key;
 }
 
-static void
-ignore_reply (const RankReply *reply, const GError *error, gpointer data)
-{
-}
-
-static void
-heartbeat_read (const RankReply *reply, const GError *error, gpointer data)
-{
-  Replica *r = data;
-
-  r->probing = FALSE;
-  if (error == NULL && reply->type == RANK_REPLY_STRING)
-    {
-      gint64 v = g_ascii_strtoll (reply->str, NULL, 10);
-
-      if (v > r->seen_us)
-        r->seen_us = v;
-    }
-  rank_metrics_replica_lag (
-      rank_redis_link_name (r->link),
-      r->seen_us > 0 ? (double) (g_get_monotonic_time () - r->seen_us) / 1e6
-                     : -1);
-}
-
 /* Before the loop sleeps, once replicas are read: every
- * RANK_REPLICA_PROBE_MS the heartbeat (SET on each master with replicas,
- * GET on each replica), and the map asked for again now and then, so that
- * a replica that joined (an old master back after a failover) is found. */
+ * RANK_REPLICA_PROBE_MS the heartbeat on each master with replicas and
+ * its reading on each replica (replica.h), and the map asked for again now
+ * and then, so that a replica that joined (an old master back after a
+ * failover) is found. */
 static int
 probe (gpointer data)
 {
   RankCluster *cluster = data;
   gint64 now = g_get_monotonic_time ();
-  char value[24], ttl[16];
 
-  if (!cluster->probing)
+  if (!cluster->replicas_read)
     return -1;
   if (now >= cluster->next_refresh_us)
     {
@@ -227,8 +201,6 @@ probe (gpointer data)
   if (now < cluster->next_probe_us)
     return (int) ((cluster->next_probe_us - now) / 1000) + 1;
   cluster->next_probe_us = now + (gint64) RANK_REPLICA_PROBE_MS * 1000;
-  g_snprintf (value, sizeof value, "%" G_GINT64_FORMAT, now);
-  g_snprintf (ttl, sizeof ttl, "%d", RANK_HEARTBEAT_TTL_MS);
   for (guint m = 0; m < cluster->nodes->len; m++)
     {
       gboolean any = FALSE;
@@ -239,27 +211,16 @@ probe (gpointer data)
               || ((Replica *) g_ptr_array_index (cluster->replicas, i))->master
                      == (gint) m;
       if (any && (key = heartbeat_key (cluster, m)) != NULL)
-        {
-          const char *set[] = { "SET", key, value, "PX", ttl };
-
-          rank_redis_link_send (node_link (cluster, m), 5, set, NULL,
-                                ignore_reply, NULL);
-        }
+        rank_replica_beat (node_link (cluster, m), key, now);
     }
   for (guint i = 0; i < cluster->replicas->len; i++)
     {
       Replica *r = g_ptr_array_index (cluster->replicas, i);
       const char *key;
 
-      if (r->master < 0 || r->probing || !rank_redis_link_is_up (r->link)
-          || (key = heartbeat_key (cluster, (guint) r->master)) == NULL)
-        continue;
-      {
-        const char *get[] = { "GET", key };
-
-        r->probing = TRUE;
-        rank_redis_link_send (r->link, 2, get, NULL, heartbeat_read, r);
-      }
+      if (r->master >= 0
+          && (key = heartbeat_key (cluster, (guint) r->master)) != NULL)
+        rank_replica_probe (&r->lag, key);
     }
   return RANK_REPLICA_PROBE_MS;
 }
@@ -271,17 +232,16 @@ rank_cluster_replica (RankCluster *cluster, guint slot, int max_lag_ms,
   gint owner = cluster->owner[slot % RANK_CLUSTER_SLOTS];
   gint64 now = g_get_monotonic_time ();
 
-  cluster->probing = TRUE;
+  cluster->replicas_read = TRUE;
   if (owner < 0)
     return NULL;
   for (guint i = 0; i < cluster->replicas->len; i++)
     {
       Replica *r = g_ptr_array_index (cluster->replicas, i);
 
-      if (r->master == owner && r->seen_us > fresh_after_us
-          && now - r->seen_us < (gint64) max_lag_ms * 1000
-          && rank_redis_link_is_up (r->link))
-        return r->link;
+      if (r->master == owner
+          && rank_replica_fresh (&r->lag, max_lag_ms, fresh_after_us, now))
+        return r->lag.link;
     }
   return NULL;
 }
@@ -356,7 +316,7 @@ rank_cluster_free (RankCluster *cluster)
         ((Node *) g_ptr_array_index (cluster->nodes, i))->link);
   for (guint i = 0; i < cluster->replicas->len; i++)
     rank_redis_link_free (
-        ((Replica *) g_ptr_array_index (cluster->replicas, i))->link);
+        ((Replica *) g_ptr_array_index (cluster->replicas, i))->lag.link);
   for (guint i = 0; i < cluster->replicas->len; i++)
     {
       Replica *r = g_ptr_array_index (cluster->replicas, i);
@@ -426,16 +386,17 @@ replica_at (RankCluster *cluster, const char *host, guint16 port)
   r->host = g_strdup (host);
   r->port = port;
   r->master = -1;
-  r->link = rank_redis_link_new (cluster->loop, &address, cluster->timeout_ms);
+  r->lag.link
+      = rank_redis_link_new (cluster->loop, &address, cluster->timeout_ms);
   for (guint i = 0; i < cluster->startup->len; i++)
     {
       char **argv = g_ptr_array_index (cluster->startup, i);
 
-      rank_redis_link_add_startup (r->link, (int) g_strv_length (argv),
+      rank_redis_link_add_startup (r->lag.link, (int) g_strv_length (argv),
                                    (const char **) argv, NULL);
     }
-  rank_redis_link_add_startup (r->link, 1, (const char **) readonly, NULL);
-  rank_redis_link_connect_now (r->link);
+  rank_redis_link_add_startup (r->lag.link, 1, (const char **) readonly, NULL);
+  rank_redis_link_connect_now (r->lag.link);
   g_ptr_array_add (cluster->replicas, r);
   return r;
 }

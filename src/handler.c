@@ -296,7 +296,7 @@ rank_handler_write_exception (RankHandler *handler, GByteArray *reply,
 }
 
 static void batch_free (Batch *batch);
-static void drop_cached (Call *call);
+static void note_writes (Call *call);
 static void land (Call *call, const GError *error);
 
 /* Ends the call once its reply is written (ok) or could not be. A reply
@@ -325,7 +325,7 @@ finish_call (Call *call, gboolean ok, const GError *error)
     rank_metrics_call_done (call->handler->metrics, call->method, call->outcome,
                             g_get_monotonic_time () - call->start_us);
   if (call->writes)
-    drop_cached (call);
+    note_writes (call);
   call->handler->answered (call->request, ok);
   rank_context_clear (&call->ctx);
   g_clear_object (&call->args);
@@ -1493,7 +1493,7 @@ board_written (RankReadCache *cache, const RankContext *ctx)
 }
 
 static void
-drop_cached (Call *call)
+note_writes (Call *call)
 {
   RankReadCache *cache = call->handler->cache;
 
