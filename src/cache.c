@@ -27,7 +27,6 @@ struct _RankCacheEntry
   char *strings; /* the rows' members and data */
   /* Under the cache's lock: */
   char *key;
-  Board *board;
   gsize bytes;
   gint64 sent_ms;
   GList lru;          /* in cache->lru, most recently used first */
@@ -121,7 +120,6 @@ drop_entry (RankReadCache *cache, RankCacheEntry *e)
   g_hash_table_remove (cache->entries, e->key);
   g_queue_unlink (&cache->lru, &e->lru);
   cache->bytes -= e->bytes;
-  e->board = NULL;
   rank_cache_entry_unref (e);
 }
 
@@ -338,7 +336,6 @@ rank_read_cache_put (RankReadCache *cache, const char *board, const char *key,
   if (old != NULL)
     drop_entry (cache, old);
   e->key = g_strdup (key);
-  e->board = b;
   g_hash_table_insert (cache->entries, e->key, e);
   e->generation = ticket->generation;
   g_queue_push_head_link (&cache->lru, &e->lru);

@@ -904,8 +904,6 @@ land (Call *call, const GError *error)
       else
         w->run (w);
     }
-  g_free (call->cache_key);
-  call->cache_key = NULL;
   flight_free (f);
 }
 
