@@ -13,7 +13,9 @@
 # Usage: bench/instructions.sh          (after building into build/)
 # Environment: BUILD=build RANKD=$BUILD/rankd OP=update MEMBERS=20000
 #              REQUESTS=20000 PIPELINE_CONNECTIONS=4 PIPELINE=16
-#              IO_THREADS=1
+#              IO_THREADS=1 DEDUP_WINDOW=3600 (seconds; a short one spreads
+#              the request-id records over the window's time buckets, as a
+#              board updated for longer than the window has them)
 # Needs valgrind (callgrind_control). Takes about a minute.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,6 +29,7 @@ requests=${REQUESTS:-20000}
 pconns=${PIPELINE_CONNECTIONS:-4}
 depth=${PIPELINE:-16}
 io_threads=${IO_THREADS:-1}
+dedup_window=${DEDUP_WINDOW:-3600}
 work=$(mktemp -d)
 
 . "$here/lib.sh"
@@ -43,7 +46,8 @@ pids+=("$redis_pid")
 wait_port "$redis_port" "$redis_pid" || { echo "redis-server did not start" >&2; exit 1; }
 rankd_port=$(free_port)
 "$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
-  --io-threads "$io_threads" >"$work/rankd.log" 2>&1 &
+  --io-threads "$io_threads" --dedup-window "$dedup_window" \
+  >"$work/rankd.log" 2>&1 &
 rankd_pid=$!
 pids+=("$rankd_pid")
 wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1; }
@@ -65,11 +69,16 @@ callgrind_control -z "$redis_pid" >/dev/null 2>&1
 load "$op=1" "$requests" 3
 callgrind_control -d "$redis_pid" >/dev/null 2>&1
 scripts=$(calls)
+commands=$(redis-cli -p "$redis_port" INFO commandstats)
 total=$(cat "$work"/callgrind.out.* 2>/dev/null | awk '/^summary:/{s+=$2} END{print s+0}')
 echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "rankd: $rankd"
-echo "op=$op members=$members requests=$requests clients=${pconns}x$depth io_threads=$io_threads"
+echo "op=$op members=$members requests=$requests clients=${pconns}x$depth io_threads=$io_threads dedup_window=$dedup_window"
 awk -v t="$total" -v n="$requests" \
   'BEGIN{printf "redis instructions per %s: %.0f\n", "'"$op"'", t / n}'
 awk -v s="${scripts:-0}" -v n="$requests" \
   'BEGIN{printf "script calls: %d (%.1f %ss per call)\n", s, n / s, "'"$op"'"}'
+# The commands the scripts ran, per operation (INFO commandstats).
+echo "$commands" | awk -F'[:=,]' -v n="$requests" \
+  '/^cmdstat_/{sub("cmdstat_", "", $1); if ($1 != "evalsha" && $1 != "config")
+    printf "  %-12s %6.2f per %s\n", $1, $3 / n, "'"$op"'"}'

@@ -73,6 +73,9 @@
  * request-id records (its BUCKETS), and looks in the current one and this
  * many before it. */
 #define RANK_DEDUP_BUCKETS 4
+/* A record hash is swept of its stale records (update.lua's SWEEP_AFTER)
+ * at its first write this many buckets after its last sweep. */
+#define RANK_DEDUP_SWEEP_AFTER 2
 #define RANK_DEFAULT_REDIS_TIMEOUT_MS 2000
 #define RANK_DEFAULT_IDLE_TIMEOUT_S 60
 #define RANK_DEFAULT_MAX_CONNECTIONS 1024

@@ -15,8 +15,9 @@ rank_request_id_hash (const char *request_id,
   g_checksum_update (sum, (const guchar *) request_id, -1);
   g_checksum_get_digest (sum, digest, &len);
   memcpy (field, digest, RANK_REQUEST_ID_HASH_BYTES);
-  *selector = ((guint32) digest[10] << 24) | ((guint32) digest[11] << 16)
-              | ((guint32) digest[12] << 8) | digest[13];
+  /* The field's own first bytes: update.lua can place a record it moves. */
+  *selector = ((guint32) digest[0] << 24) | ((guint32) digest[1] << 16)
+              | ((guint32) digest[2] << 8) | digest[3];
 }
 
 /* An update without subscores or data hashes as before they existed. */
@@ -60,5 +61,6 @@ rank_request_buckets (gint64 window_ms, gint64 now_ms,
 
   for (gint64 i = 0; i <= RANK_DEDUP_BUCKETS; i++)
     out[i] = bucket - i;
-  out[RANK_DEDUP_BUCKETS + 1] = (bucket + RANK_DEDUP_BUCKETS + 1) * width;
+  out[RANK_DEDUP_BUCKETS + 1]
+      = (bucket + RANK_DEDUP_BUCKETS + RANK_DEDUP_SWEEP_AFTER) * width;
 }

@@ -2,19 +2,21 @@
  *
  * Pure functions of their inputs (unit-tested in tests/test_requestid.c):
  *
- *   the request id's hash: 10 bytes of its SHA-256 (a record's field), and 4
- *     more bytes that select its record hash. Hashing bounds a record's size
- *     whatever the id's length; 80 bits keep a false match (a new id taken
- *     for a retry) below 10^-16 per request even with 45 million records in
- *     a board's window;
+ *   the request id's hash: 10 bytes of its SHA-256 (a record's field), and
+ *     its first 4 bytes as a number, the selector of its record hash.
+ *     Hashing bounds a record's size whatever the id's length. The hashes of
+ *     one record hash share the selector's low bits (up to 20); the other 60
+ *     bits keep a false match (a new id taken for a retry) below 10^-16 per
+ *     request with 48 records in a hash;
  *   the fingerprint of what the id stands for: 4 bytes of the SHA-1 of the
  *     mode, value, member, and subscores and data when given. A retry must
  *     carry the same; a false match needs a client bug (an id reused for
  *     another update) and 2^-32 luck, and only hides that bug;
  *   the time buckets of the dedup window an update at now looks in: the
  *     current bucket k = floor(now / ceil(window / 4)) and the 4 before it,
- *     and when bucket k's records expire, (k + 5) * ceil(window / 4): numbers
- *     rankd formats for the script, as string.format costs Redis more.
+ *     and when a record hash marked in bucket k expires,
+ *     (k + 4 + RANK_DEDUP_SWEEP_AFTER) * ceil(window / 4): numbers rankd
+ *     formats for the script, as string.format costs Redis more.
  */
 #ifndef RANK_REQUESTID_H
 #define RANK_REQUESTID_H
@@ -35,7 +37,8 @@ void rank_request_fingerprint (const RankUpdate *update,
                                guint8 out[RANK_FINGERPRINT_BYTES]);
 
 /* out[0] the current bucket, out[i] the one i before it, and
- * out[RANK_DEDUP_BUCKETS + 1] when the current bucket's records expire. */
+ * out[RANK_DEDUP_BUCKETS + 1] when a record hash marked in the current
+ * bucket expires. */
 #define RANK_REQUEST_BUCKET_ARGS (RANK_DEDUP_BUCKETS + 2)
 void rank_request_buckets (gint64 window_ms, gint64 now_ms,
                            gint64 out[RANK_REQUEST_BUCKET_ARGS]);

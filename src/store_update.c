@@ -80,7 +80,6 @@ update_replied (const RankReply *reply, const GError *error, gpointer data)
 /* The batch's, after its keys (z, t, q, d, c, a). */
 typedef enum
 {
-  BATCH_WIDTH,
   BATCH_BUCKET, /* the current bucket; then the 4 before it */
   BATCH_RECORD_EXPIRE_AT = BATCH_BUCKET + RANK_DEDUP_BUCKETS + 1,
   BATCH_RANK_WANTED,
@@ -109,7 +108,6 @@ typedef enum
 } ItemArg;
 
 const char *const rank_store_update_batch_arg_names[] = {
-  [BATCH_WIDTH] = "width",
   [BATCH_BUCKET] = "names[0]",
   [BATCH_BUCKET + 1] = "names[1]",
   [BATCH_BUCKET + 2] = "names[2]",
@@ -198,8 +196,6 @@ rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
         update->n_subscores > 0 ? update->subscores[i] : 0, o->subscore_asc[i],
         subs + i * RANK_ORDERKEY_SUBSCORE_BYTES);
 
-  batch[BATCH_WIDTH] = NUMBER ((ctx->dedup_window_ms + RANK_DEDUP_BUCKETS - 1)
-                               / RANK_DEDUP_BUCKETS);
   for (guint i = 0; i <= RANK_DEDUP_BUCKETS; i++)
     batch[BATCH_BUCKET + i] = NUMBER (buckets[i]);
   batch[BATCH_RECORD_EXPIRE_AT] = NUMBER (buckets[RANK_DEDUP_BUCKETS + 1]);

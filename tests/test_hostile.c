@@ -31,6 +31,7 @@
 
 #include "calls.h"
 #include "constants.h"
+#include "requestid.h"
 
 static RankTestProcess *redis;
 
@@ -459,6 +460,84 @@ test_wrong_type (void)
   rank_test_bed_stop (&bed);
 }
 
+/* A damaged record hash met while a board's request-id records move to a
+ * new layout: the call is refused naming it, and nothing moves (no hash
+ * of the old layout is gone, none of the new one exists, the layout is
+ * the same); once it is repaired, the move and the update go through. */
+static void
+test_wrong_type_in_layout_move (void)
+{
+  RankTestBed bed;
+  redisContext *r;
+  redisReply *reply;
+
+  rank_test_bed_start (&bed, "");
+  r = redis_connect (bed.redis->port);
+  /* 200 records: a layout of 8 hashes. */
+  for (int i = 0; i < 200; i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("mv%d", i);
+      g_auto (Result) u
+          = update_on (bed.client, "wtm", "m", 1, rid, NO_MODE, NO_TIME);
+      assert_ok (&u);
+    }
+  /* The bucket counts at 0, as if the records were old: the next update
+   * shrinks the layout to one hash, moving its 8 hashes first. */
+  reply = redisCommand (r, "HGETALL rk:{wtm}:q");
+  for (gsize i = 0; i + 1 < reply->elements; i += 2)
+    if (g_ascii_isdigit (reply->element[i]->str[0]))
+      redis_run (r, "HSET rk:{wtm}:q %s 0", reply->element[i]->str);
+  freeReplyObject (reply);
+  redis_run (r, "DEL %s", "rk:{wtm}:q:8:3");
+  redis_run (r, "SET %s x", "rk:{wtm}:q:8:3");
+  for (int attempt = 0; attempt < 2; attempt++)
+    {
+      g_auto (Result) u
+          = update_on (bed.client, "wtm", "m", 1, "after", NO_MODE, NO_TIME);
+
+      if (attempt == 1)
+        {
+          assert_ok (&u);
+          g_assert_true (u.applied);
+          g_assert_cmpint (u.score, ==, 201);
+          break;
+        }
+      assert_fails (&u, APP_ERROR,
+                    "key rk:{wtm}:q:8:3 holds a string where rankd keeps a "
+                    "hash (request-id records)");
+      g_assert_cmpint (score_of (bed.client, "wtm", "m"), ==, 200);
+      reply = redisCommand (r, "EXISTS rk:{wtm}:q:8:0 rk:{wtm}:q:8:1 "
+                               "rk:{wtm}:q:8:2 rk:{wtm}:q:1:0");
+      g_assert_cmpint (reply->integer, ==, 3);
+      freeReplyObject (reply);
+      reply = redisCommand (r, "HMGET rk:{wtm}:q s o");
+      g_assert_cmpstr (reply->element[0]->str, ==, "8");
+      g_assert_cmpint (reply->element[1]->type, ==, REDIS_REPLY_NIL);
+      freeReplyObject (reply);
+      redis_run (r, "DEL %s", "rk:{wtm}:q:8:3"); /* repaired */
+    }
+  /* The records of the hashes that moved are still recognised. */
+  for (int i = 0; i < 200; i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("mv%d", i);
+      g_auto (Result) u
+          = update_on (bed.client, "wtm", "m", 1, rid, NO_MODE, NO_TIME);
+
+      guint8 field[RANK_REQUEST_ID_HASH_BYTES];
+      guint32 selector;
+
+      assert_ok (&u);
+      /* Only those of hash 3 went, with the repair. */
+      rank_request_id_hash (rid, field, &selector);
+      g_assert_cmpint (u.applied, ==, selector % 8 == 3);
+    }
+  reply = redisCommand (r, "HGET rk:{wtm}:q s");
+  g_assert_cmpstr (reply->str, ==, "1");
+  freeReplyObject (reply);
+  redisFree (r);
+  rank_test_bed_stop (&bed);
+}
+
 /* ---- Redis credentials ---- */
 
 static gint64
@@ -741,6 +820,8 @@ main (int argc, char **argv)
   g_test_add_func ("/hostile/reply-over-max-frame", test_large_reply);
   g_test_add_func ("/hostile/request-time-from-first-byte", test_first_byte);
   g_test_add_func ("/hostile/wrong-type-changes-nothing", test_wrong_type);
+  g_test_add_func ("/hostile/wrong-type-in-layout-move",
+                   test_wrong_type_in_layout_move);
   g_test_add_func ("/hostile/wrong-password-backs-off", test_wrong_password);
   g_test_add_func ("/hostile/layout-recorded", test_layout);
   g_test_add_func ("/hostile/data-dir-files-private", test_data_dir);

@@ -459,16 +459,16 @@ class BatchedUpdatesTest(Served):
                 t.close()
 
 
-    def test_burst_opens_a_large_bucket(self):
-        """A script call of 32 updates or more opens its bucket of
-        request-id records sized for a burst (64 updates: 2,048 record
-        hashes), so a burst fills no small generations first; every request
-        id is still recognised."""
+    def test_burst_sizes_a_new_layout(self):
+        """A script call of many updates on a new board opens its layout of
+        request-id record hashes sized for them (60 updates: 2 hashes of
+        32), so a burst fills no smaller layout first; every request id is
+        still recognised."""
         c = connect(self.port)
         try:
-            board = "burst-bucket"
+            board = "burst-layout"
             reqs = [UpdateRequest(board, f"m{i}", 1, f"b{i}", Mode.INCREMENT)
-                    for i in range(100)]
+                    for i in range(60)]
             first = c[0].UpdateBatch(UpdateBatchRequest(requests=reqs))
             again = c[0].UpdateBatch(UpdateBatchRequest(requests=reqs))
         finally:
@@ -480,15 +480,15 @@ class BatchedUpdatesTest(Served):
              f"rk:{{{board}}}:q"], capture_output=True, text=True,
             check=True).stdout.split()
         fields = dict(zip(meta[::2], meta[1::2]))
-        sizes = [v for k, v in fields.items() if not k.endswith(":n")]
-        # One bucket (or two, if the calls straddled a bucket's start).
-        self.assertIn("2048", sizes, fields)
+        self.assertEqual(fields.get("s"), "2", fields)
+        self.assertNotIn("o", fields)
 
     def test_batches_match_one_by_one(self):
         """Rounds of 4 x 16 updates sent while rankd is stopped (so they
-        form batches), with retries and reuses of earlier request ids, past
-        the first two generations of record hashes: every answer and the
-        final scores are those of the same calls sent one by one."""
+        form batches), with retries and reuses of earlier request ids, across
+        the growth of the layout of record hashes (1 hash to 32) and the
+        move of records it starts: every answer and the final scores
+        are those of the same calls sent one by one."""
         rand = random.Random(18)
         together, alone = "model-together", "model-alone"
         n = self.CONNECTIONS
@@ -496,9 +496,9 @@ class BatchedUpdatesTest(Served):
         sent = [[] for _ in range(n)]  # each connection's calls so far
         model = UpdateModel()
         try:
-            # One update alone first: the bucket of request-id records opens
-            # small, as a quiet board's does (a batch of 32 or more opens it
-            # sized for a burst), so that the rounds fill its generations.
+            # One update alone first: the layout of request-id records opens
+            # with one hash, as a quiet board's does (a batch opens it sized
+            # for its updates), so that the rounds grow it.
             for board in (together, alone):
                 conns[0][0].Update(UpdateRequest(board, "opener", 1,
                                                  "opener", Mode.SET))

@@ -17,43 +17,63 @@
 -- KEYS[5]  hash        rk:{board}:c    sorted-set score -> members with it (dense only)
 -- KEYS[6]  hash        rk:{board}:a    member id -> its data (encoded by rankd)
 --
--- ARGV, the batch's: the width of a request-id time bucket (ms, ceil(window /
---   4)); the buckets looked in: k, k-1, .., k-4 for the current bucket k =
---   floor(now / width); when bucket k's records expire ((k + 5) * width, Unix
---   ms); rank wanted (1, or 0 on a shard of a sharded board: the rank within
---   one shard means nothing, and the reply gives rank 0); order (desc: score
---   = -score; asc: score = score, BEST keeps the lower); rank kind (ordinal,
---   competition or dense); cap (0: none; else the shard keeps its best cap
---   members); expire at (Unix ms; periodic boards: when this period's keys
---   go; 0: never). Numbers rankd formats, as string.format here costs Redis
---   more.
+-- ARGV, the batch's: the request-id time buckets of the window, k, k-1, ..,
+--   k-4 for the current bucket k = floor(now / ceil(window / 4)); when a
+--   record hash marked in bucket k expires ((k + 6) * ceil(window / 4),
+--   Unix ms); rank wanted (1, or 0 on a shard of a sharded board: the rank
+--   within one shard means nothing, and the reply gives rank 0); order
+--   (desc: score = -score; asc: score = score, BEST keeps the lower); rank
+--   kind (ordinal, competition or dense); cap (0: none; else the shard
+--   keeps its best cap members); expire at (Unix ms; periodic boards: when
+--   this period's keys go; 0: never). Numbers rankd formats, as
+--   string.format here costs Redis more.
 -- Then each update's: member, mode (1 INCREMENT, 2 BEST, 3 SET, 4 remove),
 --   value, time (6 bytes), fingerprint (4 bytes) of what the request id
---   stands for, request-id hash (10 bytes), request-id selector
---   (0..2^32-1), subscores (8 bytes each, encoded to sort bytewise; '' on
+--   stands for, request-id hash (10 bytes), request-id selector (its first
+--   4 bytes as a number), subscores (8 bytes each, encoded to sort bytewise; '' on
 --   boards without), subscores absent (1: an INCREMENT without them keeps
 --   the member's own; those given are then the 0s of a new member), data
 --   given (1: replace the member's data with the next argument, which when
 --   empty deletes it), data.
 --
 -- Request-id records are packed: a record is one field (the 10-byte hash of
--- the request id) -> value (the fingerprint) of a small hash. Time is cut
--- into buckets of window/4. Bucket k has record hashes
--- rk:{board}:q:<k>:<i>:<selector mod s_i> in generations i = 0, 1, ... (at
--- most 5). The board keeps the meta of all its buckets in one hash,
--- rk:{board}:q: field <k> lists the hash counts s_0,s_1,... of bucket k's
--- generations ("1,32"), field <k>:n counts its records. A bucket opens with
--- one generation sized from the previous bucket's n, about 32 records per
--- hash: small enough for Redis's compact listpack encoding at any steady
--- rate, and for a lookup that misses (it reads every entry) to stay cheap.
--- When a generation fills (48 per hash: a new board, a burst), the next
--- has 32 times the hashes. A request id is looked up in the 4 buckets before
--- the current one and in the current one's older generations (an HGET
--- each), then recorded in the current generation with HSETNX, which also
--- finds it there; so it is remembered for at least the window. Every record
--- hash of bucket k expires at the end of bucket k+4. Opening a bucket deletes
--- the meta fields of the buckets out of the window and has the meta hash
--- expire with the records of its newest bucket.
+-- the request id) -> value (the 4-byte fingerprint, then the time bucket it
+-- was written in, mod 256, as one byte) of a small hash. The record hashes
+-- of a board form one layout of s hashes (a power of 2), named
+-- rk:{board}:q:<s>:<selector mod s>; the selector is the first 4 bytes of
+-- the field, big-endian, so a record can be moved to another layout. A
+-- request id has one place, whatever its age: HSETNX there finds a record
+-- of it or writes one, reading the hash once. A record is live
+-- while its bucket is the current one or one of the 4 before it (time is
+-- cut into buckets of window/4), so an id is remembered for at least the
+-- window and at most 1.25 windows; an older record counts as absent. (A
+-- record up to 4 buckets ahead is live too: a retry that reaches a rankd
+-- whose clock is behind the first one's, across a bucket's start, is still
+-- recognised.)
+--
+-- Stale records are swept lazily. Each record hash has a mark, its field
+-- '' (second in the hash, read with an HGET before the record is
+-- written): the bucket in which it was created or last swept. A write to a
+-- hash with no mark, or whose mark is 2 or more buckets old, deletes the
+-- hash's stale records, then marks it afresh and sets it to expire at the
+-- end of bucket mark+5: after every record in it stops being live, and an
+-- idle board's records all go, with no cleanup job. The record written
+-- before the checks of its update is deleted again if the update is
+-- refused.
+--
+-- The meta hash rk:{board}:q holds s, the records written in each bucket of
+-- the window (field <k>) and, while the layout changes, the layout being
+-- left (o) and how many of its hashes have been moved (m). s is chosen for
+-- about 32 live records a hash: small enough for Redis's compact listpack
+-- encoding, and for a lookup that misses (it reads every entry) to stay
+-- cheap. A new board's layout is sized for its first call. When the live
+-- records pass 48 a hash, the layout grows to at least twice the hashes;
+-- when they fall under 16 a hash, it shrinks to 32 a hash. Each call
+-- then moves at least 8 of the old layout's hashes (one per update of it)
+-- into the new one, before its own lookups, which look in the old layout
+-- too while an id's hash there has not moved yet.
+-- The first records of a bucket delete the meta fields of buckets out of
+-- the window and set the meta hash to expire with the newest record hash.
 --
 -- Returns one reply per update, in order: {score, rank, applied, subscores}:
 -- applied is 0 when the request id was already used (nothing changes;
@@ -67,166 +87,208 @@
 -- nothing.
 --
 -- Try it: redis-cli EVAL "$(cat prelude.lua update.lua)" 6 'rk:{b}:z' 'rk:{b}:t' \
---   'rk:{b}:q' 'rk:{b}:d' 'rk:{b}:c' 'rk:{b}:a' 900000 \
---   2127555 2127554 2127553 2127552 2127551 1914804000000 1 desc ordinal 0 0 \
---   alice 1 10 "$(printf '\0\0\0\0\0\1')" fp01 request-1- 12345 '' 0 0 ''
+--   'rk:{b}:q' 'rk:{b}:d' 'rk:{b}:c' 'rk:{b}:a' \
+--   2127555 2127554 2127553 2127552 2127551 1914804900000 1 desc ordinal 0 0 \
+--   alice 1 10 "$(printf '\0\0\0\0\0\1')" fp01 request-1- 1919250805 '' 0 0 ''
+-- (the selector, 1919250805, is "requ", the field's first 4 bytes)
 
 local zkey, tkey, qprefix, dkey, ckey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local akey = KEYS[6]
 -- The batch's arguments, one a line, in the order rankd gives them
 -- (store_update.c, BatchArg; tests/test_requestid.c checks the two agree).
-local width = ARGV[1]
--- The buckets looked in, by name: names[0] the current one, names[i] the
--- one i before it.
-local names = {[0] = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]}
-local record_expire_at = ARGV[7]
-local rank_wanted = ARGV[8]
-local order = ARGV[9]
-local kind = ARGV[10]
-local cap = ARGV[11]
-local expire_at = ARGV[12]
+-- The buckets of the window, by name: names[0] the current one, names[i]
+-- the one i before it.
+local names = {[0] = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]}
+local record_expire_at = ARGV[6]
+local rank_wanted = ARGV[7]
+local order = ARGV[8]
+local kind = ARGV[9]
+local cap = ARGV[10]
+local expire_at = ARGV[11]
 -- Then ITEM arguments per update (store_update.c, ItemArg).
-local HEAD, ITEM = 12, 11
+local HEAD, ITEM = 11, 11
 -- The updates in this call.
 local count = (#ARGV - HEAD) / ITEM
 
-width = tonumber(width)
 rank_wanted = rank_wanted == '1'
 local ascending = order == 'asc'
 local current = tonumber(names[0])
 local LIMIT = 9007199254740991
-local BUCKETS = 4          -- buckets per window
-local PER_HASH = 32        -- records aimed at per record hash
-local FULL_HASH = 48       -- records per hash that open a new generation
+local BUCKETS = 4          -- buckets a record stays live after its own
+local SWEEP_AFTER = 2      -- buckets after its mark a record hash is swept
+local PER_HASH = 32        -- live records aimed at per record hash
+local FULL_HASH = 48       -- live records per hash that grow the layout
+local GROWTH = 2           -- how many times the hashes a layout grows to (at least)
+local LOW_HASH = 16        -- live records per hash under which the layout shrinks
 local MAX_HASHES = 1048576
-local MAX_GENERATIONS = 5
-local BURST_ITEMS = 32     -- updates in one call that make it a burst
-local BURST_RECORDS = 1000 -- records a bucket opened by a burst is sized for, per update of the call
+local MIGRATE_MIN = 8      -- hashes of the layout left that a call moves, at least
+local MARK = ''            -- the field of a record hash that holds its mark
 
--- The hash counts of a bucket's generations, oldest first, from its meta
--- field ("1,32"; "4096", one generation, is the usual case).
-local function generations_of(layout)
-  local one = tonumber(layout)
-  if one then
-    return {one}
-  end
-  local s = {}
-  for hashes in string.gmatch(layout, '%d+') do
-    s[#s + 1] = tonumber(hashes)
-  end
-  return s
-end
+-- A record's value ends with its bucket, mod 256.
+local epoch = current % 256
+local EPOCH = string.char(epoch)
 
--- Generation numbers as strings: a number joined to a string is formatted
--- as a float, which costs Redis more than the lookup it names.
-local GENERATION = {[0] = '0', '1', '2', '3', '4'}
-
-local function record_hash(bucket, generation, hashes, selector)
-  return qprefix .. ':' .. bucket .. ':' .. GENERATION[generation] .. ':' ..
-    string.format('%d', selector % hashes)
-end
-
--- The board's meta: the generations of the 5 buckets, the current bucket's n.
-local meta = call_on(qprefix, 'hash', 'request-id meta', 'HMGET', names[0],
-  names[1], names[2], names[3], names[4], names[0] .. ':n')
-local older = {}
-for i = 1, BUCKETS do
-  older[i] = meta[i + 1] and generations_of(meta[i + 1])
-end
-
--- The current bucket: its generations, its records (n), whether this batch
--- opened it, and the record hashes this batch wrote (their expiry is set
--- once, at the end).
-local layout, n = meta[1], tonumber(meta[6]) or 0
-local opened, stale, meta_expire_at = false, nil, nil
-local gens = layout and generations_of(layout)
-local written = {}
-local records_added = 0
-
--- Opens the current bucket: the meta of buckets out of the window goes, and
--- of those more than 4 buckets ahead (another window length, a clock far
--- off); the previous bucket's n sizes this one.
-local function open_bucket()
-  local fields = call_on(qprefix, 'hash', 'request-id meta', 'HGETALL')
-  local newest, previous = current, 0
-  stale = {}
-  for j = 1, #fields, 2 do
-    local f = fields[j]
-    local k = tonumber(string.match(f, '^%-?%d+'))
-    if not k or k < current - BUCKETS or k > current + BUCKETS then
-      stale[#stale + 1] = f
-    elseif k > newest then
-      newest = k
-    end
-    if f == names[1] .. ':n' then
-      previous = tonumber(fields[j + 1]) or 0
-    end
-  end
-  local hashes = 1
-  while hashes * PER_HASH < previous and hashes < MAX_HASHES do
-    hashes = hashes * 2
-  end
-  -- A call of many updates is a burst (they come batched only under load):
-  -- the bucket it opens is sized for BURST_RECORDS records per update of
-  -- it, so that the burst does not fill small generation after generation,
-  -- every one of which each later update looks in.
-  if count >= BURST_ITEMS then
-    while hashes * PER_HASH < count * BURST_RECORDS and hashes < MAX_HASHES do
-      hashes = hashes * 2
-    end
-  end
-  layout = string.format('%d', hashes)
-  gens = {hashes}
-  opened = true
-  meta_expire_at = (newest + BUCKETS + 1) * width
-end
-
--- The generation that takes the next record: the newest, after opening one
--- with 32 times the hashes when it is full (a new board, a burst). Earlier
--- generations closed exactly when full, so the newest one holds n minus
--- their capacity. Called before each lookup: a generation the lookup
--- passes over as the newest must be the one the record would go to.
-local function newest_generation()
-  if not gens then
-    open_bucket()
-  end
-  local g = #gens
-  local in_newest = n
-  for i = 1, g - 1 do
-    in_newest = in_newest - gens[i] * FULL_HASH
-  end
-  if in_newest >= gens[g] * FULL_HASH and g < MAX_GENERATIONS then
-    g = g + 1
-    gens[g] = math.min(gens[g - 1] * 32, MAX_HASHES)
-    layout = layout .. ',' .. string.format('%d', gens[g])
-  end
-  return g
-end
-
--- The record of idhash in bucket's generations s[from], s[from - 1], .. s[1].
-local function recorded_in(bucket, s, from, idhash, selector)
-  for g = from, 1, -1 do
-    local hash = record_hash(bucket, g - 1, s[g], selector)
-    local v = call_on(hash, 'hash', 'request-id records', 'HGET', idhash)
-    if v then
-      return v
+-- The fingerprint of a record that is live (its bucket is the current one
+-- or one of the BUCKETS before it; or one of the BUCKETS after it, written
+-- by a rankd whose clock is ahead of this one's), or nil.
+local function live_fingerprint(value)
+  if value then
+    local age = (epoch - string.byte(value, 5)) % 256
+    if age <= BUCKETS or age >= 256 - BUCKETS then
+      return string.sub(value, 1, 4)
     end
   end
   return nil
 end
 
--- The fingerprint recorded for idhash before the current generation: in
--- the 4 buckets before, and the current bucket's older generations. The
--- newest generation of each first.
-local function recorded_before(idhash, selector)
-  for i = 1, BUCKETS do
-    local s = older[i]
-    local v = s and recorded_in(names[i], s, #s, idhash, selector)
-    if v then
-      return v
+-- The board's meta: its layout, and the records of the window's buckets.
+local meta = call_on(qprefix, 'hash', 'request-id meta', 'HMGET', 's', 'o',
+  'm', names[0], names[1], names[2], names[3], names[4])
+local hashes_s, leaving_s = meta[1], meta[2]
+local hashes, leaving = tonumber(hashes_s), tonumber(leaving_s)
+local migrated = tonumber(meta[3]) or 0
+local n = tonumber(meta[4]) or 0
+local live = n
+for i = 5, 8 do
+  live = live + (tonumber(meta[i]) or 0)
+end
+local opened = not meta[4]
+local layout_changed = false
+local records_added = 0
+
+-- The smallest power of 2 hashes that holds records at PER_HASH each.
+local function hashes_for(records)
+  local h = 1
+  while h * PER_HASH < records and h < MAX_HASHES do
+    h = h * 2
+  end
+  return h
+end
+
+-- The layout: sized for this call on a new (or idle) board; grown or shrunk
+-- when none is being left.
+if not hashes then
+  hashes = hashes_for(live + count)
+  hashes_s = string.format('%d', hashes)
+  layout_changed = true
+elseif not leaving then
+  local size = hashes
+  if live > hashes * FULL_HASH and hashes < MAX_HASHES then
+    size = math.max(math.min(hashes * GROWTH, MAX_HASHES),
+      hashes_for(live + count))
+  elseif hashes > 1 and live + count < hashes * LOW_HASH then
+    size = hashes_for(live + count)
+  end
+  if size ~= hashes then
+    leaving, leaving_s, migrated = hashes, hashes_s, 0
+    hashes, hashes_s = size, string.format('%d', size)
+    layout_changed = true
+  end
+end
+
+local function record_hash(size_s, size, selector)
+  return qprefix .. ':' .. size_s .. ':' .. string.format('%d', selector % size)
+end
+
+-- While a layout is left: this call's share of its hashes (from migrated
+-- on) moves first, so that every lookup below sees where each record is.
+-- Every hash read and every hash written is checked before the first
+-- write: a damaged one stops the call with nothing changed.
+if leaving then
+  local last = math.min(migrated + math.max(count, MIGRATE_MIN), leaving)
+  local from, into, order = {}, {}, {}
+  for j = migrated, last - 1 do
+    local key = qprefix .. ':' .. leaving_s .. ':' .. string.format('%d', j)
+    local all = call_on(key, 'hash', 'request-id records', 'HGETALL')
+    if #all > 0 then
+      from[#from + 1] = key
+    end
+    for i = 1, #all, 2 do
+      local field, value = all[i], all[i + 1]
+      if field ~= MARK and live_fingerprint(value) then
+        local a, b, c, d = string.byte(field, 1, 4)
+        local to = record_hash(hashes_s, hashes,
+          ((a * 256 + b) * 256 + c) * 256 + d)
+        local moving = into[to]
+        if not moving then
+          moving = {}
+          into[to] = moving
+          order[#order + 1] = to
+        end
+        moving[#moving + 1] = field
+        moving[#moving + 1] = value
+      end
     end
   end
-  return gens and recorded_in(names[0], gens, #gens - 1, idhash, selector)
+  for _, to in ipairs(order) do
+    expect(to, 'hash', 'request-id records')
+  end
+  for _, to in ipairs(order) do
+    redis.call('HSET', to, unpack(into[to]))
+    redis.call('PEXPIREAT', to, record_expire_at)
+  end
+  if #from > 0 then
+    redis.call('DEL', unpack(from))
+  end
+  migrated = last
+  if migrated >= leaving then
+    leaving, leaving_s = nil, nil
+  end
+  layout_changed = true
+end
+
+-- The current layout's hash for a request id, and that hash's mark; the
+-- fingerprint of the id's live record in the layout being left, if its
+-- hash there has not moved yet.
+local function lookup(idhash, selector)
+  local hash = record_hash(hashes_s, hashes, selector)
+  local mark = call_on(hash, 'hash', 'request-id records', 'HGET', MARK)
+  local seen
+  if leaving and selector % leaving >= migrated then
+    seen = live_fingerprint(call_on(record_hash(leaving_s, leaving, selector),
+      'hash', 'request-id records', 'HGET', idhash))
+  end
+  return seen, hash, mark
+end
+
+-- Records idhash in hash unless it holds a live record of it already: then
+-- returns that record's fingerprint and writes nothing. HSETNX looks and
+-- writes at once (a lookup that misses reads the whole hash: once is
+-- enough); a stale record of the id is overwritten.
+local function record(hash, idhash, fingerprint)
+  local value = fingerprint .. EPOCH
+  if redis.call('HSETNX', hash, idhash, value) == 1 then
+    return nil
+  end
+  local seen = live_fingerprint(redis.call('HGET', hash, idhash))
+  if not seen then
+    redis.call('HSET', hash, idhash, value)
+  end
+  return seen
+end
+
+-- After a record is written to hash (whose mark was mark): a hash that is
+-- new, or whose mark is SWEEP_AFTER buckets old, loses its stale records and
+-- is marked and set to expire afresh.
+local function recorded(hash, mark)
+  records_added = records_added + 1
+  if mark and current - tonumber(mark) < SWEEP_AFTER then
+    return
+  end
+  if mark then
+    local all = redis.call('HGETALL', hash)
+    local stale = {}
+    for i = 1, #all, 2 do
+      if all[i] ~= MARK and not live_fingerprint(all[i + 1]) then
+        stale[#stale + 1] = all[i]
+      end
+    end
+    if #stale > 0 then
+      redis.call('HDEL', hash, unpack(stale))
+    end
+  end
+  redis.call('HSET', hash, MARK, names[0])
+  redis.call('PEXPIREAT', hash, record_expire_at)
 end
 
 -- The sorted-set score of a score, and back: sorted sets order ascending.
@@ -296,8 +358,7 @@ local function apply(at)
   selector = tonumber(selector)
   data_given = data_given == '1'
 
-  local newest = newest_generation()
-  local seen = recorded_before(idhash, selector)
+  local seen, hash, mark = lookup(idhash, selector)
 
   -- The member's place: its sorted-set key, score and subscores.
   local key, old, old_subs
@@ -321,16 +382,10 @@ local function apply(at)
     expect_once(ckey, 'hash', 'members per score')
   end
 
-  -- The first write: the record. HSETNX finds a record of this id in the
-  -- current generation, and writes none then.
-  local hash
+  -- The first write: the record. HSETNX finds a live record of this id in
+  -- the current layout, and writes none then.
   if not seen then
-    hash = record_hash(names[0], newest - 1, gens[newest], selector)
-    if call_on(hash, 'hash', 'request-id records', 'HSETNX', idhash,
-        fingerprint) == 0 then
-      seen = redis.call('HGET', hash, idhash)
-      hash = nil
-    end
+    seen = record(hash, idhash, fingerprint)
   end
   if seen then
     if seen ~= fingerprint then
@@ -341,13 +396,11 @@ local function apply(at)
     end
     return {old, rank_of(key, old), 0, old_subs}
   end
-  n = n + 1
-  records_added = records_added + 1
-  written[hash] = true
 
   -- Remove (mode 4, rankd's Remove): the member and its data go. Returns
   -- {the score it had, 1 if it was on the board, 1}.
   if mode == '4' then
+    recorded(hash, mark)
     if key then
       redis.call('ZREM', zkey, key)
       redis.call('HDEL', tkey, member)
@@ -382,12 +435,11 @@ local function apply(at)
   if new > LIMIT or new < -LIMIT then
     -- The record goes again: a refused update records nothing.
     redis.call('HDEL', hash, idhash)
-    n = n - 1
-    records_added = records_added - 1
     return redis.error_reply(string.format(
       'RANK_INVALID value: current score %d + %d is outside -%d..%d',
       old or 0, value, LIMIT, LIMIT))
   end
+  recorded(hash, mark)
 
   -- An update that leaves the score (and subscores) as they were keeps the
   -- old time: whoever reached a score first stays ahead of those who reach
@@ -454,31 +506,54 @@ for i = 1, count do
   end
 end
 
--- What the records of this batch leave in the meta hash, and the expiry of
--- the record hashes written and of a period's keys.
-if records_added > 0 then
-  if opened and #stale > 0 then
-    redis.call('HDEL', qprefix, unpack(stale))
+-- What the records of this batch leave in the meta hash (and, in a bucket's
+-- first call, its expiry and the fields of buckets out of the window), and
+-- the expiry of a period's keys.
+-- (A new board's first call that records nothing leaves no meta.)
+if records_added > 0 or (layout_changed and meta[1]) then
+  local fields = {'HSET', qprefix}
+  if records_added > 0 then
+    fields[#fields + 1] = names[0]
+    fields[#fields + 1] = n + records_added
   end
-  if layout ~= meta[1] then
-    redis.call('HSET', qprefix, names[0] .. ':n', n, names[0], layout)
-  else
-    redis.call('HSET', qprefix, names[0] .. ':n', n)
-  end
-  if meta_expire_at then
-    redis.call('PEXPIREAT', qprefix, meta_expire_at)
-  end
-  for hash in pairs(written) do
-    redis.call('PEXPIREAT', hash, record_expire_at)
-  end
-  if expire_at ~= '0' then
-    redis.call('PEXPIREAT', zkey, expire_at)
-    redis.call('PEXPIREAT', tkey, expire_at)
-    redis.call('PEXPIREAT', akey, expire_at)
-    if kind == 'dense' then
-      redis.call('PEXPIREAT', dkey, expire_at)
-      redis.call('PEXPIREAT', ckey, expire_at)
+  if layout_changed then
+    fields[#fields + 1] = 's'
+    fields[#fields + 1] = hashes_s
+    if leaving then
+      fields[#fields + 1] = 'o'
+      fields[#fields + 1] = leaving_s
+      fields[#fields + 1] = 'm'
+      fields[#fields + 1] = migrated
     end
+  end
+  if #fields > 2 then
+    redis.call(unpack(fields))
+  end
+  if layout_changed and not leaving then
+    redis.call('HDEL', qprefix, 'o', 'm')
+  end
+  if opened then
+    local all = redis.call('HGETALL', qprefix)
+    local stale = {}
+    for j = 1, #all, 2 do
+      local k = tonumber(all[j])
+      if k and (k < current - BUCKETS or k > current + BUCKETS) then
+        stale[#stale + 1] = all[j]
+      end
+    end
+    if #stale > 0 then
+      redis.call('HDEL', qprefix, unpack(stale))
+    end
+    redis.call('PEXPIREAT', qprefix, record_expire_at)
+  end
+end
+if records_added > 0 and expire_at ~= '0' then
+  redis.call('PEXPIREAT', zkey, expire_at)
+  redis.call('PEXPIREAT', tkey, expire_at)
+  redis.call('PEXPIREAT', akey, expire_at)
+  if kind == 'dense' then
+    redis.call('PEXPIREAT', dkey, expire_at)
+    redis.call('PEXPIREAT', ckey, expire_at)
   end
 end
 return results
