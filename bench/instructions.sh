@@ -70,6 +70,7 @@ load "$op=1" "$requests" 3
 callgrind_control -d "$redis_pid" >/dev/null 2>&1
 scripts=$(calls)
 commands=$(redis-cli -p "$redis_port" INFO commandstats)
+layout=$(redis-cli -p "$redis_port" HGETALL 'rk:{bench-0}:q' | paste -sd' ')
 total=$(cat "$work"/callgrind.out.* 2>/dev/null | awk '/^summary:/{s+=$2} END{print s+0}')
 echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "rankd: $rankd"
@@ -78,6 +79,7 @@ awk -v t="$total" -v n="$requests" \
   'BEGIN{printf "redis instructions per %s: %.0f\n", "'"$op"'", t / n}'
 awk -v s="${scripts:-0}" -v n="$requests" \
   'BEGIN{printf "script calls: %d (%.1f %ss per call)\n", s, n / s, "'"$op"'"}'
+echo "request-id meta after (s: record hashes; <bucket>: records): $layout"
 # The commands the scripts ran, per operation (INFO commandstats).
 echo "$commands" | awk -F'[:=,]' -v n="$requests" \
   '/^cmdstat_/{sub("cmdstat_", "", $1); if ($1 != "evalsha" && $1 != "config")

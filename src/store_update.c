@@ -99,7 +99,6 @@ typedef enum
   ITEM_TIME,
   ITEM_FINGERPRINT,
   ITEM_IDHASH,
-  ITEM_SELECTOR,
   ITEM_SUBSCORES,
   ITEM_KEEP_SUBSCORES,
   ITEM_DATA_GIVEN,
@@ -132,7 +131,6 @@ const char *const rank_store_update_item_arg_names[] = {
   [ITEM_TIME] = "time",
   [ITEM_FINGERPRINT] = "fingerprint",
   [ITEM_IDHASH] = "idhash",
-  [ITEM_SELECTOR] = "selector",
   [ITEM_SUBSCORES] = "subs",
   [ITEM_KEEP_SUBSCORES] = "keep_subs",
   [ITEM_DATA_GIVEN] = "data_given",
@@ -220,7 +218,6 @@ rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
   one[ITEM_TIME] = BYTES (time, sizeof time);
   one[ITEM_FINGERPRINT] = BYTES (fp, sizeof fp);
   one[ITEM_IDHASH] = BYTES (idhash, sizeof idhash);
-  one[ITEM_SELECTOR] = NUMBER (selector);
   one[ITEM_SUBSCORES]
       = BYTES (subs, o->n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES);
   one[ITEM_KEEP_SUBSCORES] = TEXT (update->n_subscores == 0 ? "1" : "0");

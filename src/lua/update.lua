@@ -29,8 +29,7 @@
 --   string.format here costs Redis more.
 -- Then each update's: member, mode (1 INCREMENT, 2 BEST, 3 SET, 4 remove),
 --   value, time (6 bytes), fingerprint (4 bytes) of what the request id
---   stands for, request-id hash (10 bytes), request-id selector (its first
---   4 bytes as a number), subscores (8 bytes each, encoded to sort bytewise; '' on
+--   stands for, request-id hash (10 bytes), subscores (8 bytes each, encoded to sort bytewise; '' on
 --   boards without), subscores absent (1: an INCREMENT without them keeps
 --   the member's own; those given are then the 0s of a new member), data
 --   given (1: replace the member's data with the next argument, which when
@@ -89,8 +88,7 @@
 -- Try it: redis-cli EVAL "$(cat prelude.lua update.lua)" 6 'rk:{b}:z' 'rk:{b}:t' \
 --   'rk:{b}:q' 'rk:{b}:d' 'rk:{b}:c' 'rk:{b}:a' \
 --   2127555 2127554 2127553 2127552 2127551 1914804900000 1 desc ordinal 0 0 \
---   alice 1 10 "$(printf '\0\0\0\0\0\1')" fp01 request-1- 1919250805 '' 0 0 ''
--- (the selector, 1919250805, is "requ", the field's first 4 bytes)
+--   alice 1 10 "$(printf '\0\0\0\0\0\1')" fp01 request-1- '' 0 0 ''
 
 local zkey, tkey, qprefix, dkey, ckey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local akey = KEYS[6]
@@ -106,7 +104,7 @@ local kind = ARGV[9]
 local cap = ARGV[10]
 local expire_at = ARGV[11]
 -- Then ITEM arguments per update (store_update.c, ItemArg).
-local HEAD, ITEM = 11, 11
+local HEAD, ITEM = 11, 10
 -- The updates in this call.
 local count = (#ARGV - HEAD) / ITEM
 
@@ -115,7 +113,9 @@ local ascending = order == 'asc'
 local current = tonumber(names[0])
 local LIMIT = 9007199254740991
 local BUCKETS = 4          -- buckets a record stays live after its own
-local SWEEP_AFTER = 2      -- buckets after its mark a record hash is swept
+-- A record hash is swept at a write 2 buckets after its mark: marks of the
+-- current bucket and the one before need no sweep.
+local unswept = {[names[0]] = true, [names[1]] = true}
 local PER_HASH = 32        -- live records aimed at per record hash
 local FULL_HASH = 48       -- live records per hash that grow the layout
 local GROWTH = 2           -- how many times the hashes a layout grows to (at least)
@@ -186,6 +186,13 @@ elseif not leaving then
   end
 end
 
+-- A request id's selector: the first 4 bytes of its field, big-endian, of
+-- which a layout (at most 2^20 hashes) uses the low 3 only.
+local function selector_of(field)
+  local b, c, d = string.byte(field, 2, 4)
+  return (b * 256 + c) * 256 + d
+end
+
 local function record_hash(size_s, size, selector)
   return qprefix .. ':' .. size_s .. ':' .. string.format('%d', selector % size)
 end
@@ -206,9 +213,7 @@ if leaving then
     for i = 1, #all, 2 do
       local field, value = all[i], all[i + 1]
       if field ~= MARK and live_fingerprint(value) then
-        local a, b, c, d = string.byte(field, 1, 4)
-        local to = record_hash(hashes_s, hashes,
-          ((a * 256 + b) * 256 + c) * 256 + d)
+        local to = record_hash(hashes_s, hashes, selector_of(field))
         local moving = into[to]
         if not moving then
           moving = {}
@@ -240,7 +245,8 @@ end
 -- The current layout's hash for a request id, and that hash's mark; the
 -- fingerprint of the id's live record in the layout being left, if its
 -- hash there has not moved yet.
-local function lookup(idhash, selector)
+local function lookup(idhash)
+  local selector = selector_of(idhash)
   local hash = record_hash(hashes_s, hashes, selector)
   local mark = call_on(hash, 'hash', 'request-id records', 'HGET', MARK)
   local seen
@@ -268,11 +274,11 @@ local function record(hash, idhash, fingerprint)
 end
 
 -- After a record is written to hash (whose mark was mark): a hash that is
--- new, or whose mark is SWEEP_AFTER buckets old, loses its stale records and
+-- new, or whose mark is 2 buckets old, loses its stale records and
 -- is marked and set to expire afresh.
 local function recorded(hash, mark)
   records_added = records_added + 1
-  if mark and current - tonumber(mark) < SWEEP_AFTER then
+  if mark and unswept[mark] then
     return
   end
   if mark then
@@ -349,16 +355,14 @@ local function apply(at)
   local time = ARGV[at + 4]
   local fingerprint = ARGV[at + 5]
   local idhash = ARGV[at + 6]
-  local selector = ARGV[at + 7]
-  local subs = ARGV[at + 8]
-  local keep_subs = ARGV[at + 9]
-  local data_given = ARGV[at + 10]
-  local data = ARGV[at + 11]
+  local subs = ARGV[at + 7]
+  local keep_subs = ARGV[at + 8]
+  local data_given = ARGV[at + 9]
+  local data = ARGV[at + 10]
   local nsub = #subs
-  selector = tonumber(selector)
   data_given = data_given == '1'
 
-  local seen, hash, mark = lookup(idhash, selector)
+  local seen, hash, mark = lookup(idhash)
 
   -- The member's place: its sorted-set key, score and subscores.
   local key, old, old_subs
