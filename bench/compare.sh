@@ -75,8 +75,9 @@ cat "$out/meta.txt"
 # record: the growth from 262,144 updates into a layout of 8,192 record
 # hashes, 32 records a hash, the density update.lua sizes a layout for (the
 # board's meta hash rk:{board}:q is given that layout, field s, and a count
-# for the previous bucket, field <k-1>, that neither shrinks it nor lets the
-# 262,144 grow it; rankd's default window of 3600 s makes 900 s buckets).
+# for the previous bucket, field <k-1>, of 131,072: 16 a hash, so it does not
+# shrink, and 48 a hash with the 262,144, so it does not grow; rankd's
+# default window of 3600 s makes 900 s buckets).
 echo "== memory"
 records=262144
 m0=$(used)
@@ -85,7 +86,7 @@ rcli eval "for _,k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('UNLINK'
   0 'rk:{bench-0}:q*' >/dev/null
 m1=$(used)
 bucket=$(python3 -c 'import time; print(int(time.time() * 1000) // 900000)')
-rcli hset "rk:{bench-0}:q" s 8192 "$((bucket - 1))" 100000 >/dev/null
+rcli hset "rk:{bench-0}:q" s 8192 "$((bucket - 1))" 131072 >/dev/null
 m2=$(used)
 "$bench" --port "$rankd_port" --members "$members" --mix update=1 \
   --requests "$records" --warmup 0 -c 16 --json >"$out/records.json"

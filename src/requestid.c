@@ -53,6 +53,17 @@ rank_request_fingerprint (const RankUpdate *update,
 }
 
 void
+rank_request_record (const guint8 fingerprint[RANK_FINGERPRINT_BYTES],
+                     gint64 bucket, guint8 out[RANK_FINGERPRINT_BYTES])
+{
+  guint tag = (guint) (((bucket % RANK_RECORD_BUCKETS) + RANK_RECORD_BUCKETS)
+                       % RANK_RECORD_BUCKETS);
+
+  memcpy (out, fingerprint, RANK_FINGERPRINT_BYTES);
+  out[0] = (guint8) ((tag << 4) | (fingerprint[0] & 0x0f));
+}
+
+void
 rank_request_buckets (gint64 window_ms, gint64 now_ms,
                       gint64 out[RANK_REQUEST_BUCKET_ARGS])
 {

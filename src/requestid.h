@@ -9,9 +9,10 @@
  *     bits keep a false match (a new id taken for a retry) below 10^-16 per
  *     request with 48 records in a hash;
  *   the fingerprint of what the id stands for: 4 bytes of the SHA-1 of the
- *     mode, value, member, and subscores and data when given. A retry must
- *     carry the same; a false match needs a client bug (an id reused for
- *     another update) and 2^-32 luck, and only hides that bug;
+ *     mode, value, member, and subscores and data when given, of which a
+ *     record keeps 28 bits beside its bucket. A retry must carry the same;
+ *     a false match needs a client bug (an id reused for another update)
+ *     and 2^-28 luck, and only hides that bug;
  *   the time buckets of the dedup window an update at now looks in: the
  *     current bucket k = floor(now / ceil(window / 4)) and the 4 before it,
  *     and when a record hash marked in bucket k expires,
@@ -35,6 +36,13 @@ void rank_request_id_hash (const char *request_id,
 
 void rank_request_fingerprint (const RankUpdate *update,
                                guint8 out[RANK_FINGERPRINT_BYTES]);
+
+/* The value of a request-id record written in time bucket: the
+ * fingerprint's last 28 bits, under the bucket mod 16 in the top 4 bits
+ * (update.lua tells a live record from a stale one by them). */
+#define RANK_RECORD_BUCKETS 16
+void rank_request_record (const guint8 fingerprint[RANK_FINGERPRINT_BYTES],
+                          gint64 bucket, guint8 out[RANK_FINGERPRINT_BYTES]);
 
 /* out[0] the current bucket, out[i] the one i before it, and
  * out[RANK_DEDUP_BUCKETS + 1] when a record hash marked in the current

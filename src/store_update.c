@@ -97,7 +97,7 @@ typedef enum
   ITEM_MODE,
   ITEM_VALUE,
   ITEM_TIME,
-  ITEM_FINGERPRINT,
+  ITEM_RECORD,
   ITEM_IDHASH,
   ITEM_SUBSCORES,
   ITEM_KEEP_SUBSCORES,
@@ -125,16 +125,11 @@ G_STATIC_ASSERT (RANK_DEDUP_BUCKETS == 4);
 const guint rank_store_update_n_batch_args = N_BATCH_ARGS;
 
 const char *const rank_store_update_item_arg_names[] = {
-  [ITEM_MEMBER] = "member",
-  [ITEM_MODE] = "mode",
-  [ITEM_VALUE] = "value",
-  [ITEM_TIME] = "time",
-  [ITEM_FINGERPRINT] = "fingerprint",
-  [ITEM_IDHASH] = "idhash",
-  [ITEM_SUBSCORES] = "subs",
-  [ITEM_KEEP_SUBSCORES] = "keep_subs",
-  [ITEM_DATA_GIVEN] = "data_given",
-  [ITEM_DATA] = "data",
+  [ITEM_MEMBER] = "member",         [ITEM_MODE] = "mode",
+  [ITEM_VALUE] = "value",           [ITEM_TIME] = "time",
+  [ITEM_RECORD] = "record",         [ITEM_IDHASH] = "idhash",
+  [ITEM_SUBSCORES] = "subs",        [ITEM_KEEP_SUBSCORES] = "keep_subs",
+  [ITEM_DATA_GIVEN] = "data_given", [ITEM_DATA] = "data",
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (rank_store_update_item_arg_names)
                  == N_ITEM_ARGS);
@@ -174,7 +169,7 @@ rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
   gsize member_len = strlen (update->member);
   guint shard = store_shard_of (ctx, update->member, member_len);
   guint8 time[RANK_ORDERKEY_TIME_BYTES], fp[RANK_FINGERPRINT_BYTES],
-      idhash[RANK_REQUEST_ID_HASH_BYTES];
+      record[RANK_FINGERPRINT_BYTES], idhash[RANK_REQUEST_ID_HASH_BYTES];
   guint8 subs[RANK_SUBSCORES_MAX * RANK_ORDERKEY_SUBSCORE_BYTES];
   gint64 buckets[RANK_REQUEST_BUCKET_ARGS];
   guint32 selector;
@@ -184,6 +179,7 @@ rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
   rank_request_fingerprint (update, fp);
   rank_request_id_hash (update->request_id, idhash, &selector);
   rank_request_buckets (ctx->dedup_window_ms, ctx->now_ms, buckets);
+  rank_request_record (fp, buckets[0], record);
   /* Without subscores, an INCREMENT keeps the member's own; a new member
    * gets 0s. */
   g_assert (update->n_subscores == 0 || update->n_subscores == o->n_subscores);
@@ -216,7 +212,7 @@ rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
   one[ITEM_MODE] = NUMBER (update->mode);
   one[ITEM_VALUE] = NUMBER (update->value);
   one[ITEM_TIME] = BYTES (time, sizeof time);
-  one[ITEM_FINGERPRINT] = BYTES (fp, sizeof fp);
+  one[ITEM_RECORD] = BYTES (record, sizeof record);
   one[ITEM_IDHASH] = BYTES (idhash, sizeof idhash);
   one[ITEM_SUBSCORES]
       = BYTES (subs, o->n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES);

@@ -68,6 +68,22 @@ test_fingerprint (void)
   }
 }
 
+/* A record: the bucket mod 16 in the top 4 bits, then the fingerprint's
+ * other 28 bits. */
+static void
+test_record (void)
+{
+  const guint8 fp[RANK_FINGERPRINT_BYTES] = { 0xc6, 0x69, 0x65, 0xa8 };
+  guint8 out[RANK_FINGERPRINT_BYTES];
+
+  rank_request_record (fp, 1959777, out); /* 1959777 mod 16 = 1 */
+  g_assert_cmpmem (out, sizeof out, "\x16\x69\x65\xa8", 4);
+  rank_request_record (fp, 31, out);
+  g_assert_cmpmem (out, sizeof out, "\xf6\x69\x65\xa8", 4);
+  rank_request_record (fp, -1, out);
+  g_assert_cmpmem (out, sizeof out, "\xf6\x69\x65\xa8", 4);
+}
+
 static void
 test_buckets (void)
 {
@@ -188,6 +204,7 @@ main (int argc, char **argv)
   g_test_add_func ("/requestid/hash", test_id_hash);
   g_test_add_func ("/requestid/fingerprint", test_fingerprint);
   g_test_add_func ("/requestid/buckets", test_buckets);
+  g_test_add_func ("/requestid/record", test_record);
   g_test_add_func ("/requestid/update-lua-arguments", test_update_arguments);
   return g_test_run ();
 }

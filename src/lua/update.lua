@@ -28,7 +28,8 @@
 --   this period's keys go; 0: never). Numbers rankd formats, as
 --   string.format here costs Redis more.
 -- Then each update's: member, mode (1 INCREMENT, 2 BEST, 3 SET, 4 remove),
---   value, time (6 bytes), fingerprint (4 bytes) of what the request id
+--   value, time (6 bytes), request-id record (4 bytes: the bucket mod 16,
+--   then 28 bits of the fingerprint of what the request id
 --   stands for, request-id hash (10 bytes), subscores (8 bytes each, encoded to sort bytewise; '' on
 --   boards without), subscores absent (1: an INCREMENT without them keeps
 --   the member's own; those given are then the 0s of a new member), data
@@ -36,8 +37,9 @@
 --   empty deletes it), data.
 --
 -- Request-id records are packed: a record is one field (the 10-byte hash of
--- the request id) -> value (the 4-byte fingerprint, then the time bucket it
--- was written in, mod 256, as one byte) of a small hash. The record hashes
+-- the request id) -> value (4 bytes: the time bucket it was written in,
+-- mod 16, in the top 4 bits, then 28 bits of the fingerprint) of a small
+-- hash. The record hashes
 -- of a board form one layout of s hashes (a power of 2), named
 -- rk:{board}:q:<s>:<selector mod s>; the selector is the first 4 bytes of
 -- the field, big-endian, so a record can be moved to another layout. A
@@ -46,9 +48,9 @@
 -- while its bucket is the current one or one of the 4 before it (time is
 -- cut into buckets of window/4), so an id is remembered for at least the
 -- window and at most 1.25 windows; an older record counts as absent. (A
--- record up to 4 buckets ahead is live too: a retry that reaches a rankd
+-- record up to 2 buckets ahead is live too: a retry that reaches a rankd
 -- whose clock is behind the first one's, across a bucket's start, is still
--- recognised.)
+-- recognised. No record is kept 12 buckets, so mod 16 is unambiguous.)
 --
 -- Stale records are swept lazily. Each record hash has a mark, its field
 -- '' (second in the hash, read with an HGET before the record is
@@ -124,21 +126,28 @@ local MAX_HASHES = 1048576
 local MIGRATE_MIN = 8      -- hashes of the layout left that a call moves, at least
 local MARK = ''            -- the field of a record hash that holds its mark
 
--- A record's value ends with its bucket, mod 256.
-local epoch = current % 256
-local EPOCH = string.char(epoch)
+-- A record's value starts with its bucket, mod 16, in the top 4 bits.
+local epoch = current % 16
+local AHEAD = 2            -- buckets ahead a record still counts
 
--- The fingerprint of a record that is live (its bucket is the current one
--- or one of the BUCKETS before it; or one of the BUCKETS after it, written
--- by a rankd whose clock is ahead of this one's), or nil.
-local function live_fingerprint(value)
+-- A record that is live (its bucket is the current one or one of the
+-- BUCKETS before it; or one of the AHEAD after it, written by a rankd whose
+-- clock is ahead of this one's), or nil.
+local function live_record(value)
   if value then
-    local age = (epoch - string.byte(value, 5)) % 256
-    if age <= BUCKETS or age >= 256 - BUCKETS then
-      return string.sub(value, 1, 4)
+    local age = (epoch - math.floor(string.byte(value, 1) / 16)) % 16
+    if age <= BUCKETS or age >= 16 - AHEAD then
+      return value
     end
   end
   return nil
+end
+
+-- Whether two records stand for the same request: the same fingerprint
+-- bits, whatever their buckets.
+local function same_request(a, b)
+  return string.byte(a, 1) % 16 == string.byte(b, 1) % 16
+    and string.sub(a, 2) == string.sub(b, 2)
 end
 
 -- The board's meta: its layout, and the records of the window's buckets.
@@ -212,7 +221,7 @@ if leaving then
     end
     for i = 1, #all, 2 do
       local field, value = all[i], all[i + 1]
-      if field ~= MARK and live_fingerprint(value) then
+      if field ~= MARK and live_record(value) then
         local to = record_hash(hashes_s, hashes, selector_of(field))
         local moving = into[to]
         if not moving then
@@ -243,30 +252,30 @@ if leaving then
 end
 
 -- The current layout's hash for a request id, and that hash's mark; the
--- fingerprint of the id's live record in the layout being left, if its
--- hash there has not moved yet.
+-- id's live record in the layout being left, if its hash there has not
+-- moved yet.
 local function lookup(idhash)
   local selector = selector_of(idhash)
   local hash = record_hash(hashes_s, hashes, selector)
   local mark = call_on(hash, 'hash', 'request-id records', 'HGET', MARK)
   local seen
   if leaving and selector % leaving >= migrated then
-    seen = live_fingerprint(call_on(record_hash(leaving_s, leaving, selector),
+    seen = live_record(call_on(record_hash(leaving_s, leaving, selector),
       'hash', 'request-id records', 'HGET', idhash))
   end
   return seen, hash, mark
 end
 
--- Records idhash in hash unless it holds a live record of it already: then
--- returns that record's fingerprint and writes nothing. HSETNX looks and
+-- Records idhash in hash (its value: this update's record) unless the hash
+-- holds a live record of it already: then returns that record and writes
+-- nothing. HSETNX looks and
 -- writes at once (a lookup that misses reads the whole hash: once is
 -- enough); a stale record of the id is overwritten.
-local function record(hash, idhash, fingerprint)
-  local value = fingerprint .. EPOCH
+local function write_record(hash, idhash, value)
   if redis.call('HSETNX', hash, idhash, value) == 1 then
     return nil
   end
-  local seen = live_fingerprint(redis.call('HGET', hash, idhash))
+  local seen = live_record(redis.call('HGET', hash, idhash))
   if not seen then
     redis.call('HSET', hash, idhash, value)
   end
@@ -285,7 +294,7 @@ local function recorded(hash, mark)
     local all = redis.call('HGETALL', hash)
     local stale = {}
     for i = 1, #all, 2 do
-      if all[i] ~= MARK and not live_fingerprint(all[i + 1]) then
+      if all[i] ~= MARK and not live_record(all[i + 1]) then
         stale[#stale + 1] = all[i]
       end
     end
@@ -353,7 +362,7 @@ local function apply(at)
   local mode = ARGV[at + 2]
   local value = ARGV[at + 3]
   local time = ARGV[at + 4]
-  local fingerprint = ARGV[at + 5]
+  local record = ARGV[at + 5]
   local idhash = ARGV[at + 6]
   local subs = ARGV[at + 7]
   local keep_subs = ARGV[at + 8]
@@ -389,10 +398,10 @@ local function apply(at)
   -- The first write: the record. HSETNX finds a live record of this id in
   -- the current layout, and writes none then.
   if not seen then
-    seen = record(hash, idhash, fingerprint)
+    seen = write_record(hash, idhash, record)
   end
   if seen then
-    if seen ~= fingerprint then
+    if not same_request(seen, record) then
       return redis.error_reply(REUSED)
     end
     if not key then
