@@ -5,8 +5,7 @@
 
 void
 rank_request_id_hash (const char *request_id,
-                      guint8 field[RANK_REQUEST_ID_HASH_BYTES],
-                      guint32 *selector)
+                      guint8 field[RANK_REQUEST_ID_HASH_BYTES])
 {
   g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
   guint8 digest[32];
@@ -15,9 +14,6 @@ rank_request_id_hash (const char *request_id,
   g_checksum_update (sum, (const guchar *) request_id, -1);
   g_checksum_get_digest (sum, digest, &len);
   memcpy (field, digest, RANK_REQUEST_ID_HASH_BYTES);
-  /* The field's own first bytes: update.lua can place a record it moves. */
-  *selector = ((guint32) digest[0] << 24) | ((guint32) digest[1] << 16)
-              | ((guint32) digest[2] << 8) | digest[3];
 }
 
 /* An update without subscores or data hashes as before they existed. */

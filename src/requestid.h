@@ -2,9 +2,10 @@
  *
  * Pure functions of their inputs (unit-tested in tests/test_requestid.c):
  *
- *   the request id's hash: 10 bytes of its SHA-256 (a record's field), and
- *     its first 4 bytes as a number, the selector of its record hash.
- *     Hashing bounds a record's size whatever the id's length. The hashes of
+ *   the request id's hash: 10 bytes of its SHA-256, a record's field;
+ *     update.lua places the record by the field's first bytes (its
+ *     selector_of), so it can move a record to another layout. Hashing
+ *     bounds a record's size whatever the id's length. The hashes of
  *     one record hash share the selector's low bits (up to 20); the other 60
  *     bits keep a false match (a new id taken for a retry) below 10^-16 per
  *     request with 48 records in a hash;
@@ -31,8 +32,7 @@
 #define RANK_FINGERPRINT_BYTES 4
 
 void rank_request_id_hash (const char *request_id,
-                           guint8 field[RANK_REQUEST_ID_HASH_BYTES],
-                           guint32 *selector);
+                           guint8 field[RANK_REQUEST_ID_HASH_BYTES]);
 
 void rank_request_fingerprint (const RankUpdate *update,
                                guint8 out[RANK_FINGERPRINT_BYTES]);

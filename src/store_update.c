@@ -172,12 +172,11 @@ rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
       record[RANK_FINGERPRINT_BYTES], idhash[RANK_REQUEST_ID_HASH_BYTES];
   guint8 subs[RANK_SUBSCORES_MAX * RANK_ORDERKEY_SUBSCORE_BYTES];
   gint64 buckets[RANK_REQUEST_BUCKET_ARGS];
-  guint32 selector;
   Arg batch[N_BATCH_ARGS], one[N_ITEM_ARGS];
 
   rank_orderkey_encode_time (update->timestamp_ms, time);
   rank_request_fingerprint (update, fp);
-  rank_request_id_hash (update->request_id, idhash, &selector);
+  rank_request_id_hash (update->request_id, idhash);
   rank_request_buckets (ctx->dedup_window_ms, ctx->now_ms, buckets);
   rank_request_record (fp, buckets[0], record);
   /* Without subscores, an INCREMENT keeps the member's own; a new member

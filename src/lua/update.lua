@@ -29,9 +29,9 @@
 --   string.format here costs Redis more.
 -- Then each update's: member, mode (1 INCREMENT, 2 BEST, 3 SET, 4 remove),
 --   value, time (6 bytes), request-id record (4 bytes: the bucket mod 16,
---   then 28 bits of the fingerprint of what the request id
---   stands for, request-id hash (10 bytes), subscores (8 bytes each, encoded to sort bytewise; '' on
---   boards without), subscores absent (1: an INCREMENT without them keeps
+--   then 28 bits of the fingerprint of what the request id stands for),
+--   request-id hash (10 bytes), subscores (8 bytes each, encoded to sort
+--   bytewise; '' on boards without), subscores absent (1: an INCREMENT without them keeps
 --   the member's own; those given are then the 0s of a new member), data
 --   given (1: replace the member's data with the next argument, which when
 --   empty deletes it), data.
@@ -39,8 +39,8 @@
 -- Request-id records are packed: a record is one field (the 10-byte hash of
 -- the request id) -> value (4 bytes: the time bucket it was written in,
 -- mod 16, in the top 4 bits, then 28 bits of the fingerprint) of a small
--- hash. The record hashes
--- of a board form one layout of s hashes (a power of 2), named
+-- hash. The record hashes of a board form one layout of s hashes (a power
+-- of 2), named
 -- rk:{board}:q:<s>:<selector mod s>; the selector is the first 4 bytes of
 -- the field, big-endian, so a record can be moved to another layout. A
 -- request id has one place, whatever its age: HSETNX there finds a record
@@ -268,8 +268,7 @@ end
 
 -- Records idhash in hash (its value: this update's record) unless the hash
 -- holds a live record of it already: then returns that record and writes
--- nothing. HSETNX looks and
--- writes at once (a lookup that misses reads the whole hash: once is
+-- nothing. HSETNX looks and writes at once (a lookup that misses reads the whole hash: once is
 -- enough); a stale record of the id is overwritten.
 local function write_record(hash, idhash, value)
   if redis.call('HSETNX', hash, idhash, value) == 1 then
@@ -542,7 +541,7 @@ if records_added > 0 or (layout_changed and meta[1]) then
   if #fields > 2 then
     redis.call(unpack(fields))
   end
-  if layout_changed and not leaving then
+  if meta[2] and not leaving then
     redis.call('HDEL', qprefix, 'o', 'm')
   end
   if opened then
