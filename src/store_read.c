@@ -94,13 +94,12 @@ rank_script_kind (const RankBoardOptions *o, RankKind kind)
   return store_kind_name (kind);
 }
 
-/* rank.lua's ARGV up to the member or score: op, order, kind, limit. */
+/* rank.lua's ARGV up to the member or score: op, kind, limit. */
 static void
 add_rank_args (RankCommand *cmd, const char *op, const RankBoardOptions *o,
                RankKind kind)
 {
   rank_command_add_str (cmd, op);
-  rank_command_add_str (cmd, store_order_name (o->order));
   rank_command_add_str (cmd, rank_script_kind (o, kind));
   rank_command_add_int (cmd, o->max_top_depth);
 }
@@ -215,20 +214,21 @@ rank_found (const RankReply *reply, const GError *error, gpointer data)
   const RankBoardOptions *o = task->ctx->options;
   g_autoptr (GError) bad = NULL;
   const RankReply *key = NULL, *zscore = NULL;
+  gint64 score = 0;
 
   if (error == NULL && reply->type == RANK_REPLY_NIL)
     error = bad = g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND,
                                "member '%s' is not on board '%s'", task->member,
                                task->ctx->board);
-  /* find: {score, ahead on this node, key, zscore[, distinct scores ahead]} */
+  /* find: {ahead on this node, key, zscore[, distinct scores ahead]} */
   else if (error == NULL
-           && (!rank_reply_int_at (reply, 0, &task->score)
-               || (key = rank_reply_string_at (reply, 2)) == NULL
-               || (zscore = rank_reply_string_at (reply, 3)) == NULL
-               || reply->elements < (task->ahead.distinct != NULL ? 5u : 4u)
+           && ((key = rank_reply_string_at (reply, 1)) == NULL
+               || (zscore = rank_reply_string_at (reply, 2)) == NULL
+               || !rank_orderkey_parse_zscore (zscore->str, zscore->len, &score)
+               || reply->elements < (task->ahead.distinct != NULL ? 4u : 3u)
                || !ahead_add (
                    &task->ahead,
-                   reply->element[task->ahead.distinct != NULL ? 4 : 1])))
+                   reply->element[task->ahead.distinct != NULL ? 3 : 0])))
     error = bad = store_unexpected (reply, "rank.lua find");
   else if (error == NULL && key->len <= store_prefix_len (o))
     error = bad = store_unexpected (reply, "rank.lua find (short key)");
@@ -238,6 +238,8 @@ rank_found (const RankReply *reply, const GError *error, gpointer data)
       rank_finish (task);
       return;
     }
+  /* The parse gives -zscore: the score of a descending board. */
+  task->score = o->order == RANK_ORDER_ASC ? -score : score;
   store_decode_subscores (o, key->str, &task->n_subscores, task->subscores);
   task->countdown.pending += send_counts (
       task->store, task->ctx, task->kind, task->node, zscore->str, zscore->len,

@@ -4,10 +4,10 @@
 -- call. On a sharded board the node of the member's shard runs find, then
 -- every other node holding shards runs count.
 --
--- ARGV[1] 'find' or 'count'; ARGV[2] order ('desc' or 'asc'); ARGV[3] rank
--- kind: 'ordinal', 'competition', 'dense' (one shard: count the board's
--- distinct-score set) or 'dense-list' (several shards: list the distinct
--- scores ahead, which rankd unions, at most ARGV[4] + 1 per shard).
+-- ARGV[1] 'find' or 'count'; ARGV[2] rank kind: 'ordinal', 'competition',
+-- 'dense' (one shard: count the board's distinct-score set) or 'dense-list'
+-- (several shards: list the distinct scores ahead, which rankd unions, at
+-- most ARGV[3] + 1 per shard).
 --
 -- find   KEYS[1]   hash        rk:{board}:t, or rk:s:{board/i}:t of the member's shard i
 --        KEYS[2]   sorted set  rk:{board}:z, or rk:s:{board/i}:z
@@ -15,15 +15,15 @@
 --                  shards on this node; dense: the distinct-score set
 --                  rk:{board}:d; dense-list: the distinct-score sets of all
 --                  the board's shards on this node
---        ARGV[5..] member ids: the finds rankd queued for these keys in one
+--        ARGV[4..] member ids: the finds rankd queued for these keys in one
 --        loop iteration (backend.c batches)
 --        Returns one reply per member: false if the member is not on the
---        board, else {score, entries ahead of it on this node (dense-list:
---        0), its order key, its sorted-set score, [dense-list: the distinct
---        sorted-set scores ahead]}.
+--        board, else {entries ahead of it on this node (dense-list: 0), its
+--        order key, its sorted-set score (rankd derives the score from it),
+--        [dense-list: the distinct sorted-set scores ahead]}.
 -- count  KEYS[1..] the board's sorted sets on this node (dense: its
 --                  distinct-score set; dense-list: the shards' distinct-score sets)
---        ARGV[5], ARGV[6]  sorted-set score, order key (from find)
+--        ARGV[4], ARGV[5]  sorted-set score, order key (from find)
 --        Returns the number of entries ahead (dense-list: the scores ahead).
 --
 -- "Ahead" for ordinal ranks is the sorted-set order of an ordinary board: a
@@ -34,9 +34,9 @@
 -- rank the same entries would have on one ordinary board.
 --
 -- Try it: redis-cli EVAL "$(cat prelude.lua rank.lua)" 3 'rk:s:{b/0}:t' 'rk:s:{b/0}:z' 'rk:s:{b/1}:z' \
---   find desc ordinal 0 alice
+--   find ordinal 0 alice
 
-local op, ascending, kind, limit = ARGV[1], ARGV[2] == 'asc', ARGV[3], tonumber(ARGV[4])
+local op, kind, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
 -- Entries of sorted set z ahead of (s, key).
 local function ahead(z, s, key)
@@ -84,33 +84,48 @@ end
 
 if op == 'count' then
   if kind == 'dense-list' then
-    return distinct_from(1, ARGV[5])
+    return distinct_from(1, ARGV[4])
   elseif kind == 'dense' then
-    return redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[5])
+    return redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[4])
   end
-  return count_from(1, ARGV[5], ARGV[6])
+  return count_from(1, ARGV[4], ARGV[5])
 end
 
-local function find(member)
-  local p = call_on(KEYS[1], 'hash', 'member times', 'HGET', member)
-  if not p then
-    return false
-  end
-  local key = p .. member
-  local s = call_on(KEYS[2], 'zset', 'scores', 'ZSCORE', key)
-  local score = ascending and tonumber(s) or -tonumber(s)
+-- The entries ahead of the member whose sorted-set key is key, score s.
+local function entry(key, s)
   if kind == 'dense' then
-    return {score, redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. s), key, s}
+    return {redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. s), key, s}
   elseif kind == 'dense-list' then
-    return {score, 0, key, s, distinct_from(3, s)}
+    return {0, key, s, distinct_from(3, s)}
   end
   local own = kind == 'competition' and redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. s)
     or redis.call('ZRANK', KEYS[2], key)
-  return {score, own + count_from(3, s, key), key, s}
+  return {own + count_from(3, s, key), key, s}
 end
 
+-- Every member's prefix in one HMGET, every found one's score in one
+-- ZMSCORE: a call's cost is paid once per batch, not per member.
+local members = {unpack(ARGV, 4)}
 local found = {}
-for i = 5, #ARGV do
-  found[#found + 1] = find(ARGV[i])
+if #members == 0 then
+  return found
+end
+local prefixes = call_on(KEYS[1], 'hash', 'member times', 'HMGET', unpack(members))
+local keys = {}
+for i = 1, #members do
+  if prefixes[i] then
+    keys[#keys + 1] = prefixes[i] .. members[i]
+  end
+end
+local scores = #keys > 0 and call_on(KEYS[2], 'zset', 'scores', 'ZMSCORE', unpack(keys)) or {}
+local j = 0
+for i = 1, #members do
+  found[i] = false
+  if prefixes[i] then
+    j = j + 1
+    if scores[j] then
+      found[i] = entry(keys[j], scores[j])
+    end
+  end
 end
 return found
