@@ -29,6 +29,7 @@
 #include "error.h"
 #include "histogram.h"
 #include "timeline.h"
+#include "topreader.h"
 #include "lua_scripts.h"
 #include "orderkey.h"
 #include "store.h"
@@ -71,6 +72,7 @@ typedef struct
   gboolean preload_only;
   char *transport;
   char *protocol;
+  char *reader; /* GetTopN replies: lean (topreader.c) or generated */
   int top_n;
   gboolean json;
   gint64 seed;
@@ -84,6 +86,7 @@ typedef struct
   /* derived */
   gboolean framed;
   RankProtocolKind kind;
+  gboolean lean_top; /* GetTopN replies read by topreader.c */
   char *direct_host;
   int direct_port;
   char sha[41];
@@ -276,6 +279,39 @@ rankd_send (Worker *w, int op, const char *board, const char *member,
   return ok;
 }
 
+/* A GetTopN reply read in place (topreader.h): the same checks without
+ * an object per entry. */
+static gboolean
+recv_top_lean (Worker *w)
+{
+  RankClientTransport *t = rank_client_get_transport (w->client);
+  GError *error = NULL;
+  const guint8 *bytes;
+  gsize len = 0, entries;
+  char *why = NULL;
+  gboolean ok;
+
+  if (!rank_client_transport_begin_message (t, &error))
+    {
+      note_error (w, error->message);
+      g_error_free (error);
+      return FALSE;
+    }
+  bytes = rank_client_transport_message (t, &len);
+  ok = rank_bench_read_top (bytes, len, &entries, &why);
+  rank_client_transport_end_message (t);
+  if (ok && entries > (gsize) w->o->top_n)
+    {
+      why = g_strdup_printf ("GetTopN(%d) answered %" G_GSIZE_FORMAT " entries",
+                             w->o->top_n, entries);
+      ok = FALSE;
+    }
+  if (!ok)
+    note_error (w, why);
+  g_free (why);
+  return ok;
+}
+
 /* Reads the reply to a call of op. NotFound is an answer (a member not
  * loaded yet), not a failure; other failures are noted. */
 static gboolean
@@ -344,6 +380,8 @@ rankd_recv (Worker *w, int op)
                                                &unavailable, &error);
       break;
     default:
+      if (w->o->lean_top)
+        return recv_top_lean (w);
       g_ptr_array_set_size (w->page, 0);
       ok = rank_ranking_client_recv_get_top_n (iface, &w->page, &invalid,
                                                &unavailable, &error);
@@ -770,6 +808,10 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
     { "protocol", 'P', 0, G_OPTION_ARG_STRING, &o->protocol,
       "binary (default) or compact, as rankd runs", "P" },
     { "top-n", 0, 0, G_OPTION_ARG_INT, &o->top_n, "GetTopN size (10)", "N" },
+    { "reader", 0, 0, G_OPTION_ARG_STRING, &o->reader,
+      "GetTopN replies: lean (default; read in place, no object per entry; "
+      "framed binary only) or generated (the c_glib client's)",
+      "R" },
     { "pipeline", 0, 0, G_OPTION_ARG_INT, &o->pipeline,
       "Calls in flight per connection, sent together (1; up to 64; not with "
       "--direct)",
@@ -870,6 +912,16 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
                    "--protocol: binary or compact");
       return FALSE;
     }
+  if (o->reader != NULL && g_strcmp0 (o->reader, "lean") != 0
+      && g_strcmp0 (o->reader, "generated") != 0)
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--reader: lean or generated");
+      return FALSE;
+    }
+  /* The lean reader knows the binary protocol in frames only. */
+  o->lean_top = g_strcmp0 (o->reader, "generated") != 0 && o->framed
+                && o->kind == RANK_PROTOCOL_BINARY;
   if (o->direct != NULL)
     {
       const char *colon = strrchr (o->direct, ':');
@@ -1033,6 +1085,7 @@ finish (Options *o, Worker *workers, GThread **threads, int status)
   g_free (o->board_prefix);
   g_free (o->transport);
   g_free (o->protocol);
+  g_free (o->reader);
   g_free (o->timeline);
   g_free (o->plot);
   g_free (o->cpu);

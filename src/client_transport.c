@@ -288,6 +288,21 @@ client_read_end (ThriftTransport *transport, GError **error)
   return TRUE;
 }
 
+const guint8 *
+rank_client_transport_message (RankClientTransport *self, gsize *len)
+{
+  if (!self->framed || !self->in_frame)
+    return NULL;
+  *len = self->frame_left;
+  return self->rbuf + self->rpos;
+}
+
+void
+rank_client_transport_end_message (RankClientTransport *self)
+{
+  client_read_end (THRIFT_TRANSPORT (self), NULL);
+}
+
 static gboolean
 client_write (ThriftTransport *transport, const gpointer buf, const guint32 len,
               GError **error)

@@ -54,6 +54,12 @@ gboolean rank_client_transport_uncork (RankClientTransport *self,
 gboolean rank_client_transport_begin_message (RankClientTransport *self,
                                               GError **error);
 
+/* Framed: the bytes of the message begun by begin_message, all of its
+ * frame, for a reader of its own (NULL in buffered mode);
+ * end_message then drops them. */
+const guint8 *rank_client_transport_message (RankClientTransport *self,
+                                             gsize *len);
+void rank_client_transport_end_message (RankClientTransport *self);
 /* Bytes the protocol may still read from the current message. */
 gsize rank_client_transport_remaining (RankClientTransport *self);
 
