@@ -172,6 +172,16 @@ rank_backend_free (RankBackend *backend)
   g_free (backend);
 }
 
+gboolean
+rank_backend_watch_nodes (RankBackend *backend, RankBackendNodesFunc func,
+                          gpointer data)
+{
+  if (backend->impl->watch_nodes == NULL)
+    return FALSE;
+  backend->impl->watch_nodes (backend->impl_data, func, data);
+  return TRUE;
+}
+
 guint
 rank_backend_nodes (RankBackend *backend)
 {

@@ -74,6 +74,18 @@ gboolean rank_backend_wait_ready (RankBackend *backend, int timeout_ms,
 /* After the loop stopped: fails what is pending, frees the links. */
 void rank_backend_free (RankBackend *backend);
 
+/* The Redis nodes a worker's commands may reach, as they change: called
+ * on the loop thread with every node of a Cluster's map (masters, then
+ * replicas; cluster.h). */
+typedef void (*RankBackendNodesFunc) (const RankAddress *nodes, guint n,
+                                      gpointer data);
+
+/* Redis Cluster: func hears of the map's nodes whenever they change (the
+ * map is then read every few seconds); FALSE on plain nodes, whose nodes
+ * are those configured. Before start. */
+gboolean rank_backend_watch_nodes (RankBackend *backend,
+                                   RankBackendNodesFunc func, gpointer data);
+
 /* The nodes the shards of a board spread over: shard i goes to node i mod
  * this (plain nodes: their number; Cluster: RANK_SHARDS_MAX, each shard a
  * node of its own, since a command may not name keys of two slots). */

@@ -66,6 +66,12 @@ nodes (gpointer impl)
 }
 
 static void
+watch_nodes (gpointer impl, RankBackendNodesFunc func, gpointer data)
+{
+  rank_cluster_watch_nodes (impl, func, data);
+}
+
+static void
 start (gpointer impl)
 {
   rank_cluster_start (impl);
@@ -89,6 +95,7 @@ const RankBackendImpl rank_backend_cluster_impl = {
   .redirect = redirect,
   .unreachable = unreachable,
   .nodes = nodes,
+  .watch_nodes = watch_nodes,
   .start = start,
   .wait_ready = wait_ready,
   .free = free_cluster,

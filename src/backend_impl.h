@@ -25,6 +25,8 @@ typedef struct
   /* A command could not reach its node (the node may have failed over). */
   void (*unreachable) (gpointer impl);
   guint (*nodes) (gpointer impl);
+  /* Reports the nodes as they change (Cluster); NULL: they do not. */
+  void (*watch_nodes) (gpointer impl, RankBackendNodesFunc func, gpointer data);
   void (*start) (gpointer impl);
   gboolean (*wait_ready) (gpointer impl, int timeout_ms, GError **error);
   void (*free) (gpointer impl);

@@ -37,6 +37,11 @@ struct _RankCluster
   GPtrArray *heartbeat_keys; /* char *, per node index: NULL until needed */
   gint64 next_probe_us;
   gint64 next_refresh_us;
+  /* rank_cluster_watch_nodes: the watcher, and the nodes it last heard of
+   * ("host:port" lines, sorted). */
+  RankClusterNodesFunc watch;
+  gpointer watch_data;
+  char *watched;
 };
 
 typedef struct
@@ -190,7 +195,7 @@ probe (gpointer data)
   RankCluster *cluster = data;
   gint64 now = g_get_monotonic_time ();
 
-  if (!cluster->replicas_read)
+  if (!cluster->replicas_read && cluster->watch == NULL)
     return -1;
   if (now >= cluster->next_refresh_us)
     {
@@ -198,6 +203,8 @@ probe (gpointer data)
           = now + (gint64) RANK_CLUSTER_REPLICA_REFRESH_MS * 1000;
       rank_cluster_refresh (cluster);
     }
+  if (!cluster->replicas_read)
+    return (int) ((cluster->next_refresh_us - now) / 1000) + 1;
   if (now < cluster->next_probe_us)
     return (int) ((cluster->next_probe_us - now) / 1000) + 1;
   cluster->next_probe_us = now + (gint64) RANK_REPLICA_PROBE_MS * 1000;
@@ -327,6 +334,7 @@ rank_cluster_free (RankCluster *cluster)
   g_ptr_array_unref (cluster->replicas);
   g_ptr_array_unref (cluster->heartbeat_keys);
   g_free (cluster->heartbeat_id);
+  g_free (cluster->watched);
   for (guint i = 0; i < cluster->nodes->len; i++)
     {
       Node *node = g_ptr_array_index (cluster->nodes, i);
@@ -365,6 +373,9 @@ rank_cluster_moved (RankCluster *cluster, guint slot, const char *host,
     return;
   node_link (cluster, (guint) i);
   cluster->owner[slot] = (gint16) i;
+  /* A watcher hears of the map's nodes from the map. */
+  if (cluster->watch != NULL)
+    rank_cluster_refresh (cluster);
 }
 
 /* The replica at host:port, made on first sight: its own link, whose
@@ -455,6 +466,65 @@ typedef struct
   guint asked;
 } SlotsAsk;
 
+static gint
+compare_strings (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+/* Tells the watcher of the map's nodes (masters is the nodes owning
+ * slots, by index), if they changed. */
+static void
+report_nodes (RankCluster *cluster, const gboolean *masters)
+{
+  g_autoptr (GPtrArray) lines = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GArray) addresses
+      = g_array_new (FALSE, TRUE, sizeof (RankAddress));
+  g_autofree char *all = NULL;
+
+  if (cluster->watch == NULL)
+    return;
+  for (guint i = 0; i < cluster->nodes->len; i++)
+    if (masters[i])
+      {
+        Node *node = g_ptr_array_index (cluster->nodes, i);
+        RankAddress a = { node->host, node->port, NULL };
+
+        g_array_append_val (addresses, a);
+      }
+  for (guint i = 0; i < cluster->replicas->len; i++)
+    {
+      Replica *r = g_ptr_array_index (cluster->replicas, i);
+      RankAddress a = { r->host, r->port, NULL };
+
+      if (r->master >= 0)
+        g_array_append_val (addresses, a);
+    }
+  for (guint i = 0; i < addresses->len; i++)
+    {
+      RankAddress *a = &g_array_index (addresses, RankAddress, i);
+
+      g_ptr_array_add (lines, g_strdup_printf ("%s:%u", a->host, a->port));
+    }
+  g_ptr_array_sort (lines, compare_strings);
+  g_ptr_array_add (lines, NULL);
+  all = g_strjoinv ("\n", (char **) lines->pdata);
+  if (addresses->len == 0 || g_strcmp0 (all, cluster->watched) == 0)
+    return;
+  g_free (cluster->watched);
+  cluster->watched = g_steal_pointer (&all);
+  cluster->watch ((const RankAddress *) addresses->data, addresses->len,
+                  cluster->watch_data);
+}
+
+void
+rank_cluster_watch_nodes (RankCluster *cluster, RankClusterNodesFunc func,
+                          gpointer data)
+{
+  cluster->watch = func;
+  cluster->watch_data = data;
+}
+
 static void
 slots_reply (const RankReply *reply, const GError *error, gpointer data)
 {
@@ -493,6 +563,7 @@ slots_reply (const RankReply *reply, const GError *error, gpointer data)
         seen[cluster->owner[i]] = TRUE;
         cluster->n_masters++;
       }
+  report_nodes (cluster, seen);
 }
 
 void

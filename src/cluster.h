@@ -81,6 +81,18 @@ void rank_cluster_moved (RankCluster *cluster, guint slot, const char *host,
 RankRedisLink *rank_cluster_replica (RankCluster *cluster, guint slot,
                                      int max_lag_ms, gint64 fresh_after_us);
 
+/* Called on the loop thread with every node the map names: the masters
+ * that own slots, then their replicas. */
+typedef void (*RankClusterNodesFunc) (const RankAddress *nodes, guint n,
+                                      gpointer data);
+
+/* func hears of the map's nodes after every read of the map that changes
+ * them (the first included); the map is then asked for every
+ * RANK_CLUSTER_REPLICA_REFRESH_MS, and at once on a MOVED, so that a node
+ * that joins is seen. */
+void rank_cluster_watch_nodes (RankCluster *cluster, RankClusterNodesFunc func,
+                               gpointer data);
+
 /* Asks for the whole map again, unless a request is under way or the last
  * one was under RANK_CLUSTER_REFRESH_MIN_MS ago. */
 void rank_cluster_refresh (RankCluster *cluster);

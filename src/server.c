@@ -699,23 +699,24 @@ start_drain (gpointer data)
 
 /* On a Redis Cluster, says which boards ask for read_cache=tracked, which
  * they do not get there. */
-static void
-warn_untracked (const RankConfig *boards)
+/* Whether any board (or [defaults], which every other board takes) is
+ * read_cache=tracked. */
+static gboolean
+any_tracked (const RankConfig *boards)
 {
   g_auto (GStrv) names = rank_config_board_names (boards);
-  g_autoptr (GString) which = g_string_new (NULL);
+  gboolean any = rank_config_board (boards, "")->read_cache_tracked;
 
-  /* "" is no board's name: the options of [defaults]. */
-  if (rank_config_board (boards, "")->read_cache_tracked)
-    g_string_append (which, "[defaults]");
-  for (guint i = 0; names[i] != NULL; i++)
-    if (rank_config_board (boards, names[i])->read_cache_tracked)
-      g_string_append_printf (which, "%s[board %s]", which->len ? ", " : "",
-                              names[i]);
-  if (which->len > 0)
-    g_warning ("read_cache=tracked is not served on a Redis Cluster; read "
-               "from Redis as if uncached (read_cache_ms still works): %s",
-               which->str);
+  for (guint i = 0; !any && names[i] != NULL; i++)
+    any = rank_config_board (boards, names[i])->read_cache_tracked;
+  return any;
+}
+
+/* Worker 0's Cluster map changed: the tracking follows it. */
+static void
+cluster_nodes (const RankAddress *nodes, guint n, gpointer data)
+{
+  rank_tracking_set_nodes (data, nodes, n);
 }
 
 static void
@@ -751,15 +752,22 @@ worker_init (Worker *w, RankServer *server, guint index)
   rank_handler_set_cache (w->handler, server->cache);
   if (index == 0)
     w->queue = rank_queue_new (w->loop, w->store, w->handler);
-  /* Redis Cluster moves slots between nodes: the tracked cache is for
-   * plain nodes only (tracking.h). */
-  if (index == 0 && server->config.redis_cluster)
-    warn_untracked (server->config.boards);
+  /* Worker 0 runs the tracking session: on plain nodes of the nodes
+   * configured, on a Redis Cluster of every node of its map, as the map
+   * changes (tracking.h); only a tracked board has it asked for the map
+   * every few seconds. */
   if (index == 0 && !server->config.redis_cluster)
     w->tracking = rank_tracking_new (
         w->loop, server->cache, server->nodes, server->n_nodes,
         server->config.redis_timeout_ms, server->config.redis_user,
         server->config.redis_password);
+  else if (index == 0 && any_tracked (server->config.boards))
+    {
+      w->tracking = rank_tracking_new (
+          w->loop, server->cache, NULL, 0, server->config.redis_timeout_ms,
+          server->config.redis_user, server->config.redis_password);
+      rank_backend_watch_nodes (w->backend, cluster_nodes, w->tracking);
+    }
   g_queue_init (&w->conns);
   rank_loop_add_prepare (w->loop, sweep, w);
   rank_backend_start (w->backend);
@@ -773,6 +781,8 @@ worker_clear (Worker *w)
 {
   rank_loop_run_pending (w->loop);
   rank_queue_stop (w->queue);
+  if (w->tracking != NULL)
+    rank_backend_watch_nodes (w->backend, NULL, NULL);
   rank_tracking_free (w->tracking);
   rank_backend_free (w->backend);
   rank_loop_run_pending (w->loop);

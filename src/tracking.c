@@ -34,15 +34,20 @@ typedef struct
   gint64 retry_at;      /* monotonic us: after a refusal, not before */
   guint subscribed;     /* sub's connection count when it subscribed */
   GHashTable *prefixes; /* registered in this attempt */
+  gboolean active;      /* in the list tracked now (rank_tracking_set_nodes) */
 } Node;
 
 struct _RankTracking
 {
   RankLoop *loop;
   RankReadCache *cache;
+  /* Every node tracked so far (a Cluster's map changes; a link cannot be
+   * freed while the loop runs, so nodes that leave the list stay, idle,
+   * and come back as they were): indices do not change. */
   Node *nodes;
   guint n_nodes;
   RankAddress *addresses;
+  gboolean started; /* the cache asked for the session */
   int timeout_ms;
   char *user, *password;
   gboolean up;
@@ -75,7 +80,7 @@ ask_new (RankTracking *t, guint node)
 
   a->t = t;
   a->node = node;
-  a->attempt = t->nodes[node].attempt;
+  a->attempt = node < t->n_nodes ? t->nodes[node].attempt : 0;
   return a;
 }
 
@@ -83,7 +88,8 @@ ask_new (RankTracking *t, guint node)
 static gboolean
 current (const Ask *a)
 {
-  return !a->t->stopping && a->t->nodes[a->node].attempt == a->attempt;
+  return !a->t->stopping && a->node < a->t->n_nodes
+         && a->t->nodes[a->node].attempt == a->attempt;
 }
 
 static void
@@ -172,13 +178,24 @@ send_argv (RankRedisLink *link, GPtrArray *argv, RankRedisReplyFunc func,
 
 /* ---- the session ---- */
 
+static guint
+active_nodes (RankTracking *t)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < t->n_nodes; i++)
+    n += t->nodes[i].active ? 1 : 0;
+  return n;
+}
+
 static void
 session_check (RankTracking *t)
 {
-  gboolean all = TRUE;
+  /* No node (a Cluster's map not read yet) is no session. */
+  gboolean all = active_nodes (t) > 0;
 
   for (guint i = 0; i < t->n_nodes; i++)
-    all = all && t->nodes[i].phase == PHASE_UP;
+    all = all && (!t->nodes[i].active || t->nodes[i].phase == PHASE_UP);
   if (all == t->up)
     return;
   t->up = all;
@@ -193,7 +210,8 @@ session_check (RankTracking *t)
       while (g_hash_table_iter_next (&it, &board, &shards))
         rank_read_cache_registered (t->cache, board, GPOINTER_TO_UINT (shards),
                                     t->epoch);
-      g_message ("read cache: tracking is up on %u Redis node(s)", t->n_nodes);
+      g_message ("read cache: tracking is up on %u Redis node(s)",
+                 active_nodes (t));
     }
   else
     g_message ("read cache: tracking is down; cached answers dropped");
@@ -394,33 +412,37 @@ registered (const RankReply *reply, const GError *error, gpointer data)
 }
 
 static void
+start_node (RankTracking *t, guint i)
+{
+  Node *n = &t->nodes[i];
+  const char *sub_name[] = { "CLIENT", "SETNAME", RANK_TRACKING_CLIENT_NAME };
+  const char *trk_name[] = { "CLIENT", "SETNAME", "rankd-tracking" };
+  const char *auth[] = { "AUTH", t->user, t->password };
+  int auth_argc = t->user ? 3 : 2;
+
+  if (t->user == NULL)
+    auth[1] = t->password;
+  n->sub = rank_redis_link_new (t->loop, &t->addresses[i], t->timeout_ms);
+  n->trk = rank_redis_link_new (t->loop, &t->addresses[i], t->timeout_ms);
+  if (t->password != NULL)
+    {
+      rank_redis_link_add_startup (n->sub, auth_argc, auth, NULL);
+      rank_redis_link_add_startup (n->trk, auth_argc, auth, NULL);
+    }
+  rank_redis_link_add_startup (n->sub, 3, sub_name, NULL);
+  rank_redis_link_add_startup (n->trk, 3, trk_name, NULL);
+  rank_redis_link_set_push (n->sub, message, t);
+  rank_redis_link_start (n->sub);
+  rank_redis_link_start (n->trk);
+  n->phase = PHASE_IDLE;
+}
+
+static void
 start_links (RankTracking *t)
 {
   for (guint i = 0; i < t->n_nodes; i++)
-    {
-      Node *n = &t->nodes[i];
-      const char *sub_name[]
-          = { "CLIENT", "SETNAME", RANK_TRACKING_CLIENT_NAME };
-      const char *trk_name[] = { "CLIENT", "SETNAME", "rankd-tracking" };
-      const char *auth[] = { "AUTH", t->user, t->password };
-      int auth_argc = t->user ? 3 : 2;
-
-      if (t->user == NULL)
-        auth[1] = t->password;
-      n->sub = rank_redis_link_new (t->loop, &t->addresses[i], t->timeout_ms);
-      n->trk = rank_redis_link_new (t->loop, &t->addresses[i], t->timeout_ms);
-      if (t->password != NULL)
-        {
-          rank_redis_link_add_startup (n->sub, auth_argc, auth, NULL);
-          rank_redis_link_add_startup (n->trk, auth_argc, auth, NULL);
-        }
-      rank_redis_link_add_startup (n->sub, 3, sub_name, NULL);
-      rank_redis_link_add_startup (n->trk, 3, trk_name, NULL);
-      rank_redis_link_set_push (n->sub, message, t);
-      rank_redis_link_start (n->sub);
-      rank_redis_link_start (n->trk);
-      n->phase = PHASE_IDLE;
-    }
+    if (t->nodes[i].sub == NULL)
+      start_node (t, i);
 }
 
 /* The cache asks: start the session, or register the boards it wants. */
@@ -437,8 +459,9 @@ take_wanted (gpointer data)
   g_atomic_int_set (&t->want_posted, 0);
   if (t->stopping)
     return;
-  if (t->nodes[0].phase == PHASE_OFF)
+  if (!t->started)
     {
+      t->started = TRUE;
       start_links (t);
       return;
     }
@@ -452,10 +475,11 @@ take_wanted (gpointer data)
   *left = 1; /* until every node's command is sent */
   for (guint i = 0; i < t->n_nodes; i++)
     {
-      g_autoptr (GPtrArray) argv = tracking_command (t, &t->nodes[i], prefixes);
+      g_autoptr (GPtrArray) argv = NULL;
       Ask *a;
 
-      if (argv == NULL)
+      if (!t->nodes[i].active
+          || (argv = tracking_command (t, &t->nodes[i], prefixes)) == NULL)
         continue;
       a = ask_new (t, i);
       a->left = left;
@@ -468,7 +492,7 @@ take_wanted (gpointer data)
     }
   {
     /* The count's own reference, as one more reply. */
-    Ask *a = ask_new (t, 0);
+    Ask *a = ask_new (t, G_MAXUINT);
 
     a->left = left;
     a->failed = failed;
@@ -497,13 +521,17 @@ prepare (gpointer data)
   gint64 now = g_get_monotonic_time ();
   int timeout = -1;
 
-  if (t->stopping || t->nodes[0].phase == PHASE_OFF)
+  if (t->stopping || !t->started)
     return -1;
   for (guint i = 0; i < t->n_nodes; i++)
     {
       Node *n = &t->nodes[i];
-      gboolean sub_up = rank_redis_link_is_up (n->sub);
-      gboolean trk_up = rank_redis_link_is_up (n->trk);
+      gboolean sub_up, trk_up;
+
+      if (!n->active)
+        continue;
+      sub_up = rank_redis_link_is_up (n->sub);
+      trk_up = rank_redis_link_is_up (n->trk);
 
       if (n->phase != PHASE_IDLE
           && (!sub_up || !trk_up
@@ -527,6 +555,79 @@ prepare (gpointer data)
   return timeout;
 }
 
+/* Node i's index in the pool, or -1. */
+static gint
+node_at (RankTracking *t, const RankAddress *a)
+{
+  for (guint i = 0; i < t->n_nodes; i++)
+    if (a->port == t->addresses[i].port
+        && g_strcmp0 (a->host, t->addresses[i].host) == 0
+        && g_strcmp0 (a->path, t->addresses[i].path) == 0)
+      return (gint) i;
+  return -1;
+}
+
+/* A new node of the pool, active; its index. */
+static guint
+add_node (RankTracking *t, const RankAddress *a)
+{
+  guint i = t->n_nodes++;
+
+  t->nodes = g_renew (Node, t->nodes, t->n_nodes);
+  t->addresses = g_renew (RankAddress, t->addresses, t->n_nodes);
+  memset (&t->nodes[i], 0, sizeof (Node));
+  t->addresses[i].host = g_strdup (a->host);
+  t->addresses[i].port = a->port;
+  t->addresses[i].path = g_strdup (a->path);
+  t->nodes[i].phase = PHASE_OFF;
+  t->nodes[i].active = TRUE;
+  t->nodes[i].prefixes
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  return i;
+}
+
+void
+rank_tracking_set_nodes (RankTracking *t, const RankAddress *nodes,
+                         guint n_nodes)
+{
+  gboolean changed = FALSE;
+
+  if (t->stopping)
+    return;
+  for (guint i = 0; i < t->n_nodes; i++)
+    {
+      Node *n = &t->nodes[i];
+      gboolean wanted = FALSE;
+
+      for (guint j = 0; j < n_nodes && !wanted; j++)
+        wanted = node_at (t, &nodes[j]) == (gint) i;
+      if (wanted == n->active)
+        continue;
+      changed = TRUE;
+      n->active = wanted;
+      /* Back in the list: it missed the boards registered meanwhile, so it
+       * starts its part of the session over. */
+      if (wanted && n->phase != PHASE_OFF)
+        node_reset (n);
+    }
+  for (guint j = 0; j < n_nodes; j++)
+    if (node_at (t, &nodes[j]) < 0)
+      {
+        guint i = add_node (t, &nodes[j]);
+
+        changed = TRUE;
+        if (t->started)
+          start_node (t, i);
+      }
+  if (!changed)
+    return;
+  g_message ("read cache: tracking follows the Redis Cluster map: %u node(s)",
+             n_nodes);
+  /* A node new to the session is not up yet: the session is down (every
+   * answer dropped) until it is. */
+  session_check (t);
+}
+
 RankTracking *
 rank_tracking_new (RankLoop *loop, RankReadCache *cache,
                    const RankAddress *nodes, guint n_nodes, int timeout_ms,
@@ -536,18 +637,8 @@ rank_tracking_new (RankLoop *loop, RankReadCache *cache,
 
   t->loop = loop;
   t->cache = cache;
-  t->n_nodes = n_nodes;
-  t->nodes = g_new0 (Node, n_nodes);
-  t->addresses = g_new0 (RankAddress, n_nodes);
   for (guint i = 0; i < n_nodes; i++)
-    {
-      t->addresses[i].host = g_strdup (nodes[i].host);
-      t->addresses[i].port = nodes[i].port;
-      t->addresses[i].path = g_strdup (nodes[i].path);
-      t->nodes[i].phase = PHASE_OFF;
-      t->nodes[i].prefixes
-          = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-    }
+    add_node (t, &nodes[i]);
   t->timeout_ms = timeout_ms;
   t->user = g_strdup (user);
   t->password = g_strdup (password);

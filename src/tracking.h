@@ -18,8 +18,15 @@
  * a read asks for them (or, after a new session, all those registered
  * before, in its first CLIENT TRACKING).
  *
- * Runs on one worker's loop; plain nodes only (on a Redis Cluster, tracked
- * boards are not cached).
+ * On a Redis Cluster the nodes are every node of the slot map, masters
+ * and replicas (rank_tracking_set_nodes, from the map as it changes):
+ * replicas report the changes they replicate, so a replica promoted by a
+ * failover was already reporting the slots it takes over. A node new to
+ * the session (a node added to the map, or one back in it) ends the
+ * session until it is up too; a node that leaves the map is left idle
+ * (its links stay: they cannot be freed while the loop runs).
+ *
+ * Runs on one worker's loop.
  */
 #ifndef RANK_TRACKING_H
 #define RANK_TRACKING_H
@@ -38,6 +45,12 @@ RankTracking *rank_tracking_new (RankLoop *loop, RankReadCache *cache,
                                  const RankAddress *nodes, guint n_nodes,
                                  int timeout_ms, const char *user,
                                  const char *password);
+
+/* The nodes to track from now on (a Cluster's map changed). A node new to
+ * the session takes the session down (the cache drops everything) until
+ * it is up too. Loop thread. */
+void rank_tracking_set_nodes (RankTracking *tracking, const RankAddress *nodes,
+                              guint n_nodes);
 
 /* After the loop stopped. */
 void rank_tracking_free (RankTracking *tracking);

@@ -221,7 +221,8 @@ rankd_start (void)
                                       "[board c_del]\nshards=10\n"
                                       "[board c_q]\nshards=10\nqueue=on\n"
                                       "[board c_rr]\nread_from=replica\n"
-                                      "max_replica_lag_ms=1000\n",
+                                      "max_replica_lag_ms=1000\n"
+                                      "[board c_tc]\nread_cache=tracked\n",
                                       -1, NULL));
   args[3] = config;
   /* The port is replaced: rankd goes to the cluster, not to one node. */
@@ -773,6 +774,139 @@ test_replica_reads (void)
                   replica);
 }
 
+/* The number of entries of board's top 10 (the call must succeed). */
+static guint
+top_count (const char *board)
+{
+  g_auto (Result) r = { 0 };
+  g_autoptr (GPtrArray) page = top_on (client, board, 10, 0, &r);
+
+  assert_ok (&r);
+  return page->len;
+}
+
+/* Reads board's top 10 until three reads in a row leave the node at port
+ * without a read: the answer is served from rankd's cache. */
+static void
+read_until_cached (guint16 port, const char *board)
+{
+  gint64 end = g_get_monotonic_time () + (gint64) DEADLINE_S * G_USEC_PER_SEC;
+
+  for (;;)
+    {
+      long long before;
+
+      g_assert_cmpuint (top_count (board), ==, 1);
+      before = reads_on (port);
+      for (int i = 0; i < 3; i++)
+        g_assert_cmpuint (top_count (board), ==, 1);
+      if (reads_on (port) == before)
+        return;
+      if (g_get_monotonic_time () > end)
+        g_error ("board %s's top was not cached", board);
+    }
+}
+
+/* Deletes board's keys on the node at port, behind rankd's back, and reads
+ * the top until it is empty: the cached answer is dropped. */
+static void
+delete_until_seen (guint16 port, const char *board)
+{
+  gint64 start = g_get_monotonic_time ();
+  gint64 end = start + (gint64) DEADLINE_S * G_USEC_PER_SEC;
+  redisReply *r = node_command (port, "DEL rk:{%s}:z rk:{%s}:t rk:{%s}:q",
+                                board, board, board);
+
+  g_assert_cmpint (r->type, ==, REDIS_REPLY_INTEGER);
+  g_assert_cmpint (r->integer, >=, 2);
+  freeReplyObject (r);
+  while (top_count (board) != 0)
+    if (g_get_monotonic_time () > end)
+      g_error ("a change on %u was not seen through the cache", port);
+  g_test_message ("a change on %u seen through the cache after %.1f ms", port,
+                  (double) (g_get_monotonic_time () - start) / 1000.0);
+}
+
+/* Whether the node at port has rankd's tracking connection: named
+ * rankd-tracking, tracking in broadcast mode (flags t and B). */
+static gboolean
+tracked_by_rankd (guint16 port)
+{
+  redisReply *r = node_command (port, "CLIENT LIST");
+  g_auto (GStrv) lines = NULL;
+  gboolean found = FALSE;
+
+  g_assert_cmpint (r->type, ==, REDIS_REPLY_STRING);
+  lines = g_strsplit (r->str, "\n", -1);
+  freeReplyObject (r);
+  for (guint i = 0; lines[i] != NULL && !found; i++)
+    {
+      const char *flags = strstr (lines[i], " flags=");
+      g_autofree char *word = NULL;
+
+      if (strstr (lines[i], " name=rankd-tracking ") == NULL || flags == NULL)
+        continue;
+      word = g_strndup (flags + 7, strcspn (flags + 7, " "));
+      found = strchr (word, 't') != NULL && strchr (word, 'B') != NULL;
+    }
+  return found;
+}
+
+/* read_cache=tracked on a Cluster: once cached, the board's top is served
+ * without Redis; a change made on the slot's master behind rankd's back
+ * is seen at once; after a failover (CLUSTER FAILOVER: the old master
+ * stays up, as a replica) a change on the new master is seen too, since
+ * the replica was reporting the slot's changes before it was promoted. */
+static void
+test_tracked_cache (void)
+{
+  guint slot = board_slot ("c_tc");
+  guint16 master = master_of (nodes[0]->port, slot);
+  guint16 replica = replica_of (master);
+  gint64 end = g_get_monotonic_time () + (gint64) DEADLINE_S * G_USEC_PER_SEC;
+
+  g_assert_cmpuint (replica, !=, 0);
+  {
+    g_auto (Result) u
+        = update_on (client, "c_tc", "a", 5, "tc-1", NO_MODE, NO_TIME);
+
+    assert_ok (&u);
+  }
+  read_until_cached (master, "c_tc");
+  delete_until_seen (master, "c_tc");
+  {
+    g_auto (Result) u
+        = update_on (client, "c_tc", "a", 7, "tc-2", NO_MODE, NO_TIME);
+
+    assert_ok (&u);
+  }
+  read_until_cached (master, "c_tc");
+  /* The session spans the replicas too (every node of the map). */
+  g_assert_true (tracked_by_rankd (master));
+  g_assert_true (tracked_by_rankd (replica));
+  {
+    redisReply *r = node_command (replica, "CLUSTER FAILOVER");
+
+    g_assert_cmpint (r->type, ==, REDIS_REPLY_STATUS);
+    freeReplyObject (r);
+  }
+  while (master_of (replica, slot) != replica || replica_of (replica) != master)
+    {
+      g_usleep (20 * 1000); /* polling a condition, with a deadline */
+      if (g_get_monotonic_time () > end)
+        g_error ("no failover to %u", replica);
+    }
+  delete_until_seen (replica, "c_tc");
+  /* And the new master's answers are cached in turn. */
+  {
+    g_auto (Result) u
+        = update_on (client, "c_tc", "a", 9, "tc-3", NO_MODE, NO_TIME);
+
+    assert_ok (&u);
+  }
+  read_until_cached (replica, "c_tc");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -788,6 +922,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster/queue", test_queue);
   g_test_add_func ("/cluster/failover-exactly-once", test_failover);
   g_test_add_func ("/cluster/replica-reads", test_replica_reads);
+  g_test_add_func ("/cluster/tracked-cache", test_tracked_cache);
   status = g_test_run ();
   rank_client_free (client);
   stop_checked (rankd);
