@@ -17,9 +17,13 @@ end
 -- Damaged data: key holds a value of another type than rankd keeps there
 -- (what: its role). Stops the script with an error reply rankd reports as
 -- such; scripts call it before their first write, so nothing changes.
+local function damaged_text(key, found, want, what)
+  return 'RANK_DAMAGED key ' .. key .. ' holds a ' .. found ..
+    ' where rankd keeps a ' .. want .. ' (' .. what .. ')'
+end
+
 local function damaged(key, found, want, what)
-  error({err = 'RANK_DAMAGED key ' .. key .. ' holds a ' .. found ..
-    ' where rankd keeps a ' .. want .. ' (' .. what .. ')'})
+  error({err = damaged_text(key, found, want, what)})
 end
 
 -- redis.call on key, but a key of the wrong type names the key and what

@@ -251,13 +251,27 @@ if leaving then
   layout_changed = true
 end
 
+-- The key an update reads next with a plain redis.call (call_on's pcall
+-- costs about as much again), and what rankd keeps there: a WRONGTYPE met
+-- then is named as call_on names it (wrongtype_named).
+local touch_key, touch_want, touch_what
+
+local function wrongtype_named(err)
+  if touch_key and string.find(tostring(err), 'WRONGTYPE', 1, true) then
+    return damaged_text(touch_key, redis.call('TYPE', touch_key).ok,
+      touch_want, touch_what)
+  end
+  return err
+end
+
 -- The current layout's hash for a request id, and that hash's mark; the
 -- id's live record in the layout being left, if its hash there has not
 -- moved yet.
 local function lookup(idhash)
   local selector = selector_of(idhash)
   local hash = record_hash(hashes_s, hashes, selector)
-  local mark = call_on(hash, 'hash', 'request-id records', 'HGET', MARK)
+  touch_key, touch_want, touch_what = hash, 'hash', 'request-id records'
+  local mark = redis.call('HGET', hash, MARK)
   local seen
   if leaving and selector % leaving >= migrated then
     seen = live_record(call_on(record_hash(leaving_s, leaving, selector),
@@ -374,10 +388,12 @@ local function apply(at)
 
   -- The member's place: its sorted-set key, score and subscores.
   local key, old, old_subs
-  local p = call_on(tkey, 'hash', 'member times', 'HGET', member)
+  touch_key, touch_want, touch_what = tkey, 'hash', 'member times'
+  local p = redis.call('HGET', tkey, member)
   if p then
     key = p .. member
-    old = zscore_of(tonumber(call_on(zkey, 'zset', 'scores', 'ZSCORE', key)))
+    touch_key, touch_want, touch_what = zkey, 'zset', 'scores'
+    old = zscore_of(tonumber(redis.call('ZSCORE', zkey, key)))
     old_subs = string.sub(p, 1, nsub)
   end
 
@@ -462,7 +478,8 @@ local function apply(at)
       redis.call('ZREM', zkey, key)
     end
     key = new_subs .. time .. member
-    redis.call('ZADD', zkey, zformat(new), key)
+    -- A number, which Redis formats exactly (%.17g of an integer under 2^53).
+    redis.call('ZADD', zkey, zscore_of(new), key)
     redis.call('HSET', tkey, member, new_subs .. time)
   end
   if data_given then
@@ -505,6 +522,9 @@ for i = 1, count do
     -- Redis 7's pcall hands an error table over as its message.
     if not ok and type(r) == 'table' then
       r = r.err
+    end
+    if not ok then
+      r = wrongtype_named(r)
     end
     if ok then
       results[i] = r
