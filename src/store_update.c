@@ -94,14 +94,10 @@ typedef enum
 typedef enum
 {
   ITEM_MEMBER,
-  ITEM_MODE,
+  ITEM_FLAGS, /* mode, subscores absent, data given: a byte each */
   ITEM_VALUE,
-  ITEM_TIME,
-  ITEM_RECORD,
-  ITEM_IDHASH,
-  ITEM_SUBSCORES,
-  ITEM_KEEP_SUBSCORES,
-  ITEM_DATA_GIVEN,
+  ITEM_ID,     /* the request-id record, then its hash */
+  ITEM_PREFIX, /* subscores, then time: the order key's prefix */
   ITEM_DATA,
   N_ITEM_ARGS,
 } ItemArg;
@@ -125,11 +121,8 @@ G_STATIC_ASSERT (RANK_DEDUP_BUCKETS == 4);
 const guint rank_store_update_n_batch_args = N_BATCH_ARGS;
 
 const char *const rank_store_update_item_arg_names[] = {
-  [ITEM_MEMBER] = "member",         [ITEM_MODE] = "mode",
-  [ITEM_VALUE] = "value",           [ITEM_TIME] = "time",
-  [ITEM_RECORD] = "record",         [ITEM_IDHASH] = "idhash",
-  [ITEM_SUBSCORES] = "subs",        [ITEM_KEEP_SUBSCORES] = "keep_subs",
-  [ITEM_DATA_GIVEN] = "data_given", [ITEM_DATA] = "data",
+  [ITEM_MEMBER] = "member", [ITEM_FLAGS] = "flags",   [ITEM_VALUE] = "value",
+  [ITEM_ID] = "id",         [ITEM_PREFIX] = "prefix", [ITEM_DATA] = "data",
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (rank_store_update_item_arg_names)
                  == N_ITEM_ARGS);
@@ -168,17 +161,26 @@ rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
   const RankBoardOptions *o = ctx->options;
   gsize member_len = strlen (update->member);
   guint shard = store_shard_of (ctx, update->member, member_len);
-  guint8 time[RANK_ORDERKEY_TIME_BYTES], fp[RANK_FINGERPRINT_BYTES],
-      record[RANK_FINGERPRINT_BYTES], idhash[RANK_REQUEST_ID_HASH_BYTES];
-  guint8 subs[RANK_SUBSCORES_MAX * RANK_ORDERKEY_SUBSCORE_BYTES];
+  gsize subs_len = o->n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES;
+  guint8 fp[RANK_FINGERPRINT_BYTES];
+  /* The record, then the request id's hash. */
+  guint8 id[RANK_FINGERPRINT_BYTES + RANK_REQUEST_ID_HASH_BYTES];
+  /* The subscores, then the time. */
+  guint8 prefix[RANK_SUBSCORES_MAX * RANK_ORDERKEY_SUBSCORE_BYTES
+                + RANK_ORDERKEY_TIME_BYTES];
+  guint8 *subs = prefix;
+  guint8 flags[3]
+      = { (guint8) update->mode, update->n_subscores == 0, update->data_given };
   gint64 buckets[RANK_REQUEST_BUCKET_ARGS];
   Arg batch[N_BATCH_ARGS], one[N_ITEM_ARGS];
 
-  rank_orderkey_encode_time (update->timestamp_ms, time);
+  g_assert (update->mode >= RANK_MODE_INCREMENT
+            && update->mode <= RANK_MODE_REMOVE);
+  rank_orderkey_encode_time (update->timestamp_ms, prefix + subs_len);
   rank_request_fingerprint (update, fp);
-  rank_request_id_hash (update->request_id, idhash);
+  rank_request_id_hash (update->request_id, id + RANK_FINGERPRINT_BYTES);
   rank_request_buckets (ctx->dedup_window_ms, ctx->now_ms, buckets);
-  rank_request_record (fp, buckets[0], record);
+  rank_request_record (fp, buckets[0], id);
   /* Without subscores, an INCREMENT keeps the member's own; a new member
    * gets 0s. */
   g_assert (update->n_subscores == 0 || update->n_subscores == o->n_subscores);
@@ -208,15 +210,10 @@ rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
           : rank_period_expiry_ms (&o->period, &ctx->period, o->retention));
 
   one[ITEM_MEMBER] = BYTES (update->member, member_len);
-  one[ITEM_MODE] = NUMBER (update->mode);
+  one[ITEM_FLAGS] = BYTES (flags, sizeof flags);
   one[ITEM_VALUE] = NUMBER (update->value);
-  one[ITEM_TIME] = BYTES (time, sizeof time);
-  one[ITEM_RECORD] = BYTES (record, sizeof record);
-  one[ITEM_IDHASH] = BYTES (idhash, sizeof idhash);
-  one[ITEM_SUBSCORES]
-      = BYTES (subs, o->n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES);
-  one[ITEM_KEEP_SUBSCORES] = TEXT (update->n_subscores == 0 ? "1" : "0");
-  one[ITEM_DATA_GIVEN] = TEXT (update->data_given ? "1" : "0");
+  one[ITEM_ID] = BYTES (id, sizeof id);
+  one[ITEM_PREFIX] = BYTES (prefix, subs_len + RANK_ORDERKEY_TIME_BYTES);
   one[ITEM_DATA] = update->data_given ? BYTES (update->data, update->data_len)
                                       : BYTES ("", 0);
 

@@ -27,14 +27,18 @@
 --   keeps its best cap members); expire at (Unix ms; periodic boards: when
 --   this period's keys go; 0: never). Numbers rankd formats, as
 --   string.format here costs Redis more.
--- Then each update's: member, mode (1 INCREMENT, 2 BEST, 3 SET, 4 remove),
---   value, time (6 bytes), request-id record (4 bytes: the bucket mod 16,
---   then 28 bits of the fingerprint of what the request id stands for),
---   request-id hash (10 bytes), subscores (8 bytes each, encoded to sort
---   bytewise; '' on boards without), subscores absent (1: an INCREMENT without them keeps
---   the member's own; those given are then the 0s of a new member), data
---   given (1: replace the member's data with the next argument, which when
---   empty deletes it), data.
+-- Then each update's, packed where Lua reads them without a string of
+--   their own (an argument costs Redis about 1k instructions: its parse,
+--   its object, its Lua string): member; flags, 3 bytes: mode (1
+--   INCREMENT, 2 BEST, 3 SET, 4 remove), subscores absent (1: an INCREMENT
+--   without them keeps the member's own; those given are then the 0s of a
+--   new member), data given (1: replace the member's data with the last
+--   argument, which when empty deletes it); value; id, 14 bytes: the
+--   request-id record (4 bytes: the bucket mod 16, then 28 bits of the
+--   fingerprint of what the request id stands for), then the request-id
+--   hash (10 bytes); prefix: the subscores (8 bytes each, encoded to sort
+--   bytewise; none on boards without) and the time (6 bytes), the order
+--   key's prefix as the update gives it; data.
 --
 -- Request-id records are packed: a record is one field (the 10-byte hash of
 -- the request id) -> value (4 bytes: the time bucket it was written in,
@@ -90,7 +94,9 @@
 -- Try it: redis-cli EVAL "$(cat prelude.lua update.lua)" 6 'rk:{b}:z' 'rk:{b}:t' \
 --   'rk:{b}:q' 'rk:{b}:d' 'rk:{b}:c' 'rk:{b}:a' \
 --   2127555 2127554 2127553 2127552 2127551 1914804900000 1 desc ordinal 0 0 \
---   alice 1 10 "$(printf '\0\0\0\0\0\1')" fp01 request-1- '' 0 0 ''
+--   alice "$(printf '\1\1\1')" 10 fp01request-1- "$(printf '\1\2\3\4\5\6')" ''
+-- (no NUL bytes: the shell drops them; flags 1 1 1 is an INCREMENT without
+-- subscores whose data, given empty, is deleted)
 
 local zkey, tkey, qprefix, dkey, ckey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local akey = KEYS[6]
@@ -106,7 +112,8 @@ local kind = ARGV[9]
 local cap = ARGV[10]
 local expire_at = ARGV[11]
 -- Then ITEM arguments per update (store_update.c, ItemArg).
-local HEAD, ITEM = 11, 10
+local HEAD, ITEM = 11, 6
+local TIME_BYTES = 6
 -- The updates in this call.
 local count = (#ARGV - HEAD) / ITEM
 
@@ -372,17 +379,16 @@ local REUSED = 'RANK_INVALID request_id: already used on this board ' ..
 -- Applies the update whose arguments follow ARGV[at].
 local function apply(at)
   local member = ARGV[at + 1]
-  local mode = ARGV[at + 2]
+  local flags = ARGV[at + 2]
   local value = ARGV[at + 3]
-  local time = ARGV[at + 4]
-  local record = ARGV[at + 5]
-  local idhash = ARGV[at + 6]
-  local subs = ARGV[at + 7]
-  local keep_subs = ARGV[at + 8]
-  local data_given = ARGV[at + 9]
-  local data = ARGV[at + 10]
-  local nsub = #subs
-  data_given = data_given == '1'
+  local id = ARGV[at + 4]
+  local prefix = ARGV[at + 5]
+  local data = ARGV[at + 6]
+  local mode, keep_subs, data_given = string.byte(flags, 1, 3)
+  local record, idhash = string.sub(id, 1, 4), string.sub(id, 5)
+  local nsub = #prefix - TIME_BYTES
+  local subs = nsub > 0 and string.sub(prefix, 1, nsub) or ''
+  data_given = data_given == 1
 
   local seen, hash, mark = lookup(idhash)
 
@@ -402,7 +408,7 @@ local function apply(at)
   if not key then
     expect_once(zkey, 'zset', 'scores')
   end
-  if data_given or mode == '4' or cap ~= '0' then
+  if data_given or mode == 4 or cap ~= '0' then
     expect_once(akey, 'hash', 'member data')
   end
   if kind == 'dense' then
@@ -427,7 +433,7 @@ local function apply(at)
 
   -- Remove (mode 4, rankd's Remove): the member and its data go. Returns
   -- {the score it had, 1 if it was on the board, 1}.
-  if mode == '4' then
+  if mode == 4 then
     recorded(hash, mark)
     if key then
       redis.call('ZREM', zkey, key)
@@ -440,13 +446,14 @@ local function apply(at)
     return {old or 0, key and 1 or 0, 1, ''}
   end
   value = tonumber(value)
-  if keep_subs == '1' and old_subs then
+  local given_subs = subs
+  if keep_subs == 1 and old_subs then
     subs = old_subs
   end
   local new, new_subs = old, old_subs
-  if mode == '1' then
+  if mode == 1 then
     new, new_subs = (old or 0) + value, subs
-  elseif mode == '2' then
+  elseif mode == 2 then
     -- BEST compares the whole (score, subscores) tuple and keeps one of the
     -- two.
     if old == nil or (ascending and value < old)
@@ -477,10 +484,14 @@ local function apply(at)
     if key then
       redis.call('ZREM', zkey, key)
     end
-    key = new_subs .. time .. member
+    -- The prefix as given, unless the subscores kept are the member's own.
+    if new_subs ~= given_subs then
+      prefix = new_subs .. string.sub(prefix, nsub + 1)
+    end
+    key = prefix .. member
     -- A number, which Redis formats exactly (%.17g of an integer under 2^53).
     redis.call('ZADD', zkey, zscore_of(new), key)
-    redis.call('HSET', tkey, member, new_subs .. time)
+    redis.call('HSET', tkey, member, prefix)
   end
   if data_given then
     if data == '' then
