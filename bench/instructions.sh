@@ -16,6 +16,11 @@
 #              IO_THREADS=1 DEDUP_WINDOW=3600 (seconds; a short one spreads
 #              the request-id records over the window's time buckets, as a
 #              board updated for longer than the window has them)
+#              PEER=redis-rank: count the redis-rank library's operation
+#              instead (bench/peers; OP rank, top or update, with
+#              PIPELINE_CONNECTIONS x PIPELINE in flight on its one
+#              connection, for PEER_DURATION=10 seconds: it runs by time,
+#              so its count divides)
 # Needs valgrind (callgrind_control). Takes about a minute.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -44,6 +49,29 @@ valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
 redis_pid=$!
 pids+=("$redis_pid")
 wait_port "$redis_port" "$redis_pid" || { echo "redis-server did not start" >&2; exit 1; }
+total_instructions() {
+  cat "$work"/callgrind.out.* 2>/dev/null | awk '/^summary:/{s+=$2} END{print s+0}'
+}
+if [ "${PEER:-}" = redis-rank ]; then
+  peer() {
+    sh "$here/peers/redis-rank.sh" --redis "127.0.0.1:$redis_port" \
+      --members "$members" "$@"
+  }
+  peer --preload >/dev/null 2>&1
+  peer --op "$op" --inflight "$((pconns * depth))" --warmup 0 --duration 3 \
+    --json >/dev/null
+  callgrind_control -z "$redis_pid" >/dev/null 2>&1
+  peer --op "$op" --inflight "$((pconns * depth))" --warmup 0 \
+    --duration "${PEER_DURATION:-10}" --json >"$work/peer.json"
+  callgrind_control -d "$redis_pid" >/dev/null 2>&1
+  count=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ops"][sys.argv[2]]["count"])' \
+    "$work/peer.json" "$op")
+  echo "peer: redis-rank, op=$op members=$members in flight=$((pconns * depth))"
+  awk -v t="$(total_instructions)" -v n="$count" \
+    'BEGIN{printf "redis instructions per %s: %.0f (%d operations)\n", "'"$op"'", t / n, n}'
+  exit 0
+fi
+
 rankd_port=$(free_port)
 "$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
   --io-threads "$io_threads" --dedup-window "$dedup_window" \
@@ -71,7 +99,7 @@ callgrind_control -d "$redis_pid" >/dev/null 2>&1
 scripts=$(calls)
 commands=$(redis-cli -p "$redis_port" INFO commandstats)
 layout=$(redis-cli -p "$redis_port" HGETALL 'rk:{bench-0}:q' | paste -sd' ')
-total=$(cat "$work"/callgrind.out.* 2>/dev/null | awk '/^summary:/{s+=$2} END{print s+0}')
+total=$(total_instructions)
 echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "rankd: $rankd"
 echo "op=$op members=$members requests=$requests clients=${pconns}x$depth io_threads=$io_threads dedup_window=$dedup_window"
