@@ -38,6 +38,8 @@ struct _RankBackend
   int wait_timeout_ms;
   RankBackendHook hook; /* tests */
   gpointer hook_data;
+  RankBackendWriteFunc on_write;
+  gpointer on_write_data;
   GHashTable *batches; /* id -> Batch, the open ones */
   GQueue open;         /* the open batches, oldest first */
 };
@@ -60,7 +62,7 @@ typedef struct
   gsize tag_len;
   RankScriptId script;
   int nkeys;
-  guint flags;
+  guint flags; /* RANK_SEND_RANKS: a transaction of rank reads */
   /* Reads: a replica may answer if every item allows one (the strictest
    * of their bounds). */
   gboolean replica_ok;
@@ -87,6 +89,7 @@ typedef struct
   int argc;
   const char **argv;
   size_t *argvlen;
+  gboolean ranks; /* RANK_SEND_RANKS: argv is ZMSCORE, the set, its members */
 } Op;
 
 /* ---- assembly ---- */
@@ -243,6 +246,11 @@ classify (const RankReply *reply)
                         "damaged data: a key of the board holds another type "
                         "than rankd keeps there (%s)",
                         msg);
+  /* A transaction of ranks (RANK_SEND_RANKS) with a command Redis would
+   * not queue, a MOVED on a Cluster say: its items are read again by
+   * rank.lua, which follows the redirect. */
+  if (g_str_has_prefix (msg, "EXECABORT "))
+    return g_error_new (RANK_ERROR, RANK_ERROR_INTERNAL, "%s", msg);
   /* A stream's consumer group missing, or there already; a stream
    * missing (XINFO) (queue.h). */
   if (g_str_has_prefix (msg, "NOGROUP ") || g_str_has_prefix (msg, "BUSYGROUP ")
@@ -262,11 +270,34 @@ classify (const RankReply *reply)
 static void on_reply (const RankReply *reply, const GError *error,
                       gpointer data);
 
+/* A transaction of rank reads: MULTI, the ZMSCORE of argv, a ZRANK of
+ * each member, EXEC; only EXEC's reply is op's (an error queueing a
+ * command makes EXEC's an EXECABORT). */
+static void
+ranks_send (Op *op)
+{
+  static const char *const multi[] = { "MULTI" }, *const exec[] = { "EXEC" };
+
+  rank_redis_link_send (op->link, 1, (const char **) multi, NULL, NULL, NULL);
+  rank_redis_link_send (op->link, op->argc, op->argv, op->argvlen, NULL, NULL);
+  for (int i = 2; i < op->argc; i++)
+    {
+      const char *argv[] = { "ZRANK", op->argv[1], op->argv[i] };
+      size_t lens[] = { 5, op->argvlen[1], op->argvlen[i] };
+
+      rank_redis_link_send (op->link, 3, argv, lens, NULL, NULL);
+    }
+  rank_redis_link_send (op->link, 1, (const char **) exec, NULL, on_reply, op);
+}
+
 static void
 op_send (Op *op)
 {
-  rank_redis_link_send (op->link, op->argc, op->argv, op->argvlen, on_reply,
-                        op);
+  if (op->ranks)
+    ranks_send (op);
+  else
+    rank_redis_link_send (op->link, op->argc, op->argv, op->argvlen, on_reply,
+                          op);
 }
 
 /* An Op for argc arguments (after EVALSHA, the script's SHA1 and nkeys, for
@@ -383,6 +414,46 @@ route_read (Op *op, guint node, const char *key, gsize key_len,
     }
 }
 
+/* Commands that change nothing a GetRank reads: rank.lua, and the reads
+ * rankd sends outside scripts. */
+static gboolean
+read_only (const RankCommand *cmd)
+{
+  static const char *const reads[]
+      = { "HMGET", "ZMSCORE", "ZRANGE", "ZCOUNT", "ZSCAN",  "SCAN",
+          "GET",   "MEMORY",  "XINFO",  "XLEN",   "XRANGE", "XPENDING" };
+
+  if (cmd->script != RANK_SCRIPT_NONE)
+    return cmd->script == RANK_SCRIPT_RANK;
+  for (gsize i = 0; i < G_N_ELEMENTS (reads); i++)
+    if (cmd->len[0] == strlen (reads[i])
+        && memcmp (cmd->bytes + cmd->offset[0], reads[i], cmd->len[0]) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* A write of cmd's keys is about to be queued: the watcher first. */
+static void
+tell_write (RankBackend *backend, const RankCommand *cmd)
+{
+  gsize key_len, tag_len;
+  const char *key, *tag;
+
+  if (backend->on_write == NULL || read_only (cmd))
+    return;
+  key = rank_command_key (cmd, &key_len);
+  tag = tag_of (key, key_len, &tag_len);
+  backend->on_write (tag, tag_len, backend->on_write_data);
+}
+
+void
+rank_backend_watch_writes (RankBackend *backend, RankBackendWriteFunc func,
+                           gpointer data)
+{
+  backend->on_write = func;
+  backend->on_write_data = data;
+}
+
 void
 rank_backend_send (RankBackend *backend, guint node, RankCommand *cmd,
                    guint flags, RankBackendFunc func, gpointer data)
@@ -396,6 +467,7 @@ rank_backend_send (RankBackend *backend, guint node, RankCommand *cmd,
 
   if (backend->hook != NULL)
     backend->hook (cmd, backend->hook_data);
+  tell_write (backend, cmd);
   if (backend->open.length > 0)
     flush_open (backend, node, key, key_len);
   op = op_new (backend, node, cmd->script, cmd->nkeys, argc, args, lens, key,
@@ -414,12 +486,13 @@ rank_backend_send (RankBackend *backend, guint node, RankCommand *cmd,
 /* The table key of a batch: its node, script and keys, then its head's
  * arguments, each with its length (binary: this runs for every item). */
 static GBytes *
-batch_id (guint node, const RankCommand *head)
+batch_id (guint node, const RankCommand *head, guint flags)
 {
   gsize size = sizeof (guint) + 2 * sizeof (int)
                + (gsize) head->argc * sizeof (gsize) + head->used;
   guint8 *id = g_malloc (size), *p = id;
-  int script = (int) head->script;
+  /* A transaction of ranks is not a ZMSCORE. */
+  int script = (flags & RANK_SEND_RANKS) ? -1 : (int) head->script;
 
   memcpy (p, &node, sizeof node);
   p += sizeof node;
@@ -466,13 +539,20 @@ rank_backend_send_item (RankBackend *backend, guint node,
                         const RankCommand *head, RankCommand *item, guint flags,
                         RankBackendFunc func, gpointer data)
 {
-  g_autoptr (GBytes) id = batch_id (node, head);
+  g_autoptr (GBytes) id = batch_id (node, head, flags);
   Batch *b = g_hash_table_lookup (backend->batches, id);
   Waiter w = { func, data };
 
-  g_assert (head->script != RANK_SCRIPT_NONE && head->nkeys > 0);
+  g_assert (head->script == RANK_SCRIPT_NONE ? head->argc >= 2
+                                             : head->nkeys > 0);
   if (backend->hook != NULL)
     backend->hook (head, backend->hook_data);
+  if (b == NULL)
+    {
+      /* A write that joins an open batch follows what that batch follows. */
+      tell_write (backend, head);
+      b = g_hash_table_lookup (backend->batches, id);
+    }
   if (b != NULL && b->waiters->len >= RANK_BATCH_MAX_ITEMS)
     {
       batch_send (backend, b);
@@ -524,6 +604,8 @@ batch_send (RankBackend *backend, Batch *b)
   const char **args = g_new (const char *, argc);
   const gsize *lens = (const gsize *) b->lens->data;
   gsize at = 0;
+  /* The key that routes it: a script's first, a command's first argument. */
+  guint k = b->script != RANK_SCRIPT_NONE ? 0 : 1;
   Op *op;
 
   batch_close (backend, b);
@@ -533,14 +615,39 @@ batch_send (RankBackend *backend, Batch *b)
       at += lens[i];
     }
   op = op_new (backend, b->node, b->script, b->nkeys, (int) argc, args, lens,
-               args[0], lens[0]);
-  route_read (op, b->node, args[0], lens[0], b->replica_ok, b->max_lag_ms,
+               args[k], lens[k]);
+  route_read (op, b->node, args[k], lens[k], b->replica_ok, b->max_lag_ms,
               b->fresh_after_us);
   g_free (args);
   op->flags = b->flags;
+  op->ranks = (b->flags & RANK_SEND_RANKS) != 0;
   op->func = batch_replied;
   op->data = b;
   op_send (op);
+}
+
+/* A transaction of ranks answered {scores, rank, rank, ...}: item i's
+ * reply is {scores[i], rank i}, an error in either its error. */
+static void
+ranks_replied (Batch *b, const RankReply *reply)
+{
+  const RankReply *scores = reply->element[0];
+
+  for (guint i = 0; i < b->waiters->len; i++)
+    {
+      Waiter *w = &g_array_index (b->waiters, Waiter, i);
+      const RankReply *score
+          = scores->type == RANK_REPLY_ARRAY ? scores->element[i] : scores;
+      RankReply *pair[] = { (RankReply *) score, reply->element[i + 1] };
+      RankReply one
+          = { .type = RANK_REPLY_ARRAY, .elements = 2, .element = pair };
+      const RankReply *err = score->type == RANK_REPLY_ERROR     ? score
+                             : pair[1]->type == RANK_REPLY_ERROR ? pair[1]
+                                                                 : NULL;
+      g_autoptr (GError) refused = err != NULL ? classify (err) : NULL;
+
+      w->func (refused != NULL ? NULL : &one, refused, w->data);
+    }
 }
 
 /* The script's array: one reply per item, each to its own waiter. */
@@ -549,10 +656,21 @@ batch_replied (const RankReply *reply, const GError *error, gpointer data)
 {
   Batch *b = data;
   g_autoptr (GError) bad = NULL;
+  gboolean ranks = (b->flags & RANK_SEND_RANKS) != 0;
 
+  if (error == NULL && ranks && reply->type == RANK_REPLY_ARRAY
+      && reply->elements == b->waiters->len + 1
+      && (reply->element[0]->type == RANK_REPLY_ERROR
+          || (reply->element[0]->type == RANK_REPLY_ARRAY
+              && reply->element[0]->elements == b->waiters->len)))
+    {
+      ranks_replied (b, reply);
+      batch_free (b);
+      return;
+    }
   if (error == NULL
-      && (reply->type != RANK_REPLY_ARRAY
-          || reply->elements != b->waiters->len))
+      && (reply->type != RANK_REPLY_ARRAY || reply->elements != b->waiters->len
+          || ranks))
     {
       g_warning ("unexpected Redis reply (type %d) to a batch of %u",
                  reply->type, b->waiters->len);

@@ -112,6 +112,23 @@ void rank_backend_send_item (RankBackend *backend, guint node,
                              const RankCommand *head, RankCommand *item,
                              guint flags, RankBackendFunc func, gpointer data);
 
+/* Items sent with this flag to rank_backend_send_item: the head is
+ * "ZMSCORE" and a sorted set, each item a member of it; the batch leaves
+ * as one transaction, MULTI, ZMSCORE of every member, a ZRANK of each,
+ * EXEC, so each member's rank is exact at the score read with it. Each
+ * item's reply is an array {score or nil, rank or nil}; an error reply in
+ * the transaction is the error of every item it concerns. */
+#define RANK_SEND_RANKS (1u << 1)
+
+/* A write is about to be queued: func hears the hash tag of its keys
+ * (the whole key if it has none) before the command is queued, so what
+ * func sends goes to Redis before it. A write is any command but the
+ * reads named in backend.c (read_only). NULL: none. One per backend. */
+typedef void (*RankBackendWriteFunc) (const char *tag, gsize tag_len,
+                                      gpointer data);
+void rank_backend_watch_writes (RankBackend *backend, RankBackendWriteFunc func,
+                                gpointer data);
+
 /* For tests: hook sees every command as it is sent, before the backend
  * takes it (loop thread). NULL: none. */
 typedef void (*RankBackendHook) (const RankCommand *cmd, gpointer data);

@@ -1,9 +1,13 @@
 /* store_read.c -- the reads of one round or two: GetRank, GetRanks, Count,
  * GetTopN, member data (see store.h).
  *
- * GetRank is one EVALSHA of rank.lua per node holding the board: the node
- * of the member's shard finds the member and counts the entries ahead of it
- * there, then every other node counts those ahead of it in its shards.
+ * GetRank of an ordinal rank on an ordinary board takes two rounds and no
+ * script: HMGET of the member's prefix, then one transaction of its score
+ * and rank (both batched with the board's other GetRanks of the loop
+ * iteration). Every other GetRank is one EVALSHA of rank.lua per node
+ * holding the board: the node of the member's shard finds the member and
+ * counts the entries ahead of it there, then every other node counts those
+ * ahead of it in its shards.
  * GetTopN is one ZRANGE on an ordinary board; on a sharded one, one ZRANGE
  * of the top offset+n per shard (all sent at once: they share each node's
  * round trip, and the nodes work in parallel), merged here.
@@ -154,13 +158,36 @@ typedef struct
   guint n_subscores;
   gint64 subscores[RANK_SUBSCORES_MAX];
   Ahead ahead; /* entries ahead of the member, over the nodes */
+  /* Without a script: the board's hash tag; in store->rank_reads while the
+   * first round is out; fenced: a write came meanwhile and rank.lua reads
+   * instead, the first round's reply is dropped. refs: the rounds that
+   * will still call back. */
+  char *tag;
+  gsize tag_len;
+  GList link;
+  gboolean fenced;
+  guint refs;
 } RankTask;
 
 static void rank_found (const RankReply *reply, const GError *error,
                         gpointer data);
 static void rank_counted (const RankReply *reply, const GError *error,
                           gpointer data);
+static void rank_prefixed (const RankReply *reply, const GError *error,
+                           gpointer data);
+static void rank_ranked (const RankReply *reply, const GError *error,
+                         gpointer data);
 static void rank_finish (RankTask *task);
+static void rank_find (RankTask *task);
+
+/* The not-found answer of a GetRank. */
+static GError *
+rank_absent (const RankTask *task)
+{
+  return g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND,
+                      "member '%s' is not on board '%s'", task->member,
+                      task->ctx->board);
+}
 
 void
 rank_store_get_rank (RankStore *store, const RankContext *ctx,
@@ -170,8 +197,7 @@ rank_store_get_rank (RankStore *store, const RankContext *ctx,
   const RankBoardOptions *o = ctx->options;
   gsize member_len = strlen (member);
   RankTask *task = g_new0 (RankTask, 1);
-  guint shard;
-  RankCommand cmd, item;
+  RankCommand head, item;
 
   task->store = store;
   task->ctx = ctx;
@@ -180,9 +206,172 @@ rank_store_get_rank (RankStore *store, const RankContext *ctx,
   task->func = func;
   task->data = data;
   task->countdown.pending = 1;
-  shard = store_shard_of (ctx, member, member_len);
-  task->node = store_node_of (store, shard);
+  task->refs = 1;
+  task->node = store_node_of (store, store_shard_of (ctx, member, member_len));
   ahead_init (&task->ahead, o, task->kind);
+  if (o->shards > 1 || task->kind != RANK_KIND_ORDINAL)
+    {
+      rank_find (task);
+      return;
+    }
+  /* An ordinal rank on an ordinary board, without a script: the member's
+   * prefix (HMGET, with the other GetRanks of the board queued in this loop
+   * iteration), then its score and rank in one transaction with theirs
+   * (backend.h, RANK_SEND_RANKS). rank.lua costs Redis about 2.5 times as
+   * much for the same batch: bench/README.md, "GetRank". */
+  rank_command_init (&head, "HMGET");
+  store_add_key (&head, ctx, 0, RANK_KEY_SUFFIX_TIMES);
+  {
+    gsize key_len;
+    const char *key = rank_command_key (&head, &key_len);
+    const char *open = memchr (key, '{', key_len);
+    const char *close = memchr (key, '}', key_len);
+
+    g_assert (open != NULL && close != NULL && close > open);
+    task->tag = g_strndup (open + 1, (gsize) (close - open - 1));
+    task->tag_len = (gsize) (close - open - 1);
+  }
+  task->link.data = task;
+  g_queue_push_tail_link (&store->rank_reads, &task->link);
+  rank_command_init_args (&item);
+  rank_command_add (&item, member, member_len);
+  store_read_from (&item, ctx);
+  rank_backend_send_item (store->backend, task->node, &head, &item, 0,
+                          rank_prefixed, task);
+  rank_command_clear (&head);
+}
+
+/* A write of the board with tag is about to be queued: the GetRanks whose
+ * first round is out read with rank.lua, sent before the write (a GetRank
+ * pipelined before an Update on one connection does not see it). */
+void
+store_fence_rank_reads (const char *tag, gsize tag_len, gpointer data)
+{
+  RankStore *store = data;
+  GList *l = store->rank_reads.head;
+
+  while (l != NULL)
+    {
+      RankTask *task = l->data;
+
+      l = l->next;
+      if (task->tag_len != tag_len || memcmp (task->tag, tag, tag_len) != 0)
+        continue;
+      g_queue_unlink (&store->rank_reads, &task->link);
+      task->fenced = TRUE;
+      task->refs++;
+      rank_find (task);
+    }
+}
+
+static void
+rank_task_unref (RankTask *task)
+{
+  if (--task->refs > 0)
+    return;
+  ahead_clear (&task->ahead);
+  g_free (task->tag);
+  g_free (task->member);
+  g_free (task);
+}
+
+/* A failure of the script-free reads that is not Redis being away (a key
+ * of another type, the member moving between the two rounds, a Cluster's
+ * redirect): rank.lua reads the member again, and names what it finds. */
+static gboolean
+rank_retry_with_script (RankTask *task, const GError *error)
+{
+  if (error != NULL && error->domain == RANK_ERROR
+      && error->code == RANK_ERROR_UNAVAILABLE)
+    return FALSE;
+  rank_find (task);
+  return TRUE;
+}
+
+/* Round 1: the member's prefix, or nil when it is not on the board. */
+static void
+rank_prefixed (const RankReply *reply, const GError *error, gpointer data)
+{
+  RankTask *task = data;
+  const RankBoardOptions *o = task->ctx->options;
+  gsize member_len = strlen (task->member);
+  g_autoptr (GError) absent = NULL;
+  g_autofree char *key = NULL;
+  RankCommand head, item;
+
+  if (task->fenced)
+    {
+      rank_task_unref (task);
+      return;
+    }
+  g_queue_unlink (&task->store->rank_reads, &task->link);
+  if (error == NULL && reply->type == RANK_REPLY_NIL)
+    error = absent = rank_absent (task);
+  if (error != NULL
+      || (reply->type != RANK_REPLY_STRING
+          || reply->len != store_prefix_len (o)))
+    {
+      if (absent != NULL || !rank_retry_with_script (task, error))
+        {
+          store_countdown_done (&task->countdown, error);
+          rank_finish (task);
+        }
+      return;
+    }
+  store_decode_subscores (o, reply->str, &task->n_subscores, task->subscores);
+  key = g_malloc (reply->len + member_len);
+  memcpy (key, reply->str, reply->len);
+  memcpy (key + reply->len, task->member, member_len);
+  rank_command_init (&head, "ZMSCORE");
+  store_add_key (&head, task->ctx, 0, RANK_KEY_SUFFIX_SCORES);
+  rank_command_init_args (&item);
+  rank_command_add (&item, key, reply->len + member_len);
+  store_read_from (&item, task->ctx);
+  rank_backend_send_item (task->store->backend, task->node, &head, &item,
+                          RANK_SEND_RANKS, rank_ranked, task);
+  rank_command_clear (&head);
+}
+
+/* Round 2: {sorted-set score, rank} of the member's key; a nil in either
+ * means the member moved since round 1. */
+static void
+rank_ranked (const RankReply *reply, const GError *error, gpointer data)
+{
+  RankTask *task = data;
+  const RankBoardOptions *o = task->ctx->options;
+  const RankReply *zscore = error == NULL ? reply->element[0] : NULL;
+  const RankReply *rank = error == NULL ? reply->element[1] : NULL;
+  gint64 score;
+
+  if (error == NULL && zscore->type == RANK_REPLY_STRING
+      && rank->type == RANK_REPLY_INTEGER
+      && rank_orderkey_parse_zscore (zscore->str, zscore->len, &score))
+    {
+      /* The parse gives -zscore: the score of a descending board. */
+      task->score = o->order == RANK_ORDER_ASC ? -score : score;
+      task->ahead.count = rank->integer;
+      store_countdown_done (&task->countdown, NULL);
+      rank_finish (task);
+      return;
+    }
+  if (!rank_retry_with_script (task, error))
+    {
+      store_countdown_done (&task->countdown, error);
+      rank_finish (task);
+    }
+}
+
+/* rank.lua find on the member's node, then the counts of the others. */
+static void
+rank_find (RankTask *task)
+{
+  RankStore *store = task->store;
+  const RankContext *ctx = task->ctx;
+  const RankBoardOptions *o = ctx->options;
+  gsize member_len = strlen (task->member);
+  guint shard = store_shard_of (ctx, task->member, member_len);
+  RankCommand cmd, item;
+
   rank_command_init_script (&cmd, RANK_SCRIPT_RANK);
   store_add_key (&cmd, ctx, shard, RANK_KEY_SUFFIX_TIMES);
   store_add_key (&cmd, ctx, shard, RANK_KEY_SUFFIX_SCORES);
@@ -198,9 +387,9 @@ rank_store_get_rank (RankStore *store, const RankContext *ctx,
   add_rank_args (&cmd, "find", o, task->kind);
   /* With the other finds on the same keys queued in this loop iteration. */
   rank_command_init_args (&item);
-  rank_command_add (&item, member, member_len);
+  rank_command_add (&item, task->member, member_len);
   store_read_from (&item, ctx);
-  rank_backend_send_item (store->backend, task->node, &cmd, &item, 0,
+  rank_backend_send_item (task->store->backend, task->node, &cmd, &item, 0,
                           rank_found, task);
   rank_command_clear (&cmd);
 }
@@ -217,9 +406,7 @@ rank_found (const RankReply *reply, const GError *error, gpointer data)
   gint64 score = 0;
 
   if (error == NULL && reply->type == RANK_REPLY_NIL)
-    error = bad = g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND,
-                               "member '%s' is not on board '%s'", task->member,
-                               task->ctx->board);
+    error = bad = rank_absent (task);
   /* find: {ahead on this node, key, zscore[, distinct scores ahead]} */
   else if (error == NULL
            && ((key = rank_reply_string_at (reply, 1)) == NULL
@@ -294,9 +481,7 @@ rank_finish (RankTask *task)
       task->func (&row, NULL, task->data);
     }
   g_clear_error (error);
-  ahead_clear (&task->ahead);
-  g_free (task->member);
-  g_free (task);
+  rank_task_unref (task);
 }
 
 /* ---- GetRanks ---- */

@@ -698,14 +698,16 @@ replica_of (guint16 master)
   return 0;
 }
 
-/* Read commands the node at port has run (scripts and ZRANGE). */
+/* Read commands the node at port has run (scripts, ZRANGE, and GetRank's
+ * reads without a script). */
 static long long
 reads_on (guint16 port)
 {
   redisReply *r = node_command (port, "INFO commandstats");
   long long n = 0;
   const char *const names[]
-      = { "cmdstat_evalsha:calls=", "cmdstat_zrange:calls=" };
+      = { "cmdstat_evalsha:calls=", "cmdstat_zrange:calls=",
+          "cmdstat_hmget:calls=", "cmdstat_zrank:calls=" };
 
   for (guint i = 0; i < G_N_ELEMENTS (names); i++)
     {

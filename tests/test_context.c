@@ -49,6 +49,11 @@ typedef struct
   guint swap_at;
   RankConfig *next;
   gint64 now_ms; /* the handler's clock */
+  /* The commands a call sent, by name ("rank.lua" for that script); moved:
+   * when set, called as the first ZMSCORE (GetRank's second round) is
+   * queued. */
+  GString *names;
+  void (*moved) (void);
   /* The call in flight. */
   GByteArray *request;
 } Worker;
@@ -82,6 +87,20 @@ hook (const RankCommand *cmd, gpointer data)
 
   if (len >= 2 && memcmp (key + len - 2, ":o", 2) == 0)
     return;
+  if (cmd->script == RANK_SCRIPT_RANK)
+    g_string_append (w->names, "rank.lua ");
+  else if (cmd->script == RANK_SCRIPT_NONE)
+    {
+      g_string_append_len (w->names, cmd->bytes + cmd->offset[0],
+                           (gssize) cmd->len[0]);
+      g_string_append_c (w->names, ' ');
+      if (w->moved != NULL && cmd->len[0] == 7
+          && memcmp (cmd->bytes + cmd->offset[0], "ZMSCORE", 7) == 0)
+        {
+          w->moved ();
+          w->moved = NULL;
+        }
+    }
   if (++w->sent == w->swap_at)
     rank_handler_set_config (w->handler, w->next);
 }
@@ -115,6 +134,7 @@ worker_start (Worker *w, const char *config_text)
   g_mutex_init (&w->lock);
   g_cond_init (&w->cond);
   w->now_ms = g_get_real_time () / 1000;
+  w->names = g_string_new (NULL);
   w->loop = rank_loop_new ();
   w->backend = rank_backend_new (w->loop, &backend);
   w->store = rank_store_new (w->backend, 1);
@@ -144,6 +164,7 @@ worker_stop (Worker *w)
   g_object_unref (w->in);
   g_object_unref (w->reader);
   g_byte_array_unref (w->reply);
+  g_string_free (w->names, TRUE);
   g_clear_pointer (&w->next, rank_config_unref);
   g_mutex_clear (&w->lock);
   g_cond_clear (&w->cond);
@@ -200,6 +221,7 @@ call (Worker *w, const char *method, ThriftStruct *args, GType result_type)
   g_assert_true (thrift_transport_flush (THRIFT_TRANSPORT (writer), &error));
   w->answered = FALSE;
   w->sent = 0;
+  g_string_truncate (w->names, 0);
   g_byte_array_set_size (w->reply, 0);
   rank_loop_post (w->loop, dispatch, w);
   g_mutex_lock (&w->lock);
@@ -461,6 +483,73 @@ test_clock (void)
   worker_stop (&w);
 }
 
+/* ---- GetRank without a script ---- */
+
+static gint64
+rank_of (Worker *w, const char *board, const char *member, gint64 *score)
+{
+  rankRankingGetRankArgs *args
+      = args_of (RANK_TYPE_RANKING_GET_RANK_ARGS,
+                 g_object_new (RANK_TYPE_GET_RANK_REQUEST, "board", board,
+                               "member", member, NULL));
+  rankRankingGetRankResult *result = RANK_RANKING_GET_RANK_RESULT (call (
+      w, "GetRank", THRIFT_STRUCT (args), RANK_TYPE_RANKING_GET_RANK_RESULT));
+  gint64 rank;
+
+  g_assert_true (result->__isset_success);
+  rank = result->success->rank;
+  *score = result->success->score;
+  g_object_unref (result);
+  g_object_unref (args);
+  return rank;
+}
+
+/* Between GetRank's two rounds, c of board w goes from 40 to 45 behind
+ * rankd's back (as another rankd's update would): its key changes. */
+static void
+move_c (void)
+{
+  redisContext *r = redis_connect (redis->port);
+  redisReply *p = redisCommand (r, "HGET rk:{w}:t c");
+  char *moved;
+
+  g_assert_cmpint (p->type, ==, REDIS_REPLY_STRING);
+  g_assert_cmpuint (p->len, ==, 6);
+  moved = g_memdup2 (p->str, 6);
+  moved[5] ^= 1; /* another time, within the same second */
+  freeReplyObject (redisCommand (r, "ZREM rk:{w}:z %b%s", p->str, p->len, "c"));
+  freeReplyObject (
+      redisCommand (r, "ZADD rk:{w}:z -45 %b%s", moved, (size_t) 6, "c"));
+  freeReplyObject (redisCommand (r, "HSET rk:{w}:t c %b", moved, (size_t) 6));
+  freeReplyObject (p);
+  g_free (moved);
+  redisFree (r);
+}
+
+/* An ordinal rank on an ordinary board reads the member's prefix, then its
+ * score and rank, without rank.lua; when the member moves between the two
+ * rounds, rank.lua reads it again and the answer is the new state. */
+static void
+test_rank_without_script (void)
+{
+  Worker w;
+  gint64 score;
+
+  worker_start (&w, config_a);
+  update_at (&w, "w", "a", 50, w.now_ms - 3000);
+  update_at (&w, "w", "b", 40, w.now_ms - 2000);
+  update_at (&w, "w", "c", 40, w.now_ms - 1000);
+  g_assert_cmpint (rank_of (&w, "w", "c", &score), ==, 3);
+  g_assert_cmpint (score, ==, 40);
+  g_assert_cmpstr (w.names->str, ==, "HMGET ZMSCORE ");
+  w.moved = move_c;
+  g_assert_cmpint (rank_of (&w, "w", "c", &score), ==, 2);
+  g_assert_cmpint (score, ==, 45);
+  g_assert_null (w.moved);
+  g_assert_cmpstr (w.names->str, ==, "HMGET ZMSCORE rank.lua ");
+  worker_stop (&w);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -475,6 +564,7 @@ main (int argc, char **argv)
                    test_reload_score_at);
   g_test_add_func ("/context/reload-between-rounds/sample", test_reload_sample);
   g_test_add_func ("/context/clock", test_clock);
+  g_test_add_func ("/context/rank-without-script", test_rank_without_script);
   status = g_test_run ();
   rank_test_kill (redis);
   rank_test_process_free (redis);

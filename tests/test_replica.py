@@ -184,7 +184,8 @@ read_from=primary
         return sum(int(line.split("calls=")[1].split(",")[0])
                    for line in stats.splitlines()
                    if line.startswith(("cmdstat_evalsha", "cmdstat_zrange",
-                                       "cmdstat_zrevrange")))
+                                       "cmdstat_zrevrange", "cmdstat_hmget",
+                                       "cmdstat_zrank")))
 
     def read_all(self, board, member):
         """GetRank and GetTopN of board: (score, top score; None if the
