@@ -21,6 +21,9 @@
 #              PIPELINE_CONNECTIONS x PIPELINE in flight on its one
 #              connection, for PEER_DURATION=10 seconds: it runs by time,
 #              so its count divides)
+#              COUNT=rankd: count rankd's instructions instead (rankd under
+#              callgrind, redis-server as it is): rankd's own cost per
+#              operation, all its threads
 # Needs valgrind (callgrind_control). Takes about a minute.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,9 +45,20 @@ work=$(mktemp -d)
 pids=()
 trap 'stop_all; rm -rf "$work"' EXIT
 
+count=${COUNT:-redis}
+case $count in redis | rankd) ;; *) echo "COUNT: redis or rankd" >&2; exit 2 ;; esac
+# Runs a process (in the background: exec keeps $! its pid), under
+# callgrind if it is the one counted.
+counted() { # redis|rankd command [args]
+  if [ "$1" = "$count" ]; then
+    shift
+    exec valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" "$@"
+  fi
+  shift
+  exec "$@"
+}
 redis_port=$(free_port)
-valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
-  redis-server --bind 127.0.0.1 --port "$redis_port" --save "" \
+counted redis redis-server --bind 127.0.0.1 --port "$redis_port" --save "" \
   --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
 redis_pid=$!
 pids+=("$redis_pid")
@@ -52,7 +66,7 @@ wait_port "$redis_port" "$redis_pid" || { echo "redis-server did not start" >&2;
 total_instructions() {
   cat "$work"/callgrind.out.* 2>/dev/null | awk '/^summary:/{s+=$2} END{print s+0}'
 }
-if [ "${PEER:-}" = redis-rank ]; then
+if [ "${PEER:-}" = redis-rank ] && [ "$count" = redis ]; then
   peer() {
     sh "$here/peers/redis-rank.sh" --redis "127.0.0.1:$redis_port" \
       --members "$members" "$@"
@@ -73,12 +87,13 @@ if [ "${PEER:-}" = redis-rank ]; then
 fi
 
 rankd_port=$(free_port)
-"$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
+counted rankd "$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
   --io-threads "$io_threads" --dedup-window "$dedup_window" \
   >"$work/rankd.log" 2>&1 &
 rankd_pid=$!
 pids+=("$rankd_pid")
 wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1; }
+if [ "$count" = rankd ]; then counted_pid=$rankd_pid; else counted_pid=$redis_pid; fi
 
 load() { # mix requests
   "$bench" -p "$rankd_port" --members "$members" --mix "$1" -n "$2" \
@@ -93,9 +108,9 @@ calls() { # the script calls Redis has run
     awk -F'[:=,]' '/^cmdstat_evalsha:/{print $3}'
 }
 redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
-callgrind_control -z "$redis_pid" >/dev/null 2>&1
+callgrind_control -z "$counted_pid" >/dev/null 2>&1
 load "$op=1" "$requests" 3
-callgrind_control -d "$redis_pid" >/dev/null 2>&1
+callgrind_control -d "$counted_pid" >/dev/null 2>&1
 scripts=$(calls)
 commands=$(redis-cli -p "$redis_port" INFO commandstats)
 layout=$(redis-cli -p "$redis_port" HGETALL 'rk:{bench-0}:q' | paste -sd' ')
@@ -103,8 +118,8 @@ total=$(total_instructions)
 echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "rankd: $rankd"
 echo "op=$op members=$members requests=$requests clients=${pconns}x$depth io_threads=$io_threads dedup_window=$dedup_window"
-awk -v t="$total" -v n="$requests" \
-  'BEGIN{printf "redis instructions per %s: %.0f\n", "'"$op"'", t / n}'
+awk -v t="$total" -v n="$requests" -v who="$count" \
+  'BEGIN{printf "%s instructions per %s: %.0f\n", who, "'"$op"'", t / n}'
 awk -v s="${scripts:-0}" -v n="$requests" \
   'BEGIN{printf "script calls: %d (%.1f %ss per call)\n", s, n / s, "'"$op"'"}'
 echo "request-id meta after (s: record hashes; <bucket>: records): $layout"
