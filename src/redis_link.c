@@ -224,17 +224,37 @@ pop_pending (RankRedisLink *link)
   return s;
 }
 
-/* The command in Redis's protocol, by hiredis's formatter. */
+/* "<c><n>\r\n" (the header of an array or a bulk string) onto out. */
+static void
+append_header (GString *out, char c, gsize n)
+{
+  char digits[24], *p = digits + sizeof digits;
+
+  *--p = '\n';
+  *--p = '\r';
+  do
+    *--p = (char) ('0' + n % 10);
+  while ((n /= 10) > 0);
+  *--p = c;
+  g_string_append_len (out, p, digits + sizeof digits - p);
+}
+
+/* The command in Redis's protocol, written straight into out: what
+ * hiredis's redisFormatCommandArgv makes, without its allocation and
+ * copy (rankd formats every command it sends). */
 static void
 format_command (GString *out, int argc, const char **argv,
                 const size_t *argvlen)
 {
-  char *text = NULL;
-  int len = redisFormatCommandArgv (&text, argc, argv, argvlen);
+  append_header (out, '*', (gsize) argc);
+  for (int i = 0; i < argc; i++)
+    {
+      gsize len = argvlen != NULL ? argvlen[i] : strlen (argv[i]);
 
-  g_assert (len > 0);
-  g_string_append_len (out, text, len);
-  redisFreeCommand (text);
+      append_header (out, '$', len);
+      g_string_append_len (out, argv[i], (gssize) len);
+      g_string_append_len (out, "\r\n", 2);
+    }
 }
 
 /* ---- connection ---- */
