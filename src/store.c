@@ -40,7 +40,8 @@ rank_store_new (RankBackend *backend, guint32 seed)
   store->layouts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                           layout_entry_free);
   store->layout_asks = g_hash_table_new (g_str_hash, g_str_equal);
-  g_queue_init (&store->rank_reads);
+  store->rank_reads = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                             (GDestroyNotify) g_queue_free);
   rank_backend_watch_writes (backend, store_fence_rank_reads, store);
   return store;
 }
@@ -53,6 +54,7 @@ rank_store_free (RankStore *store)
   g_rand_free (store->rand);
   g_hash_table_unref (store->layouts);
   g_hash_table_unref (store->layout_asks);
+  g_hash_table_unref (store->rank_reads);
   g_free (store);
 }
 

@@ -19,10 +19,11 @@ struct _RankStore
    * the check, which also answers the calls that ask the same of it while
    * it is the newest (so their answers keep their order). */
   GHashTable *layout_asks;
-  /* GetRanks waiting for their first round without a script (store_read.c):
-   * a write of their board queued meanwhile sends rank.lua for them first,
-   * so that no GetRank sees a write queued after it. */
-  GQueue rank_reads;
+  /* GetRanks waiting for their first round without a script (store_read.c),
+   * by their board's hash tag (-> GQueue): a write of their board queued
+   * meanwhile sends rank.lua for them first, so that no GetRank sees a
+   * write queued after it. */
+  GHashTable *rank_reads;
 };
 
 /* The backend's write watcher (rank_backend_watch_writes): store_read.c. */

@@ -179,6 +179,7 @@ static void rank_ranked (const RankReply *reply, const GError *error,
                          gpointer data);
 static void rank_finish (RankTask *task);
 static void rank_find (RankTask *task);
+static void rank_reads_add (RankStore *store, RankTask *task);
 
 /* The not-found answer of a GetRank. */
 static GError *
@@ -231,8 +232,7 @@ rank_store_get_rank (RankStore *store, const RankContext *ctx,
     task->tag = g_strndup (open + 1, (gsize) (close - open - 1));
     task->tag_len = (gsize) (close - open - 1);
   }
-  task->link.data = task;
-  g_queue_push_tail_link (&store->rank_reads, &task->link);
+  rank_reads_add (store, task);
   rank_command_init_args (&item);
   rank_command_add (&item, member, member_len);
   store_read_from (&item, ctx);
@@ -248,20 +248,53 @@ void
 store_fence_rank_reads (const char *tag, gsize tag_len, gpointer data)
 {
   RankStore *store = data;
-  GList *l = store->rank_reads.head;
+  g_autofree char *key = NULL;
+  char *stolen;
+  GQueue *waiting;
+  GList *l;
 
-  while (l != NULL)
+  if (g_hash_table_size (store->rank_reads) == 0)
+    return;
+  key = g_strndup (tag, tag_len);
+  if (!g_hash_table_steal_extended (
+          store->rank_reads, key, (gpointer *) &stolen, (gpointer *) &waiting))
+    return;
+  g_free (stolen);
+  while ((l = g_queue_pop_head_link (waiting)) != NULL)
     {
       RankTask *task = l->data;
 
-      l = l->next;
-      if (task->tag_len != tag_len || memcmp (task->tag, tag, tag_len) != 0)
-        continue;
-      g_queue_unlink (&store->rank_reads, &task->link);
       task->fenced = TRUE;
       task->refs++;
       rank_find (task);
     }
+  g_queue_free (waiting);
+}
+
+/* task waits for its first round: in store->rank_reads under its tag. */
+static void
+rank_reads_add (RankStore *store, RankTask *task)
+{
+  GQueue *waiting = g_hash_table_lookup (store->rank_reads, task->tag);
+
+  if (waiting == NULL)
+    {
+      waiting = g_queue_new ();
+      g_hash_table_insert (store->rank_reads, g_strdup (task->tag), waiting);
+    }
+  task->link.data = task;
+  g_queue_push_tail_link (waiting, &task->link);
+}
+
+/* task's first round answered: out of store->rank_reads. */
+static void
+rank_reads_remove (RankStore *store, RankTask *task)
+{
+  GQueue *waiting = g_hash_table_lookup (store->rank_reads, task->tag);
+
+  g_queue_unlink (waiting, &task->link);
+  if (g_queue_is_empty (waiting))
+    g_hash_table_remove (store->rank_reads, task->tag);
 }
 
 static void
@@ -304,7 +337,7 @@ rank_prefixed (const RankReply *reply, const GError *error, gpointer data)
       rank_task_unref (task);
       return;
     }
-  g_queue_unlink (&task->store->rank_reads, &task->link);
+  rank_reads_remove (task->store, task);
   if (error == NULL && reply->type == RANK_REPLY_NIL)
     error = absent = rank_absent (task);
   if (error != NULL
