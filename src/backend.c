@@ -88,8 +88,7 @@ typedef struct
   gpointer data;
   int argc;
   const char **argv;
-  size_t *argvlen;
-  gboolean ranks; /* RANK_SEND_RANKS: argv is ZMSCORE, the set, its members */
+  size_t *argvlen; /* RANK_SEND_RANKS: ZMSCORE, the set, its members */
 } Op;
 
 /* ---- assembly ---- */
@@ -293,7 +292,7 @@ ranks_send (Op *op)
 static void
 op_send (Op *op)
 {
-  if (op->ranks)
+  if (op->flags & RANK_SEND_RANKS)
     ranks_send (op);
   else
     rank_redis_link_send (op->link, op->argc, op->argv, op->argvlen, on_reply,
@@ -346,24 +345,6 @@ op_new (RankBackend *backend, guint node, RankScriptId script, int nkeys,
   return op;
 }
 
-/* The hash tag of a key (the whole key if it has none), in the key. */
-static const char *
-tag_of (const char *key, gsize len, gsize *tag_len)
-{
-  const char *open = memchr (key, '{', len);
-  const char *close;
-
-  if (open != NULL
-      && (close = memchr (open + 1, '}', len - (gsize) (open + 1 - key)))
-             != NULL)
-    {
-      *tag_len = (gsize) (close - open - 1);
-      return open + 1;
-    }
-  *tag_len = len;
-  return key;
-}
-
 static void batch_send (RankBackend *backend, Batch *b);
 
 /* Sends the open batches of node and of the hash tag of key (NULL: all),
@@ -372,7 +353,8 @@ static void
 flush_open (RankBackend *backend, guint node, const char *key, gsize key_len)
 {
   gsize tag_len = 0;
-  const char *tag = key != NULL ? tag_of (key, key_len, &tag_len) : NULL;
+  const char *tag
+      = key != NULL ? rank_command_hash_tag (key, key_len, &tag_len) : NULL;
   GList *l = backend->open.head;
 
   while (l != NULL)
@@ -442,7 +424,7 @@ tell_write (RankBackend *backend, const RankCommand *cmd)
   if (backend->on_write == NULL || read_only (cmd))
     return;
   key = rank_command_key (cmd, &key_len);
-  tag = tag_of (key, key_len, &tag_len);
+  tag = rank_command_hash_tag (key, key_len, &tag_len);
   backend->on_write (tag, tag_len, backend->on_write_data);
 }
 
@@ -547,12 +529,9 @@ rank_backend_send_item (RankBackend *backend, guint node,
                                              : head->nkeys > 0);
   if (backend->hook != NULL)
     backend->hook (head, backend->hook_data);
+  /* A write that joins an open batch follows what that batch follows. */
   if (b == NULL)
-    {
-      /* A write that joins an open batch follows what that batch follows. */
-      tell_write (backend, head);
-      b = g_hash_table_lookup (backend->batches, id);
-    }
+    tell_write (backend, head);
   if (b != NULL && b->waiters->len >= RANK_BATCH_MAX_ITEMS)
     {
       batch_send (backend, b);
@@ -562,7 +541,7 @@ rank_backend_send_item (RankBackend *backend, guint node,
     {
       gsize key_len, tag_len;
       const char *key = rank_command_key (head, &key_len);
-      const char *tag = tag_of (key, key_len, &tag_len);
+      const char *tag = rank_command_hash_tag (key, key_len, &tag_len);
 
       /* What was sent for this keyspace before goes first. */
       flush_open (backend, node, key, key_len);
@@ -620,57 +599,61 @@ batch_send (RankBackend *backend, Batch *b)
               b->fresh_after_us);
   g_free (args);
   op->flags = b->flags;
-  op->ranks = (b->flags & RANK_SEND_RANKS) != 0;
   op->func = batch_replied;
   op->data = b;
   op_send (op);
 }
 
-/* A transaction of ranks answered {scores, rank, rank, ...}: item i's
- * reply is {scores[i], rank i}, an error in either its error. */
-static void
-ranks_replied (Batch *b, const RankReply *reply)
+/* Whether reply has the shape of b's answer: the script's array, one
+ * reply per item; for a transaction of ranks, {ZMSCORE's array (or its
+ * error), a ZRANK per item}. */
+static gboolean
+batch_shaped (const Batch *b, const RankReply *reply)
 {
-  const RankReply *scores = reply->element[0];
+  guint n = b->waiters->len;
+  const RankReply *scores;
 
-  for (guint i = 0; i < b->waiters->len; i++)
-    {
-      Waiter *w = &g_array_index (b->waiters, Waiter, i);
-      const RankReply *score
-          = scores->type == RANK_REPLY_ARRAY ? scores->element[i] : scores;
-      RankReply *pair[] = { (RankReply *) score, reply->element[i + 1] };
-      RankReply one
-          = { .type = RANK_REPLY_ARRAY, .elements = 2, .element = pair };
-      const RankReply *err = score->type == RANK_REPLY_ERROR     ? score
-                             : pair[1]->type == RANK_REPLY_ERROR ? pair[1]
-                                                                 : NULL;
-      g_autoptr (GError) refused = err != NULL ? classify (err) : NULL;
-
-      w->func (refused != NULL ? NULL : &one, refused, w->data);
-    }
+  if (!(b->flags & RANK_SEND_RANKS))
+    return reply->type == RANK_REPLY_ARRAY && reply->elements == n;
+  if (reply->type != RANK_REPLY_ARRAY || reply->elements != n + 1)
+    return FALSE;
+  scores = reply->element[0];
+  return scores->type == RANK_REPLY_ERROR
+         || (scores->type == RANK_REPLY_ARRAY && scores->elements == n);
 }
 
-/* The script's array: one reply per item, each to its own waiter. */
+/* Item i's reply in b's answer (batch_shaped): element i; for a
+ * transaction of ranks, {its score, its rank} in one (pair holds the two),
+ * or whichever of the two is an error. */
+static const RankReply *
+batch_item (const Batch *b, const RankReply *reply, guint i, RankReply *one,
+            RankReply *pair[2])
+{
+  const RankReply *scores;
+
+  if (!(b->flags & RANK_SEND_RANKS))
+    return reply->element[i];
+  scores = reply->element[0];
+  pair[0] = scores->type == RANK_REPLY_ARRAY ? scores->element[i]
+                                             : (RankReply *) scores;
+  pair[1] = reply->element[i + 1];
+  if (pair[0]->type == RANK_REPLY_ERROR)
+    return pair[0];
+  if (pair[1]->type == RANK_REPLY_ERROR)
+    return pair[1];
+  *one
+      = (RankReply){ .type = RANK_REPLY_ARRAY, .elements = 2, .element = pair };
+  return one;
+}
+
+/* The batch's answer: one reply per item, each to its own waiter. */
 static void
 batch_replied (const RankReply *reply, const GError *error, gpointer data)
 {
   Batch *b = data;
   g_autoptr (GError) bad = NULL;
-  gboolean ranks = (b->flags & RANK_SEND_RANKS) != 0;
 
-  if (error == NULL && ranks && reply->type == RANK_REPLY_ARRAY
-      && reply->elements == b->waiters->len + 1
-      && (reply->element[0]->type == RANK_REPLY_ERROR
-          || (reply->element[0]->type == RANK_REPLY_ARRAY
-              && reply->element[0]->elements == b->waiters->len)))
-    {
-      ranks_replied (b, reply);
-      batch_free (b);
-      return;
-    }
-  if (error == NULL
-      && (reply->type != RANK_REPLY_ARRAY || reply->elements != b->waiters->len
-          || ranks))
+  if (error == NULL && !batch_shaped (b, reply))
     {
       g_warning ("unexpected Redis reply (type %d) to a batch of %u",
                  reply->type, b->waiters->len);
@@ -680,7 +663,9 @@ batch_replied (const RankReply *reply, const GError *error, gpointer data)
   for (guint i = 0; i < b->waiters->len; i++)
     {
       Waiter *w = &g_array_index (b->waiters, Waiter, i);
-      const RankReply *one = error == NULL ? reply->element[i] : NULL;
+      RankReply built, *pair[2];
+      const RankReply *one
+          = error == NULL ? batch_item (b, reply, i, &built, pair) : NULL;
       g_autoptr (GError) refused = NULL;
 
       if (one != NULL && one->type == RANK_REPLY_ERROR)

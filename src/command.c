@@ -125,6 +125,23 @@ rank_command_key (const RankCommand *cmd, gsize *len)
   return cmd->bytes + cmd->offset[k];
 }
 
+const char *
+rank_command_hash_tag (const char *key, gsize len, gsize *tag_len)
+{
+  const char *open = memchr (key, '{', len);
+  const char *close;
+
+  if (open != NULL
+      && (close = memchr (open + 1, '}', len - (gsize) (open + 1 - key)))
+             != NULL)
+    {
+      *tag_len = (gsize) (close - open - 1);
+      return open + 1;
+    }
+  *tag_len = len;
+  return key;
+}
+
 void
 rank_command_clear (RankCommand *cmd)
 {

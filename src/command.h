@@ -80,6 +80,10 @@ void rank_command_route (RankCommand *cmd, const char *key, gsize len);
  * argument. */
 const char *rank_command_key (const RankCommand *cmd, gsize *len);
 
+/* The hash tag of key (what is between its first '{' and the next '}'),
+ * or the whole key if it has none: keys with one tag go to one node. */
+const char *rank_command_hash_tag (const char *key, gsize len, gsize *tag_len);
+
 /* Frees the heap buffer of a command that was not sent. */
 /* Puts cmd's arguments and their lengths into argv and lens (room for
  * cmd->argc each); returns how many. They point into cmd. */

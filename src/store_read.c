@@ -163,7 +163,6 @@ typedef struct
    * instead, the first round's reply is dropped. refs: the rounds that
    * will still call back. */
   char *tag;
-  gsize tag_len;
   GList link;
   gboolean fenced;
   guint refs;
@@ -223,14 +222,11 @@ rank_store_get_rank (RankStore *store, const RankContext *ctx,
   rank_command_init (&head, "HMGET");
   store_add_key (&head, ctx, 0, RANK_KEY_SUFFIX_TIMES);
   {
-    gsize key_len;
+    gsize key_len, tag_len;
     const char *key = rank_command_key (&head, &key_len);
-    const char *open = memchr (key, '{', key_len);
-    const char *close = memchr (key, '}', key_len);
+    const char *tag = rank_command_hash_tag (key, key_len, &tag_len);
 
-    g_assert (open != NULL && close != NULL && close > open);
-    task->tag = g_strndup (open + 1, (gsize) (close - open - 1));
-    task->tag_len = (gsize) (close - open - 1);
+    task->tag = g_strndup (tag, tag_len);
   }
   rank_reads_add (store, task);
   rank_command_init_args (&item);
@@ -366,7 +362,11 @@ rank_prefixed (const RankReply *reply, const GError *error, gpointer data)
 }
 
 /* Round 2: {sorted-set score, rank} of the member's key; a nil in either
- * means the member moved since round 1. */
+ * means the member moved since round 1. The rank.lua sent then goes after
+ * any write queued meanwhile: if another client moved this very member
+ * between the rounds and the same connection pipelined a write of the
+ * board behind this GetRank, the answer includes that write (no fence
+ * covers the second round). */
 static void
 rank_ranked (const RankReply *reply, const GError *error, gpointer data)
 {
@@ -422,7 +422,7 @@ rank_find (RankTask *task)
   rank_command_init_args (&item);
   rank_command_add (&item, task->member, member_len);
   store_read_from (&item, ctx);
-  rank_backend_send_item (task->store->backend, task->node, &cmd, &item, 0,
+  rank_backend_send_item (store->backend, task->node, &cmd, &item, 0,
                           rank_found, task);
   rank_command_clear (&cmd);
 }
