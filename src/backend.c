@@ -27,6 +27,11 @@ typedef struct
   const char *name;
   const char *source;
   char sha[41];
+  /* A batch's answer: 0, one reply per item (an array or an error); n,
+   * the items' replies one after another, n elements each, or one error
+   * (a table per item costs the script's reply about 7k instructions of
+   * Redis's: the checks of its fields). */
+  guint flat_width;
 } Script;
 
 struct _RankBackend
@@ -56,6 +61,7 @@ typedef struct
 
 typedef struct
 {
+  RankBackend *backend;
   guint node;
   GBytes *id; /* the table key: node, and the head's arguments */
   char *tag;  /* the hash tag of its keys */
@@ -94,13 +100,15 @@ typedef struct
 /* ---- assembly ---- */
 
 static void
-script_init (Script *script, const char *name, const char *source)
+script_init (Script *script, const char *name, const char *source,
+             guint flat_width)
 {
   g_autofree char *sha
       = g_compute_checksum_for_string (G_CHECKSUM_SHA1, source, -1);
 
   script->name = name;
   script->source = source;
+  script->flat_width = flat_width;
   g_strlcpy (script->sha, sha, sizeof script->sha);
 }
 
@@ -115,9 +123,11 @@ rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
   /* Before the links' own hooks: batches leave in this iteration's write. */
   rank_loop_add_prepare (loop, flush_batches, backend);
   script_init (&backend->scripts[RANK_SCRIPT_UPDATE], "update.lua",
-               rank_lua_update);
-  script_init (&backend->scripts[RANK_SCRIPT_RANK], "rank.lua", rank_lua_rank);
-  script_init (&backend->scripts[RANK_SCRIPT_DATA], "data.lua", rank_lua_data);
+               rank_lua_update, RANK_UPDATE_REPLY_WIDTH);
+  script_init (&backend->scripts[RANK_SCRIPT_RANK], "rank.lua", rank_lua_rank,
+               0);
+  script_init (&backend->scripts[RANK_SCRIPT_DATA], "data.lua", rank_lua_data,
+               0);
   /* First on every connection, before the scripts load. */
   if (config->password != NULL)
     {
@@ -546,6 +556,7 @@ rank_backend_send_item (RankBackend *backend, guint node,
       /* What was sent for this keyspace before goes first. */
       flush_open (backend, node, key, key_len);
       b = g_new0 (Batch, 1);
+      b->backend = backend;
       b->node = node;
       b->tag = g_strndup (tag, tag_len);
       b->tag_len = tag_len;
@@ -605,34 +616,60 @@ batch_send (RankBackend *backend, Batch *b)
 }
 
 /* Whether reply has the shape of b's answer: the script's array, one
- * reply per item; for a transaction of ranks, {ZMSCORE's array (or its
- * error), a ZRANK per item}. */
+ * reply per item, or with a flat_width, the items' replies one after
+ * another; for a transaction of ranks, {ZMSCORE's array (or its error), a
+ * ZRANK per item}. */
 static gboolean
-batch_shaped (const Batch *b, const RankReply *reply)
+batch_shaped (const Batch *b, guint width, const RankReply *reply)
 {
   guint n = b->waiters->len;
   const RankReply *scores;
+  gsize at = 0;
 
-  if (!(b->flags & RANK_SEND_RANKS))
-    return reply->type == RANK_REPLY_ARRAY && reply->elements == n;
-  if (reply->type != RANK_REPLY_ARRAY || reply->elements != n + 1)
+  if (reply->type != RANK_REPLY_ARRAY)
     return FALSE;
-  scores = reply->element[0];
-  return scores->type == RANK_REPLY_ERROR
-         || (scores->type == RANK_REPLY_ARRAY && scores->elements == n);
+  if (b->flags & RANK_SEND_RANKS)
+    {
+      if (reply->elements != n + 1)
+        return FALSE;
+      scores = reply->element[0];
+      return scores->type == RANK_REPLY_ERROR
+             || (scores->type == RANK_REPLY_ARRAY && scores->elements == n);
+    }
+  if (width == 0)
+    return reply->elements == n;
+  for (guint i = 0; i < n && at < reply->elements; i++)
+    at += reply->element[at]->type == RANK_REPLY_ERROR ? 1 : width;
+  return at == reply->elements;
 }
 
-/* Item i's reply in b's answer (batch_shaped): element i; for a
- * transaction of ranks, {its score, its rank} in one (pair holds the two),
- * or whichever of the two is an error. */
+/* The next item's reply in b's answer (batch_shaped): item i; at is where
+ * it starts in a flat answer of width elements an item, and moves past
+ * it (one holds the view of those); for a transaction of ranks, {its
+ * score, its rank} in one (pair holds the two), or whichever of the two is
+ * an error. */
 static const RankReply *
-batch_item (const Batch *b, const RankReply *reply, guint i, RankReply *one,
-            RankReply *pair[2])
+batch_item (const Batch *b, guint width, const RankReply *reply, guint i,
+            gsize *at, RankReply *one, RankReply *pair[2])
 {
-  const RankReply *scores;
+  const RankReply *scores, *first;
 
   if (!(b->flags & RANK_SEND_RANKS))
-    return reply->element[i];
+    {
+      if (width == 0)
+        return reply->element[i];
+      first = reply->element[*at];
+      if (first->type == RANK_REPLY_ERROR)
+        {
+          ++*at;
+          return first;
+        }
+      *one = (RankReply){ .type = RANK_REPLY_ARRAY,
+                          .elements = width,
+                          .element = reply->element + *at };
+      *at += width;
+      return one;
+    }
   scores = reply->element[0];
   pair[0] = scores->type == RANK_REPLY_ARRAY ? scores->element[i]
                                              : (RankReply *) scores;
@@ -651,9 +688,11 @@ static void
 batch_replied (const RankReply *reply, const GError *error, gpointer data)
 {
   Batch *b = data;
+  guint width = b->backend->scripts[b->script].flat_width;
   g_autoptr (GError) bad = NULL;
+  gsize at = 0;
 
-  if (error == NULL && !batch_shaped (b, reply))
+  if (error == NULL && !batch_shaped (b, width, reply))
     {
       g_warning ("unexpected Redis reply (type %d) to a batch of %u",
                  reply->type, b->waiters->len);
@@ -665,7 +704,8 @@ batch_replied (const RankReply *reply, const GError *error, gpointer data)
       Waiter *w = &g_array_index (b->waiters, Waiter, i);
       RankReply built, *pair[2];
       const RankReply *one
-          = error == NULL ? batch_item (b, reply, i, &built, pair) : NULL;
+          = error == NULL ? batch_item (b, width, reply, i, &at, &built, pair)
+                          : NULL;
       g_autoptr (GError) refused = NULL;
 
       if (one != NULL && one->type == RANK_REPLY_ERROR)

@@ -52,6 +52,10 @@
  * as one script call: at most this many a call. */
 #define RANK_BATCH_MAX_ITEMS 64
 
+/* update.lua answers a batch flat: each update's {score, rank, applied,
+ * subscores} after the one before, or its one error. */
+#define RANK_UPDATE_REPLY_WIDTH 4
+
 /* Updates in one UpdateBatch call (the IDL says so too). */
 #define RANK_UPDATE_BATCH_MAX 1000
 

@@ -565,15 +565,14 @@ eval_update (redisContext *c, const char *source, const char *b,
   rank_command_clear (&head);
   rank_command_clear (&item);
   rank_context_clear (&ctx);
-  /* One reply per update of the batch: here one. */
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != 1)
+  /* The replies of the batch's updates, flat: here one update's 4, or
+   * its error. */
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 1)
     g_error ("update.lua: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
-  if (r->element[0]->type != REDIS_REPLY_ARRAY)
-    g_error ("update.lua: %s", r->element[0]->type == REDIS_REPLY_ERROR
-                                   ? r->element[0]->str
-                                   : "?");
-  g_assert_cmpuint (r->element[0]->elements, ==, 4);
-  applied = r->element[0]->element[2]->integer != 0;
+  if (r->element[0]->type == REDIS_REPLY_ERROR)
+    g_error ("update.lua: %s", r->element[0]->str);
+  g_assert_cmpuint (r->elements, ==, RANK_UPDATE_REPLY_WIDTH);
+  applied = r->element[2]->integer != 0;
   freeReplyObject (r);
   return applied;
 }

@@ -80,8 +80,10 @@
 -- The first records of a bucket delete the meta fields of buckets out of
 -- the window and set the meta hash to expire with the newest record hash.
 --
--- Returns one reply per update, in order: {score, rank, applied, subscores}:
--- applied is 0 when the request id was already used (nothing changes;
+-- Returns the replies of the updates one after another, flat: for each,
+-- score, rank, applied, subscores (4 elements), or its one error reply.
+-- (A table per update would cost Redis more: each is checked for the
+-- fields of an error, a status and the RESP3 types.) Applied is 0 when the request id was already used (nothing changes;
 -- score, rank and subscores are current, rank 0 if the member is gone);
 -- subscores as stored (8 bytes each; '' if none). A refusal is an error
 -- reply starting with "RANK_INVALID "; a key of another type than rankd
@@ -209,8 +211,15 @@ local function selector_of(field)
   return (b * 256 + c) * 256 + d
 end
 
-local function record_hash(size_s, size, selector)
-  return qprefix .. ':' .. size_s .. ':' .. string.format('%d', selector % size)
+-- The names of a layout's hashes start with its base (layout_base); the
+-- bases of the current layout and the one being left are made once a call.
+local function layout_base(size_s)
+  return size_s and qprefix .. ':' .. size_s .. ':'
+end
+local current_base, leaving_base = layout_base(hashes_s), layout_base(leaving_s)
+
+local function record_hash(base, size, selector)
+  return base .. string.format('%d', selector % size)
 end
 
 -- While a layout is left: this call's share of its hashes (from migrated
@@ -221,7 +230,7 @@ if leaving then
   local last = math.min(migrated + math.max(count, MIGRATE_MIN), leaving)
   local from, into, order = {}, {}, {}
   for j = migrated, last - 1 do
-    local key = qprefix .. ':' .. leaving_s .. ':' .. string.format('%d', j)
+    local key = leaving_base .. string.format('%d', j)
     local all = call_on(key, 'hash', 'request-id records', 'HGETALL')
     if #all > 0 then
       from[#from + 1] = key
@@ -229,7 +238,7 @@ if leaving then
     for i = 1, #all, 2 do
       local field, value = all[i], all[i + 1]
       if field ~= MARK and live_record(value) then
-        local to = record_hash(hashes_s, hashes, selector_of(field))
+        local to = record_hash(current_base, hashes, selector_of(field))
         local moving = into[to]
         if not moving then
           moving = {}
@@ -276,12 +285,12 @@ end
 -- moved yet.
 local function lookup(idhash)
   local selector = selector_of(idhash)
-  local hash = record_hash(hashes_s, hashes, selector)
+  local hash = record_hash(current_base, hashes, selector)
   touch_key, touch_want, touch_what = hash, 'hash', 'request-id records'
   local mark = redis.call('HGET', hash, MARK)
   local seen
   if leaving and selector % leaving >= migrated then
-    seen = live_record(call_on(record_hash(leaving_s, leaving, selector),
+    seen = live_record(call_on(record_hash(leaving_base, leaving, selector),
       'hash', 'request-id records', 'HGET', idhash))
   end
   return seen, hash, mark
@@ -376,7 +385,8 @@ end
 local REUSED = 'RANK_INVALID request_id: already used on this board ' ..
   'for another member, value, mode, subscores or data'
 
--- Applies the update whose arguments follow ARGV[at].
+-- Applies the update whose arguments follow ARGV[at]. Returns its reply's
+-- four values (score, rank, applied, subscores), or its error reply.
 local function apply(at)
   local member = ARGV[at + 1]
   local flags = ARGV[at + 2]
@@ -426,9 +436,9 @@ local function apply(at)
       return redis.error_reply(REUSED)
     end
     if not key then
-      return {0, 0, 0, ''}
+      return 0, 0, 0, ''
     end
-    return {old, rank_of(key, old), 0, old_subs}
+    return old, rank_of(key, old), 0, old_subs
   end
 
   -- Remove (mode 4, rankd's Remove): the member and its data go. Returns
@@ -443,7 +453,7 @@ local function apply(at)
         count_score(old, -1)
       end
     end
-    return {old or 0, key and 1 or 0, 1, ''}
+    return old or 0, key and 1 or 0, 1, ''
   end
   value = tonumber(value)
   local given_subs = subs
@@ -520,16 +530,17 @@ local function apply(at)
     end
     ranked = worst[1] ~= key
   end
-  return {new, ranked and rank_of(key, new) or 0, 1, ranked and new_subs or ''}
+  return new, ranked and rank_of(key, new) or 0, 1, ranked and new_subs or ''
 end
 
-local results = {}
+local results, out = {}, 0
 local stopped
 for i = 1, count do
   if stopped then
-    results[i] = redis.error_reply('RANK_UNAVAILABLE not applied: ' .. stopped)
+    out = out + 1
+    results[out] = redis.error_reply('RANK_UNAVAILABLE not applied: ' .. stopped)
   else
-    local ok, r = pcall(apply, HEAD + (i - 1) * ITEM)
+    local ok, r, rank, applied, subs = pcall(apply, HEAD + (i - 1) * ITEM)
     -- Redis 7's pcall hands an error table over as its message.
     if not ok and type(r) == 'table' then
       r = r.err
@@ -537,11 +548,17 @@ for i = 1, count do
     if not ok then
       r = wrongtype_named(r)
     end
-    if ok then
-      results[i] = r
+    if ok and type(r) == 'table' then
+      out = out + 1
+      results[out] = r
+    elseif ok then
+      results[out + 1], results[out + 2] = r, rank
+      results[out + 3], results[out + 4] = applied, subs
+      out = out + 4
     elseif string.sub(tostring(r), 1, 13) == 'RANK_DAMAGED ' then
       -- Damaged data: this update changed nothing; the batch stops here.
-      results[i] = redis.error_reply(r)
+      out = out + 1
+      results[out] = redis.error_reply(r)
       stopped = 'an update before it in the same batch met ' .. r
     else
       error({err = tostring(r)})
