@@ -24,6 +24,9 @@
 #              COUNT=rankd: count rankd's instructions instead (rankd under
 #              callgrind, redis-server as it is): rankd's own cost per
 #              operation, all its threads
+#              CALLGRIND_OUT=DIR: keep the callgrind dumps there, for
+#              callgrind_annotate (a redis-server built with symbols first
+#              in PATH names Redis's functions; Debian's has none)
 # Needs valgrind (callgrind_control). Takes about a minute.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,7 +46,12 @@ work=$(mktemp -d)
 . "$here/lib.sh"
 
 pids=()
-trap 'stop_all; rm -rf "$work"' EXIT
+keep_dumps() {
+  if [ -n "${CALLGRIND_OUT:-}" ]; then
+    mkdir -p "$CALLGRIND_OUT" && cp "$work"/callgrind.out* "$CALLGRIND_OUT"/ 2>/dev/null || true
+  fi
+}
+trap 'stop_all; keep_dumps; rm -rf "$work"' EXIT
 
 count=${COUNT:-redis}
 case $count in redis | rankd) ;; *) echo "COUNT: redis or rankd" >&2; exit 2 ;; esac
