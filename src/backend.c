@@ -61,12 +61,12 @@ typedef struct
 
 typedef struct
 {
-  RankBackend *backend;
   guint node;
   GBytes *id; /* the table key: node, and the head's arguments */
   char *tag;  /* the hash tag of its keys */
   gsize tag_len;
   RankScriptId script;
+  guint flat_width; /* its script's */
   int nkeys;
   guint flags; /* RANK_SEND_RANKS: a transaction of rank reads */
   /* Reads: a replica may answer if every item allows one (the strictest
@@ -556,12 +556,12 @@ rank_backend_send_item (RankBackend *backend, guint node,
       /* What was sent for this keyspace before goes first. */
       flush_open (backend, node, key, key_len);
       b = g_new0 (Batch, 1);
-      b->backend = backend;
       b->node = node;
       b->tag = g_strndup (tag, tag_len);
       b->tag_len = tag_len;
       b->id = g_steal_pointer (&id);
       b->script = head->script;
+      b->flat_width = backend->scripts[head->script].flat_width;
       b->nkeys = head->nkeys;
       b->bytes = g_byte_array_sized_new ((guint) head->used + 256);
       b->lens = g_array_new (FALSE, FALSE, sizeof (gsize));
@@ -620,7 +620,7 @@ batch_send (RankBackend *backend, Batch *b)
  * another; for a transaction of ranks, {ZMSCORE's array (or its error), a
  * ZRANK per item}. */
 static gboolean
-batch_shaped (const Batch *b, guint width, const RankReply *reply)
+batch_shaped (const Batch *b, const RankReply *reply)
 {
   guint n = b->waiters->len;
   const RankReply *scores;
@@ -636,27 +636,27 @@ batch_shaped (const Batch *b, guint width, const RankReply *reply)
       return scores->type == RANK_REPLY_ERROR
              || (scores->type == RANK_REPLY_ARRAY && scores->elements == n);
     }
-  if (width == 0)
+  if (b->flat_width == 0)
     return reply->elements == n;
   for (guint i = 0; i < n && at < reply->elements; i++)
-    at += reply->element[at]->type == RANK_REPLY_ERROR ? 1 : width;
+    at += reply->element[at]->type == RANK_REPLY_ERROR ? 1 : b->flat_width;
   return at == reply->elements;
 }
 
-/* The next item's reply in b's answer (batch_shaped): item i; at is where
- * it starts in a flat answer of width elements an item, and moves past
- * it (one holds the view of those); for a transaction of ranks, {its
+/* The next item's reply in b's answer (batch_shaped): item i; in a flat
+ * answer, at is where it starts, and moves past it (one holds the view of
+ * its elements); for a transaction of ranks, {its
  * score, its rank} in one (pair holds the two), or whichever of the two is
  * an error. */
 static const RankReply *
-batch_item (const Batch *b, guint width, const RankReply *reply, guint i,
-            gsize *at, RankReply *one, RankReply *pair[2])
+batch_item (const Batch *b, const RankReply *reply, guint i, gsize *at,
+            RankReply *one, RankReply *pair[2])
 {
   const RankReply *scores, *first;
 
   if (!(b->flags & RANK_SEND_RANKS))
     {
-      if (width == 0)
+      if (b->flat_width == 0)
         return reply->element[i];
       first = reply->element[*at];
       if (first->type == RANK_REPLY_ERROR)
@@ -665,9 +665,9 @@ batch_item (const Batch *b, guint width, const RankReply *reply, guint i,
           return first;
         }
       *one = (RankReply){ .type = RANK_REPLY_ARRAY,
-                          .elements = width,
+                          .elements = b->flat_width,
                           .element = reply->element + *at };
-      *at += width;
+      *at += b->flat_width;
       return one;
     }
   scores = reply->element[0];
@@ -688,11 +688,10 @@ static void
 batch_replied (const RankReply *reply, const GError *error, gpointer data)
 {
   Batch *b = data;
-  guint width = b->backend->scripts[b->script].flat_width;
   g_autoptr (GError) bad = NULL;
   gsize at = 0;
 
-  if (error == NULL && !batch_shaped (b, width, reply))
+  if (error == NULL && !batch_shaped (b, reply))
     {
       g_warning ("unexpected Redis reply (type %d) to a batch of %u",
                  reply->type, b->waiters->len);
@@ -704,8 +703,7 @@ batch_replied (const RankReply *reply, const GError *error, gpointer data)
       Waiter *w = &g_array_index (b->waiters, Waiter, i);
       RankReply built, *pair[2];
       const RankReply *one
-          = error == NULL ? batch_item (b, width, reply, i, &at, &built, pair)
-                          : NULL;
+          = error == NULL ? batch_item (b, reply, i, &at, &built, pair) : NULL;
       g_autoptr (GError) refused = NULL;
 
       if (one != NULL && one->type == RANK_REPLY_ERROR)

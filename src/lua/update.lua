@@ -83,8 +83,9 @@
 -- Returns the replies of the updates one after another, flat: for each,
 -- score, rank, applied, subscores (4 elements), or its one error reply.
 -- (A table per update would cost Redis more: each is checked for the
--- fields of an error, a status and the RESP3 types.) Applied is 0 when the request id was already used (nothing changes;
--- score, rank and subscores are current, rank 0 if the member is gone);
+-- fields of an error, a status and the RESP3 types.) Applied is 0 when
+-- the request id was already used (nothing changes; score, rank and
+-- subscores are current, rank 0 if the member is gone);
 -- subscores as stored (8 bytes each; '' if none). A refusal is an error
 -- reply starting with "RANK_INVALID "; a key of another type than rankd
 -- keeps there (damaged data) is "RANK_DAMAGED ...", and stops the batch:
