@@ -415,7 +415,8 @@ struct EnqueueRequest {
 /**
  * One update's answer in Enqueue: exactly one field is set. id: it is in the
  * board's queue (the stream entry's id; on a sharded board, of its shard's
- * stream); invalid: it was refused and nothing of it was queued.
+ * stream; the updates of one call to one stream share an entry); invalid: it
+ * was refused and nothing of it was queued.
  */
 struct EnqueueResult {
   1: optional string id

@@ -128,6 +128,8 @@ rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
                0);
   script_init (&backend->scripts[RANK_SCRIPT_DATA], "data.lua", rank_lua_data,
                0);
+  script_init (&backend->scripts[RANK_SCRIPT_QUEUE], "queue.lua",
+               rank_lua_queue, 0);
   /* First on every connection, before the scripts load. */
   if (config->password != NULL)
     {

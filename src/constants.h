@@ -188,8 +188,9 @@
 #define RANK_QUEUE_CLAIM_AFTER_MAX_S 86400
 #define RANK_QUEUE_MAX_BACKLOG_DEFAULT 1000000
 #define RANK_QUEUE_MAX_BACKLOG_LIMIT 1000000000
-/* Entries a drain reads (and applies) at once, per stream; how often an idle
- * queue is looked at; how often the list of queues is read again. */
+/* Updates a drain reads (and applies) at once, per stream, about: it reads
+ * whole entries. How often an idle queue is looked at; how often the list of
+ * queues is read again. */
 #define RANK_QUEUE_READ_COUNT 256
 #define RANK_QUEUE_IDLE_POLL_MS 20
 #define RANK_QUEUE_REFRESH_MS 1000

@@ -42,7 +42,9 @@ struct _Stream
   gint64 next_trim_us;
   gint64 next_us; /* not read before (monotonic) */
   gint64 next_claim_us;
-  RankContext ctx; /* the board at the read: options, keys */
+  RankContext ctx;    /* the board at the read: options, keys */
+  struct Apply *held; /* a batch partly applied, waiting for queue_rate */
+  guint per_entry;    /* updates per entry at the last read, at least 1 */
 };
 
 /* queue_rate: tokens of a board, refilled each second. */
@@ -52,14 +54,17 @@ typedef struct
   guint used;
 } Rate;
 
-/* A batch being applied. */
-typedef struct
+/* A batch being applied, in slices as queue_rate allows. */
+typedef struct Apply
 {
   Stream *s;
   RankQueueBatch *batch;
-  guint pending;
+  guint next;    /* updates started */
+  guint pending; /* of the slice started last, not finished */
   struct Item *items;
   gboolean retry; /* some met Unavailable: read them again */
+  guint applied;  /* in the entries done with */
+  guint dead;
 } Apply;
 
 typedef struct Item
@@ -85,14 +90,50 @@ now_us (void)
   return g_get_monotonic_time ();
 }
 
+static void apply_free (Apply *a);
+
 static void
 stream_free (gpointer data)
 {
   Stream *s = data;
 
+  apply_free (s->held);
   rank_context_clear (&s->ctx);
   g_free (s->board);
   g_free (s);
+}
+
+/* ---- queue_rate ---- */
+
+/* How many of board's updates this rankd may apply now (queue_rate):
+ * G_MAXUINT when it has no rate. */
+static guint
+rate_allows (RankQueue *q, const Stream *s)
+{
+  guint rate = s->ctx.options->queue_rate;
+  gint64 second = g_get_real_time () / G_USEC_PER_SEC;
+  Rate *r;
+
+  if (rate == 0)
+    return G_MAXUINT;
+  r = g_hash_table_lookup (q->rates, s->board);
+  if (r == NULL)
+    {
+      r = g_new0 (Rate, 1);
+      g_hash_table_insert (q->rates, g_strdup (s->board), r);
+    }
+  if (r->second != second)
+    r->second = second, r->used = 0;
+  return rate - MIN (rate, r->used);
+}
+
+static void
+rate_take (RankQueue *q, const Stream *s, guint n)
+{
+  Rate *r = g_hash_table_lookup (q->rates, s->board);
+
+  if (r != NULL)
+    r->used += n;
 }
 
 /* ---- applying a batch ---- */
@@ -100,6 +141,8 @@ stream_free (gpointer data)
 static void
 apply_free (Apply *a)
 {
+  if (a == NULL)
+    return;
   for (guint i = 0; a->batch != NULL && i < a->batch->n; i++)
     {
       if (a->items[i].started)
@@ -133,13 +176,7 @@ batch_acknowledged (const GError *error, gpointer data)
 {
   Apply *a = data;
   Stream *s = a->s;
-  guint applied = 0, dead = 0;
 
-  for (guint i = 0; i < a->batch->n; i++)
-    {
-      applied += a->items[i].outcome == ITEM_APPLIED;
-      dead += a->items[i].outcome == ITEM_DEAD;
-    }
   if (error != NULL)
     {
       /* Applied but still pending: claimed again later, and recognised by
@@ -150,42 +187,69 @@ batch_acknowledged (const GError *error, gpointer data)
     }
   else
     {
-      rank_metrics_queue_done (s->board, applied, dead);
+      rank_metrics_queue_done (s->board, a->applied, a->dead);
       stream_done (s, a->retry, TRUE);
     }
   apply_free (a);
 }
 
-/* Every entry of the batch is applied, dead, or to retry. */
+/* Every update of the batch is applied, dead, or to retry: the entries
+ * without one to retry are done with. */
 static void
 batch_applied (Apply *a)
 {
   Stream *s = a->s;
+  const RankQueueBatch *batch = a->batch;
   g_autofree RankQueueOutcome *outcomes
-      = g_new0 (RankQueueOutcome, MAX (a->batch->n, 1));
-  guint n = 0;
+      = g_new0 (RankQueueOutcome, MAX (batch->n, 1));
 
-  for (guint i = 0; i < a->batch->n; i++)
+  for (guint i = 0; i < batch->n; i++)
     {
       Item *it = &a->items[i];
 
-      if (it->outcome == ITEM_RETRY)
-        {
-          a->retry = TRUE;
-          continue;
-        }
-      outcomes[n].entry = &a->batch->entries[i];
-      outcomes[n].reason = it->outcome == ITEM_DEAD ? it->reason : NULL;
-      n++;
+      outcomes[i].retry = it->outcome == ITEM_RETRY;
+      outcomes[i].reason = it->outcome == ITEM_DEAD ? it->reason : NULL;
+      a->retry = a->retry || outcomes[i].retry;
     }
-  if (n == 0 || s->q->stopping)
+  for (guint k = 0; k < batch->n_entries; k++)
+    {
+      const RankQueueEntry *e = &batch->entries[k];
+      guint applied = 0, dead = 0;
+      gboolean retry = FALSE;
+
+      for (guint i = e->first; i < e->first + e->n; i++)
+        {
+          retry = retry || outcomes[i].retry;
+          applied += a->items[i].outcome == ITEM_APPLIED;
+          dead += a->items[i].outcome == ITEM_DEAD;
+        }
+      if (!retry)
+        a->applied += applied, a->dead += dead;
+    }
+  if (s->q->stopping)
     {
       stream_done (s, TRUE, FALSE);
       apply_free (a);
       return;
     }
-  rank_store_queue_done (s->q->store, &s->ctx, s->shard, outcomes, n,
+  rank_store_queue_done (s->q->store, &s->ctx, s->shard, batch, outcomes,
                          batch_acknowledged, a);
+}
+
+/* The slice started last is applied: the next one waits for queue_rate,
+ * or the batch is done. */
+static void
+slice_applied (Apply *a)
+{
+  Stream *s = a->s;
+
+  if (a->next < a->batch->n && !s->q->stopping)
+    {
+      s->held = a;
+      stream_done (s, FALSE, TRUE);
+      return;
+    }
+  batch_applied (a);
 }
 
 static void
@@ -195,7 +259,7 @@ item_finish (Item *it)
 
   g_assert (a->pending > 0);
   if (--a->pending == 0)
-    batch_applied (a);
+    slice_applied (a);
 }
 
 static void
@@ -228,9 +292,9 @@ item_updated (const RankUpdateResult *r, const GError *error, gpointer data)
 static void
 item_update (Item *it)
 {
-  RankQueueEntry *e = &it->a->batch->entries[it->index];
+  RankQueueUpdate *u = &it->a->batch->updates[it->index];
 
-  rank_store_update (it->a->s->q->store, &it->ctx, &e->update, item_updated,
+  rank_store_update (it->a->s->q->store, &it->ctx, &u->update, item_updated,
                      it);
 }
 
@@ -255,18 +319,18 @@ item_layout_checked (const GError *error, gpointer data)
     item_update (it);
 }
 
-/* Checks entry i as Update would, now, and applies it. */
+/* Checks update i as Update would, now, and applies it. */
 static void
 item_start (Apply *a, guint i)
 {
   RankQueue *q = a->s->q;
   Item *it = &a->items[i];
-  RankQueueEntry *e = &a->batch->entries[i];
+  RankQueueUpdate *u = &a->batch->updates[i];
   g_autoptr (GError) error = NULL;
 
   it->a = a;
   it->index = i;
-  if (!e->valid)
+  if (!u->valid)
     {
       item_dead (it, "not an update rankd queued (fields missing)");
       return;
@@ -275,9 +339,9 @@ item_start (Apply *a, guint i)
                      rank_handler_now (q->handler),
                      rank_handler_default_window_ms (q->handler));
   it->started = TRUE;
-  if (!rank_policy_subscores (a->s->board, it->ctx.options, e->update.mode,
-                              e->update.n_subscores, &error)
-      || !rank_context_write (&it->ctx, e->update.timestamp_ms, &error))
+  if (!rank_policy_subscores (a->s->board, it->ctx.options, u->update.mode,
+                              u->update.n_subscores, &error)
+      || !rank_context_write (&it->ctx, u->update.timestamp_ms, &error))
     {
       item_dead (it, error->message);
       return;
@@ -294,6 +358,21 @@ item_start (Apply *a, guint i)
     case RANK_LAYOUT_PENDING:
       break;
     }
+}
+
+/* Starts the next allowed updates of a (queue_rate). Every update of a
+ * slice starts in this loop turn: those of one board and period leave
+ * together, in order, in the store's batches. */
+static void
+apply_slice (Apply *a, guint allowed)
+{
+  guint end = a->next + MIN (allowed, a->batch->n - a->next);
+
+  rate_take (a->s->q, a->s, end - a->next);
+  a->pending = end - a->next + 1;
+  for (; a->next < end; a->next++)
+    item_start (a, a->next);
+  item_finish (&(Item){ .a = a });
 }
 
 static void
@@ -327,16 +406,12 @@ batch_read (RankQueueBatch *batch, const GError *error, gpointer data)
       stream_done (s, TRUE, FALSE);
       return;
     }
+  s->per_entry = MAX (1, batch->n / MAX (batch->n_entries, 1));
   a = g_new0 (Apply, 1);
   a->s = s;
   a->batch = batch;
   a->items = g_new0 (Item, batch->n);
-  /* Every entry starts in this loop turn: those of one board and period
-   * leave together, in order, in the store's batches. */
-  a->pending = batch->n + 1;
-  for (guint i = 0; i < batch->n; i++)
-    item_start (a, i);
-  item_finish (&(Item){ .a = a });
+  apply_slice (a, rate_allows (s->q, s));
 }
 
 /* ---- the streams ---- */
@@ -367,43 +442,13 @@ group_created (const GError *error, gpointer data)
   stream_done (s, FALSE, TRUE);
 }
 
-/* How many of board's entries this rankd may apply now (queue_rate). */
-static guint
-rate_allows (RankQueue *q, const Stream *s)
-{
-  guint rate = s->ctx.options->queue_rate;
-  gint64 second = g_get_real_time () / G_USEC_PER_SEC;
-  Rate *r;
-
-  if (rate == 0)
-    return RANK_QUEUE_READ_COUNT;
-  r = g_hash_table_lookup (q->rates, s->board);
-  if (r == NULL)
-    {
-      r = g_new0 (Rate, 1);
-      g_hash_table_insert (q->rates, g_strdup (s->board), r);
-    }
-  if (r->second != second)
-    r->second = second, r->used = 0;
-  return MIN (RANK_QUEUE_READ_COUNT, rate - MIN (rate, r->used));
-}
-
-static void
-rate_take (RankQueue *q, const Stream *s, guint n)
-{
-  Rate *r = g_hash_table_lookup (q->rates, s->board);
-
-  if (r != NULL)
-    r->used += n;
-}
-
 /* Starts the stream's next read, if it is due. */
 static void
 stream_step (Stream *s)
 {
   RankQueue *q = s->q;
   gint64 now = now_us ();
-  guint count;
+  guint allowed, count;
 
   if (s->busy || q->stopping || now < s->next_us)
     return;
@@ -420,8 +465,8 @@ stream_step (Stream *s)
       rank_store_queue_create (q->store, &s->ctx, s->shard, group_created, s);
       return;
     }
-  count = rate_allows (q, s);
-  if (count == 0)
+  allowed = rate_allows (q, s);
+  if (allowed == 0)
     {
       s->busy = FALSE;
       q->busy--;
@@ -429,7 +474,20 @@ stream_step (Stream *s)
                    - g_get_real_time () + now;
       return;
     }
-  rate_take (q, s, count);
+  if (s->held != NULL)
+    {
+      Apply *a = g_steal_pointer (&s->held);
+
+      apply_slice (a, allowed);
+      return;
+    }
+  /* Entries hold the updates of one Enqueue call: about as many entries
+   * as make RANK_QUEUE_READ_COUNT updates; under a rate, one at a time,
+   * so that each is acknowledged (and counted) once its slices are
+   * applied. */
+  count = allowed == G_MAXUINT
+              ? MAX (1, RANK_QUEUE_READ_COUNT / MAX (s->per_entry, 1))
+              : 1;
   if (now >= s->next_claim_us)
     {
       guint idle_ms = s->ctx.options->queue_claim_after_s * 1000;

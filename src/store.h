@@ -326,21 +326,24 @@ void rank_store_export (RankStore *store, const RankContext *ctx,
 
 /* ---- the update queue (store_queue.c; queue.h drains it) ---- */
 
-/* ids[0..n) (the stream entries' ids) live only during the callback. */
+/* ids[0..n) (the stream entries' ids: the updates of one shard share
+ * one) live only during the callback. */
 typedef void (*RankStoreIdsFunc) (const char *const *ids, guint n,
                                   const GError *error, gpointer data);
 
 /* Enqueue: updates[0..n) of ctx's board (checked, with their times fixed)
- * into the streams of their shards, after WAIT with --wait-replicas.
- * Unavailable ("queue full") and nothing queued when the board's backlog
- * would pass its queue_max_backlog. updates must live until func. */
+ * into the streams of their shards, one entry a shard, after WAIT with
+ * --wait-replicas. Unavailable ("queue full") and nothing queued when the
+ * board's backlog would pass its queue_max_backlog. updates must live
+ * until func. */
 void rank_store_enqueue (RankStore *store, const RankContext *ctx,
                          const RankUpdate *const *updates, guint n,
                          RankStoreIdsFunc func, gpointer data);
 
+/* In updates, whatever the size of the entries. */
 typedef struct
 {
-  gint64 backlog;   /* entries not acknowledged yet */
+  gint64 backlog;   /* updates not acknowledged yet */
   gint64 pending;   /* of those, read and not acknowledged */
   gint64 oldest_ms; /* Unix ms the oldest was queued; 0: none */
   gint64 applied;
@@ -352,20 +355,35 @@ typedef void (*RankStoreQueueStatsFunc) (const RankQueueStats *stats,
 void rank_store_queue_stats (RankStore *store, const RankContext *ctx,
                              RankStoreQueueStatsFunc func, gpointer data);
 
-/* One entry of a stream. valid: it holds an update (else it goes to the
- * dead letters). Its strings point into the batch. */
+/* One entry of a stream: the updates of one Enqueue call to one shard,
+ * updates[first..first+n) of its batch. count: how many it says it
+ * holds. */
 typedef struct
 {
   const char *id;
+  guint count;
+  guint first;
+  guint n;
+} RankQueueEntry;
+
+/* One update of an entry. valid: it could be read (else it goes to the
+ * dead letters; an entry that cannot be read at all is one such update).
+ * Its strings point into the batch. */
+typedef struct
+{
+  guint entry; /* its entry's index in the batch */
   RankUpdate update;
   gint64 subscores[RANK_SUBSCORES_MAX];
   gboolean valid;
-} RankQueueEntry;
+} RankQueueUpdate;
 
-/* Entries read from a stream, with the reply they point into. */
+/* Entries read from a stream, their updates, and the reply they point
+ * into. */
 typedef struct
 {
   RankQueueEntry *entries;
+  guint n_entries;
+  RankQueueUpdate *updates;
   guint n;
   struct _RankReply *reply;
 } RankQueueBatch;
@@ -390,18 +408,22 @@ void rank_store_queue_read (RankStore *store, const RankContext *ctx,
                             RankQueueRead how, guint count, guint min_idle_ms,
                             RankStoreBatchFunc func, gpointer data);
 
-/* What became of an entry: applied (reason NULL), or dead with reason. */
+/* What became of an update of a batch: applied (reason NULL), dead with
+ * reason, or to retry (its entry stays pending). */
 typedef struct
 {
-  const RankQueueEntry *entry;
+  gboolean retry;
   const char *reason;
 } RankQueueOutcome;
 
-/* Entries done with: the dead ones to the dead letters, then all
- * acknowledged, and counted. */
+/* The entries of batch done with (outcomes: one per update): those with
+ * an update to retry stay pending; of the others, the dead updates go to
+ * the dead letters, then the entries are acknowledged and their updates
+ * counted. */
 void rank_store_queue_done (RankStore *store, const RankContext *ctx,
-                            guint shard, const RankQueueOutcome *outcomes,
-                            guint n, RankStoreDoneFunc func, gpointer data);
+                            guint shard, const RankQueueBatch *batch,
+                            const RankQueueOutcome *outcomes,
+                            RankStoreDoneFunc func, gpointer data);
 
 /* The group of shard's stream (and the stream), if not there yet. */
 void rank_store_queue_create (RankStore *store, const RankContext *ctx,

@@ -3,14 +3,15 @@
  * "rk:{board}:u" ("rk:s:{board/i}:u"), under the shard's own hash tag, so
  * on a Redis Cluster each stream lives with the keys it updates.
  *
- * An entry is one update, in fields: m member, r request id, v value, o
- * mode (1-3), t time (Unix ms, fixed when it was queued, so that it picks
- * the same period whenever it is applied), s subscores (8 bytes each, big
- * endian; absent: none given), d data (memberdata.h's encoding; absent:
- * the data stays as it is). Every rankd reads its streams as a consumer of
- * the group RANK_QUEUE_GROUP; an entry is acknowledged and deleted once
- * applied, so a stream's length is its backlog. What could not apply goes
- * to the dead-letter stream "...:v" with its reason; "...:n" counts both.
+ * An entry holds the updates of one Enqueue call to one shard, packed
+ * (below), each with its time fixed when it was queued, so that it picks
+ * the same period whenever it is applied: the stream's commands cost
+ * Redis once a call, not once an update. Every rankd reads its streams as
+ * a consumer of the group RANK_QUEUE_GROUP; an entry is acknowledged once
+ * every update of it is applied or dead, and trimmed after. What could not
+ * apply goes to the dead-letter stream "...:v" with its reason. The hash
+ * "...:n" counts updates queued, delivered, applied and dead, each moved
+ * by queue.lua with the stream: the backlog, in updates, comes from it.
  */
 #include <string.h>
 
@@ -18,7 +19,10 @@
 #include "orderkey.h"
 #include "store_private.h"
 
-/* Field names of an entry. */
+/* Field names of an entry: its count and its packed updates. */
+#define F_COUNT "n"
+#define F_PACKED "p"
+/* And of a dead letter. */
 #define F_MEMBER "m"
 #define F_REQUEST_ID "r"
 #define F_VALUE "v"
@@ -262,6 +266,203 @@ shard_state (RankStore *store, const RankContext *ctx, guint shard,
                      pending_read, task);
 }
 
+/* ---- a board's counts (queue.lua), in updates ---- */
+
+typedef struct
+{
+  gint64 queued;
+  gint64 delivered;
+  gint64 applied;
+  gint64 dead;
+} QueueCounts;
+
+static void
+send_counts (RankStore *store, const RankContext *ctx, guint shard,
+             RankBackendFunc func, gpointer data)
+{
+  RankCommand cmd;
+
+  rank_command_init (&cmd, "HMGET");
+  add_queue_key (&cmd, ctx, shard, RANK_KEY_SUFFIX_QUEUE_COUNTS);
+  rank_command_add_str (&cmd, "queued");
+  rank_command_add_str (&cmd, "delivered");
+  rank_command_add_str (&cmd, "applied");
+  rank_command_add_str (&cmd, "dead");
+  rank_backend_send (store->backend, store_node_of (store, shard), &cmd, 0,
+                     func, data);
+}
+
+/* HMGET's answer into c (an absent count is 0); FALSE if it is none. */
+static gboolean
+counts_of (const RankReply *reply, QueueCounts *c)
+{
+  gint64 *field[] = { &c->queued, &c->delivered, &c->applied, &c->dead };
+
+  memset (c, 0, sizeof *c);
+  if (reply->type != RANK_REPLY_ARRAY || reply->elements != 4)
+    return FALSE;
+  for (guint k = 0; k < 4; k++)
+    {
+      const RankReply *v = reply->element[k];
+
+      if (v->type == RANK_REPLY_STRING)
+        *field[k] = g_ascii_strtoll (v->str, NULL, 10);
+      else if (v->type != RANK_REPLY_NIL)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Updates queued and not acknowledged. */
+static gint64
+counts_backlog (const QueueCounts *c)
+{
+  return MAX (0, c->queued - c->applied - c->dead);
+}
+
+/* Of those, the ones a drain has read. */
+static gint64
+counts_pending (const QueueCounts *c)
+{
+  return MAX (0, MIN (c->delivered, c->queued) - c->applied - c->dead);
+}
+
+/* ---- an entry's updates, packed ---- */
+
+/* An entry's field p holds its updates one after another, each: member,
+ * NUL; request id, NUL; value (8 bytes, big endian); mode (1 byte, 1-3);
+ * time (8 bytes, Unix ms); the number of subscores (1 byte), each in 8
+ * bytes; data given (1 byte, 0 or 1), then, if given, its length (4
+ * bytes) and the data (memberdata.h's encoding). Numbers are big endian
+ * two's complement. Member and request id hold no NUL (validate.c), so
+ * the drain points into the reply for them. */
+
+static void
+put_be64 (GByteArray *b, gint64 v)
+{
+  guint64 be = GUINT64_TO_BE ((guint64) v);
+
+  g_byte_array_append (b, (const guint8 *) &be, 8);
+}
+
+static void
+put_byte (GByteArray *b, guint8 v)
+{
+  g_byte_array_append (b, &v, 1);
+}
+
+static void
+pack_update (GByteArray *b, const RankUpdate *u)
+{
+  g_byte_array_append (b, (const guint8 *) u->member, strlen (u->member) + 1);
+  g_byte_array_append (b, (const guint8 *) u->request_id,
+                       strlen (u->request_id) + 1);
+  put_be64 (b, u->value);
+  put_byte (b, (guint8) u->mode);
+  put_be64 (b, u->timestamp_ms);
+  put_byte (b, (guint8) u->n_subscores);
+  for (guint k = 0; k < u->n_subscores; k++)
+    put_be64 (b, u->subscores[k]);
+  put_byte (b, u->data_given ? 1 : 0);
+  if (u->data_given)
+    {
+      guint32 be = GUINT32_TO_BE ((guint32) u->data_len);
+
+      g_byte_array_append (b, (const guint8 *) &be, 4);
+      g_byte_array_append (b, (const guint8 *) u->data, u->data_len);
+    }
+}
+
+/* Reads packed updates: each take_* is FALSE past the end. */
+typedef struct
+{
+  const char *p;
+  gsize left;
+} Unpack;
+
+static gboolean
+take (Unpack *in, gsize n, const char **at)
+{
+  if (in->left < n)
+    return FALSE;
+  *at = in->p;
+  in->p += n;
+  in->left -= n;
+  return TRUE;
+}
+
+static gboolean
+take_string (Unpack *in, const char **s)
+{
+  const char *end = memchr (in->p, '\0', in->left);
+
+  return end != NULL && take (in, (gsize) (end - in->p) + 1, s);
+}
+
+static gboolean
+take_be64 (Unpack *in, gint64 *v)
+{
+  const char *at;
+  guint64 be;
+
+  if (!take (in, 8, &at))
+    return FALSE;
+  memcpy (&be, at, 8);
+  *v = (gint64) GUINT64_FROM_BE (be);
+  return TRUE;
+}
+
+static gboolean
+take_byte (Unpack *in, guint *v)
+{
+  const char *at;
+
+  if (!take (in, 1, &at))
+    return FALSE;
+  *v = (guint8) at[0];
+  return TRUE;
+}
+
+/* One update of in into u; FALSE if it is not one. */
+static gboolean
+unpack_update (Unpack *in, RankQueueUpdate *u)
+{
+  RankUpdate *up = &u->update;
+  guint mode, nsub, given;
+
+  if (!take_string (in, &up->member) || !take_string (in, &up->request_id)
+      || !take_be64 (in, &up->value) || !take_byte (in, &mode)
+      || mode < RANK_MODE_INCREMENT || mode > RANK_MODE_SET
+      || !take_be64 (in, &up->timestamp_ms) || up->timestamp_ms < 0
+      || !take_byte (in, &nsub) || nsub > RANK_SUBSCORES_MAX)
+    return FALSE;
+  up->mode = (RankMode) mode;
+  up->n_subscores = nsub;
+  for (guint k = 0; k < nsub; k++)
+    if (!take_be64 (in, &u->subscores[k]))
+      return FALSE;
+  up->subscores = nsub > 0 ? u->subscores : NULL;
+  if (!take_byte (in, &given) || given > 1)
+    return FALSE;
+  up->data_given = given == 1;
+  if (up->data_given)
+    {
+      const char *at;
+      guint32 be;
+
+      if (!take (in, 4, &at))
+        return FALSE;
+      memcpy (&be, at, 4);
+      up->data_len = GUINT32_FROM_BE (be);
+      if (!take (in, up->data_len, &up->data))
+        return FALSE;
+    }
+  /* Nobody reads a drained update's answer. */
+  up->without_rank = TRUE;
+  u->valid = TRUE;
+  return TRUE;
+}
+
 /* ---- Enqueue ---- */
 
 typedef struct
@@ -270,9 +471,11 @@ typedef struct
   const RankContext *ctx;
   const RankUpdate *const *updates;
   guint n;
+  guint *shard;     /* of each update */
+  guint shards;     /* the board's */
+  char **entry_ids; /* of each shard's entry, once in */
   StoreCountdown countdown;
   gint64 backlog;
-  char **ids; /* NULL-terminated once all are in */
   RankStoreIdsFunc func;
   gpointer data;
 } EnqueueTask;
@@ -280,11 +483,19 @@ typedef struct
 static void
 enqueue_deliver (EnqueueTask *task)
 {
-  task->func ((const char *const *) task->ids,
-              task->countdown.error != NULL ? 0 : task->n,
-              task->countdown.error, task->data);
+  g_autofree const char **ids = g_new0 (const char *, task->n + 1);
+  gboolean ok = task->countdown.error == NULL;
+
+  for (guint i = 0; ok && i < task->n; i++)
+    ids[i] = task->entry_ids[task->shard[i]];
+  task->func (ids, ok ? task->n : 0, task->countdown.error, task->data);
   g_clear_error (&task->countdown.error);
-  g_strfreev (task->ids);
+  /* ctx may be gone with the call. */
+  if (task->entry_ids != NULL)
+    for (guint s = 0; s < task->shards; s++)
+      g_free (task->entry_ids[s]);
+  g_free (task->entry_ids);
+  g_free (task->shard);
   g_free (task);
 }
 
@@ -296,9 +507,9 @@ enqueue_added (const RankReply *reply, const GError *error, gpointer data)
   g_autoptr (GError) bad = NULL;
 
   if (error == NULL && reply->type != RANK_REPLY_STRING)
-    error = bad = store_unexpected (reply, "XADD");
+    error = bad = store_unexpected (reply, "an entry's id");
   if (error == NULL)
-    task->ids[part->index] = g_strndup (reply->str, reply->len);
+    task->entry_ids[part->index] = g_strndup (reply->str, reply->len);
   g_free (part);
   if (store_countdown_done (&task->countdown, error))
     enqueue_deliver (task);
@@ -309,11 +520,14 @@ ignore_reply (const RankReply *reply, const GError *error, gpointer data)
 {
 }
 
-/* The backlog is known: too much, or every update goes in. */
+/* The backlog is known: too much, or every update goes in, one entry per
+ * shard. */
 static void
 enqueue_add (EnqueueTask *task)
 {
   const RankBoardOptions *o = task->ctx->options;
+  g_autofree GByteArray **packed = g_new0 (GByteArray *, o->shards);
+  g_autofree guint *count = g_new0 (guint, o->shards);
   RankCommand cmd;
 
   if (task->backlog + task->n > (gint64) o->queue_max_backlog)
@@ -327,47 +541,36 @@ enqueue_add (EnqueueTask *task)
       enqueue_deliver (task);
       return;
     }
-  task->ids = g_new0 (char *, task->n + 1);
-  task->countdown.pending = task->n + 1;
+  task->entry_ids = g_new0 (char *, o->shards);
+  task->countdown.pending = 1;
   for (guint i = 0; i < task->n; i++)
     {
       const RankUpdate *u = task->updates[i];
-      guint shard = store_shard_of (task->ctx, u->member, strlen (u->member));
-      StorePart *part = g_new0 (StorePart, 1);
+      guint shard = task->shard[i];
 
-      rank_command_init (&cmd, "XADD");
-      add_queue_key (&cmd, task->ctx, shard, RANK_KEY_SUFFIX_QUEUE);
-      rank_command_add_str (&cmd, "*");
-      rank_command_add_str (&cmd, F_MEMBER);
-      rank_command_add_str (&cmd, u->member);
-      rank_command_add_str (&cmd, F_REQUEST_ID);
-      rank_command_add_str (&cmd, u->request_id);
-      rank_command_add_str (&cmd, F_VALUE);
-      rank_command_add_int (&cmd, u->value);
-      rank_command_add_str (&cmd, F_MODE);
-      rank_command_add_int (&cmd, u->mode);
-      rank_command_add_str (&cmd, F_TIME);
-      rank_command_add_int (&cmd, u->timestamp_ms);
-      if (u->n_subscores > 0)
-        {
-          guint8 subs[RANK_SUBSCORES_MAX * 8];
+      if (packed[shard] == NULL)
+        packed[shard] = g_byte_array_new ();
+      pack_update (packed[shard], u);
+      count[shard]++;
+    }
+  for (guint shard = 0; shard < o->shards; shard++)
+    {
+      StorePart *part;
 
-          for (guint k = 0; k < u->n_subscores; k++)
-            {
-              guint64 be = GUINT64_TO_BE ((guint64) u->subscores[k]);
-
-              memcpy (subs + 8 * k, &be, 8);
-            }
-          rank_command_add_str (&cmd, F_SUBSCORES);
-          rank_command_add (&cmd, subs, 8 * u->n_subscores);
-        }
-      if (u->data_given)
-        {
-          rank_command_add_str (&cmd, F_DATA);
-          rank_command_add (&cmd, u->data, u->data_len);
-        }
+      if (packed[shard] == NULL)
+        continue;
+      part = g_new0 (StorePart, 1);
       part->task = task;
-      part->index = i;
+      part->index = shard;
+      task->countdown.pending++;
+      rank_command_init_script (&cmd, RANK_SCRIPT_QUEUE);
+      add_queue_key (&cmd, task->ctx, shard, RANK_KEY_SUFFIX_QUEUE);
+      add_queue_key (&cmd, task->ctx, shard, RANK_KEY_SUFFIX_QUEUE_COUNTS);
+      rank_command_keys_done (&cmd);
+      rank_command_add_str (&cmd, "add");
+      rank_command_add_int (&cmd, count[shard]);
+      rank_command_add (&cmd, packed[shard]->data, packed[shard]->len);
+      g_byte_array_unref (packed[shard]);
       rank_backend_send (task->store->backend,
                          store_node_of (task->store, shard), &cmd,
                          RANK_SEND_REPLICATED, enqueue_added, part);
@@ -383,12 +586,16 @@ enqueue_add (EnqueueTask *task)
 }
 
 static void
-backlog_read (ShardState *state, const GError *error, gpointer data)
+backlog_read (const RankReply *reply, const GError *error, gpointer data)
 {
   EnqueueTask *task = data;
+  QueueCounts c;
+  g_autoptr (GError) bad = NULL;
 
+  if (error == NULL && !counts_of (reply, &c))
+    error = bad = store_unexpected (reply, "the queue's counts");
   if (error == NULL)
-    task->backlog += state->lag + state->pending;
+    task->backlog += counts_backlog (&c);
   if (!store_countdown_done (&task->countdown, error))
     return;
   if (task->countdown.error != NULL)
@@ -408,13 +615,18 @@ rank_store_enqueue (RankStore *store, const RankContext *ctx,
   task->ctx = ctx;
   task->updates = updates;
   task->n = n;
+  task->shards = ctx->options->shards;
+  task->shard = g_new (guint, n);
+  for (guint i = 0; i < n; i++)
+    task->shard[i]
+        = store_shard_of (ctx, updates[i]->member, strlen (updates[i]->member));
   task->func = func;
   task->data = data;
   /* The backlog of every shard first: a call that would pass the cap
    * queues nothing. Calls at once may pass it by what they carry. */
   task->countdown.pending = ctx->options->shards;
   for (guint shard = 0; shard < ctx->options->shards; shard++)
-    shard_state (store, ctx, shard, backlog_read, task);
+    send_counts (store, ctx, shard, backlog_read, task);
 }
 
 /* ---- GetQueueStatus ---- */
@@ -438,33 +650,35 @@ stats_done (StatsTask *task, const GError *error)
   g_free (task);
 }
 
+/* The stream tells how old its oldest unacknowledged entry is. */
 static void
 stats_state_read (ShardState *st, const GError *error, gpointer data)
 {
   StatsTask *task = data;
 
-  if (error == NULL)
-    {
-      task->stats.backlog += st->lag + st->pending;
-      task->stats.pending += st->pending;
-      if (st->oldest_ms > 0
-          && (task->stats.oldest_ms == 0
-              || st->oldest_ms < task->stats.oldest_ms))
-        task->stats.oldest_ms = st->oldest_ms;
-    }
+  if (error == NULL && st->oldest_ms > 0
+      && (task->stats.oldest_ms == 0 || st->oldest_ms < task->stats.oldest_ms))
+    task->stats.oldest_ms = st->oldest_ms;
   stats_done (task, error);
 }
 
+/* The counts tell how many updates. */
 static void
-counts_read (const RankReply *reply, const GError *error, gpointer data)
+stats_counts_read (const RankReply *reply, const GError *error, gpointer data)
 {
   StatsTask *task = data;
+  QueueCounts c;
+  g_autoptr (GError) bad = NULL;
 
-  if (error == NULL && reply->type == RANK_REPLY_ARRAY && reply->elements == 2)
-    for (int k = 0; k < 2; k++)
-      if (reply->element[k]->type == RANK_REPLY_STRING)
-        *(k == 0 ? &task->stats.applied : &task->stats.dead)
-            += g_ascii_strtoll (reply->element[k]->str, NULL, 10);
+  if (error == NULL && !counts_of (reply, &c))
+    error = bad = store_unexpected (reply, "the queue's counts");
+  if (error == NULL)
+    {
+      task->stats.backlog += counts_backlog (&c);
+      task->stats.pending += counts_pending (&c);
+      task->stats.applied += c.applied;
+      task->stats.dead += c.dead;
+    }
   stats_done (task, error);
 }
 
@@ -479,15 +693,8 @@ rank_store_queue_stats (RankStore *store, const RankContext *ctx,
   task->countdown.pending = 2 * ctx->options->shards;
   for (guint shard = 0; shard < ctx->options->shards; shard++)
     {
-      RankCommand cmd;
-
       shard_state (store, ctx, shard, stats_state_read, task);
-      rank_command_init (&cmd, "HMGET");
-      add_queue_key (&cmd, ctx, shard, RANK_KEY_SUFFIX_QUEUE_COUNTS);
-      rank_command_add_str (&cmd, "applied");
-      rank_command_add_str (&cmd, "dead");
-      rank_backend_send (store->backend, store_node_of (store, shard), &cmd, 0,
-                         counts_read, task);
+      send_counts (store, ctx, shard, stats_counts_read, task);
     }
   if (ctx->options->shards == 0)
     stats_done (task, NULL);
@@ -573,78 +780,73 @@ rank_queue_batch_free (RankQueueBatch *batch)
   if (batch == NULL)
     return;
   g_free (batch->entries);
+  g_free (batch->updates);
   if (batch->reply != NULL)
     rank_reply_free (batch->reply);
   g_free (batch);
 }
 
-/* An entry [id, [field, value, ...]] into e, pointing into the reply;
- * FALSE if it is not one (a deleted entry has no fields). */
+/* The count of an entry [id, [field, value, ...]] (its field n), and its
+ * packed updates (p); FALSE if it is not such an entry (a deleted one has
+ * no fields). */
 static gboolean
-entry_of (const RankReply *r, RankQueueEntry *e)
+entry_fields (const RankReply *r, const RankReply **id, guint *count,
+              const RankReply **packed)
 {
-  const RankReply *id, *fields;
-  gboolean member = FALSE, rid = FALSE, value = FALSE, mode = FALSE,
-           time = FALSE;
+  const RankReply *fields;
+  gint64 n = -1;
 
-  memset (e, 0, sizeof *e);
+  *packed = NULL;
+  *count = 0;
   if (r->type != RANK_REPLY_ARRAY || r->elements != 2
-      || (id = rank_reply_string_at (r, 0)) == NULL)
+      || (*id = rank_reply_string_at (r, 0)) == NULL)
     return FALSE;
-  e->id = id->str;
   fields = r->element[1];
   if (fields->type != RANK_REPLY_ARRAY || fields->elements % 2 != 0)
     return FALSE;
   for (gsize i = 0; i + 1 < fields->elements; i += 2)
     {
       const RankReply *f = fields->element[i], *v = fields->element[i + 1];
-      RankUpdate *u = &e->update;
 
       if (f->type != RANK_REPLY_STRING || v->type != RANK_REPLY_STRING)
-        return FALSE;
-      if (strcmp (f->str, F_MEMBER) == 0)
-        u->member = v->str, member = TRUE;
-      else if (strcmp (f->str, F_REQUEST_ID) == 0)
-        u->request_id = v->str, rid = TRUE;
-      else if (strcmp (f->str, F_VALUE) == 0)
-        value = g_ascii_string_to_signed (v->str, 10, G_MININT64, G_MAXINT64,
-                                          &u->value, NULL);
-      else if (strcmp (f->str, F_MODE) == 0)
-        {
-          gint64 m = 0;
-
-          mode = g_ascii_string_to_signed (v->str, 10, RANK_MODE_INCREMENT,
-                                           RANK_MODE_SET, &m, NULL);
-          u->mode = (RankMode) m;
-        }
-      else if (strcmp (f->str, F_TIME) == 0)
-        time = g_ascii_string_to_signed (v->str, 10, 0, G_MAXINT64,
-                                         &u->timestamp_ms, NULL);
-      else if (strcmp (f->str, F_SUBSCORES) == 0)
-        {
-          if (v->len % 8 != 0 || v->len / 8 > RANK_SUBSCORES_MAX)
-            return FALSE;
-          u->n_subscores = (guint) (v->len / 8);
-          for (guint k = 0; k < u->n_subscores; k++)
-            {
-              guint64 be;
-
-              memcpy (&be, v->str + 8 * k, 8);
-              e->subscores[k] = (gint64) GUINT64_FROM_BE (be);
-            }
-        }
-      else if (strcmp (f->str, F_DATA) == 0)
-        {
-          u->data_given = TRUE;
-          u->data = v->str;
-          u->data_len = v->len;
-        }
+        continue;
+      if (strcmp (f->str, F_COUNT) == 0
+          && !g_ascii_string_to_signed (v->str, 10, 1, RANK_ENQUEUE_MAX, &n,
+                                        NULL))
+        n = -1;
+      else if (strcmp (f->str, F_PACKED) == 0)
+        *packed = v;
     }
-  e->update.subscores = e->update.n_subscores > 0 ? e->subscores : NULL;
-  /* Nobody reads a drained update's answer. */
-  e->update.without_rank = TRUE;
-  e->valid = member && rid && value && mode && time;
+  *count = n > 0 ? (guint) n : 0;
   return TRUE;
+}
+
+/* The updates of entry k of batch, from its fields; an entry that cannot
+ * be read is one update, not valid. */
+static void
+entry_unpack (RankQueueBatch *batch, guint k, const RankReply *packed)
+{
+  RankQueueEntry *e = &batch->entries[k];
+  Unpack in = { packed != NULL ? packed->str : NULL,
+                packed != NULL ? packed->len : 0 };
+
+  e->first = batch->n;
+  while (packed != NULL && e->n < e->count && in.left > 0)
+    {
+      RankQueueUpdate *u = &batch->updates[e->first + e->n];
+
+      u->entry = k;
+      if (!unpack_update (&in, u))
+        break;
+      e->n++;
+    }
+  if (packed == NULL || e->n != e->count || in.left > 0)
+    {
+      memset (&batch->updates[e->first], 0, sizeof *batch->updates);
+      batch->updates[e->first].entry = k;
+      e->n = 1;
+    }
+  batch->n += e->n;
 }
 
 typedef struct
@@ -687,13 +889,33 @@ entries_read (const RankReply *reply, const GError *error, gpointer data)
     error = bad = store_unexpected (reply, "a stream's entries");
   if (error == NULL && list != NULL && list->elements > 0)
     {
+      gsize updates = 0;
+
       batch->reply = rank_reply_copy (reply);
       list = task->claim ? batch->reply->element[1]
                          : batch->reply->element[0]->element[1];
       batch->entries = g_new0 (RankQueueEntry, list->elements);
       for (gsize i = 0; i < list->elements; i++)
-        if (entry_of (list->element[i], &batch->entries[batch->n]))
-          batch->n++;
+        {
+          const RankReply *id, *packed;
+          RankQueueEntry *e = &batch->entries[batch->n_entries];
+
+          if (!entry_fields (list->element[i], &id, &e->count, &packed))
+            continue;
+          e->id = id->str;
+          updates += MAX (e->count, 1);
+          batch->n_entries++;
+        }
+      batch->updates = g_new0 (RankQueueUpdate, MAX (updates, 1));
+      for (guint k = 0, i = 0; k < batch->n_entries; i++)
+        {
+          const RankReply *id, *packed;
+          guint count;
+
+          if (!entry_fields (list->element[i], &id, &count, &packed))
+            continue;
+          entry_unpack (batch, k++, packed);
+        }
     }
   if (error != NULL)
     {
@@ -728,6 +950,18 @@ rank_store_queue_read (RankStore *store, const RankContext *ctx, guint shard,
       rank_command_add_str (&cmd, "COUNT");
       rank_command_add_int (&cmd, count);
     }
+  else if (how == RANK_QUEUE_NEW)
+    {
+      /* queue.lua counts what it delivers. */
+      rank_command_init_script (&cmd, RANK_SCRIPT_QUEUE);
+      add_queue_key (&cmd, ctx, shard, RANK_KEY_SUFFIX_QUEUE);
+      add_queue_key (&cmd, ctx, shard, RANK_KEY_SUFFIX_QUEUE_COUNTS);
+      rank_command_keys_done (&cmd);
+      rank_command_add_str (&cmd, "read");
+      rank_command_add_str (&cmd, RANK_QUEUE_GROUP);
+      rank_command_add_str (&cmd, consumer);
+      rank_command_add_int (&cmd, count);
+    }
   else
     {
       char key[RANK_STORE_KEY_MAX];
@@ -746,7 +980,7 @@ rank_store_queue_read (RankStore *store, const RankContext *ctx, guint shard,
       rank_command_add_int (&cmd, count);
       rank_command_add_str (&cmd, "STREAMS");
       rank_command_add (&cmd, key, k.len[0]);
-      rank_command_add_str (&cmd, how == RANK_QUEUE_OWN_PENDING ? "0" : ">");
+      rank_command_add_str (&cmd, "0");
       rank_command_route (&cmd, key, k.len[0]);
       rank_command_clear (&k);
     }
@@ -781,70 +1015,86 @@ send_done_part (RankStore *store, guint shard, RankCommand *cmd, DoneTask *task)
                      done_part, task);
 }
 
+/* The dead letter of update u of entry e, with its reason. */
+static void
+send_dead_letter (RankStore *store, const RankContext *ctx, guint shard,
+                  const RankQueueEntry *e, const RankQueueUpdate *u,
+                  const char *reason, DoneTask *task)
+{
+  const RankUpdate *up = &u->update;
+  RankCommand cmd;
+
+  rank_command_init (&cmd, "XADD");
+  add_queue_key (&cmd, ctx, shard, RANK_KEY_SUFFIX_DEAD);
+  rank_command_add_str (&cmd, "*");
+  rank_command_add_str (&cmd, F_REASON);
+  rank_command_add_str (&cmd, reason);
+  rank_command_add_str (&cmd, "id");
+  rank_command_add_str (&cmd, e->id);
+  rank_command_add_str (&cmd, F_MEMBER);
+  rank_command_add_str (&cmd, u->valid ? up->member : "");
+  rank_command_add_str (&cmd, F_REQUEST_ID);
+  rank_command_add_str (&cmd, u->valid ? up->request_id : "");
+  rank_command_add_str (&cmd, F_VALUE);
+  rank_command_add_int (&cmd, up->value);
+  rank_command_add_str (&cmd, F_MODE);
+  rank_command_add_int (&cmd, up->mode);
+  rank_command_add_str (&cmd, F_TIME);
+  rank_command_add_int (&cmd, up->timestamp_ms);
+  send_done_part (store, shard, &cmd, task);
+}
+
 void
 rank_store_queue_done (RankStore *store, const RankContext *ctx, guint shard,
-                       const RankQueueOutcome *outcomes, guint n,
-                       RankStoreDoneFunc func, gpointer data)
+                       const RankQueueBatch *batch,
+                       const RankQueueOutcome *outcomes, RankStoreDoneFunc func,
+                       gpointer data)
 {
   DoneTask *task = g_new0 (DoneTask, 1);
-  guint applied = 0, dead = 0;
-  RankCommand ack, cmd;
+  RankCommand ack;
+  guint acked = 0;
 
   task->func = func;
   task->data = data;
   task->countdown.pending = 1;
-  /* Dead letters first: an entry leaves the queue only once its reason is
-   * kept. */
-  for (guint i = 0; i < n; i++)
-    {
-      const RankQueueOutcome *o = &outcomes[i];
-
-      if (o->reason == NULL)
-        {
-          applied++;
-          continue;
-        }
-      dead++;
-      rank_command_init (&cmd, "XADD");
-      add_queue_key (&cmd, ctx, shard, RANK_KEY_SUFFIX_DEAD);
-      rank_command_add_str (&cmd, "*");
-      rank_command_add_str (&cmd, F_REASON);
-      rank_command_add_str (&cmd, o->reason);
-      rank_command_add_str (&cmd, "id");
-      rank_command_add_str (&cmd, o->entry->id);
-      rank_command_add_str (&cmd, F_MEMBER);
-      rank_command_add_str (&cmd, o->entry->update.member);
-      rank_command_add_str (&cmd, F_REQUEST_ID);
-      rank_command_add_str (&cmd, o->entry->update.request_id);
-      rank_command_add_str (&cmd, F_VALUE);
-      rank_command_add_int (&cmd, o->entry->update.value);
-      rank_command_add_str (&cmd, F_MODE);
-      rank_command_add_int (&cmd, o->entry->update.mode);
-      rank_command_add_str (&cmd, F_TIME);
-      rank_command_add_int (&cmd, o->entry->update.timestamp_ms);
-      send_done_part (store, shard, &cmd, task);
-    }
-  rank_command_init (&ack, "XACK");
+  rank_command_init_script (&ack, RANK_SCRIPT_QUEUE);
   add_queue_key (&ack, ctx, shard, RANK_KEY_SUFFIX_QUEUE);
+  add_queue_key (&ack, ctx, shard, RANK_KEY_SUFFIX_QUEUE_COUNTS);
+  rank_command_keys_done (&ack);
+  rank_command_add_str (&ack, "ack");
   rank_command_add_str (&ack, RANK_QUEUE_GROUP);
+  for (guint k = 0; k < batch->n_entries; k++)
+    {
+      const RankQueueEntry *e = &batch->entries[k];
+      const RankQueueOutcome *o = &outcomes[e->first];
+      gboolean retry = FALSE;
+      guint applied = 0;
+
+      for (guint i = 0; i < e->n; i++)
+        retry = retry || o[i].retry;
+      if (retry)
+        continue;
+      /* Dead letters first: an update leaves the queue only once its
+       * reason is kept. */
+      for (guint i = 0; i < e->n; i++)
+        if (o[i].reason == NULL)
+          applied++;
+        else
+          send_dead_letter (store, ctx, shard, e, &batch->updates[e->first + i],
+                            o[i].reason, task);
+      /* Every update the entry held that did not apply is dead (those of
+       * an entry that could not be read too). */
+      rank_command_add_str (&ack, e->id);
+      rank_command_add_int (&ack, applied);
+      rank_command_add_int (&ack, MAX (e->count, applied) - applied);
+      acked++;
+    }
   /* Acknowledged entries stay until rank_store_queue_trim: one XTRIM a
    * second costs Redis less than an XDEL of every batch. */
-  for (guint i = 0; i < n; i++)
-    rank_command_add_str (&ack, outcomes[i].entry->id);
-  send_done_part (store, shard, &ack, task);
-  rank_command_init (&cmd, "HINCRBY");
-  add_queue_key (&cmd, ctx, shard, RANK_KEY_SUFFIX_QUEUE_COUNTS);
-  rank_command_add_str (&cmd, "applied");
-  rank_command_add_int (&cmd, applied);
-  send_done_part (store, shard, &cmd, task);
-  if (dead > 0)
-    {
-      rank_command_init (&cmd, "HINCRBY");
-      add_queue_key (&cmd, ctx, shard, RANK_KEY_SUFFIX_QUEUE_COUNTS);
-      rank_command_add_str (&cmd, "dead");
-      rank_command_add_int (&cmd, dead);
-      send_done_part (store, shard, &cmd, task);
-    }
+  if (acked > 0)
+    send_done_part (store, shard, &ack, task);
+  else
+    rank_command_clear (&ack);
   done_part (NULL, NULL, task);
 }
 

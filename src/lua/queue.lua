@@ -1,0 +1,93 @@
+-- queue.lua: the update queue's writes that go with a count (store_queue.c).
+--
+-- A stream entry holds the updates of one Enqueue call to one shard: its
+-- fields are n (how many) and p (the updates, packed by rankd, see
+-- store_queue.c). The counts hash keeps, in updates: queued (put in the
+-- stream), delivered (read by a drain for the first time), applied and
+-- dead (their entry acknowledged). So the backlog is queued - applied -
+-- dead and the pending ones delivered - applied - dead, whatever the size
+-- of the entries; each count moves in the same script as the stream.
+--
+-- KEYS[1]  stream  rk:{board}:u  the queue
+-- KEYS[2]  hash    rk:{board}:n  its counts
+-- ARGV[1]  'add':  n, the packed updates. Returns the entry's id.
+--          'read': group, consumer, count (entries). XREADGROUP of
+--                  entries no consumer has read; returns its reply.
+--          'ack':  group, then per entry its id, applied, dead. XACK of
+--                  each; only those it acknowledges are counted (an entry
+--                  two drains applied, one after a claim, counts once).
+--                  Returns the updates counted.
+--
+-- Try it: redis-cli EVAL "$(cat prelude.lua queue.lua)" 2 'rk:{b}:u' \
+--   'rk:{b}:n' add 1 x
+
+local ukey, nkey = KEYS[1], KEYS[2]
+local op = ARGV[1]
+
+-- Before the first write: the counts are a hash, and the count to add to
+-- is a number (or absent).
+local function counts_checked(field)
+  local v = call_on(nkey, 'hash', 'queue counts', 'HGET', field)
+  if v and not tonumber(v) then
+    damaged(nkey, 'hash with ' .. field .. ' = ' .. v, 'hash', 'queue counts')
+  end
+end
+
+if op == 'add' then
+  counts_checked('queued')
+  local id = call_on(ukey, 'stream', 'update queue', 'XADD', '*', 'n', ARGV[2],
+    'p', ARGV[3])
+  redis.call('HINCRBY', nkey, 'queued', ARGV[2])
+  return id
+end
+
+if op == 'read' then
+  counts_checked('delivered')
+  local r = redis.pcall('XREADGROUP', 'GROUP', ARGV[2], ARGV[3], 'COUNT',
+    ARGV[4], 'STREAMS', ukey, '>')
+  if type(r) == 'table' and r.err then
+    if string.sub(r.err, 1, 9) == 'WRONGTYPE' then
+      damaged(ukey, redis.call('TYPE', ukey).ok, 'stream', 'update queue')
+    end
+    -- NOGROUP: rankd creates the group and reads again.
+    return redis.error_reply(r.err)
+  end
+  if not r then
+    return false
+  end
+  local n = 0
+  for _, e in ipairs(r[1][2]) do
+    local f = e[2]
+    for i = 1, #f, 2 do
+      if f[i] == 'n' then
+        n = n + (tonumber(f[i + 1]) or 0)
+      end
+    end
+  end
+  if n > 0 then
+    redis.call('HINCRBY', nkey, 'delivered', n)
+  end
+  return r
+end
+
+if op == 'ack' then
+  counts_checked('applied')
+  counts_checked('dead')
+  expect(ukey, 'stream', 'update queue')
+  local applied, dead = 0, 0
+  for i = 3, #ARGV, 3 do
+    if redis.call('XACK', ukey, ARGV[2], ARGV[i]) == 1 then
+      applied = applied + ARGV[i + 1]
+      dead = dead + ARGV[i + 2]
+    end
+  end
+  if applied > 0 then
+    redis.call('HINCRBY', nkey, 'applied', applied)
+  end
+  if dead > 0 then
+    redis.call('HINCRBY', nkey, 'dead', dead)
+  end
+  return applied + dead
+end
+
+return redis.error_reply('ERR queue.lua: unknown operation ' .. tostring(op))
