@@ -8408,7 +8408,8 @@ rank_get_member_data_request_get_type (void)
 enum _rankUpdateBatchRequestProperties
 {
   PROP_RANK_UPDATE_BATCH_REQUEST_0,
-  PROP_RANK_UPDATE_BATCH_REQUEST_REQUESTS
+  PROP_RANK_UPDATE_BATCH_REQUEST_REQUESTS,
+  PROP_RANK_UPDATE_BATCH_REQUEST_WITH_RANK
 };
 
 /* reads a update_batch_request object */
@@ -8501,6 +8502,19 @@ rank_update_batch_request_read (ThriftStruct *object, ThriftProtocol *protocol, 
           xfer += ret;
         }
         break;
+      case 2:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->with_rank, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_with_rank = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -8561,6 +8575,18 @@ rank_update_batch_request_write (ThriftStruct *object, ThriftProtocol *protocol,
   if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
     return -1;
   xfer += ret;
+  if (this_object->__isset_with_rank == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "with_rank", T_BOOL, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, this_object->with_rank, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -8587,6 +8613,11 @@ rank_update_batch_request_set_property (GObject *object,
       self->requests = g_value_dup_boxed (value);
       break;
 
+    case PROP_RANK_UPDATE_BATCH_REQUEST_WITH_RANK:
+      self->with_rank = g_value_get_boolean (value);
+      self->__isset_with_rank = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -8607,6 +8638,10 @@ rank_update_batch_request_get_property (GObject *object,
       g_value_set_boxed (value, self->requests);
       break;
 
+    case PROP_RANK_UPDATE_BATCH_REQUEST_WITH_RANK:
+      g_value_set_boolean (value, self->with_rank);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -8619,6 +8654,8 @@ rank_update_batch_request_instance_init (rankUpdateBatchRequest * object)
   /* satisfy -Wall */
   THRIFT_UNUSED_VAR (object);
   object->requests = g_ptr_array_new_with_free_func (g_object_unref);
+  object->with_rank = 1;
+  object->__isset_with_rank = FALSE;
 }
 
 static void 
@@ -8659,6 +8696,15 @@ rank_update_batch_request_class_init (rankUpdateBatchRequestClass * cls)
                          NULL,
                          G_TYPE_PTR_ARRAY,
                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_UPDATE_BATCH_REQUEST_WITH_RANK,
+     g_param_spec_boolean ("with_rank",
+                           NULL,
+                           NULL,
+                           TRUE,
+                           G_PARAM_READWRITE));
 }
 
 GType

@@ -640,6 +640,8 @@ struct _rankUpdateBatchRequest
 
   /* public */
   GPtrArray * requests;
+  gboolean with_rank;
+  gboolean __isset_with_rank;
 };
 typedef struct _rankUpdateBatchRequest rankUpdateBatchRequest;
 
@@ -1181,7 +1183,7 @@ GType rank_queue_status_get_type (void);
 #define RANK_QUEUE_STATUS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_QUEUE_STATUS, rankQueueStatusClass))
 
 /* constants */
-#define RANK_IDL_VERSION g_strdup ("1.2")
+#define RANK_IDL_VERSION g_strdup ("1.3")
 
 /* struct RankingUpdateArgs */
 struct _rankRankingUpdateArgs

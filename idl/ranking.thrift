@@ -2,7 +2,7 @@
  * rankd: a leaderboard service over Apache Thrift.
  *
  * This file is the contract between rankd and its clients in every language.
- * Version 1.2 (IDL_VERSION below). From 1.0 on it only grows: new methods,
+ * Version 1.3 (IDL_VERSION below). From 1.0 on it only grows: new methods,
  * new optional fields with new ids, new exceptions on new methods. Nothing
  * released is removed, renumbered, retyped or made required
  * (tests/compat/ checks this against the frozen 1.0 copy).
@@ -39,7 +39,7 @@ namespace java ranking
 namespace go ranking
 
 /** The version of this contract; rankd reports it in GetServerInfo. */
-const string IDL_VERSION = "1.2"
+const string IDL_VERSION = "1.3"
 
 /** How Update combines the request's value with the member's current score. */
 enum UpdateMode {
@@ -274,6 +274,11 @@ struct GetMemberDataRequest {
 /** UpdateBatch: 1-1000 updates, to any boards. */
 struct UpdateBatchRequest {
   1: required list<UpdateRequest> requests
+  /**
+   * false: each response's rank is left unset, which spares Redis a rank
+   * lookup per update (an importer has no use for it). Default true. (1.3)
+   */
+  2: optional bool with_rank = true
 }
 
 /** UpdateBatch's answer: one result per request, in order. */

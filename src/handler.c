@@ -1459,6 +1459,7 @@ struct _Batch
   BatchItem *items;
   guint n;
   guint pending; /* items not answered, plus one while they are started */
+  gboolean without_rank; /* with_rank=false */
 };
 
 static void
@@ -1594,6 +1595,7 @@ batch_item_start (BatchItem *item, const rankUpdateRequest *request)
       batch_item_failed (item, error);
       return;
     }
+  item->update.without_rank = item->batch->without_rank;
   if (layout_fits (handler, &item->ctx, TRUE, batch_item_layout_checked, item))
     batch_item_run (item);
 }
@@ -1619,6 +1621,7 @@ start_update_batch (Call *call)
     }
   batch = call->batch = g_new0 (Batch, 1);
   batch->call = call;
+  batch->without_rank = args->__isset_with_rank && !args->with_rank;
   batch->n = requests->len;
   batch->items = g_new0 (BatchItem, batch->n);
   batch->pending = batch->n + 1;

@@ -669,6 +669,10 @@ send_flight (RankClient *client, const char *board, GPtrArray *entries,
   g_autoptr (rankUpdateBatchRequest) request
       = g_object_new (RANK_TYPE_UPDATE_BATCH_REQUEST, NULL);
 
+  /* An import counts what applied; the ranks would cost Redis a lookup
+   * each. */
+  request->with_rank = FALSE;
+  request->__isset_with_rank = TRUE;
   for (guint i = 0; i < f->index->len; i++)
     {
       guint k = g_array_index (f->index, guint, i);

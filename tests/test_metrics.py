@@ -623,6 +623,25 @@ class UpdateBatchTest(Served):
     """UpdateBatch: one result per request, in order; a refused item fails
     nothing else; each item idempotent by its own request id."""
 
+    def test_without_rank(self):
+        """with_rank=false: applied as ever, the rank left unset; the
+        default answers it."""
+        client, t = connect(self.port)
+        try:
+            reqs = [UpdateRequest("ub-nr", "a", 10, "1", Mode.SET),
+                    UpdateRequest("ub-nr", "b", 20, "2", Mode.SET)]
+            got = client.UpdateBatch(UpdateBatchRequest(
+                requests=reqs, with_rank=False)).results
+            self.assertEqual([(g.response.score, g.response.applied,
+                               g.response.rank) for g in got],
+                             [(10, True, None), (20, True, None)])
+            got = client.UpdateBatch(UpdateBatchRequest(requests=[
+                UpdateRequest("ub-nr", "a", 5, "3", Mode.INCREMENT)])).results
+            self.assertEqual((got[0].response.score, got[0].response.rank),
+                             (15, 2))
+        finally:
+            t.close()
+
     def test_results_in_order(self):
         client, t = connect(self.port)
         try:
