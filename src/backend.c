@@ -645,11 +645,10 @@ batch_shaped (const Batch *b, const RankReply *reply)
   return at == reply->elements;
 }
 
-/* The next item's reply in b's answer (batch_shaped): item i; in a flat
- * answer, at is where it starts, and moves past it (one holds the view of
- * its elements); for a transaction of ranks, {its
- * score, its rank} in one (pair holds the two), or whichever of the two is
- * an error. */
+/* Item i's reply in b's answer (batch_shaped): element i; in a flat
+ * answer, the elements from at (which moves past them), seen through one;
+ * for a transaction of ranks, {its score, its rank} in one (pair holds the
+ * two), or whichever of the two is an error. */
 static const RankReply *
 batch_item (const Batch *b, const RankReply *reply, guint i, gsize *at,
             RankReply *one, RankReply *pair[2])

@@ -44,7 +44,7 @@ struct _Stream
   gint64 next_claim_us;
   RankContext ctx;    /* the board at the read: options, keys */
   struct Apply *held; /* a batch partly applied, waiting for queue_rate */
-  guint per_entry;    /* updates per entry at the last read, at least 1 */
+  guint per_entry;    /* updates per entry at the last read (1 before) */
 };
 
 /* queue_rate: tokens of a board, refilled each second. */
@@ -203,14 +203,6 @@ batch_applied (Apply *a)
   g_autofree RankQueueOutcome *outcomes
       = g_new0 (RankQueueOutcome, MAX (batch->n, 1));
 
-  for (guint i = 0; i < batch->n; i++)
-    {
-      Item *it = &a->items[i];
-
-      outcomes[i].retry = it->outcome == ITEM_RETRY;
-      outcomes[i].reason = it->outcome == ITEM_DEAD ? it->reason : NULL;
-      a->retry = a->retry || outcomes[i].retry;
-    }
   for (guint k = 0; k < batch->n_entries; k++)
     {
       const RankQueueEntry *e = &batch->entries[k];
@@ -219,11 +211,17 @@ batch_applied (Apply *a)
 
       for (guint i = e->first; i < e->first + e->n; i++)
         {
+          const Item *it = &a->items[i];
+
+          outcomes[i].retry = it->outcome == ITEM_RETRY;
+          outcomes[i].reason = it->outcome == ITEM_DEAD ? it->reason : NULL;
           retry = retry || outcomes[i].retry;
-          applied += a->items[i].outcome == ITEM_APPLIED;
-          dead += a->items[i].outcome == ITEM_DEAD;
+          applied += it->outcome == ITEM_APPLIED;
+          dead += it->outcome == ITEM_DEAD;
         }
-      if (!retry)
+      if (retry)
+        a->retry = TRUE;
+      else
         a->applied += applied, a->dead += dead;
     }
   if (s->q->stopping)
@@ -485,9 +483,8 @@ stream_step (Stream *s)
    * as make RANK_QUEUE_READ_COUNT updates; under a rate, one at a time,
    * so that each is acknowledged (and counted) once its slices are
    * applied. */
-  count = allowed == G_MAXUINT
-              ? MAX (1, RANK_QUEUE_READ_COUNT / MAX (s->per_entry, 1))
-              : 1;
+  count = allowed == G_MAXUINT ? MAX (1, RANK_QUEUE_READ_COUNT / s->per_entry)
+                               : 1;
   if (now >= s->next_claim_us)
     {
       guint idle_ms = s->ctx.options->queue_claim_after_s * 1000;
@@ -515,6 +512,7 @@ stream_want (RankQueue *q, const char *board, guint shard)
       s->q = q;
       s->board = g_strdup (board);
       s->shard = shard;
+      s->per_entry = 1;
       /* Entries a rankd left pending when it stopped are claimed once
        * idle for queue_claim_after: look at once. */
       s->next_claim_us = 0;

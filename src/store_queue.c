@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "error.h"
-#include "orderkey.h"
 #include "store_private.h"
 
 /* Field names of an entry: its count and its packed updates. */
@@ -28,8 +27,6 @@
 #define F_VALUE "v"
 #define F_MODE "o"
 #define F_TIME "t"
-#define F_SUBSCORES "s"
-#define F_DATA "d"
 #define F_REASON "reason"
 
 static void
@@ -267,6 +264,18 @@ shard_state (RankStore *store, const RankContext *ctx, guint shard,
 }
 
 /* ---- a board's counts (queue.lua), in updates ---- */
+
+/* A call of queue.lua (op) on shard's stream and counts. */
+static void
+queue_script (RankCommand *cmd, const RankContext *ctx, guint shard,
+              const char *op)
+{
+  rank_command_init_script (cmd, RANK_SCRIPT_QUEUE);
+  add_queue_key (cmd, ctx, shard, RANK_KEY_SUFFIX_QUEUE);
+  add_queue_key (cmd, ctx, shard, RANK_KEY_SUFFIX_QUEUE_COUNTS);
+  rank_command_keys_done (cmd);
+  rank_command_add_str (cmd, op);
+}
 
 typedef struct
 {
@@ -563,11 +572,7 @@ enqueue_add (EnqueueTask *task)
       part->task = task;
       part->index = shard;
       task->countdown.pending++;
-      rank_command_init_script (&cmd, RANK_SCRIPT_QUEUE);
-      add_queue_key (&cmd, task->ctx, shard, RANK_KEY_SUFFIX_QUEUE);
-      add_queue_key (&cmd, task->ctx, shard, RANK_KEY_SUFFIX_QUEUE_COUNTS);
-      rank_command_keys_done (&cmd);
-      rank_command_add_str (&cmd, "add");
+      queue_script (&cmd, task->ctx, shard, "add");
       rank_command_add_int (&cmd, count[shard]);
       rank_command_add (&cmd, packed[shard]->data, packed[shard]->len);
       g_byte_array_unref (packed[shard]);
@@ -894,28 +899,25 @@ entries_read (const RankReply *reply, const GError *error, gpointer data)
       batch->reply = rank_reply_copy (reply);
       list = task->claim ? batch->reply->element[1]
                          : batch->reply->element[0]->element[1];
+      g_autofree const RankReply **packed
+          = g_new0 (const RankReply *, list->elements);
+
       batch->entries = g_new0 (RankQueueEntry, list->elements);
       for (gsize i = 0; i < list->elements; i++)
         {
-          const RankReply *id, *packed;
+          const RankReply *id;
           RankQueueEntry *e = &batch->entries[batch->n_entries];
 
-          if (!entry_fields (list->element[i], &id, &e->count, &packed))
+          if (!entry_fields (list->element[i], &id, &e->count,
+                             &packed[batch->n_entries]))
             continue;
           e->id = id->str;
           updates += MAX (e->count, 1);
           batch->n_entries++;
         }
       batch->updates = g_new0 (RankQueueUpdate, MAX (updates, 1));
-      for (guint k = 0, i = 0; k < batch->n_entries; i++)
-        {
-          const RankReply *id, *packed;
-          guint count;
-
-          if (!entry_fields (list->element[i], &id, &count, &packed))
-            continue;
-          entry_unpack (batch, k++, packed);
-        }
+      for (guint k = 0; k < batch->n_entries; k++)
+        entry_unpack (batch, k, packed[k]);
     }
   if (error != NULL)
     {
@@ -953,11 +955,7 @@ rank_store_queue_read (RankStore *store, const RankContext *ctx, guint shard,
   else if (how == RANK_QUEUE_NEW)
     {
       /* queue.lua counts what it delivers. */
-      rank_command_init_script (&cmd, RANK_SCRIPT_QUEUE);
-      add_queue_key (&cmd, ctx, shard, RANK_KEY_SUFFIX_QUEUE);
-      add_queue_key (&cmd, ctx, shard, RANK_KEY_SUFFIX_QUEUE_COUNTS);
-      rank_command_keys_done (&cmd);
-      rank_command_add_str (&cmd, "read");
+      queue_script (&cmd, ctx, shard, "read");
       rank_command_add_str (&cmd, RANK_QUEUE_GROUP);
       rank_command_add_str (&cmd, consumer);
       rank_command_add_int (&cmd, count);
@@ -1057,11 +1055,7 @@ rank_store_queue_done (RankStore *store, const RankContext *ctx, guint shard,
   task->func = func;
   task->data = data;
   task->countdown.pending = 1;
-  rank_command_init_script (&ack, RANK_SCRIPT_QUEUE);
-  add_queue_key (&ack, ctx, shard, RANK_KEY_SUFFIX_QUEUE);
-  add_queue_key (&ack, ctx, shard, RANK_KEY_SUFFIX_QUEUE_COUNTS);
-  rank_command_keys_done (&ack);
-  rank_command_add_str (&ack, "ack");
+  queue_script (&ack, ctx, shard, "ack");
   rank_command_add_str (&ack, RANK_QUEUE_GROUP);
   for (guint k = 0; k < batch->n_entries; k++)
     {
