@@ -112,6 +112,13 @@ class Served(unittest.TestCase):
         self.assertTrue(ctype.startswith("text/plain; version=0.0.4"), ctype)
         return parse(body)[0]
 
+    def commands(self):
+        """Calls of each command Redis ran, from INFO commandstats."""
+        stats = subprocess.run(
+            ["redis-cli", "-p", str(self.redis_port), "INFO", "commandstats"],
+            check=True, capture_output=True, text=True).stdout
+        return {m.group(1): int(m.group(2)) for m in
+                re.finditer(r"^cmdstat_(\w+):calls=(\d+)", stats, re.M)}
 
 class CountersTest(Served):
 
@@ -559,14 +566,6 @@ class BatchedUpdatesTest(Served):
             for _, t in conns:
                 t.close()
 
-    def commands(self):
-        """Calls of each command Redis ran, from INFO commandstats."""
-        stats = subprocess.run(
-            ["redis-cli", "-p", str(self.redis_port), "INFO", "commandstats"],
-            check=True, capture_output=True, text=True).stdout
-        return {m.group(1): int(m.group(2)) for m in
-                re.finditer(r"^cmdstat_(\w+):calls=(\d+)", stats, re.M)}
-
     def test_concurrent_ranks_share_reads(self):
         """GetRanks of one board queued together read their members'
         prefixes in one HMGET and their scores in one ZMSCORE (per worker),
@@ -639,6 +638,86 @@ class UpdateBatchTest(Served):
                 UpdateRequest("ub-nr", "a", 5, "3", Mode.INCREMENT)])).results
             self.assertEqual((got[0].response.score, got[0].response.rank),
                              (15, 2))
+        finally:
+            t.close()
+
+    def board_keys(self, board):
+        """The sorted set, times and data of a board as redis-cli --csv
+        prints them (binary bytes escaped), hashes sorted by field."""
+        def run(*args):
+            out = subprocess.run(
+                ["redis-cli", "-p", str(self.redis_port), "--csv", *args],
+                capture_output=True, text=True, check=True).stdout
+            return re.findall(r'"((?:[^"\\]|\\.)*)"', out)
+
+        def fields(key):
+            lines = run("HGETALL", key)
+            return sorted(zip(lines[::2], lines[1::2]))
+        return (run("ZRANGE", f"rk:{{{board}}}:z", "0", "-1", "WITHSCORES"),
+                fields(f"rk:{{{board}}}:t"), fields(f"rk:{{{board}}}:a"))
+
+    def test_deferred_writes_match_one_by_one(self):
+        """With with_rank=false, update.lua writes a script call's places
+        and data once every update of it is computed (one ZREM, ZADD, HSET
+        a key). Rounds of 60 updates of 5 members in one UpdateBatch --
+        repeats of a member, retries, request ids reused, increments
+        refused past the limit, data set and deleted, equal times -- answer
+        as the same updates sent one by one, and leave the same sorted set,
+        times and data."""
+        rand = random.Random(21)
+        together, alone = "dw-together", "dw-alone"
+        big = 2**53 - 1
+        sent = []
+        client, t = connect(self.port)
+        try:
+            for round_ in range(12):
+                reqs = []
+                for _ in range(60):
+                    if sent and rand.random() < 0.2:
+                        # A retry, or its request id with another value.
+                        old = rand.choice(sent)
+                        reqs.append(dict(old, value=old["value"]
+                                         + (rand.random() < 0.3)))
+                        continue
+                    r = dict(member=f"m{rand.randrange(5)}",
+                             value=rand.choice([rand.randrange(-50, 100),
+                                                big, -big]),
+                             request_id=f"r{len(sent)}",
+                             mode=rand.choice([Mode.INCREMENT, Mode.BEST,
+                                               Mode.SET]),
+                             timestamp_ms=1700000000000 + rand.randrange(3))
+                    if rand.random() < 0.3:
+                        r["data"] = rand.choice([{}, {"k": str(rand.random())}])
+                    sent.append(r)
+                    reqs.append(r)
+                want = []
+                for r in reqs:
+                    try:
+                        u = client.Update(UpdateRequest(board=alone, **r))
+                        want.append(("ok", u.score, u.applied))
+                    except InvalidArgument as e:
+                        want.append(("invalid", e.message))
+                before = self.commands()
+                got = [("ok", g.response.score, g.response.applied)
+                       if g.response else
+                       ("invalid", re.sub(r"^requests\[\d+\]: ", "",
+                                          g.invalid.message))
+                       for g in client.UpdateBatch(UpdateBatchRequest(
+                           requests=[UpdateRequest(board=together, **r)
+                                     for r in reqs],
+                           with_rank=False)).results]
+                self.assertEqual(got, want)
+                after = self.commands()
+                # One script call, one ZADD at most: the writes deferred.
+                # (A board's first call also registers it, by a ZADD.)
+                self.assertEqual(after["evalsha"] - before["evalsha"], 1)
+                self.assertLessEqual(after.get("zadd", 0)
+                                     - before.get("zadd", 0), 1 + (round_ == 0))
+            self.assertIn("invalid", [w[0] for w in want])
+            together_keys = self.board_keys(together)
+            self.assertEqual(together_keys, self.board_keys(alone))
+            self.assertEqual(len(together_keys[1]), 5)
+            self.assertGreater(len(together_keys[2]), 0)
         finally:
             t.close()
 

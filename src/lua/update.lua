@@ -383,6 +383,137 @@ local function expect_once(key, want, what)
   end
 end
 
+-- The places of the batch's members, read once for the whole batch (an
+-- HMGET of their times and a ZMSCORE of their keys: a call's cost is paid
+-- once, not per update): member -> {prefix, sorted-set score}, or false
+-- when the member is not on the board. Each update keeps it current.
+local places = {}
+
+local function load_places()
+  local members = {}
+  for i = 1, count do
+    local member = ARGV[HEAD + (i - 1) * ITEM + 1]
+    if places[member] == nil then
+      places[member] = false
+      members[#members + 1] = member
+    end
+  end
+  local prefixes = call_on(tkey, 'hash', 'member times', 'HMGET',
+    unpack(members))
+  local keys, found = {}, {}
+  for j, member in ipairs(members) do
+    local p = prefixes[j]
+    if p then
+      keys[#keys + 1] = p .. member
+      found[#found + 1] = {p}
+      places[member] = found[#found]
+    end
+  end
+  if #keys > 0 then
+    local scores = call_on(zkey, 'zset', 'scores', 'ZMSCORE', unpack(keys))
+    for j, place in ipairs(found) do
+      place[2] = tonumber(scores[j])
+    end
+  end
+end
+
+-- Writes. A batch whose updates want no rank, on a board without a cap or
+-- dense ranks (an import, the queue's drain, a sharded board), writes
+-- nothing of the members until every update of it is computed: then one
+-- ZREM, one ZADD and one HSET (and HDEL) per key carry them all. Any other
+-- batch writes each update's place as it goes, for the ranks (and cap
+-- trims) of the updates after it.
+local deferred = not rank_wanted and cap == '0' and kind ~= 'dense'
+-- Deferred: the members whose place or data this batch changed, in order,
+-- and their sorted-set keys before it (false: not on the board).
+local moved_members, was_key = {}, {}
+local data_members, data_of = {}, {}
+
+-- The member's place is now place (false: off the board).
+local function place_member(member, place)
+  local before = places[member]
+  if not deferred then
+    if before then
+      redis.call('ZREM', zkey, before[1] .. member)
+    end
+    if place then
+      -- A number, which Redis formats exactly (%.17g of an integer under
+      -- 2^53).
+      redis.call('ZADD', zkey, place[2], place[1] .. member)
+      redis.call('HSET', tkey, member, place[1])
+    else
+      redis.call('HDEL', tkey, member)
+    end
+  elseif was_key[member] == nil then
+    was_key[member] = before and before[1] .. member or false
+    moved_members[#moved_members + 1] = member
+  end
+  places[member] = place
+end
+
+-- The member's data is now data ('': none).
+local function data_member(member, data)
+  if not deferred then
+    if data == '' then
+      redis.call('HDEL', akey, member)
+    else
+      redis.call('HSET', akey, member, data)
+    end
+    return
+  end
+  if data_of[member] == nil then
+    data_members[#data_members + 1] = member
+  end
+  data_of[member] = data
+end
+
+-- command on key with args, unless there are none.
+local function call_with(command, key, args)
+  if #args > 0 then
+    redis.call(command, key, unpack(args))
+  end
+end
+
+-- Deferred: the batch's writes, a command per key and kind.
+local function flush()
+  if not deferred then
+    return
+  end
+  local zrem, zadd, hset, hdel = {}, {}, {}, {}
+  for _, member in ipairs(moved_members) do
+    local was, place = was_key[member], places[member]
+    local key = place and place[1] .. member
+    if was and was ~= key then
+      zrem[#zrem + 1] = was
+    end
+    if place then
+      zadd[#zadd + 1] = place[2]
+      zadd[#zadd + 1] = key
+      hset[#hset + 1] = member
+      hset[#hset + 1] = place[1]
+    elseif was then
+      hdel[#hdel + 1] = member
+    end
+  end
+  call_with('ZREM', zkey, zrem)
+  call_with('ZADD', zkey, zadd)
+  call_with('HDEL', tkey, hdel)
+  call_with('HSET', tkey, hset)
+  local aset, adel = {}, {}
+  for _, member in ipairs(data_members) do
+    local data = data_of[member]
+    if data == '' then
+      adel[#adel + 1] = member
+    else
+      aset[#aset + 1] = member
+      aset[#aset + 1] = data
+    end
+  end
+  call_with('HDEL', akey, adel)
+  call_with('HSET', akey, aset)
+  moved_members, was_key, data_members, data_of = {}, {}, {}, {}
+end
+
 local REUSED = 'RANK_INVALID request_id: already used on this board ' ..
   'for another member, value, mode, subscores or data'
 
@@ -405,13 +536,11 @@ local function apply(at)
 
   -- The member's place: its sorted-set key, score and subscores.
   local key, old, old_subs
-  touch_key, touch_want, touch_what = tkey, 'hash', 'member times'
-  local p = redis.call('HGET', tkey, member)
-  if p then
-    key = p .. member
-    touch_key, touch_want, touch_what = zkey, 'zset', 'scores'
-    old = zscore_of(tonumber(redis.call('ZSCORE', zkey, key)))
-    old_subs = string.sub(p, 1, nsub)
+  local place = places[member]
+  if place then
+    key = place[1] .. member
+    old = zscore_of(place[2])
+    old_subs = string.sub(place[1], 1, nsub)
   end
 
   -- Before the first write: the keys this update writes that it has not
@@ -447,9 +576,8 @@ local function apply(at)
   if mode == 4 then
     recorded(hash, mark)
     if key then
-      redis.call('ZREM', zkey, key)
-      redis.call('HDEL', tkey, member)
-      redis.call('HDEL', akey, member)
+      place_member(member, false)
+      data_member(member, '')
       if kind == 'dense' then
         count_score(old, -1)
       end
@@ -492,24 +620,15 @@ local function apply(at)
   -- it later.
   local moved = new ~= old or new_subs ~= old_subs
   if moved then
-    if key then
-      redis.call('ZREM', zkey, key)
-    end
     -- The prefix as given, unless the subscores kept are the member's own.
     if new_subs ~= given_subs then
       prefix = new_subs .. string.sub(prefix, nsub + 1)
     end
     key = prefix .. member
-    -- A number, which Redis formats exactly (%.17g of an integer under 2^53).
-    redis.call('ZADD', zkey, zscore_of(new), key)
-    redis.call('HSET', tkey, member, prefix)
+    place_member(member, {prefix, zscore_of(new)})
   end
   if data_given then
-    if data == '' then
-      redis.call('HDEL', akey, member)
-    else
-      redis.call('HSET', akey, member, data)
-    end
+    data_member(member, data)
   end
   if new ~= old and kind == 'dense' then
     if old then
@@ -524,6 +643,7 @@ local function apply(at)
   if cap ~= '0' and moved and redis.call('ZCARD', zkey) > tonumber(cap) then
     local worst = redis.call('ZPOPMAX', zkey)
     local gone = string.sub(worst[1], nsub + 7)
+    places[gone] = false
     redis.call('HDEL', tkey, gone)
     redis.call('HDEL', akey, gone)
     if kind == 'dense' then
@@ -536,7 +656,21 @@ end
 
 local results, out = {}, 0
 local stopped
-for i = 1, count do
+-- The places are read before the first update: a damaged key there stops
+-- the batch at its first update, with nothing changed.
+do
+  local ok, err = pcall(load_places)
+  if not ok then
+    err = type(err) == 'table' and err.err or tostring(err)
+    if string.sub(err, 1, 13) ~= 'RANK_DAMAGED ' then
+      error({err = err})
+    end
+    results[1] = redis.error_reply(err)
+    out = 1
+    stopped = 'an update before it in the same batch met ' .. err
+  end
+end
+for i = out + 1, count do
   if stopped then
     out = out + 1
     results[out] = redis.error_reply('RANK_UNAVAILABLE not applied: ' .. stopped)
@@ -562,10 +696,14 @@ for i = 1, count do
       results[out] = redis.error_reply(r)
       stopped = 'an update before it in the same batch met ' .. r
     else
+      -- What the updates before it did is written, as each would have
+      -- been alone.
+      flush()
       error({err = tostring(r)})
     end
   end
 end
+flush()
 
 -- What the records of this batch leave in the meta hash (and, in a bucket's
 -- first call, its expiry and the fields of buckets out of the window), and
