@@ -721,6 +721,41 @@ class UpdateBatchTest(Served):
         finally:
             t.close()
 
+    def test_deferred_batch_on_damaged_times(self):
+        """A rankless batch reads its members' times first: when that key
+        holds another type, the first update names it, the others are not
+        applied, nothing is written and no request id is used up."""
+        board = "dw-damaged"
+        cli = ["redis-cli", "-p", str(self.redis_port)]
+        subprocess.run(cli + ["SET", f"rk:{{{board}}}:t", "x"], check=True,
+                       capture_output=True)
+        reqs = [UpdateRequest(board, f"m{i}", i + 1, f"d{i}", Mode.SET)
+                for i in range(3)]
+        client, t = connect(self.port)
+        try:
+            got = client.UpdateBatch(UpdateBatchRequest(
+                requests=reqs, with_rank=False)).results
+            self.assertEqual([g.response for g in got], [None] * 3)
+            self.assertIn(f"requests[0]: damaged data: key rk:{{{board}}}:t "
+                          "holds a string "
+                          "where rankd keeps a hash (member times)",
+                          got[0].unavailable.message)
+            for g in got[1:]:
+                self.assertIn("not applied: an update before it in the same "
+                              "batch met", g.unavailable.message)
+            exists = subprocess.run(
+                cli + ["EXISTS", f"rk:{{{board}}}:z", f"rk:{{{board}}}:a"],
+                check=True, capture_output=True, text=True).stdout
+            self.assertEqual(exists.strip(), "0")
+            subprocess.run(cli + ["DEL", f"rk:{{{board}}}:t"], check=True,
+                           capture_output=True)
+            got = client.UpdateBatch(UpdateBatchRequest(
+                requests=reqs, with_rank=False)).results
+            self.assertEqual([(g.response.score, g.response.applied)
+                              for g in got], [(1, True), (2, True), (3, True)])
+        finally:
+            t.close()
+
     def test_results_in_order(self):
         client, t = connect(self.port)
         try:

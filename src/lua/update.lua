@@ -383,18 +383,30 @@ local function expect_once(key, want, what)
   end
 end
 
--- The places of the batch's members, read once for the whole batch (an
--- HMGET of their times and a ZMSCORE of their keys: a call's cost is paid
--- once, not per update): member -> {prefix, sorted-set score}, or false
--- when the member is not on the board. Each update keeps it current.
-local places = {}
+-- Writes. A batch whose updates want no rank, on a board without a cap or
+-- dense ranks (an import, the queue's drain, a sharded board), is
+-- deferred: its members' places are read at once (one HMGET of their
+-- times, one ZMSCORE of their keys) and kept in tables as each update
+-- changes them, and written once every update is computed: one ZREM,
+-- ZADD, HSET and HDEL per key carry them all. Any other batch reads and
+-- writes each update's place as it goes, for the ranks (and cap trims) of
+-- the updates after it. (Lua tables cost Redis more than the redis.calls
+-- they would save there: callgrind, bench/instructions.sh.)
+local deferred = not rank_wanted and cap == '0' and kind ~= 'dense'
+-- Deferred: each member's prefix (false: not on the board) and sorted-set
+-- score, as the updates so far leave them; the members whose place or
+-- data changed, in order, with their sorted-set keys before the batch
+-- (false: none) and their data now ('': none).
+local prefix_of, zscore_of_member = {}, {}
+local moved_members, was_key = {}, {}
+local data_members, data_of = {}, {}
 
 local function load_places()
   local members = {}
   for i = 1, count do
     local member = ARGV[HEAD + (i - 1) * ITEM + 1]
-    if places[member] == nil then
-      places[member] = false
+    if prefix_of[member] == nil then
+      prefix_of[member] = false
       members[#members + 1] = member
     end
   end
@@ -404,54 +416,31 @@ local function load_places()
   for j, member in ipairs(members) do
     local p = prefixes[j]
     if p then
+      prefix_of[member] = p
       keys[#keys + 1] = p .. member
-      found[#found + 1] = {p}
-      places[member] = found[#found]
+      found[#found + 1] = member
     end
   end
   if #keys > 0 then
     local scores = call_on(zkey, 'zset', 'scores', 'ZMSCORE', unpack(keys))
-    for j, place in ipairs(found) do
-      place[2] = tonumber(scores[j])
+    for j, member in ipairs(found) do
+      zscore_of_member[member] = tonumber(scores[j])
     end
   end
 end
 
--- Writes. A batch whose updates want no rank, on a board without a cap or
--- dense ranks (an import, the queue's drain, a sharded board), writes
--- nothing of the members until every update of it is computed: then one
--- ZREM, one ZADD and one HSET (and HDEL) per key carry them all. Any other
--- batch writes each update's place as it goes, for the ranks (and cap
--- trims) of the updates after it.
-local deferred = not rank_wanted and cap == '0' and kind ~= 'dense'
--- Deferred: the members whose place or data this batch changed, in order,
--- and their sorted-set keys before it (false: not on the board).
-local moved_members, was_key = {}, {}
-local data_members, data_of = {}, {}
-
--- The member's place is now place (false: off the board).
-local function place_member(member, place)
-  local before = places[member]
-  if not deferred then
-    if before then
-      redis.call('ZREM', zkey, before[1] .. member)
-    end
-    if place then
-      -- A number, which Redis formats exactly (%.17g of an integer under
-      -- 2^53).
-      redis.call('ZADD', zkey, place[2], place[1] .. member)
-      redis.call('HSET', tkey, member, place[1])
-    else
-      redis.call('HDEL', tkey, member)
-    end
-  elseif was_key[member] == nil then
-    was_key[member] = before and before[1] .. member or false
+-- Deferred: the member, whose sorted-set key was was (nil: none), is now
+-- at prefix with sorted-set score zscore (prefix nil: off the board).
+local function place_member(member, was, prefix, zscore)
+  if was_key[member] == nil then
+    was_key[member] = was or false
     moved_members[#moved_members + 1] = member
   end
-  places[member] = place
+  prefix_of[member] = prefix or false
+  zscore_of_member[member] = zscore
 end
 
--- The member's data is now data ('': none).
+-- The member's data is now data ('': none): at once, or deferred.
 local function data_member(member, data)
   if not deferred then
     if data == '' then
@@ -481,16 +470,16 @@ local function flush()
   end
   local zrem, zadd, hset, hdel = {}, {}, {}, {}
   for _, member in ipairs(moved_members) do
-    local was, place = was_key[member], places[member]
-    local key = place and place[1] .. member
+    local was, p = was_key[member], prefix_of[member]
+    local key = p and p .. member
     if was and was ~= key then
       zrem[#zrem + 1] = was
     end
-    if place then
-      zadd[#zadd + 1] = place[2]
+    if p then
+      zadd[#zadd + 1] = zscore_of_member[member]
       zadd[#zadd + 1] = key
       hset[#hset + 1] = member
-      hset[#hset + 1] = place[1]
+      hset[#hset + 1] = p
     elseif was then
       hdel[#hdel + 1] = member
     end
@@ -535,12 +524,24 @@ local function apply(at)
   local seen, hash, mark = lookup(idhash)
 
   -- The member's place: its sorted-set key, score and subscores.
-  local key, old, old_subs
-  local place = places[member]
-  if place then
-    key = place[1] .. member
-    old = zscore_of(place[2])
-    old_subs = string.sub(place[1], 1, nsub)
+  local p, key, old, old_subs
+  if deferred then
+    p = prefix_of[member]
+    if p then
+      key = p .. member
+      old = zscore_of(zscore_of_member[member])
+    end
+  else
+    touch_key, touch_want, touch_what = tkey, 'hash', 'member times'
+    p = redis.call('HGET', tkey, member)
+    if p then
+      key = p .. member
+      touch_key, touch_want, touch_what = zkey, 'zset', 'scores'
+      old = zscore_of(tonumber(redis.call('ZSCORE', zkey, key)))
+    end
+  end
+  if p then
+    old_subs = string.sub(p, 1, nsub)
   end
 
   -- Before the first write: the keys this update writes that it has not
@@ -576,8 +577,14 @@ local function apply(at)
   if mode == 4 then
     recorded(hash, mark)
     if key then
-      place_member(member, false)
-      data_member(member, '')
+      if deferred then
+        place_member(member, key)
+        data_member(member, '')
+      else
+        redis.call('ZREM', zkey, key)
+        redis.call('HDEL', tkey, member)
+        redis.call('HDEL', akey, member)
+      end
       if kind == 'dense' then
         count_score(old, -1)
       end
@@ -624,8 +631,19 @@ local function apply(at)
     if new_subs ~= given_subs then
       prefix = new_subs .. string.sub(prefix, nsub + 1)
     end
-    key = prefix .. member
-    place_member(member, {prefix, zscore_of(new)})
+    if deferred then
+      place_member(member, key, prefix, zscore_of(new))
+      key = prefix .. member
+    else
+      if key then
+        redis.call('ZREM', zkey, key)
+      end
+      key = prefix .. member
+      -- A number, which Redis formats exactly (%.17g of an integer under
+      -- 2^53).
+      redis.call('ZADD', zkey, zscore_of(new), key)
+      redis.call('HSET', tkey, member, prefix)
+    end
   end
   if data_given then
     data_member(member, data)
@@ -643,7 +661,6 @@ local function apply(at)
   if cap ~= '0' and moved and redis.call('ZCARD', zkey) > tonumber(cap) then
     local worst = redis.call('ZPOPMAX', zkey)
     local gone = string.sub(worst[1], nsub + 7)
-    places[gone] = false
     redis.call('HDEL', tkey, gone)
     redis.call('HDEL', akey, gone)
     if kind == 'dense' then
@@ -656,9 +673,9 @@ end
 
 local results, out = {}, 0
 local stopped
--- The places are read before the first update: a damaged key there stops
--- the batch at its first update, with nothing changed.
-do
+-- Deferred: the places are read before the first update; a damaged key
+-- there stops the batch at its first update, with nothing changed.
+if deferred then
   local ok, err = pcall(load_places)
   if not ok then
     err = type(err) == 'table' and err.err or tostring(err)
