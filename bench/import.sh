@@ -38,25 +38,7 @@ wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1
 export RANKCTL_CONNECT=127.0.0.1:$rankd_port
 
 # The entries, in export's own form: sorted by member id bytewise.
-python3 - "$members" "$format" >"$work/gen.$format" <<'EOF'
-import json, random, sys
-n, fmt = int(sys.argv[1]), sys.argv[2]
-random.seed(7)
-if fmt == "csv":
-    print("member,score,timestamp_ms,subscores,data")
-for m in sorted("m%d" % i for i in range(n)):
-    score = random.randint(-10**12, 10**12)
-    t = 1700000000000 + random.randint(0, 10**9)
-    data = {"name": "player " + m} if int(m[1:]) % 10 == 0 else None
-    if fmt == "csv":
-        d = json.dumps(data, separators=(",", ":")).replace('"', '""') if data else ""
-        print('"%s",%d,%d,,%s' % (m, score, t, '"%s"' % d if d else ""))
-    else:
-        e = {"member": m, "score": score, "timestamp_ms": t}
-        if data:
-            e["data"] = data
-        print(json.dumps(e, separators=(",", ":")))
-EOF
+python3 "$here/import_gen.py" "$members" "$format" >"$work/gen.$format"
 
 ticks=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }

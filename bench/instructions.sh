@@ -10,6 +10,10 @@
 # blocking clients) and prints the instructions Redis ran, divided by
 # REQUESTS: everything Redis does for them, reading the socket included.
 #
+# OP=import counts `rankctl import` of MEMBERS generated entries
+# (bench/import_gen.py, as bench/import.sh imports) into an empty board
+# instead, per entry.
+#
 # Usage: bench/instructions.sh          (after building into build/)
 # Environment: BUILD=build RANKD=$BUILD/rankd OP=update MEMBERS=20000
 #              REQUESTS=20000 PIPELINE_CONNECTIONS=4 PIPELINE=16
@@ -55,6 +59,9 @@ trap 'stop_all; keep_dumps; rm -rf "$work"' EXIT
 
 count=${COUNT:-redis}
 case $count in redis | rankd) ;; *) echo "COUNT: redis or rankd" >&2; exit 2 ;; esac
+# Under callgrind Redis runs tens of times slower: rankd waits for it
+# (--redis-timeout) rather than answer Unavailable to calls that Redis then
+# applies, which the client would send again.
 # Runs a process (in the background: exec keeps $! its pid), under
 # callgrind if it is the one counted.
 counted() { # redis|rankd command [args]
@@ -97,7 +104,7 @@ fi
 rankd_port=$(free_port)
 counted rankd "$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
   --io-threads "$io_threads" --dedup-window "$dedup_window" \
-  >"$work/rankd.log" 2>&1 &
+  --redis-timeout 120 >"$work/rankd.log" 2>&1 &
 rankd_pid=$!
 pids+=("$rankd_pid")
 wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1; }
@@ -107,18 +114,30 @@ load() { # mix requests
   "$bench" -p "$rankd_port" --members "$members" --mix "$1" -n "$2" \
     -w 0 -c "$pconns" --pipeline "$depth" --seed "$3" >/dev/null
 }
-# The board first, then a warm-up of the operation itself (request-id
-# records of this bucket exist, the script is loaded and compiled).
-"$bench" -p "$rankd_port" --members "$members" --preload-only -c 4 >/dev/null
-load "$op=1" 2000 2
 calls() { # the script calls Redis has run
   redis-cli -p "$redis_port" INFO commandstats |
     awk -F'[:=,]' '/^cmdstat_evalsha:/{print $3}'
 }
-redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
-callgrind_control -z "$counted_pid" >/dev/null 2>&1
-load "$op=1" "$requests" 3
-callgrind_control -d "$counted_pid" >/dev/null 2>&1
+if [ "$op" = import ]; then
+  # rankctl import of MEMBERS generated entries into an empty board, all
+  # of it counted (the script's first load and compile too).
+  python3 "$here/import_gen.py" "$members" csv >"$work/gen.csv"
+  requests=$members
+  redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
+  callgrind_control -z "$counted_pid" >/dev/null 2>&1
+  RANKCTL_CONNECT=127.0.0.1:$rankd_port "$build/rankctl" --timeout 120 \
+    import bench-0 "$work/gen.csv" >/dev/null
+  callgrind_control -d "$counted_pid" >/dev/null 2>&1
+else
+  # The board first, then a warm-up of the operation itself (request-id
+  # records of this bucket exist, the script is loaded and compiled).
+  "$bench" -p "$rankd_port" --members "$members" --preload-only -c 4 >/dev/null
+  load "$op=1" 2000 2
+  redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
+  callgrind_control -z "$counted_pid" >/dev/null 2>&1
+  load "$op=1" "$requests" 3
+  callgrind_control -d "$counted_pid" >/dev/null 2>&1
+fi
 scripts=$(calls)
 commands=$(redis-cli -p "$redis_port" INFO commandstats)
 layout=$(redis-cli -p "$redis_port" HGETALL 'rk:{bench-0}:q' | paste -sd' ')
