@@ -81,14 +81,36 @@ rank_command_add_str (RankCommand *cmd, const char *arg)
   rank_command_add (cmd, arg, strlen (arg));
 }
 
+gsize
+rank_format_int (char *out, gint64 value)
+{
+  char digits[20];
+  /* The magnitude, without the overflow of -G_MININT64. */
+  guint64 v = value < 0 ? (guint64) (-(value + 1)) + 1 : (guint64) value;
+  gsize n = 0, len = 0;
+
+  do
+    {
+      digits[n++] = (char) ('0' + v % 10);
+      v /= 10;
+    }
+  while (v != 0);
+  if (value < 0)
+    out[len++] = '-';
+  while (n > 0)
+    out[len++] = digits[--n];
+  out[len] = '\0';
+  return len;
+}
+
 void
 rank_command_add_int (RankCommand *cmd, gint64 value)
 {
-  char text[24];
+  char text[RANK_FORMAT_INT_MAX];
 
-  rank_command_add (
-      cmd, text,
-      (gsize) g_snprintf (text, sizeof text, "%" G_GINT64_FORMAT, value));
+  /* Not g_snprintf: a script call's head carries about ten numbers, and
+   * printf was a sixth of rankd's time in an import. */
+  rank_command_add (cmd, text, rank_format_int (text, value));
 }
 
 void

@@ -69,6 +69,11 @@ void rank_command_add (RankCommand *cmd, const void *arg, gsize len);
 void rank_command_add_str (RankCommand *cmd, const char *arg);
 void rank_command_add_int (RankCommand *cmd, gint64 value);
 
+/* value in decimal, as "%" G_GINT64_FORMAT prints it, NUL-terminated,
+ * into out (room for RANK_FORMAT_INT_MAX bytes); returns its length. */
+#define RANK_FORMAT_INT_MAX 21
+gsize rank_format_int (char *out, gint64 value);
+
 /* A script's: the arguments added so far are its keys. */
 void rank_command_keys_done (RankCommand *cmd);
 

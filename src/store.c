@@ -74,20 +74,49 @@ spans_periods (const char *suffix)
          || strcmp (suffix, RANK_KEY_SUFFIX_QUEUE_COUNTS) == 0;
 }
 
+/* Appends len bytes of s at out + *at, within KEY_MAX. */
+static void
+key_append (char *out, gsize *at, const char *s, gsize len)
+{
+  g_assert (*at + len < KEY_MAX);
+  memcpy (out + *at, s, len);
+  *at += len;
+}
+
+#define KEY_APPEND_LITERAL(out, at, s) key_append (out, at, s, sizeof s - 1)
+
+/* Without printf: an update's script call names six keys, and printf was a
+ * sixth of rankd's time in an import. */
 static gsize
 board_key (char *out, const char *board, const char *period, guint shard,
            guint shards, const char *suffix)
 {
-  char tag[RANK_BOARD_MAX_BYTES + 16];
+  gsize at = 0;
 
   if (shards > 1)
-    g_snprintf (tag, sizeof tag, RANK_SHARD_KEY_PREFIX ":{%s/%u}", board,
-                shard);
+    {
+      char number[RANK_FORMAT_INT_MAX];
+
+      KEY_APPEND_LITERAL (out, &at, RANK_SHARD_KEY_PREFIX ":{");
+      key_append (out, &at, board, strlen (board));
+      KEY_APPEND_LITERAL (out, &at, "/");
+      key_append (out, &at, number, rank_format_int (number, shard));
+    }
   else
-    g_snprintf (tag, sizeof tag, RANK_KEY_PREFIX ":{%s}", board);
+    {
+      KEY_APPEND_LITERAL (out, &at, RANK_KEY_PREFIX ":{");
+      key_append (out, &at, board, strlen (board));
+    }
+  KEY_APPEND_LITERAL (out, &at, "}:");
   if (period != NULL && *period != '\0' && !spans_periods (suffix))
-    return (gsize) g_snprintf (out, KEY_MAX, "%s:p:%s:%s", tag, period, suffix);
-  return (gsize) g_snprintf (out, KEY_MAX, "%s:%s", tag, suffix);
+    {
+      KEY_APPEND_LITERAL (out, &at, "p:");
+      key_append (out, &at, period, strlen (period));
+      KEY_APPEND_LITERAL (out, &at, ":");
+    }
+  key_append (out, &at, suffix, strlen (suffix));
+  out[at] = '\0';
+  return at;
 }
 
 gsize
