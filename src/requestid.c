@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "command.h"
+
 void
 rank_request_id_hash (const char *request_id,
                       guint8 field[RANK_REQUEST_ID_HASH_BYTES])
@@ -16,7 +18,25 @@ rank_request_id_hash (const char *request_id,
   memcpy (field, digest, RANK_REQUEST_ID_HASH_BYTES);
 }
 
-/* An update without subscores or data hashes as before they existed. */
+/* Hashes tag (a literal, or "" with tag_len 0), value in decimal, then
+ * end (a character, or 0 for none): the bytes g_snprintf made of them
+ * before, without printf on every update. */
+static void
+checksum_number (GChecksum *sum, const char *tag, gsize tag_len, gint64 value,
+                 char end)
+{
+  char text[8 + RANK_FORMAT_INT_MAX];
+  gsize n = tag_len;
+
+  memcpy (text, tag, tag_len);
+  n += rank_format_int (text + n, value);
+  if (end != 0)
+    text[n++] = end;
+  g_checksum_update (sum, (const guchar *) text, (gssize) n);
+}
+
+/* An update without subscores or data hashes as before they existed:
+ * "mode:value:member", then "\ns<subscore>" each, then "\nd<len>:data". */
 void
 rank_request_fingerprint (const RankUpdate *update,
                           guint8 out[RANK_FINGERPRINT_BYTES])
@@ -24,23 +44,15 @@ rank_request_fingerprint (const RankUpdate *update,
   g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA1);
   guint8 digest[20];
   gsize len = sizeof digest;
-  char head[32];
 
-  g_snprintf (head, sizeof head, "%d:%" G_GINT64_FORMAT ":", update->mode,
-              update->value);
-  g_checksum_update (sum, (const guchar *) head, -1);
+  checksum_number (sum, "", 0, update->mode, ':');
+  checksum_number (sum, "", 0, update->value, ':');
   g_checksum_update (sum, (const guchar *) update->member, -1);
   for (guint i = 0; i < update->n_subscores; i++)
-    {
-      g_snprintf (head, sizeof head, "\ns%" G_GINT64_FORMAT,
-                  update->subscores[i]);
-      g_checksum_update (sum, (const guchar *) head, -1);
-    }
+    checksum_number (sum, "\ns", 2, update->subscores[i], 0);
   if (update->data_given)
     {
-      g_snprintf (head, sizeof head, "\nd%" G_GSIZE_FORMAT ":",
-                  update->data_len);
-      g_checksum_update (sum, (const guchar *) head, -1);
+      checksum_number (sum, "\nd", 2, (gint64) update->data_len, ':');
       g_checksum_update (sum, (const guchar *) update->data,
                          (gssize) update->data_len);
     }
