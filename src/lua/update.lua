@@ -671,28 +671,24 @@ local function apply(at)
   return new, ranked and rank_of(key, new) or 0, 1, ranked and new_subs or ''
 end
 
+-- Deferred: the places are read with the first update, so that a damaged
+-- key there stops the batch at it, as any update's does, with nothing
+-- changed.
+local function load_and_apply(at)
+  load_places()
+  return apply(at)
+end
+
 local results, out = {}, 0
 local stopped
--- Deferred: the places are read before the first update; a damaged key
--- there stops the batch at its first update, with nothing changed.
-if deferred then
-  local ok, err = pcall(load_places)
-  if not ok then
-    err = type(err) == 'table' and err.err or tostring(err)
-    if string.sub(err, 1, 13) ~= 'RANK_DAMAGED ' then
-      error({err = err})
-    end
-    results[1] = redis.error_reply(err)
-    out = 1
-    stopped = 'an update before it in the same batch met ' .. err
-  end
-end
-for i = out + 1, count do
+for i = 1, count do
   if stopped then
     out = out + 1
     results[out] = redis.error_reply('RANK_UNAVAILABLE not applied: ' .. stopped)
   else
-    local ok, r, rank, applied, subs = pcall(apply, HEAD + (i - 1) * ITEM)
+    local first = i == 1 and deferred
+    local ok, r, rank, applied, subs = pcall(
+      first and load_and_apply or apply, HEAD + (i - 1) * ITEM)
     -- Redis 7's pcall hands an error table over as its message.
     if not ok and type(r) == 'table' then
       r = r.err
