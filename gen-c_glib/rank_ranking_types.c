@@ -8409,7 +8409,8 @@ enum _rankUpdateBatchRequestProperties
 {
   PROP_RANK_UPDATE_BATCH_REQUEST_0,
   PROP_RANK_UPDATE_BATCH_REQUEST_REQUESTS,
-  PROP_RANK_UPDATE_BATCH_REQUEST_WITH_RANK
+  PROP_RANK_UPDATE_BATCH_REQUEST_WITH_RANK,
+  PROP_RANK_UPDATE_BATCH_REQUEST_REQUEST_ID
 };
 
 /* reads a update_batch_request object */
@@ -8515,6 +8516,25 @@ rank_update_batch_request_read (ThriftStruct *object, ThriftProtocol *protocol, 
           xfer += ret;
         }
         break;
+      case 3:
+        if (ftype == T_STRING)
+        {
+          if (this_object->request_id != NULL)
+          {
+            g_free(this_object->request_id);
+            this_object->request_id = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->request_id, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_request_id = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -8587,6 +8607,18 @@ rank_update_batch_request_write (ThriftStruct *object, ThriftProtocol *protocol,
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_request_id == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "request_id", T_STRING, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->request_id, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -8618,6 +8650,13 @@ rank_update_batch_request_set_property (GObject *object,
       self->__isset_with_rank = TRUE;
       break;
 
+    case PROP_RANK_UPDATE_BATCH_REQUEST_REQUEST_ID:
+      if (self->request_id != NULL)
+        g_free (self->request_id);
+      self->request_id = g_value_dup_string (value);
+      self->__isset_request_id = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -8642,6 +8681,10 @@ rank_update_batch_request_get_property (GObject *object,
       g_value_set_boolean (value, self->with_rank);
       break;
 
+    case PROP_RANK_UPDATE_BATCH_REQUEST_REQUEST_ID:
+      g_value_set_string (value, self->request_id);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -8656,6 +8699,8 @@ rank_update_batch_request_instance_init (rankUpdateBatchRequest * object)
   object->requests = g_ptr_array_new_with_free_func (g_object_unref);
   object->with_rank = 1;
   object->__isset_with_rank = FALSE;
+  object->request_id = NULL;
+  object->__isset_request_id = FALSE;
 }
 
 static void 
@@ -8669,6 +8714,11 @@ rank_update_batch_request_finalize (GObject *object)
   {
     g_ptr_array_unref (tobject->requests);
     tobject->requests = NULL;
+  }
+  if (tobject->request_id != NULL)
+  {
+    g_free(tobject->request_id);
+    tobject->request_id = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -8705,6 +8755,15 @@ rank_update_batch_request_class_init (rankUpdateBatchRequestClass * cls)
                            NULL,
                            TRUE,
                            G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_UPDATE_BATCH_REQUEST_REQUEST_ID,
+     g_param_spec_string ("request_id",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
 }
 
 GType

@@ -642,6 +642,8 @@ struct _rankUpdateBatchRequest
   GPtrArray * requests;
   gboolean with_rank;
   gboolean __isset_with_rank;
+  gchar * request_id;
+  gboolean __isset_request_id;
 };
 typedef struct _rankUpdateBatchRequest rankUpdateBatchRequest;
 
@@ -1183,7 +1185,7 @@ GType rank_queue_status_get_type (void);
 #define RANK_QUEUE_STATUS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_QUEUE_STATUS, rankQueueStatusClass))
 
 /* constants */
-#define RANK_IDL_VERSION g_strdup ("1.3")
+#define RANK_IDL_VERSION g_strdup ("1.4")
 
 /* struct RankingUpdateArgs */
 struct _rankRankingUpdateArgs

@@ -26,6 +26,7 @@
 #include "memberdata.h"
 #include "metrics.h"
 #include "policy.h"
+#include "requestid.h"
 #include "api.h"
 #include "rank_ranking_types.h"
 #include "validate.h"
@@ -1460,6 +1461,8 @@ struct _Batch
   guint n;
   guint pending; /* items not answered, plus one while they are started */
   gboolean without_rank; /* with_rank=false */
+  /* A batch recorded as a whole (request_id set): its group argument. */
+  guint8 group[RANK_UPDATE_GROUP_BYTES];
 };
 
 static void
@@ -1600,6 +1603,160 @@ batch_item_start (BatchItem *item, const rankUpdateRequest *request)
     batch_item_run (item);
 }
 
+/* ---- UpdateBatch with a request_id: one record for the batch ---- */
+
+/* Tells apart the batches recorded as a whole that one backend has open at
+ * once (requestid.h): their updates must not share a script call. */
+static gint group_tokens;
+
+static void
+group_layout_checked (const GError *error, gpointer data)
+{
+  Batch *batch = data;
+
+  for (guint i = 0; i < batch->n; i++)
+    if (error != NULL)
+      batch_item_failed (&batch->items[i], error);
+    else
+      batch_item_run (&batch->items[i]);
+  batch_item_done (batch);
+}
+
+/* Checks what a batch recorded as a whole needs (the IDL says it), of its
+ * first checked items (the checks of the one after failed, or all passed:
+ * their contexts are resolved). */
+static gboolean
+check_group (Batch *batch, guint checked, const rankUpdateBatchRequest *args,
+             GError **error)
+{
+  const RankContext *first = &batch->items[0].ctx;
+  const RankBoardOptions *o = first->options;
+
+  if (!rank_validate_request_id (args->request_id, error))
+    return FALSE;
+  if (batch->n > RANK_BATCH_MAX_ITEMS)
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                   "requests: %u updates; a batch with a request_id takes 1 "
+                   "to %d",
+                   batch->n, RANK_BATCH_MAX_ITEMS);
+      return FALSE;
+    }
+  if (!batch->without_rank)
+    {
+      g_set_error_literal (error, RANK_ERROR, RANK_ERROR_INVALID,
+                           "with_rank: a batch with a request_id answers no "
+                           "ranks: set with_rank=false");
+      return FALSE;
+    }
+  if (checked == 0)
+    return TRUE;
+  if (o->shards > 1 || o->cap > 0 || o->rank == RANK_KIND_DENSE)
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                   "request_id: board '%s' has %s; a batch with a request_id "
+                   "needs a board without shards, cap or rank=dense",
+                   first->board,
+                   o->shards > 1 ? "shards"
+                   : o->cap > 0  ? "a cap"
+                                 : "rank=dense");
+      return FALSE;
+    }
+  for (guint i = 1; i < checked; i++)
+    {
+      const RankContext *ctx = &batch->items[i].ctx;
+
+      if (strcmp (ctx->board, first->board) != 0)
+        {
+          g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                       "requests[%u].board: '%s'; a batch with a request_id "
+                       "updates one board ('%s')",
+                       i, ctx->board, first->board);
+          return FALSE;
+        }
+      if (ctx->period.start_ms != first->period.start_ms)
+        {
+          g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                       "requests[%u].timestamp_ms: in period %s; a batch with "
+                       "a request_id updates one period of its board (%s)",
+                       i, ctx->period.label, first->period.label);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+/* A request of a batch recorded as a whole was refused (refusal): it
+ * answers that, the others that they were not applied; nothing is sent. */
+static void
+refuse_group (Batch *batch, guint refused, const GError *refusal)
+{
+  g_autoptr (GError) others = g_error_new (
+      RANK_ERROR, RANK_ERROR_INVALID,
+      "not applied: requests[%u] of the same batch was refused, and a batch "
+      "with a request_id applies all or nothing",
+      refused);
+
+  for (guint i = 0; i < batch->n; i++)
+    batch_item_failed (&batch->items[i], i == refused ? refusal : others);
+  batch_item_done (batch);
+}
+
+/* UpdateBatch with a request_id: every item is checked first (a refused
+ * one leaves the batch unapplied), then the batch's own rules (a breach
+ * refuses the call); then all leave together, with the batch's group
+ * argument, in one script call. */
+static void
+start_update_group (Call *call, const rankUpdateBatchRequest *args)
+{
+  Batch *batch = call->batch;
+  RankHandler *handler = call->handler;
+  const RankUpdate *updates[RANK_BATCH_MAX_ITEMS];
+  gint64 buckets[RANK_REQUEST_BUCKET_ARGS];
+  g_autoptr (GError) error = NULL, rules = NULL;
+  guint refused = 0;
+
+  while (refused < batch->n)
+    {
+      BatchItem *item = &batch->items[refused];
+
+      if (!handler_check_update (handler, args->requests->pdata[refused],
+                                 &item->ctx, &item->update, &item->data,
+                                 &error))
+        break;
+      refused++;
+    }
+  /* The batch's rules first: a breach is the call's mistake. */
+  if (!check_group (batch, refused, args, &rules))
+    {
+      handler_reply_error (call, rules);
+      return;
+    }
+  if (refused < batch->n)
+    {
+      refuse_group (batch, refused, error);
+      return;
+    }
+  rank_request_buckets (batch->items[0].ctx.dedup_window_ms,
+                        batch->items[0].ctx.now_ms, buckets);
+  for (guint i = 0; i < batch->n; i++)
+    {
+      BatchItem *item = &batch->items[i];
+
+      /* One clock, one head: the items share a script call. */
+      item->ctx.now_ms = batch->items[0].ctx.now_ms;
+      item->update.without_rank = TRUE;
+      item->update.group = batch->group;
+      updates[i] = &item->update;
+    }
+  rank_request_group (args->request_id, updates, batch->n, buckets[0],
+                      (guint64) (guint) g_atomic_int_add (&group_tokens, 1),
+                      batch->group);
+  if (layout_fits (handler, &batch->items[0].ctx, TRUE, group_layout_checked,
+                   batch))
+    group_layout_checked (NULL, batch);
+}
+
 static void
 start_update_batch (Call *call)
 {
@@ -1630,6 +1787,11 @@ start_update_batch (Call *call)
       batch->items[i].batch = batch;
       batch->items[i].index = i;
       batch->items[i].result = g_object_new (RANK_TYPE_UPDATE_RESULT, NULL);
+    }
+  if (args->__isset_request_id)
+    {
+      start_update_group (call, args);
+      return;
     }
   for (guint i = 0; i < batch->n; i++)
     batch_item_start (&batch->items[i], requests->pdata[i]);

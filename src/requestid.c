@@ -61,6 +61,40 @@ rank_request_fingerprint (const RankUpdate *update,
 }
 
 void
+rank_request_group (const char *request_id, const RankUpdate *const *updates,
+                    guint n, gint64 bucket, guint64 token,
+                    guint8 out[RANK_UPDATE_GROUP_BYTES])
+{
+  g_autoptr (GChecksum) id = g_checksum_new (G_CHECKSUM_SHA256);
+  g_autoptr (GChecksum) all = g_checksum_new (G_CHECKSUM_SHA1);
+  guint8 digest[32], fp[RANK_FINGERPRINT_BYTES];
+  gsize len = sizeof digest;
+  guint8 *p = out;
+
+  g_assert (n >= 1 && n <= RANK_BATCH_MAX_ITEMS);
+  /* The record: what the batch's updates stand for, in order. */
+  checksum_number (all, "batch:", 6, n, ':');
+  for (guint i = 0; i < n; i++)
+    {
+      rank_request_fingerprint (updates[i], fp);
+      g_checksum_update (all, fp, sizeof fp);
+    }
+  g_checksum_get_digest (all, digest, &len);
+  rank_request_record (digest, bucket, p);
+  p += RANK_FINGERPRINT_BYTES;
+  /* The field. */
+  len = sizeof digest;
+  g_checksum_update (id, (const guchar *) "", 1);
+  g_checksum_update (id, (const guchar *) request_id, -1);
+  g_checksum_get_digest (id, digest, &len);
+  memcpy (p, digest, RANK_REQUEST_ID_HASH_BYTES);
+  p += RANK_REQUEST_ID_HASH_BYTES;
+  *p++ = (guint8) n;
+  for (guint i = 0; i < 8; i++)
+    *p++ = (guint8) (token >> (8 * i));
+}
+
+void
 rank_request_record (const guint8 fingerprint[RANK_FINGERPRINT_BYTES],
                      gint64 bucket, guint8 out[RANK_FINGERPRINT_BYTES])
 {

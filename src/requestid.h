@@ -51,4 +51,20 @@ void rank_request_record (const guint8 fingerprint[RANK_FINGERPRINT_BYTES],
 void rank_request_buckets (gint64 window_ms, gint64 now_ms,
                            gint64 out[RANK_REQUEST_BUCKET_ARGS]);
 
+/* A batch recorded as a whole (UpdateBatchRequest.request_id): update.lua's
+ * group argument, the same for every update of the batch. Its record (4
+ * bytes: the bucket and 28 bits of the fingerprint of all the batch's
+ * updates, in order) and its field (10 bytes: the SHA-256 of a NUL, then
+ * the batch's request id: no Update's request id hashes so), as an
+ * update's; then the number of updates (1 byte, at most
+ * RANK_BATCH_MAX_ITEMS) and a token of this call (8 bytes) that keeps its
+ * updates from sharing a script call with another batch's. */
+#define RANK_UPDATE_GROUP_BYTES                                                \
+  (RANK_FINGERPRINT_BYTES + RANK_REQUEST_ID_HASH_BYTES + 1 + 8)
+G_STATIC_ASSERT (RANK_BATCH_MAX_ITEMS <= 255);
+void rank_request_group (const char *request_id,
+                         const RankUpdate *const *updates, guint n,
+                         gint64 bucket, guint64 token,
+                         guint8 out[RANK_UPDATE_GROUP_BYTES]);
+
 #endif /* RANK_REQUESTID_H */

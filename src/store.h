@@ -58,6 +58,11 @@ typedef struct
   /* The caller has no use for the rank (the queue's drain): the script
    * leaves it out (rank 0), which costs Redis a ZRANK less. */
   gboolean without_rank;
+  /* Set: the update is one of a batch recorded as a whole
+   * (UpdateBatchRequest.request_id): these RANK_UPDATE_GROUP_BYTES go
+   * to update.lua as its group argument, the same for every update of the
+   * batch, and the update's own request id is not recorded. */
+  const guint8 *group;
 } RankUpdate;
 
 typedef struct

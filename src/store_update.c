@@ -87,6 +87,7 @@ typedef enum
   BATCH_KIND,
   BATCH_CAP,
   BATCH_EXPIRE_AT,
+  BATCH_GROUP, /* '', or the batch's record (see requestid.h) */
   N_BATCH_ARGS,
 } BatchArg;
 
@@ -114,6 +115,7 @@ const char *const rank_store_update_batch_arg_names[] = {
   [BATCH_KIND] = "kind",
   [BATCH_CAP] = "cap",
   [BATCH_EXPIRE_AT] = "expire_at",
+  [BATCH_GROUP] = "group",
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (rank_store_update_batch_arg_names)
                  == N_BATCH_ARGS);
@@ -177,10 +179,13 @@ rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
   g_assert (update->mode >= RANK_MODE_INCREMENT
             && update->mode <= RANK_MODE_REMOVE);
   rank_orderkey_encode_time (update->timestamp_ms, prefix + subs_len);
-  rank_request_fingerprint (update, fp);
-  rank_request_id_hash (update->request_id, id + RANK_FINGERPRINT_BYTES);
   rank_request_buckets (ctx->dedup_window_ms, ctx->now_ms, buckets);
-  rank_request_record (fp, buckets[0], id);
+  if (update->group == NULL)
+    {
+      rank_request_fingerprint (update, fp);
+      rank_request_id_hash (update->request_id, id + RANK_FINGERPRINT_BYTES);
+      rank_request_record (fp, buckets[0], id);
+    }
   /* Without subscores, an INCREMENT keeps the member's own; a new member
    * gets 0s. */
   g_assert (update->n_subscores == 0 || update->n_subscores == o->n_subscores);
@@ -212,7 +217,11 @@ rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
   one[ITEM_MEMBER] = BYTES (update->member, member_len);
   one[ITEM_FLAGS] = BYTES (flags, sizeof flags);
   one[ITEM_VALUE] = NUMBER (update->value);
-  one[ITEM_ID] = BYTES (id, sizeof id);
+  batch[BATCH_GROUP] = update->group != NULL
+                           ? BYTES (update->group, RANK_UPDATE_GROUP_BYTES)
+                           : BYTES ("", 0);
+  /* A batch recorded as a whole records none of its updates' ids. */
+  one[ITEM_ID] = update->group != NULL ? BYTES ("", 0) : BYTES (id, sizeof id);
   one[ITEM_PREFIX] = BYTES (prefix, subs_len + RANK_ORDERKEY_TIME_BYTES);
   one[ITEM_DATA] = update->data_given ? BYTES (update->data, update->data_len)
                                       : BYTES ("", 0);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "constants.h"
 #include "error.h"
 #include "json.h"
 
@@ -654,11 +655,11 @@ update_of (const char *board, const RankTransferEntry *e, const char *digest,
 }
 
 /* One UpdateBatch call in flight: its records (indexes into the file's
- * entries) and how often each was sent. */
+ * entries), and the group they are when the call is recorded as a whole. */
 typedef struct
 {
-  guint64 first; /* the record number of entries[0], 1-based */
   GArray *index; /* guint: into the file's entries */
+  gint group;    /* -1: none */
 } Flight;
 
 /* Sends the records of flight (corked by the caller). */
@@ -673,6 +674,15 @@ send_flight (RankClient *client, const char *board, GPtrArray *entries,
    * each. */
   request->with_rank = FALSE;
   request->__isset_with_rank = TRUE;
+  /* A group is named by its first record: each record is in one. */
+  if (f->group >= 0)
+    {
+      g_free (request->request_id);
+      request->request_id = g_strdup_printf (
+          "import:%.16s:group:%u+%u", digest,
+          g_array_index (f->index, guint, 0) + 1, f->index->len);
+      request->__isset_request_id = TRUE;
+    }
   for (guint i = 0; i < f->index->len; i++)
     {
       guint k = g_array_index (f->index, guint, i);
@@ -684,12 +694,18 @@ send_flight (RankClient *client, const char *board, GPtrArray *entries,
                                                 request, error);
 }
 
+/* What rankd answers the records of a group that were not applied because
+ * another one of it was refused (handler.c). */
+#define HELD "of the same batch was refused, and a batch with a request_id"
+
 /* Reads flight's answer: counts applied, repeated and refused records
- * (printed with their line); the Unavailable ones go to retry. */
+ * (printed with their line); the Unavailable ones go to retry (a group's:
+ * the group, once); a group's records held back by another's refusal to
+ * held. */
 static gboolean
 recv_flight (RankClient *client, GPtrArray *entries, GArray *lines,
-             const Flight *f, GArray *retry, RankImportStats *stats,
-             GError **error)
+             const Flight *f, GArray *retry, GArray *held,
+             RankImportStats *stats, GError **error)
 {
   g_autoptr (rankUpdateBatchResponse) response
       = g_object_new (RANK_TYPE_UPDATE_BATCH_RESPONSE, NULL);
@@ -718,6 +734,10 @@ recv_flight (RankClient *client, GPtrArray *entries, GArray *lines,
           else
             stats->repeated++;
         }
+      else if (r->__isset_invalid && f->group >= 0
+               && strstr (r->invalid->message, HELD) != NULL)
+        /* Not applied with its group, for another record's refusal. */
+        g_array_append_val (held, k);
       else if (r->__isset_invalid)
         {
           const RankTransferEntry *e = entries->pdata[k];
@@ -733,8 +753,16 @@ recv_flight (RankClient *client, GPtrArray *entries, GArray *lines,
                    g_array_index (lines, guint, k), e->member,
                    own != NULL ? own + 3 : message);
         }
-      else
+      else if (f->group < 0)
         g_array_append_val (retry, k);
+      else if (retry->len == 0
+               || g_array_index (retry, guint, retry->len - 1)
+                      != (guint) f->group)
+        {
+          guint g = (guint) f->group;
+
+          g_array_append_val (retry, g);
+        }
     }
   return TRUE;
 }
@@ -758,8 +786,11 @@ typedef struct
   GPtrArray *entries;
   GArray *lines;
   const char *digest;
-  GArray *todo;  /* guint: into entries */
-  GArray *retry; /* those answered Unavailable */
+  /* The file's groups (GArray of guint into entries), or NULL: todo and
+   * retry then hold entries, else groups. */
+  GPtrArray *groups; /* grows (under shared->lock) */
+  GArray *todo;      /* guint: into entries, or into groups */
+  GArray *retry;     /* those answered Unavailable */
   Shared *shared;
   GError *error;
 } Lane;
@@ -787,36 +818,64 @@ lane_run (gpointer data)
 {
   Lane *lane = data;
   RankClientTransport *t = rank_client_get_transport (lane->client);
-  Flight flights[RANK_TRANSFER_IN_FLIGHT];
+  Flight flights[RANK_TRANSFER_GROUPS_IN_FLIGHT];
+  guint window = lane->groups != NULL ? RANK_TRANSFER_GROUPS_IN_FLIGHT
+                                      : RANK_TRANSFER_IN_FLIGHT;
   guint next = 0, sent = 0, done = 0;
   GArray *todo = lane->todo;
   gboolean ok = TRUE;
 
+  G_STATIC_ASSERT (RANK_TRANSFER_IN_FLIGHT <= RANK_TRANSFER_GROUPS_IN_FLIGHT);
+  G_STATIC_ASSERT (RANK_TRANSFER_GROUP <= RANK_BATCH_MAX_ITEMS);
   while (ok && (done < sent || next < todo->len))
     {
       /* Fill the window; the calls of one fill leave in one write. */
       rank_client_transport_cork (t);
-      for (; ok && sent - done < RANK_TRANSFER_IN_FLIGHT && next < todo->len;
-           sent++)
+      for (; ok && sent - done < window && next < todo->len; sent++)
         {
-          Flight *f = &flights[sent % RANK_TRANSFER_IN_FLIGHT];
-          guint take = MIN (RANK_TRANSFER_BATCH, todo->len - next);
+          Flight *f = &flights[sent % window];
 
-          f->index = g_array_sized_new (FALSE, FALSE, sizeof (guint), take);
-          g_array_append_vals (f->index, &g_array_index (todo, guint, next),
-                               take);
-          next += take;
+          if (lane->groups != NULL)
+            {
+              f->group = (gint) g_array_index (todo, guint, next++);
+              g_mutex_lock (&lane->shared->lock);
+              f->index = g_array_copy (lane->groups->pdata[f->group]);
+              g_mutex_unlock (&lane->shared->lock);
+            }
+          else
+            {
+              guint take = MIN (RANK_TRANSFER_BATCH, todo->len - next);
+
+              f->group = -1;
+              f->index = g_array_sized_new (FALSE, FALSE, sizeof (guint), take);
+              g_array_append_vals (f->index, &g_array_index (todo, guint, next),
+                                   take);
+              next += take;
+            }
           ok = send_flight (lane->client, lane->board, lane->entries,
                             lane->digest, f, &lane->error);
         }
       ok = rank_client_transport_uncork (t, ok ? &lane->error : NULL) && ok;
       if (ok && done < sent)
         {
-          Flight *f = &flights[done % RANK_TRANSFER_IN_FLIGHT];
+          Flight *f = &flights[done % window];
           RankImportStats delta = { 0 };
+          g_autoptr (GArray) held = g_array_new (FALSE, FALSE, sizeof (guint));
 
           ok = recv_flight (lane->client, lane->entries, lane->lines, f,
-                            lane->retry, &delta, &lane->error);
+                            lane->retry, held, &delta, &lane->error);
+          /* A group with a refused record: the others go again, as a group
+           * of their own (the same one on every run of the file). */
+          if (ok && held->len > 0)
+            {
+              guint g;
+
+              g_mutex_lock (&lane->shared->lock);
+              g = lane->groups->len;
+              g_ptr_array_add (lane->groups, g_steal_pointer (&held));
+              g_mutex_unlock (&lane->shared->lock);
+              g_array_append_val (todo, g);
+            }
           g_array_unref (f->index);
           f->index = NULL;
           done++;
@@ -825,8 +884,7 @@ lane_run (gpointer data)
         }
     }
   for (; done < sent; done++)
-    g_clear_pointer (&flights[done % RANK_TRANSFER_IN_FLIGHT].index,
-                     g_array_unref);
+    g_clear_pointer (&flights[done % window].index, g_array_unref);
   return NULL;
 }
 
@@ -843,10 +901,53 @@ index_compare (gconstpointer a, gconstpointer b)
  * one UpdateBatch of a connection at a time, so more connections keep its
  * workers and Redis busy together. Those answered Unavailable end in
  * retry, in record order. */
+/* The lanes of count records: RANK_TRANSFER_BATCH records each, at most
+ * RANK_TRANSFER_CONNECTIONS. */
+static guint
+lanes_for (guint count)
+{
+  return MAX (1, MIN (RANK_TRANSFER_CONNECTIONS, count / RANK_TRANSFER_BATCH));
+}
+
+/* The lane of record k among n. */
+static guint
+lane_of (GPtrArray *entries, guint k, guint n)
+{
+  const RankTransferEntry *e = entries->pdata[k];
+
+  return g_str_hash (e->member) % n;
+}
+
+/* The calls recorded as a whole that an import of entries makes, the same
+ * every time: RANK_TRANSFER_GROUP records of one lane a call, in the
+ * file's order. */
+static GPtrArray *
+make_groups (GPtrArray *entries)
+{
+  GPtrArray *groups = g_ptr_array_new_with_free_func (
+      (GDestroyNotify) (void (*) (void)) g_array_unref);
+  guint n = lanes_for (entries->len);
+  GArray *open[RANK_TRANSFER_CONNECTIONS] = { NULL };
+
+  for (guint k = 0; k < entries->len; k++)
+    {
+      guint lane = lane_of (entries, k, n);
+
+      if (open[lane] == NULL || open[lane]->len == RANK_TRANSFER_GROUP)
+        {
+          open[lane] = g_array_sized_new (FALSE, FALSE, sizeof (guint),
+                                          RANK_TRANSFER_GROUP);
+          g_ptr_array_add (groups, open[lane]);
+        }
+      g_array_append_val (open[lane], k);
+    }
+  return groups;
+}
+
 static gboolean
 send_all (RankClient *client, const char *board, GPtrArray *entries,
-          GArray *lines, const char *digest, GArray *todo, GArray *retry,
-          RankImportStats *stats, RankImportProgress progress,
+          GArray *lines, const char *digest, GPtrArray *groups, GArray *todo,
+          GArray *retry, RankImportStats *stats, RankImportProgress progress,
           gpointer progress_data, GError **error)
 {
   Shared shared = { .stats = stats,
@@ -854,9 +955,18 @@ send_all (RankClient *client, const char *board, GPtrArray *entries,
                     .progress_data = progress_data };
   Lane lanes[RANK_TRANSFER_CONNECTIONS];
   GThread *threads[RANK_TRANSFER_CONNECTIONS] = { NULL };
-  guint n = MAX (
-      1, MIN (RANK_TRANSFER_CONNECTIONS, todo->len / RANK_TRANSFER_BATCH));
+  guint records = todo->len;
+  guint n;
   gboolean ok = TRUE;
+
+  if (groups != NULL)
+    {
+      records = 0;
+      for (guint i = 0; i < todo->len; i++)
+        records
+            += ((GArray *) groups->pdata[g_array_index (todo, guint, i)])->len;
+    }
+  n = lanes_for (records);
 
   g_mutex_init (&shared.lock);
   for (guint i = 0; i < n; i++)
@@ -865,15 +975,19 @@ send_all (RankClient *client, const char *board, GPtrArray *entries,
                        .entries = entries,
                        .lines = lines,
                        .digest = digest,
+                       .groups = groups,
                        .todo = g_array_new (FALSE, FALSE, sizeof (guint)),
                        .retry = g_array_new (FALSE, FALSE, sizeof (guint)),
                        .shared = &shared };
+  /* A group goes with its first record: its records share a lane. */
   for (guint i = 0; i < todo->len; i++)
     {
       guint k = g_array_index (todo, guint, i);
-      const RankTransferEntry *e = entries->pdata[k];
+      guint first = groups != NULL
+                        ? g_array_index ((GArray *) groups->pdata[k], guint, 0)
+                        : k;
 
-      g_array_append_val (lanes[g_str_hash (e->member) % n].todo, k);
+      g_array_append_val (lanes[lane_of (entries, first, n)].todo, k);
     }
   for (guint i = 1; i < n && ok; i++)
     {
@@ -906,6 +1020,39 @@ send_all (RankClient *client, const char *board, GPtrArray *entries,
   return ok;
 }
 
+/* Whether board takes calls recorded as a whole (the IDL's
+ * UpdateBatchRequest.request_id): not sharded, capped, dense-ranked or
+ * periodic (an import's times may fall in several periods). */
+static gboolean
+groups_allowed (RankClient *client, const char *board, gboolean *allowed,
+                GError **error)
+{
+  g_autoptr (rankGetBoardInfoRequest) req
+      = g_object_new (RANK_TYPE_GET_BOARD_INFO_REQUEST, "board", board, NULL);
+  rankBoardInfo *info = g_object_new (RANK_TYPE_BOARD_INFO, NULL);
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+  GError *transport = NULL;
+  const char *shards, *cap, *rank, *period;
+
+  if (!rank_ranking_if_get_board_info (rank_client_iface (client), &info, req,
+                                       &invalid, &unavailable, &transport))
+    {
+      g_object_unref (info);
+      return call_failed ((GObject *) invalid, (GObject *) unavailable, NULL,
+                          transport, error);
+    }
+  shards = g_hash_table_lookup (info->options, "shards");
+  cap = g_hash_table_lookup (info->options, "cap");
+  rank = g_hash_table_lookup (info->options, "rank");
+  period = g_hash_table_lookup (info->options, "period");
+  *allowed = g_strcmp0 (shards, "1") == 0 && g_strcmp0 (cap, "0") == 0
+             && rank != NULL && strcmp (rank, "dense") != 0
+             && g_strcmp0 (period, "none") == 0;
+  g_object_unref (info);
+  return TRUE;
+}
+
 gboolean
 rank_transfer_import (RankClient *client, const char *board, const char *path,
                       RankTransferFormat format, RankImportProgress progress,
@@ -917,6 +1064,8 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
   g_autoptr (GPtrArray) entries = g_ptr_array_new_with_free_func (entry_free);
   g_autoptr (GArray) lines = g_array_new (FALSE, FALSE, sizeof (guint));
   g_autoptr (GArray) todo = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GPtrArray) groups = NULL;
+  gboolean grouped = FALSE;
   RankTransferReader reader;
   gsize len = 0;
 
@@ -948,23 +1097,42 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
       g_ptr_array_add (entries, e);
     }
   stats->records = entries->len;
+  if (!groups_allowed (client, board, &grouped, error))
+    return FALSE;
+  if (grouped)
+    {
+      groups = make_groups (entries);
+      g_array_set_size (todo, 0);
+      for (guint g = 0; g < groups->len; g++)
+        g_array_append_val (todo, g);
+    }
   for (int attempt = 0; todo->len > 0; attempt++)
     {
       g_autoptr (GArray) retry = g_array_new (FALSE, FALSE, sizeof (guint));
 
       if (attempt > 5)
         {
+          guint left = todo->len;
+
+          if (groups != NULL)
+            {
+              left = 0;
+              for (guint i = 0; i < todo->len; i++)
+                left += ((GArray *)
+                             groups->pdata[g_array_index (todo, guint, i)])
+                            ->len;
+            }
           g_set_error (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
                        "%u records still unavailable after 5 retries; run "
                        "the import again (what was applied is not applied "
                        "twice)",
-                       todo->len);
+                       left);
           return FALSE;
         }
       if (attempt > 0)
         g_usleep ((gulong) (100000 << attempt)); /* backoff before a retry */
-      if (!send_all (client, board, entries, lines, digest, todo, retry, stats,
-                     progress, progress_data, error))
+      if (!send_all (client, board, entries, lines, digest, groups, todo, retry,
+                     stats, progress, progress_data, error))
         return FALSE;
       g_array_unref (todo);
       todo = g_steal_pointer (&retry);

@@ -62,3 +62,12 @@ def wait_for(what, condition, deadline):
             return time.monotonic() - begin
         time.sleep(0.001)  # polling a condition, with a deadline
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def request_id_records(redis_port, board):
+    """Request-id records written on an unsharded, unperiodic board's keys
+    in the window, from its meta hash (rk:{board}:q: a count per bucket)."""
+    out = subprocess.run(
+        ["redis-cli", "-p", str(redis_port), "HGETALL", f"rk:{{{board}}}:q"],
+        capture_output=True, text=True, check=True).stdout.split()
+    return sum(int(v) for k, v in zip(out[::2], out[1::2]) if k.isdigit())

@@ -22,6 +22,7 @@ del sys.argv[1:3]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rankd_http  # noqa: E402
 from rankd_http import get, start_rankd, start_redis, stop, wait_for  # noqa
+from servers import request_id_records  # noqa: E402
 
 STUBS = rankd_http.load_stubs(IDL)
 
@@ -831,6 +832,157 @@ class UpdateBatchTest(Served):
             self.assertEqual(client.Count(CountRequest(board="ub-size")), 1000)
             self.assertEqual(client.GetRank(
                 GetRankRequest(board="ub-size", member="m999")).rank, 1)
+        finally:
+            t.close()
+
+
+class BatchRequestIdTest(Served):
+    """UpdateBatch with a request_id: one record for the whole batch, which
+    applies at most once and all or nothing."""
+
+    def batch(self, client, reqs, request_id, with_rank=False):
+        return client.UpdateBatch(UpdateBatchRequest(
+            requests=reqs, with_rank=with_rank,
+            request_id=request_id)).results
+
+    def records(self, board):
+        return request_id_records(self.redis_port, board)
+
+    def scores(self, client, board, members):
+        got = {}
+        for m in members:
+            try:
+                got[m] = client.GetRank(GetRankRequest(board, m)).score
+            except NotFound:
+                got[m] = None
+        return got
+
+    def test_applies_once_with_one_record(self):
+        board = "brid-once"
+        client, t = connect(self.port)
+        try:
+            reqs = [UpdateRequest(board, f"m{i}", 10 * i, f"line-{i}",
+                                  Mode.SET, 1700000000000 + i,
+                                  data={"n": str(i)} if i % 3 == 0 else None)
+                    for i in range(40)]
+            before = self.commands().get("evalsha", 0)
+            got = self.batch(client, reqs, "import-1")
+            self.assertEqual([(g.response.score, g.response.applied,
+                               g.response.rank) for g in got],
+                             [(10 * i, True, None) for i in range(40)])
+            # One script call, one record for the 40 updates.
+            self.assertEqual(self.commands()["evalsha"] - before, 1)
+            self.assertEqual(self.records(board), 1)
+            # Resent: nothing applies again, each answers its place now.
+            client.Update(UpdateRequest(board, "m5", 7, "live", Mode.INCREMENT))
+            again = self.batch(client, reqs, "import-1")
+            self.assertEqual([(g.response.score, g.response.applied)
+                              for g in again],
+                             [(10 * i + (7 if i == 5 else 0), False)
+                              for i in range(40)])
+            self.assertEqual(client.GetRank(
+                GetRankRequest(board, "m39")).rank, 1)
+            self.assertEqual(client.GetMemberData(GetMemberDataRequest(
+                board, "m3")), {"n": "3"})
+            # The updates' own ids are not recorded (as the IDL says).
+            u = client.Update(UpdateRequest(board, "m1", 1, "line-1",
+                                            Mode.INCREMENT))
+            self.assertEqual((u.score, u.applied), (11, True))
+        finally:
+            t.close()
+
+    def test_other_requests_refused(self):
+        board = "brid-reuse"
+        client, t = connect(self.port)
+        try:
+            reqs = [UpdateRequest(board, f"m{i}", i, f"r{i}", Mode.SET)
+                    for i in range(5)]
+            self.batch(client, reqs, "b")
+            changed = list(reqs)
+            changed[2] = UpdateRequest(board, "m2", 99, "r2", Mode.SET)
+            for other in (changed, reqs[:4], list(reversed(reqs))):
+                got = self.batch(client, other, "b")
+                for i, g in enumerate(got):
+                    self.assertIsNone(g.response, i)
+                    self.assertIn(f"requests[{i}]: request_id: already used "
+                                  "on this board for another batch",
+                                  g.invalid.message)
+            self.assertEqual(self.scores(client, board,
+                                         [f"m{i}" for i in range(5)]),
+                             {f"m{i}": i for i in range(5)})
+            # Another board's batch of the same request_id is its own.
+            got = self.batch(client, [UpdateRequest("brid-reuse2", "m", 1,
+                                                    "r", Mode.SET)], "b")
+            self.assertTrue(got[0].response.applied)
+        finally:
+            t.close()
+
+    def test_all_or_nothing(self):
+        """A request refused in Redis (an increment past 2^53-1) leaves the
+        whole batch unapplied and unrecorded; fixed, the batch applies."""
+        board = "brid-all"
+        big = 2**53 - 1
+        client, t = connect(self.port)
+        try:
+            client.Update(UpdateRequest(board, "top", big, "x", Mode.SET))
+            reqs = [UpdateRequest(board, "a", 5, "1", Mode.INCREMENT,
+                                  data={"k": "v"}),
+                    UpdateRequest(board, "top", 1, "2", Mode.INCREMENT),
+                    UpdateRequest(board, "b", 7, "3", Mode.SET)]
+            records = self.records(board)
+            got = self.batch(client, reqs, "all-1")
+            self.assertIn("requests[1]: value: current score", got[1]
+                          .invalid.message)
+            for i in (0, 2):
+                self.assertIn(f"requests[{i}]: not applied: requests[1] of "
+                              "the same batch was refused", got[i]
+                              .invalid.message)
+            self.assertEqual(self.scores(client, board, ["a", "b", "top"]),
+                             {"a": None, "b": None, "top": big})
+            self.assertEqual(self.records(board), records)
+            with self.assertRaises(NotFound):
+                client.GetMemberData(GetMemberDataRequest(board, "a"))
+            reqs[1] = UpdateRequest(board, "top", -1, "2", Mode.INCREMENT)
+            got = self.batch(client, reqs, "all-1")
+            self.assertEqual([g.response.applied for g in got], [True] * 3)
+            self.assertEqual(self.scores(client, board, ["a", "b", "top"]),
+                             {"a": 5, "b": 7, "top": big - 1})
+            self.assertEqual(client.GetMemberData(GetMemberDataRequest(
+                board, "a")), {"k": "v"})
+        finally:
+            t.close()
+
+    def test_refused_calls_change_nothing(self):
+        board = "brid-bad"
+        client, t = connect(self.port)
+        try:
+            one = [UpdateRequest(board, "m", 1, "r", Mode.SET)]
+            cases = [
+                ([UpdateRequest(board, f"m{i}", 1, f"r{i}")
+                  for i in range(65)], False, "b",
+                 "requests: 65 updates; a batch with a request_id takes 1 "
+                 "to 64"),
+                (one, True, "b", "with_rank: a batch with a request_id "
+                 "answers no ranks"),
+                (one, False, "", "request_id: "),
+                (one + [UpdateRequest("brid-other", "m", 1, "r")], False,
+                 "b", "requests[1].board: 'brid-other'; a batch with a "
+                 "request_id updates one board ('brid-bad')"),
+            ]
+            for reqs, with_rank, rid, message in cases:
+                with self.assertRaises(InvalidArgument) as e:
+                    self.batch(client, reqs, rid, with_rank)
+                self.assertIn(message, e.exception.message)
+            # A request refused by rankd: the others are not applied.
+            got = self.batch(client, one + [UpdateRequest(board, "", 1, "r")]
+                             + one, "b")
+            self.assertIn("requests[1]: member: ", got[1].invalid.message)
+            for i in (0, 2):
+                self.assertIn(f"requests[{i}]: not applied: requests[1] of "
+                              "the same batch was refused", got[i]
+                              .invalid.message)
+            self.assertEqual(client.Count(CountRequest(board=board)), 0)
+            self.assertEqual(self.records(board), 0)
         finally:
             t.close()
 

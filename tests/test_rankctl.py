@@ -30,7 +30,7 @@ from thrift.protocol import TBinaryProtocol  # noqa: E402
 from thrift.Thrift import TApplicationException, TMessageType  # noqa: E402
 from thrift.transport import TTransport  # noqa: E402
 
-from servers import free_port, start  # noqa: E402
+from servers import free_port, request_id_records, start  # noqa: E402
 
 WRAPPER = shlex.split(os.environ.get("RANKCTL_WRAPPER", ""))
 CONFIG = """[board raid]
@@ -487,19 +487,19 @@ class RankctlTest(unittest.TestCase):
             self.assertIn(code, out)
         self.assertEqual(self.ctl("top", "-h")[0], out)
         self.assertRegex(self.ctl("--version")[0],
-                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.3\)\n$")
+                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.4\)\n$")
 
     # ---- the server, import ----
 
     def test_info(self):
         info = self.json("info")
-        self.assertEqual(info["idl_version"], "1.3")
+        self.assertEqual(info["idl_version"], "1.4")
         self.assertRegex(info["version"], r"^\d+\.\d+\.\d+$")
         self.assertEqual(info["configured_boards"],
                          CONFIG.count("[board "))
         self.assertGreaterEqual(info["uptime_seconds"], 0)
         out, _ = self.ctl("info")
-        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.3\n")
+        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.4\n")
 
     def write(self, name, text):
         path = os.path.join(self.dir, name)
@@ -566,6 +566,40 @@ class RankctlTest(unittest.TestCase):
         self.assertEqual(self.json("rank", "many", "p7")["score"], 4807)
         self.assertEqual(self.json("rank", "many", "p1199")["score"], 4799)
         self.assertEqual(self.json("import", "many", csv)["repeated"], 5000)
+
+    def records(self, board):
+        return request_id_records(self.redis_port, board)
+
+    def test_import_records_calls_as_a_whole(self):
+        """Into a plain board, import sends 64 records a call, each call
+        recorded as a whole: one request-id record a call. A record refused
+        in a call leaves the others to a call of their own; a second run
+        applies nothing again. Into a sharded board: a record each."""
+        lines = ["member,score,timestamp_ms,subscores,data"]
+        for i in range(300):
+            lines.append(f'"g{i}",{i},{1000 + i},,')
+        lines[100] = '"' + "x" * 257 + '",1,1,,'
+        csv = self.write("grouped.csv", "\n".join(lines) + "\n")
+        want = {"records": 300, "applied": 299, "repeated": 0, "refused": 1}
+        out, err = self.ctl("--json", "import", "grp", csv, code=2)
+        self.assertEqual(json.loads(out), want)
+        self.assertIn("line 101 (member 'xxx", err)
+        self.assertEqual(self.json("count", "grp"), {"count": 299})
+        # Calls of 64 records (44 the last), one of which had the refused
+        # record: 4 recorded, and one of the 63 others of that one.
+        self.assertEqual(self.records("grp"), 5)
+        self.assertEqual(self.json("rank", "grp", "g299")["rank"], 1)
+        out, _ = self.ctl("--json", "import", "grp", csv, code=2)
+        self.assertEqual(json.loads(out),
+                         dict(want, applied=0, repeated=299))
+        self.assertEqual(self.records("grp"), 5)
+        self.assertEqual(self.json("count", "grp"), {"count": 299})
+        lines[100] = '"g99b",5,5,,'
+        csv = self.write("sharded.csv", "\n".join(lines) + "\n")
+        self.assertEqual(self.json("import", "rt_sh", csv),
+                         dict(want, applied=300, refused=0))
+        self.assertEqual(self.json("import", "rt_sh", csv),
+                         dict(want, applied=0, repeated=300, refused=0))
 
 
     # ---- export, and the board commands ----

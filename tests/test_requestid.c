@@ -82,6 +82,37 @@ test_record (void)
   g_assert_cmpmem (out, sizeof out, "\xf6\x69\x65\xa8", 4);
 }
 
+/* A batch recorded as a whole: the record of sha1("batch:<n>:" and its
+ * updates' fingerprints, in order), the field sha256(NUL, request id), the
+ * count, the token (little-endian). */
+static void
+test_group (void)
+{
+  gint64 subs[] = { 3, -4 };
+  RankUpdate a = {
+    .member = "alice", .request_id = "x", .value = 120, .mode = RANK_MODE_BEST
+  };
+  RankUpdate b = a;
+  const RankUpdate *both[] = { &a, &b }, *swapped[] = { &b, &a };
+  guint8 out[RANK_UPDATE_GROUP_BYTES], other[RANK_UPDATE_GROUP_BYTES];
+  g_autofree char *h = NULL;
+
+  b.subscores = subs;
+  b.n_subscores = 2;
+  rank_request_group ("imp-1", both, 2, 1959777, 0x0102030405060708, out);
+  h = hex (out, sizeof out);
+  g_assert_cmpstr (h, ==,
+                   "13df9f0a"
+                   "f645daeae7f87be011a0"
+                   "02"
+                   "0807060504030201");
+  /* Another order stands for another batch. */
+  rank_request_group ("imp-1", swapped, 2, 1959777, 0x0102030405060708, other);
+  g_assert_cmpmem (other, 4, "\x1e\x7f\x8f\xe2", 4);
+  g_assert_cmpmem (other + 4, RANK_UPDATE_GROUP_BYTES - 4, out + 4,
+                   RANK_UPDATE_GROUP_BYTES - 4);
+}
+
 static void
 test_buckets (void)
 {
@@ -203,6 +234,7 @@ main (int argc, char **argv)
   g_test_add_func ("/requestid/fingerprint", test_fingerprint);
   g_test_add_func ("/requestid/buckets", test_buckets);
   g_test_add_func ("/requestid/record", test_record);
+  g_test_add_func ("/requestid/group", test_group);
   g_test_add_func ("/requestid/update-lua-arguments", test_update_arguments);
   return g_test_run ();
 }

@@ -25,8 +25,9 @@
 --   (desc: score = -score; asc: score = score, BEST keeps the lower); rank
 --   kind (ordinal, competition or dense); cap (0: none; else the shard
 --   keeps its best cap members); expire at (Unix ms; periodic boards: when
---   this period's keys go; 0: never). Numbers rankd formats, as
---   string.format here costs Redis more.
+--   this period's keys go; 0: never); group ('', or the record of a batch
+--   recorded as a whole, below). Numbers rankd formats, as string.format
+--   here costs Redis more.
 -- Then each update's, packed where Lua reads them without a string of
 --   their own (an argument costs Redis about 1k instructions: its parse,
 --   its object, its Lua string): member; flags, 3 bytes: mode (1
@@ -80,6 +81,17 @@
 -- The first records of a bucket delete the meta fields of buckets out of
 -- the window and set the meta hash to expire with the newest record hash.
 --
+-- A batch recorded as a whole (UpdateBatchRequest.request_id; group, 23
+-- bytes: its record (4 bytes) and field (10), as an update's, then how
+-- many updates it has (1 byte) and a token of the call (8) that keeps
+-- rankd from putting another batch's updates in the same call) has one
+-- record for all its updates, whose own ids are not looked up or recorded
+-- (their id arguments are empty). rankd sends it alone in its call, and
+-- only where the call is deferred (below): it applies all or nothing. A
+-- live record of it answers each update as already applied (or, for
+-- another batch, refuses each); else the record is written, and a refused
+-- update leaves every update unapplied and deletes it again.
+--
 -- Returns the replies of the updates one after another, flat: for each,
 -- score, rank, applied, subscores (4 elements), or its one error reply.
 -- (A table per update would cost Redis more: each is checked for the
@@ -114,13 +126,15 @@ local order = ARGV[8]
 local kind = ARGV[9]
 local cap = ARGV[10]
 local expire_at = ARGV[11]
+local group = ARGV[12]
 -- Then ITEM arguments per update (store_update.c, ItemArg).
-local HEAD, ITEM = 11, 6
+local HEAD, ITEM = 12, 6
 local TIME_BYTES = 6
 -- The updates in this call.
 local count = (#ARGV - HEAD) / ITEM
 
 rank_wanted = rank_wanted == '1'
+local grouped = group ~= ''
 local ascending = order == 'asc'
 local current = tonumber(names[0])
 local LIMIT = 9007199254740991
@@ -316,6 +330,9 @@ end
 -- new, or whose mark is 2 buckets old, loses its stale records and
 -- is marked and set to expire afresh.
 local function recorded(hash, mark)
+  if not hash then
+    return
+  end
   records_added = records_added + 1
   if mark and unswept[mark] then
     return
@@ -521,7 +538,11 @@ local function apply(at)
   local subs = nsub > 0 and string.sub(prefix, 1, nsub) or ''
   data_given = data_given == 1
 
-  local seen, hash, mark = lookup(idhash)
+  -- A batch recorded as a whole records none of its updates.
+  local seen, hash, mark
+  if not grouped then
+    seen, hash, mark = lookup(idhash)
+  end
 
   -- The member's place: its sorted-set key, score and subscores.
   local p, key, old, old_subs
@@ -559,7 +580,7 @@ local function apply(at)
 
   -- The first write: the record. HSETNX finds a live record of this id in
   -- the current layout, and writes none then.
-  if not seen then
+  if not seen and hash then
     seen = write_record(hash, idhash, record)
   end
   if seen then
@@ -615,7 +636,9 @@ local function apply(at)
   -- test is exact; the message prints its operands, which are exact too.
   if new > LIMIT or new < -LIMIT then
     -- The record goes again: a refused update records nothing.
-    redis.call('HDEL', hash, idhash)
+    if hash then
+      redis.call('HDEL', hash, idhash)
+    end
     return redis.error_reply(string.format(
       'RANK_INVALID value: current score %d + %d is outside -%d..%d',
       old or 0, value, LIMIT, LIMIT))
@@ -680,8 +703,116 @@ local function load_and_apply(at)
 end
 
 local results, out = {}, 0
+
+-- Every update of the call answers r (whatever was answered before).
+local function answer_all(r)
+  for i = count + 1, out do
+    results[i] = nil
+  end
+  for i = 1, count do
+    results[i] = r
+  end
+  out = count
+end
+
+-- The error met in a pcall (ok false), as a string.
+local function error_text(r)
+  -- Redis 7's pcall hands an error table over as its message.
+  if type(r) == 'table' then
+    r = r.err
+  end
+  return tostring(wrongtype_named(r))
+end
+
+local GROUP_REUSED = 'RANK_INVALID request_id: already used on this ' ..
+  'board for another batch'
+
+-- A batch recorded as a whole (group): one record stands for all its
+-- updates, which apply all or nothing. rankd sends such a batch alone in
+-- its call, and only where the call is deferred: nothing is written
+-- before the last update is computed, so a refused one drops the writes
+-- of the others with it.
+local function apply_group()
+  if not deferred then
+    return answer_all(redis.error_reply('RANK_INVALID request_id: a batch ' ..
+      'recorded as a whole needs a board without a cap or dense ranks, ' ..
+      'and no ranks'))
+  end
+  if string.byte(group, 15) ~= count then
+    return answer_all(redis.error_reply('RANK_UNAVAILABLE not applied: ' ..
+      'the batch reached Redis in parts; send it again'))
+  end
+  local grecord, gid = string.sub(group, 1, 4), string.sub(group, 5, 14)
+  local ok, seen, ghash, gmark = pcall(function()
+    load_places()
+    return lookup(gid)
+  end)
+  if ok and not seen then
+    ok, seen = pcall(write_record, ghash, gid, grecord)
+  end
+  if not ok then
+    local r = error_text(seen)
+    if string.sub(r, 1, 13) ~= 'RANK_DAMAGED ' then
+      error({err = r})
+    end
+    return answer_all(redis.error_reply(r))
+  end
+  if seen then
+    if not same_request(seen, grecord) then
+      return answer_all(redis.error_reply(GROUP_REUSED))
+    end
+    -- Applied before: each update answers the member's place now.
+    for i = 1, count do
+      local at = HEAD + (i - 1) * ITEM
+      local member = ARGV[at + 1]
+      local p = prefix_of[member]
+      if p then
+        results[out + 1] = zscore_of(zscore_of_member[member])
+        results[out + 4] = string.sub(p, 1, #ARGV[at + 5] - TIME_BYTES)
+      else
+        results[out + 1], results[out + 4] = 0, ''
+      end
+      results[out + 2], results[out + 3] = 0, 0
+      out = out + 4
+    end
+    return
+  end
+  for i = 1, count do
+    local done, r, rank, applied, subs = pcall(apply, HEAD + (i - 1) * ITEM)
+    local failed
+    if done and type(r) == 'table' then
+      failed = r.err
+    elseif not done then
+      failed = error_text(r)
+      if string.sub(failed, 1, 13) ~= 'RANK_DAMAGED ' then
+        redis.call('HDEL', ghash, gid)
+        error({err = failed})
+      end
+    end
+    if failed then
+      -- Nothing of the batch is written, and its record goes again.
+      redis.call('HDEL', ghash, gid)
+      local as = string.sub(failed, 1, 13) == 'RANK_INVALID ' and
+        'RANK_INVALID' or 'RANK_UNAVAILABLE'
+      answer_all(redis.error_reply(as .. ' not applied: requests[' ..
+        (i - 1) .. '] of the same batch was refused, and a batch with a ' ..
+        'request_id applies all or nothing'))
+      results[i] = redis.error_reply(failed)
+      return
+    end
+    results[out + 1], results[out + 2] = r, rank
+    results[out + 3], results[out + 4] = applied, subs
+    out = out + 4
+  end
+  flush()
+  recorded(ghash, gmark)
+end
+
+if grouped then
+  apply_group()
+end
 local stopped
-for i = 1, count do
+for i = 1, grouped and 0 or count do
   if stopped then
     out = out + 1
     results[out] = redis.error_reply('RANK_UNAVAILABLE not applied: ' .. stopped)
@@ -716,7 +847,9 @@ for i = 1, count do
     end
   end
 end
-flush()
+if not grouped then
+  flush()
+end
 
 -- What the records of this batch leave in the meta hash (and, in a bucket's
 -- first call, its expiry and the fields of buckets out of the window), and
