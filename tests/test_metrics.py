@@ -987,6 +987,66 @@ class BatchRequestIdTest(Served):
             t.close()
 
 
+class BatchRequestIdBoardsTest(unittest.TestCase):
+    """A batch with a request_id on a board that cannot take one (sharded,
+    capped, dense, or across periods) is refused whole, naming why;
+    nothing changes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rankd-brid-")
+        conf = os.path.join(cls.dir, "rankd.conf")
+        with open(conf, "w") as f:
+            f.write("[board sh]\nshards=4\n\n[board capped]\ncap=10\n\n"
+                    "[board dense]\nrank=dense\n\n[board day]\n"
+                    "period=daily\nretention=3\naccept_late=true\n")
+        cls.redis, cls.redis_port = start_redis(cls.dir)
+        cls.rankd, cls.port, _ = start_rankd(
+            RANKD, cls.dir, cls.redis_port, ["--config", conf])
+
+    @classmethod
+    def tearDownClass(cls):
+        status = stop(cls.rankd)
+        cls.redis.terminate()
+        cls.redis.wait(30)
+        shutil.rmtree(cls.dir)
+        assert status == 0, f"rankd exited with {status} on SIGTERM"
+
+    def test_refused(self):
+        day = 86400000
+        now = int(time.time() * 1000) // day * day
+        cases = {
+            "sh": "request_id: board 'sh' has shards",
+            "capped": "request_id: board 'capped' has a cap",
+            "dense": "request_id: board 'dense' has rank=dense",
+        }
+        client, t = connect(self.port)
+        try:
+            for board, message in cases.items():
+                reqs = [UpdateRequest(board, f"m{i}", i, f"r{i}", Mode.SET)
+                        for i in range(3)]
+                with self.assertRaises(InvalidArgument) as e:
+                    client.UpdateBatch(UpdateBatchRequest(
+                        requests=reqs, with_rank=False, request_id="b"))
+                self.assertIn(message, e.exception.message)
+                self.assertEqual(client.Count(CountRequest(board=board)), 0)
+            reqs = [UpdateRequest("day", "a", 1, "1", Mode.SET, now + 5),
+                    UpdateRequest("day", "b", 1, "2", Mode.SET, now - day)]
+            with self.assertRaises(InvalidArgument) as e:
+                client.UpdateBatch(UpdateBatchRequest(
+                    requests=reqs, with_rank=False, request_id="b"))
+            self.assertIn("requests[1].timestamp_ms: in period ",
+                          e.exception.message)
+            self.assertIn("a batch with a request_id updates one period",
+                          e.exception.message)
+            # One period of a periodic board is fine.
+            got = client.UpdateBatch(UpdateBatchRequest(
+                requests=reqs[:1], with_rank=False, request_id="b")).results
+            self.assertTrue(got[0].response.applied)
+        finally:
+            t.close()
+
+
 class ViewerConnectionTest(unittest.TestCase):
     """The viewer's pooled Thrift connection, closed by rankd's idle
     timeout, is replaced without an error."""
