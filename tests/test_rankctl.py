@@ -594,6 +594,15 @@ class RankctlTest(unittest.TestCase):
                          dict(want, applied=0, repeated=299))
         self.assertEqual(self.records("grp"), 5)
         self.assertEqual(self.json("count", "grp"), {"count": 299})
+        # The same calls over the buffered transport and compact protocol.
+        compact = ("--transport", "buffered", "--protocol", "compact")
+        out, _ = self.ctl(*compact, "--json", "import", "grp_c", csv,
+                          code=2, port=self.port_compact)
+        self.assertEqual(json.loads(out), want)
+        out, _ = self.ctl(*compact, "--json", "import", "grp_c", csv,
+                          code=2, port=self.port_compact)
+        self.assertEqual(json.loads(out), dict(want, applied=0, repeated=299))
+        self.assertEqual(self.records("grp_c"), 5)
         lines[100] = '"g99b",5,5,,'
         csv = self.write("sharded.csv", "\n".join(lines) + "\n")
         self.assertEqual(self.json("import", "rt_sh", csv),
