@@ -28,6 +28,8 @@
 #              COUNT=rankd: count rankd's instructions instead (rankd under
 #              callgrind, redis-server as it is): rankd's own cost per
 #              operation, all its threads
+#              COUNT=rankctl (OP=import): count rankctl's, all of its run
+#              (reading the file included)
 #              CALLGRIND_OUT=DIR: keep the callgrind dumps there, for
 #              callgrind_annotate (a redis-server built with symbols first
 #              in PATH names Redis's functions; Debian's has none)
@@ -58,7 +60,11 @@ keep_dumps() {
 trap 'stop_all; keep_dumps; rm -rf "$work"' EXIT
 
 count=${COUNT:-redis}
-case $count in redis | rankd) ;; *) echo "COUNT: redis or rankd" >&2; exit 2 ;; esac
+case $count in redis | rankd | rankctl) ;; *) echo "COUNT: redis, rankd or rankctl" >&2; exit 2 ;; esac
+if [ "$count" = rankctl ] && [ "$op" != import ]; then
+  echo "COUNT=rankctl counts OP=import only" >&2
+  exit 2
+fi
 # Under callgrind Redis runs tens of times slower: rankd waits for it
 # (--redis-timeout) rather than answer Unavailable to calls that Redis then
 # applies, which the client would send again.
@@ -124,8 +130,13 @@ if [ "$op" = import ]; then
   python3 "$here/import_gen.py" "$members" csv >"$work/gen.csv"
   requests=$members
   redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
+  rankctl=("$build/rankctl")
+  if [ "$count" = rankctl ]; then
+    rankctl=(valgrind --tool=callgrind --log-file="$work/valgrind.log"
+      --callgrind-out-file="$work/callgrind.out.rankctl" "$build/rankctl")
+  fi
   callgrind_control -z "$counted_pid" >/dev/null 2>&1
-  RANKCTL_CONNECT=127.0.0.1:$rankd_port "$build/rankctl" --timeout 120 \
+  RANKCTL_CONNECT=127.0.0.1:$rankd_port "${rankctl[@]}" --timeout 120 \
     import bench-0 "$work/gen.csv" >/dev/null
   callgrind_control -d "$counted_pid" >/dev/null 2>&1
 else

@@ -430,6 +430,20 @@ write_field_begin (ThriftProtocol *out, const char *name, ThriftType type,
   return thrift_protocol_write_field_begin (out, name, type, id, error) >= 0;
 }
 
+/* Field 4 of an Entry or an UpdateResponse: the subscores. */
+static gboolean
+write_subscores (ThriftProtocol *out, const gint64 *subscores, guint n,
+                 GError **error)
+{
+  gboolean ok = write_field_begin (out, "subscores", T_LIST, 4, error)
+                && thrift_protocol_write_list_begin (out, T_I64, n, error) >= 0;
+
+  for (guint i = 0; ok && i < n; i++)
+    ok = thrift_protocol_write_i64 (out, subscores[i], error) >= 0;
+  return ok && thrift_protocol_write_list_end (out, error) >= 0
+         && thrift_protocol_write_field_end (out, error) >= 0;
+}
+
 /* Entry.subscores (4) and Entry.data (5), when the entry has them. */
 static gboolean
 write_entry_extras (ThriftProtocol *out, const RankRow *e, GError **error)
@@ -439,16 +453,7 @@ write_entry_extras (ThriftProtocol *out, const RankRow *e, GError **error)
   gboolean ok = TRUE;
 
   if (e->n_subscores > 0)
-    {
-      ok = write_field_begin (out, "subscores", T_LIST, 4, error)
-           && thrift_protocol_write_list_begin (out, T_I64, e->n_subscores,
-                                                error)
-                  >= 0;
-      for (guint i = 0; ok && i < e->n_subscores; i++)
-        ok = thrift_protocol_write_i64 (out, e->subscores[i], error) >= 0;
-      ok = ok && thrift_protocol_write_list_end (out, error) >= 0
-           && thrift_protocol_write_field_end (out, error) >= 0;
-    }
+    ok = write_subscores (out, e->subscores, e->n_subscores, error);
   if (!ok || e->data == NULL)
     return ok;
   if (!rank_member_data_parse (e->data, e->data_len, pairs, &n))
@@ -534,6 +539,29 @@ write_entry (ThriftProtocol *out, gboolean binary, const RankRow *e,
          && thrift_protocol_write_struct_end (out, error) >= 0;
 }
 
+/* A reply written without the generated structs: its message, its result
+ * struct and the start of its success field (field 0, of type), ... */
+static gboolean
+success_begin (ThriftProtocol *out, Call *call, ThriftType type, GError **error)
+{
+  return thrift_protocol_write_message_begin (out, call_name (call), T_REPLY,
+                                              call->seqid, error)
+             >= 0
+         && thrift_protocol_write_struct_begin (out, "Result", error) >= 0
+         && thrift_protocol_write_field_begin (out, "success", type, 0, error)
+                >= 0;
+}
+
+/* ... and their ends. */
+static gboolean
+success_end (ThriftProtocol *out, GError **error)
+{
+  return thrift_protocol_write_field_end (out, error) >= 0
+         && thrift_protocol_write_field_stop (out, error) >= 0
+         && thrift_protocol_write_struct_end (out, error) >= 0
+         && end_message (out, error);
+}
+
 /* A result whose success (field 0) is a list<Entry> (GetTopN, GetAround,
  * Sample) or, when !list, one Entry (GetRank): written straight from the
  * rows, without the generated structs. */
@@ -543,26 +571,16 @@ reply_rows (Call *call, const RankRow *rows, gsize n, gboolean list)
   ThriftProtocol *out = begin_reply (call);
   gboolean binary = THRIFT_IS_BINARY_PROTOCOL (out);
   g_autoptr (GError) error = NULL;
-  gboolean ok
-      = thrift_protocol_write_message_begin (out, call_name (call), T_REPLY,
-                                             call->seqid, &error)
-            >= 0
-        && thrift_protocol_write_struct_begin (out, "Result", &error) >= 0
-        && thrift_protocol_write_field_begin (
-               out, "success", list ? T_LIST : T_STRUCT, 0, &error)
-               >= 0
-        && (!list
-            || thrift_protocol_write_list_begin (out, T_STRUCT, (guint32) n,
-                                                 &error)
-                   >= 0);
+  gboolean ok = success_begin (out, call, list ? T_LIST : T_STRUCT, &error)
+                && (!list
+                    || thrift_protocol_write_list_begin (out, T_STRUCT,
+                                                         (guint32) n, &error)
+                           >= 0);
 
   for (gsize i = 0; ok && i < n; i++)
     ok = write_entry (out, binary, &rows[i], &error);
   ok = ok && (!list || thrift_protocol_write_list_end (out, &error) >= 0)
-       && thrift_protocol_write_field_end (out, &error) >= 0
-       && thrift_protocol_write_field_stop (out, &error) >= 0
-       && thrift_protocol_write_struct_end (out, &error) >= 0
-       && end_message (out, &error);
+       && success_end (out, &error);
   finish_call (call, ok, error);
 }
 
@@ -1443,7 +1461,17 @@ start_get_member_data (Call *call)
 /* Each update of the batch goes its own way (its board's context, layout
  * check and store operation), as an Update would; updates of one board
  * queued together leave in one script call (backend.c). The call answers
- * once every item has. */
+ * once every item has, written from the items' answers (reply_batch)
+ * without the generated structs: four GObjects an item were a good part
+ * of rankd's CPU on an import (perf). */
+typedef enum
+{
+  ITEM_PENDING,
+  ITEM_ANSWERED,    /* answer */
+  ITEM_INVALID,     /* message */
+  ITEM_UNAVAILABLE, /* message */
+} ItemState;
+
 typedef struct
 {
   Batch *batch;
@@ -1451,7 +1479,9 @@ typedef struct
   RankContext ctx;
   RankUpdate update;
   char *data;
-  rankUpdateResult *result;
+  ItemState state;
+  RankUpdateResult answer;
+  char *message;
 } BatchItem;
 
 struct _Batch
@@ -1474,7 +1504,7 @@ batch_free (Batch *batch)
     {
       rank_context_clear (&batch->items[i].ctx);
       g_free (batch->items[i].data);
-      g_clear_object (&batch->items[i].result);
+      g_free (batch->items[i].message);
     }
   g_free (batch->items);
   g_free (batch);
@@ -1508,24 +1538,94 @@ note_writes (Call *call)
     board_written (cache, &call->ctx);
 }
 
-static void
-set_batch_response (GObject *object, gpointer data)
+/* An UpdateResponse (Update's fields: fill_update_response). */
+static gboolean
+write_update_response (ThriftProtocol *out, const RankUpdateResult *r,
+                       GError **error)
 {
-  rankRankingUpdateBatchResult *result
-      = RANK_RANKING_UPDATE_BATCH_RESULT (object);
-  Batch *batch = data;
+  gboolean ok
+      = thrift_protocol_write_struct_begin (out, "UpdateResponse", error) >= 0
+        && thrift_protocol_write_field_begin (out, "score", T_I64, 1, error)
+               >= 0
+        && thrift_protocol_write_i64 (out, r->score, error) >= 0
+        && thrift_protocol_write_field_end (out, error) >= 0;
 
-  for (guint i = 0; i < batch->n; i++)
-    g_ptr_array_add (result->success->results,
-                     g_steal_pointer (&batch->items[i].result));
-  result->__isset_success = TRUE;
+  if (ok && r->rank > 0)
+    ok = thrift_protocol_write_field_begin (out, "rank", T_I64, 2, error) >= 0
+         && thrift_protocol_write_i64 (out, r->rank, error) >= 0
+         && thrift_protocol_write_field_end (out, error) >= 0;
+  ok = ok
+       && thrift_protocol_write_field_begin (out, "applied", T_BOOL, 3, error)
+              >= 0
+       && thrift_protocol_write_bool (out, r->applied, error) >= 0
+       && thrift_protocol_write_field_end (out, error) >= 0;
+  if (ok && r->n_subscores > 0)
+    ok = write_subscores (out, r->subscores, r->n_subscores, error);
+  return ok && thrift_protocol_write_field_stop (out, error) >= 0
+         && thrift_protocol_write_struct_end (out, error) >= 0;
+}
+
+/* An UpdateResult: the item's response, or its exception (1: message). */
+static gboolean
+write_update_result (ThriftProtocol *out, const BatchItem *item, GError **error)
+{
+  gboolean answered = item->state == ITEM_ANSWERED;
+  gint16 id = answered ? 1 : item->state == ITEM_INVALID ? 2 : 3;
+  gboolean ok
+      = thrift_protocol_write_struct_begin (out, "UpdateResult", error) >= 0
+        && thrift_protocol_write_field_begin (out, "", T_STRUCT, id, error)
+               >= 0;
+
+  g_assert (item->state != ITEM_PENDING);
+  if (ok && answered)
+    ok = write_update_response (out, &item->answer, error);
+  else if (ok)
+    ok = thrift_protocol_write_struct_begin (out, "", error) >= 0
+         && thrift_protocol_write_field_begin (out, "message", T_STRING, 1,
+                                               error)
+                >= 0
+         && thrift_protocol_write_string (out, item->message, error) >= 0
+         && thrift_protocol_write_field_end (out, error) >= 0
+         && thrift_protocol_write_field_stop (out, error) >= 0
+         && thrift_protocol_write_struct_end (out, error) >= 0;
+  return ok && thrift_protocol_write_field_end (out, error) >= 0
+         && thrift_protocol_write_field_stop (out, error) >= 0
+         && thrift_protocol_write_struct_end (out, error) >= 0;
+}
+
+/* UpdateBatch's reply: success, an UpdateBatchResponse of the items'
+ * results in order. */
+static void
+reply_batch (Call *call)
+{
+  Batch *batch = call->batch;
+  ThriftProtocol *out = begin_reply (call);
+  g_autoptr (GError) error = NULL;
+  gboolean ok
+      = success_begin (out, call, T_STRUCT, &error)
+        && thrift_protocol_write_struct_begin (out, "UpdateBatchResponse",
+                                               &error)
+               >= 0
+        && thrift_protocol_write_field_begin (out, "results", T_LIST, 1, &error)
+               >= 0
+        && thrift_protocol_write_list_begin (out, T_STRUCT, batch->n, &error)
+               >= 0;
+
+  for (guint i = 0; ok && i < batch->n; i++)
+    ok = write_update_result (out, &batch->items[i], &error);
+  ok = ok && thrift_protocol_write_list_end (out, &error) >= 0
+       && thrift_protocol_write_field_end (out, &error) >= 0
+       && thrift_protocol_write_field_stop (out, &error) >= 0
+       && thrift_protocol_write_struct_end (out, &error) >= 0
+       && success_end (out, &error);
+  finish_call (call, ok, error);
 }
 
 static void
 batch_item_done (Batch *batch)
 {
   if (--batch->pending == 0)
-    handler_reply_result (batch->call, set_batch_response, batch);
+    reply_batch (batch->call);
 }
 
 /* The item's refusal or failure, as the exception of its result; an error
@@ -1533,22 +1633,11 @@ batch_item_done (Batch *batch)
 static void
 batch_item_failed (BatchItem *item, const GError *error)
 {
-  rankUpdateResult *result = item->result;
-  g_autofree char *message
+  item->state = error->domain == RANK_ERROR && error->code == RANK_ERROR_INVALID
+                    ? ITEM_INVALID
+                    : ITEM_UNAVAILABLE;
+  item->message
       = g_strdup_printf ("requests[%u]: %s", item->index, error->message);
-
-  if (error->domain == RANK_ERROR && error->code == RANK_ERROR_INVALID)
-    {
-      result->invalid
-          = g_object_new (RANK_TYPE_INVALID_ARGUMENT, "message", message, NULL);
-      result->__isset_invalid = TRUE;
-    }
-  else
-    {
-      result->unavailable
-          = g_object_new (RANK_TYPE_UNAVAILABLE, "message", message, NULL);
-      result->__isset_unavailable = TRUE;
-    }
   batch_item_done (item->batch);
 }
 
@@ -1563,8 +1652,8 @@ batch_item_answered (const RankUpdateResult *r, const GError *error,
       batch_item_failed (item, error);
       return;
     }
-  fill_update_response (item->result->response, r);
-  item->result->__isset_response = TRUE;
+  item->state = ITEM_ANSWERED;
+  item->answer = *r;
   batch_item_done (item->batch);
 }
 
@@ -1786,7 +1875,6 @@ start_update_batch (Call *call)
     {
       batch->items[i].batch = batch;
       batch->items[i].index = i;
-      batch->items[i].result = g_object_new (RANK_TYPE_UPDATE_RESULT, NULL);
     }
   if (args->__isset_request_id)
     {

@@ -999,7 +999,8 @@ class BatchRequestIdBoardsTest(unittest.TestCase):
         with open(conf, "w") as f:
             f.write("[board sh]\nshards=4\n\n[board capped]\ncap=10\n\n"
                     "[board dense]\nrank=dense\n\n[board day]\n"
-                    "period=daily\nretention=3\naccept_late=true\n")
+                    "period=daily\nretention=3\naccept_late=true\n\n"
+                    "[board subs]\nsubscores=asc,desc\n")
         cls.redis, cls.redis_port = start_redis(cls.dir)
         cls.rankd, cls.port, _ = start_rankd(
             RANKD, cls.dir, cls.redis_port, ["--config", conf])
@@ -1043,6 +1044,35 @@ class BatchRequestIdBoardsTest(unittest.TestCase):
             got = client.UpdateBatch(UpdateBatchRequest(
                 requests=reqs[:1], with_rank=False, request_id="b")).results
             self.assertTrue(got[0].response.applied)
+        finally:
+            t.close()
+
+    def test_answers_as_update(self):
+        """UpdateBatch's answers (written without the generated structs)
+        carry what Update's do: score, rank, applied, subscores; or the
+        item's refusal."""
+        client, t = connect(self.port)
+        try:
+            reqs = [UpdateRequest("subs", "a", 5, "1", Mode.SET,
+                                  subscores=[1, -2]),
+                    UpdateRequest("subs", "b", 5, "2", Mode.SET,
+                                  subscores=[0, 9]),
+                    UpdateRequest("subs", "a", 5, "1", Mode.SET,
+                                  subscores=[1, -2]),
+                    UpdateRequest("subs", "c", 1, "3", Mode.SET)]
+            got = client.UpdateBatch(UpdateBatchRequest(requests=reqs))
+            r = [g.response for g in got.results[:3]]
+            self.assertEqual([(x.score, x.rank, x.applied, x.subscores)
+                              for x in r],
+                             [(5, 1, True, [1, -2]), (5, 1, True, [0, 9]),
+                              (5, 2, False, [1, -2])])
+            self.assertIsNone(got.results[3].response)
+            self.assertIn("requests[3]: subscores: ",
+                          got.results[3].invalid.message)
+            self.assertIsNone(got.results[3].unavailable)
+            alone = client.Update(UpdateRequest("subs", "a", 5, "1", Mode.SET,
+                                                subscores=[1, -2]))
+            self.assertEqual(alone, r[2])
         finally:
             t.close()
 
