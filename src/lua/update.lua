@@ -820,12 +820,8 @@ for i = 1, grouped and 0 or count do
     local first = i == 1 and deferred
     local ok, r, rank, applied, subs = pcall(
       first and load_and_apply or apply, HEAD + (i - 1) * ITEM)
-    -- Redis 7's pcall hands an error table over as its message.
-    if not ok and type(r) == 'table' then
-      r = r.err
-    end
     if not ok then
-      r = wrongtype_named(r)
+      r = error_text(r)
     end
     if ok and type(r) == 'table' then
       out = out + 1
