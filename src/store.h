@@ -422,9 +422,10 @@ typedef struct
 } RankQueueOutcome;
 
 /* The entries of batch done with (outcomes: one per update): those with
- * an update to retry stay pending; of the others, the dead updates go to
- * the dead letters, then the entries are acknowledged and their updates
- * counted. */
+ * an update to retry stay pending; the others are acknowledged, and those
+ * this acknowledgement counts (not another drain's before it) have their
+ * updates counted and their dead updates put in the dead letters, in the
+ * same script. */
 void rank_store_queue_done (RankStore *store, const RankContext *ctx,
                             guint shard, const RankQueueBatch *batch,
                             const RankQueueOutcome *outcomes,

@@ -21,13 +21,7 @@
 /* Field names of an entry: its count and its packed updates. */
 #define F_COUNT "n"
 #define F_PACKED "p"
-/* And of a dead letter. */
-#define F_MEMBER "m"
-#define F_REQUEST_ID "r"
-#define F_VALUE "v"
-#define F_MODE "o"
-#define F_TIME "t"
-#define F_REASON "reason"
+/* A dead letter's fields are queue.lua's. */
 
 static void
 add_queue_key (RankCommand *cmd, const RankContext *ctx, guint shard,
@@ -265,14 +259,17 @@ shard_state (RankStore *store, const RankContext *ctx, guint shard,
 
 /* ---- a board's counts (queue.lua), in updates ---- */
 
-/* A call of queue.lua (op) on shard's stream and counts. */
+/* A call of queue.lua (op) on shard's stream and counts, and its dead
+ * letters if dead_letters. */
 static void
 queue_script (RankCommand *cmd, const RankContext *ctx, guint shard,
-              const char *op)
+              const char *op, gboolean dead_letters)
 {
   rank_command_init_script (cmd, RANK_SCRIPT_QUEUE);
   add_queue_key (cmd, ctx, shard, RANK_KEY_SUFFIX_QUEUE);
   add_queue_key (cmd, ctx, shard, RANK_KEY_SUFFIX_QUEUE_COUNTS);
+  if (dead_letters)
+    add_queue_key (cmd, ctx, shard, RANK_KEY_SUFFIX_DEAD);
   rank_command_keys_done (cmd);
   rank_command_add_str (cmd, op);
 }
@@ -572,7 +569,7 @@ enqueue_add (EnqueueTask *task)
       part->task = task;
       part->index = shard;
       task->countdown.pending++;
-      queue_script (&cmd, task->ctx, shard, "add");
+      queue_script (&cmd, task->ctx, shard, "add", FALSE);
       rank_command_add_int (&cmd, count[shard]);
       rank_command_add (&cmd, packed[shard]->data, packed[shard]->len);
       g_byte_array_unref (packed[shard]);
@@ -955,7 +952,7 @@ rank_store_queue_read (RankStore *store, const RankContext *ctx, guint shard,
   else if (how == RANK_QUEUE_NEW)
     {
       /* queue.lua counts what it delivers. */
-      queue_script (&cmd, ctx, shard, "read");
+      queue_script (&cmd, ctx, shard, "read", FALSE);
       rank_command_add_str (&cmd, RANK_QUEUE_GROUP);
       rank_command_add_str (&cmd, consumer);
       rank_command_add_int (&cmd, count);
@@ -1013,34 +1010,45 @@ send_done_part (RankStore *store, guint shard, RankCommand *cmd, DoneTask *task)
                      done_part, task);
 }
 
-/* The dead letter of update u of entry e, with its reason. */
+/* One field of a dead letter, as queue.lua unpacks it: its length (4
+ * bytes, big-endian), then its bytes. */
 static void
-send_dead_letter (RankStore *store, const RankContext *ctx, guint shard,
-                  const RankQueueEntry *e, const RankQueueUpdate *u,
-                  const char *reason, DoneTask *task)
+pack_field (GByteArray *out, const char *text, gsize len)
+{
+  guint8 n[4] = { (guint8) (len >> 24), (guint8) (len >> 16),
+                  (guint8) (len >> 8), (guint8) len };
+
+  g_byte_array_append (out, n, sizeof n);
+  g_byte_array_append (out, (const guint8 *) text, (guint) len);
+}
+
+static void
+pack_int (GByteArray *out, gint64 value)
+{
+  char text[RANK_FORMAT_INT_MAX];
+
+  pack_field (out, text, rank_format_int (text, value));
+}
+
+/* The dead letter of update u, with its reason, packed for queue.lua:
+ * reason, member, request id, value, mode, time. */
+static void
+pack_dead_letter (GByteArray *out, const RankQueueUpdate *u, const char *reason)
 {
   const RankUpdate *up = &u->update;
-  RankCommand cmd;
+  const char *member = u->valid ? up->member : "";
+  const char *request_id = u->valid ? up->request_id : "";
 
-  rank_command_init (&cmd, "XADD");
-  add_queue_key (&cmd, ctx, shard, RANK_KEY_SUFFIX_DEAD);
-  rank_command_add_str (&cmd, "*");
-  rank_command_add_str (&cmd, F_REASON);
-  rank_command_add_str (&cmd, reason);
-  rank_command_add_str (&cmd, "id");
-  rank_command_add_str (&cmd, e->id);
-  rank_command_add_str (&cmd, F_MEMBER);
-  rank_command_add_str (&cmd, u->valid ? up->member : "");
-  rank_command_add_str (&cmd, F_REQUEST_ID);
-  rank_command_add_str (&cmd, u->valid ? up->request_id : "");
-  rank_command_add_str (&cmd, F_VALUE);
-  rank_command_add_int (&cmd, up->value);
-  rank_command_add_str (&cmd, F_MODE);
-  rank_command_add_int (&cmd, up->mode);
-  rank_command_add_str (&cmd, F_TIME);
-  rank_command_add_int (&cmd, up->timestamp_ms);
-  send_done_part (store, shard, &cmd, task);
+  pack_field (out, reason, strlen (reason));
+  pack_field (out, member, strlen (member));
+  pack_field (out, request_id, strlen (request_id));
+  pack_int (out, up->value);
+  pack_int (out, up->mode);
+  pack_int (out, up->timestamp_ms);
 }
+
+/* The ack's arguments: the script's, its group, then 4 per entry. */
+G_STATIC_ASSERT (5 + 4 * RANK_QUEUE_READ_COUNT <= RANK_COMMAND_MAX_ARGS);
 
 void
 rank_store_queue_done (RankStore *store, const RankContext *ctx, guint shard,
@@ -1049,13 +1057,15 @@ rank_store_queue_done (RankStore *store, const RankContext *ctx, guint shard,
                        gpointer data)
 {
   DoneTask *task = g_new0 (DoneTask, 1);
+  g_autoptr (GByteArray) letters = g_byte_array_new ();
   RankCommand ack;
   guint acked = 0;
 
+  g_assert (batch->n_entries <= RANK_QUEUE_READ_COUNT);
   task->func = func;
   task->data = data;
   task->countdown.pending = 1;
-  queue_script (&ack, ctx, shard, "ack");
+  queue_script (&ack, ctx, shard, "ack", TRUE);
   rank_command_add_str (&ack, RANK_QUEUE_GROUP);
   for (guint k = 0; k < batch->n_entries; k++)
     {
@@ -1068,19 +1078,23 @@ rank_store_queue_done (RankStore *store, const RankContext *ctx, guint shard,
         retry = retry || o[i].retry;
       if (retry)
         continue;
-      /* Dead letters first: an update leaves the queue only once its
-       * reason is kept. */
+      /* The dead letters go with the acknowledgement, in one script:
+       * written only by the drain whose XACK counts the entry (two drains
+       * can both have handled it, one after a claim), and never an entry
+       * acknowledged without its letters. */
+      g_byte_array_set_size (letters, 0);
       for (guint i = 0; i < e->n; i++)
         if (o[i].reason == NULL)
           applied++;
         else
-          send_dead_letter (store, ctx, shard, e, &batch->updates[e->first + i],
-                            o[i].reason, task);
+          pack_dead_letter (letters, &batch->updates[e->first + i],
+                            o[i].reason);
       /* Every update the entry held that did not apply is dead (those of
        * an entry that could not be read too). */
       rank_command_add_str (&ack, e->id);
       rank_command_add_int (&ack, applied);
       rank_command_add_int (&ack, MAX (e->count, applied) - applied);
+      rank_command_add (&ack, letters->data, letters->len);
       acked++;
     }
   /* Acknowledged entries stay until rank_store_queue_trim: one XTRIM a

@@ -73,6 +73,15 @@ queue_rate=50
 [board plain]
 """
 
+# For two rankds of their own on a Redis of its own: a drain that holds an
+# entry for seconds (its updates are applied 20 a second).
+RACE_CONFIG = """\
+[board qrace]
+queue=on
+queue_claim_after=1
+queue_rate=20
+"""
+
 
 
 def wait_for(what, condition, deadline=DEADLINE):
@@ -104,13 +113,13 @@ class QueueTest(unittest.TestCase):
         return proc, port
 
     @classmethod
-    def start_rankd(cls, redis_port=None):
+    def start_rankd(cls, redis_port=None, conf=None):
         """A rankd (its Thrift port) with its metrics on a port of its own
         (cls.http[port])."""
         http = free_port()
         proc, port = start(
             lambda p: [*WRAPPER, RANKD, "--listen", f"127.0.0.1:{p}",
-                       "--config", cls.conf, "--redis",
+                       "--config", conf or cls.conf, "--redis",
                        f"127.0.0.1:{redis_port or cls.redis_port}",
                        "--metrics-listen", f"127.0.0.1:{http}", *TIMEOUT],
             cls.dir)
@@ -267,6 +276,65 @@ class QueueTest(unittest.TestCase):
              "-", "+"], capture_output=True, text=True, check=True).stdout
         self.assertIn("request_id: already used", out)
         self.assertIn("dl-1", out)
+
+    def test_claimed_entry_dead_lettered_once(self):
+        """A drain stopped (SIGSTOP) while it holds an entry it read; a
+        second rankd claims the entry after queue_claim_after and puts its
+        updates in the dead letters; the first, resumed, finishes its own
+        drain of it. Its acknowledgement counts nothing, and it writes no
+        second letter: one dead letter per dead update."""
+        conf = os.path.join(self.dir, "race.conf")
+        with open(conf, "w", encoding="utf-8") as f:
+            f.write(RACE_CONFIG)
+        redis, port = self.start_redis()
+        first, first_port = self.start_rankd(redis_port=port, conf=conf)
+        second = None
+        cli = lambda *a: subprocess.run(
+            ["redis-cli", "-p", str(port), *a], capture_output=True,
+            text=True, check=True).stdout.strip()
+        n = 60
+        try:
+            c, t = connect(first_port)
+            c.Update(self.incr("qrace", "r", 1, "race-1"))
+            # The id reused for other values: each refused when drained,
+            # so dead. At 20 a second the first rankd holds the entry 3 s.
+            c.Enqueue(EnqueueRequest(requests=[
+                self.incr("qrace", "r", k + 2, "race-1") for k in range(n)]))
+            t.close()
+            def pending():
+                # NOGROUP until the first drain has made the group.
+                out = cli("XPENDING", "rk:{qrace}:u", "rankd").split()
+                return int(out[0]) if out and out[0].isdigit() else 0
+            wait_for("the first rankd to read the entry",
+                     lambda: pending() == 1)
+            first.send_signal(signal.SIGSTOP)
+            # Stopped before it was done with the entry.
+            self.assertEqual(pending(), 1)
+            self.assertIn(cli("HGET", "rk:{qrace}:n", "dead"), ("", "0"))
+            second, second_port = self.start_rankd(redis_port=port,
+                                                   conf=conf)
+            wait_for("the second rankd to drain the entry",
+                     lambda: cli("HGET", "rk:{qrace}:n", "dead") == str(n))
+            first.send_signal(signal.SIGCONT)
+            wait_for("the first rankd to finish its drain",
+                     lambda: self.metric_of(
+                         first_port, "rankd_queue_dead_lettered_total",
+                         "qrace") == n)
+            self.assertEqual(self.metric_of(
+                second_port, "rankd_queue_dead_lettered_total", "qrace"), n)
+            self.assertEqual(int(cli("XLEN", "rk:{qrace}:v")), n)
+            self.assertEqual(cli("HGET", "rk:{qrace}:n", "dead"), str(n))
+            self.assertEqual(pending(), 0)
+            c, t = connect(second_port)
+            self.assertEqual(self.score("qrace", "r", c), 1)
+            t.close()
+        finally:
+            if first.poll() is None:
+                first.send_signal(signal.SIGCONT)
+            for proc in (first, second, redis):
+                if proc is not None and proc.poll() is None:
+                    proc.terminate()
+                    proc.wait(60)
 
     def test_rate_caps_the_drain(self):
         """queue_rate=50: the drain applies at most 50 of the board's
@@ -446,12 +514,16 @@ class QueueTest(unittest.TestCase):
                 timeout=30) as r:
             return r.read()
 
-    def applied_by(self, port, board):
-        """rankd_queue_applied_total of board on the rankd at port."""
+    def metric_of(self, port, name, board):
+        """The counter name of board on the rankd at port."""
         for line in self.metrics_of(port).decode().splitlines():
-            if line.startswith(f'rankd_queue_applied_total{{board="{board}"}}'):
+            if line.startswith(f'{name}{{board="{board}"}}'):
                 return int(line.split()[-1])
         return 0
+
+    def applied_by(self, port, board):
+        """rankd_queue_applied_total of board on the rankd at port."""
+        return self.metric_of(port, "rankd_queue_applied_total", board)
 
 
 if __name__ == "__main__":

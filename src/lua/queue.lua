@@ -10,13 +10,19 @@
 --
 -- KEYS[1]  stream  rk:{board}:u  the queue
 -- KEYS[2]  hash    rk:{board}:n  its counts
+-- KEYS[3]  stream  rk:{board}:v  its dead letters ('ack' only)
 -- ARGV[1]  'add':  n, the packed updates. Returns the entry's id.
 --          'read': group, consumer, count (entries). XREADGROUP of
 --                  entries no consumer has read; returns its reply.
---          'ack':  group, then per entry its id, applied, dead. XACK of
---                  each; only those it acknowledges are counted (an entry
---                  two drains applied, one after a claim, counts once).
---                  Returns the updates counted.
+--          'ack':  group, then per entry its id, applied, dead, letters.
+--                  XACK of each; only those it acknowledges are counted
+--                  and write their dead letters (an entry two drains
+--                  handled, one after a claim, counts once and has its
+--                  letters once). letters: the entry's dead updates,
+--                  packed by rankd (store_queue.c): per update its
+--                  reason, member, request id, value, mode and time, each
+--                  a 4-byte big-endian length, then its bytes. Returns the
+--                  updates counted.
 --
 -- Try it: redis-cli EVAL "$(cat prelude.lua queue.lua)" 2 'rk:{b}:u' \
 --   'rk:{b}:n' add 1 x
@@ -70,15 +76,42 @@ if op == 'read' then
   return r
 end
 
+-- The fields of a dead letter after its entry's id (the first one, reason,
+-- goes before it), in the order they are packed.
+local LETTER = {'m', 'r', 'v', 'o', 't'}
+
+-- Writes the dead letters packed in letters, of the entry id.
+local function dead_letters(vkey, id, letters)
+  local at = 1
+  while at <= #letters do
+    local f = {}
+    for j = 1, #LETTER + 1 do
+      local a, b, c, d = string.byte(letters, at, at + 3)
+      local n = ((a * 256 + b) * 256 + c) * 256 + d
+      f[j] = string.sub(letters, at + 4, at + 3 + n)
+      at = at + 4 + n
+    end
+    local args = {'reason', f[1], 'id', id}
+    for j, name in ipairs(LETTER) do
+      args[#args + 1] = name
+      args[#args + 1] = f[j + 1]
+    end
+    redis.call('XADD', vkey, '*', unpack(args))
+  end
+end
+
 if op == 'ack' then
+  local vkey = KEYS[3]
   counts_checked('applied')
   counts_checked('dead')
   expect(ukey, 'stream', 'update queue')
+  expect(vkey, 'stream', 'dead letters')
   local applied, dead = 0, 0
-  for i = 3, #ARGV, 3 do
+  for i = 3, #ARGV, 4 do
     if redis.call('XACK', ukey, ARGV[2], ARGV[i]) == 1 then
       applied = applied + ARGV[i + 1]
       dead = dead + ARGV[i + 2]
+      dead_letters(vkey, ARGV[i], ARGV[i + 3])
     end
   end
   if applied > 0 then
