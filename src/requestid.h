@@ -53,8 +53,8 @@ void rank_request_buckets (gint64 window_ms, gint64 now_ms,
 
 /* A batch recorded as a whole (UpdateBatchRequest.request_id): update.lua's
  * group argument, the same for every update of the batch. Its record (4
- * bytes: the bucket and 28 bits of the fingerprint of all the batch's
- * updates, in order) and its field (10 bytes: the SHA-256 of a NUL, then
+ * bytes: the bucket and 28 bits of one SHA-1 of all the batch's updates,
+ * in order) and its field (10 bytes: the SHA-256 of a NUL, then
  * the batch's request id: no Update's request id hashes so), as an
  * update's; then the number of updates (1 byte, at most
  * RANK_BATCH_MAX_ITEMS) and a token of this call (8 bytes) that keeps its

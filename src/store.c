@@ -55,6 +55,9 @@ rank_store_free (RankStore *store)
   g_hash_table_unref (store->layouts);
   g_hash_table_unref (store->layout_asks);
   g_hash_table_unref (store->rank_reads);
+  if (store->group_head != NULL)
+    rank_command_clear (store->group_head);
+  g_free (store->group_head);
   g_free (store);
 }
 

@@ -5,6 +5,7 @@
 #ifndef RANK_STORE_PRIVATE_H
 #define RANK_STORE_PRIVATE_H
 
+#include "requestid.h"
 #include "store.h"
 
 struct _RankStore
@@ -24,6 +25,13 @@ struct _RankStore
    * meanwhile sends rank.lua for them first, so that no GetRank sees a
    * write queued after it. */
   GHashTable *rank_reads;
+  /* The script call's head of the newest batch recorded as a whole (NULL
+   * until the first), the group argument it was made for, and its node:
+   * the batch's updates share it (store_update.c). */
+  RankCommand *group_head;
+  guint8 group_of_head[RANK_UPDATE_GROUP_BYTES];
+  gint64 group_now_ms;
+  guint group_node;
 };
 
 /* The backend's write watcher (rank_backend_watch_writes): store_read.c. */

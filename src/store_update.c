@@ -30,6 +30,11 @@ typedef struct
 static void update_replied (const RankReply *reply, const GError *error,
                             gpointer data);
 
+static guint update_head (const RankContext *ctx, const RankUpdate *update,
+                          guint nodes, RankCommand *head);
+static void update_item (const RankContext *ctx, const RankUpdate *update,
+                         RankCommand *item);
+
 void
 rank_store_update (RankStore *store, const RankContext *ctx,
                    const RankUpdate *update, RankStoreUpdateFunc func,
@@ -37,16 +42,43 @@ rank_store_update (RankStore *store, const RankContext *ctx,
 {
   UpdateTask *task = g_new (UpdateTask, 1);
   RankCommand head, item;
-  guint node
-      = rank_store_update_command (ctx, update, store->nodes, &head, &item);
+  const RankCommand *shared = &head;
+  guint node;
 
   task->func = func;
   task->data = data;
   task->options = ctx->options;
+  if (update->group != NULL)
+    {
+      /* The updates of a batch recorded as a whole share their script
+       * call, so its head too: made for the first of them (its group
+       * argument, token included, is the batch's own). */
+      if (store->group_head == NULL)
+        {
+          store->group_head = g_new (RankCommand, 1);
+          rank_command_init_args (store->group_head);
+        }
+      if (memcmp (store->group_of_head, update->group, RANK_UPDATE_GROUP_BYTES)
+              != 0
+          || store->group_now_ms != ctx->now_ms)
+        {
+          rank_command_clear (store->group_head);
+          store->group_node
+              = update_head (ctx, update, store->nodes, store->group_head);
+          memcpy (store->group_of_head, update->group, RANK_UPDATE_GROUP_BYTES);
+          store->group_now_ms = ctx->now_ms;
+        }
+      shared = store->group_head;
+      node = store->group_node;
+    }
+  else
+    node = update_head (ctx, update, store->nodes, &head);
+  update_item (ctx, update, &item);
   /* With the other updates of the board queued in this loop iteration. */
-  rank_backend_send_item (store->backend, node, &head, &item,
+  rank_backend_send_item (store->backend, node, shared, &item,
                           RANK_SEND_REPLICATED, update_replied, task);
-  rank_command_clear (&head);
+  if (shared == &head)
+    rank_command_clear (&head);
 }
 
 /* {score, rank, applied, subscores} */
@@ -152,50 +184,22 @@ add_args (RankCommand *cmd, const Arg *args, guint n)
       rank_command_add_int (cmd, args[i].number);
 }
 
-guint
-rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
-                           guint nodes, RankCommand *head, RankCommand *item)
+/* The script call's head for update: its keys, then the batch's
+ * arguments; returns the node of its shard. */
+static guint
+update_head (const RankContext *ctx, const RankUpdate *update, guint nodes,
+             RankCommand *head)
 {
   static const char *const keys[]
       = { RANK_KEY_SUFFIX_SCORES,  RANK_KEY_SUFFIX_TIMES,
           RANK_KEY_SUFFIX_REQUEST, RANK_KEY_SUFFIX_DISTINCT,
           RANK_KEY_SUFFIX_COUNTS,  RANK_KEY_SUFFIX_DATA };
   const RankBoardOptions *o = ctx->options;
-  gsize member_len = strlen (update->member);
-  guint shard = store_shard_of (ctx, update->member, member_len);
-  gsize subs_len = o->n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES;
-  guint8 fp[RANK_FINGERPRINT_BYTES];
-  /* The record, then the request id's hash. */
-  guint8 id[RANK_FINGERPRINT_BYTES + RANK_REQUEST_ID_HASH_BYTES];
-  /* The subscores, then the time. */
-  guint8 prefix[RANK_SUBSCORES_MAX * RANK_ORDERKEY_SUBSCORE_BYTES
-                + RANK_ORDERKEY_TIME_BYTES];
-  guint8 *subs = prefix;
-  guint8 flags[3]
-      = { (guint8) update->mode, update->n_subscores == 0, update->data_given };
+  guint shard = store_shard_of (ctx, update->member, strlen (update->member));
   gint64 buckets[RANK_REQUEST_BUCKET_ARGS];
-  Arg batch[N_BATCH_ARGS], one[N_ITEM_ARGS];
+  Arg batch[N_BATCH_ARGS];
 
-  g_assert (update->mode >= RANK_MODE_INCREMENT
-            && update->mode <= RANK_MODE_REMOVE);
-  rank_orderkey_encode_time (update->timestamp_ms, prefix + subs_len);
   rank_request_buckets (ctx->dedup_window_ms, ctx->now_ms, buckets);
-  if (update->group == NULL)
-    {
-      rank_request_fingerprint (update, fp);
-      rank_request_id_hash (update->request_id, id + RANK_FINGERPRINT_BYTES);
-      rank_request_record (fp, buckets[0], id);
-    }
-  /* Without subscores, an INCREMENT keeps the member's own; a new member
-   * gets 0s. */
-  g_assert (update->n_subscores == 0 || update->n_subscores == o->n_subscores);
-  /* The config refuses more than RANK_SUBSCORES_MAX; the second bound says
-   * so to the compiler, whose -O3 warns of an overflow of subs otherwise. */
-  for (guint i = 0; i < o->n_subscores && i < RANK_SUBSCORES_MAX; i++)
-    rank_orderkey_encode_subscore (
-        update->n_subscores > 0 ? update->subscores[i] : 0, o->subscore_asc[i],
-        subs + i * RANK_ORDERKEY_SUBSCORE_BYTES);
-
   for (guint i = 0; i <= RANK_DEDUP_BUCKETS; i++)
     batch[BATCH_BUCKET + i] = NUMBER (buckets[i]);
   batch[BATCH_RECORD_EXPIRE_AT] = NUMBER (buckets[RANK_DEDUP_BUCKETS + 1]);
@@ -213,25 +217,74 @@ rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
       o->period.kind == RANK_PERIOD_NONE
           ? 0
           : rank_period_expiry_ms (&o->period, &ctx->period, o->retention));
-
-  one[ITEM_MEMBER] = BYTES (update->member, member_len);
-  one[ITEM_FLAGS] = BYTES (flags, sizeof flags);
-  one[ITEM_VALUE] = NUMBER (update->value);
   batch[BATCH_GROUP] = update->group != NULL
                            ? BYTES (update->group, RANK_UPDATE_GROUP_BYTES)
                            : BYTES ("", 0);
-  /* A batch recorded as a whole records none of its updates' ids. */
-  one[ITEM_ID] = update->group != NULL ? BYTES ("", 0) : BYTES (id, sizeof id);
-  one[ITEM_PREFIX] = BYTES (prefix, subs_len + RANK_ORDERKEY_TIME_BYTES);
-  one[ITEM_DATA] = update->data_given ? BYTES (update->data, update->data_len)
-                                      : BYTES ("", 0);
 
   rank_command_init_script (head, RANK_SCRIPT_UPDATE);
   for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
     store_add_key (head, ctx, shard, keys[i]);
   rank_command_keys_done (head);
   add_args (head, batch, N_BATCH_ARGS);
+  return rank_shard_node (shard, nodes);
+}
+
+/* The update's own arguments. */
+static void
+update_item (const RankContext *ctx, const RankUpdate *update,
+             RankCommand *item)
+{
+  const RankBoardOptions *o = ctx->options;
+  gsize subs_len = o->n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES;
+  guint8 fp[RANK_FINGERPRINT_BYTES];
+  /* The record, then the request id's hash. */
+  guint8 id[RANK_FINGERPRINT_BYTES + RANK_REQUEST_ID_HASH_BYTES];
+  /* The subscores, then the time. */
+  guint8 prefix[RANK_SUBSCORES_MAX * RANK_ORDERKEY_SUBSCORE_BYTES
+                + RANK_ORDERKEY_TIME_BYTES];
+  guint8 *subs = prefix;
+  guint8 flags[3]
+      = { (guint8) update->mode, update->n_subscores == 0, update->data_given };
+  Arg one[N_ITEM_ARGS];
+
+  g_assert (update->mode >= RANK_MODE_INCREMENT
+            && update->mode <= RANK_MODE_REMOVE);
+  rank_orderkey_encode_time (update->timestamp_ms, prefix + subs_len);
+  if (update->group == NULL)
+    {
+      gint64 buckets[RANK_REQUEST_BUCKET_ARGS];
+
+      rank_request_buckets (ctx->dedup_window_ms, ctx->now_ms, buckets);
+      rank_request_fingerprint (update, fp);
+      rank_request_id_hash (update->request_id, id + RANK_FINGERPRINT_BYTES);
+      rank_request_record (fp, buckets[0], id);
+    }
+  /* Without subscores, an INCREMENT keeps the member's own; a new member
+   * gets 0s. */
+  g_assert (update->n_subscores == 0 || update->n_subscores == o->n_subscores);
+  /* The config refuses more than RANK_SUBSCORES_MAX; the second bound says
+   * so to the compiler, whose -O3 warns of an overflow of subs otherwise. */
+  for (guint i = 0; i < o->n_subscores && i < RANK_SUBSCORES_MAX; i++)
+    rank_orderkey_encode_subscore (
+        update->n_subscores > 0 ? update->subscores[i] : 0, o->subscore_asc[i],
+        subs + i * RANK_ORDERKEY_SUBSCORE_BYTES);
+
+  one[ITEM_MEMBER] = BYTES (update->member, strlen (update->member));
+  one[ITEM_FLAGS] = BYTES (flags, sizeof flags);
+  one[ITEM_VALUE] = NUMBER (update->value);
+  /* A batch recorded as a whole records none of its updates' ids. */
+  one[ITEM_ID] = update->group != NULL ? BYTES ("", 0) : BYTES (id, sizeof id);
+  one[ITEM_PREFIX] = BYTES (prefix, subs_len + RANK_ORDERKEY_TIME_BYTES);
+  one[ITEM_DATA] = update->data_given ? BYTES (update->data, update->data_len)
+                                      : BYTES ("", 0);
   rank_command_init_args (item);
   add_args (item, one, N_ITEM_ARGS);
-  return rank_shard_node (shard, nodes);
+}
+
+guint
+rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
+                           guint nodes, RankCommand *head, RankCommand *item)
+{
+  update_item (ctx, update, item);
+  return update_head (ctx, update, nodes, head);
 }
