@@ -1565,18 +1565,52 @@ write_update_response (ThriftProtocol *out, const RankUpdateResult *r,
          && thrift_protocol_write_struct_end (out, error) >= 0;
 }
 
-/* An UpdateResult: the item's response, or its exception (1: message). */
+/* An UpdateResult of a response without subscores in the binary protocol,
+ * in one write (as write_entry_binary): the protocol's field-by-field
+ * writes were a fifth of rankd's instructions per import entry
+ * (callgrind). The same bytes as the generic path below. */
 static gboolean
-write_update_result (ThriftProtocol *out, const BatchItem *item, GError **error)
+write_update_result_binary (ThriftProtocol *out, const RankUpdateResult *r,
+                            GError **error)
+{
+  guint8 buf[3 + 2 * (3 + 8) + (3 + 1) + 2];
+  guint8 *p = buf;
+
+  *p++ = T_STRUCT; /* UpdateResult.response */
+  p = put_be (p, 1, 2);
+  *p++ = T_I64;
+  p = put_be (p, 1, 2);
+  p = put_be (p, (guint64) r->score, 8);
+  if (r->rank > 0)
+    {
+      *p++ = T_I64;
+      p = put_be (p, 2, 2);
+      p = put_be (p, (guint64) r->rank, 8);
+    }
+  *p++ = T_BOOL;
+  p = put_be (p, 3, 2);
+  *p++ = r->applied ? 1 : 0;
+  *p++ = T_STOP; /* UpdateResponse */
+  *p++ = T_STOP; /* UpdateResult */
+  return thrift_transport_write (out->transport, buf, (guint32) (p - buf),
+                                 error);
+}
+
+/* An UpdateResult: the item's response, or its exception (1: message).
+ * binary: out is a binary protocol. */
+static gboolean
+write_update_result (ThriftProtocol *out, gboolean binary,
+                     const BatchItem *item, GError **error)
 {
   gboolean answered = item->state == ITEM_ANSWERED;
   gint16 id = answered ? 1 : item->state == ITEM_INVALID ? 2 : 3;
-  gboolean ok
-      = thrift_protocol_write_struct_begin (out, "UpdateResult", error) >= 0
-        && thrift_protocol_write_field_begin (out, "", T_STRUCT, id, error)
-               >= 0;
+  gboolean ok;
 
   g_assert (item->state != ITEM_PENDING);
+  if (binary && answered && item->answer.n_subscores == 0)
+    return write_update_result_binary (out, &item->answer, error);
+  ok = thrift_protocol_write_struct_begin (out, "UpdateResult", error) >= 0
+       && thrift_protocol_write_field_begin (out, "", T_STRUCT, id, error) >= 0;
   if (ok && answered)
     ok = write_update_response (out, &item->answer, error);
   else if (ok)
@@ -1600,6 +1634,7 @@ reply_batch (Call *call)
 {
   Batch *batch = call->batch;
   ThriftProtocol *out = begin_reply (call);
+  gboolean binary = THRIFT_IS_BINARY_PROTOCOL (out);
   g_autoptr (GError) error = NULL;
   gboolean ok
       = success_begin (out, call, T_STRUCT, &error)
@@ -1612,7 +1647,7 @@ reply_batch (Call *call)
                >= 0;
 
   for (guint i = 0; ok && i < batch->n; i++)
-    ok = write_update_result (out, &batch->items[i], &error);
+    ok = write_update_result (out, binary, &batch->items[i], &error);
   ok = ok && thrift_protocol_write_list_end (out, &error) >= 0
        && thrift_protocol_write_field_end (out, &error) >= 0
        && thrift_protocol_write_field_stop (out, &error) >= 0
