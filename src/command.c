@@ -60,7 +60,10 @@ rank_command_add (RankCommand *cmd, const void *arg, gsize len)
     }
   cmd->offset[cmd->argc] = cmd->used;
   cmd->len[cmd->argc++] = len;
-  memcpy (cmd->bytes + cmd->used, arg, len);
+  /* An empty argument may come without bytes (an empty GByteArray's data
+   * is NULL), which memcpy must not be given. */
+  if (len > 0)
+    memcpy (cmd->bytes + cmd->used, arg, len);
   cmd->used += len;
 }
 

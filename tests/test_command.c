@@ -69,11 +69,30 @@ test_board_key (void)
   g_assert_true (g_str_has_suffix (key, "b}:qc"));
 }
 
+/* An empty argument without bytes (an empty GByteArray's data is NULL):
+ * one argument of length 0, with nothing copied (the sanitizer build
+ * stops at a memcpy from NULL). */
+static void
+test_empty_argument (void)
+{
+  g_autoptr (GByteArray) none = g_byte_array_new ();
+  RankCommand cmd;
+
+  rank_command_init (&cmd, "XACK");
+  rank_command_add (&cmd, none->data, none->len);
+  rank_command_add_str (&cmd, "x");
+  g_assert_cmpint (cmd.argc, ==, 3);
+  g_assert_cmpuint (cmd.len[1], ==, 0);
+  g_assert_cmpmem (cmd.bytes + cmd.offset[2], cmd.len[2], "x", 1);
+  rank_command_clear (&cmd);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/command/format-int", test_format_int);
   g_test_add_func ("/command/board-key", test_board_key);
+  g_test_add_func ("/command/empty-argument", test_empty_argument);
   return g_test_run ();
 }
