@@ -499,3 +499,41 @@ rank_protocol_kind_parse (const char *name, RankProtocolKind *kind)
     return FALSE;
   return TRUE;
 }
+
+gboolean
+rank_protocol_read_struct (ThriftProtocol *in, RankFieldFunc field,
+                           gpointer data, GError **error)
+{
+  gchar *name = NULL;
+  ThriftType type;
+  gint16 id;
+
+  if (thrift_protocol_read_struct_begin (in, &name, error) < 0)
+    {
+      g_free (name);
+      return FALSE;
+    }
+  g_free (name);
+  for (;;)
+    {
+      name = NULL;
+      if (thrift_protocol_read_field_begin (in, &name, &type, &id, error) < 0)
+        {
+          g_free (name);
+          return FALSE;
+        }
+      g_free (name);
+      if (type == T_STOP)
+        break;
+      if (!field (in, type, id, data, error)
+          || thrift_protocol_read_field_end (in, error) < 0)
+        return FALSE;
+    }
+  return thrift_protocol_read_struct_end (in, error) >= 0;
+}
+
+gboolean
+rank_protocol_skip (ThriftProtocol *in, ThriftType type, GError **error)
+{
+  return thrift_protocol_skip (in, type, error) >= 0;
+}

@@ -47,6 +47,17 @@ ThriftProtocol *rank_protocol_new (RankProtocolKind kind,
 /* Parses "binary" or "compact". */
 gboolean rank_protocol_kind_parse (const char *name, RankProtocolKind *kind);
 
+/* Reads a struct without a generated one: field is called for each field
+ * (its type and id) and reads it, or skips it (rank_protocol_skip). */
+typedef gboolean (*RankFieldFunc) (ThriftProtocol *in, ThriftType type,
+                                   gint16 id, gpointer data, GError **error);
+gboolean rank_protocol_read_struct (ThriftProtocol *in, RankFieldFunc field,
+                                    gpointer data, GError **error);
+
+/* Skips a value of type. */
+gboolean rank_protocol_skip (ThriftProtocol *in, ThriftType type,
+                             GError **error);
+
 G_END_DECLS
 
 #endif /* RANK_PROTOCOL_H */

@@ -861,48 +861,6 @@ answer_clear (gpointer p)
   g_free (((Answer *) p)->message);
 }
 
-/* Reads a struct: field is called for each field (its type and id) and
- * reads or skips it. */
-typedef gboolean (*FieldFunc) (ThriftProtocol *in, ThriftType type, gint16 id,
-                               gpointer data, GError **error);
-
-static gboolean
-read_struct (ThriftProtocol *in, FieldFunc field, gpointer data, GError **error)
-{
-  gchar *name = NULL;
-  ThriftType type;
-  gint16 id;
-
-  if (thrift_protocol_read_struct_begin (in, &name, error) < 0)
-    {
-      g_free (name);
-      return FALSE;
-    }
-  g_free (name);
-  for (;;)
-    {
-      name = NULL;
-      if (thrift_protocol_read_field_begin (in, &name, &type, &id, error) < 0)
-        {
-          g_free (name);
-          return FALSE;
-        }
-      g_free (name);
-      if (type == T_STOP)
-        break;
-      if (!field (in, type, id, data, error)
-          || thrift_protocol_read_field_end (in, error) < 0)
-        return FALSE;
-    }
-  return thrift_protocol_read_struct_end (in, error) >= 0;
-}
-
-static gboolean
-skip (ThriftProtocol *in, ThriftType type, GError **error)
-{
-  return thrift_protocol_skip (in, type, error) >= 0;
-}
-
 /* InvalidArgument, Unavailable: 1: message. */
 static gboolean
 message_field (ThriftProtocol *in, ThriftType type, gint16 id, gpointer data,
@@ -911,7 +869,7 @@ message_field (ThriftProtocol *in, ThriftType type, gint16 id, gpointer data,
   char **message = data;
 
   if (id != 1 || type != T_STRING)
-    return skip (in, type, error);
+    return rank_protocol_skip (in, type, error);
   g_clear_pointer (message, g_free);
   return thrift_protocol_read_string (in, message, error) >= 0;
 }
@@ -925,7 +883,7 @@ response_field (ThriftProtocol *in, ThriftType type, gint16 id, gpointer data,
   gboolean applied = FALSE;
 
   if (id != 3 || type != T_BOOL)
-    return skip (in, type, error);
+    return rank_protocol_skip (in, type, error);
   if (thrift_protocol_read_bool (in, &applied, error) < 0)
     return FALSE;
   a->kind = applied ? ANSWER_APPLIED : ANSWER_REPEATED;
@@ -940,14 +898,14 @@ result_field (ThriftProtocol *in, ThriftType type, gint16 id, gpointer data,
   Answer *a = data;
 
   if (type != T_STRUCT || id < 1 || id > 3)
-    return skip (in, type, error);
+    return rank_protocol_skip (in, type, error);
   if (id == 1)
     {
       a->kind = ANSWER_REPEATED;
-      return read_struct (in, response_field, a, error);
+      return rank_protocol_read_struct (in, response_field, a, error);
     }
   a->kind = id == 2 ? ANSWER_INVALID : ANSWER_UNAVAILABLE;
-  return read_struct (in, message_field, &a->message, error);
+  return rank_protocol_read_struct (in, message_field, &a->message, error);
 }
 
 /* UpdateBatchResponse: 1: results. */
@@ -960,7 +918,7 @@ results_field (ThriftProtocol *in, ThriftType type, gint16 id, gpointer data,
   guint32 size = 0;
 
   if (id != 1 || type != T_LIST)
-    return skip (in, type, error);
+    return rank_protocol_skip (in, type, error);
   if (thrift_protocol_read_list_begin (in, &element, &size, error) < 0)
     return FALSE;
   for (guint32 i = 0; i < size; i++)
@@ -969,14 +927,14 @@ results_field (ThriftProtocol *in, ThriftType type, gint16 id, gpointer data,
 
       if (element != T_STRUCT)
         {
-          if (!skip (in, element, error))
+          if (!rank_protocol_skip (in, element, error))
             return FALSE;
           continue;
         }
       g_array_append_val (answers, a);
-      if (!read_struct (in, result_field,
-                        &g_array_index (answers, Answer, answers->len - 1),
-                        error))
+      if (!rank_protocol_read_struct (
+              in, result_field,
+              &g_array_index (answers, Answer, answers->len - 1), error))
         return FALSE;
     }
   return thrift_protocol_read_list_end (in, error) >= 0;
@@ -997,11 +955,11 @@ reply_field (ThriftProtocol *in, ThriftType type, gint16 id, gpointer data,
   Reply *r = data;
 
   if (type != T_STRUCT || id > 1 || id < 0)
-    return skip (in, type, error);
+    return rank_protocol_skip (in, type, error);
   if (id == 0)
-    return read_struct (in, results_field, r->answers, error);
+    return rank_protocol_read_struct (in, results_field, r->answers, error);
   r->refused = TRUE;
-  return read_struct (in, message_field, &r->invalid, error);
+  return rank_protocol_read_struct (in, message_field, &r->invalid, error);
 }
 
 /* Reads an UpdateBatch reply into answers; the call's own refusal or an
@@ -1039,7 +997,7 @@ read_reply (RankClient *client, GArray *answers, GError **error)
                    type, name != NULL ? name : "");
       return FALSE;
     }
-  ok = read_struct (in, reply_field, &r, error)
+  ok = rank_protocol_read_struct (in, reply_field, &r, error)
        && thrift_protocol_read_message_end (in, error) >= 0
        && thrift_transport_read_end (in->transport, error);
   if (ok && r.refused)
