@@ -13,6 +13,7 @@
 #include "metrics.h"
 #include "rank_ranking_types.h"
 #include "store.h"
+#include "update_args.h"
 
 struct _RankHandler
 {
@@ -111,7 +112,7 @@ gboolean handler_resolve_read (Call *call, const char *board,
  * its time picks) and resolves ctx and update from it; *data gets the
  * encoded member data (g_free it), which update points into. */
 gboolean handler_check_update (RankHandler *handler,
-                               const rankUpdateRequest *request,
+                               const RankUpdateFields *request,
                                RankContext *ctx, RankUpdate *update,
                                char **data, GError **error);
 

@@ -175,10 +175,12 @@ handler_start_enqueue (Call *call)
       const rankUpdateRequest *r = requests->pdata[i];
       Item *item = &state->items[i];
       g_autoptr (GError) error = NULL;
+      RankUpdateFields fields;
       Group *g;
 
-      if (handler_check_update (call->handler, r, &item->ctx, &item->update,
-                                &item->data, &error)
+      rank_update_fields_of (r, &fields);
+      if (handler_check_update (call->handler, &fields, &item->ctx,
+                                &item->update, &item->data, &error)
           && !item->ctx.options->queue)
         g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
                      "board: '%s' has no queue: Enqueue takes updates for "

@@ -159,6 +159,29 @@ main (int argc, char **argv)
             g_byte_array_unref (call);
             g_object_unref (args[i]);
           }
+        /* UpdateBatch, whose arguments rankd reads itself
+         * (update_args.c): a plain update and the one above; and the
+         * same recorded as a whole, on one board. */
+        for (int whole = 0; whole < 2; whole++)
+          {
+            rankUpdateRequest *plain = g_object_new (
+                RANK_TYPE_UPDATE_REQUEST, "board", "r", "member", "bob",
+                "value", (gint64) 7, "request_id", "seed-5", NULL);
+            rankUpdateBatchRequest *batch = g_object_new (
+                RANK_TYPE_UPDATE_BATCH_REQUEST, "with_rank", FALSE, NULL);
+            GObject *a;
+            GByteArray *call;
+
+            g_ptr_array_add (batch->requests, plain);
+            g_ptr_array_add (batch->requests, g_object_ref (req));
+            if (whole)
+              g_object_set (batch, "request_id", "seed-6", NULL);
+            a = args_of (RANK_TYPE_RANKING_UPDATE_BATCH_ARGS, batch);
+            call = encode (compact, "UpdateBatch", THRIFT_STRUCT (a));
+            write_seed (argv[1], &n, server, call);
+            g_byte_array_unref (call);
+            g_object_unref (a);
+          }
         g_object_unref (req);
         g_array_unref (subs);
         g_hash_table_unref (map);
