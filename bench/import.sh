@@ -9,7 +9,9 @@
 # bytes again). Reports entries/s and the CPU us per entry of redis-server,
 # rankd and rankctl over each step (from /proc and getrusage, user +
 # system). Then deletes the first board with every Redis command logged
-# (SLOWLOG, threshold 0) and reports the longest.
+# (SLOWLOG, threshold 0) and reports the longest. Last, the floor: the
+# same entries as plain ZADD/HSET commands piped into an empty Redis, for
+# the Redis CPU an entry costs beyond the layout itself.
 #
 # Usage: bash bench/import.sh
 # Environment: MEMBERS (default 1000000), FORMAT (csv or jsonl, default
@@ -121,3 +123,55 @@ print("delete: %d keys in %.2f s; %d Redis commands (%s); the longest %d us "
 assert worst[2] < 10000, "a command of the delete took over 10 ms"
 EOF
 [ "$("$rankctl" --json count bench_a)" = '{"count":0}' ]
+
+# The storage floor, for a ratio in the same run: the same entries written
+# as rankd lays them out (a sorted set of time prefix + member, a hash of
+# member -> prefix, the data hash), as plain ZADD/HSET commands of 64
+# entries each, piped by redis-cli into an empty Redis: no script, no
+# request ids, no checks. What an import costs Redis beyond its layout is
+# the difference.
+floor_port=$(free_port)
+start_redis "$floor_port"
+floor_pid=${pids[-1]}
+python3 - "$members" "$work/floor.resp" <<'EOF'
+import json, random, struct, sys
+# bench/import_gen.py's entries again (seed 7).
+n, out = int(sys.argv[1]), sys.argv[2]
+random.seed(7)
+def resp(args):
+    parts = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(parts)
+members = sorted("m%d" % i for i in range(n))
+with open(out, "wb") as f:
+    for at in range(0, n, 64):
+        z, t, a = [b"ZADD", b"rk:{floor}:z"], [b"HSET", b"rk:{floor}:t"], []
+        for m in members[at:at + 64]:
+            score = random.randint(-10**12, 10**12)
+            ms = 1700000000000 + random.randint(0, 10**9)
+            prefix = struct.pack(">Q", ms)[2:]
+            z += [-score, prefix + m.encode()]
+            t += [m, prefix]
+            if int(m[1:]) % 10 == 0:
+                a += [m, json.dumps({"name": "player " + m})]
+        f.write(resp(z) + resp(t))
+        if a:
+            f.write(resp([b"HSET", b"rk:{floor}:a"] + a))
+EOF
+f0=$(cpu "$floor_pid")
+t0=$(date +%s.%N)
+redis-cli -p "$floor_port" --pipe <"$work/floor.resp" >"$work/floor.out"
+t1=$(date +%s.%N)
+f1=$(cpu "$floor_pid")
+grep -q 'errors: 0' "$work/floor.out"
+[ "$(redis-cli -p "$floor_port" ZCARD 'rk:{floor}:z')" = "$members" ]
+python3 -c 'import sys
+n, t0, t1, f0, f1, hz = sys.argv[1:]
+n = int(n)
+print("floor: the same entries as plain ZADD/HSET, 64 a command, piped by "
+      "redis-cli: %s entries/s, Redis %.2f us/entry" % (
+          format(round(n / (float(t1) - float(t0))), ","),
+          (int(f1) - int(f0)) / int(hz) * 1e6 / n))' \
+  "$members" "$t0" "$t1" "$f0" "$f1" "$ticks" | tee -a "$out/summary.txt"
