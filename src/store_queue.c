@@ -987,27 +987,15 @@ typedef struct
 {
   RankStoreDoneFunc func;
   gpointer data;
-  StoreCountdown countdown;
 } DoneTask;
 
 static void
-done_part (const RankReply *reply, const GError *error, gpointer data)
+acknowledged (const RankReply *reply, const GError *error, gpointer data)
 {
   DoneTask *task = data;
 
-  if (!store_countdown_done (&task->countdown, error))
-    return;
-  task->func (task->countdown.error, task->data);
-  g_clear_error (&task->countdown.error);
+  task->func (error, task->data);
   g_free (task);
-}
-
-static void
-send_done_part (RankStore *store, guint shard, RankCommand *cmd, DoneTask *task)
-{
-  task->countdown.pending++;
-  rank_backend_send (store->backend, store_node_of (store, shard), cmd, 0,
-                     done_part, task);
 }
 
 /* One field of a dead letter, as queue.lua unpacks it: its length (4
@@ -1056,15 +1044,12 @@ rank_store_queue_done (RankStore *store, const RankContext *ctx, guint shard,
                        const RankQueueOutcome *outcomes, RankStoreDoneFunc func,
                        gpointer data)
 {
-  DoneTask *task = g_new0 (DoneTask, 1);
   g_autoptr (GByteArray) letters = g_byte_array_new ();
+  DoneTask *task;
   RankCommand ack;
   guint acked = 0;
 
   g_assert (batch->n_entries <= RANK_QUEUE_READ_COUNT);
-  task->func = func;
-  task->data = data;
-  task->countdown.pending = 1;
   queue_script (&ack, ctx, shard, "ack", TRUE);
   rank_command_add_str (&ack, RANK_QUEUE_GROUP);
   for (guint k = 0; k < batch->n_entries; k++)
@@ -1099,11 +1084,17 @@ rank_store_queue_done (RankStore *store, const RankContext *ctx, guint shard,
     }
   /* Acknowledged entries stay until rank_store_queue_trim: one XTRIM a
    * second costs Redis less than an XDEL of every batch. */
-  if (acked > 0)
-    send_done_part (store, shard, &ack, task);
-  else
-    rank_command_clear (&ack);
-  done_part (NULL, NULL, task);
+  if (acked == 0)
+    {
+      rank_command_clear (&ack);
+      func (NULL, data);
+      return;
+    }
+  task = g_new (DoneTask, 1);
+  task->func = func;
+  task->data = data;
+  rank_backend_send (store->backend, store_node_of (store, shard), &ack, 0,
+                     acknowledged, task);
 }
 
 typedef struct

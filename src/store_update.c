@@ -31,9 +31,10 @@ static void update_replied (const RankReply *reply, const GError *error,
                             gpointer data);
 
 static guint update_head (const RankContext *ctx, const RankUpdate *update,
-                          guint nodes, RankCommand *head);
+                          const gint64 *buckets, guint nodes,
+                          RankCommand *head);
 static void update_item (const RankContext *ctx, const RankUpdate *update,
-                         RankCommand *item);
+                         gint64 bucket, RankCommand *item);
 
 void
 rank_store_update (RankStore *store, const RankContext *ctx,
@@ -43,8 +44,10 @@ rank_store_update (RankStore *store, const RankContext *ctx,
   UpdateTask *task = g_new (UpdateTask, 1);
   RankCommand head, item;
   const RankCommand *shared = &head;
+  gint64 buckets[RANK_REQUEST_BUCKET_ARGS];
   guint node;
 
+  rank_request_buckets (ctx->dedup_window_ms, ctx->now_ms, buckets);
   task->func = func;
   task->data = data;
   task->options = ctx->options;
@@ -63,8 +66,8 @@ rank_store_update (RankStore *store, const RankContext *ctx,
           || store->group_now_ms != ctx->now_ms)
         {
           rank_command_clear (store->group_head);
-          store->group_node
-              = update_head (ctx, update, store->nodes, store->group_head);
+          store->group_node = update_head (ctx, update, buckets, store->nodes,
+                                           store->group_head);
           memcpy (store->group_of_head, update->group, RANK_UPDATE_GROUP_BYTES);
           store->group_now_ms = ctx->now_ms;
         }
@@ -72,8 +75,8 @@ rank_store_update (RankStore *store, const RankContext *ctx,
       node = store->group_node;
     }
   else
-    node = update_head (ctx, update, store->nodes, &head);
-  update_item (ctx, update, &item);
+    node = update_head (ctx, update, buckets, store->nodes, &head);
+  update_item (ctx, update, buckets[0], &item);
   /* With the other updates of the board queued in this loop iteration. */
   rank_backend_send_item (store->backend, node, shared, &item,
                           RANK_SEND_REPLICATED, update_replied, task);
@@ -185,10 +188,11 @@ add_args (RankCommand *cmd, const Arg *args, guint n)
 }
 
 /* The script call's head for update: its keys, then the batch's
- * arguments; returns the node of its shard. */
+ * arguments (buckets: rank_request_buckets of its clock); returns the node
+ * of its shard. */
 static guint
-update_head (const RankContext *ctx, const RankUpdate *update, guint nodes,
-             RankCommand *head)
+update_head (const RankContext *ctx, const RankUpdate *update,
+             const gint64 *buckets, guint nodes, RankCommand *head)
 {
   static const char *const keys[]
       = { RANK_KEY_SUFFIX_SCORES,  RANK_KEY_SUFFIX_TIMES,
@@ -196,10 +200,8 @@ update_head (const RankContext *ctx, const RankUpdate *update, guint nodes,
           RANK_KEY_SUFFIX_COUNTS,  RANK_KEY_SUFFIX_DATA };
   const RankBoardOptions *o = ctx->options;
   guint shard = store_shard_of (ctx, update->member, strlen (update->member));
-  gint64 buckets[RANK_REQUEST_BUCKET_ARGS];
   Arg batch[N_BATCH_ARGS];
 
-  rank_request_buckets (ctx->dedup_window_ms, ctx->now_ms, buckets);
   for (guint i = 0; i <= RANK_DEDUP_BUCKETS; i++)
     batch[BATCH_BUCKET + i] = NUMBER (buckets[i]);
   batch[BATCH_RECORD_EXPIRE_AT] = NUMBER (buckets[RANK_DEDUP_BUCKETS + 1]);
@@ -229,9 +231,9 @@ update_head (const RankContext *ctx, const RankUpdate *update, guint nodes,
   return rank_shard_node (shard, nodes);
 }
 
-/* The update's own arguments. */
+/* The update's own arguments (bucket: the current request-id bucket). */
 static void
-update_item (const RankContext *ctx, const RankUpdate *update,
+update_item (const RankContext *ctx, const RankUpdate *update, gint64 bucket,
              RankCommand *item)
 {
   const RankBoardOptions *o = ctx->options;
@@ -252,12 +254,9 @@ update_item (const RankContext *ctx, const RankUpdate *update,
   rank_orderkey_encode_time (update->timestamp_ms, prefix + subs_len);
   if (update->group == NULL)
     {
-      gint64 buckets[RANK_REQUEST_BUCKET_ARGS];
-
-      rank_request_buckets (ctx->dedup_window_ms, ctx->now_ms, buckets);
       rank_request_fingerprint (update, fp);
       rank_request_id_hash (update->request_id, id + RANK_FINGERPRINT_BYTES);
-      rank_request_record (fp, buckets[0], id);
+      rank_request_record (fp, bucket, id);
     }
   /* Without subscores, an INCREMENT keeps the member's own; a new member
    * gets 0s. */
@@ -285,6 +284,9 @@ guint
 rank_store_update_command (const RankContext *ctx, const RankUpdate *update,
                            guint nodes, RankCommand *head, RankCommand *item)
 {
-  update_item (ctx, update, item);
-  return update_head (ctx, update, nodes, head);
+  gint64 buckets[RANK_REQUEST_BUCKET_ARGS];
+
+  rank_request_buckets (ctx->dedup_window_ms, ctx->now_ms, buckets);
+  update_item (ctx, update, buckets[0], item);
+  return update_head (ctx, update, buckets, nodes, head);
 }
