@@ -621,10 +621,21 @@ batch_send (RankBackend *backend, Batch *b)
   op_send (op);
 }
 
+/* Whether a flat answer is the count of b's items instead: each was
+ * applied as sent (update.lua, as_sent), and each item's reply is that
+ * count, which its waiter knows how to read. */
+static gboolean
+batch_as_sent (const Batch *b, const RankReply *reply)
+{
+  return b->flat_width > 0 && !(b->flags & RANK_SEND_RANKS)
+         && reply->type == RANK_REPLY_INTEGER
+         && reply->integer == (gint64) b->waiters->len;
+}
+
 /* Whether reply has the shape of b's answer: the script's array, one
  * reply per item, or with a flat_width, the items' replies one after
- * another; for a transaction of ranks, {ZMSCORE's array (or its error), a
- * ZRANK per item}. */
+ * another (or batch_as_sent); for a transaction of ranks, {ZMSCORE's
+ * array (or its error), a ZRANK per item}. */
 static gboolean
 batch_shaped (const Batch *b, const RankReply *reply)
 {
@@ -632,6 +643,8 @@ batch_shaped (const Batch *b, const RankReply *reply)
   const RankReply *scores;
   gsize at = 0;
 
+  if (batch_as_sent (b, reply))
+    return TRUE;
   if (reply->type != RANK_REPLY_ARRAY)
     return FALSE;
   if (b->flags & RANK_SEND_RANKS)
@@ -650,15 +663,18 @@ batch_shaped (const Batch *b, const RankReply *reply)
 }
 
 /* Item i's reply in b's answer (batch_shaped): element i; in a flat
- * answer, the elements from at (which moves past them), seen through one;
- * for a transaction of ranks, {its score, its rank} in one (pair holds the
- * two), or whichever of the two is an error. */
+ * answer, the elements from at (which moves past them), seen through one,
+ * or the count of an answer batch_as_sent; for a transaction of ranks,
+ * {its score, its rank} in one (pair holds the two), or whichever of the
+ * two is an error. */
 static const RankReply *
 batch_item (const Batch *b, const RankReply *reply, guint i, gsize *at,
             RankReply *one, RankReply *pair[2])
 {
   const RankReply *scores, *first;
 
+  if (batch_as_sent (b, reply))
+    return reply;
   if (!(b->flags & RANK_SEND_RANKS))
     {
       if (b->flat_width == 0)

@@ -25,6 +25,11 @@ typedef struct
   RankStoreUpdateFunc func;
   gpointer data;
   const RankBoardOptions *options; /* the context's: lives as long */
+  /* A SET of a batch recorded as a whole: its answer when update.lua
+   * answers the batch as sent (its score, rank 0, applied, and the
+   * subscores sent: 0s where none were). */
+  gboolean set_in_group;
+  RankUpdateResult as_sent;
 } UpdateTask;
 
 static void update_replied (const RankReply *reply, const GError *error,
@@ -51,6 +56,18 @@ rank_store_update (RankStore *store, const RankContext *ctx,
   task->func = func;
   task->data = data;
   task->options = ctx->options;
+  task->set_in_group = update->group != NULL && update->mode == RANK_MODE_SET;
+  if (task->set_in_group)
+    {
+      RankUpdateResult *r = &task->as_sent;
+
+      r->score = update->value;
+      r->rank = 0;
+      r->applied = TRUE;
+      r->n_subscores = ctx->options->n_subscores;
+      for (guint i = 0; i < r->n_subscores && i < RANK_SUBSCORES_MAX; i++)
+        r->subscores[i] = update->n_subscores > 0 ? update->subscores[i] : 0;
+    }
   if (update->group != NULL)
     {
       /* The updates of a batch recorded as a whole share their script
@@ -84,7 +101,8 @@ rank_store_update (RankStore *store, const RankContext *ctx,
     rank_command_clear (&head);
 }
 
-/* {score, rank, applied, subscores} */
+/* {score, rank, applied, subscores}; or, for a SET of a batch recorded as
+ * a whole, the batch's count: applied as sent. */
 static void
 update_replied (const RankReply *reply, const GError *error, gpointer data)
 {
@@ -95,6 +113,14 @@ update_replied (const RankReply *reply, const GError *error, gpointer data)
   gsize subs_len = task->options->n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES;
   const RankReply *subs = NULL;
 
+  if (error == NULL && reply->type == RANK_REPLY_INTEGER)
+    {
+      if (!task->set_in_group)
+        error = bad = store_unexpected (reply, "update.lua");
+      task->func (error != NULL ? NULL : &task->as_sent, error, task->data);
+      g_free (task);
+      return;
+    }
   if (error == NULL
       && (!rank_reply_int_at (reply, 0, &result.score)
           || !rank_reply_int_at (reply, 1, &result.rank)

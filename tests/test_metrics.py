@@ -1000,7 +1000,12 @@ class BatchRequestIdBoardsTest(unittest.TestCase):
             f.write("[board sh]\nshards=4\n\n[board capped]\ncap=10\n\n"
                     "[board dense]\nrank=dense\n\n[board day]\n"
                     "period=daily\nretention=3\naccept_late=true\n\n"
-                    "[board subs]\nsubscores=asc,desc\n")
+                    "[board subs]\nsubscores=asc,desc\n\n"
+                    "[board sets]\nsubscores=asc,desc\n\n"
+                    "[board sets_one]\nsubscores=asc,desc\n\n"
+                    "[board sets_asc]\norder=asc\nsubscores=desc,asc\n\n"
+                    "[board sets_asc_one]\norder=asc\nsubscores=desc,asc\n"
+                    "\n[board sets_plain]\n\n[board sets_plain_one]\n")
         cls.redis, cls.redis_port = start_redis(cls.dir)
         cls.rankd, cls.port, _ = start_rankd(
             RANKD, cls.dir, cls.redis_port, ["--config", conf])
@@ -1044,6 +1049,81 @@ class BatchRequestIdBoardsTest(unittest.TestCase):
             got = client.UpdateBatch(UpdateBatchRequest(
                 requests=reqs[:1], with_rank=False, request_id="b")).results
             self.assertTrue(got[0].response.applied)
+        finally:
+            t.close()
+
+    def batch(self, client, reqs, request_id):
+        return client.UpdateBatch(UpdateBatchRequest(
+            requests=reqs, with_rank=False, request_id=request_id)).results
+
+    def keys(self, board):
+        """The board's sorted set (with scores), member times and data, as
+        Redis holds them."""
+        def cli(*args):
+            out = subprocess.run(
+                ["redis-cli", "-p", str(self.redis_port), "--no-raw", *args],
+                capture_output=True, check=True, text=True).stdout
+            # --no-raw: one quoted element a line, its bytes escaped.
+            return re.findall(r"^\s*\d+\) (.*)$", out, re.M)
+
+        def pairs(*args):
+            x = cli(*args)
+            return sorted(zip(x[::2], x[1::2]))
+        return (cli("ZRANGE", f"rk:{{{board}}}:z", "0", "-1", "WITHSCORES"),
+                pairs("HGETALL", f"rk:{{{board}}}:t"),
+                pairs("HGETALL", f"rk:{{{board}}}:a"))
+
+    def test_sets_as_sent_match_one_by_one(self):
+        """A batch with a request_id whose updates each SET another member
+        is answered as sent (update.lua returns only their count): its
+        answers, and what it leaves in Redis (scores at both ends of the
+        range and 0, kept and new times, subscores, data set, deleted or
+        left alone), are those of the same updates sent one by one, on desc
+        and asc boards, with subscores and without."""
+        big = 2**53 - 1
+        t0 = 1700000000000
+        seed = [("same", 50, [1, 2], t0, {"k": "a"}),
+                ("resubs", 50, [1, 2], t0 + 1, {"k": "b"}),
+                ("rescore", 50, [1, 2], t0 + 2, None),
+                ("retime", 50, [1, 2], t0 + 3, {"k": "c"}),
+                ("zero", 1, [0, 0], t0 + 5, None)]
+        sets = [("same", 50, [1, 2], t0 + 100, None),
+                ("resubs", 50, [1, 3], t0 + 101, {}),
+                ("rescore", -7, [1, 2], t0 + 2, {"k": "x"}),
+                ("retime", 51, [1, 2], t0 + 103, None),
+                ("zero", 0, [0, 0], t0 + 105, {"z": "0"}),
+                ("new", 0, [0, 0], t0 + 106, None),
+                ("top", big, [9, 9], t0 + 107, {"t": "1"}),
+                ("bottom", -big, [-1, -1], t0 + 108, None),
+                ("neg", -12, [0, 1], t0 + 109, {})]
+        client, t = connect(self.port)
+        try:
+            for board, alone, with_subs in (
+                    ("sets", "sets_one", True),
+                    ("sets_asc", "sets_asc_one", True),
+                    ("sets_plain", "sets_plain_one", False)):
+                def req(b, m, v, subs, ts, data, prefix):
+                    return UpdateRequest(b, m, v, f"{prefix}-{m}", Mode.SET,
+                                         ts, subs if with_subs else None,
+                                         data)
+                for b in (board, alone):
+                    for e in seed:
+                        client.Update(req(b, *e, "seed"))
+                got = self.batch(client, [req(board, *e, "s") for e in sets],
+                                 f"sets-{board}")
+                one = [client.Update(req(alone, *e, "s")) for e in sets]
+                self.assertEqual(
+                    [(g.response.score, g.response.applied,
+                      g.response.subscores) for g in got],
+                    [(u.score, u.applied, u.subscores) for u in one], board)
+                self.assertEqual(self.keys(board), self.keys(alone), board)
+                # Sent again: applied before, each answers its place now.
+                again = self.batch(client, [req(board, *e, "s")
+                                            for e in sets], f"sets-{board}")
+                self.assertEqual(
+                    [(g.response.score, g.response.applied,
+                      g.response.subscores) for g in again],
+                    [(u.score, False, u.subscores) for u in one], board)
         finally:
             t.close()
 
