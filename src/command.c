@@ -44,10 +44,10 @@ rank_command_init_script (RankCommand *cmd, RankScriptId script)
   init (cmd, script);
 }
 
-void
-rank_command_add (RankCommand *cmd, const void *arg, gsize len)
+/* len more bytes at the end of the buffer. */
+static void
+put (RankCommand *cmd, const void *bytes, gsize len)
 {
-  g_assert (cmd->argc < RANK_COMMAND_MAX_ARGS);
   if (cmd->used + len > cmd->size)
     {
       gsize size = MAX (cmd->size * 2, cmd->used + len);
@@ -58,13 +58,31 @@ rank_command_add (RankCommand *cmd, const void *arg, gsize len)
         cmd->bytes = g_realloc (cmd->bytes, size);
       cmd->size = size;
     }
-  cmd->offset[cmd->argc] = cmd->used;
-  cmd->len[cmd->argc++] = len;
   /* An empty argument may come without bytes (an empty GByteArray's data
    * is NULL), which memcpy must not be given. */
   if (len > 0)
-    memcpy (cmd->bytes + cmd->used, arg, len);
+    memcpy (cmd->bytes + cmd->used, bytes, len);
   cmd->used += len;
+}
+
+void
+rank_command_add (RankCommand *cmd, const void *arg, gsize len)
+{
+  g_assert (cmd->argc < RANK_COMMAND_MAX_ARGS);
+  cmd->offset[cmd->argc] = cmd->used;
+  cmd->len[cmd->argc++] = len;
+  put (cmd, arg, len);
+}
+
+void
+rank_command_append (RankCommand *cmd, const void *bytes, gsize len)
+{
+  /* Its bytes are the last in the buffer (no route stored after it). */
+  g_assert (cmd->argc > 0
+            && cmd->offset[cmd->argc - 1] + cmd->len[cmd->argc - 1]
+                   == cmd->used);
+  cmd->len[cmd->argc - 1] += len;
+  put (cmd, bytes, len);
 }
 
 void

@@ -67,6 +67,8 @@ void rank_command_init_script (RankCommand *cmd, RankScriptId script);
 
 void rank_command_add (RankCommand *cmd, const void *arg, gsize len);
 void rank_command_add_str (RankCommand *cmd, const char *arg);
+/* More bytes at the end of the last argument. */
+void rank_command_append (RankCommand *cmd, const void *bytes, gsize len);
 void rank_command_add_int (RankCommand *cmd, gint64 value);
 
 /* value in decimal, as "%" G_GINT64_FORMAT prints it, NUL-terminated,

@@ -152,17 +152,30 @@ typedef enum
   N_BATCH_ARGS,
 } BatchArg;
 
-/* Each update's, after the batch's. */
+/* Each update's, after the batch's: two arguments, as each costs Redis
+ * about 1.3k instructions (its parse, its object, its Lua string) where a
+ * string.sub of one costs a third of that (bench/README). */
 typedef enum
 {
   ITEM_MEMBER,
-  ITEM_FLAGS, /* mode, subscores absent, data given: a byte each */
-  ITEM_VALUE,
-  ITEM_ID,     /* the request-id record, then its hash */
-  ITEM_PREFIX, /* subscores, then time: the order key's prefix */
-  ITEM_DATA,
+  ITEM_WHAT, /* WhatByte's header, then id, prefix, value and data */
   N_ITEM_ARGS,
 } ItemArg;
+
+/* ITEM_WHAT's header: a byte each; then the id (the request-id record, then
+ * its hash; none in a batch recorded as a whole), the prefix (subscores,
+ * then time: the order key's prefix), the value (its decimal text) and the
+ * data (the rest; data given only). */
+typedef enum
+{
+  WHAT_MODE,
+  WHAT_KEEP_SUBS, /* 1: subscores absent */
+  WHAT_DATA_GIVEN,
+  WHAT_ID_LEN,
+  WHAT_PREFIX_LEN,
+  WHAT_VALUE_LEN,
+  N_WHAT_BYTES,
+} WhatByte;
 
 const char *const rank_store_update_batch_arg_names[] = {
   [BATCH_BUCKET] = "names[0]",
@@ -184,12 +197,23 @@ G_STATIC_ASSERT (RANK_DEDUP_BUCKETS == 4);
 const guint rank_store_update_n_batch_args = N_BATCH_ARGS;
 
 const char *const rank_store_update_item_arg_names[] = {
-  [ITEM_MEMBER] = "member", [ITEM_FLAGS] = "flags",   [ITEM_VALUE] = "value",
-  [ITEM_ID] = "id",         [ITEM_PREFIX] = "prefix", [ITEM_DATA] = "data",
+  [ITEM_MEMBER] = "member",
+  [ITEM_WHAT] = "what",
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (rank_store_update_item_arg_names)
                  == N_ITEM_ARGS);
 const guint rank_store_update_n_item_args = N_ITEM_ARGS;
+
+const char *const rank_store_update_what_names[] = {
+  [WHAT_MODE] = "mode",
+  [WHAT_KEEP_SUBS] = "keep_subs",
+  [WHAT_DATA_GIVEN] = "data_given",
+  [WHAT_ID_LEN] = "id_len",
+  [WHAT_PREFIX_LEN] = "prefix_len",
+  [WHAT_VALUE_LEN] = "value_len",
+};
+G_STATIC_ASSERT (G_N_ELEMENTS (rank_store_update_what_names) == N_WHAT_BYTES);
+const guint rank_store_update_n_what_bytes = N_WHAT_BYTES;
 
 /* One argument: bytes, or a number rankd formats. */
 typedef struct
@@ -264,21 +288,25 @@ update_item (const RankContext *ctx, const RankUpdate *update, gint64 bucket,
 {
   const RankBoardOptions *o = ctx->options;
   gsize subs_len = o->n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES;
-  guint8 fp[RANK_FINGERPRINT_BYTES];
-  /* The record, then the request id's hash. */
-  guint8 id[RANK_FINGERPRINT_BYTES + RANK_REQUEST_ID_HASH_BYTES];
-  /* The subscores, then the time. */
-  guint8 prefix[RANK_SUBSCORES_MAX * RANK_ORDERKEY_SUBSCORE_BYTES
-                + RANK_ORDERKEY_TIME_BYTES];
+  gsize prefix_len = subs_len + RANK_ORDERKEY_TIME_BYTES;
+  /* A batch recorded as a whole records none of its updates' ids. */
+  gsize id_len = update->group != NULL
+                     ? 0
+                     : RANK_FINGERPRINT_BYTES + RANK_REQUEST_ID_HASH_BYTES;
+  guint8 what[N_WHAT_BYTES + RANK_FINGERPRINT_BYTES + RANK_REQUEST_ID_HASH_BYTES
+              + RANK_SUBSCORES_MAX * RANK_ORDERKEY_SUBSCORE_BYTES
+              + RANK_ORDERKEY_TIME_BYTES + RANK_FORMAT_INT_MAX];
+  guint8 *id = what + N_WHAT_BYTES;
+  guint8 *prefix = id + id_len;
   guint8 *subs = prefix;
-  guint8 flags[3]
-      = { (guint8) update->mode, update->n_subscores == 0, update->data_given };
-  Arg one[N_ITEM_ARGS];
+  guint8 *value = prefix + prefix_len;
+  gsize value_len;
+  guint8 fp[RANK_FINGERPRINT_BYTES];
 
   g_assert (update->mode >= RANK_MODE_INCREMENT
             && update->mode <= RANK_MODE_REMOVE);
   rank_orderkey_encode_time (update->timestamp_ms, prefix + subs_len);
-  if (update->group == NULL)
+  if (id_len > 0)
     {
       rank_request_fingerprint (update, fp);
       rank_request_id_hash (update->request_id, id + RANK_FINGERPRINT_BYTES);
@@ -293,17 +321,19 @@ update_item (const RankContext *ctx, const RankUpdate *update, gint64 bucket,
     rank_orderkey_encode_subscore (
         update->n_subscores > 0 ? update->subscores[i] : 0, o->subscore_asc[i],
         subs + i * RANK_ORDERKEY_SUBSCORE_BYTES);
+  value_len = rank_format_int ((char *) value, update->value);
+  what[WHAT_MODE] = (guint8) update->mode;
+  what[WHAT_KEEP_SUBS] = update->n_subscores == 0;
+  what[WHAT_DATA_GIVEN] = update->data_given;
+  what[WHAT_ID_LEN] = (guint8) id_len;
+  what[WHAT_PREFIX_LEN] = (guint8) prefix_len;
+  what[WHAT_VALUE_LEN] = (guint8) value_len;
 
-  one[ITEM_MEMBER] = BYTES (update->member, strlen (update->member));
-  one[ITEM_FLAGS] = BYTES (flags, sizeof flags);
-  one[ITEM_VALUE] = NUMBER (update->value);
-  /* A batch recorded as a whole records none of its updates' ids. */
-  one[ITEM_ID] = update->group != NULL ? BYTES ("", 0) : BYTES (id, sizeof id);
-  one[ITEM_PREFIX] = BYTES (prefix, subs_len + RANK_ORDERKEY_TIME_BYTES);
-  one[ITEM_DATA] = update->data_given ? BYTES (update->data, update->data_len)
-                                      : BYTES ("", 0);
   rank_command_init_args (item);
-  add_args (item, one, N_ITEM_ARGS);
+  rank_command_add (item, update->member, strlen (update->member));
+  rank_command_add (item, what, (gsize) (value + value_len - what));
+  if (update->data_given)
+    rank_command_append (item, update->data, update->data_len);
 }
 
 guint

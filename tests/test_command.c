@@ -87,6 +87,30 @@ test_empty_argument (void)
   rank_command_clear (&cmd);
 }
 
+/* Appended bytes lengthen the last argument, also past the inline buffer
+ * (update.lua's second argument of an update ends with its data). */
+static void
+test_append (void)
+{
+  g_autofree char *big = g_strnfill (RANK_COMMAND_INLINE_BYTES, 'd');
+  RankCommand cmd;
+
+  rank_command_init_args (&cmd);
+  rank_command_add_str (&cmd, "m");
+  rank_command_add_str (&cmd, "ab");
+  rank_command_append (&cmd, "cd", 2);
+  rank_command_append (&cmd, big, RANK_COMMAND_INLINE_BYTES);
+  rank_command_add_str (&cmd, "e");
+  g_assert_cmpint (cmd.argc, ==, 3);
+  g_assert_cmpmem (cmd.bytes + cmd.offset[0], cmd.len[0], "m", 1);
+  g_assert_cmpuint (cmd.len[1], ==, 4 + RANK_COMMAND_INLINE_BYTES);
+  g_assert_cmpmem (cmd.bytes + cmd.offset[1], 4, "abcd", 4);
+  g_assert_cmpmem (cmd.bytes + cmd.offset[1] + 4, RANK_COMMAND_INLINE_BYTES,
+                   big, RANK_COMMAND_INLINE_BYTES);
+  g_assert_cmpmem (cmd.bytes + cmd.offset[2], cmd.len[2], "e", 1);
+  rank_command_clear (&cmd);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -94,5 +118,6 @@ main (int argc, char **argv)
   g_test_add_func ("/command/format-int", test_format_int);
   g_test_add_func ("/command/board-key", test_board_key);
   g_test_add_func ("/command/empty-argument", test_empty_argument);
+  g_test_add_func ("/command/append", test_append);
   return g_test_run ();
 }

@@ -214,6 +214,26 @@ test_update_arguments (void)
                rank_store_update_n_batch_args, "the batch's");
   check_reads (item, rank_store_update_item_arg_names,
                rank_store_update_n_item_args, "an update's");
+  /* The header of an update's second argument: its bytes, in order. */
+  {
+    g_autoptr (GRegex) what = g_regex_new (
+        "^ *local ([\\w, ]+) =\\s+string\\.byte\\(what, 1, (\\d+)\\)$",
+        G_REGEX_MULTILINE, 0, NULL);
+    g_autoptr (GMatchInfo) wm = NULL;
+    g_autofree char *list = NULL;
+    g_autofree char *count = NULL;
+    g_auto (GStrv) names = NULL;
+
+    g_assert_true (g_regex_match (what, source, 0, &wm));
+    list = g_match_info_fetch (wm, 1);
+    count = g_match_info_fetch (wm, 2);
+    names = g_strsplit (list, ", ", -1);
+    g_assert_cmpint (atoi (count), ==, rank_store_update_n_what_bytes);
+    g_assert_cmpuint (g_strv_length (names), ==,
+                      rank_store_update_n_what_bytes);
+    for (guint i = 0; i < rank_store_update_n_what_bytes; i++)
+      g_assert_cmpstr (names[i], ==, rank_store_update_what_names[i]);
+  }
   /* And the script counts them as rankd does. */
   sizes = g_regex_new ("^local HEAD, ITEM = (\\d+), (\\d+)$", G_REGEX_MULTILINE,
                        0, NULL);

@@ -28,18 +28,20 @@
 --   this period's keys go; 0: never); group ('', or the record of a batch
 --   recorded as a whole, below). Numbers rankd formats, as string.format
 --   here costs Redis more.
--- Then each update's, packed where Lua reads them without a string of
---   their own (an argument costs Redis about 1k instructions: its parse,
---   its object, its Lua string): member; flags, 3 bytes: mode (1
---   INCREMENT, 2 BEST, 3 SET, 4 remove), subscores absent (1: an INCREMENT
---   without them keeps the member's own; those given are then the 0s of a
---   new member), data given (1: replace the member's data with the last
---   argument, which when empty deletes it); value; id, 14 bytes: the
---   request-id record (4 bytes: the bucket mod 16, then 28 bits of the
---   fingerprint of what the request id stands for), then the request-id
---   hash (10 bytes); prefix: the subscores (8 bytes each, encoded to sort
---   bytewise; none on boards without) and the time (6 bytes), the order
---   key's prefix as the update gives it; data.
+-- Then each update's two (an argument costs Redis about 1.3k
+--   instructions: its parse, its object, its Lua string; a string.sub of
+--   one about a third of that): its member; and what, 6 bytes then the
+--   rest: mode (1 INCREMENT, 2 BEST, 3 SET, 4 remove), subscores absent (1:
+--   an INCREMENT without them keeps the member's own; those given are then
+--   the 0s of a new member), data given (1: replace the member's data with
+--   the rest of what, which when empty deletes it), and the lengths of the
+--   id, prefix and value that follow; id, 14 bytes (none in a batch
+--   recorded as a whole): the request-id record (4 bytes: the bucket mod
+--   16, then 28 bits of the fingerprint of what the request id stands
+--   for), then the request-id hash (10 bytes); prefix: the subscores (8
+--   bytes each, encoded to sort bytewise; none on boards without) and the
+--   time (6 bytes), the order key's prefix as the update gives it; value,
+--   in decimal; data.
 --
 -- Request-id records are packed: a record is one field (the 10-byte hash of
 -- the request id) -> value (4 bytes: the time bucket it was written in,
@@ -111,9 +113,10 @@
 -- Try it: redis-cli EVAL "$(cat prelude.lua update.lua)" 6 'rk:{b}:z' 'rk:{b}:t' \
 --   'rk:{b}:q' 'rk:{b}:d' 'rk:{b}:c' 'rk:{b}:a' \
 --   2127555 2127554 2127553 2127552 2127551 1914804900000 1 desc ordinal 0 0 \
---   alice "$(printf '\1\1\1')" 10 fp01request-1- "$(printf '\1\2\3\4\5\6')" ''
--- (no NUL bytes: the shell drops them; flags 1 1 1 is an INCREMENT without
--- subscores whose data, given empty, is deleted)
+--   '' alice "$(printf '\1\1\1\16\6\2fp01request-1-\1\2\3\4\5\00610')"
+-- (no NUL bytes: the shell drops them; 1 1 1 is an INCREMENT without
+-- subscores whose data, given empty, is deleted; 14, 6 and 2 the lengths of
+-- its id, prefix and value 10)
 
 local zkey, tkey, qprefix, dkey, ckey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local akey = KEYS[6]
@@ -130,7 +133,7 @@ local cap = ARGV[10]
 local expire_at = ARGV[11]
 local group = ARGV[12]
 -- Then ITEM arguments per update (store_update.c, ItemArg).
-local HEAD, ITEM = 12, 6
+local HEAD, ITEM = 12, 2
 local TIME_BYTES = 6
 -- The updates in this call.
 local count = (#ARGV - HEAD) / ITEM
@@ -537,20 +540,35 @@ end
 local REUSED = 'RANK_INVALID request_id: already used on this board ' ..
   'for another member, value, mode, subscores or data'
 
+-- The update whose arguments follow ARGV[at] (store_update.c, ItemArg and
+-- WhatByte): its member; its mode, keep_subs (1: subscores absent),
+-- data_given (true or false), request-id record and hash ('' in a batch
+-- recorded as a whole), prefix, value (text) and data ('' unless given).
+local function item_at(at)
+  local member = ARGV[at + 1]
+  local what = ARGV[at + 2]
+  local mode, keep_subs, data_given, id_len, prefix_len, value_len =
+    string.byte(what, 1, 6)
+  local p0 = 7 + id_len
+  local v0 = p0 + prefix_len
+  local d0 = v0 + value_len
+  local record, idhash = '', ''
+  if id_len > 0 then
+    record, idhash = string.sub(what, 7, 10), string.sub(what, 11, p0 - 1)
+  end
+  data_given = data_given == 1
+  return member, mode, keep_subs, data_given, record, idhash,
+    string.sub(what, p0, v0 - 1), string.sub(what, v0, d0 - 1),
+    data_given and string.sub(what, d0) or ''
+end
+
 -- Applies the update whose arguments follow ARGV[at]. Returns its reply's
 -- four values (score, rank, applied, subscores), or its error reply.
 local function apply(at)
-  local member = ARGV[at + 1]
-  local flags = ARGV[at + 2]
-  local value = ARGV[at + 3]
-  local id = ARGV[at + 4]
-  local prefix = ARGV[at + 5]
-  local data = ARGV[at + 6]
-  local mode, keep_subs, data_given = string.byte(flags, 1, 3)
-  local record, idhash = string.sub(id, 1, 4), string.sub(id, 5)
+  local member, mode, keep_subs, data_given, record, idhash, prefix, value,
+    data = item_at(at)
   local nsub = #prefix - TIME_BYTES
   local subs = nsub > 0 and string.sub(prefix, 1, nsub) or ''
-  data_given = data_given == 1
 
   -- A batch recorded as a whole records none of its updates.
   local seen, hash, mark
@@ -788,7 +806,7 @@ local function set_as_sent()
   local zrem, zadd, hset, aset, adel = {}, {}, {}, {}, {}
   for i = 1, count do
     local at = HEAD + (i - 1) * ITEM
-    local member, value, prefix = ARGV[at + 1], ARGV[at + 3], ARGV[at + 5]
+    local member, _, _, data_given, _, _, prefix, value, data = item_at(at)
     local p = prefix_of[member]
     local moved = true
     if p then
@@ -807,8 +825,8 @@ local function set_as_sent()
       zadd[#zadd + 1] = zscore_text(value)
       zadd[#zadd + 1] = prefix .. member
     end
-    if string.byte(ARGV[at + 2], 3) == 1 then
-      data_write(aset, adel, member, ARGV[at + 6])
+    if data_given then
+      data_write(aset, adel, member, data)
     end
   end
   call_with('ZREM', zkey, zrem)
@@ -867,7 +885,9 @@ local function apply_group()
       local p = prefix_of[member]
       if p then
         results[out + 1] = zscore_of(zscore_of_member[member])
-        results[out + 4] = string.sub(p, 1, #ARGV[at + 5] - TIME_BYTES)
+        -- (The prefix's length is the 5th byte of what.)
+        results[out + 4] = string.sub(p, 1,
+          string.byte(ARGV[at + 2], 5) - TIME_BYTES)
       else
         results[out + 1], results[out + 4] = 0, ''
       end
