@@ -72,6 +72,22 @@ rank_request_fingerprint (const RankUpdate *update,
   digest_into (sum, out, RANK_FINGERPRINT_BYTES);
 }
 
+/* Whether every update SETs, each a member no other names. */
+static gboolean
+sets_of_their_own (const RankUpdate *const *updates, guint n)
+{
+  g_autoptr (GHashTable) seen = NULL;
+
+  for (guint i = 0; i < n; i++)
+    if (updates[i]->mode != RANK_MODE_SET)
+      return FALSE;
+  seen = g_hash_table_new (g_str_hash, g_str_equal);
+  for (guint i = 0; i < n; i++)
+    if (!g_hash_table_add (seen, (gpointer) updates[i]->member))
+      return FALSE;
+  return TRUE;
+}
+
 void
 rank_request_group (const char *request_id, const RankUpdate *const *updates,
                     guint n, gint64 bucket, guint64 token,
@@ -104,6 +120,7 @@ rank_request_group (const char *request_id, const RankUpdate *const *updates,
   *p++ = (guint8) n;
   for (guint i = 0; i < 8; i++)
     *p++ = (guint8) (token >> (8 * i));
+  *p = sets_of_their_own (updates, n);
 }
 
 void

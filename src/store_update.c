@@ -25,9 +25,10 @@ typedef struct
   RankStoreUpdateFunc func;
   gpointer data;
   const RankBoardOptions *options; /* the context's: lives as long */
-  /* A SET of a batch recorded as a whole: its answer when update.lua
-   * answers the batch as sent (its score, rank 0, applied, and the
-   * subscores sent: 0s where none were). */
+  /* A SET of a batch recorded as a whole whose updates are all SETs of
+   * members of their own: its answer when update.lua answers the batch as
+   * sent (its score, rank 0, applied, and the subscores sent: 0s where
+   * none were). */
   gboolean set_in_group;
   RankUpdateResult as_sent;
 } UpdateTask;
@@ -56,7 +57,8 @@ rank_store_update (RankStore *store, const RankContext *ctx,
   task->func = func;
   task->data = data;
   task->options = ctx->options;
-  task->set_in_group = update->group != NULL && update->mode == RANK_MODE_SET;
+  task->set_in_group
+      = update->group != NULL && update->group[RANK_UPDATE_GROUP_SETS] == 1;
   if (task->set_in_group)
     {
       RankUpdateResult *r = &task->as_sent;
@@ -164,8 +166,9 @@ typedef enum
 
 /* ITEM_WHAT's header: a byte each; then the id (the request-id record, then
  * its hash; none in a batch recorded as a whole), the prefix (subscores,
- * then time: the order key's prefix), the value (its decimal text) and the
- * data (the rest; data given only). */
+ * then time: the order key's prefix), the value (its decimal text; the
+ * sorted-set score in a batch of SETs recorded as a whole) and the data
+ * (the rest; data given only). */
 typedef enum
 {
   WHAT_MODE,
@@ -321,7 +324,14 @@ update_item (const RankContext *ctx, const RankUpdate *update, gint64 bucket,
     rank_orderkey_encode_subscore (
         update->n_subscores > 0 ? update->subscores[i] : 0, o->subscore_asc[i],
         subs + i * RANK_ORDERKEY_SUBSCORE_BYTES);
-  value_len = rank_format_int ((char *) value, update->value);
+  /* The SETs of a batch recorded as a whole, each of its own member
+   * (requestid.h), give their sorted-set score. */
+  value_len = rank_format_int (
+      (char *) value, update->group != NULL
+                              && update->group[RANK_UPDATE_GROUP_SETS] == 1
+                              && o->order != RANK_ORDER_ASC
+                          ? -update->value
+                          : update->value);
   what[WHAT_MODE] = (guint8) update->mode;
   what[WHAT_KEEP_SUBS] = update->n_subscores == 0;
   what[WHAT_DATA_GIVEN] = update->data_given;

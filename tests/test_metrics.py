@@ -1124,6 +1124,21 @@ class BatchRequestIdBoardsTest(unittest.TestCase):
                     [(g.response.score, g.response.applied,
                       g.response.subscores) for g in again],
                     [(u.score, False, u.subscores) for u in one], board)
+                # A member twice: the batch takes the general path, and
+                # still matches.
+                twice = [("new", 3, [0, 0], t0 + 200, {"n": "1"}),
+                         ("top", 4, [9, 9], t0 + 201, None),
+                         ("new", 3, [0, 0], t0 + 202, {})]
+                got = self.batch(client, [req(board, *e, f"t{i}")
+                                          for i, e in enumerate(twice)],
+                                 f"twice-{board}")
+                one = [client.Update(req(alone, *e, f"t{i}"))
+                       for i, e in enumerate(twice)]
+                self.assertEqual(
+                    [(g.response.score, g.response.applied,
+                      g.response.subscores) for g in got],
+                    [(u.score, u.applied, u.subscores) for u in one], board)
+                self.assertEqual(self.keys(board), self.keys(alone), board)
         finally:
             t.close()
 

@@ -106,12 +106,24 @@ test_group (void)
                    "14d3b76b"
                    "f645daeae7f87be011a0"
                    "02"
-                   "0807060504030201");
+                   "0807060504030201"
+                   "00");
   /* Another order stands for another batch. */
   rank_request_group ("imp-1", swapped, 2, 1959777, 0x0102030405060708, other);
   g_assert_cmpmem (other, 4, "\x1f\x67\x8f\xfb", 4);
   g_assert_cmpmem (other + 4, RANK_UPDATE_GROUP_BYTES - 4, out + 4,
                    RANK_UPDATE_GROUP_BYTES - 4);
+  /* SETs each of a member of its own: the last byte says so. Not when
+   * one is not a SET, nor when a member comes twice. */
+  a.mode = b.mode = RANK_MODE_SET;
+  rank_request_group ("imp-1", both, 2, 1959777, 1, out);
+  g_assert_cmpint (out[RANK_UPDATE_GROUP_SETS], ==, 0);
+  b.member = "bob";
+  rank_request_group ("imp-1", both, 2, 1959777, 1, out);
+  g_assert_cmpint (out[RANK_UPDATE_GROUP_SETS], ==, 1);
+  b.mode = RANK_MODE_INCREMENT;
+  rank_request_group ("imp-1", both, 2, 1959777, 1, out);
+  g_assert_cmpint (out[RANK_UPDATE_GROUP_SETS], ==, 0);
 }
 
 static void

@@ -83,12 +83,13 @@
 -- The first records of a bucket delete the meta fields of buckets out of
 -- the window and set the meta hash to expire with the newest record hash.
 --
--- A batch recorded as a whole (UpdateBatchRequest.request_id; group, 23
+-- A batch recorded as a whole (UpdateBatchRequest.request_id; group, 24
 -- bytes: its record (4 bytes) and field (10), as an update's, then how
--- many updates it has (1 byte) and a token of the call (8) that keeps
--- rankd from putting another batch's updates in the same call) has one
+-- many updates it has (1 byte), a token of the call (8) that keeps
+-- rankd from putting another batch's updates in the same call, and 1 if
+-- each update SETs a member of its own (sets, below), else 0) has one
 -- record for all its updates, whose own ids are not looked up or recorded
--- (their id arguments are empty). rankd sends it alone in its call, and
+-- (their ids are empty). rankd sends it alone in its call, and
 -- only where the call is deferred (below): it applies all or nothing. A
 -- live record of it answers each update as already applied (or, for
 -- another batch, refuses each); else the record is written, and a refused
@@ -101,8 +102,8 @@
 -- the request id was already used (nothing changes; score, rank and
 -- subscores are current, rank 0 if the member is gone);
 -- subscores as stored (8 bytes each; '' if none). A batch recorded as a
--- whole whose updates all SET other members, once applied, returns just
--- the number of its updates instead (as_sent, below). A refusal is an error
+-- whole whose updates all SET members of their own, once applied,
+-- returns just the number of its updates instead (sets, below). A refusal is an error
 -- reply starting with "RANK_INVALID "; a key of another type than rankd
 -- keeps there (damaged data) is "RANK_DAMAGED ...", and stops the batch:
 -- the updates after it answer "RANK_UNAVAILABLE ..." and change nothing.
@@ -420,8 +421,6 @@ local deferred = not rank_wanted and cap == '0' and kind ~= 'dense'
 -- data changed, in order, with their sorted-set keys before the batch
 -- (false: none) and their data now ('': none).
 local prefix_of, zscore_of_member = {}, {}
--- The members the batch names, each once (load_places).
-local distinct = 0
 local moved_members, was_key = {}, {}
 local data_members, data_of = {}, {}
 
@@ -434,7 +433,6 @@ local function load_places()
       members[#members + 1] = member
     end
   end
-  distinct = #members
   local prefixes = call_on(tkey, 'hash', 'member times', 'HMGET',
     unpack(members))
   local keys, found = {}, {}
@@ -760,73 +758,82 @@ local GROUP_REUSED = 'RANK_INVALID request_id: already used on this ' ..
   'board for another batch'
 
 -- A batch recorded as a whole whose updates each SET a member of their
--- own (an import's) is answered as sent: it returns the number of its
--- updates instead of their replies, and rankd answers each with the score
--- and subscores it sent, rank 0, applied, which is what a SET applied
--- leaves whatever the member had. (The replies would cost Redis a Lua
--- table and 4 reply elements an update, and rankd their parse.)
+-- own (an import's; rankd says so in the group argument, and gives each
+-- update's sorted-set score as its value) is answered as sent: it returns
+-- the number of its updates instead of their replies, and rankd answers
+-- each with the score and subscores it sent, rank 0, applied, which is
+-- what a SET applied leaves whatever the member had. (The replies would
+-- cost Redis a Lua table and 4 reply elements an update, and rankd their
+-- parse.) Its members' places are read into arrays by position, without
+-- the tables by member of load_places.
+local sets = grouped and string.byte(group, 24) == 1
 local as_sent = false
+-- Each update's member, its prefix on the board (false: not on it) and
+-- its sorted-set score then.
+local set_members, set_prefix, set_zscore = {}, {}, {}
 
--- Whether every update of the call SETs, each another member (after
--- load_places); and then whether any gives data.
-local function all_set()
-  if distinct ~= count then
-    return false
-  end
-  local with_data = false
+local function load_sets()
   for i = 1, count do
-    local mode, _, data_given = string.byte(ARGV[HEAD + (i - 1) * ITEM + 2],
-      1, 3)
-    if mode ~= 3 then
-      return false
+    set_members[i] = ARGV[HEAD + (i - 1) * ITEM + 1]
+  end
+  set_prefix = call_on(tkey, 'hash', 'member times', 'HMGET',
+    unpack(set_members))
+  local keys, at = {}, {}
+  for i = 1, count do
+    local p = set_prefix[i]
+    if p then
+      keys[#keys + 1] = p .. set_members[i]
+      at[#at + 1] = i
     end
-    with_data = with_data or data_given == 1
   end
-  return true, with_data
+  if #keys > 0 then
+    local scores = call_on(zkey, 'zset', 'scores', 'ZMSCORE', unpack(keys))
+    for j, i in ipairs(at) do
+      set_zscore[i] = tonumber(scores[j])
+    end
+  end
+  expect_once(zkey, 'zset', 'scores')
+  expect_once(akey, 'hash', 'member data')
 end
 
--- The sorted-set score of a SET's value (the integer rankd formats), as
--- text: ZADD parses it exactly, where a Lua number is printed with %.17g
--- first (about 3.5k instructions; bench/instructions.sh).
-local function zscore_text(value)
-  if ascending or value == '0' then
-    return value
-  elseif string.byte(value, 1) == 45 then
-    return string.sub(value, 2)
-  end
-  return '-' .. value
-end
-
--- Applies the updates of a batch that all_set, with a command per key and
--- kind: each member gets the score, subscores and time sent, unless score
--- and subscores are its own already (it keeps its time: whoever reached
--- a score first stays ahead). Their places are loaded and the keys
--- written are checked.
+-- Applies the updates of a batch of sets (load_sets first), with a command
+-- per key and kind: each member gets the score, subscores and time sent,
+-- unless score and subscores are its own already (it keeps its time:
+-- whoever reached a score first stays ahead). The score goes to ZADD as
+-- the text rankd formats: a Lua number would be printed with %.17g first
+-- (about 3.5k instructions; bench/instructions.sh).
 local function set_as_sent()
   local zrem, zadd, hset, aset, adel = {}, {}, {}, {}, {}
+  local nr, nz, nh = 0, 0, 0
   for i = 1, count do
-    local at = HEAD + (i - 1) * ITEM
-    local member, _, _, data_given, _, _, prefix, value, data = item_at(at)
-    local p = prefix_of[member]
+    local member = set_members[i]
+    -- item_at's, without an id.
+    local what = ARGV[HEAD + (i - 1) * ITEM + 2]
+    local data_given, _, prefix_len, value_len = string.byte(what, 3, 6)
+    local v0 = 7 + prefix_len
+    local prefix = string.sub(what, 7, v0 - 1)
+    local zscore = string.sub(what, v0, v0 + value_len - 1)
+    local p = set_prefix[i]
     local moved = true
     if p then
-      local nsub = #prefix - TIME_BYTES
-      moved = zscore_of(zscore_of_member[member]) ~= tonumber(value)
+      local nsub = prefix_len - TIME_BYTES
+      moved = set_zscore[i] ~= tonumber(zscore)
         or string.sub(p, 1, nsub) ~= string.sub(prefix, 1, nsub)
     end
     if moved then
       if p ~= prefix then
         if p then
-          zrem[#zrem + 1] = p .. member
+          nr = nr + 1
+          zrem[nr] = p .. member
         end
-        hset[#hset + 1] = member
-        hset[#hset + 1] = prefix
+        hset[nh + 1], hset[nh + 2] = member, prefix
+        nh = nh + 2
       end
-      zadd[#zadd + 1] = zscore_text(value)
-      zadd[#zadd + 1] = prefix .. member
+      zadd[nz + 1], zadd[nz + 2] = zscore, prefix .. member
+      nz = nz + 2
     end
-    if data_given then
-      data_write(aset, adel, member, data)
+    if data_given == 1 then
+      data_write(aset, adel, member, string.sub(what, v0 + value_len))
     end
   end
   call_with('ZREM', zkey, zrem)
@@ -851,16 +858,11 @@ local function apply_group()
       'the batch reached Redis in parts; send it again'))
   end
   local grecord, gid = string.sub(group, 1, 4), string.sub(group, 5, 14)
-  local plain
   local ok, seen, ghash, gmark = pcall(function()
-    load_places()
-    local with_data
-    plain, with_data = all_set()
-    if plain then
-      expect_once(zkey, 'zset', 'scores')
-      if with_data then
-        expect_once(akey, 'hash', 'member data')
-      end
+    if sets then
+      load_sets()
+    else
+      load_places()
     end
     return lookup(gid)
   end)
@@ -882,9 +884,14 @@ local function apply_group()
     for i = 1, count do
       local at = HEAD + (i - 1) * ITEM
       local member = ARGV[at + 1]
-      local p = prefix_of[member]
+      local p, zscore
+      if sets then
+        p, zscore = set_prefix[i], set_zscore[i]
+      else
+        p, zscore = prefix_of[member], zscore_of_member[member]
+      end
       if p then
-        results[out + 1] = zscore_of(zscore_of_member[member])
+        results[out + 1] = zscore_of(zscore)
         -- (The prefix's length is the 5th byte of what.)
         results[out + 4] = string.sub(p, 1,
           string.byte(ARGV[at + 2], 5) - TIME_BYTES)
@@ -896,7 +903,7 @@ local function apply_group()
     end
     return
   end
-  if plain then
+  if sets then
     set_as_sent()
     recorded(ghash, gmark)
     as_sent = true
