@@ -1185,7 +1185,7 @@ GType rank_queue_status_get_type (void);
 #define RANK_QUEUE_STATUS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_QUEUE_STATUS, rankQueueStatusClass))
 
 /* constants */
-#define RANK_IDL_VERSION g_strdup ("1.4")
+#define RANK_IDL_VERSION g_strdup ("1.5")
 
 /* struct RankingUpdateArgs */
 struct _rankRankingUpdateArgs

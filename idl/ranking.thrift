@@ -2,7 +2,7 @@
  * rankd: a leaderboard service over Apache Thrift.
  *
  * This file is the contract between rankd and its clients in every language.
- * Version 1.4 (IDL_VERSION below). From 1.0 on it only grows: new methods,
+ * Version 1.5 (IDL_VERSION below). From 1.0 on it only grows: new methods,
  * new optional fields with new ids, new exceptions on new methods. Nothing
  * released is removed, renumbered, retyped or made required
  * (tests/compat/ checks this against the frozen 1.0 copy).
@@ -39,7 +39,7 @@ namespace java ranking
 namespace go ranking
 
 /** The version of this contract; rankd reports it in GetServerInfo. */
-const string IDL_VERSION = "1.4"
+const string IDL_VERSION = "1.5"
 
 /** How Update combines the request's value with the member's current score. */
 enum UpdateMode {
@@ -288,8 +288,9 @@ struct UpdateBatchRequest {
    * same order, every result has applied=false; with other requests, every
    * result is InvalidArgument. The requests' own request_ids are then not
    * recorded (they must still be valid): an Update sent later with one of
-   * them is applied again. Needs 1-64 requests, all on one board (and
-   * period), a board without shards, cap or rank=dense, and with_rank=false.
+   * them is applied again. Needs 1-250 requests (1-64 before 1.5), all on
+   * one board (and period), a board without shards, cap or rank=dense, and
+   * with_rank=false.
    * It costs Redis about half as much per update (no record each): meant for
    * importers, which resend their batches as they were. (1.4)
    */

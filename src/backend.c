@@ -548,7 +548,9 @@ rank_backend_send_item (RankBackend *backend, guint node,
   /* A write that joins an open batch follows what that batch follows. */
   if (b == NULL)
     tell_write (backend, head);
-  if (b != NULL && b->waiters->len >= RANK_BATCH_MAX_ITEMS)
+  if (b != NULL
+      && b->waiters->len >= ((flags & RANK_SEND_GROUP) ? RANK_GROUP_MAX_ITEMS
+                                                       : RANK_BATCH_MAX_ITEMS))
     {
       batch_send (backend, b);
       b = NULL;

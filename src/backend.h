@@ -120,6 +120,11 @@ void rank_backend_send_item (RankBackend *backend, guint node,
  * the transaction is the error of every item it concerns. */
 #define RANK_SEND_RANKS (1u << 1)
 
+/* Items sent with this flag to rank_backend_send_item are the updates of a
+ * batch recorded as a whole: their head is theirs alone, and they leave
+ * as one command of up to RANK_GROUP_MAX_ITEMS, never split. */
+#define RANK_SEND_GROUP (1u << 2)
+
 /* A write is about to be queued: func hears the hash tag of its keys
  * (the whole key if it has none) before the command is queued, so what
  * func sends goes to Redis before it. A write is any command but the

@@ -52,6 +52,14 @@
  * as one script call: at most this many a call. */
 #define RANK_BATCH_MAX_ITEMS 64
 
+/* The updates of a batch recorded as a whole (UpdateBatchRequest.request_id)
+ * leave as one script call of their own: at most this many. More than
+ * RANK_BATCH_MAX_ITEMS, as such a call's own costs in Redis (its record,
+ * the meta, the commands it sends) are shared by all its updates: an
+ * import entry costs Redis 11% fewer instructions at 250 than at 64
+ * (bench/instructions.sh); its count fits a byte of the group argument. */
+#define RANK_GROUP_MAX_ITEMS 250
+
 /* update.lua answers a batch flat: each update's {score, rank, applied,
  * subscores} after the one before, or its one error. */
 #define RANK_UPDATE_REPLY_WIDTH 4

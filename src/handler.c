@@ -1751,12 +1751,12 @@ check_group (Batch *batch, guint checked, const RankUpdateBatchArgs *args,
 
   if (!rank_validate_request_id (args->request_id, error))
     return FALSE;
-  if (batch->n > RANK_BATCH_MAX_ITEMS)
+  if (batch->n > RANK_GROUP_MAX_ITEMS)
     {
       g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
                    "requests: %u updates; a batch with a request_id takes 1 "
                    "to %d",
-                   batch->n, RANK_BATCH_MAX_ITEMS);
+                   batch->n, RANK_GROUP_MAX_ITEMS);
       return FALSE;
     }
   if (!batch->without_rank)
@@ -1828,7 +1828,7 @@ start_update_group (Call *call, const RankUpdateBatchArgs *args)
 {
   Batch *batch = call->batch;
   RankHandler *handler = call->handler;
-  const RankUpdate *updates[RANK_BATCH_MAX_ITEMS];
+  const RankUpdate *updates[RANK_GROUP_MAX_ITEMS];
   gint64 buckets[RANK_REQUEST_BUCKET_ARGS];
   g_autoptr (GError) error = NULL, rules = NULL;
   guint refused = 0;

@@ -98,7 +98,7 @@ rank_request_group (const char *request_id, const RankUpdate *const *updates,
   guint8 fp[RANK_FINGERPRINT_BYTES];
   guint8 *p = out;
 
-  g_assert (n >= 1 && n <= RANK_BATCH_MAX_ITEMS);
+  g_assert (n >= 1 && n <= RANK_GROUP_MAX_ITEMS);
   /* The record: what the batch's updates stand for, in order, in one
    * hash (one per update cost rankd a tenth of an import): each update's
    * bytes after "\ni<member's length>:", which tells where one ends. */

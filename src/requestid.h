@@ -57,7 +57,7 @@ void rank_request_buckets (gint64 window_ms, gint64 now_ms,
  * in order) and its field (10 bytes: the SHA-256 of a NUL, then
  * the batch's request id: no Update's request id hashes so), as an
  * update's; then the number of updates (1 byte, at most
- * RANK_BATCH_MAX_ITEMS), a token of this call (8 bytes) that keeps its
+ * RANK_GROUP_MAX_ITEMS), a token of this call (8 bytes) that keeps its
  * updates from sharing a script call with another batch's, and 1 when
  * each update SETs a member of its own (else 0): update.lua then writes
  * them in one pass and answers the batch as sent, and each update's value
@@ -65,7 +65,7 @@ void rank_request_buckets (gint64 window_ms, gint64 now_ms,
 #define RANK_UPDATE_GROUP_BYTES                                                \
   (RANK_FINGERPRINT_BYTES + RANK_REQUEST_ID_HASH_BYTES + 1 + 8 + 1)
 #define RANK_UPDATE_GROUP_SETS (RANK_UPDATE_GROUP_BYTES - 1)
-G_STATIC_ASSERT (RANK_BATCH_MAX_ITEMS <= 255);
+G_STATIC_ASSERT (RANK_GROUP_MAX_ITEMS <= 255);
 void rank_request_group (const char *request_id,
                          const RankUpdate *const *updates, guint n,
                          gint64 bucket, guint64 token,

@@ -98,7 +98,9 @@ rank_store_update (RankStore *store, const RankContext *ctx,
   update_item (ctx, update, buckets[0], &item);
   /* With the other updates of the board queued in this loop iteration. */
   rank_backend_send_item (store->backend, node, shared, &item,
-                          RANK_SEND_REPLICATED, update_replied, task);
+                          RANK_SEND_REPLICATED
+                              | (update->group != NULL ? RANK_SEND_GROUP : 0),
+                          update_replied, task);
   if (shared == &head)
     rank_command_clear (&head);
 }

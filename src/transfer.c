@@ -1136,7 +1136,7 @@ lane_run (gpointer data)
   gboolean ok = TRUE;
 
   G_STATIC_ASSERT (RANK_TRANSFER_IN_FLIGHT <= RANK_TRANSFER_GROUPS_IN_FLIGHT);
-  G_STATIC_ASSERT (RANK_TRANSFER_GROUP <= RANK_BATCH_MAX_ITEMS);
+  G_STATIC_ASSERT (RANK_TRANSFER_GROUP <= RANK_GROUP_MAX_ITEMS);
   while (ok && (done < sent || next < todo->len))
     {
       /* Fill the window; the calls of one fill leave in one write. */

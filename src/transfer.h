@@ -50,9 +50,9 @@ typedef enum
 #define RANK_TRANSFER_BATCH 1000
 #define RANK_TRANSFER_CONNECTIONS 4
 #define RANK_TRANSFER_IN_FLIGHT 2
-/* Entries per call recorded as a whole (at most RANK_BATCH_MAX_ITEMS), and
+/* Entries per call recorded as a whole (at most RANK_GROUP_MAX_ITEMS), and
  * calls in flight on each connection then. */
-#define RANK_TRANSFER_GROUP 64
+#define RANK_TRANSFER_GROUP 250
 #define RANK_TRANSFER_GROUPS_IN_FLIGHT 16
 
 typedef struct

@@ -864,13 +864,15 @@ class BatchRequestIdTest(Served):
             reqs = [UpdateRequest(board, f"m{i}", 10 * i, f"line-{i}",
                                   Mode.SET, 1700000000000 + i,
                                   data={"n": str(i)} if i % 3 == 0 else None)
-                    for i in range(40)]
+                    for i in range(250)]
             before = self.commands().get("evalsha", 0)
             got = self.batch(client, reqs, "import-1")
             self.assertEqual([(g.response.score, g.response.applied,
                                g.response.rank) for g in got],
-                             [(10 * i, True, None) for i in range(40)])
-            # One script call, one record for the 40 updates.
+                             [(10 * i, True, None) for i in range(250)])
+            # One script call, one record for the 250 updates (more than
+            # the 64 a call of other updates: a batch recorded as a whole
+            # is never split).
             self.assertEqual(self.commands()["evalsha"] - before, 1)
             self.assertEqual(self.records(board), 1)
             # Resent: nothing applies again, each answers its place now.
@@ -879,9 +881,9 @@ class BatchRequestIdTest(Served):
             self.assertEqual([(g.response.score, g.response.applied)
                               for g in again],
                              [(10 * i + (7 if i == 5 else 0), False)
-                              for i in range(40)])
+                              for i in range(250)])
             self.assertEqual(client.GetRank(
-                GetRankRequest(board, "m39")).rank, 1)
+                GetRankRequest(board, "m249")).rank, 1)
             self.assertEqual(client.GetMemberData(GetMemberDataRequest(
                 board, "m3")), {"n": "3"})
             # The updates' own ids are not recorded (as the IDL says).
@@ -959,9 +961,9 @@ class BatchRequestIdTest(Served):
             one = [UpdateRequest(board, "m", 1, "r", Mode.SET)]
             cases = [
                 ([UpdateRequest(board, f"m{i}", 1, f"r{i}")
-                  for i in range(65)], False, "b",
-                 "requests: 65 updates; a batch with a request_id takes 1 "
-                 "to 64"),
+                  for i in range(251)], False, "b",
+                 "requests: 251 updates; a batch with a request_id takes 1 "
+                 "to 250"),
                 (one, True, "b", "with_rank: a batch with a request_id "
                  "answers no ranks"),
                 (one, False, "", "request_id: "),

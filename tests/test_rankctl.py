@@ -487,19 +487,19 @@ class RankctlTest(unittest.TestCase):
             self.assertIn(code, out)
         self.assertEqual(self.ctl("top", "-h")[0], out)
         self.assertRegex(self.ctl("--version")[0],
-                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.4\)\n$")
+                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.5\)\n$")
 
     # ---- the server, import ----
 
     def test_info(self):
         info = self.json("info")
-        self.assertEqual(info["idl_version"], "1.4")
+        self.assertEqual(info["idl_version"], "1.5")
         self.assertRegex(info["version"], r"^\d+\.\d+\.\d+$")
         self.assertEqual(info["configured_boards"],
                          CONFIG.count("[board "))
         self.assertGreaterEqual(info["uptime_seconds"], 0)
         out, _ = self.ctl("info")
-        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.4\n")
+        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.5\n")
 
     def write(self, name, text):
         path = os.path.join(self.dir, name)
@@ -571,7 +571,7 @@ class RankctlTest(unittest.TestCase):
         return request_id_records(self.redis_port, board)
 
     def test_import_records_calls_as_a_whole(self):
-        """Into a plain board, import sends 64 records a call, each call
+        """Into a plain board, import sends 250 records a call, each call
         recorded as a whole: one request-id record a call. A record refused
         in a call leaves the others to a call of their own; a second run
         applies nothing again. Into a sharded board: a record each."""
@@ -585,14 +585,14 @@ class RankctlTest(unittest.TestCase):
         self.assertEqual(json.loads(out), want)
         self.assertIn("line 101 (member 'xxx", err)
         self.assertEqual(self.json("count", "grp"), {"count": 299})
-        # Calls of 64 records (44 the last), one of which had the refused
-        # record: 4 recorded, and one of the 63 others of that one.
-        self.assertEqual(self.records("grp"), 5)
+        # Calls of 250 records (50 the last), one of which had the refused
+        # record: 1 recorded, and one of the 249 others of that one.
+        self.assertEqual(self.records("grp"), 2)
         self.assertEqual(self.json("rank", "grp", "g299")["rank"], 1)
         out, _ = self.ctl("--json", "import", "grp", csv, code=2)
         self.assertEqual(json.loads(out),
                          dict(want, applied=0, repeated=299))
-        self.assertEqual(self.records("grp"), 5)
+        self.assertEqual(self.records("grp"), 2)
         self.assertEqual(self.json("count", "grp"), {"count": 299})
         # The same calls over the buffered transport and compact protocol.
         compact = ("--transport", "buffered", "--protocol", "compact")
@@ -602,7 +602,7 @@ class RankctlTest(unittest.TestCase):
         out, _ = self.ctl(*compact, "--json", "import", "grp_c", csv,
                           code=2, port=self.port_compact)
         self.assertEqual(json.loads(out), dict(want, applied=0, repeated=299))
-        self.assertEqual(self.records("grp_c"), 5)
+        self.assertEqual(self.records("grp_c"), 2)
         lines[100] = '"g99b",5,5,,'
         csv = self.write("sharded.csv", "\n".join(lines) + "\n")
         self.assertEqual(self.json("import", "rt_sh", csv),
