@@ -954,6 +954,38 @@ class BatchRequestIdTest(Served):
         finally:
             t.close()
 
+    def test_sets_on_damaged_data(self):
+        """A batch of SETs recorded as a whole checks the keys it writes:
+        with the member-data key holding another type, a batch that gives
+        data is refused whole, naming it, with nothing written and no
+        record; one that gives none applies, as its updates sent alone
+        would."""
+        board = "brid-damaged"
+        cli = ["redis-cli", "-p", str(self.redis_port)]
+        subprocess.run(cli + ["SET", f"rk:{{{board}}}:a", "x"], check=True,
+                       capture_output=True)
+        client, t = connect(self.port)
+        try:
+            with_data = [UpdateRequest(board, f"m{i}", i, f"r{i}", Mode.SET,
+                                       data={"k": "v"} if i == 2 else None)
+                         for i in range(3)]
+            got = self.batch(client, with_data, "dmg-1")
+            for g in got:
+                self.assertIsNone(g.response)
+                self.assertIn(f"damaged data: key rk:{{{board}}}:a holds a "
+                              "string where rankd keeps a hash (member data)",
+                              g.unavailable.message)
+            self.assertEqual(client.Count(CountRequest(board=board)), 0)
+            self.assertEqual(self.records(board), 0)
+            plain = [UpdateRequest(board, f"m{i}", i, f"r{i}", Mode.SET)
+                     for i in range(3)]
+            got = self.batch(client, plain, "dmg-2")
+            self.assertEqual([(g.response.score, g.response.applied)
+                              for g in got], [(0, True), (1, True), (2, True)])
+            self.assertEqual(self.records(board), 1)
+        finally:
+            t.close()
+
     def test_refused_calls_change_nothing(self):
         board = "brid-bad"
         client, t = connect(self.port)

@@ -773,8 +773,12 @@ local as_sent = false
 local set_members, set_prefix, set_zscore = {}, {}, {}
 
 local function load_sets()
+  local with_data = false
   for i = 1, count do
-    set_members[i] = ARGV[HEAD + (i - 1) * ITEM + 1]
+    local at = HEAD + (i - 1) * ITEM
+    set_members[i] = ARGV[at + 1]
+    -- (Whether any gives data: the 3rd byte of what.)
+    with_data = with_data or string.byte(ARGV[at + 2], 3) == 1
   end
   set_prefix = call_on(tkey, 'hash', 'member times', 'HMGET',
     unpack(set_members))
@@ -793,7 +797,9 @@ local function load_sets()
     end
   end
   expect_once(zkey, 'zset', 'scores')
-  expect_once(akey, 'hash', 'member data')
+  if with_data then
+    expect_once(akey, 'hash', 'member data')
+  end
 end
 
 -- Applies the updates of a batch of sets (load_sets first), with a command
