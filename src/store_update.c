@@ -36,6 +36,15 @@ typedef struct
 static void update_replied (const RankReply *reply, const GError *error,
                             gpointer data);
 
+/* Whether update is one of a batch recorded as a whole whose updates all
+ * SET members of their own (requestid.h): answered as sent, its value
+ * given as its sorted-set score. */
+static gboolean
+in_group_of_sets (const RankUpdate *update)
+{
+  return update->group != NULL && update->group[RANK_UPDATE_GROUP_SETS] == 1;
+}
+
 static guint update_head (const RankContext *ctx, const RankUpdate *update,
                           const gint64 *buckets, guint nodes,
                           RankCommand *head);
@@ -57,8 +66,7 @@ rank_store_update (RankStore *store, const RankContext *ctx,
   task->func = func;
   task->data = data;
   task->options = ctx->options;
-  task->set_in_group
-      = update->group != NULL && update->group[RANK_UPDATE_GROUP_SETS] == 1;
+  task->set_in_group = in_group_of_sets (update);
   if (task->set_in_group)
     {
       RankUpdateResult *r = &task->as_sent;
@@ -329,9 +337,7 @@ update_item (const RankContext *ctx, const RankUpdate *update, gint64 bucket,
   /* The SETs of a batch recorded as a whole, each of its own member
    * (requestid.h), give their sorted-set score. */
   value_len = rank_format_int (
-      (char *) value, update->group != NULL
-                              && update->group[RANK_UPDATE_GROUP_SETS] == 1
-                              && o->order != RANK_ORDER_ASC
+      (char *) value, in_group_of_sets (update) && o->order != RANK_ORDER_ASC
                           ? -update->value
                           : update->value);
   what[WHAT_MODE] = (guint8) update->mode;

@@ -424,6 +424,28 @@ local prefix_of, zscore_of_member = {}, {}
 local moved_members, was_key = {}, {}
 local data_members, data_of = {}, {}
 
+-- The places of members (an array) on the board, by position: their
+-- prefixes (false: not on it) and their sorted-set scores.
+local function read_places(members)
+  local prefixes = call_on(tkey, 'hash', 'member times', 'HMGET',
+    unpack(members))
+  local keys, at, zscores, found = {}, {}, {}, 0
+  for i = 1, #members do
+    local p = prefixes[i]
+    if p then
+      found = found + 1
+      keys[found], at[found] = p .. members[i], i
+    end
+  end
+  if found > 0 then
+    local scores = call_on(zkey, 'zset', 'scores', 'ZMSCORE', unpack(keys))
+    for j = 1, found do
+      zscores[at[j]] = tonumber(scores[j])
+    end
+  end
+  return prefixes, zscores
+end
+
 local function load_places()
   local members = {}
   for i = 1, count do
@@ -433,21 +455,10 @@ local function load_places()
       members[#members + 1] = member
     end
   end
-  local prefixes = call_on(tkey, 'hash', 'member times', 'HMGET',
-    unpack(members))
-  local keys, found = {}, {}
+  local prefixes, zscores = read_places(members)
   for j, member in ipairs(members) do
-    local p = prefixes[j]
-    if p then
-      prefix_of[member] = p
-      keys[#keys + 1] = p .. member
-      found[#found + 1] = member
-    end
-  end
-  if #keys > 0 then
-    local scores = call_on(zkey, 'zset', 'scores', 'ZMSCORE', unpack(keys))
-    for j, member in ipairs(found) do
-      zscore_of_member[member] = tonumber(scores[j])
+    if prefixes[j] then
+      prefix_of[member], zscore_of_member[member] = prefixes[j], zscores[j]
     end
   end
 end
@@ -780,22 +791,7 @@ local function load_sets()
     -- (Whether any gives data: the 3rd byte of what.)
     with_data = with_data or string.byte(ARGV[at + 2], 3) == 1
   end
-  set_prefix = call_on(tkey, 'hash', 'member times', 'HMGET',
-    unpack(set_members))
-  local keys, at = {}, {}
-  for i = 1, count do
-    local p = set_prefix[i]
-    if p then
-      keys[#keys + 1] = p .. set_members[i]
-      at[#at + 1] = i
-    end
-  end
-  if #keys > 0 then
-    local scores = call_on(zkey, 'zset', 'scores', 'ZMSCORE', unpack(keys))
-    for j, i in ipairs(at) do
-      set_zscore[i] = tonumber(scores[j])
-    end
-  end
+  set_prefix, set_zscore = read_places(set_members)
   expect_once(zkey, 'zset', 'scores')
   if with_data then
     expect_once(akey, 'hash', 'member data')
