@@ -509,6 +509,17 @@ batch_add_args (Batch *b, const RankCommand *cmd)
     g_array_append_val (b->lens, cmd->len[i]);
 }
 
+/* A packed item (RANK_SEND_PACKED): its one argument goes on the end of
+ * the batch's last, the packed items before it. */
+static void
+batch_add_packed (Batch *b, const RankCommand *cmd)
+{
+  g_assert (cmd->argc == 1 && cmd->len[0] == cmd->used && b->lens->len > 0);
+  g_byte_array_append (b->bytes, (const guint8 *) cmd->bytes,
+                       (guint) cmd->used);
+  g_array_index (b->lens, gsize, b->lens->len - 1) += cmd->used;
+}
+
 static void
 batch_free (Batch *b)
 {
@@ -582,11 +593,17 @@ rank_backend_send_item (RankBackend *backend, guint node,
       g_hash_table_insert (backend->batches, b->id, b);
       g_queue_push_tail_link (&backend->open, &b->link);
     }
+  /* A group's head is its own: its items are all packed, or none. */
+  g_assert (b->waiters->len == 0
+            || (b->flags & RANK_SEND_PACKED) == (flags & RANK_SEND_PACKED));
   b->flags |= flags;
   b->replica_ok = b->replica_ok && item->replica_ok;
   b->max_lag_ms = MIN (b->max_lag_ms, item->max_lag_ms);
   b->fresh_after_us = MAX (b->fresh_after_us, item->fresh_after_us);
-  batch_add_args (b, item);
+  if ((flags & RANK_SEND_PACKED) && b->waiters->len > 0)
+    batch_add_packed (b, item);
+  else
+    batch_add_args (b, item);
   g_array_append_val (b->waiters, w);
   rank_command_clear (item);
 }

@@ -125,6 +125,12 @@ void rank_backend_send_item (RankBackend *backend, guint node,
  * as one command of up to RANK_GROUP_MAX_ITEMS, never split. */
 #define RANK_SEND_GROUP (1u << 2)
 
+/* Items sent with this flag to rank_backend_send_item (with
+ * RANK_SEND_GROUP) have one argument each, which says where it ends; their
+ * batch carries them as one argument, one after another, as a script
+ * costs Redis less per argument than per item (update.lua, sets). */
+#define RANK_SEND_PACKED (1u << 3)
+
 /* A write is about to be queued: func hears the hash tag of its keys
  * (the whole key if it has none) before the command is queued, so what
  * func sends goes to Redis before it. A write is any command but the

@@ -204,13 +204,15 @@ guint rank_store_update_command (const RankContext *ctx,
 
 /* update.lua's arguments after its keys, by name, in their order: the
  * batch's, then each update's, and the header bytes of an update's second
- * argument (tests check the script reads them so). */
+ * argument and of a packed SET's (tests check the script reads them so). */
 extern const char *const rank_store_update_batch_arg_names[];
 extern const guint rank_store_update_n_batch_args;
 extern const char *const rank_store_update_item_arg_names[];
 extern const guint rank_store_update_n_item_args;
 extern const char *const rank_store_update_what_names[];
 extern const guint rank_store_update_n_what_bytes;
+extern const char *const rank_store_update_set_names[];
+extern const guint rank_store_update_n_set_bytes;
 
 /* ---- reads (store_read.c) ---- */
 

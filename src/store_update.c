@@ -107,7 +107,8 @@ rank_store_update (RankStore *store, const RankContext *ctx,
   /* With the other updates of the board queued in this loop iteration. */
   rank_backend_send_item (store->backend, node, shared, &item,
                           RANK_SEND_REPLICATED
-                              | (update->group != NULL ? RANK_SEND_GROUP : 0),
+                              | (update->group != NULL ? RANK_SEND_GROUP : 0)
+                              | (task->set_in_group ? RANK_SEND_PACKED : 0),
                           update_replied, task);
   if (shared == &head)
     rank_command_clear (&head);
@@ -165,8 +166,8 @@ typedef enum
 } BatchArg;
 
 /* Each update's, after the batch's: two arguments, as each costs Redis
- * about 1.3k instructions (its parse, its object, its Lua string) where a
- * string.sub of one costs a third of that (bench/README). */
+ * about 1.2k instructions (its parse, its object, its Lua string) where a
+ * string.sub of one costs about 0.8k (bench/README). */
 typedef enum
 {
   ITEM_MEMBER,
@@ -189,6 +190,22 @@ typedef enum
   WHAT_VALUE_LEN,
   N_WHAT_BYTES,
 } WhatByte;
+
+/* A batch of SETs recorded as a whole (in_group_of_sets) has one argument
+ * after its head instead, every update's packed one after another: a
+ * header of a byte each, then the prefix, member, value (the sorted-set
+ * score's text) and data. */
+typedef enum
+{
+  SET_MEMBER_HI, /* the member's length, big-endian */
+  SET_MEMBER_LO,
+  SET_PREFIX_LEN,
+  SET_VALUE_LEN,
+  SET_DATA_GIVEN,
+  SET_DATA_HI, /* the data's length, big-endian */
+  SET_DATA_LO,
+  N_SET_BYTES,
+} SetByte;
 
 const char *const rank_store_update_batch_arg_names[] = {
   [BATCH_BUCKET] = "names[0]",
@@ -227,6 +244,15 @@ const char *const rank_store_update_what_names[] = {
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (rank_store_update_what_names) == N_WHAT_BYTES);
 const guint rank_store_update_n_what_bytes = N_WHAT_BYTES;
+
+const char *const rank_store_update_set_names[] = {
+  [SET_MEMBER_HI] = "member_hi",   [SET_MEMBER_LO] = "member_lo",
+  [SET_PREFIX_LEN] = "prefix_len", [SET_VALUE_LEN] = "value_len",
+  [SET_DATA_GIVEN] = "data_given", [SET_DATA_HI] = "data_hi",
+  [SET_DATA_LO] = "data_lo",
+};
+G_STATIC_ASSERT (G_N_ELEMENTS (rank_store_update_set_names) == N_SET_BYTES);
+const guint rank_store_update_n_set_bytes = N_SET_BYTES;
 
 /* One argument: bytes, or a number rankd formats. */
 typedef struct
@@ -294,14 +320,67 @@ update_head (const RankContext *ctx, const RankUpdate *update,
   return rank_shard_node (shard, nodes);
 }
 
+/* The order key's prefix an update gives (its subscores, then its time),
+ * into prefix; returns its length. */
+static gsize
+update_prefix (const RankBoardOptions *o, const RankUpdate *update,
+               guint8 *prefix)
+{
+  gsize subs_len = o->n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES;
+
+  rank_orderkey_encode_time (update->timestamp_ms, prefix + subs_len);
+  /* Without subscores, an INCREMENT keeps the member's own; a new member
+   * gets 0s. */
+  g_assert (update->n_subscores == 0 || update->n_subscores == o->n_subscores);
+  /* The config refuses more than RANK_SUBSCORES_MAX; the second bound says
+   * so to the compiler, whose -O3 warns of an overflow of subs otherwise. */
+  for (guint i = 0; i < o->n_subscores && i < RANK_SUBSCORES_MAX; i++)
+    rank_orderkey_encode_subscore (
+        update->n_subscores > 0 ? update->subscores[i] : 0, o->subscore_asc[i],
+        prefix + i * RANK_ORDERKEY_SUBSCORE_BYTES);
+  return subs_len + RANK_ORDERKEY_TIME_BYTES;
+}
+
+/* A SET of a batch of SETs recorded as a whole: one argument (SetByte),
+ * its value the sorted-set score. */
+static void
+update_set_item (const RankContext *ctx, const RankUpdate *update,
+                 RankCommand *item)
+{
+  const RankBoardOptions *o = ctx->options;
+  guint8 head[N_SET_BYTES + RANK_SUBSCORES_MAX * RANK_ORDERKEY_SUBSCORE_BYTES
+              + RANK_ORDERKEY_TIME_BYTES];
+  gsize prefix_len = update_prefix (o, update, head + N_SET_BYTES);
+  gsize member_len = strlen (update->member);
+  gsize data_len = update->data_given ? update->data_len : 0;
+  char value[RANK_FORMAT_INT_MAX];
+  gsize value_len = rank_format_int (
+      value, o->order != RANK_ORDER_ASC ? -update->value : update->value);
+
+  g_assert (update->mode == RANK_MODE_SET && member_len <= G_MAXUINT16
+            && data_len <= G_MAXUINT16);
+  head[SET_MEMBER_HI] = (guint8) (member_len >> 8);
+  head[SET_MEMBER_LO] = (guint8) member_len;
+  head[SET_PREFIX_LEN] = (guint8) prefix_len;
+  head[SET_VALUE_LEN] = (guint8) value_len;
+  head[SET_DATA_GIVEN] = update->data_given;
+  head[SET_DATA_HI] = (guint8) (data_len >> 8);
+  head[SET_DATA_LO] = (guint8) data_len;
+
+  rank_command_init_args (item);
+  rank_command_add (item, head, N_SET_BYTES + prefix_len);
+  rank_command_append (item, update->member, member_len);
+  rank_command_append (item, value, value_len);
+  if (data_len > 0)
+    rank_command_append (item, update->data, data_len);
+}
+
 /* The update's own arguments (bucket: the current request-id bucket). */
 static void
 update_item (const RankContext *ctx, const RankUpdate *update, gint64 bucket,
              RankCommand *item)
 {
   const RankBoardOptions *o = ctx->options;
-  gsize subs_len = o->n_subscores * RANK_ORDERKEY_SUBSCORE_BYTES;
-  gsize prefix_len = subs_len + RANK_ORDERKEY_TIME_BYTES;
   /* A batch recorded as a whole records none of its updates' ids. */
   gsize id_len = update->group != NULL
                      ? 0
@@ -311,35 +390,26 @@ update_item (const RankContext *ctx, const RankUpdate *update, gint64 bucket,
               + RANK_ORDERKEY_TIME_BYTES + RANK_FORMAT_INT_MAX];
   guint8 *id = what + N_WHAT_BYTES;
   guint8 *prefix = id + id_len;
-  guint8 *subs = prefix;
-  guint8 *value = prefix + prefix_len;
-  gsize value_len;
+  gsize prefix_len, value_len;
+  guint8 *value;
   guint8 fp[RANK_FINGERPRINT_BYTES];
 
+  if (in_group_of_sets (update))
+    {
+      update_set_item (ctx, update, item);
+      return;
+    }
   g_assert (update->mode >= RANK_MODE_INCREMENT
             && update->mode <= RANK_MODE_REMOVE);
-  rank_orderkey_encode_time (update->timestamp_ms, prefix + subs_len);
+  prefix_len = update_prefix (o, update, prefix);
+  value = prefix + prefix_len;
   if (id_len > 0)
     {
       rank_request_fingerprint (update, fp);
       rank_request_id_hash (update->request_id, id + RANK_FINGERPRINT_BYTES);
       rank_request_record (fp, bucket, id);
     }
-  /* Without subscores, an INCREMENT keeps the member's own; a new member
-   * gets 0s. */
-  g_assert (update->n_subscores == 0 || update->n_subscores == o->n_subscores);
-  /* The config refuses more than RANK_SUBSCORES_MAX; the second bound says
-   * so to the compiler, whose -O3 warns of an overflow of subs otherwise. */
-  for (guint i = 0; i < o->n_subscores && i < RANK_SUBSCORES_MAX; i++)
-    rank_orderkey_encode_subscore (
-        update->n_subscores > 0 ? update->subscores[i] : 0, o->subscore_asc[i],
-        subs + i * RANK_ORDERKEY_SUBSCORE_BYTES);
-  /* The SETs of a batch recorded as a whole, each of its own member
-   * (requestid.h), give their sorted-set score. */
-  value_len = rank_format_int (
-      (char *) value, in_group_of_sets (update) && o->order != RANK_ORDER_ASC
-                          ? -update->value
-                          : update->value);
+  value_len = rank_format_int ((char *) value, update->value);
   what[WHAT_MODE] = (guint8) update->mode;
   what[WHAT_KEEP_SUBS] = update->n_subscores == 0;
   what[WHAT_DATA_GIVEN] = update->data_given;

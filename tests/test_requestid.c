@@ -208,6 +208,35 @@ check_reads (GHashTable *reads, const char *const *names, guint n,
     }
 }
 
+/* The script unpacks a header's bytes into locals named as rankd's
+ * (first: what string.byte is given before the last byte's number). */
+static void
+check_header (const char *source, const char *first,
+              const char *const *expected, guint n)
+{
+  g_autofree char *pattern = g_strdup_printf (
+      "^ *local ([\\w,\\s]+) =\\s+(?:string\\.)?byte\\(%s(\\d+)\\)$", first);
+  g_autoptr (GRegex) re = g_regex_new (pattern, G_REGEX_MULTILINE, 0, NULL);
+  g_autoptr (GRegex) comma = g_regex_new (",\\s*", 0, 0, NULL);
+  g_autoptr (GMatchInfo) m = NULL;
+  g_autofree char *list = NULL;
+  g_autofree char *last = NULL;
+  g_auto (GStrv) names = NULL;
+  /* string.byte(what, 1, N) reads N bytes; (pack, at, at + N) N + 1. */
+  guint read;
+
+  g_assert_nonnull (re);
+  g_assert_true (g_regex_match (re, source, 0, &m));
+  list = g_match_info_fetch (m, 1);
+  last = g_match_info_fetch (m, 2);
+  names = g_regex_split (comma, g_strstrip (list), 0);
+  read = (guint) atoi (last) + (g_str_has_prefix (first, "what") ? 0 : 1);
+  g_assert_cmpuint (read, ==, n);
+  g_assert_cmpuint (g_strv_length (names), ==, n);
+  for (guint i = 0; i < n; i++)
+    g_assert_cmpstr (names[i], ==, expected[i]);
+}
+
 static void
 test_update_arguments (void)
 {
@@ -226,26 +255,12 @@ test_update_arguments (void)
                rank_store_update_n_batch_args, "the batch's");
   check_reads (item, rank_store_update_item_arg_names,
                rank_store_update_n_item_args, "an update's");
-  /* The header of an update's second argument: its bytes, in order. */
-  {
-    g_autoptr (GRegex) what = g_regex_new (
-        "^ *local ([\\w, ]+) =\\s+string\\.byte\\(what, 1, (\\d+)\\)$",
-        G_REGEX_MULTILINE, 0, NULL);
-    g_autoptr (GMatchInfo) wm = NULL;
-    g_autofree char *list = NULL;
-    g_autofree char *count = NULL;
-    g_auto (GStrv) names = NULL;
-
-    g_assert_true (g_regex_match (what, source, 0, &wm));
-    list = g_match_info_fetch (wm, 1);
-    count = g_match_info_fetch (wm, 2);
-    names = g_strsplit (list, ", ", -1);
-    g_assert_cmpint (atoi (count), ==, rank_store_update_n_what_bytes);
-    g_assert_cmpuint (g_strv_length (names), ==,
-                      rank_store_update_n_what_bytes);
-    for (guint i = 0; i < rank_store_update_n_what_bytes; i++)
-      g_assert_cmpstr (names[i], ==, rank_store_update_what_names[i]);
-  }
+  /* The header of an update's second argument and of a packed SET: their
+   * bytes, in order. */
+  check_header (source, "what, 1, ", rank_store_update_what_names,
+                rank_store_update_n_what_bytes);
+  check_header (source, "pack, at, at \\+ ", rank_store_update_set_names,
+                rank_store_update_n_set_bytes);
   /* And the script counts them as rankd does. */
   sizes = g_regex_new ("^local HEAD, ITEM = (\\d+), (\\d+)$", G_REGEX_MULTILINE,
                        0, NULL);

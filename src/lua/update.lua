@@ -28,9 +28,9 @@
 --   this period's keys go; 0: never); group ('', or the record of a batch
 --   recorded as a whole, below). Numbers rankd formats, as string.format
 --   here costs Redis more.
--- Then each update's two (an argument costs Redis about 1.3k
---   instructions: its parse, its object, its Lua string; a string.sub of
---   one about a third of that): its member; and what, 6 bytes then the
+-- Then each update's two (a batch of sets has one for all: below; an
+--   argument costs Redis about 1.2k instructions: its parse, its object,
+--   its Lua string): its member; and what, 6 bytes then the
 --   rest: mode (1 INCREMENT, 2 BEST, 3 SET, 4 remove), subscores absent (1:
 --   an INCREMENT without them keeps the member's own; those given are then
 --   the 0s of a new member), data given (1: replace the member's data with
@@ -133,14 +133,30 @@ local kind = ARGV[9]
 local cap = ARGV[10]
 local expire_at = ARGV[11]
 local group = ARGV[12]
--- Then ITEM arguments per update (store_update.c, ItemArg).
+-- Then ITEM arguments per update (store_update.c, ItemArg); in a batch of
+-- sets (below), one argument holding all of its updates.
 local HEAD, ITEM = 12, 2
 local TIME_BYTES = 6
--- The updates in this call.
-local count = (#ARGV - HEAD) / ITEM
+local grouped = group ~= ''
+
+-- A batch recorded as a whole whose updates each SET a member of their
+-- own (an import's; rankd says so in the group argument, and gives each
+-- update's sorted-set score as its value) comes as one argument, its
+-- updates one after another: four string.subs of it give an update's four
+-- strings (about 0.8k instructions each), where two arguments of its own
+-- (about 1.2k each: the parse, the object, the Lua string), two subs and
+-- a concatenation did (bench/README). Each update is a header (SetByte
+-- of store_update.c): its member's length (2 bytes), the lengths of its
+-- prefix and value, data given (1: set or, when empty, delete the
+-- member's data), its data's length (2 bytes); then its prefix, member,
+-- value and data: the prefix and member are its sorted-set member as
+-- written.
+local sets = grouped and byte(group, 24) == 1
+
+-- The updates in this call (a batch of sets says how many it packed).
+local count = sets and byte(group, 15) or (#ARGV - HEAD) / ITEM
 
 rank_wanted = rank_wanted == '1'
-local grouped = group ~= ''
 local ascending = order == 'asc'
 local current = tonumber(names[0])
 local LIMIT = 9007199254740991
@@ -165,7 +181,7 @@ local AHEAD = 2            -- buckets ahead a record still counts
 -- clock is ahead of this one's), or nil.
 local function live_record(value)
   if value then
-    local age = (epoch - math.floor(string.byte(value, 1) / 16)) % 16
+    local age = (epoch - math.floor(byte(value, 1) / 16)) % 16
     if age <= BUCKETS or age >= 16 - AHEAD then
       return value
     end
@@ -176,8 +192,8 @@ end
 -- Whether two records stand for the same request: the same fingerprint
 -- bits, whatever their buckets.
 local function same_request(a, b)
-  return string.byte(a, 1) % 16 == string.byte(b, 1) % 16
-    and string.sub(a, 2) == string.sub(b, 2)
+  return byte(a, 1) % 16 == byte(b, 1) % 16
+    and sub(a, 2) == sub(b, 2)
 end
 
 -- The board's meta: its layout, and the records of the window's buckets.
@@ -228,7 +244,7 @@ end
 -- A request id's selector: the first 4 bytes of its field, big-endian, of
 -- which a layout (at most 2^20 hashes) uses the low 3 only.
 local function selector_of(field)
-  local b, c, d = string.byte(field, 2, 4)
+  local b, c, d = byte(field, 2, 4)
   return (b * 256 + c) * 256 + d
 end
 
@@ -425,7 +441,8 @@ local moved_members, was_key = {}, {}
 local data_members, data_of = {}, {}
 
 -- The places of members (an array) on the board, by position: their
--- prefixes (false: not on it) and their sorted-set scores.
+-- prefixes (false: not on it) and their sorted-set scores; and how many
+-- are on it.
 local function read_places(members)
   local prefixes = call_on(tkey, 'hash', 'member times', 'HMGET',
     unpack(members))
@@ -443,7 +460,7 @@ local function read_places(members)
       zscores[at[j]] = tonumber(scores[j])
     end
   end
-  return prefixes, zscores
+  return prefixes, zscores, found
 end
 
 local function load_places()
@@ -557,18 +574,18 @@ local function item_at(at)
   local member = ARGV[at + 1]
   local what = ARGV[at + 2]
   local mode, keep_subs, data_given, id_len, prefix_len, value_len =
-    string.byte(what, 1, 6)
+    byte(what, 1, 6)
   local p0 = 7 + id_len
   local v0 = p0 + prefix_len
   local d0 = v0 + value_len
   local record, idhash = '', ''
   if id_len > 0 then
-    record, idhash = string.sub(what, 7, 10), string.sub(what, 11, p0 - 1)
+    record, idhash = sub(what, 7, 10), sub(what, 11, p0 - 1)
   end
   data_given = data_given == 1
   return member, mode, keep_subs, data_given, record, idhash,
-    string.sub(what, p0, v0 - 1), string.sub(what, v0, d0 - 1),
-    data_given and string.sub(what, d0) or ''
+    sub(what, p0, v0 - 1), sub(what, v0, d0 - 1),
+    data_given and sub(what, d0) or ''
 end
 
 -- Applies the update whose arguments follow ARGV[at]. Returns its reply's
@@ -577,7 +594,7 @@ local function apply(at)
   local member, mode, keep_subs, data_given, record, idhash, prefix, value,
     data = item_at(at)
   local nsub = #prefix - TIME_BYTES
-  local subs = nsub > 0 and string.sub(prefix, 1, nsub) or ''
+  local subs = nsub > 0 and sub(prefix, 1, nsub) or ''
 
   -- A batch recorded as a whole records none of its updates.
   local seen, hash, mark
@@ -603,7 +620,7 @@ local function apply(at)
     end
   end
   if p then
-    old_subs = string.sub(p, 1, nsub)
+    old_subs = sub(p, 1, nsub)
   end
 
   -- Before the first write: the keys this update writes that it has not
@@ -693,7 +710,7 @@ local function apply(at)
   if moved then
     -- The prefix as given, unless the subscores kept are the member's own.
     if new_subs ~= given_subs then
-      prefix = new_subs .. string.sub(prefix, nsub + 1)
+      prefix = new_subs .. sub(prefix, nsub + 1)
     end
     if deferred then
       place_member(member, key, prefix, zscore_of(new))
@@ -724,7 +741,7 @@ local function apply(at)
   local ranked = true
   if cap ~= '0' and moved and redis.call('ZCARD', zkey) > tonumber(cap) then
     local worst = redis.call('ZPOPMAX', zkey)
-    local gone = string.sub(worst[1], nsub + 7)
+    local gone = sub(worst[1], nsub + 7)
     redis.call('HDEL', tkey, gone)
     redis.call('HDEL', akey, gone)
     if kind == 'dense' then
@@ -768,32 +785,57 @@ end
 local GROUP_REUSED = 'RANK_INVALID request_id: already used on this ' ..
   'board for another batch'
 
--- A batch recorded as a whole whose updates each SET a member of their
--- own (an import's; rankd says so in the group argument, and gives each
--- update's sorted-set score as its value) is answered as sent: it returns
--- the number of its updates instead of their replies, and rankd answers
--- each with the score and subscores it sent, rank 0, applied, which is
--- what a SET applied leaves whatever the member had. (The replies would
--- cost Redis a Lua table and 4 reply elements an update, and rankd their
--- parse.) Its members' places are read into arrays by position, without
--- the tables by member of load_places.
-local sets = grouped and string.byte(group, 24) == 1
+-- A batch of sets (above) is answered as sent: it returns the number of
+-- its updates instead of their replies, and rankd answers each with the
+-- score and subscores it sent, rank 0, applied, which is what a SET
+-- applied leaves whatever the member had. (The replies would cost Redis a
+-- Lua table and 4 reply elements an update, and rankd their parse.) Its
+-- updates are unpacked by position straight into the arguments of the
+-- commands that write them as members new to the board (HSET of the
+-- times, ZADD), without the tables by member of load_places; a batch
+-- that finds some of its members on the board is sorted out after.
 local as_sent = false
--- Each update's member, its prefix on the board (false: not on it) and
--- its sorted-set score then.
-local set_members, set_prefix, set_zscore = {}, {}, {}
+-- Each update's member; {member, prefix} and {value, sorted-set member}
+-- of each, one after another; its data's writes (data_write).
+local set_members, set_hset, set_zadd = {}, {}, {}
+local set_aset, set_adel = {}, {}
+local sets_with_data = false
+-- Each update's member's prefix on the board (false: not on it) and its
+-- sorted-set score then; how many were on it.
+local set_prefix, set_zscore, set_found
+
+local function unpack_sets(pack)
+  local n, at, last = 0, 1, #pack
+  while at <= last do
+    local member_hi, member_lo, prefix_len, value_len, data_given, data_hi,
+      data_lo = byte(pack, at, at + 6)
+    local p0 = at + 7
+    local m0 = p0 + prefix_len
+    local v0 = m0 + member_hi * 256 + member_lo
+    local d0 = v0 + value_len
+    local member = sub(pack, m0, v0 - 1)
+    at = d0 + data_hi * 256 + data_lo
+    n = n + 1
+    set_members[n] = member
+    set_hset[2 * n - 1], set_hset[2 * n] = member, sub(pack, p0, m0 - 1)
+    set_zadd[2 * n - 1], set_zadd[2 * n] = sub(pack, v0, d0 - 1),
+      sub(pack, p0, v0 - 1)
+    if data_given == 1 then
+      sets_with_data = true
+      data_write(set_aset, set_adel, member, sub(pack, d0, at - 1))
+    end
+  end
+  if n ~= count or at ~= last + 1 or #ARGV ~= HEAD + 1 then
+    error({err = 'RANK_UNAVAILABLE not applied: the batch reached Redis ' ..
+      'in parts; send it again'})
+  end
+end
 
 local function load_sets()
-  local with_data = false
-  for i = 1, count do
-    local at = HEAD + (i - 1) * ITEM
-    set_members[i] = ARGV[at + 1]
-    -- (Whether any gives data: the 3rd byte of what.)
-    with_data = with_data or string.byte(ARGV[at + 2], 3) == 1
-  end
-  set_prefix, set_zscore = read_places(set_members)
+  unpack_sets(ARGV[HEAD + 1])
+  set_prefix, set_zscore, set_found = read_places(set_members)
   expect_once(zkey, 'zset', 'scores')
-  if with_data then
+  if sets_with_data then
     expect_once(akey, 'hash', 'member data')
   end
 end
@@ -805,43 +847,38 @@ end
 -- the text rankd formats: a Lua number would be printed with %.17g first
 -- (about 3.5k instructions; bench/instructions.sh).
 local function set_as_sent()
-  local zrem, zadd, hset, aset, adel = {}, {}, {}, {}, {}
-  local nr, nz, nh = 0, 0, 0
-  for i = 1, count do
-    local member = set_members[i]
-    -- item_at's, without an id.
-    local what = ARGV[HEAD + (i - 1) * ITEM + 2]
-    local data_given, _, prefix_len, value_len = string.byte(what, 3, 6)
-    local v0 = 7 + prefix_len
-    local prefix = string.sub(what, 7, v0 - 1)
-    local zscore = string.sub(what, v0, v0 + value_len - 1)
-    local p = set_prefix[i]
-    local moved = true
-    if p then
-      local nsub = prefix_len - TIME_BYTES
-      moved = set_zscore[i] ~= tonumber(zscore)
-        or string.sub(p, 1, nsub) ~= string.sub(prefix, 1, nsub)
-    end
-    if moved then
-      if p ~= prefix then
-        if p then
-          nr = nr + 1
-          zrem[nr] = p .. member
-        end
-        hset[nh + 1], hset[nh + 2] = member, prefix
-        nh = nh + 2
+  local zrem, zadd, hset = {}, set_zadd, set_hset
+  if set_found > 0 then
+    zadd, hset = {}, {}
+    local nr, nz, nh = 0, 0, 0
+    for i = 1, count do
+      local member, prefix = set_hset[2 * i - 1], set_hset[2 * i]
+      local zscore = set_zadd[2 * i - 1]
+      local p = set_prefix[i]
+      local moved = true
+      if p then
+        local nsub = #prefix - TIME_BYTES
+        moved = set_zscore[i] ~= tonumber(zscore)
+          or sub(p, 1, nsub) ~= sub(prefix, 1, nsub)
       end
-      zadd[nz + 1], zadd[nz + 2] = zscore, prefix .. member
-      nz = nz + 2
-    end
-    if data_given == 1 then
-      data_write(aset, adel, member, string.sub(what, v0 + value_len))
+      if moved then
+        if p ~= prefix then
+          if p then
+            nr = nr + 1
+            zrem[nr] = p .. member
+          end
+          hset[nh + 1], hset[nh + 2] = member, prefix
+          nh = nh + 2
+        end
+        zadd[nz + 1], zadd[nz + 2] = zscore, set_zadd[2 * i]
+        nz = nz + 2
+      end
     end
   end
   call_with('ZREM', zkey, zrem)
   call_with('ZADD', zkey, zadd)
   call_with('HSET', tkey, hset)
-  write_data(aset, adel)
+  write_data(set_aset, set_adel)
 end
 
 -- A batch recorded as a whole (group): one record stands for all its
@@ -855,11 +892,11 @@ local function apply_group()
       'recorded as a whole needs a board without a cap or dense ranks, ' ..
       'and no ranks'))
   end
-  if string.byte(group, 15) ~= count then
+  if byte(group, 15) ~= count then
     return answer_all(redis.error_reply('RANK_UNAVAILABLE not applied: ' ..
       'the batch reached Redis in parts; send it again'))
   end
-  local grecord, gid = string.sub(group, 1, 4), string.sub(group, 5, 14)
+  local grecord, gid = sub(group, 1, 4), sub(group, 5, 14)
   local ok, seen, ghash, gmark = pcall(function()
     if sets then
       load_sets()
@@ -873,7 +910,7 @@ local function apply_group()
   end
   if not ok then
     local r = error_text(seen)
-    if string.sub(r, 1, 13) ~= 'RANK_DAMAGED ' then
+    if sub(r, 1, 13) ~= 'RANK_DAMAGED ' then
       error({err = r})
     end
     return answer_all(redis.error_reply(r))
@@ -884,19 +921,20 @@ local function apply_group()
     end
     -- Applied before: each update answers the member's place now.
     for i = 1, count do
-      local at = HEAD + (i - 1) * ITEM
-      local member = ARGV[at + 1]
-      local p, zscore
+      local p, zscore, prefix_len
       if sets then
         p, zscore = set_prefix[i], set_zscore[i]
+        prefix_len = #set_hset[2 * i]
       else
+        local at = HEAD + (i - 1) * ITEM
+        local member = ARGV[at + 1]
         p, zscore = prefix_of[member], zscore_of_member[member]
+        -- (The prefix's length is the 5th byte of what.)
+        prefix_len = byte(ARGV[at + 2], 5)
       end
       if p then
         results[out + 1] = zscore_of(zscore)
-        -- (The prefix's length is the 5th byte of what.)
-        results[out + 4] = string.sub(p, 1,
-          string.byte(ARGV[at + 2], 5) - TIME_BYTES)
+        results[out + 4] = sub(p, 1, prefix_len - TIME_BYTES)
       else
         results[out + 1], results[out + 4] = 0, ''
       end
@@ -918,7 +956,7 @@ local function apply_group()
       failed = r.err
     elseif not done then
       failed = error_text(r)
-      if string.sub(failed, 1, 13) ~= 'RANK_DAMAGED ' then
+      if sub(failed, 1, 13) ~= 'RANK_DAMAGED ' then
         redis.call('HDEL', ghash, gid)
         error({err = failed})
       end
@@ -926,7 +964,7 @@ local function apply_group()
     if failed then
       -- Nothing of the batch is written, and its record goes again.
       redis.call('HDEL', ghash, gid)
-      local as = string.sub(failed, 1, 13) == 'RANK_INVALID ' and
+      local as = sub(failed, 1, 13) == 'RANK_INVALID ' and
         'RANK_INVALID' or 'RANK_UNAVAILABLE'
       answer_all(redis.error_reply(as .. ' not applied: requests[' ..
         (i - 1) .. '] of the same batch was refused, and a batch with a ' ..
@@ -964,7 +1002,7 @@ for i = 1, grouped and 0 or count do
       results[out + 1], results[out + 2] = r, rank
       results[out + 3], results[out + 4] = applied, subs
       out = out + 4
-    elseif string.sub(tostring(r), 1, 13) == 'RANK_DAMAGED ' then
+    elseif sub(tostring(r), 1, 13) == 'RANK_DAMAGED ' then
       -- Damaged data: this update changed nothing; the batch stops here.
       out = out + 1
       results[out] = redis.error_reply(r)
