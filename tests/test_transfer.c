@@ -191,6 +191,57 @@ test_refusals (void)
       "key 'k' given twice");
 }
 
+/* A score reads as g_ascii_string_to_signed reads it in base 10 (the
+ * reader parses integers itself): the same texts taken, the same values. */
+static void
+test_integers (void)
+{
+  static const char *const texts[] = {
+    "0",
+    "-0",
+    "+7",
+    "-",
+    "+",
+    "--1",
+    "+-1",
+    "00012",
+    "-00012",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775808",
+    "-9223372036854775809",
+    "18446744073709551616",
+    "99999999999999999999999",
+    " 1",
+    "1 ",
+    "1x",
+    "0x10",
+    "1e3",
+    "\xd9\xa3",
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (texts); i++)
+    {
+      g_autofree char *text = g_strconcat (RANK_TRANSFER_CSV_HEADER "\na,",
+                                           texts[i], ",2,,\n", NULL);
+      RankTransferReader r;
+      RankTransferEntry e = { 0 };
+      g_autoptr (GError) error = NULL;
+      gboolean done = FALSE;
+      gint64 want = 0;
+      gboolean valid = g_ascii_string_to_signed (texts[i], 10, G_MININT64,
+                                                 G_MAXINT64, &want, NULL);
+
+      rank_transfer_reader_init (&r, RANK_TRANSFER_CSV, text, strlen (text));
+      if (rank_transfer_read (&r, &e, &done, &error) != valid)
+        g_error ("'%s': read %s, glib %s", texts[i], valid ? "no" : "yes",
+                 valid ? "yes" : "no");
+      if (valid)
+        g_assert_cmpint (e.score, ==, want);
+      rank_transfer_entry_clear (&e);
+    }
+}
+
 static void
 test_format_names (void)
 {
@@ -255,6 +306,7 @@ main (int argc, char **argv)
   g_test_add_func ("/transfer/csv-round-trip", test_csv_round_trip);
   g_test_add_func ("/transfer/jsonl-round-trip", test_jsonl_round_trip);
   g_test_add_func ("/transfer/refusals", test_refusals);
+  g_test_add_func ("/transfer/integers", test_integers);
   g_test_add_func ("/transfer/format-names", test_format_names);
   g_test_add_func ("/transfer/keep-latest", test_keep_latest);
   return g_test_run ();
