@@ -614,9 +614,26 @@ prepare (gpointer data)
           return (int) (link->backoff_ms);
         }
     }
-  else if (link->obuf->len > link->opos && !link->want_write
-           && !flush_output (link))
-    return 0;
+  else
+    {
+      /* A reply that came while this thread was busy (other work of the
+       * loop, a loaded machine) counts before a deadline does: Redis
+       * answered. If any did, the loop goes round at once, so that what
+       * their callbacks sent leaves (on every link), and expires the rest
+       * then. */
+      if (link->expired < link->ring_len
+          && pending_at (link, link->expired)->deadline <= now)
+        {
+          gsize pending = link->ring_len;
+
+          read_input (link);
+          if (link->fd < 0 || link->ring_len != pending)
+            return 0;
+        }
+      if (link->obuf->len > link->opos && !link->want_write
+          && !flush_output (link))
+        return 0;
+    }
   timeout = expire (link, now);
   if (state == LINK_CONNECTING)
     {
