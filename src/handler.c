@@ -468,14 +468,6 @@ write_entry_extras (ThriftProtocol *out, const RankRow *e, GError **error)
          && thrift_protocol_write_field_end (out, error) >= 0;
 }
 
-static guint8 *
-put_be (guint8 *p, guint64 v, int bytes)
-{
-  for (int i = bytes - 1; i >= 0; i--)
-    *p++ = (guint8) (v >> (8 * i));
-  return p;
-}
-
 /* An Entry without subscores or data in the binary protocol, in one write:
  * the protocol's field-by-field writes were a fifth of rankd's CPU on a
  * pipelined GetTopN (perf). The same bytes as the generic path below. */
@@ -486,16 +478,16 @@ write_entry_binary (ThriftProtocol *out, const RankRow *e, GError **error)
   guint8 *p = buf;
 
   *p++ = T_STRING;
-  p = put_be (p, 1, 2);
-  p = put_be (p, e->member_len, 4);
+  p = rank_put_be (p, 1, 2);
+  p = rank_put_be (p, e->member_len, 4);
   memcpy (p, e->member, e->member_len);
   p += e->member_len;
   *p++ = T_I64;
-  p = put_be (p, 2, 2);
-  p = put_be (p, (guint64) e->score, 8);
+  p = rank_put_be (p, 2, 2);
+  p = rank_put_be (p, (guint64) e->score, 8);
   *p++ = T_I64;
-  p = put_be (p, 3, 2);
-  p = put_be (p, (guint64) e->rank, 8);
+  p = rank_put_be (p, 3, 2);
+  p = rank_put_be (p, (guint64) e->rank, 8);
   *p++ = T_STOP;
   return thrift_transport_write (out->transport, buf, (guint32) (p - buf),
                                  error);
@@ -1570,18 +1562,18 @@ write_update_result_binary (ThriftProtocol *out, const RankUpdateResult *r,
   guint8 *p = buf;
 
   *p++ = T_STRUCT; /* UpdateResult.response */
-  p = put_be (p, 1, 2);
+  p = rank_put_be (p, 1, 2);
   *p++ = T_I64;
-  p = put_be (p, 1, 2);
-  p = put_be (p, (guint64) r->score, 8);
+  p = rank_put_be (p, 1, 2);
+  p = rank_put_be (p, (guint64) r->score, 8);
   if (r->rank > 0)
     {
       *p++ = T_I64;
-      p = put_be (p, 2, 2);
-      p = put_be (p, (guint64) r->rank, 8);
+      p = rank_put_be (p, 2, 2);
+      p = rank_put_be (p, (guint64) r->rank, 8);
     }
   *p++ = T_BOOL;
-  p = put_be (p, 3, 2);
+  p = rank_put_be (p, 3, 2);
   *p++ = r->applied ? 1 : 0;
   *p++ = T_STOP; /* UpdateResponse */
   *p++ = T_STOP; /* UpdateResult */

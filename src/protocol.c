@@ -537,3 +537,11 @@ rank_protocol_skip (ThriftProtocol *in, ThriftType type, GError **error)
 {
   return thrift_protocol_skip (in, type, error) >= 0;
 }
+
+guint8 *
+rank_put_be (guint8 *p, guint64 v, int bytes)
+{
+  for (int i = bytes - 1; i >= 0; i--)
+    *p++ = (guint8) (v >> (8 * i));
+  return p;
+}

@@ -58,6 +58,11 @@ gboolean rank_protocol_read_struct (ThriftProtocol *in, RankFieldFunc field,
 gboolean rank_protocol_skip (ThriftProtocol *in, ThriftType type,
                              GError **error);
 
+/* v's low bytes, big-endian as the binary protocol writes numbers, at p;
+ * returns p past them (for the replies and requests written in one
+ * piece). */
+guint8 *rank_put_be (guint8 *p, guint64 v, int bytes);
+
 G_END_DECLS
 
 #endif /* RANK_PROTOCOL_H */

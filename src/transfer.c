@@ -12,6 +12,7 @@
 #include "constants.h"
 #include "error.h"
 #include "json.h"
+#include "protocol.h"
 
 void
 rank_transfer_entry_clear (RankTransferEntry *e)
@@ -715,25 +716,17 @@ write_i64_field (ThriftProtocol *out, gint16 id, gint64 v, GError **error)
 }
 
 static guint8 *
-put_be (guint8 *p, guint64 v, int bytes)
-{
-  for (int i = bytes - 1; i >= 0; i--)
-    *p++ = (guint8) (v >> (8 * i));
-  return p;
-}
-
-static guint8 *
 put_field (guint8 *p, ThriftType type, gint16 id)
 {
   *p++ = (guint8) type;
-  return put_be (p, (guint64) id, 2);
+  return rank_put_be (p, (guint64) id, 2);
 }
 
 static guint8 *
 put_bytes_field (guint8 *p, gint16 id, const char *s, gsize len)
 {
   p = put_field (p, T_STRING, id);
-  p = put_be (p, len, 4);
+  p = rank_put_be (p, len, 4);
   memcpy (p, s, len);
   return p + len;
 }
@@ -754,12 +747,12 @@ write_update_binary (ThriftProtocol *out, const char *board, gsize board_len,
   p = put_bytes_field (p, 1, board, board_len);
   p = put_bytes_field (p, 2, e->member, member_len);
   p = put_field (p, T_I64, 3);
-  p = put_be (p, (guint64) e->score, 8);
+  p = rank_put_be (p, (guint64) e->score, 8);
   p = put_bytes_field (p, 4, id, id_len);
   p = put_field (p, T_I32, 5);
-  p = put_be (p, RANK_UPDATE_MODE_SET, 4);
+  p = rank_put_be (p, RANK_UPDATE_MODE_SET, 4);
   p = put_field (p, T_I64, 6);
-  p = put_be (p, (guint64) e->timestamp_ms, 8);
+  p = rank_put_be (p, (guint64) e->timestamp_ms, 8);
   *p++ = T_STOP;
   return thrift_transport_write (out->transport, buf, (guint32) (p - buf),
                                  error);
