@@ -144,22 +144,25 @@ bad (RankTransferReader *r, GError **error, const char *fmt, ...)
  * cost: an import reads two a record, and they were a quarter of reading
  * it (callgrind). */
 static gboolean
-decimal_i64 (const char *text, gint64 *out)
+decimal_i64 (const char *text, gsize len, gint64 *out)
 {
-  const char *p = text;
-  gboolean negative = *p == '-';
+  const char *p = text, *end = text + len;
+  gboolean negative = len > 0 && *p == '-';
   guint64 limit = negative ? (guint64) G_MAXINT64 + 1 : (guint64) G_MAXINT64;
-  guint64 v = 0;
+  /* v * 10 + d stays within limit while v < cut, or v == cut and d <=
+   * last (divided once here, not at every digit). */
+  guint64 cut = limit / 10, v = 0;
+  guint last = (guint) (limit % 10);
 
-  if (*p == '-' || *p == '+')
+  if (p < end && (*p == '-' || *p == '+'))
     p++;
-  if (*p == '\0')
+  if (p == end)
     return FALSE;
-  for (; *p != '\0'; p++)
+  for (; p < end; p++)
     {
       guint d = (guint) (*p - '0');
 
-      if (d > 9 || v > (limit - d) / 10)
+      if (d > 9 || v > cut || (v == cut && d > last))
         return FALSE;
       v = v * 10 + d;
     }
@@ -168,13 +171,14 @@ decimal_i64 (const char *text, gint64 *out)
   return TRUE;
 }
 
+/* The integer text (len bytes) holds, into out; what names it if not. */
 static gboolean
-parse_i64 (RankTransferReader *r, const char *what, const char *text,
+parse_i64 (RankTransferReader *r, const char *what, const char *text, gsize len,
            gint64 *out, GError **error)
 {
-  if (decimal_i64 (text, out))
+  if (decimal_i64 (text, len, out))
     return TRUE;
-  return bad (r, error, "%s: '%s' is not an integer", what, text);
+  return bad (r, error, "%s: '%.*s' is not an integer", what, (int) len, text);
 }
 
 /* -- a JSON subset: objects, arrays, strings, integers -- */
@@ -305,7 +309,6 @@ static gboolean
 json_i64 (RankTransferReader *r, const char *what, gint64 *out, GError **error)
 {
   const char *start;
-  g_autofree char *text = NULL;
 
   skip_ws (r);
   start = r->p;
@@ -313,8 +316,7 @@ json_i64 (RankTransferReader *r, const char *what, gint64 *out, GError **error)
     r->p++;
   while (r->p < r->end && g_ascii_isdigit (*r->p))
     r->p++;
-  text = g_strndup (start, (gsize) (r->p - start));
-  return parse_i64 (r, what, text, out, error);
+  return parse_i64 (r, what, start, (gsize) (r->p - start), out, error);
 }
 
 /* The next char after whitespace is c: consumed. */
@@ -438,28 +440,34 @@ read_jsonl (RankTransferReader *r, RankTransferEntry *e, GError **error)
   return TRUE;
 }
 
-/* One CSV field (quoted or not), up to its ',' or the record's end, which
- * is left at r->p. */
-static char *
-csv_field (RankTransferReader *r, GError **error)
+/* A CSV field: its bytes, in the file or (a quoted field's, unquoted) in
+ * owned. */
+typedef struct
+{
+  const char *p;
+  gsize len;
+  char *owned; /* NUL-terminated; NULL: p points into the file */
+} CsvField;
+
+/* One CSV field (quoted or not) into f, up to its ',' or the record's end,
+ * which is left at r->p. */
+static gboolean
+csv_field (RankTransferReader *r, CsvField *f, GError **error)
 {
   GString *s;
 
   if (r->p >= r->end || *r->p != '"')
     {
-      /* Unquoted (every field export writes but data): copied in one
-       * piece, not a byte at a time into a GString (a tenth of an
+      /* Unquoted (every field export writes but data): where it is in the
+       * file, not copied a byte at a time into a GString (a tenth of an
        * import's rankctl instructions, callgrind). */
-      const char *from = r->p;
-
+      f->p = r->p;
       while (r->p < r->end && *r->p != ',' && *r->p != '\n' && *r->p != '\r')
         r->p++;
-      if (memchr (from, '\0', (gsize) (r->p - from)) != NULL)
-        {
-          bad (r, error, "a NUL byte in a field");
-          return NULL;
-        }
-      return g_strndup (from, (gsize) (r->p - from));
+      f->len = (gsize) (r->p - f->p);
+      if (memchr (f->p, '\0', f->len) != NULL)
+        return bad (r, error, "a NUL byte in a field");
+      return TRUE;
     }
   s = g_string_new (NULL);
   r->p++;
@@ -468,8 +476,7 @@ csv_field (RankTransferReader *r, GError **error)
       if (r->p >= r->end)
         {
           g_string_free (s, TRUE);
-          bad (r, error, "a quoted field is not closed");
-          return NULL;
+          return bad (r, error, "a quoted field is not closed");
         }
       if (*r->p == '"')
         {
@@ -489,33 +496,42 @@ csv_field (RankTransferReader *r, GError **error)
   if (r->p < r->end && *r->p != ',' && *r->p != '\n' && *r->p != '\r')
     {
       g_string_free (s, TRUE);
-      bad (r, error, "text after a quoted field's closing quote");
-      return NULL;
+      return bad (r, error, "text after a quoted field's closing quote");
     }
   if (strlen (s->str) != s->len)
     {
       g_string_free (s, TRUE);
-      bad (r, error, "a NUL byte in a field");
-      return NULL;
+      return bad (r, error, "a NUL byte in a field");
     }
-  return g_string_free (s, FALSE);
+  f->len = s->len;
+  f->p = f->owned = g_string_free (s, FALSE);
+  return TRUE;
 }
 
-/* The fields of one CSV record into fields (5 expected). */
+/* A field's text, the caller's. */
+static char *
+csv_take (CsvField *f)
+{
+  return f->owned != NULL ? g_steal_pointer (&f->owned)
+                          : g_strndup (f->p, f->len);
+}
+
+/* The fields of one CSV record into fields (5 expected; each one read is
+ * freed by the caller, csv_free). */
 static gboolean
-csv_record (RankTransferReader *r, char *fields[5], GError **error)
+csv_record (RankTransferReader *r, CsvField fields[5], GError **error)
 {
   guint n = 0;
 
   for (;;)
     {
-      char *f = csv_field (r, error);
+      CsvField f = { 0 };
 
-      if (f == NULL)
+      if (!csv_field (r, &f, error))
         return FALSE;
       if (n == 5)
         {
-          g_free (f);
+          g_free (f.owned);
           return bad (r, error, "more than 5 fields (%s)",
                       RANK_TRANSFER_CSV_HEADER);
         }
@@ -539,32 +555,41 @@ csv_record (RankTransferReader *r, char *fields[5], GError **error)
 static gboolean
 read_csv (RankTransferReader *r, RankTransferEntry *e, GError **error)
 {
-  char *f[5] = { 0 };
+  CsvField f[5] = { 0 };
   gboolean ok = csv_record (r, f, error);
 
   if (ok)
     {
-      e->member = g_steal_pointer (&f[0]);
-      ok = parse_i64 (r, "score", f[1], &e->score, error)
-           && parse_i64 (r, "timestamp_ms", f[2], &e->timestamp_ms, error);
+      e->member = csv_take (&f[0]);
+      ok = parse_i64 (r, "score", f[1].p, f[1].len, &e->score, error)
+           && parse_i64 (r, "timestamp_ms", f[2].p, f[2].len, &e->timestamp_ms,
+                         error);
     }
-  if (ok && f[3][0] != '\0')
+  if (ok && f[3].len > 0)
     {
-      g_auto (GStrv) parts = g_strsplit (f[3], ";", -1);
+      /* ';' between them. */
+      const char *p = f[3].p, *end = f[3].p + f[3].len;
 
       e->subscores = g_array_new (FALSE, FALSE, sizeof (gint64));
-      for (guint i = 0; ok && parts[i] != NULL; i++)
+      for (;;)
         {
+          const char *sep = memchr (p, ';', (gsize) (end - p));
+          const char *stop = sep != NULL ? sep : end;
           gint64 v = 0;
 
-          ok = parse_i64 (r, "subscores", parts[i], &v, error);
+          ok = parse_i64 (r, "subscores", p, (gsize) (stop - p), &v, error);
+          if (!ok)
+            break;
           g_array_append_val (e->subscores, v);
+          if (sep == NULL)
+            break;
+          p = sep + 1;
         }
     }
-  if (ok && f[4][0] != '\0')
+  if (ok && f[4].len > 0)
     {
       RankTransferReader sub
-          = { RANK_TRANSFER_JSONL, f[4], f[4] + strlen (f[4]), r->line, 0 };
+          = { RANK_TRANSFER_JSONL, f[4].p, f[4].p + f[4].len, r->line, 0 };
 
       ok = json_data (&sub, &e->data, error);
       skip_ws (&sub);
@@ -572,7 +597,7 @@ read_csv (RankTransferReader *r, RankTransferEntry *e, GError **error)
         ok = bad (r, error, "data: text after the JSON object");
     }
   for (int i = 0; i < 5; i++)
-    g_free (f[i]);
+    g_free (f[i].owned);
   if (ok && r->p < r->end)
     r->p++; /* the '\n' */
   if (ok)
