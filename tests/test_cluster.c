@@ -45,7 +45,13 @@ node_alive (int i)
   return nodes[i] != NULL && nodes[i]->pid != 0;
 }
 
-/* Every live master has a replica attached (WAIT 1 can be met). */
+static guint16 master_of (guint16 port, guint slot);
+
+/* Every live master has a replica that acknowledges its writes (so that
+ * rankd's WAIT 1 can be met): a probe key of one of the master's slots,
+ * written, then WAIT 1 on the same connection. (ROLE lists a replica once
+ * the master has sent it the data set, before the replica has loaded it and
+ * acknowledged anything: a WAIT then could time out.) */
 static gboolean
 replicas_attached (void)
 {
@@ -53,14 +59,42 @@ replicas_attached (void)
 
   for (int i = 0; ok && i < NODES; i++)
     {
+      guint16 port;
       redisReply *r;
+      gboolean master;
 
       if (!node_alive (i))
         continue;
-      r = node_command (nodes[i]->port, "ROLE");
-      ok = strcmp (r->element[0]->str, "master") != 0
-           || r->element[2]->elements >= 1;
+      port = nodes[i]->port;
+      r = node_command (port, "ROLE");
+      master = strcmp (r->element[0]->str, "master") == 0;
+      ok = !master || r->element[2]->elements >= 1;
       freeReplyObject (r);
+      if (ok && master)
+        {
+          redisContext *c = redis_connect (port);
+          g_autofree char *key = NULL;
+          redisReply *w;
+
+          /* A key of a slot this node serves (a third of them). */
+          for (guint k = 0; key == NULL; k++)
+            {
+              g_autofree char *tag = g_strdup_printf ("{probe-%u}", k);
+
+              if (master_of (port, rank_cluster_slot (tag, strlen (tag)))
+                  == port)
+                key = g_steal_pointer (&tag);
+              g_assert_cmpuint (k, <, 1000);
+            }
+          r = redisCommand (c, "SET %s 1 PX 5000", key);
+          g_assert_nonnull (r);
+          freeReplyObject (r);
+          w = redisCommand (c, "WAIT 1 100");
+          g_assert_nonnull (w);
+          ok = w->type == REDIS_REPLY_INTEGER && w->integer >= 1;
+          freeReplyObject (w);
+          redisFree (c);
+        }
     }
   return ok;
 }
