@@ -82,6 +82,7 @@ struct _RankRedisLink
   Pending *ring;
   gsize ring_cap, ring_head, ring_len;
   gsize expired;     /* leading entries already past their deadline */
+  guint64 delivered; /* replies handed to their commands, ever */
   guint connections; /* handshakes done: a new one is a new session */
   RankRedisReplyFunc push_func; /* replies nothing asked for (a subscriber) */
   gpointer push_data;
@@ -448,6 +449,7 @@ deliver (RankRedisLink *link, RankReply *reply)
       return;
     }
   s = pop_pending (link);
+  link->delivered++;
   if (s.func != NULL)
     s.func (reply, NULL, s.data);
   else if (s.startup && reply->type == RANK_REPLY_ERROR)
@@ -624,10 +626,10 @@ prepare (gpointer data)
       if (link->expired < link->ring_len
           && pending_at (link, link->expired)->deadline <= now)
         {
-          gsize pending = link->ring_len;
+          guint64 delivered = link->delivered;
 
           read_input (link);
-          if (link->fd < 0 || link->ring_len != pending)
+          if (link->fd < 0 || link->delivered != delivered)
             return 0;
         }
       if (link->obuf->len > link->opos && !link->want_write
