@@ -13,6 +13,7 @@ rank_context_init (RankContext *ctx, RankConfig *config, const char *board,
   ctx->board = board;
   ctx->options = rank_config_board (config, board);
   ctx->now_ms = now_ms;
+  ctx->decoded_us = g_get_monotonic_time ();
   ctx->dedup_window_ms = ctx->options->dedup_window_s != 0
                              ? (gint64) ctx->options->dedup_window_s * 1000
                              : default_window_ms;

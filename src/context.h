@@ -20,9 +20,12 @@ typedef struct
   const char *board;               /* the request's; lives as long */
   const RankBoardOptions *options; /* config's, for board */
   gint64 now_ms;                   /* the call's clock (Unix ms) */
-  gint64 dedup_window_ms;          /* the board's */
-  guint periods_back;              /* a read's */
-  RankPeriod period;               /* the period read or written */
+  /* When the call was decoded (g_get_monotonic_time): what a worker learned
+   * of the board before then holds, or not, for the whole call. */
+  gint64 decoded_us;
+  gint64 dedup_window_ms; /* the board's */
+  guint periods_back;     /* a read's */
+  RankPeriod period;      /* the period read or written */
   /* A read from a replica must see what this rankd acknowledged on the
    * board up to this time (g_get_monotonic_time; 0: nothing). */
   gint64 fresh_after_us;

@@ -628,14 +628,17 @@ proceed (Call *call, void (*run) (Call *call))
     run (call);
 }
 
-/* The context of a call on board (already valid), at the handler's clock,
- * under the configuration in force. */
+/* The context of call (or of an update of it) on board (already valid), at
+ * the handler's clock, under the configuration in force. */
 static void
-resolve_context (RankHandler *handler, RankContext *ctx, const char *board)
+resolve_context (Call *call, RankContext *ctx, const char *board)
 {
+  RankHandler *handler = call->handler;
+
   rank_context_init (ctx, handler->config, board,
                      handler->clock (handler->clock_data),
                      handler->default_window_ms);
+  ctx->decoded_us = call->start_us;
   if (ctx->options->read_from_replica && handler->cache != NULL)
     ctx->fresh_after_us = rank_read_cache_written_at (handler->cache, board);
 }
@@ -643,7 +646,7 @@ resolve_context (RankHandler *handler, RankContext *ctx, const char *board)
 void
 handler_resolve (Call *call, const char *board)
 {
-  resolve_context (call->handler, &call->ctx, board);
+  resolve_context (call, &call->ctx, board);
 }
 
 /* The call's checks are done: error refuses it; else run is its store
@@ -684,7 +687,7 @@ run_update (Call *call)
  * resolves ctx and fills update, which points into request and *data (the
  * encoded member data, the caller's to free). */
 gboolean
-handler_check_update (RankHandler *handler, const RankUpdateFields *request,
+handler_check_update (Call *call, const RankUpdateFields *request,
                       RankContext *ctx, RankUpdate *update, char **data,
                       GError **error)
 {
@@ -693,7 +696,7 @@ handler_check_update (RankHandler *handler, const RankUpdateFields *request,
 
   if (!rank_validate_board (request->board, error))
     return FALSE;
-  resolve_context (handler, ctx, request->board);
+  resolve_context (call, ctx, request->board);
   o = ctx->options;
   if (!rank_validate_member (request->member, error)
       || !rank_validate_request_id (request->request_id, error)
@@ -740,8 +743,8 @@ start_update (Call *call)
 
   call->writes = TRUE;
   rank_update_fields_of (args->request, &fields);
-  handler_check_update (call->handler, &fields, &call->ctx, &call->update,
-                        &call->data, &error);
+  handler_check_update (call, &fields, &call->ctx, &call->update, &call->data,
+                        &error);
   checked (call, error, run_update);
 }
 
@@ -1701,8 +1704,8 @@ batch_item_start (BatchItem *item, const RankUpdateFields *request)
   RankHandler *handler = item->batch->call->handler;
   g_autoptr (GError) error = NULL;
 
-  if (!handler_check_update (handler, request, &item->ctx, &item->update,
-                             &item->data, &error))
+  if (!handler_check_update (item->batch->call, request, &item->ctx,
+                             &item->update, &item->data, &error))
     {
       batch_item_failed (item, error);
       return;
@@ -1830,8 +1833,7 @@ start_update_group (Call *call, const RankUpdateBatchArgs *args)
       BatchItem *item = &batch->items[refused];
 
       if (!handler_check_update (
-              handler,
-              &g_array_index (args->requests, RankUpdateFields, refused),
+              call, &g_array_index (args->requests, RankUpdateFields, refused),
               &item->ctx, &item->update, &item->data, &error))
         break;
       refused++;

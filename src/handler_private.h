@@ -111,8 +111,7 @@ gboolean handler_resolve_read (Call *call, const char *board,
 /* Checks request as Update does (fields, the board's options, the period
  * its time picks) and resolves ctx and update from it; *data gets the
  * encoded member data (g_free it), which update points into. */
-gboolean handler_check_update (RankHandler *handler,
-                               const RankUpdateFields *request,
+gboolean handler_check_update (Call *call, const RankUpdateFields *request,
                                RankContext *ctx, RankUpdate *update,
                                char **data, GError **error);
 

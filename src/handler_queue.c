@@ -179,8 +179,8 @@ handler_start_enqueue (Call *call)
       Group *g;
 
       rank_update_fields_of (r, &fields);
-      if (handler_check_update (call->handler, &fields, &item->ctx,
-                                &item->update, &item->data, &error)
+      if (handler_check_update (call, &fields, &item->ctx, &item->update,
+                                &item->data, &error)
           && !item->ctx.options->queue)
         g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
                      "board: '%s' has no queue: Enqueue takes updates for "

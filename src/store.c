@@ -409,9 +409,10 @@ rank_store_check_layout (RankStore *store, const RankContext *ctx,
 {
   LayoutEntry *e = g_hash_table_lookup (store->layouts, ctx->board);
 
+  /* Judged at the call's decoding, so the updates of one call are all
+   * checked again, or none. */
   if (e != NULL
-      && g_get_monotonic_time () - e->checked
-             < (gint64) RANK_LAYOUT_RECHECK_MS * 1000
+      && ctx->decoded_us - e->checked < (gint64) RANK_LAYOUT_RECHECK_MS * 1000
       && (e->present || !write))
     {
       if (e->mismatch == NULL)

@@ -163,8 +163,10 @@ void rank_store_free (RankStore *store);
 /* Before a call touches the board of ctx (write: it may change it), its
  * stored layout must match the options in force: OK, known now; REFUSED,
  * known now, with error (Unavailable naming the option); or PENDING: func
- * says, later. What a worker learned holds for RANK_LAYOUT_RECHECK_MS; a
- * write on a board with no descriptor records one. */
+ * says, later. What a worker learned holds for RANK_LAYOUT_RECHECK_MS,
+ * counted to the call's decoding (ctx->decoded_us), so the updates of one
+ * call are checked again all or none; a write on a board with no
+ * descriptor records one. */
 typedef enum
 {
   RANK_LAYOUT_OK,

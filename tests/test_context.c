@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "constants.h"
 #include "calls.h"
 #include "connbuf.h"
 #include "handler.h"
@@ -49,6 +50,11 @@ typedef struct
   guint swap_at;
   RankConfig *next;
   gint64 now_ms; /* the handler's clock */
+  /* When stall_at is set: the clock's stall_at-th reading from then on
+   * waits until the monotonic clock reaches stall_until_us. */
+  guint stall_at;
+  guint clock_reads;
+  gint64 stall_until_us;
   /* The commands a call sent, by name ("rank.lua" for that script); moved:
    * when set, called as the first ZMSCORE (GetRank's second round) is
    * queued. */
@@ -61,7 +67,12 @@ typedef struct
 static gint64
 fake_clock (gpointer data)
 {
-  return ((Worker *) data)->now_ms;
+  Worker *w = data;
+
+  if (w->stall_at != 0 && ++w->clock_reads == w->stall_at)
+    while (g_get_monotonic_time () < w->stall_until_us)
+      g_usleep (1000);
+  return w->now_ms;
 }
 
 static void
@@ -89,6 +100,8 @@ hook (const RankCommand *cmd, gpointer data)
     return;
   if (cmd->script == RANK_SCRIPT_RANK)
     g_string_append (w->names, "rank.lua ");
+  else if (cmd->script == RANK_SCRIPT_UPDATE)
+    g_string_append (w->names, "update.lua ");
   else if (cmd->script == RANK_SCRIPT_NONE)
     {
       g_string_append_len (w->names, cmd->bytes + cmd->offset[0],
@@ -550,6 +563,85 @@ test_rank_without_script (void)
   worker_stop (&w);
 }
 
+/* ---- one layout check for a whole call ---- */
+
+/* The script calls Redis has run (EVALSHA), from INFO commandstats. */
+static guint64
+script_calls (void)
+{
+  redisContext *r = redis_connect (redis->port);
+  redisReply *reply = redisCommand (r, "INFO commandstats");
+  const char *at;
+  guint64 calls = 0;
+
+  g_assert_cmpint (reply->type, ==, REDIS_REPLY_STRING);
+  at = strstr (reply->str, "cmdstat_evalsha:calls=");
+  if (at != NULL)
+    calls = g_ascii_strtoull (at + strlen ("cmdstat_evalsha:calls="), NULL, 10);
+  freeReplyObject (reply);
+  redisFree (r);
+  return calls;
+}
+
+/* What a worker learned of a board's layout holds for
+ * RANK_LAYOUT_RECHECK_MS, from the time a call was decoded: the updates
+ * of an UpdateBatch share one script call even when that time runs out
+ * while they are read. Here the handler's clock stalls at the batch's
+ * second update until the check made by the update before it is older than
+ * that. */
+static void
+test_batch_one_layout_check (void)
+{
+  Worker w;
+  rankRankingUpdateBatchArgs *args;
+  rankUpdateBatchRequest *request;
+  rankRankingUpdateBatchResult *result;
+  const char *members[] = { "b", "c", "d", "e" };
+  guint64 before;
+
+  worker_start (&w, config_a);
+  update_at (&w, "lc", "a", 50, NO_TIME);
+  /* The first write checked the layout, and registered the board. */
+  g_assert_cmpstr (w.names->str, ==, "ZADD update.lua ");
+  w.stall_until_us
+      = g_get_monotonic_time () + (RANK_LAYOUT_RECHECK_MS + 100) * 1000;
+  request = g_object_new (RANK_TYPE_UPDATE_BATCH_REQUEST, NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (members); i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("batch-%s", members[i]);
+
+      g_ptr_array_add (request->requests,
+                       update_request_new ("lc", members[i], 40 - (gint64) i,
+                                           rid, RANK_UPDATE_MODE_SET, NO_TIME));
+    }
+  args = args_of (RANK_TYPE_RANKING_UPDATE_BATCH_ARGS, request);
+  w.clock_reads = 0;
+  w.stall_at = 2;
+  before = script_calls ();
+  result = RANK_RANKING_UPDATE_BATCH_RESULT (
+      call (&w, "UpdateBatch", THRIFT_STRUCT (args),
+            RANK_TYPE_RANKING_UPDATE_BATCH_RESULT));
+  g_assert_cmpuint (w.clock_reads, >=, 2);
+  g_assert_true (result->__isset_success);
+  g_assert_cmpuint (result->success->results->len, ==, G_N_ELEMENTS (members));
+  for (guint i = 0; i < G_N_ELEMENTS (members); i++)
+    {
+      rankUpdateResult *r = g_ptr_array_index (result->success->results, i);
+
+      g_assert_true (r->__isset_response);
+      g_assert_cmpint (r->response->score, ==, 40 - (gint64) i);
+      g_assert_cmpint (r->response->rank, ==, 2 + (gint64) i);
+    }
+  /* No check of the layout among them (its SET is not listed, the ZADD
+   * that registers the board with it is), and one script call. */
+  g_assert_cmpstr (w.names->str, ==,
+                   "update.lua update.lua update.lua update.lua ");
+  g_assert_cmpuint (script_calls () - before, ==, 1);
+  g_object_unref (result);
+  g_object_unref (args);
+  worker_stop (&w);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -565,6 +657,8 @@ main (int argc, char **argv)
   g_test_add_func ("/context/reload-between-rounds/sample", test_reload_sample);
   g_test_add_func ("/context/clock", test_clock);
   g_test_add_func ("/context/rank-without-script", test_rank_without_script);
+  g_test_add_func ("/context/batch-one-layout-check",
+                   test_batch_one_layout_check);
   status = g_test_run ();
   rank_test_kill (redis);
   rank_test_process_free (redis);
