@@ -263,6 +263,27 @@ rank_request_reader_memory (RankRequestReader *self)
   return self->cap;
 }
 
+const guint8 *
+rank_request_reader_take (RankRequestReader *self, guint32 n)
+{
+  const guint8 *p = self->buf + self->pos;
+
+  if (self->framed)
+    {
+      if (!self->in_frame || n > self->frame_left)
+        return NULL;
+      self->frame_left -= n;
+    }
+  else
+    {
+      if (self->used + n > self->max_frame || n > self->len - self->pos)
+        return NULL;
+      self->used += n;
+    }
+  self->pos += n;
+  return p;
+}
+
 static gint32
 reader_read (ThriftTransport *transport, gpointer out, guint32 want,
              GError **error)

@@ -74,6 +74,11 @@ void rank_request_reader_skip (RankRequestReader *self);
 /* Bytes the protocol may still read from the current message. */
 gsize rank_request_reader_remaining (RankRequestReader *self);
 
+/* The message's next n (> 0) bytes where they lie in the buffer (valid
+ * until the next feed), read; NULL, with nothing read, when a read of n
+ * would fail or come short: the transport's read then says why. */
+const guint8 *rank_request_reader_take (RankRequestReader *self, guint32 n);
+
 /* Bytes of memory held (for tests of per-connection cost). */
 gsize rank_request_reader_memory (RankRequestReader *self);
 

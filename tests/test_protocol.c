@@ -403,6 +403,93 @@ test_large_reply (void)
   g_object_unref (w);
 }
 
+/* Integers are read where they lie in rankd's buffer, as
+ * ThriftBinaryProtocol reads them (big-endian, signed). One that runs past
+ * the frame is the transport's error with nothing read; in buffered mode,
+ * one that has not all arrived starves the reader, and the message is read
+ * again whole once it has. */
+static const guint8 integers[] = {
+  0x80,                                           /* byte -128 */
+  0x02,                                           /* bool TRUE */
+  0xff, 0xfe,                                     /* i16 -2 */
+  0x80, 0x00, 0x00, 0x01,                         /* i32 -2^31 + 1 */
+  0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x85, /* i64 -123 */
+  0x0a, 0x00, 0x07,                               /* field 7, an i64 */
+  0x00,                                           /* T_STOP */
+  0x00, 0x01,                                     /* half an i32 */
+};
+
+static void
+read_integers (Pair *p)
+{
+  g_autoptr (GError) error = NULL;
+  gint8 b = 0;
+  gboolean yes = FALSE;
+  gint16 i16 = 0, id = -1;
+  gint32 i32 = 0;
+  gint64 i64 = 0;
+  ThriftType type = T_VOID;
+
+  g_assert_cmpint (thrift_protocol_read_byte (p->protocol, &b, &error), ==, 1);
+  g_assert_cmpint (b, ==, -128);
+  g_assert_cmpint (thrift_protocol_read_bool (p->protocol, &yes, &error), ==,
+                   1);
+  g_assert_true (yes);
+  g_assert_cmpint (thrift_protocol_read_i16 (p->protocol, &i16, &error), ==, 2);
+  g_assert_cmpint (i16, ==, -2);
+  g_assert_cmpint (thrift_protocol_read_i32 (p->protocol, &i32, &error), ==, 4);
+  g_assert_cmpint (i32, ==, G_MININT32 + 1);
+  g_assert_cmpint (thrift_protocol_read_i64 (p->protocol, &i64, &error), ==, 8);
+  g_assert_cmpint (i64, ==, -123);
+  g_assert_cmpint (
+      thrift_protocol_read_field_begin (p->protocol, NULL, &type, &id, &error),
+      ==, 3);
+  g_assert_cmpint (type, ==, T_I64);
+  g_assert_cmpint (id, ==, 7);
+  g_assert_cmpint (
+      thrift_protocol_read_field_begin (p->protocol, NULL, &type, &id, &error),
+      ==, 1);
+  g_assert_cmpint (type, ==, T_STOP);
+  g_assert_cmpint (id, ==, 0);
+  g_assert_no_error (error);
+}
+
+static void
+test_integers_in_place (void)
+{
+  Pair p;
+  g_autoptr (GError) error = NULL;
+  gint32 i32 = 0;
+
+  pair_open (&p, TRUE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
+  put_frame (&p, integers, sizeof integers);
+  g_assert_true (begin (&p, &error));
+  read_integers (&p);
+  g_assert_cmpint (thrift_protocol_read_i32 (p.protocol, &i32, &error), <, 0);
+  g_assert_nonnull (strstr (error->message, "past the end of its frame"));
+  g_assert_cmpuint (rank_request_reader_remaining (p.reader), ==, 2);
+  pair_close (&p);
+
+  /* Buffered: the bytes up to half the i64 arrive, then the rest. */
+  pair_open (&p, FALSE, RANK_PROTOCOL_BINARY, RANK_DEFAULT_MAX_FRAME);
+  put (&p, integers, 10);
+  g_assert_true (begin (&p, NULL));
+  for (int i = 0; i < 3; i++)
+    g_assert_cmpint (
+        thrift_protocol_read_byte (p.protocol, &(gint8){ 0 }, NULL), ==, 1);
+  g_assert_cmpint (thrift_protocol_read_i32 (p.protocol, &i32, NULL), ==, 4);
+  g_assert_cmpint (i32, ==, (gint32) 0xfe800000);
+  g_assert_cmpint (thrift_protocol_read_i64 (p.protocol, &(gint64){ 0 }, NULL),
+                   <, 0);
+  g_assert_true (rank_request_reader_starved (p.reader));
+  rank_request_reader_rewind (p.reader);
+  put (&p, integers + 10, sizeof integers - 10);
+  g_assert_true (begin (&p, NULL));
+  read_integers (&p);
+  g_assert_false (rank_request_reader_starved (p.reader));
+  pair_close (&p);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -417,6 +504,8 @@ main (int argc, char **argv)
   g_test_add_func ("/transport/client/frames", test_client_frames);
   g_test_add_func ("/transport/buffered/message-cap", test_buffered_cap);
   g_test_add_func ("/protocol/binary/string-claim", test_string_claim);
+  g_test_add_func ("/protocol/binary/integers-in-place",
+                   test_integers_in_place);
   g_test_add_func ("/protocol/binary/container-claim", test_container_claim);
   g_test_add_func ("/protocol/binary/unversioned-header",
                    test_unversioned_header);
