@@ -9,10 +9,23 @@ import subprocess
 import time
 
 
+# Every port free_port has handed out in this process.
+_handed_out = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on, and never one this process was
+    given before: a caller that has not bound its port yet (rankd's metrics
+    port, chosen before its Thrift port) would otherwise share it with the
+    next caller, and that rankd, which binds the first and exits on the
+    second, answers the wait for its ports before it is gone."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def wait_port(port, proc, deadline=30.0):
