@@ -260,7 +260,7 @@ binary_read_i16 (ThriftProtocol *protocol, gint16 *value, GError **error)
 
   if (p == NULL)
     return BINARY_PARENT->read_i16 (protocol, value, error);
-  *value = (gint16) (guint16) ((guint) p[0] << 8 | p[1]);
+  *value = (gint16) rank_get_be (p, 2);
   return 2;
 }
 
@@ -268,12 +268,10 @@ static gint32
 binary_read_i32 (ThriftProtocol *protocol, gint32 *value, GError **error)
 {
   const guint8 *p = take (protocol, 4);
-  guint32 v;
 
   if (p == NULL)
     return BINARY_PARENT->read_i32 (protocol, value, error);
-  memcpy (&v, p, 4);
-  *value = (gint32) GUINT32_FROM_BE (v);
+  *value = (gint32) rank_get_be (p, 4);
   return 4;
 }
 
@@ -281,12 +279,10 @@ static gint32
 binary_read_i64 (ThriftProtocol *protocol, gint64 *value, GError **error)
 {
   const guint8 *p = take (protocol, 8);
-  guint64 v;
 
   if (p == NULL)
     return BINARY_PARENT->read_i64 (protocol, value, error);
-  memcpy (&v, p, 8);
-  *value = (gint64) GUINT64_FROM_BE (v);
+  *value = (gint64) rank_get_be (p, 8);
   return 8;
 }
 
@@ -662,4 +658,14 @@ rank_put_be (guint8 *p, guint64 v, int bytes)
   for (int i = bytes - 1; i >= 0; i--)
     *p++ = (guint8) (v >> (8 * i));
   return p;
+}
+
+guint64
+rank_get_be (const guint8 *p, int bytes)
+{
+  guint64 v = 0;
+
+  for (int i = 0; i < bytes; i++)
+    v = v << 8 | p[i];
+  return v;
 }

@@ -63,6 +63,9 @@ gboolean rank_protocol_skip (ThriftProtocol *in, ThriftType type,
  * piece). */
 guint8 *rank_put_be (guint8 *p, guint64 v, int bytes);
 
+/* The number in bytes big-endian bytes at p, as rank_put_be wrote it. */
+guint64 rank_get_be (const guint8 *p, int bytes);
+
 G_END_DECLS
 
 #endif /* RANK_PROTOCOL_H */
