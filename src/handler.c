@@ -628,15 +628,25 @@ proceed (Call *call, void (*run) (Call *call))
     run (call);
 }
 
+gint64
+handler_now (Call *call)
+{
+  if (!call->clock_read)
+    {
+      call->now_ms = call->handler->clock (call->handler->clock_data);
+      call->clock_read = TRUE;
+    }
+  return call->now_ms;
+}
+
 /* The context of call (or of an update of it) on board (already valid), at
- * the handler's clock, under the configuration in force. */
+ * the call's time, under the configuration in force. */
 static void
 resolve_context (Call *call, RankContext *ctx, const char *board)
 {
   RankHandler *handler = call->handler;
 
-  rank_context_init (ctx, handler->config, board,
-                     handler->clock (handler->clock_data),
+  rank_context_init (ctx, handler->config, board, handler_now (call),
                      handler->default_window_ms);
   ctx->decoded_us = call->start_us;
   if (ctx->options->read_from_replica && handler->cache != NULL)
@@ -1855,8 +1865,8 @@ start_update_group (Call *call, const RankUpdateBatchArgs *args)
     {
       BatchItem *item = &batch->items[i];
 
-      /* One clock, one head: the items share a script call. */
-      item->ctx.now_ms = batch->items[0].ctx.now_ms;
+      /* One clock (handler_now), one head: the items share a script
+       * call. */
       item->update.without_rank = TRUE;
       item->update.group = batch->group;
       updates[i] = &item->update;

@@ -71,6 +71,11 @@ struct _Call
   ThriftStruct *args;
   char *unknown_name; /* METHOD_UNKNOWN only */
   gint64 start_us;    /* monotonic: the request decoded */
+  /* The handler's clock (Unix ms) as the call read it first (handler_now):
+   * every context of a call is at this one time, so the updates of one
+   * UpdateBatch share their request-id buckets, periods and script call. */
+  gint64 now_ms;
+  gboolean clock_read;
   RankOutcome outcome;
   RankContext ctx;          /* resolved by the start function */
   gboolean writes;          /* the call may change the board */
@@ -103,6 +108,10 @@ void handler_reply_error (Call *call, const GError *err);
 /* The call's context on board (already valid), at the handler's clock,
  * under the configuration in force. */
 void handler_resolve (Call *call, const char *board);
+
+/* The handler's clock for call: read at the call's first need of it, the
+ * same for the rest of the call. */
+gint64 handler_now (Call *call);
 
 /* Validates board, resolves the context and checks periods_back. */
 gboolean handler_resolve_read (Call *call, const char *board,

@@ -55,6 +55,7 @@ typedef struct
   guint stall_at;
   guint clock_reads;
   gint64 stall_until_us;
+  gint64 step_ms; /* how far the clock moves at each reading */
   /* The commands a call sent, by name ("rank.lua" for that script); moved:
    * when set, called as the first ZMSCORE (GetRank's second round) is
    * queued. */
@@ -69,10 +70,15 @@ fake_clock (gpointer data)
 {
   Worker *w = data;
 
-  if (w->stall_at != 0 && ++w->clock_reads == w->stall_at)
+  gint64 now;
+
+  w->clock_reads++;
+  if (w->stall_at != 0 && w->clock_reads == w->stall_at)
     while (g_get_monotonic_time () < w->stall_until_us)
       g_usleep (1000);
-  return w->now_ms;
+  now = w->now_ms;
+  w->now_ms += w->step_ms;
+  return now;
 }
 
 static void
@@ -583,45 +589,36 @@ script_calls (void)
   return calls;
 }
 
-/* What a worker learned of a board's layout holds for
- * RANK_LAYOUT_RECHECK_MS, from the time a call was decoded: the updates
- * of an UpdateBatch share one script call even when that time runs out
- * while they are read. Here the handler's clock stalls at the batch's
- * second update until the check made by the update before it is older than
- * that. */
-static void
-test_batch_one_layout_check (void)
+/* Sends one UpdateBatch to board: members b, c, d and e SET to 40, 40 -
+ * step, 40 - 2 step and 40 - 3 step, below a (50); checks that the call
+ * read the handler's clock once and that each update was applied, with
+ * ranks 2 to 5. Returns how many script calls Redis ran meanwhile. */
+static guint64
+batch_of_four (Worker *w, const char *board, gint64 step)
 {
-  Worker w;
-  rankRankingUpdateBatchArgs *args;
-  rankUpdateBatchRequest *request;
-  rankRankingUpdateBatchResult *result;
   const char *members[] = { "b", "c", "d", "e" };
+  rankUpdateBatchRequest *request
+      = g_object_new (RANK_TYPE_UPDATE_BATCH_REQUEST, NULL);
+  rankRankingUpdateBatchArgs *args;
+  rankRankingUpdateBatchResult *result;
   guint64 before;
 
-  worker_start (&w, config_a);
-  update_at (&w, "lc", "a", 50, NO_TIME);
-  /* The first write checked the layout, and registered the board. */
-  g_assert_cmpstr (w.names->str, ==, "ZADD update.lua ");
-  w.stall_until_us
-      = g_get_monotonic_time () + (RANK_LAYOUT_RECHECK_MS + 100) * 1000;
-  request = g_object_new (RANK_TYPE_UPDATE_BATCH_REQUEST, NULL);
   for (guint i = 0; i < G_N_ELEMENTS (members); i++)
     {
       g_autofree char *rid = g_strdup_printf ("batch-%s", members[i]);
 
       g_ptr_array_add (request->requests,
-                       update_request_new ("lc", members[i], 40 - (gint64) i,
-                                           rid, RANK_UPDATE_MODE_SET, NO_TIME));
+                       update_request_new (board, members[i],
+                                           40 - step * (gint64) i, rid,
+                                           RANK_UPDATE_MODE_SET, NO_TIME));
     }
   args = args_of (RANK_TYPE_RANKING_UPDATE_BATCH_ARGS, request);
-  w.clock_reads = 0;
-  w.stall_at = 2;
+  w->clock_reads = 0;
   before = script_calls ();
   result = RANK_RANKING_UPDATE_BATCH_RESULT (
-      call (&w, "UpdateBatch", THRIFT_STRUCT (args),
+      call (w, "UpdateBatch", THRIFT_STRUCT (args),
             RANK_TYPE_RANKING_UPDATE_BATCH_RESULT));
-  g_assert_cmpuint (w.clock_reads, >=, 2);
+  g_assert_cmpuint (w->clock_reads, ==, 1);
   g_assert_true (result->__isset_success);
   g_assert_cmpuint (result->success->results->len, ==, G_N_ELEMENTS (members));
   for (guint i = 0; i < G_N_ELEMENTS (members); i++)
@@ -629,16 +626,59 @@ test_batch_one_layout_check (void)
       rankUpdateResult *r = g_ptr_array_index (result->success->results, i);
 
       g_assert_true (r->__isset_response);
-      g_assert_cmpint (r->response->score, ==, 40 - (gint64) i);
+      g_assert_true (r->response->applied);
+      g_assert_cmpint (r->response->score, ==, 40 - step * (gint64) i);
       g_assert_cmpint (r->response->rank, ==, 2 + (gint64) i);
     }
-  /* No check of the layout among them (its SET is not listed, the ZADD
-   * that registers the board with it is), and one script call. */
-  g_assert_cmpstr (w.names->str, ==,
-                   "update.lua update.lua update.lua update.lua ");
-  g_assert_cmpuint (script_calls () - before, ==, 1);
   g_object_unref (result);
   g_object_unref (args);
+  return script_calls () - before;
+}
+
+/* What a worker learned of a board's layout holds for
+ * RANK_LAYOUT_RECHECK_MS, from the time a call was decoded: the updates
+ * of an UpdateBatch share one script call even when that time runs out
+ * while they are read. Here the handler's clock stalls at its (one)
+ * reading for the batch until the check made by the update before it is
+ * older than that. */
+static void
+test_batch_one_layout_check (void)
+{
+  Worker w;
+
+  worker_start (&w, config_a);
+  update_at (&w, "lc", "a", 50, NO_TIME);
+  /* The first write checked the layout, and registered the board. */
+  g_assert_cmpstr (w.names->str, ==, "ZADD update.lua ");
+  w.stall_until_us
+      = g_get_monotonic_time () + (RANK_LAYOUT_RECHECK_MS + 100) * 1000;
+  w.stall_at = 1;
+  g_assert_cmpuint (batch_of_four (&w, "lc", 1), ==, 1);
+  /* No check of the layout among them (its SET is not listed, the ZADD
+   * that registers the board with it is). */
+  g_assert_cmpstr (w.names->str, ==,
+                   "update.lua update.lua update.lua update.lua ");
+  worker_stop (&w);
+}
+
+/* A call reads the handler's clock once: the updates of an UpdateBatch
+ * without a request_id of its own are all at one time, so a request-id
+ * bucket that begins while they are read does not split them into two
+ * script calls (nor a period boundary into two periods). Here the clock
+ * stands 1 ms before a bucket's start and moves 1 ms at each reading; the
+ * four reach one score, at one time, so they rank by member. */
+static void
+test_batch_one_clock (void)
+{
+  Worker w;
+  /* The default window's buckets: a quarter of 3,600,000 ms. */
+  const gint64 width = 3600000 / 4;
+
+  worker_start (&w, config_a);
+  update_at (&w, "ck", "a", 50, NO_TIME);
+  w.now_ms = (w.now_ms / width + 1) * width - 1;
+  w.step_ms = 1;
+  g_assert_cmpuint (batch_of_four (&w, "ck", 0), ==, 1);
   worker_stop (&w);
 }
 
@@ -657,6 +697,7 @@ main (int argc, char **argv)
   g_test_add_func ("/context/reload-between-rounds/sample", test_reload_sample);
   g_test_add_func ("/context/clock", test_clock);
   g_test_add_func ("/context/rank-without-script", test_rank_without_script);
+  g_test_add_func ("/context/batch-one-clock", test_batch_one_clock);
   g_test_add_func ("/context/batch-one-layout-check",
                    test_batch_one_layout_check);
   status = g_test_run ();
