@@ -37,7 +37,7 @@ pids=()
 trap 'stop_all; rm -rf "$work"' EXIT
 
 start_rankd() { # binary name -> port in $port, pid in $pid
-  port=$(free_port)
+  free_port "port"
   "$1" --listen "127.0.0.1:$port" --redis "127.0.0.1:$redis_port" \
     >"$work/$2.log" 2>&1 &
   pid=$!
@@ -45,7 +45,7 @@ start_rankd() { # binary name -> port in $port, pid in $pid
   wait_port "$port" "$pid" || { echo "rankd $2 did not start" >&2; exit 1; }
 }
 
-redis_port=$(free_port)
+free_port "redis_port"
 redis-server --bind 127.0.0.1 --port "$redis_port" --save "" \
   --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
 redis_pid=$!

@@ -19,12 +19,12 @@ root=$(cd "$here/.." && pwd)
 . "$here/lib.sh"
 bench_setup cluster
 
-# A port whose cluster bus port (+10000) is a valid port too.
-cluster_port() {
-  local p
+# Sets the variable named $1 to a port whose cluster bus port (+10000) is
+# a valid port too.
+cluster_port() { # variable
   while :; do
-    p=$(free_port)
-    if [ "$p" -le 55535 ]; then echo "$p"; return; fi
+    free_port "$1"
+    if [ "${!1}" -le 55535 ]; then return; fi
   done
 }
 
@@ -32,7 +32,7 @@ declare -A port
 start_rankd() { # name redis-args...  (sets port[name])
   local name=$1
   shift
-  port[$name]=$(free_port)
+  free_port "port[$name]"
   "$rankd" --listen "127.0.0.1:${port[$name]}" --config "$work/rankd.conf" \
     "$@" >"$work/rankd-$name.log" 2>&1 &
   pids+=($!)
@@ -49,12 +49,12 @@ bench_meta "MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup CO
 cat "$out/meta.txt"
 
 declare -A cpu
-single=$(free_port)
+free_port "single"
 start_redis "$single"
 cpu[single]="redis1=${pids[-1]}"
 seeds=()
 for i in 1 2 3; do
-  p=$(cluster_port)
+  cluster_port p
   start_redis "$p" --cluster-enabled yes --cluster-config-file nodes.conf
   seeds+=("127.0.0.1:$p")
   cpu[cluster]="${cpu[cluster]:+${cpu[cluster]},}redis$i=${pids[-1]}"

@@ -54,12 +54,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-redis_port=$(free_port)
+free_port "redis_port"
 redis-server --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no \
   --dir "$work" >"$work/redis.log" 2>&1 &
 redis_pid=$!
 wait_port "$redis_port" "$redis_pid" || { echo "redis-server did not start" >&2; exit 1; }
-rankd_port=$(free_port)
+free_port "rankd_port"
 "$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
   --io-threads "$io_threads" >"$work/rankd.log" 2>&1 &
 rankd_pid=$!

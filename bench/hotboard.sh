@@ -37,10 +37,10 @@ rate=${WRITE_RATE:-1000}
 bench_meta "MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup WRITE_RATE=$rate bench/hotboard.sh" >"$out/meta.txt"
 cat "$out/meta.txt"
 
-redis_port=$(free_port)
+free_port "redis_port"
 start_redis "$redis_port"
 redis_pid=${pids[-1]}
-replica_port=$(free_port)
+free_port "replica_port"
 start_redis "$replica_port" --replicaof 127.0.0.1 "$redis_port"
 replica_pid=${pids[-1]}
 cat >"$work/rankd.conf" <<CONF
@@ -56,7 +56,7 @@ read_from=replica
 CONF
 # A rankd on the config, on a free port: sets port and pid.
 start_rankd() { # log-name
-  port=$(free_port)
+  free_port "port"
   "$rankd" --listen "127.0.0.1:$port" --config "$work/rankd.conf" \
     >"$work/$1.log" 2>&1 &
   pid=$!

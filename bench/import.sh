@@ -28,8 +28,8 @@ rankctl=$build/rankctl
 
 bench_meta "MEMBERS=$members FORMAT=$format bash bench/import.sh" | tee "$out/summary.txt"
 
-redis_port=$(free_port)
-rankd_port=$(free_port)
+free_port "redis_port"
+free_port "rankd_port"
 start_redis "$redis_port"
 redis_pid=${pids[-1]}
 "$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
@@ -130,7 +130,7 @@ EOF
 # entries each, piped by redis-cli into an empty Redis: no script, no
 # request ids, no checks. What an import costs Redis beyond its layout is
 # the difference.
-floor_port=$(free_port)
+free_port "floor_port"
 start_redis "$floor_port"
 floor_pid=${pids[-1]}
 python3 - "$members" "$work/floor.resp" <<'EOF'

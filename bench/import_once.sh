@@ -19,8 +19,8 @@ bench_setup import-once
 rankctl=$build/rankctl
 [ -x "$rankctl" ] || { echo "no $rankctl: build first" >&2; exit 1; }
 
-redis_port=$(free_port)
-rankd_port=$(free_port)
+free_port "redis_port"
+free_port "rankd_port"
 start_redis "$redis_port"
 "$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
   >"$work/rankd.log" 2>&1 &

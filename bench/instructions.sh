@@ -78,7 +78,7 @@ counted() { # redis|rankd command [args]
   shift
   exec "$@"
 }
-redis_port=$(free_port)
+free_port "redis_port"
 counted redis redis-server --bind 127.0.0.1 --port "$redis_port" --save "" \
   --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
 redis_pid=$!
@@ -107,7 +107,7 @@ if [ "${PEER:-}" = redis-rank ] && [ "$count" = redis ]; then
   exit 0
 fi
 
-rankd_port=$(free_port)
+free_port "rankd_port"
 counted rankd "$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
   --io-threads "$io_threads" --dedup-window "$dedup_window" \
   --redis-timeout 120 >"$work/rankd.log" 2>&1 &

@@ -1,8 +1,21 @@
 # lib.sh -- helpers shared by the bench scripts (sourced, bash).
 
-# A free loopback TCP port.
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+# Ports free_port has handed out in this shell.
+ports_drawn=" "
+# Sets the variable named $1 to a free loopback port that this shell has
+# not been handed before: ports drawn before their servers bind them are
+# all free at each draw, and the kernel can hand out the same one twice.
+free_port() { # variable
+  local p
+  while :; do
+    p=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    case "$ports_drawn" in
+      *" $p "*) ;;
+      *) break ;;
+    esac
+  done
+  ports_drawn="$ports_drawn$p "
+  printf -v "$1" '%s' "$p"
 }
 
 # Waits until something listens on 127.0.0.1:port; fails if pid exits first

@@ -39,8 +39,8 @@ queue=on
 # Enqueue runs as fast as it is answered: the backlog may pass the default.
 queue_max_backlog=50000000
 EOF
-redis_port=$(free_port)
-rankd_port=$(free_port)
+free_port "redis_port"
+free_port "rankd_port"
 start_redis "$redis_port"
 redis_pid=${pids[-1]}
 "$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \

@@ -31,12 +31,12 @@ for nodes in 1 3; do
   redis_args=()
   cpu=()
   for i in $(seq 1 "$nodes"); do
-    port=$(free_port)
+    free_port "port"
     start_redis "$port"
     redis_args+=(--redis "127.0.0.1:$port")
     cpu+=("redis$i=${pids[-1]}")
   done
-  rankd_port=$(free_port)
+  free_port "rankd_port"
   "$rankd" --listen "127.0.0.1:$rankd_port" --config "$work/rankd.conf" \
     "${redis_args[@]}" >"$work/rankd-$nodes.log" 2>&1 &
   pids+=($!)
