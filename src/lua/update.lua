@@ -275,24 +275,27 @@ if leaving then
     for i = 1, #all, 2 do
       local field, value = all[i], all[i + 1]
       if field ~= MARK and live_record(value) then
-        local to = record_hash(current_base, hashes, selector_of(field))
-        local moving = into[to]
+        -- By the hash's number: its name is made once, below.
+        local at = selector_of(field) % hashes
+        local moving = into[at]
         if not moving then
           moving = {}
-          into[to] = moving
-          order[#order + 1] = to
+          into[at] = moving
+          order[#order + 1] = at
         end
         moving[#moving + 1] = field
         moving[#moving + 1] = value
       end
     end
   end
-  for _, to in ipairs(order) do
-    expect(to, 'hash', 'request-id records')
+  local to = {}
+  for k, at in ipairs(order) do
+    to[k] = current_base .. string.format('%d', at)
+    expect(to[k], 'hash', 'request-id records')
   end
-  for _, to in ipairs(order) do
-    redis.call('HSET', to, unpack(into[to]))
-    redis.call('PEXPIREAT', to, record_expire_at)
+  for k, at in ipairs(order) do
+    redis.call('HSET', to[k], unpack(into[at]))
+    redis.call('PEXPIREAT', to[k], record_expire_at)
   end
   if #from > 0 then
     redis.call('DEL', unpack(from))
