@@ -17,6 +17,11 @@
 # Usage: bench/instructions.sh          (after building into build/)
 # Environment: BUILD=build RANKD=$BUILD/rankd OP=update MEMBERS=20000
 #              REQUESTS=20000 PIPELINE_CONNECTIONS=4 PIPELINE=16
+#              WARMUP=2000 (operations before the counted ones; with the
+#              defaults the counted updates double the board's layout of
+#              request-id record hashes, 512 to 1,024, and the moves are
+#              counted; WARMUP=8000 doubles it before, for an update on a
+#              board whose layout holds: bench/README)
 #              IO_THREADS=1 DEDUP_WINDOW=3600 (seconds; a short one spreads
 #              the request-id records over the window's time buckets, as a
 #              board updated for longer than the window has them)
@@ -43,6 +48,7 @@ bench=$build/bench/rank-bench
 op=${OP:-update}
 members=${MEMBERS:-20000}
 requests=${REQUESTS:-20000}
+warmup=${WARMUP:-2000}
 pconns=${PIPELINE_CONNECTIONS:-4}
 depth=${PIPELINE:-16}
 io_threads=${IO_THREADS:-1}
@@ -143,7 +149,8 @@ else
   # The board first, then a warm-up of the operation itself (request-id
   # records of this bucket exist, the script is loaded and compiled).
   "$bench" -p "$rankd_port" --members "$members" --preload-only -c 4 >/dev/null
-  load "$op=1" 2000 2
+  load "$op=1" "$warmup" 2
+  layout_before=$(redis-cli -p "$redis_port" HGETALL 'rk:{bench-0}:q' | paste -sd' ')
   redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
   callgrind_control -z "$counted_pid" >/dev/null 2>&1
   load "$op=1" "$requests" 3
@@ -160,7 +167,15 @@ awk -v t="$total" -v n="$requests" -v who="$count" \
   'BEGIN{printf "%s instructions per %s: %.0f\n", who, "'"$op"'", t / n}'
 awk -v s="${scripts:-0}" -v n="$requests" \
   'BEGIN{printf "script calls: %d (%.1f %ss per call)\n", s, n / s, "'"$op"'"}'
+if [ -n "${layout_before:-}" ]; then
+  echo "request-id meta before (s: record hashes; <bucket>: records): $layout_before"
+fi
 echo "request-id meta after (s: record hashes; <bucket>: records): $layout"
+# s HASHES in the meta, or the o of a layout being left: the layout.
+layout_of() { awk '{for (i = 1; i < NF; i += 2) if ($i == "s" || $i == "o") printf "%s=%s ", $i, $(i + 1)}' <<<"$1"; }
+if [ -n "${layout_before:-}" ] && [ "$(layout_of "$layout_before")" != "$(layout_of "$layout")" ]; then
+  echo "the layout of request-id record hashes changed during the counted operations: its moves are in the count (WARMUP sets the warm-up)"
+fi
 # The commands the scripts ran, per operation (INFO commandstats).
 echo "$commands" | awk -F'[:=,]' -v n="$requests" \
   '/^cmdstat_/{sub("cmdstat_", "", $1); if ($1 != "evalsha" && $1 != "config")
