@@ -126,48 +126,47 @@ sh "$here/peers/floor.sh" --redis "127.0.0.1:$redis_port" \
 # is leaving while records move). The update rows add records, and when a
 # row takes the board past 48 records a hash the layout doubles and every
 # live record moves during that row, at a cost per update that one row
-# pays (bench/README.md): row_moved says which row did.
-layout() { rcli hmget 'rk:{bench-0}:q' s o | paste -sd' '; }
-row_moved() { # row layout-before
-  local after
-  after=$(layout)
-  if [ "$2" != "$after" ]; then
-    echo "$1: request-id record hashes (size, size left) '$2' -> '$after': records moved during this row" |
-      tee -a "$out/layout.txt"
+# pays (bench/README.md): row runs a row's command and says, on stderr and
+# in layout.txt, when it moved records.
+row() { # name command... (its stdout is the caller's)
+  local name=$1 before after
+  shift
+  before=$(record_layout "$redis_port" bench-0)
+  "$@"
+  after=$(record_layout "$redis_port" bench-0)
+  if [ "$before" != "$after" ]; then
+    echo "$name: request-id record hashes (size, size left) '$before' -> '$after': records moved during this row" |
+      tee -a "$out/layout.txt" >&2
   fi
 }
 for round in $(seq 1 "$rounds"); do
   for op in update rank top; do
     echo "== round $round: $op"
-    before=$(layout)
-    "$bench" --port "$rankd_port" --members "$members" --mix "$op=1" \
+    row "r$round $op rankd" \
+      "$bench" --port "$rankd_port" --members "$members" --mix "$op=1" \
       -c "$conns" -d "$duration" -w "$warmup" --json \
       --cpu "redis=$redis_pid,rankd=$rankd_pid" \
       >"$out/r$round-$op-rankd.json"
-    row_moved "r$round $op rankd" "$before"
-    before=$(layout)
-    "$bench" --port "$rankd_port" --members "$members" --mix "$op=1" \
+    row "r$round $op rankd-pipelined" \
+      "$bench" --port "$rankd_port" --members "$members" --mix "$op=1" \
       -c "$pconns" --pipeline "$depth" -d "$duration" -w "$warmup" --json \
       --cpu "redis=$redis_pid,rankd=$rankd_pid" \
       >"$out/r$round-$op-rankd-pipelined.json"
-    row_moved "r$round $op rankd-pipelined" "$before"
-    before=$(layout)
-    "$bench" --direct "127.0.0.1:$redis_port" --members "$members" \
+    row "r$round $op direct" \
+      "$bench" --direct "127.0.0.1:$redis_port" --members "$members" \
       --mix "$op=1" -c "$conns" -d "$duration" -w "$warmup" --json \
       --cpu "redis=$redis_pid" >"$out/r$round-$op-direct.json"
-    row_moved "r$round $op direct" "$before"
     sh "$here/peers/redis-rank.sh" --redis "127.0.0.1:$redis_port" \
       --members "$members" --op "$op" --inflight "$conns" \
       --duration "$duration" --warmup "$warmup" --json \
       --cpu "redis=$redis_pid" >"$out/r$round-$op-redis-rank.json"
     if [ "$op" = update ] && [ "$batch" -gt 0 ]; then
       # UpdateBatch calls (CPU per update).
-      before=$(layout)
-      "$bench" --port "$rankd_port" --members "$members" --mix batch=1 \
+      row "r$round update rankd-batch" \
+        "$bench" --port "$rankd_port" --members "$members" --mix batch=1 \
         --batch "$batch" -c "$pconns" -d "$duration" -w "$warmup" --json \
         --cpu "redis=$redis_pid,rankd=$rankd_pid" \
         >"$out/r$round-update-rankd-batch.json"
-      row_moved "r$round update rankd-batch" "$before"
     fi
     if [ "$op" = update ]; then
       # The minimal script's floor.

@@ -150,7 +150,8 @@ else
   # records of this bucket exist, the script is loaded and compiled).
   "$bench" -p "$rankd_port" --members "$members" --preload-only -c 4 >/dev/null
   load "$op=1" "$warmup" 2
-  layout_before=$(redis-cli -p "$redis_port" HGETALL 'rk:{bench-0}:q' | paste -sd' ')
+  meta_before=$(redis-cli -p "$redis_port" HGETALL 'rk:{bench-0}:q' | paste -sd' ')
+  layout_before=$(record_layout "$redis_port" bench-0)
   redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
   callgrind_control -z "$counted_pid" >/dev/null 2>&1
   load "$op=1" "$requests" 3
@@ -167,13 +168,11 @@ awk -v t="$total" -v n="$requests" -v who="$count" \
   'BEGIN{printf "%s instructions per %s: %.0f\n", who, "'"$op"'", t / n}'
 awk -v s="${scripts:-0}" -v n="$requests" \
   'BEGIN{printf "script calls: %d (%.1f %ss per call)\n", s, n / s, "'"$op"'"}'
-if [ -n "${layout_before:-}" ]; then
-  echo "request-id meta before (s: record hashes; <bucket>: records): $layout_before"
+if [ -n "${meta_before:-}" ]; then
+  echo "request-id meta before (s: record hashes; <bucket>: records): $meta_before"
 fi
 echo "request-id meta after (s: record hashes; <bucket>: records): $layout"
-# s HASHES in the meta, or the o of a layout being left: the layout.
-layout_of() { awk '{for (i = 1; i < NF; i += 2) if ($i == "s" || $i == "o") printf "%s=%s ", $i, $(i + 1)}' <<<"$1"; }
-if [ -n "${layout_before:-}" ] && [ "$(layout_of "$layout_before")" != "$(layout_of "$layout")" ]; then
+if [ -n "${layout_before:-}" ] && [ "$layout_before" != "$(record_layout "$redis_port" bench-0)" ]; then
   echo "the layout of request-id record hashes changed during the counted operations: its moves are in the count (WARMUP sets the warm-up)"
 fi
 # The commands the scripts ran, per operation (INFO commandstats).

@@ -18,6 +18,12 @@ free_port() { # variable
   printf -v "$1" '%s' "$p"
 }
 
+# A board's layout of request-id record hashes, from its meta hash: its
+# size and the size it is leaving while records move (empty when none).
+record_layout() { # redis-port board
+  redis-cli -p "$1" HMGET "rk:{$2}:q" s o | paste -sd' '
+}
+
 # Waits until something listens on 127.0.0.1:port; fails if pid exits first
 # or after 30 s.
 wait_port() { # port pid

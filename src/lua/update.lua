@@ -275,27 +275,26 @@ if leaving then
     for i = 1, #all, 2 do
       local field, value = all[i], all[i + 1]
       if field ~= MARK and live_record(value) then
-        -- By the hash's number: its name is made once, below.
+        -- By the target hash's number: its name is made once a target,
+        -- not once a record.
         local at = selector_of(field) % hashes
         local moving = into[at]
         if not moving then
           moving = {}
           into[at] = moving
-          order[#order + 1] = at
+          order[#order + 1] = {record_hash(current_base, hashes, at), moving}
         end
         moving[#moving + 1] = field
         moving[#moving + 1] = value
       end
     end
   end
-  local to = {}
-  for k, at in ipairs(order) do
-    to[k] = current_base .. string.format('%d', at)
-    expect(to[k], 'hash', 'request-id records')
+  for _, target in ipairs(order) do
+    expect(target[1], 'hash', 'request-id records')
   end
-  for k, at in ipairs(order) do
-    redis.call('HSET', to[k], unpack(into[at]))
-    redis.call('PEXPIREAT', to[k], record_expire_at)
+  for _, target in ipairs(order) do
+    redis.call('HSET', target[1], unpack(target[2]))
+    redis.call('PEXPIREAT', target[1], record_expire_at)
   end
   if #from > 0 then
     redis.call('DEL', unpack(from))
