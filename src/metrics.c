@@ -7,6 +7,7 @@
  */
 #include "metrics.h"
 
+#include <malloc.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -598,6 +599,21 @@ render_connections (GString *out)
       out, "rankd_connections_total %" G_GUINT64_FORMAT "\n", opened);
 }
 
+/* The heap rankd has allocated and not freed (glibc's count over every
+ * arena, mmapped chunks included): unlike the RSS, it does not include what
+ * malloc keeps after a free (up to RANK_MALLOC_TRIM_BYTES an arena), so a
+ * leak shows in it and a burst that is over does not. */
+static void
+render_memory (GString *out)
+{
+  struct mallinfo2 mi = mallinfo2 ();
+
+  append_header (out, "rankd_heap_in_use_bytes", "gauge",
+                 "Heap memory allocated and not freed (malloc).");
+  g_string_append_printf (out, "rankd_heap_in_use_bytes %zu\n",
+                          mi.uordblks + mi.hblkhd);
+}
+
 static gint
 compare_strings (gconstpointer a, gconstpointer b)
 {
@@ -786,6 +802,7 @@ rank_metrics_render (void)
   if (method_names != NULL)
     render_calls (out);
   render_connections (out);
+  render_memory (out);
   render_redis (out);
   render_queues (out);
   render_cache (out);

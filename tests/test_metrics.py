@@ -195,6 +195,8 @@ class CountersTest(Served):
 
         self.assertEqual(value(s, "rankd_connections_open"), 1)
         self.assertEqual(value(s, "rankd_connections_total"), opened + 1)
+        # Declared and a byte count (test_crowd.py watches it for leaks).
+        self.assertGreaterEqual(value(s, "rankd_heap_in_use_bytes"), 0)
         node = f"127.0.0.1:{self.redis_port}"
         trips = value(s, "rankd_redis_round_trips_total", node=node)
         # Every successful call went to Redis at least once; refused
