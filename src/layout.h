@@ -11,7 +11,7 @@
  * board and the option, until the configuration matches again or the board
  * is reset (its keys deleted).
  *
- * The descriptor is text: "rankd-layout 3 shards=10 order=desc ...". rank
+ * The descriptor is text: "rankd-layout 4 shards=10 order=desc ...". rank
  * is recorded as dense or not: ordinal and competition ranks store the same
  * and may change freely. max_top_depth, mode, dedup_window, retention and
  * accept_late decide nothing about storage.
@@ -25,7 +25,7 @@
 
 /* Bumped by every change to what rankd stores for a board; a rankd reads
  * only boards of its own version. */
-#define RANK_LAYOUT_VERSION 3
+#define RANK_LAYOUT_VERSION 4
 
 /* The descriptor of a board with options o. */
 char *rank_layout_describe (const RankBoardOptions *o);

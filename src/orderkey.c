@@ -57,6 +57,19 @@ rank_orderkey_decode_subscore (const guint8 in[RANK_ORDERKEY_SUBSCORE_BYTES],
   return (gint64) (v ^ G_GUINT64_CONSTANT (0x8000000000000000));
 }
 
+void
+rank_orderkey_encode_place_score (gint64 zscore,
+                                  guint8 out[RANK_PLACE_SCORE_BYTES])
+{
+  guint64 v = (guint64) zscore;
+
+  for (int i = RANK_PLACE_SCORE_BYTES - 1; i >= 0; i--)
+    {
+      out[i] = (guint8) (v & 0xff);
+      v >>= 8;
+    }
+}
+
 double
 rank_orderkey_zscore (gint64 score)
 {

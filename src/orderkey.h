@@ -17,8 +17,14 @@
  * a subscore x as the big-endian bytes of (x XOR 2^63) when it sorts lower
  * first (asc), of their complement when higher first (desc): bytewise order
  * is then the subscore's rank order, over the whole i64 range. The bytes
- * before the member id are the member's prefix (kept in the board's times
- * hash): RANK_ORDERKEY_TIME_BYTES + 8 * subscores of them.
+ * before the member id are the member's prefix: RANK_ORDERKEY_TIME_BYTES +
+ * 8 * subscores of them. The board's times hash keeps each member's place:
+ *
+ *   times hash value = prefix  zset score(8)
+ *
+ * the zset score as a big-endian 8-byte two's complement integer
+ * (update.lua's place and place_of, with Lua's struct), so that an update
+ * reads its member's key and score with one HGET.
  */
 #ifndef RANK_ORDERKEY_H
 #define RANK_ORDERKEY_H
@@ -43,6 +49,13 @@ rank_orderkey_decode_subscore (const guint8 in[RANK_ORDERKEY_SUBSCORE_BYTES],
 void rank_orderkey_encode_time (gint64 ms,
                                 guint8 out[RANK_ORDERKEY_TIME_BYTES]);
 gint64 rank_orderkey_decode_time (const guint8 in[RANK_ORDERKEY_TIME_BYTES]);
+
+#define RANK_PLACE_SCORE_BYTES 8
+
+/* Writes zscore (|zscore| <= 2^53-1), a sorted-set score, as the times
+ * hash holds it after the prefix. */
+void rank_orderkey_encode_place_score (gint64 zscore,
+                                       guint8 out[RANK_PLACE_SCORE_BYTES]);
 
 /* The sorted-set score stored for a score. */
 double rank_orderkey_zscore (gint64 score);

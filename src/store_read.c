@@ -98,7 +98,8 @@ rank_script_kind (const RankBoardOptions *o, RankKind kind)
   return store_kind_name (kind);
 }
 
-/* rank.lua's ARGV up to the member or score: op, kind, limit. */
+/* rank.lua's ARGV up to the member or score: op, kind, limit, the length
+ * of the board's prefixes. */
 static void
 add_rank_args (RankCommand *cmd, const char *op, const RankBoardOptions *o,
                RankKind kind)
@@ -106,6 +107,7 @@ add_rank_args (RankCommand *cmd, const char *op, const RankBoardOptions *o,
   rank_command_add_str (cmd, op);
   rank_command_add_str (cmd, rank_script_kind (o, kind));
   rank_command_add_int (cmd, o->max_top_depth);
+  rank_command_add_int (cmd, (gint64) store_prefix_len (o));
 }
 
 /* Asks every node holding shards of the board, but skip_node, for what is
@@ -317,13 +319,17 @@ rank_retry_with_script (RankTask *task, const GError *error)
   return TRUE;
 }
 
-/* Round 1: the member's prefix, or nil when it is not on the board. */
+/* Round 1: the member's value in the times hash (its prefix, then its
+ * sorted-set score: update.lua), or nil when it is not on the board. The
+ * score is read again with the rank in round 2: an update in the same
+ * millisecond changes it under the same sorted-set key. */
 static void
 rank_prefixed (const RankReply *reply, const GError *error, gpointer data)
 {
   RankTask *task = data;
   const RankBoardOptions *o = task->ctx->options;
   gsize member_len = strlen (task->member);
+  gsize prefix_len = store_prefix_len (o);
   g_autoptr (GError) absent = NULL;
   g_autofree char *key = NULL;
   RankCommand head, item;
@@ -337,8 +343,7 @@ rank_prefixed (const RankReply *reply, const GError *error, gpointer data)
   if (error == NULL && reply->type == RANK_REPLY_NIL)
     error = absent = rank_absent (task);
   if (error != NULL
-      || (reply->type != RANK_REPLY_STRING
-          || reply->len != store_prefix_len (o)))
+      || (reply->type != RANK_REPLY_STRING || reply->len <= prefix_len))
     {
       if (absent != NULL || !rank_retry_with_script (task, error))
         {
@@ -348,13 +353,13 @@ rank_prefixed (const RankReply *reply, const GError *error, gpointer data)
       return;
     }
   store_decode_subscores (o, reply->str, &task->n_subscores, task->subscores);
-  key = g_malloc (reply->len + member_len);
-  memcpy (key, reply->str, reply->len);
-  memcpy (key + reply->len, task->member, member_len);
+  key = g_malloc (prefix_len + member_len);
+  memcpy (key, reply->str, prefix_len);
+  memcpy (key + prefix_len, task->member, member_len);
   rank_command_init (&head, "ZMSCORE");
   store_add_key (&head, task->ctx, 0, RANK_KEY_SUFFIX_SCORES);
   rank_command_init_args (&item);
-  rank_command_add (&item, key, reply->len + member_len);
+  rank_command_add (&item, key, prefix_len + member_len);
   store_read_from (&item, task->ctx);
   rank_backend_send_item (task->store->backend, task->node, &head, &item,
                           RANK_SEND_RANKS, rank_ranked, task);

@@ -193,8 +193,11 @@ typedef enum
 
 /* A batch of SETs recorded as a whole (in_group_of_sets) has one argument
  * after its head instead, every update's packed one after another: a
- * header of a byte each, then the prefix, member, value (the sorted-set
- * score's text) and data. */
+ * header of a byte each, then the prefix, member, the prefix again, the
+ * sorted-set score in binary (orderkey.h), the score's text and the data:
+ * prefix and member are the sorted-set member, the prefix and binary score
+ * the member's value in the times hash, each one string.sub in
+ * update.lua. */
 typedef enum
 {
   SET_MEMBER_HI, /* the member's length, big-endian */
@@ -354,9 +357,11 @@ update_set_item (const RankContext *ctx, const RankUpdate *update,
   gsize member_len = strlen (update->member);
   gsize data_len = update->data_given ? update->data_len : 0;
   char value[RANK_FORMAT_INT_MAX];
-  gsize value_len = rank_format_int (
-      value, o->order != RANK_ORDER_ASC ? -update->value : update->value);
+  gint64 zscore = o->order != RANK_ORDER_ASC ? -update->value : update->value;
+  gsize value_len = rank_format_int (value, zscore);
+  guint8 place[RANK_PLACE_SCORE_BYTES];
 
+  rank_orderkey_encode_place_score (zscore, place);
   g_assert (update->mode == RANK_MODE_SET && member_len <= G_MAXUINT16
             && data_len <= G_MAXUINT16);
   head[SET_MEMBER_HI] = (guint8) (member_len >> 8);
@@ -370,6 +375,8 @@ update_set_item (const RankContext *ctx, const RankUpdate *update,
   rank_command_init_args (item);
   rank_command_add (item, head, N_SET_BYTES + prefix_len);
   rank_command_append (item, update->member, member_len);
+  rank_command_append (item, head + N_SET_BYTES, prefix_len);
+  rank_command_append (item, place, sizeof place);
   rank_command_append (item, value, value_len);
   if (data_len > 0)
     rank_command_append (item, update->data, data_len);

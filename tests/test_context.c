@@ -532,14 +532,19 @@ move_c (void)
   redisReply *p = redisCommand (r, "HGET rk:{w}:t c");
   char *moved;
 
+  /* Its prefix (6 bytes of time), then its sorted-set score (orderkey.h). */
   g_assert_cmpint (p->type, ==, REDIS_REPLY_STRING);
-  g_assert_cmpuint (p->len, ==, 6);
-  moved = g_memdup2 (p->str, 6);
+  g_assert_cmpmem (p->str + 6, p->len - 6, "\xff\xff\xff\xff\xff\xff\xff\xd8",
+                   8);
+  moved = g_malloc (14);
+  memcpy (moved, p->str, 6);
+  memcpy (moved + 6, "\xff\xff\xff\xff\xff\xff\xff\xd3", 8);
   moved[5] ^= 1; /* another time, within the same second */
-  freeReplyObject (redisCommand (r, "ZREM rk:{w}:z %b%s", p->str, p->len, "c"));
+  freeReplyObject (
+      redisCommand (r, "ZREM rk:{w}:z %b%s", p->str, (size_t) 6, "c"));
   freeReplyObject (
       redisCommand (r, "ZADD rk:{w}:z -45 %b%s", moved, (size_t) 6, "c"));
-  freeReplyObject (redisCommand (r, "HSET rk:{w}:t c %b", moved, (size_t) 6));
+  freeReplyObject (redisCommand (r, "HSET rk:{w}:t c %b", moved, (size_t) 14));
   freeReplyObject (p);
   g_free (moved);
   redisFree (r);

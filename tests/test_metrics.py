@@ -895,6 +895,47 @@ class BatchRequestIdTest(Served):
         finally:
             t.close()
 
+    def times(self, board):
+        """The board's times hash, member=hex of its value, sorted."""
+        script = ("local r = {} local a = redis.call('HGETALL', KEYS[1]) "
+                  "for i = 1, #a, 2 do r[#r + 1] = a[i] .. '=' .. "
+                  "a[i + 1]:gsub('.', function(c) "
+                  "return string.format('%02x', c:byte()) end) end "
+                  "table.sort(r) return r")
+        return subprocess.run(
+            ["redis-cli", "-p", str(self.redis_port), "EVAL", script, "1",
+             f"rk:{{{board}}}:t"],
+            capture_output=True, text=True, check=True).stdout.split()
+
+    def test_sets_store_places_as_updates_do(self):
+        """A batch of SETs recorded as a whole writes each member's place
+        (prefix, then sorted-set score) as rankd packs it; an Update writes
+        it in update.lua. The two agree byte for byte, and an increment
+        reads an imported score back exactly, up to 2^53-1."""
+        big = 2**53 - 1
+        values = [0, 42, -42, 258, big, -big, 10**12 + 7]
+        client, t = connect(self.port)
+        try:
+            reqs = [UpdateRequest("brid-packed", f"m{i}", v, f"p{i}",
+                                  Mode.SET, 1700000000000 + i)
+                    for i, v in enumerate(values)]
+            got = self.batch(client, reqs, "packed-1")
+            self.assertEqual([g.response.applied for g in got],
+                             [True] * len(values))
+            for i, v in enumerate(values):
+                client.Update(UpdateRequest("brid-lua", f"m{i}", v, f"p{i}",
+                                            Mode.SET, 1700000000000 + i))
+            packed = self.times("brid-packed")
+            self.assertEqual(len(packed), len(values))
+            self.assertEqual(packed, self.times("brid-lua"))
+            for i, v in enumerate(values):
+                step = -1 if v > 0 else 1
+                u = client.Update(UpdateRequest("brid-packed", f"m{i}", step,
+                                                f"i{i}", Mode.INCREMENT))
+                self.assertEqual((u.score, u.applied), (v + step, True))
+        finally:
+            t.close()
+
     def test_other_requests_refused(self):
         board = "brid-reuse"
         client, t = connect(self.port)

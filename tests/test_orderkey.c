@@ -239,6 +239,34 @@ test_rank_order (void)
   g_rand_free (rand);
 }
 
+/* The sorted-set score after the prefix in the times hash: a big-endian
+ * 8-byte two's complement integer; what update.lua's place makes
+ * (tests/test_service.c checks a value it wrote). */
+static void
+test_place_score (void)
+{
+  static const struct
+  {
+    gint64 zscore;
+    guint8 bytes[RANK_PLACE_SCORE_BYTES];
+  } cases[] = {
+    { 0, { 0, 0, 0, 0, 0, 0, 0, 0 } },
+    { 42, { 0, 0, 0, 0, 0, 0, 0, 0x2a } },
+    { -42, { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xd6 } },
+    { 258, { 0, 0, 0, 0, 0, 0, 1, 2 } },
+    { RANK_SCORE_MAX, { 0, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff } },
+    { -RANK_SCORE_MAX, { 0xff, 0xe0, 0, 0, 0, 0, 0, 1 } },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      guint8 out[RANK_PLACE_SCORE_BYTES];
+
+      rank_orderkey_encode_place_score (cases[i].zscore, out);
+      g_assert_cmpmem (out, sizeof out, cases[i].bytes, sizeof out);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -249,5 +277,6 @@ main (int argc, char **argv)
   g_test_add_func ("/orderkey/zscore/exact-at-2^53-1", test_zscore_exact);
   g_test_add_func ("/orderkey/zscore/parse-rejects", test_parse_rejects);
   g_test_add_func ("/orderkey/rank-order", test_rank_order);
+  g_test_add_func ("/orderkey/place-score", test_place_score);
   return g_test_run ();
 }

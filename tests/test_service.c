@@ -407,9 +407,13 @@ test_key_layout (void)
   now_bucket = g_get_real_time () / 1000 / (RANK_DEFAULT_DEDUP_WINDOW_S * 250);
   rank_orderkey_encode_time (1763800000123, prefix);
 
+  /* The member's prefix, then its sorted-set score (-42) in 8 bytes. */
   r = redisCommand (c, "HGET %s ann", tkey);
   g_assert_cmpint (r->type, ==, REDIS_REPLY_STRING);
-  g_assert_cmpmem (r->str, r->len, prefix, sizeof prefix);
+  g_assert_cmpuint (r->len, ==, sizeof prefix + 8);
+  g_assert_cmpmem (r->str, sizeof prefix, prefix, sizeof prefix);
+  g_assert_cmpmem (r->str + sizeof prefix, 8,
+                   "\xff\xff\xff\xff\xff\xff\xff\xd6", 8);
   freeReplyObject (r);
 
   r = redisCommand (c, "ZRANGE %s 0 0 WITHSCORES", zkey);

@@ -7,7 +7,8 @@
 -- ARGV[1] 'find' or 'count'; ARGV[2] rank kind: 'ordinal', 'competition',
 -- 'dense' (one shard: count the board's distinct-score set) or 'dense-list'
 -- (several shards: list the distinct scores ahead, which rankd unions, at
--- most ARGV[3] + 1 per shard).
+-- most ARGV[3] + 1 per shard); ARGV[4] the length of the board's prefixes
+-- (time and subscores), which start a member's value in the times hash.
 --
 -- find   KEYS[1]   hash        rk:{board}:t, or rk:s:{board/i}:t of the member's shard i
 --        KEYS[2]   sorted set  rk:{board}:z, or rk:s:{board/i}:z
@@ -15,7 +16,7 @@
 --                  shards on this node; dense: the distinct-score set
 --                  rk:{board}:d; dense-list: the distinct-score sets of all
 --                  the board's shards on this node
---        ARGV[4..] member ids: the finds rankd queued for these keys in one
+--        ARGV[5..] member ids: the finds rankd queued for these keys in one
 --        loop iteration (backend.c batches)
 --        Returns one reply per member: false if the member is not on the
 --        board, else {entries ahead of it on this node (dense-list: 0), its
@@ -23,7 +24,7 @@
 --        [dense-list: the distinct sorted-set scores ahead]}.
 -- count  KEYS[1..] the board's sorted sets on this node (dense: its
 --                  distinct-score set; dense-list: the shards' distinct-score sets)
---        ARGV[4], ARGV[5]  sorted-set score, order key (from find)
+--        ARGV[5], ARGV[6]  sorted-set score, order key (from find)
 --        Returns the number of entries ahead (dense-list: the scores ahead).
 --
 -- "Ahead" for ordinal ranks is the sorted-set order of an ordinary board: a
@@ -34,9 +35,10 @@
 -- rank the same entries would have on one ordinary board.
 --
 -- Try it: redis-cli EVAL "$(cat prelude.lua rank.lua)" 3 'rk:s:{b/0}:t' 'rk:s:{b/0}:z' 'rk:s:{b/1}:z' \
---   find ordinal 0 alice
+--   find ordinal 0 6 alice
 
 local op, kind, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local prefix_len = tonumber(ARGV[4])
 
 -- Entries of sorted set z ahead of (s, key).
 local function ahead(z, s, key)
@@ -84,11 +86,11 @@ end
 
 if op == 'count' then
   if kind == 'dense-list' then
-    return distinct_from(1, ARGV[4])
+    return distinct_from(1, ARGV[5])
   elseif kind == 'dense' then
-    return redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[4])
+    return redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[5])
   end
-  return count_from(1, ARGV[4], ARGV[5])
+  return count_from(1, ARGV[5], ARGV[6])
 end
 
 -- The entries ahead of the member whose sorted-set key is key, score s.
@@ -105,7 +107,7 @@ end
 
 -- Every member's prefix in one HMGET, every found one's score in one
 -- ZMSCORE: a call's cost is paid once per batch, not per member.
-local members = {unpack(ARGV, 4)}
+local members = {unpack(ARGV, 5)}
 local found = {}
 if #members == 0 then
   return found
@@ -114,7 +116,7 @@ local prefixes = call_on(KEYS[1], 'hash', 'member times', 'HMGET', unpack(member
 local keys = {}
 for i = 1, #members do
   if prefixes[i] then
-    keys[#keys + 1] = prefixes[i] .. members[i]
+    keys[#keys + 1] = string.sub(prefixes[i], 1, prefix_len) .. members[i]
   end
 end
 local scores = #keys > 0 and call_on(KEYS[2], 'zset', 'scores', 'ZMSCORE', unpack(keys)) or {}

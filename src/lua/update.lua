@@ -149,12 +149,18 @@ local grouped = group ~= ''
 -- of store_update.c): its member's length (2 bytes), the lengths of its
 -- prefix and value, data given (1: set or, when empty, delete the
 -- member's data), its data's length (2 bytes); then its prefix, member,
--- value and data: the prefix and member are its sorted-set member as
--- written.
+-- its value in the times hash (the prefix again, then the sorted-set score
+-- in 8 bytes, as place makes it), its value (the sorted-set score as text)
+-- and data: the prefix and member are its sorted-set member as written.
 local sets = grouped and byte(group, 24) == 1
 
 -- The updates in this call (a batch of sets says how many it packed).
 local count = sets and byte(group, 15) or (#ARGV - HEAD) / ITEM
+-- The length of the board's prefixes (its time and subscores), as the
+-- first update gives it: the 3rd byte of a set's header, else the 5th of
+-- the update's what.
+local PREFIX_LEN = count == 0 and 0 or sets and byte(ARGV[HEAD + 1], 3)
+  or byte(ARGV[HEAD + 2], 5)
 
 rank_wanted = rank_wanted == '1'
 local ascending = order == 'asc'
@@ -424,6 +430,21 @@ local function expect_once(key, want, what)
   end
 end
 
+-- A member's value in the times hash: its prefix (PREFIX_LEN bytes),
+-- then its sorted-set score as a big-endian 8-byte integer (orderkey.h),
+-- so that an update reads its place with one HGET, without a ZSCORE.
+-- Binary rather than text: 8 bytes after a 6-byte prefix keep the value
+-- in Redis's 16-byte allocation, where a score's digits take up to 24
+-- (bench/README).
+local function place_of(v)
+  return sub(v, 1, PREFIX_LEN), (struct.unpack('>i8', v, PREFIX_LEN + 1))
+end
+
+-- The value place_of reads: prefix, then the sorted-set score z.
+local function place(prefix, z)
+  return prefix .. struct.pack('>i8', z)
+end
+
 -- Writes. A batch whose updates want no rank, on a board without a cap or
 -- dense ranks (an import, the queue's drain, a sharded board), is
 -- deferred: its members' places are read at once (one HMGET of their
@@ -446,20 +467,16 @@ local data_members, data_of = {}, {}
 -- prefixes (false: not on it) and their sorted-set scores; and how many
 -- are on it.
 local function read_places(members)
-  local prefixes = call_on(tkey, 'hash', 'member times', 'HMGET',
+  local places = call_on(tkey, 'hash', 'member times', 'HMGET',
     unpack(members))
-  local keys, at, zscores, found = {}, {}, {}, 0
+  local prefixes, zscores, found = {}, {}, 0
   for i = 1, #members do
-    local p = prefixes[i]
-    if p then
+    local v = places[i]
+    if v then
       found = found + 1
-      keys[found], at[found] = p .. members[i], i
-    end
-  end
-  if found > 0 then
-    local scores = call_on(zkey, 'zset', 'scores', 'ZMSCORE', unpack(keys))
-    for j = 1, found do
-      zscores[at[j]] = tonumber(scores[j])
+      prefixes[i], zscores[i] = place_of(v)
+    else
+      prefixes[i] = false
     end
   end
   return prefixes, zscores, found
@@ -545,10 +562,11 @@ local function flush()
       zrem[#zrem + 1] = was
     end
     if p then
-      zadd[#zadd + 1] = zscore_of_member[member]
+      local z = zscore_of_member[member]
+      zadd[#zadd + 1] = z
       zadd[#zadd + 1] = key
       hset[#hset + 1] = member
-      hset[#hset + 1] = p
+      hset[#hset + 1] = place(p, z)
     elseif was then
       hdel[#hdel + 1] = member
     end
@@ -616,9 +634,9 @@ local function apply(at)
     touch_key, touch_want, touch_what = tkey, 'hash', 'member times'
     p = redis.call('HGET', tkey, member)
     if p then
+      p, old = place_of(p)
+      old = zscore_of(old)
       key = p .. member
-      touch_key, touch_want, touch_what = zkey, 'zset', 'scores'
-      old = zscore_of(tonumber(redis.call('ZSCORE', zkey, key)))
     end
   end
   if p then
@@ -627,9 +645,7 @@ local function apply(at)
 
   -- Before the first write: the keys this update writes that it has not
   -- read hold their types.
-  if not key then
-    expect_once(zkey, 'zset', 'scores')
-  end
+  expect_once(zkey, 'zset', 'scores')
   if data_given or mode == 4 or cap ~= '0' then
     expect_once(akey, 'hash', 'member data')
   end
@@ -724,8 +740,9 @@ local function apply(at)
       key = prefix .. member
       -- A number, which Redis formats exactly (%.17g of an integer under
       -- 2^53).
-      redis.call('ZADD', zkey, zscore_of(new), key)
-      redis.call('HSET', tkey, member, prefix)
+      local z = zscore_of(new)
+      redis.call('ZADD', zkey, z, key)
+      redis.call('HSET', tkey, member, place(prefix, z))
     end
   end
   if data_given then
@@ -813,15 +830,16 @@ local function unpack_sets(pack)
       data_lo = byte(pack, at, at + 6)
     local p0 = at + 7
     local m0 = p0 + prefix_len
-    local v0 = m0 + member_hi * 256 + member_lo
+    local t0 = m0 + member_hi * 256 + member_lo
+    local v0 = t0 + prefix_len + 8
     local d0 = v0 + value_len
-    local member = sub(pack, m0, v0 - 1)
+    local member = sub(pack, m0, t0 - 1)
     at = d0 + data_hi * 256 + data_lo
     n = n + 1
     set_members[n] = member
-    set_hset[2 * n - 1], set_hset[2 * n] = member, sub(pack, p0, m0 - 1)
+    set_hset[2 * n - 1], set_hset[2 * n] = member, sub(pack, t0, v0 - 1)
     set_zadd[2 * n - 1], set_zadd[2 * n] = sub(pack, v0, d0 - 1),
-      sub(pack, p0, v0 - 1)
+      sub(pack, p0, t0 - 1)
     if data_given == 1 then
       sets_with_data = true
       data_write(set_aset, set_adel, member, sub(pack, d0, at - 1))
@@ -854,24 +872,23 @@ local function set_as_sent()
     zadd, hset = {}, {}
     local nr, nz, nh = 0, 0, 0
     for i = 1, count do
-      local member, prefix = set_hset[2 * i - 1], set_hset[2 * i]
+      local member, tvalue = set_hset[2 * i - 1], set_hset[2 * i]
+      local prefix = sub(tvalue, 1, PREFIX_LEN)
       local zscore = set_zadd[2 * i - 1]
       local p = set_prefix[i]
       local moved = true
       if p then
-        local nsub = #prefix - TIME_BYTES
+        local nsub = PREFIX_LEN - TIME_BYTES
         moved = set_zscore[i] ~= tonumber(zscore)
           or sub(p, 1, nsub) ~= sub(prefix, 1, nsub)
       end
       if moved then
-        if p ~= prefix then
-          if p then
-            nr = nr + 1
-            zrem[nr] = p .. member
-          end
-          hset[nh + 1], hset[nh + 2] = member, prefix
-          nh = nh + 2
+        if p ~= prefix and p then
+          nr = nr + 1
+          zrem[nr] = p .. member
         end
+        hset[nh + 1], hset[nh + 2] = member, tvalue
+        nh = nh + 2
         zadd[nz + 1], zadd[nz + 2] = zscore, set_zadd[2 * i]
         nz = nz + 2
       end
@@ -926,7 +943,7 @@ local function apply_group()
       local p, zscore, prefix_len
       if sets then
         p, zscore = set_prefix[i], set_zscore[i]
-        prefix_len = #set_hset[2 * i]
+        prefix_len = PREFIX_LEN
       else
         local at = HEAD + (i - 1) * ITEM
         local member = ARGV[at + 1]
