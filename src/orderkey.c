@@ -7,26 +7,38 @@
 
 #include "constants.h"
 
-void
-rank_orderkey_encode_time (gint64 ms, guint8 out[RANK_ORDERKEY_TIME_BYTES])
+/* v's low n bytes into out, big-endian. */
+static void
+put_be (guint64 v, guint8 *out, int n)
 {
-  guint64 v = (guint64) ms;
-
-  for (int i = RANK_ORDERKEY_TIME_BYTES - 1; i >= 0; i--)
+  for (int i = n - 1; i >= 0; i--)
     {
       out[i] = (guint8) (v & 0xff);
       v >>= 8;
     }
 }
 
-gint64
-rank_orderkey_decode_time (const guint8 in[RANK_ORDERKEY_TIME_BYTES])
+/* n big-endian bytes of in. */
+static guint64
+get_be (const guint8 *in, int n)
 {
   guint64 v = 0;
 
-  for (int i = 0; i < RANK_ORDERKEY_TIME_BYTES; i++)
+  for (int i = 0; i < n; i++)
     v = (v << 8) | in[i];
-  return (gint64) v;
+  return v;
+}
+
+void
+rank_orderkey_encode_time (gint64 ms, guint8 out[RANK_ORDERKEY_TIME_BYTES])
+{
+  put_be ((guint64) ms, out, RANK_ORDERKEY_TIME_BYTES);
+}
+
+gint64
+rank_orderkey_decode_time (const guint8 in[RANK_ORDERKEY_TIME_BYTES])
+{
+  return (gint64) get_be (in, RANK_ORDERKEY_TIME_BYTES);
 }
 
 void
@@ -35,23 +47,15 @@ rank_orderkey_encode_subscore (gint64 x, gboolean asc,
 {
   guint64 v = (guint64) x ^ G_GUINT64_CONSTANT (0x8000000000000000);
 
-  if (!asc)
-    v = ~v;
-  for (int i = RANK_ORDERKEY_SUBSCORE_BYTES - 1; i >= 0; i--)
-    {
-      out[i] = (guint8) (v & 0xff);
-      v >>= 8;
-    }
+  put_be (asc ? v : ~v, out, RANK_ORDERKEY_SUBSCORE_BYTES);
 }
 
 gint64
 rank_orderkey_decode_subscore (const guint8 in[RANK_ORDERKEY_SUBSCORE_BYTES],
                                gboolean asc)
 {
-  guint64 v = 0;
+  guint64 v = get_be (in, RANK_ORDERKEY_SUBSCORE_BYTES);
 
-  for (int i = 0; i < RANK_ORDERKEY_SUBSCORE_BYTES; i++)
-    v = (v << 8) | in[i];
   if (!asc)
     v = ~v;
   return (gint64) (v ^ G_GUINT64_CONSTANT (0x8000000000000000));
@@ -61,13 +65,7 @@ void
 rank_orderkey_encode_place_score (gint64 zscore,
                                   guint8 out[RANK_PLACE_SCORE_BYTES])
 {
-  guint64 v = (guint64) zscore;
-
-  for (int i = RANK_PLACE_SCORE_BYTES - 1; i >= 0; i--)
-    {
-      out[i] = (guint8) (v & 0xff);
-      v >>= 8;
-    }
+  put_be ((guint64) zscore, out, RANK_PLACE_SCORE_BYTES);
 }
 
 double

@@ -343,7 +343,8 @@ rank_prefixed (const RankReply *reply, const GError *error, gpointer data)
   if (error == NULL && reply->type == RANK_REPLY_NIL)
     error = absent = rank_absent (task);
   if (error != NULL
-      || (reply->type != RANK_REPLY_STRING || reply->len <= prefix_len))
+      || (reply->type != RANK_REPLY_STRING
+          || reply->len != prefix_len + RANK_PLACE_SCORE_BYTES))
     {
       if (absent != NULL || !rank_retry_with_script (task, error))
         {
