@@ -439,7 +439,7 @@ direct_update_append (Worker *w, const char *board, const char *member,
   g_snprintf (rid, sizeof rid, "%" G_GINT64_MODIFIER "x-%d-%" G_GUINT64_FORMAT,
               w->o->nonce, w->id, w->counter++);
   rank_context_init (&ctx, w->o->defaults, name, g_get_real_time () / 1000,
-                     3600000);
+                     g_get_monotonic_time (), 3600000);
   rank_context_write (&ctx, ctx.now_ms, NULL);
   update.member = member;
   update.request_id = rid;

@@ -7,13 +7,13 @@
 
 void
 rank_context_init (RankContext *ctx, RankConfig *config, const char *board,
-                   gint64 now_ms, gint64 default_window_ms)
+                   gint64 now_ms, gint64 decoded_us, gint64 default_window_ms)
 {
   ctx->config = rank_config_ref (config);
   ctx->board = board;
   ctx->options = rank_config_board (config, board);
   ctx->now_ms = now_ms;
-  ctx->decoded_us = g_get_monotonic_time ();
+  ctx->decoded_us = decoded_us;
   ctx->dedup_window_ms = ctx->options->dedup_window_s != 0
                              ? (gint64) ctx->options->dedup_window_s * 1000
                              : default_window_ms;

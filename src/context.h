@@ -31,10 +31,13 @@ typedef struct
   gint64 fresh_after_us;
 } RankContext;
 
-/* The context of a call on board at now_ms under config; default_window_ms:
- * --dedup-window, for boards without their own. */
+/* The context of a call on board at now_ms under config, decoded at
+ * decoded_us (g_get_monotonic_time: a handler's call gives its start, so
+ * every context of one call agrees); default_window_ms: --dedup-window, for
+ * boards without their own. */
 void rank_context_init (RankContext *ctx, RankConfig *config, const char *board,
-                        gint64 now_ms, gint64 default_window_ms);
+                        gint64 now_ms, gint64 decoded_us,
+                        gint64 default_window_ms);
 
 /* A read of periods_back periods before the current one: checked against
  * the board's options (policy.h); sets ctx->period. */

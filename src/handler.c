@@ -647,8 +647,7 @@ resolve_context (Call *call, RankContext *ctx, const char *board)
   RankHandler *handler = call->handler;
 
   rank_context_init (ctx, handler->config, board, handler_now (call),
-                     handler->default_window_ms);
-  ctx->decoded_us = call->start_us;
+                     call->start_us, handler->default_window_ms);
   if (ctx->options->read_from_replica && handler->cache != NULL)
     ctx->fresh_after_us = rank_read_cache_written_at (handler->cache, board);
 }

@@ -219,7 +219,8 @@ boards_listed (const char *const *names, guint n, const GError *error,
       ListRow *row = state->rows->pdata[i];
 
       rank_context_init (&row->ctx, call->handler->config, row->board,
-                         handler_now (call), call->handler->default_window_ms);
+                         handler_now (call), call->start_us,
+                         call->handler->default_window_ms);
       /* The current period is always readable. */
       rank_context_read (&row->ctx, 0, NULL);
       rank_store_count (call->handler->store, &row->ctx, &query, list_counted,

@@ -334,7 +334,7 @@ item_start (Apply *a, guint i)
       return;
     }
   rank_context_init (&it->ctx, rank_handler_config (q->handler), a->s->board,
-                     rank_handler_now (q->handler),
+                     rank_handler_now (q->handler), g_get_monotonic_time (),
                      rank_handler_default_window_ms (q->handler));
   it->started = TRUE;
   if (!rank_policy_subscores (a->s->board, it->ctx.options, u->update.mode,
@@ -452,7 +452,7 @@ stream_step (Stream *s)
     return;
   rank_context_clear (&s->ctx);
   rank_context_init (&s->ctx, rank_handler_config (q->handler), s->board,
-                     rank_handler_now (q->handler),
+                     rank_handler_now (q->handler), g_get_monotonic_time (),
                      rank_handler_default_window_ms (q->handler));
   if (s->shard >= s->ctx.options->shards)
     return; /* the board has fewer shards now: dropped at the refresh */
@@ -558,7 +558,7 @@ status_ask (RankQueue *q, RankConfig *config, const char *board)
   StatusAsk *ask = g_new0 (StatusAsk, 1);
 
   rank_context_init (&ask->ctx, config, g_strdup (board),
-                     g_get_real_time () / 1000,
+                     g_get_real_time () / 1000, g_get_monotonic_time (),
                      rank_handler_default_window_ms (q->handler));
   rank_store_queue_stats (q->store, &ask->ctx, status_read, ask);
 }

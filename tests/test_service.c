@@ -555,7 +555,8 @@ eval_update (redisContext *c, const char *source, const char *b,
   redisReply *r;
   gboolean applied;
 
-  rank_context_init (&ctx, config, b, now, RANK_DEFAULT_DEDUP_WINDOW_S * 1000);
+  rank_context_init (&ctx, config, b, now, g_get_monotonic_time (),
+                     RANK_DEFAULT_DEDUP_WINDOW_S * 1000);
   g_assert_true (rank_context_write (&ctx, now, NULL));
   rank_store_update_command (&ctx, &u, 1, &head, &item);
   g_snprintf (numkeys, sizeof numkeys, "%d", head.nkeys);
