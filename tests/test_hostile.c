@@ -537,6 +537,72 @@ test_wrong_type_in_layout_move (void)
   rank_test_bed_stop (&bed);
 }
 
+/* A damaged record hash of the layout being left that this call's share of
+ * the move does not reach, met by the lookup of an id whose record may
+ * still be there: the update is refused naming it and changes nothing;
+ * once the hash is repaired, the same id applies. */
+static void
+test_wrong_type_in_layout_left (void)
+{
+  RankTestBed bed;
+  redisContext *r;
+  redisReply *reply;
+  char rid[32];
+  guint8 field[RANK_REQUEST_ID_HASH_BYTES];
+
+  rank_test_bed_start (&bed, "");
+  r = redis_connect (bed.redis->port);
+  /* 2,000 records: a layout of 64 hashes. */
+  for (int i = 0; i < 2000; i++)
+    {
+      g_snprintf (rid, sizeof rid, "ll%d", i);
+      g_auto (Result) u
+          = update_on (bed.client, "wtl", "m", 1, rid, NO_MODE, NO_TIME);
+      assert_ok (&u);
+    }
+  reply = redisCommand (r, "HGET rk:{wtl}:q s");
+  g_assert_cmpstr (reply->str, ==, "64");
+  freeReplyObject (reply);
+  /* The bucket counts at 0: the next update shrinks the layout to one
+   * hash and moves 8 of the 64 (0 to 7) first. */
+  reply = redisCommand (r, "HGETALL rk:{wtl}:q");
+  for (gsize i = 0; i + 1 < reply->elements; i += 2)
+    if (g_ascii_isdigit (reply->element[i]->str[0]))
+      redis_run (r, "HSET rk:{wtl}:q %s 0", reply->element[i]->str);
+  freeReplyObject (reply);
+  /* An id whose hash in the layout left is 40 (its field's first 4 bytes,
+   * big-endian, mod 64). */
+  for (int i = 0;; i++)
+    {
+      g_snprintf (rid, sizeof rid, "probe%d", i);
+      rank_request_id_hash (rid, field);
+      if (field[3] % 64 == 40)
+        break;
+    }
+  redis_run (r, "DEL %s", "rk:{wtl}:q:64:40");
+  redis_run (r, "SET %s x", "rk:{wtl}:q:64:40");
+  {
+    g_auto (Result) u
+        = update_on (bed.client, "wtl", "m", 1, rid, NO_MODE, NO_TIME);
+
+    assert_fails (&u, APP_ERROR,
+                  "key rk:{wtl}:q:64:40 holds a string where rankd keeps a "
+                  "hash (request-id records)");
+  }
+  g_assert_cmpint (score_of (bed.client, "wtl", "m"), ==, 2000);
+  redis_run (r, "DEL %s", "rk:{wtl}:q:64:40"); /* repaired */
+  {
+    g_auto (Result) u
+        = update_on (bed.client, "wtl", "m", 1, rid, NO_MODE, NO_TIME);
+
+    assert_ok (&u);
+    g_assert_true (u.applied);
+    g_assert_cmpint (u.score, ==, 2001);
+  }
+  redisFree (r);
+  rank_test_bed_stop (&bed);
+}
+
 /* ---- Redis credentials ---- */
 
 static gint64
@@ -821,6 +887,8 @@ main (int argc, char **argv)
   g_test_add_func ("/hostile/wrong-type-changes-nothing", test_wrong_type);
   g_test_add_func ("/hostile/wrong-type-in-layout-move",
                    test_wrong_type_in_layout_move);
+  g_test_add_func ("/hostile/wrong-type-in-layout-left",
+                   test_wrong_type_in_layout_left);
   g_test_add_func ("/hostile/wrong-password-backs-off", test_wrong_password);
   g_test_add_func ("/hostile/layout-recorded", test_layout);
   g_test_add_func ("/hostile/data-dir-files-private", test_data_dir);

@@ -330,15 +330,16 @@ end
 -- moved yet.
 local function lookup(idhash)
   local selector = selector_of(idhash)
-  local hash = record_hash(current_base, hashes, selector)
-  touch_key, touch_want, touch_what = hash, 'hash', 'request-id records'
-  local mark = redis.call('HGET', hash, MARK)
+  touch_want, touch_what = 'hash', 'request-id records'
   local seen
   if leaving and selector % leaving >= migrated then
-    seen = live_record(call_on(record_hash(leaving_base, leaving, selector),
-      'hash', 'request-id records', 'HGET', idhash))
+    touch_key = record_hash(leaving_base, leaving, selector)
+    seen = live_record(redis.call('HGET', touch_key, idhash))
   end
-  return seen, hash, mark
+  -- Last: the update's next commands (write_record) are on this hash.
+  local hash = record_hash(current_base, hashes, selector)
+  touch_key = hash
+  return seen, hash, redis.call('HGET', hash, MARK)
 end
 
 -- Records idhash in hash (its value: this update's record) unless the hash
