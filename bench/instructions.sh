@@ -35,6 +35,9 @@
 #              operation, all its threads
 #              COUNT=rankctl (OP=import): count rankctl's, all of its run
 #              (reading the file included)
+#              RANKD_CONFIG=FILE: rankd's --config (board options: say
+#              rank=competition or shards=2 in [defaults] to count
+#              rank.lua's GetRank instead of the script-free one)
 #              CALLGRIND_OUT=DIR: keep the callgrind dumps there, for
 #              callgrind_annotate (a redis-server built with symbols first
 #              in PATH names Redis's functions; Debian's has none)
@@ -116,7 +119,7 @@ fi
 free_port "rankd_port"
 counted rankd "$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
   --io-threads "$io_threads" --dedup-window "$dedup_window" \
-  --redis-timeout 120 >"$work/rankd.log" 2>&1 &
+  --redis-timeout 120 ${RANKD_CONFIG:+--config "$RANKD_CONFIG"} >"$work/rankd.log" 2>&1 &
 rankd_pid=$!
 pids+=("$rankd_pid")
 wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1; }

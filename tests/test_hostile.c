@@ -460,6 +460,51 @@ test_wrong_type (void)
   rank_test_bed_stop (&bed);
 }
 
+/* A member's value in the times hash of the wrong length: GetRank (the
+ * script-free read of an ordinal board, then rank.lua; rank.lua alone on a
+ * competition board) names the key and the member, where rank.lua once
+ * answered that the member is not on the board. */
+static void
+test_damaged_place (void)
+{
+  static const char *const boards[] = { "dp", "dc" };
+  RankTestBed bed;
+  redisContext *r;
+
+  rank_test_bed_start (&bed, "[board dc]\nrank=competition\n");
+  r = redis_connect (bed.redis->port);
+  for (guint i = 0; i < G_N_ELEMENTS (boards); i++)
+    {
+      g_autofree char *key = g_strdup_printf ("rk:{%s}:t", boards[i]);
+      g_autofree char *want = g_strdup_printf (
+          "key %s holds a value of 3 bytes for member alice where rankd "
+          "keeps a value of 14 bytes (member times)",
+          key);
+      g_auto (Result) u = update_on (bed.client, boards[i], "alice", 5, "dp-a",
+                                     NO_MODE, NO_TIME);
+      g_auto (Result) bob = { 0 };
+
+      assert_ok (&u);
+      {
+        g_auto (Result) b = update_on (bed.client, boards[i], "bob", 7, "dp-b",
+                                       NO_MODE, NO_TIME);
+        assert_ok (&b);
+      }
+      redis_run (r, "HSET %s alice abc", key);
+      {
+        g_auto (Result) rank = get_rank_on (bed.client, boards[i], "alice");
+        assert_fails (&rank, APP_ERROR, want);
+      }
+      /* The other members read as before. */
+      bob = get_rank_on (bed.client, boards[i], "bob");
+      assert_ok (&bob);
+      g_assert_cmpint (bob.score, ==, 7);
+      g_assert_cmpint (bob.rank, ==, 1);
+    }
+  redisFree (r);
+  rank_test_bed_stop (&bed);
+}
+
 /* A damaged record hash met while a board's request-id records move to a
  * new layout: the call is refused naming it, and nothing moves (no hash
  * of the old layout is gone, none of the new one exists, the layout is
@@ -885,6 +930,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hostile/reply-over-max-frame", test_large_reply);
   g_test_add_func ("/hostile/request-time-from-first-byte", test_first_byte);
   g_test_add_func ("/hostile/wrong-type-changes-nothing", test_wrong_type);
+  g_test_add_func ("/hostile/damaged-place", test_damaged_place);
   g_test_add_func ("/hostile/wrong-type-in-layout-move",
                    test_wrong_type_in_layout_move);
   g_test_add_func ("/hostile/wrong-type-in-layout-left",

@@ -20,7 +20,8 @@
 --        loop iteration (backend.c batches)
 --        Returns one reply per member: false if the member is not on the
 --        board, else {entries ahead of it on this node (dense-list: 0), its
---        order key, its sorted-set score (rankd derives the score from it),
+--        order key, its sorted-set score as an integer's text (rankd
+--        derives the score from it),
 --        [dense-list: the distinct sorted-set scores ahead]}.
 -- count  KEYS[1..] the board's sorted sets on this node (dense: its
 --                  distinct-score set; dense-list: the shards' distinct-score sets)
@@ -102,32 +103,34 @@ local function entry(key, s)
   end
   local own = kind == 'competition' and redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. s)
     or redis.call('ZRANK', KEYS[2], key)
+  if not own then
+    return false -- in the times hash, not in the sorted set: not on the board
+  end
   return {own + count_from(3, s, key), key, s}
 end
 
--- Every member's prefix in one HMGET, every found one's score in one
--- ZMSCORE: a call's cost is paid once per batch, not per member.
+-- Every member's place in one HMGET: its value in the times hash is its
+-- prefix, then its sorted-set score as a big-endian 8-byte integer
+-- (update.lua's place), written with the sorted set in one script, so no
+-- ZMSCORE is needed. Its text is %d of that integer, which
+-- rank_orderkey_parse_zscore reads and count's ZCOUNTs take as it is.
 local members = {unpack(ARGV, 5)}
 local found = {}
 if #members == 0 then
   return found
 end
-local prefixes = call_on(KEYS[1], 'hash', 'member times', 'HMGET', unpack(members))
-local keys = {}
+local places = call_on(KEYS[1], 'hash', 'member times', 'HMGET', unpack(members))
+local place_len = prefix_len + 8
 for i = 1, #members do
-  if prefixes[i] then
-    keys[#keys + 1] = string.sub(prefixes[i], 1, prefix_len) .. members[i]
-  end
-end
-local scores = #keys > 0 and call_on(KEYS[2], 'zset', 'scores', 'ZMSCORE', unpack(keys)) or {}
-local j = 0
-for i = 1, #members do
+  local v = places[i]
   found[i] = false
-  if prefixes[i] then
-    j = j + 1
-    if scores[j] then
-      found[i] = entry(keys[j], scores[j])
+  if v then
+    if #v ~= place_len then
+      damaged(KEYS[1], 'value of ' .. #v .. ' bytes for member ' .. members[i],
+        'value of ' .. place_len .. ' bytes', 'member times')
     end
+    found[i] = entry(sub(v, 1, prefix_len) .. members[i],
+      string.format('%d', (struct.unpack('>i8', v, prefix_len + 1))))
   end
 end
 return found
