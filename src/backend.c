@@ -94,7 +94,7 @@ typedef struct
   gpointer data;
   int argc;
   const char **argv;
-  size_t *argvlen; /* RANK_SEND_RANKS: ZMSCORE, the set, its members */
+  size_t *argvlen; /* RANK_SEND_RANKS: ranks_send's */
 } Op;
 
 /* ---- assembly ---- */
@@ -281,22 +281,37 @@ classify (const RankReply *reply)
 static void on_reply (const RankReply *reply, const GError *error,
                       gpointer data);
 
-/* A transaction of rank reads: MULTI, the ZMSCORE of argv, a ZRANK of
- * each member, EXEC; only EXEC's reply is op's (an error queueing a
- * command makes EXEC's an EXECABORT). */
+/* A transaction of rank reads (RANK_SEND_RANKS): argv is HMGET, the times
+ * hash, the sorted set, the prefix length (one byte), then the members'
+ * sorted-set keys. It leaves as MULTI, an HMGET of the members (each key
+ * past its prefix), a ZRANK of each key, EXEC; only EXEC's reply is op's
+ * (an error queueing a command makes EXEC's an EXECABORT). */
 static void
 ranks_send (Op *op)
 {
   static const char *const multi[] = { "MULTI" }, *const exec[] = { "EXEC" };
+  int n = op->argc - 4;
+  gsize prefix_len = (guint8) op->argv[3][0];
+  g_autofree const char **argv = g_new (const char *, n + 2);
+  g_autofree size_t *lens = g_new (size_t, n + 2);
 
-  rank_redis_link_send (op->link, 1, (const char **) multi, NULL, NULL, NULL);
-  rank_redis_link_send (op->link, op->argc, op->argv, op->argvlen, NULL, NULL);
-  for (int i = 2; i < op->argc; i++)
+  g_assert (n >= 1 && op->argvlen[3] == 1);
+  argv[0] = op->argv[0], lens[0] = op->argvlen[0];
+  argv[1] = op->argv[1], lens[1] = op->argvlen[1];
+  for (int i = 0; i < n; i++)
     {
-      const char *argv[] = { "ZRANK", op->argv[1], op->argv[i] };
-      size_t lens[] = { 5, op->argvlen[1], op->argvlen[i] };
+      g_assert (op->argvlen[4 + i] > prefix_len);
+      argv[2 + i] = op->argv[4 + i] + prefix_len;
+      lens[2 + i] = op->argvlen[4 + i] - prefix_len;
+    }
+  rank_redis_link_send (op->link, 1, (const char **) multi, NULL, NULL, NULL);
+  rank_redis_link_send (op->link, n + 2, argv, lens, NULL, NULL);
+  for (int i = 0; i < n; i++)
+    {
+      const char *zrank[] = { "ZRANK", op->argv[2], op->argv[4 + i] };
+      size_t zlens[] = { 5, op->argvlen[2], op->argvlen[4 + i] };
 
-      rank_redis_link_send (op->link, 3, argv, lens, NULL, NULL);
+      rank_redis_link_send (op->link, 3, zrank, zlens, NULL, NULL);
     }
   rank_redis_link_send (op->link, 1, (const char **) exec, NULL, on_reply, op);
 }
@@ -485,7 +500,7 @@ batch_id (guint node, const RankCommand *head, guint flags)
   gsize size = sizeof (guint) + 2 * sizeof (int)
                + (gsize) head->argc * sizeof (gsize) + head->used;
   guint8 *id = g_malloc (size), *p = id;
-  /* A transaction of ranks is not a ZMSCORE. */
+  /* A transaction of ranks is not an HMGET. */
   int script = (flags & RANK_SEND_RANKS) ? -1 : (int) head->script;
 
   memcpy (p, &node, sizeof node);
@@ -653,7 +668,7 @@ batch_as_sent (const Batch *b, const RankReply *reply)
 
 /* Whether reply has the shape of b's answer: the script's array, one
  * reply per item, or with a flat_width, the items' replies one after
- * another (or batch_as_sent); for a transaction of ranks, {ZMSCORE's
+ * another (or batch_as_sent); for a transaction of ranks, {HMGET's
  * array (or its error), a ZRANK per item}. */
 static gboolean
 batch_shaped (const Batch *b, const RankReply *reply)
@@ -684,8 +699,8 @@ batch_shaped (const Batch *b, const RankReply *reply)
 /* Item i's reply in b's answer (batch_shaped): element i; in a flat
  * answer, the elements from at (which moves past them), seen through one,
  * or the count of an answer batch_as_sent; for a transaction of ranks,
- * {its score, its rank} in one (pair holds the two), or whichever of the
- * two is an error. */
+ * {its value in the times hash, its rank} in one (pair holds the two), or
+ * whichever of the two is an error. */
 static const RankReply *
 batch_item (const Batch *b, const RankReply *reply, guint i, gsize *at,
             RankReply *one, RankReply *pair[2])

@@ -113,11 +113,15 @@ void rank_backend_send_item (RankBackend *backend, guint node,
                              guint flags, RankBackendFunc func, gpointer data);
 
 /* Items sent with this flag to rank_backend_send_item: the head is
- * "ZMSCORE" and a sorted set, each item a member of it; the batch leaves
- * as one transaction, MULTI, ZMSCORE of every member, a ZRANK of each,
- * EXEC, so each member's rank is exact at the score read with it. Each
- * item's reply is an array {score or nil, rank or nil}; an error reply in
- * the transaction is the error of every item it concerns. */
+ * "HMGET", a board's times hash, its sorted set and the board's prefix
+ * length (one byte), each item a member's sorted-set key (prefix, then
+ * member); the batch leaves as one transaction, MULTI, HMGET of every
+ * member in the times hash, a ZRANK of each key, EXEC, so each member's
+ * rank is exact at the score read with it (orderkey.h: the times hash
+ * value ends with the sorted-set score; an HMGET costs Redis a fifth of
+ * what a ZMSCORE, which formats each score with %.17g, does). Each item's
+ * reply is an array {value or nil, rank or nil}; an error reply in the
+ * transaction is the error of every item it concerns. */
 #define RANK_SEND_RANKS (1u << 1)
 
 /* Items sent with this flag to rank_backend_send_item are the updates of a

@@ -68,6 +68,12 @@ rank_orderkey_encode_place_score (gint64 zscore,
   put_be ((guint64) zscore, out, RANK_PLACE_SCORE_BYTES);
 }
 
+gint64
+rank_orderkey_decode_place_score (const guint8 in[RANK_PLACE_SCORE_BYTES])
+{
+  return (gint64) get_be (in, RANK_PLACE_SCORE_BYTES);
+}
+
 double
 rank_orderkey_zscore (gint64 score)
 {

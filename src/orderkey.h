@@ -56,6 +56,8 @@ gint64 rank_orderkey_decode_time (const guint8 in[RANK_ORDERKEY_TIME_BYTES]);
  * hash holds it after the prefix. */
 void rank_orderkey_encode_place_score (gint64 zscore,
                                        guint8 out[RANK_PLACE_SCORE_BYTES]);
+gint64
+rank_orderkey_decode_place_score (const guint8 in[RANK_PLACE_SCORE_BYTES]);
 
 /* The sorted-set score stored for a score. */
 double rank_orderkey_zscore (gint64 score);

@@ -168,6 +168,8 @@ typedef struct
   GList link;
   gboolean fenced;
   guint refs;
+  /* The member's prefix read in round 1, which round 2 must find again. */
+  guint8 prefix[RANK_ORDERKEY_PREFIX_BYTES (RANK_SUBSCORES_MAX)];
 } RankTask;
 
 static void rank_found (const RankReply *reply, const GError *error,
@@ -357,8 +359,15 @@ rank_prefixed (const RankReply *reply, const GError *error, gpointer data)
   key = g_malloc (prefix_len + member_len);
   memcpy (key, reply->str, prefix_len);
   memcpy (key + prefix_len, task->member, member_len);
-  rank_command_init (&head, "ZMSCORE");
+  memcpy (task->prefix, reply->str, prefix_len);
+  rank_command_init (&head, "HMGET");
+  store_add_key (&head, task->ctx, 0, RANK_KEY_SUFFIX_TIMES);
   store_add_key (&head, task->ctx, 0, RANK_KEY_SUFFIX_SCORES);
+  {
+    guint8 len_byte = (guint8) prefix_len;
+
+    rank_command_add (&head, (const char *) &len_byte, 1);
+  }
   rank_command_init_args (&item);
   rank_command_add (&item, key, prefix_len + member_len);
   store_read_from (&item, task->ctx);
@@ -367,8 +376,9 @@ rank_prefixed (const RankReply *reply, const GError *error, gpointer data)
   rank_command_clear (&head);
 }
 
-/* Round 2: {sorted-set score, rank} of the member's key; a nil in either
- * means the member moved since round 1. The rank.lua sent then goes after
+/* Round 2: {the member's value in the times hash, the rank of its key}; a
+ * nil in either, or a prefix other than round 1's, means the member moved
+ * since round 1. The rank.lua sent then goes after
  * any write queued meanwhile: if another client moved this very member
  * between the rounds and the same connection pipelined a write of the
  * board behind this GetRank, the answer includes that write (no fence
@@ -378,16 +388,22 @@ rank_ranked (const RankReply *reply, const GError *error, gpointer data)
 {
   RankTask *task = data;
   const RankBoardOptions *o = task->ctx->options;
-  const RankReply *zscore = error == NULL ? reply->element[0] : NULL;
+  gsize prefix_len = store_prefix_len (o);
+  const RankReply *place = error == NULL ? reply->element[0] : NULL;
   const RankReply *rank = error == NULL ? reply->element[1] : NULL;
-  gint64 score;
+  gint64 zscore;
 
-  if (error == NULL && zscore->type == RANK_REPLY_STRING
+  if (error == NULL && place->type == RANK_REPLY_STRING
+      && place->len == prefix_len + RANK_PLACE_SCORE_BYTES
+      && memcmp (place->str, task->prefix, prefix_len) == 0
       && rank->type == RANK_REPLY_INTEGER
-      && rank_orderkey_parse_zscore (zscore->str, zscore->len, &score))
+      && (zscore = rank_orderkey_decode_place_score ((const guint8 *) place->str
+                                                     + prefix_len))
+             >= -RANK_SCORE_MAX
+      && zscore <= RANK_SCORE_MAX)
     {
-      /* The parse gives -zscore: the score of a descending board. */
-      task->score = o->order == RANK_ORDER_ASC ? -score : score;
+      /* A descending board stores -score. */
+      task->score = o->order == RANK_ORDER_ASC ? zscore : -zscore;
       task->ahead.count = rank->integer;
       store_countdown_done (&task->countdown, NULL);
       rank_finish (task);

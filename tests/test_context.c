@@ -56,9 +56,9 @@ typedef struct
   guint clock_reads;
   gint64 stall_until_us;
   gint64 step_ms; /* how far the clock moves at each reading */
-  /* The commands a call sent, by name ("rank.lua" for that script); moved:
-   * when set, called as the first ZMSCORE (GetRank's second round) is
-   * queued. */
+  /* The commands a call sent, by name ("rank.lua" for that script; "HMGET
+   * +ZRANK" for GetRank's second round, a transaction); moved: when set,
+   * called as the first second round is queued. */
   GString *names;
   void (*moved) (void);
   /* The call in flight. */
@@ -110,11 +110,15 @@ hook (const RankCommand *cmd, gpointer data)
     g_string_append (w->names, "update.lua ");
   else if (cmd->script == RANK_SCRIPT_NONE)
     {
+      /* GetRank's second round: HMGET, the times hash, the sorted set and
+       * the prefix length (backend.h, RANK_SEND_RANKS). */
+      gboolean ranks = cmd->argc == 4 && cmd->len[0] == 5
+                       && memcmp (cmd->bytes + cmd->offset[0], "HMGET", 5) == 0;
+
       g_string_append_len (w->names, cmd->bytes + cmd->offset[0],
                            (gssize) cmd->len[0]);
-      g_string_append_c (w->names, ' ');
-      if (w->moved != NULL && cmd->len[0] == 7
-          && memcmp (cmd->bytes + cmd->offset[0], "ZMSCORE", 7) == 0)
+      g_string_append (w->names, ranks ? "+ZRANK " : " ");
+      if (w->moved != NULL && ranks)
         {
           w->moved ();
           w->moved = NULL;
@@ -550,9 +554,32 @@ move_c (void)
   redisFree (r);
 }
 
+/* Between GetRank's two rounds, c of board w goes from 40 to 45 within the
+ * millisecond of its time: its key stays, its score changes. */
+static void
+bump_c (void)
+{
+  redisContext *r = redis_connect (redis->port);
+  redisReply *p = redisCommand (r, "HGET rk:{w}:t c");
+  char bumped[14];
+
+  g_assert_cmpint (p->type, ==, REDIS_REPLY_STRING);
+  g_assert_cmpint (p->len, ==, 14);
+  memcpy (bumped, p->str, 6);
+  memcpy (bumped + 6, "\xff\xff\xff\xff\xff\xff\xff\xd3", 8);
+  freeReplyObject (
+      redisCommand (r, "ZADD rk:{w}:z -45 %b%s", p->str, (size_t) 6, "c"));
+  freeReplyObject (
+      redisCommand (r, "HSET rk:{w}:t c %b", bumped, sizeof bumped));
+  freeReplyObject (p);
+  redisFree (r);
+}
+
 /* An ordinal rank on an ordinary board reads the member's prefix, then its
  * score and rank, without rank.lua; when the member moves between the two
- * rounds, rank.lua reads it again and the answer is the new state. */
+ * rounds, rank.lua reads it again and the answer is the new state. When
+ * only its score changes (its key stays), the second round's score is the
+ * answer, exact with its rank. */
 static void
 test_rank_without_script (void)
 {
@@ -565,12 +592,23 @@ test_rank_without_script (void)
   update_at (&w, "w", "c", 40, w.now_ms - 1000);
   g_assert_cmpint (rank_of (&w, "w", "c", &score), ==, 3);
   g_assert_cmpint (score, ==, 40);
-  g_assert_cmpstr (w.names->str, ==, "HMGET ZMSCORE ");
+  g_assert_cmpstr (w.names->str, ==, "HMGET HMGET+ZRANK ");
   w.moved = move_c;
   g_assert_cmpint (rank_of (&w, "w", "c", &score), ==, 2);
   g_assert_cmpint (score, ==, 45);
   g_assert_null (w.moved);
-  g_assert_cmpstr (w.names->str, ==, "HMGET ZMSCORE rank.lua ");
+  g_assert_cmpstr (w.names->str, ==, "HMGET HMGET+ZRANK rank.lua ");
+  worker_stop (&w);
+
+  /* c at 41 (a request id of its own: a new SET), then 45 between the
+   * rounds; a stays at 50 and b at 40. */
+  worker_start (&w, config_a);
+  update_at (&w, "w", "c", 41, w.now_ms - 1000);
+  w.moved = bump_c;
+  g_assert_cmpint (rank_of (&w, "w", "c", &score), ==, 2);
+  g_assert_cmpint (score, ==, 45);
+  g_assert_null (w.moved);
+  g_assert_cmpstr (w.names->str, ==, "HMGET HMGET+ZRANK ");
   worker_stop (&w);
 }
 

@@ -264,6 +264,8 @@ test_place_score (void)
 
       rank_orderkey_encode_place_score (cases[i].zscore, out);
       g_assert_cmpmem (out, sizeof out, cases[i].bytes, sizeof out);
+      g_assert_cmpint (rank_orderkey_decode_place_score (cases[i].bytes), ==,
+                       cases[i].zscore);
     }
 }
 
