@@ -1,8 +1,11 @@
 #!/bin/bash
 # lua_unpack.sh -- what unpacking an import's batch of SETs costs Redis's
 # Lua alone, three ways, timed inside one redis-server (bench/README.md,
-# the import section): the pack update.lua reads today (string.byte and
-# four string.subs an entry, into the HSET and ZADD tables), one
+# the import section): the pack update.lua read before layout 4
+# (string.byte and four string.subs an entry, into the HSET and ZADD
+# tables; update.lua's unpack_sets now also cuts each entry's place, its
+# prefix again and 8 bytes of score, so rerun it in that form before
+# quoting it against today's script), one
 # struct.unpack an entry, and cmsgpack.unpack of three msgpack arrays
 # (members, HSET's pairs, ZADD's pairs). Each EVAL unpacks a 250-entry
 # pack REPEAT times; the three alternate, ROUNDS times.
