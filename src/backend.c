@@ -292,10 +292,11 @@ ranks_send (Op *op)
   static const char *const multi[] = { "MULTI" }, *const exec[] = { "EXEC" };
   int n = op->argc - 4;
   gsize prefix_len = (guint8) op->argv[3][0];
-  g_autofree const char **argv = g_new (const char *, n + 2);
-  g_autofree size_t *lens = g_new (size_t, n + 2);
+  /* A batch holds at most RANK_BATCH_MAX_ITEMS (rank_backend_send_item). */
+  const char *argv[RANK_BATCH_MAX_ITEMS + 2];
+  size_t lens[RANK_BATCH_MAX_ITEMS + 2];
 
-  g_assert (n >= 1 && op->argvlen[3] == 1);
+  g_assert (n >= 1 && n <= RANK_BATCH_MAX_ITEMS && op->argvlen[3] == 1);
   argv[0] = op->argv[0], lens[0] = op->argvlen[0];
   argv[1] = op->argv[1], lens[1] = op->argvlen[1];
   for (int i = 0; i < n; i++)

@@ -221,7 +221,7 @@ rank_store_get_rank (RankStore *store, const RankContext *ctx,
   /* An ordinal rank on an ordinary board, without a script: the member's
    * prefix (HMGET, with the other GetRanks of the board queued in this loop
    * iteration), then its score and rank in one transaction with theirs
-   * (backend.h, RANK_SEND_RANKS). rank.lua costs Redis about 2.5 times as
+   * (backend.h, RANK_SEND_RANKS). rank.lua costs Redis more than twice as
    * much for the same batch: bench/README.md, "GetRank". */
   rank_command_init (&head, "HMGET");
   store_add_key (&head, ctx, 0, RANK_KEY_SUFFIX_TIMES);
@@ -321,6 +321,20 @@ rank_retry_with_script (RankTask *task, const GError *error)
   return TRUE;
 }
 
+/* Whether reply is a member's value in the times hash of a board with
+ * prefix_len (orderkey.h): its prefix, then a sorted-set score within
+ * RANK_SCORE_MAX, which goes to zscore. */
+static gboolean
+place_read (const RankReply *reply, gsize prefix_len, gint64 *zscore)
+{
+  if (reply->type != RANK_REPLY_STRING
+      || reply->len != prefix_len + RANK_PLACE_SCORE_BYTES)
+    return FALSE;
+  *zscore = rank_orderkey_decode_place_score ((const guint8 *) reply->str
+                                              + prefix_len);
+  return *zscore >= -RANK_SCORE_MAX && *zscore <= RANK_SCORE_MAX;
+}
+
 /* Round 1: the member's value in the times hash (its prefix, then its
  * sorted-set score: update.lua), or nil when it is not on the board. The
  * score is read again with the rank in round 2: an update in the same
@@ -335,6 +349,7 @@ rank_prefixed (const RankReply *reply, const GError *error, gpointer data)
   g_autoptr (GError) absent = NULL;
   g_autofree char *key = NULL;
   RankCommand head, item;
+  gint64 zscore;
 
   if (task->fenced)
     {
@@ -344,9 +359,7 @@ rank_prefixed (const RankReply *reply, const GError *error, gpointer data)
   rank_reads_remove (task->store, task);
   if (error == NULL && reply->type == RANK_REPLY_NIL)
     error = absent = rank_absent (task);
-  if (error != NULL
-      || (reply->type != RANK_REPLY_STRING
-          || reply->len != prefix_len + RANK_PLACE_SCORE_BYTES))
+  if (error != NULL || !place_read (reply, prefix_len, &zscore))
     {
       if (absent != NULL || !rank_retry_with_script (task, error))
         {
@@ -393,14 +406,9 @@ rank_ranked (const RankReply *reply, const GError *error, gpointer data)
   const RankReply *rank = error == NULL ? reply->element[1] : NULL;
   gint64 zscore;
 
-  if (error == NULL && place->type == RANK_REPLY_STRING
-      && place->len == prefix_len + RANK_PLACE_SCORE_BYTES
+  if (error == NULL && place_read (place, prefix_len, &zscore)
       && memcmp (place->str, task->prefix, prefix_len) == 0
-      && rank->type == RANK_REPLY_INTEGER
-      && (zscore = rank_orderkey_decode_place_score ((const guint8 *) place->str
-                                                     + prefix_len))
-             >= -RANK_SCORE_MAX
-      && zscore <= RANK_SCORE_MAX)
+      && rank->type == RANK_REPLY_INTEGER)
     {
       /* A descending board stores -score. */
       task->score = o->order == RANK_ORDER_ASC ? zscore : -zscore;
