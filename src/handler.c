@@ -27,7 +27,7 @@
 #include "metrics.h"
 #include "policy.h"
 #include "requestid.h"
-#include "update_args.h"
+#include "call_args.h"
 #include "api.h"
 #include "rank_ranking_types.h"
 #include "validate.h"
@@ -77,15 +77,6 @@ entries_bound (gint64 n, gboolean with_data)
 }
 
 static gsize
-bound_top (const ThriftStruct *args)
-{
-  const rankGetTopNRequest *a
-      = ((const rankRankingGetTopNArgs *) args)->request;
-
-  return entries_bound (a->n, a->with_data);
-}
-
-static gsize
 bound_around (const ThriftStruct *args)
 {
   const rankGetAroundRequest *a
@@ -120,27 +111,69 @@ bound_data (const ThriftStruct *args)
   return MESSAGE_BYTES + ENTRY_DATA_BYTES;
 }
 
+/* The busiest methods' arguments, read into plain structs (call_args.h)
+ * that the call keeps as its state; and how large each reply can be. */
+static gpointer
+read_update (ThriftProtocol *in, gsize *bound, GError **error)
+{
+  return rank_update_args_read (in, error);
+}
+
+static gpointer
+read_update_batch (ThriftProtocol *in, gsize *bound, GError **error)
+{
+  RankUpdateBatchArgs *args = rank_update_batch_args_read (in, error);
+
+  /* An UpdateResult: an UpdateResponse with subscores, or an exception. */
+  if (args != NULL)
+    *bound = MESSAGE_BYTES + (gsize) args->requests->len * SMALL_REPLY_BYTES;
+  return args;
+}
+
+static gpointer
+read_get_rank (ThriftProtocol *in, gsize *bound, GError **error)
+{
+  return rank_get_rank_args_read (in, error);
+}
+
+static gpointer
+read_get_top_n (ThriftProtocol *in, gsize *bound, GError **error)
+{
+  RankGetTopNArgs *args = rank_get_top_n_args_read (in, error);
+
+  if (args != NULL)
+    *bound = entries_bound (args->n, args->with_data);
+  return args;
+}
+
 /* One row per method of the IDL: its name, its generated argument and
- * result structs, what starts it, and how large its reply can be. */
+ * result structs, what starts it, and how large its reply can be; or, for
+ * the busiest, what reads its arguments into a plain struct (the state of
+ * the call; its reply's bound SMALL_REPLY_BYTES unless it says) and frees
+ * them. */
 typedef struct
 {
   const char *name;
   GType (*args_type) (void);
   GType (*result_type) (void);
   void (*start) (Call *call);
-  gsize (*reply_bound) (const ThriftStruct *args); /* NULL: read_args */
+  gsize (*reply_bound) (const ThriftStruct *args); /* NULL: read */
+  gpointer (*read) (ThriftProtocol *in, gsize *reply_bound, GError **error);
+  GDestroyNotify free;
 } MethodSpec;
 
 static const MethodSpec methods[] = {
-  [METHOD_UPDATE]
-  = { "Update", rank_ranking_update_args_get_type,
-      rank_ranking_update_result_get_type, start_update, bound_small },
+  [METHOD_UPDATE] = { "Update", rank_ranking_update_args_get_type,
+                      rank_ranking_update_result_get_type, start_update, NULL,
+                      read_update, (GDestroyNotify) rank_update_args_free },
   [METHOD_GET_RANK]
   = { "GetRank", rank_ranking_get_rank_args_get_type,
-      rank_ranking_get_rank_result_get_type, start_get_rank, bound_small },
+      rank_ranking_get_rank_result_get_type, start_get_rank, NULL,
+      read_get_rank, (GDestroyNotify) rank_get_rank_args_free },
   [METHOD_GET_TOP_N]
   = { "GetTopN", rank_ranking_get_top_n_args_get_type,
-      rank_ranking_get_top_n_result_get_type, start_get_top_n, bound_top },
+      rank_ranking_get_top_n_result_get_type, start_get_top_n, NULL,
+      read_get_top_n, (GDestroyNotify) rank_get_top_n_args_free },
   [METHOD_GET_AROUND]
   = { "GetAround", rank_ranking_get_around_args_get_type,
       rank_ranking_get_around_result_get_type, start_get_around, bound_around },
@@ -178,8 +211,8 @@ static const MethodSpec methods[] = {
       bound_data },
   [METHOD_UPDATE_BATCH]
   = { "UpdateBatch", rank_ranking_update_batch_args_get_type,
-      rank_ranking_update_batch_result_get_type, start_update_batch,
-      NULL /* read_args */ },
+      rank_ranking_update_batch_result_get_type, start_update_batch, NULL,
+      read_update_batch, (GDestroyNotify) rank_update_batch_args_free },
   [METHOD_GET_SERVER_INFO]
   = { "GetServerInfo", rank_ranking_get_server_info_args_get_type,
       rank_ranking_get_server_info_result_get_type, start_get_server_info,
@@ -855,7 +888,7 @@ static void
 rank_answered (const RankRow *row, const GError *error, gpointer data)
 {
   Call *call = data;
-  rankGetRankRequest *args = RANK_RANKING_GET_RANK_ARGS (call->args)->request;
+  const RankGetRankArgs *args = call->state;
   RankRow named;
 
   if (error != NULL)
@@ -978,7 +1011,7 @@ cache_wanted (Call *call)
 static void
 run_get_rank (Call *call)
 {
-  rankGetRankRequest *args = RANK_RANKING_GET_RANK_ARGS (call->args)->request;
+  const RankGetRankArgs *args = call->state;
 
   if (cache_wanted (call)
       && cached (call,
@@ -993,7 +1026,7 @@ run_get_rank (Call *call)
 static void
 start_get_rank (Call *call)
 {
-  rankGetRankRequest *args = RANK_RANKING_GET_RANK_ARGS (call->args)->request;
+  const RankGetRankArgs *args = call->state;
   g_autoptr (GError) error = NULL;
 
   if (rank_validate_board (args->board, &error)
@@ -1020,7 +1053,7 @@ top_answered (const RankRow *rows, gsize n, const GError *error, gpointer data)
 static void
 run_get_top_n (Call *call)
 {
-  rankGetTopNRequest *args = RANK_RANKING_GET_TOP_N_ARGS (call->args)->request;
+  const RankGetTopNArgs *args = call->state;
   RankTopQuery query = { args->offset, args->n, args->with_data };
 
   if (!cache_wanted (call))
@@ -1041,7 +1074,7 @@ run_get_top_n (Call *call)
 static void
 start_get_top_n (Call *call)
 {
-  rankGetTopNRequest *args = RANK_RANKING_GET_TOP_N_ARGS (call->args)->request;
+  const RankGetTopNArgs *args = call->state;
   g_autoptr (GError) error = NULL;
 
   if (!rank_validate_board (args->board, &error))
@@ -1920,27 +1953,21 @@ start_update_batch (Call *call)
 
 /* ---- dispatch ---- */
 
-/* The call's arguments, and how large its reply can be. UpdateBatch's are
- * read into plain structs (update_args.h: the generated ones were half of
- * rankd's work per import entry), the call's state; every other method's
- * into its generated struct. */
+/* The call's arguments, and how large its reply can be. The busiest
+ * methods' are read into plain structs (call_args.h: the generated ones
+ * were half of rankd's work per import entry and a fifth per GetRank), the
+ * call's state; every other method's into its generated struct. */
 static gboolean
 read_args (Call *call, ThriftProtocol *in, gsize *reply_bound, GError **error)
 {
   const MethodSpec *m = &methods[call->method];
 
-  if (call->method == METHOD_UPDATE_BATCH)
+  if (m->read != NULL)
     {
-      RankUpdateBatchArgs *args = rank_update_batch_args_read (in, error);
-
-      if (args == NULL)
+      call->state = m->read (in, reply_bound, error);
+      if (call->state == NULL)
         return FALSE;
-      call->state = args;
-      call->state_free = (GDestroyNotify) rank_update_batch_args_free;
-      /* An UpdateResult: an UpdateResponse with subscores, or an
-       * exception. */
-      *reply_bound
-          = MESSAGE_BYTES + (gsize) args->requests->len * SMALL_REPLY_BYTES;
+      call->state_free = m->free;
       return TRUE;
     }
   call->args = g_object_new (m->args_type (), NULL);

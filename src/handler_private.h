@@ -13,7 +13,7 @@
 #include "metrics.h"
 #include "rank_ranking_types.h"
 #include "store.h"
-#include "update_args.h"
+#include "call_args.h"
 
 struct _RankHandler
 {

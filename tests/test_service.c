@@ -1287,6 +1287,26 @@ test_missing_required_field (void)
   }
 }
 
+/* Reads a reply that must be T_REPLY to want_seqid into result. */
+static void
+read_reply (ThriftProtocol *p, gint32 want_seqid, gpointer result)
+{
+  g_autoptr (GError) error = NULL;
+  gchar *name = NULL;
+  ThriftMessageType type;
+  gint32 seqid;
+
+  g_assert_cmpint (
+      thrift_protocol_read_message_begin (p, &name, &type, &seqid, &error), >,
+      0);
+  g_free (name);
+  g_assert_cmpint (type, ==, T_REPLY);
+  g_assert_cmpint (seqid, ==, want_seqid);
+  g_assert_cmpint (thrift_struct_read (THRIFT_STRUCT (result), p, &error), >,
+                   0);
+  thrift_transport_read_end (p->transport, NULL);
+}
+
 /* UpdateBatch(request = {requests: [{board, member (unless NULL), value 5,
  * request_id}], with_rank: false}), in the generated reader's terms
  * awkward: an unknown field (99), a mode of the wrong type (a string,
@@ -1322,7 +1342,7 @@ write_odd_batch (ThriftProtocol *p, gint32 seqid, const char *board,
   call_end (p);
 }
 
-/* UpdateBatch's arguments, which rankd reads itself (update_args.c), by
+/* UpdateBatch's arguments, which rankd reads itself (call_args.c), by
  * the generated reader's rules: an unknown field or one of the wrong type
  * is skipped; a required field missing is a protocol error naming it, and
  * with framing the connection stays usable. */
@@ -1332,28 +1352,16 @@ test_batch_args_as_generated (void)
   g_autoptr (RankClient) c = NULL;
   g_autoptr (ThriftProtocol) p = hand_protocol (&c);
   g_autofree char *b = rank_test_unique ("oddbatch");
-  g_autoptr (GError) error = NULL;
   rankRankingUpdateBatchResult *result
       = g_object_new (RANK_TYPE_RANKING_UPDATE_BATCH_RESULT, NULL);
   rankUpdateResult *one;
-  gchar *name = NULL;
-  ThriftMessageType type;
-  gint32 seqid;
 
   write_odd_batch (p, 11, b, NULL);
   expect_app_exception (p, 11,
                         THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR,
                         "missing required field 'member'");
   write_odd_batch (p, 12, b, "ann");
-  g_assert_cmpint (
-      thrift_protocol_read_message_begin (p, &name, &type, &seqid, &error), >,
-      0);
-  g_free (name);
-  g_assert_cmpint (type, ==, T_REPLY);
-  g_assert_cmpint (seqid, ==, 12);
-  g_assert_cmpint (thrift_struct_read (THRIFT_STRUCT (result), p, &error), >,
-                   0);
-  thrift_transport_read_end (p->transport, NULL);
+  read_reply (p, 12, result);
   g_assert_true (result->__isset_success);
   g_assert_cmpuint (result->success->results->len, ==, 1);
   one = g_ptr_array_index (result->success->results, 0);
@@ -1368,6 +1376,160 @@ test_batch_args_as_generated (void)
 
     assert_ok (&r);
     g_assert_cmpint (r.score, ==, 5);
+  }
+}
+
+static void
+i32_field (ThriftProtocol *p, gint16 id, gint32 v)
+{
+  field (p, T_I32, id);
+  thrift_protocol_write_i32 (p, v, NULL);
+  thrift_protocol_write_field_end (p, NULL);
+}
+
+/* Update(request) given twice, with an unknown field (99) before: first
+ * {board, member "zed", value 1, request_id rid0, mode SET}, then {board,
+ * member "ann", value, request_id rid1, timestamp_ms as a string (of
+ * the wrong type: skipped)}. The generated reader reads the second over
+ * the first: an update of ann by value, in mode SET. */
+static void
+write_update_twice (ThriftProtocol *p, gint32 seqid, const char *board,
+                    gint64 value, const char *rid0, const char *rid1)
+{
+  call_begin (p, "Update", seqid);
+  string_field (p, 99, "unknown");
+  for (int i = 0; i < 2; i++)
+    {
+      struct_field (p, 1);
+      string_field (p, 1, board);
+      string_field (p, 2, i == 0 ? "zed" : "ann");
+      field (p, T_I64, 3);
+      thrift_protocol_write_i64 (p, i == 0 ? 1 : value, NULL);
+      thrift_protocol_write_field_end (p, NULL);
+      string_field (p, 4, i == 0 ? rid0 : rid1);
+      if (i == 0)
+        i32_field (p, 5, RANK_UPDATE_MODE_SET);
+      else
+        string_field (p, 6, "soon");
+      struct_field_end (p);
+    }
+  call_end (p);
+}
+
+/* Update, GetRank and GetTopN read their arguments into plain structs
+ * (call_args.c), by the generated reader's rules: an unknown field or one
+ * of the wrong type is skipped, the request given twice is read over the
+ * first, a required field missing is a protocol error naming it, and the
+ * request absent is refused as an empty board name. */
+static void
+test_args_as_generated (void)
+{
+  g_autoptr (RankClient) c = NULL;
+  g_autoptr (ThriftProtocol) p = hand_protocol (&c);
+  g_autofree char *b = rank_test_unique ("oddargs");
+
+  /* ann gets 5, then 3: the mode (SET) of the first read is kept, where
+   * INCREMENT would make 8 and BEST keep 5. */
+  for (int i = 0; i < 2; i++)
+    {
+      rankRankingUpdateResult *r
+          = g_object_new (RANK_TYPE_RANKING_UPDATE_RESULT, NULL);
+
+      write_update_twice (p, 20 + i, b, i == 0 ? 5 : 3, i == 0 ? "o0" : "o2",
+                          i == 0 ? "o1" : "o3");
+      read_reply (p, 20 + i, r);
+      g_assert_true (r->__isset_success);
+      g_assert_cmpint (r->success->score, ==, i == 0 ? 5 : 3);
+      g_assert_true (r->success->applied);
+      g_object_unref (r);
+    }
+
+  /* GetRank: the request twice, the first of another board; in the
+   * second an unknown struct (77) and periods_back as a string. */
+  {
+    rankRankingGetRankResult *r
+        = g_object_new (RANK_TYPE_RANKING_GET_RANK_RESULT, NULL);
+
+    call_begin (p, "GetRank", 30);
+    struct_field (p, 1);
+    string_field (p, 1, "not-this-board");
+    string_field (p, 2, "zed");
+    struct_field_end (p);
+    struct_field (p, 1);
+    string_field (p, 1, b);
+    struct_field (p, 77);
+    string_field (p, 1, "x");
+    struct_field_end (p);
+    string_field (p, 2, "ann");
+    string_field (p, 3, "0");
+    struct_field_end (p);
+    call_end (p);
+    read_reply (p, 30, r);
+    g_assert_true (r->__isset_success);
+    g_assert_cmpstr (r->success->member, ==, "ann");
+    g_assert_cmpint (r->success->score, ==, 3);
+    g_assert_cmpint (r->success->rank, ==, 1);
+    g_object_unref (r);
+  }
+
+  /* GetRank without its member; then without its request. */
+  call_begin (p, "GetRank", 31);
+  struct_field (p, 1);
+  string_field (p, 1, b);
+  struct_field_end (p);
+  call_end (p);
+  expect_app_exception (p, 31,
+                        THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR,
+                        "missing required field 'member'");
+  {
+    rankRankingGetRankResult *r
+        = g_object_new (RANK_TYPE_RANKING_GET_RANK_RESULT, NULL);
+
+    call_begin (p, "GetRank", 32);
+    string_field (p, 99, "unknown");
+    call_end (p);
+    read_reply (p, 32, r);
+    g_assert_false (r->__isset_success);
+    g_assert_true (r->__isset_invalid);
+    g_assert_true (g_str_has_prefix (r->invalid->message, "board: "));
+    g_object_unref (r);
+  }
+
+  /* GetTopN with n of the wrong type: n is missing. */
+  call_begin (p, "GetTopN", 40);
+  struct_field (p, 1);
+  string_field (p, 1, b);
+  string_field (p, 2, "10");
+  struct_field_end (p);
+  call_end (p);
+  expect_app_exception (p, 40,
+                        THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR,
+                        "missing required field 'n'");
+
+  /* GetTopN: with_data as an i32 is skipped (no data), offset given twice
+   * keeps the last (0). */
+  {
+    rankRankingGetTopNResult *r
+        = g_object_new (RANK_TYPE_RANKING_GET_TOP_N_RESULT, NULL);
+    rankEntry *top;
+
+    call_begin (p, "GetTopN", 41);
+    struct_field (p, 1);
+    string_field (p, 1, b);
+    i32_field (p, 2, 10);
+    i32_field (p, 3, 1);
+    i32_field (p, 3, 0);
+    i32_field (p, 5, 1);
+    struct_field_end (p);
+    call_end (p);
+    read_reply (p, 41, r);
+    g_assert_true (r->__isset_success);
+    g_assert_cmpuint (r->success->len, ==, 1);
+    top = g_ptr_array_index (r->success, 0);
+    g_assert_cmpstr (top->member, ==, "ann");
+    g_assert_cmpint (top->score, ==, 3);
+    g_assert_false (top->__isset_data);
+    g_object_unref (r);
   }
 }
 
@@ -2288,6 +2450,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hostile/zero-length-frame", test_hostile_zero_frame);
   g_test_add_func ("/hostile/2GiB-length-prefix", test_hostile_huge_prefix);
   g_test_add_func ("/hostile/http-request", test_hostile_http);
+  g_test_add_func ("/hostile/args-as-generated", test_args_as_generated);
   g_test_add_func ("/hostile/batch-args-as-generated",
                    test_batch_args_as_generated);
   g_test_add_func ("/hostile/missing-required-field",
