@@ -779,35 +779,107 @@ handler_check_update (Call *call, const RankUpdateFields *request,
 static void
 start_update (Call *call)
 {
-  rankRankingUpdateArgs *args = RANK_RANKING_UPDATE_ARGS (call->args);
+  const RankUpdateFields *fields = call->state;
   g_autoptr (GError) error = NULL;
-  RankUpdateFields fields;
 
   call->writes = TRUE;
-  rank_update_fields_of (args->request, &fields);
-  handler_check_update (call, &fields, &call->ctx, &call->update, &call->data,
+  handler_check_update (call, fields, &call->ctx, &call->update, &call->data,
                         &error);
   checked (call, error, run_update);
 }
 
-static void
-fill_update_response (rankUpdateResponse *response, const RankUpdateResult *r)
+/* An UpdateResponse: Update's success, an UpdateResult's response. */
+static gboolean
+write_update_response (ThriftProtocol *out, const RankUpdateResult *r,
+                       GError **error)
 {
-  response->score = r->score;
-  response->applied = r->applied;
-  response->rank = r->rank;
-  response->__isset_rank = r->rank > 0;
-  g_array_append_vals (response->subscores, r->subscores, r->n_subscores);
-  response->__isset_subscores = r->n_subscores > 0;
+  gboolean ok
+      = thrift_protocol_write_struct_begin (out, "UpdateResponse", error) >= 0
+        && thrift_protocol_write_field_begin (out, "score", T_I64, 1, error)
+               >= 0
+        && thrift_protocol_write_i64 (out, r->score, error) >= 0
+        && thrift_protocol_write_field_end (out, error) >= 0;
+
+  if (ok && r->rank > 0)
+    ok = thrift_protocol_write_field_begin (out, "rank", T_I64, 2, error) >= 0
+         && thrift_protocol_write_i64 (out, r->rank, error) >= 0
+         && thrift_protocol_write_field_end (out, error) >= 0;
+  ok = ok
+       && thrift_protocol_write_field_begin (out, "applied", T_BOOL, 3, error)
+              >= 0
+       && thrift_protocol_write_bool (out, r->applied, error) >= 0
+       && thrift_protocol_write_field_end (out, error) >= 0;
+  if (ok && r->n_subscores > 0)
+    ok = write_subscores (out, r->subscores, r->n_subscores, error);
+  return ok && thrift_protocol_write_field_stop (out, error) >= 0
+         && thrift_protocol_write_struct_end (out, error) >= 0;
 }
 
-static void
-set_update_response (GObject *object, gpointer data)
-{
-  rankRankingUpdateResult *result = RANK_RANKING_UPDATE_RESULT (object);
+/* The fields of an UpdateResponse without subscores, and its stop, in the
+ * binary protocol, at p (UPDATE_RESPONSE_BINARY_MAX bytes at most); returns
+ * the end. Written in one write: the protocol's field-by-field writes were
+ * a fifth of rankd's instructions per import entry (callgrind). The same
+ * bytes as write_update_response. */
+#define UPDATE_RESPONSE_BINARY_MAX (2 * (3 + 8) + (3 + 1) + 1)
 
-  fill_update_response (result->success, data);
-  result->__isset_success = TRUE;
+static guint8 *
+update_response_binary (guint8 *p, const RankUpdateResult *r)
+{
+  *p++ = T_I64;
+  p = rank_put_be (p, 1, 2);
+  p = rank_put_be (p, (guint64) r->score, 8);
+  if (r->rank > 0)
+    {
+      *p++ = T_I64;
+      p = rank_put_be (p, 2, 2);
+      p = rank_put_be (p, (guint64) r->rank, 8);
+    }
+  *p++ = T_BOOL;
+  p = rank_put_be (p, 3, 2);
+  *p++ = r->applied ? 1 : 0;
+  *p++ = T_STOP;
+  return p;
+}
+
+/* An UpdateResult of a response without subscores in the binary protocol,
+ * in one write. */
+static gboolean
+write_update_result_binary (ThriftProtocol *out, const RankUpdateResult *r,
+                            GError **error)
+{
+  guint8 buf[3 + UPDATE_RESPONSE_BINARY_MAX + 1];
+  guint8 *p = buf;
+
+  *p++ = T_STRUCT; /* UpdateResult.response */
+  p = rank_put_be (p, 1, 2);
+  p = update_response_binary (p, r);
+  *p++ = T_STOP; /* UpdateResult */
+  return thrift_transport_write (out->transport, buf, (guint32) (p - buf),
+                                 error);
+}
+
+/* Update's reply, written straight from the result, without the
+ * generated structs (in the binary protocol, without subscores, the
+ * response in one write). */
+static void
+reply_update (Call *call, const RankUpdateResult *r)
+{
+  ThriftProtocol *out = begin_reply (call);
+  g_autoptr (GError) error = NULL;
+  gboolean ok = success_begin (out, call, T_STRUCT, &error);
+
+  if (ok && THRIFT_IS_BINARY_PROTOCOL (out) && r->n_subscores == 0)
+    {
+      guint8 buf[UPDATE_RESPONSE_BINARY_MAX];
+
+      ok = thrift_transport_write (
+          out->transport, buf,
+          (guint32) (update_response_binary (buf, r) - buf), &error);
+    }
+  else if (ok)
+    ok = write_update_response (out, r, &error);
+  ok = ok && success_end (out, &error);
+  finish_call (call, ok, error);
 }
 
 static void
@@ -818,7 +890,7 @@ update_answered (const RankUpdateResult *r, const GError *error, gpointer data)
   if (error != NULL)
     handler_reply_error (call, error);
   else
-    handler_reply_result (call, set_update_response, (gpointer) r);
+    reply_update (call, r);
 }
 
 /* ---- Remove ---- */
@@ -1566,64 +1638,6 @@ note_writes (Call *call)
       board_written (cache, &call->batch->items[i].ctx);
   else
     board_written (cache, &call->ctx);
-}
-
-/* An UpdateResponse (Update's fields: fill_update_response). */
-static gboolean
-write_update_response (ThriftProtocol *out, const RankUpdateResult *r,
-                       GError **error)
-{
-  gboolean ok
-      = thrift_protocol_write_struct_begin (out, "UpdateResponse", error) >= 0
-        && thrift_protocol_write_field_begin (out, "score", T_I64, 1, error)
-               >= 0
-        && thrift_protocol_write_i64 (out, r->score, error) >= 0
-        && thrift_protocol_write_field_end (out, error) >= 0;
-
-  if (ok && r->rank > 0)
-    ok = thrift_protocol_write_field_begin (out, "rank", T_I64, 2, error) >= 0
-         && thrift_protocol_write_i64 (out, r->rank, error) >= 0
-         && thrift_protocol_write_field_end (out, error) >= 0;
-  ok = ok
-       && thrift_protocol_write_field_begin (out, "applied", T_BOOL, 3, error)
-              >= 0
-       && thrift_protocol_write_bool (out, r->applied, error) >= 0
-       && thrift_protocol_write_field_end (out, error) >= 0;
-  if (ok && r->n_subscores > 0)
-    ok = write_subscores (out, r->subscores, r->n_subscores, error);
-  return ok && thrift_protocol_write_field_stop (out, error) >= 0
-         && thrift_protocol_write_struct_end (out, error) >= 0;
-}
-
-/* An UpdateResult of a response without subscores in the binary protocol,
- * in one write (as write_entry_binary): the protocol's field-by-field
- * writes were a fifth of rankd's instructions per import entry
- * (callgrind). The same bytes as the generic path below. */
-static gboolean
-write_update_result_binary (ThriftProtocol *out, const RankUpdateResult *r,
-                            GError **error)
-{
-  guint8 buf[3 + 2 * (3 + 8) + (3 + 1) + 2];
-  guint8 *p = buf;
-
-  *p++ = T_STRUCT; /* UpdateResult.response */
-  p = rank_put_be (p, 1, 2);
-  *p++ = T_I64;
-  p = rank_put_be (p, 1, 2);
-  p = rank_put_be (p, (guint64) r->score, 8);
-  if (r->rank > 0)
-    {
-      *p++ = T_I64;
-      p = rank_put_be (p, 2, 2);
-      p = rank_put_be (p, (guint64) r->rank, 8);
-    }
-  *p++ = T_BOOL;
-  p = rank_put_be (p, 3, 2);
-  *p++ = r->applied ? 1 : 0;
-  *p++ = T_STOP; /* UpdateResponse */
-  *p++ = T_STOP; /* UpdateResult */
-  return thrift_transport_write (out->transport, buf, (guint32) (p - buf),
-                                 error);
 }
 
 /* An UpdateResult: the item's response, or its exception (1: message).
