@@ -694,15 +694,17 @@ typedef struct
   gint64 offset;
   gint n;
   StoreCountdown countdown;
-  /* After the merge: the page, and for competition and dense ranks the
+  /* After the merge: the page (n entries at most; sized for n, not for
+   * RANK_TOP_N_MAX: zeroing that per call was a fifth of rankd's
+   * instructions per GetTopN), and for competition and dense ranks the
    * number of entries (or distinct scores) better than its first entry. */
-  const RankShardEntry *merged[RANK_TOP_N_MAX];
+  const RankShardEntry **merged;
   gsize merged_len;
   Ahead better;
   /* with_data: each merged entry's shard, and its data once read (NULL:
    * none). */
   gboolean with_data;
-  guint8 shard_of[RANK_TOP_N_MAX];
+  guint8 *shard_of;
   char **member_data;
   gsize *member_data_len;
   StorePart data_parts[RANK_SHARDS_MAX];
@@ -741,6 +743,7 @@ rank_store_get_top (RankStore *store, const RankContext *ctx,
   task->data = data;
   task->offset = offset;
   task->n = n;
+  task->merged = g_new (const RankShardEntry *, MAX (n, 1));
   task->with_data = query->with_data;
   task->n_pages = o->shards;
   task->countdown.pending = o->shards;
@@ -891,6 +894,7 @@ top_ready (TopTask *task)
     }
   task->member_data = g_new0 (char *, task->merged_len);
   task->member_data_len = g_new0 (gsize, task->merged_len);
+  task->shard_of = g_new (guint8, task->merged_len);
   task->countdown.pending = 1;
   for (gsize i = 0; i < task->merged_len; i++)
     {
@@ -972,6 +976,8 @@ top_free (TopTask *task)
       g_free (task->member_data[i]);
   g_free (task->member_data);
   g_free (task->member_data_len);
+  g_free (task->shard_of);
+  g_free (task->merged);
   g_clear_error (&task->countdown.error);
   ahead_clear (&task->better);
   g_free (task);
