@@ -80,13 +80,44 @@ rank_orderkey_zscore (gint64 score)
   return -(double) score;
 }
 
+/* A sorted-set score as Redis prints one of rankd's (an integer within
+ * +-RANK_SCORE_MAX, with %.17g: decimal digits after an optional '-'),
+ * read without strtod, which took a tenth of rankd's instructions per
+ * GetTopN (callgrind). FALSE for any other text, which strtod reads. */
+static gboolean
+parse_integer (const char *text, gsize len, gint64 *v)
+{
+  gsize i = len > 0 && text[0] == '-' ? 1 : 0;
+  guint64 acc = 0;
+
+  /* RANK_SCORE_MAX has 16 digits. */
+  if (i == len || len - i > 16)
+    return FALSE;
+  for (gsize j = i; j < len; j++)
+    {
+      if (text[j] < '0' || text[j] > '9')
+        return FALSE;
+      acc = acc * 10 + (guint64) (text[j] - '0');
+    }
+  if (acc > (guint64) RANK_SCORE_MAX)
+    return FALSE;
+  *v = i == 1 ? -(gint64) acc : (gint64) acc;
+  return TRUE;
+}
+
 gboolean
 rank_orderkey_parse_zscore (const char *text, gsize len, gint64 *score)
 {
   char buf[64];
   char *end = NULL;
   double d;
+  gint64 z;
 
+  if (parse_integer (text, len, &z))
+    {
+      *score = -z;
+      return TRUE;
+    }
   if (len == 0 || len >= sizeof buf)
     return FALSE;
   memcpy (buf, text, len);

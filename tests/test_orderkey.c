@@ -177,7 +177,11 @@ test_parse_rejects (void)
                         "1e300",
                         "9007199254740992",
                         "-9007199254740992",
-                        "12x" };
+                        "12x",
+                        "-",
+                        "--1",
+                        "1-",
+                        "99999999999999999999" };
   gint64 out = 0;
 
   for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
@@ -186,6 +190,13 @@ test_parse_rejects (void)
   g_assert_cmpint (out, ==, 0);
   g_assert_true (rank_orderkey_parse_zscore ("1e3", 3, &out));
   g_assert_cmpint (out, ==, -1000);
+  g_assert_true (rank_orderkey_parse_zscore ("+7", 2, &out));
+  g_assert_cmpint (out, ==, -7);
+  g_assert_true (rank_orderkey_parse_zscore ("007", 3, &out));
+  g_assert_cmpint (out, ==, -7);
+  /* Only the bytes given count. */
+  g_assert_true (rank_orderkey_parse_zscore ("-12x", 3, &out));
+  g_assert_cmpint (out, ==, 12);
 }
 
 /* Redis's order over the encoded items equals rank order. */
