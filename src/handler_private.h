@@ -26,6 +26,7 @@ struct _RankHandler
   /* Replies are encoded one at a time, each into its call's own buffer. */
   RankReplyWriter *writer;
   ThriftProtocol *out;
+  gboolean binary; /* out is the binary protocol (the one-write paths) */
   RankMetricsCalls *metrics; /* this worker's call counters */
   RankReadCache *cache;      /* the rankd's read cache (cache.h) */
   GHashTable *inflight; /* answer key -> Flight: cached reads sent to Redis */
