@@ -651,21 +651,3 @@ rank_protocol_skip (ThriftProtocol *in, ThriftType type, GError **error)
 {
   return thrift_protocol_skip (in, type, error) >= 0;
 }
-
-guint8 *
-rank_put_be (guint8 *p, guint64 v, int bytes)
-{
-  for (int i = bytes - 1; i >= 0; i--)
-    *p++ = (guint8) (v >> (8 * i));
-  return p;
-}
-
-guint64
-rank_get_be (const guint8 *p, int bytes)
-{
-  guint64 v = 0;
-
-  for (int i = 0; i < bytes; i++)
-    v = v << 8 | p[i];
-  return v;
-}

@@ -60,11 +60,27 @@ gboolean rank_protocol_skip (ThriftProtocol *in, ThriftType type,
 
 /* v's low bytes, big-endian as the binary protocol writes numbers, at p;
  * returns p past them (for the replies and requests written in one
- * piece). */
-guint8 *rank_put_be (guint8 *p, guint64 v, int bytes);
+ * piece). Inline: with bytes a constant, the loop folds into a few
+ * stores, where the call was 2.5k of rankd's instructions per GetTopN(10)
+ * (callgrind). */
+static inline guint8 *
+rank_put_be (guint8 *p, guint64 v, int bytes)
+{
+  for (int i = bytes - 1; i >= 0; i--)
+    *p++ = (guint8) (v >> (8 * i));
+  return p;
+}
 
 /* The number in bytes big-endian bytes at p, as rank_put_be wrote it. */
-guint64 rank_get_be (const guint8 *p, int bytes);
+static inline guint64
+rank_get_be (const guint8 *p, int bytes)
+{
+  guint64 v = 0;
+
+  for (int i = 0; i < bytes; i++)
+    v = v << 8 | p[i];
+  return v;
+}
 
 G_END_DECLS
 
