@@ -69,6 +69,7 @@ struct _RankRedisLink
 
   /* Loop thread only. */
   int fd;
+  guint64 attempts;     /* connections begun, ever: a new one, a new reader */
   gboolean tcp_up;      /* connected; start-up replies may still be due */
   guint handshake_left; /* start-up commands not answered yet */
   RankLoopWatch *watch;
@@ -90,6 +91,9 @@ struct _RankRedisLink
 };
 
 static void io_ready (gpointer data, guint32 events);
+
+/* What read_input hands hiredis's reader at a time. */
+#define FEED_BYTES 2048
 
 /* The usual size of a link's output buffer. */
 #define OBUF_BYTES (64 * 1024)
@@ -328,6 +332,7 @@ begin_connect (RankRedisLink *link)
 {
   g_autoptr (GError) error = NULL;
 
+  link->attempts++;
   link->fd = rank_address_connect_start (&link->address, &error);
   if (link->fd < 0)
     {
@@ -523,25 +528,43 @@ read_input (RankRedisLink *link)
             }
           return;
         }
-      if (redisReaderFeed (link->reader, link->rbuf, (size_t) n) != REDIS_OK)
+      /* Fed a piece at a time, each drained before the next: the reader
+       * moves what is left of its buffer up once it has consumed 1 KiB,
+       * so a whole read of pipelined replies fed at once was moved over
+       * and over (sdsrange: 7% of rankd's instructions per GetTopN,
+       * callgrind). */
+      /* (A reply's callback may drop the connection, and even begin
+       * another: what is left of this read is not for its reader.) */
+      guint64 attempt = link->attempts;
+
+      for (gsize at = 0;
+           at < (gsize) n && link->fd >= 0 && link->attempts == attempt;
+           at += FEED_BYTES)
         {
-          disconnect (link, LINK_CONNECTING, "reply buffer error");
-          return;
-        }
-      while (link->fd >= 0)
-        {
-          if (redisReaderGetReply (link->reader, &reply) != REDIS_OK)
+          gsize piece = MIN (FEED_BYTES, (gsize) n - at);
+
+          if (redisReaderFeed (link->reader, link->rbuf + at, piece)
+              != REDIS_OK)
             {
-              g_autofree char *why = g_strdup_printf ("protocol error: %s",
-                                                      link->reader->errstr);
-              disconnect (link, LINK_CONNECTING, why);
+              disconnect (link, LINK_CONNECTING, "reply buffer error");
               return;
             }
-          if (reply == NULL)
-            break;
-          deliver (link, reply);
+          while (link->fd >= 0)
+            {
+              if (redisReaderGetReply (link->reader, &reply) != REDIS_OK)
+                {
+                  g_autofree char *why = g_strdup_printf ("protocol error: %s",
+                                                          link->reader->errstr);
+                  disconnect (link, LINK_CONNECTING, why);
+                  return;
+                }
+              if (reply == NULL)
+                break;
+              deliver (link, reply);
+            }
         }
-      if (link->fd < 0 || (size_t) n < sizeof link->rbuf)
+      if (link->fd < 0 || link->attempts != attempt
+          || (size_t) n < sizeof link->rbuf)
         return;
     }
 }
