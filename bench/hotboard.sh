@@ -24,7 +24,8 @@
 #
 # Usage: bench/hotboard.sh            (after building into build/)
 # Environment: BUILD=build MEMBERS=1000000 ROUNDS=2 DURATION=10 WARMUP=2
-#              WRITE_RATE=1000 OUT=bench/results/hotboard-<date>
+#              WRITE_RATE=1000 READS="top10 top100 rank" (the reads measured)
+#              OUT=bench/results/hotboard-<date>
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -32,9 +33,10 @@ root=$(cd "$here/.." && pwd)
 MEMBERS=${MEMBERS:-1000000} ROUNDS=${ROUNDS:-2} DURATION=${DURATION:-10}
 bench_setup hotboard
 rate=${WRITE_RATE:-1000}
+reads=${READS:-top10 top100 rank}
 
 
-bench_meta "MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup WRITE_RATE=$rate bench/hotboard.sh" >"$out/meta.txt"
+bench_meta "MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup WRITE_RATE=$rate READS='$reads' bench/hotboard.sh" >"$out/meta.txt"
 cat "$out/meta.txt"
 
 free_port "redis_port"
@@ -94,11 +96,12 @@ echo "== writes only"
   >"$out/writes-only.json"
 
 for round in $(seq 1 "$rounds"); do
-  for read in top10 top100 rank; do
+  for read in $reads; do
     case $read in
     top10) mix=top=1 n=10 op=top ;;
     top100) mix=top=1 n=100 op=top ;;
     rank) mix=rank=1 n=10 op=rank ;;
+    *) echo "READS: top10, top100 or rank, not $read" >&2; exit 2 ;;
     esac
     for target in plain cached replica; do
       echo "== round $round: $read, rankd $target"
@@ -151,5 +154,18 @@ for read in ("top10", "top100", "rank"):
         print(f"| {read} | {name} | {med([o['ops_per_sec'] for o in ops]):,.0f} | "
               f"{med([o['p99_us'] for o in ops]) / 1000:.2f} | {cell(cpu('redis'))} | "
               f"{cell(cpu('replica'))} | {cell(cpu('rankd'))} | {cell(cpu('client'))} |")
+# Each round's rankd rows against redis-rank's in the same round.
+print()
+for read in ("top10", "top100", "rank"):
+    for f in sorted(glob.glob(os.path.join(out, f"r*-{read}-redis-rank.json"))):
+        rnd = os.path.basename(f).split("-")[0]
+        lib = next(iter(json.load(open(f))["ops"].values()))["ops_per_sec"]
+        cells = []
+        for target in ("plain", "cached", "replica"):
+            path = os.path.join(out, f"{rnd}-{read}-{target}.json")
+            if os.path.exists(path):
+                ops = next(iter(json.load(open(path))["ops"].values()))["ops_per_sec"]
+                cells.append(f"{target} {ops:,.0f} ({ops / lib:.2f}x)")
+        print(f"{rnd} {read}: redis-rank {lib:,.0f}; " + ", ".join(cells))
 EOF
 echo "results in $out"
