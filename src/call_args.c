@@ -244,6 +244,72 @@ read_args (ThriftProtocol *in, const FieldSpec *specs, guint n, gpointer into,
     kind, offsetof (type, member), offsetof (type, isset), NULL                \
   }
 
+#define SPECS(specs) (specs), G_N_ELEMENTS (specs)
+
+static void fields_clear (RankUpdateFields *f);
+
+/* Frees what the fields of into, by specs, hold (NULL ones and numbers
+ * hold nothing): the table says what each field owns, as it says how it
+ * is read. */
+static void
+spec_clear (const FieldSpec *specs, guint n, gpointer into)
+{
+  for (guint id = 1; id < n; id++)
+    {
+      gpointer *at = (gpointer *) ((char *) into + specs[id].offset);
+      GArray *requests;
+
+      switch (specs[id].kind)
+        {
+        case KIND_STRING:
+          g_free (*at);
+          break;
+        case KIND_SUBSCORES:
+          if (*at != NULL)
+            g_array_unref (*at);
+          break;
+        case KIND_DATA:
+          if (*at != NULL)
+            g_hash_table_unref (*at);
+          break;
+        case KIND_REQUESTS:
+          requests = *at;
+          for (guint i = 0; i < requests->len; i++)
+            fields_clear (&g_array_index (requests, RankUpdateFields, i));
+          g_array_unref (requests);
+          break;
+        case KIND_NONE:
+        case KIND_I32:
+        case KIND_I64:
+        case KIND_BOOL:
+          break;
+        }
+    }
+}
+
+/* A plain arguments struct (NULL: none) and what its fields hold. */
+static void
+args_free (const FieldSpec *specs, guint n, gpointer args)
+{
+  if (args == NULL)
+    return;
+  spec_clear (specs, n, args);
+  g_free (args);
+}
+
+/* A method's arguments read into args (zeroed, with the IDL's defaults),
+ * which it returns; NULL with error set, args freed, if they do not
+ * decode. */
+static gpointer
+args_read (ThriftProtocol *in, const FieldSpec *specs, guint n, gpointer args,
+           GError **error)
+{
+  if (read_args (in, specs, n, args, error))
+    return args;
+  args_free (specs, n, args);
+  return NULL;
+}
+
 /* ---- UpdateRequest, and Update's arguments ---- */
 
 static const FieldSpec update_specs[] = {
@@ -261,33 +327,20 @@ static const FieldSpec update_specs[] = {
 static void
 fields_clear (RankUpdateFields *f)
 {
-  g_free (f->board);
-  g_free (f->member);
-  g_free (f->request_id);
-  if (f->subscores != NULL)
-    g_array_unref (f->subscores);
-  if (f->data != NULL)
-    g_hash_table_unref (f->data);
+  spec_clear (SPECS (update_specs), f);
 }
 
 void
 rank_update_args_free (RankUpdateFields *args)
 {
-  if (args == NULL)
-    return;
-  fields_clear (args);
-  g_free (args);
+  args_free (SPECS (update_specs), args);
 }
 
 RankUpdateFields *
 rank_update_args_read (ThriftProtocol *in, GError **error)
 {
-  RankUpdateFields *a = g_new0 (RankUpdateFields, 1);
-
-  if (read_args (in, update_specs, G_N_ELEMENTS (update_specs), a, error))
-    return a;
-  rank_update_args_free (a);
-  return NULL;
+  return args_read (in, SPECS (update_specs), g_new0 (RankUpdateFields, 1),
+                    error);
 }
 
 /* ---- UpdateBatchRequest, UpdateBatch's arguments ---- */
@@ -307,7 +360,7 @@ read_requests (ThriftProtocol *in, GArray *into, GError **error)
 
       /* Zeroed, and in the array before it is read: freed with it. */
       g_array_set_size (into, at + 1);
-      if (!read_request (in, update_specs, G_N_ELEMENTS (update_specs),
+      if (!read_request (in, SPECS (update_specs),
                          &g_array_index (into, RankUpdateFields, at), error))
         return FALSE;
     }
@@ -323,13 +376,7 @@ static const FieldSpec batch_specs[] = {
 void
 rank_update_batch_args_free (RankUpdateBatchArgs *args)
 {
-  if (args == NULL)
-    return;
-  for (guint i = 0; i < args->requests->len; i++)
-    fields_clear (&g_array_index (args->requests, RankUpdateFields, i));
-  g_array_unref (args->requests);
-  g_free (args->request_id);
-  g_free (args);
+  args_free (SPECS (batch_specs), args);
 }
 
 RankUpdateBatchArgs *
@@ -340,10 +387,7 @@ rank_update_batch_args_read (ThriftProtocol *in, GError **error)
   a->requests = g_array_new (FALSE, TRUE, sizeof (RankUpdateFields));
   /* The IDL's default. */
   a->with_rank = TRUE;
-  if (read_args (in, batch_specs, G_N_ELEMENTS (batch_specs), a, error))
-    return a;
-  rank_update_batch_args_free (a);
-  return NULL;
+  return args_read (in, SPECS (batch_specs), a, error);
 }
 
 /* ---- GetRankRequest, GetRank's arguments ---- */
@@ -357,22 +401,14 @@ static const FieldSpec get_rank_specs[] = {
 void
 rank_get_rank_args_free (RankGetRankArgs *args)
 {
-  if (args == NULL)
-    return;
-  g_free (args->board);
-  g_free (args->member);
-  g_free (args);
+  args_free (SPECS (get_rank_specs), args);
 }
 
 RankGetRankArgs *
 rank_get_rank_args_read (ThriftProtocol *in, GError **error)
 {
-  RankGetRankArgs *a = g_new0 (RankGetRankArgs, 1);
-
-  if (read_args (in, get_rank_specs, G_N_ELEMENTS (get_rank_specs), a, error))
-    return a;
-  rank_get_rank_args_free (a);
-  return NULL;
+  return args_read (in, SPECS (get_rank_specs), g_new0 (RankGetRankArgs, 1),
+                    error);
 }
 
 /* ---- GetTopNRequest, GetTopN's arguments ---- */
@@ -388,19 +424,12 @@ static const FieldSpec get_top_n_specs[] = {
 void
 rank_get_top_n_args_free (RankGetTopNArgs *args)
 {
-  if (args == NULL)
-    return;
-  g_free (args->board);
-  g_free (args);
+  args_free (SPECS (get_top_n_specs), args);
 }
 
 RankGetTopNArgs *
 rank_get_top_n_args_read (ThriftProtocol *in, GError **error)
 {
-  RankGetTopNArgs *a = g_new0 (RankGetTopNArgs, 1);
-
-  if (read_args (in, get_top_n_specs, G_N_ELEMENTS (get_top_n_specs), a, error))
-    return a;
-  rank_get_top_n_args_free (a);
-  return NULL;
+  return args_read (in, SPECS (get_top_n_specs), g_new0 (RankGetTopNArgs, 1),
+                    error);
 }

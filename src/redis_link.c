@@ -532,9 +532,8 @@ read_input (RankRedisLink *link)
        * moves what is left of its buffer up once it has consumed 1 KiB,
        * so a whole read of pipelined replies fed at once was moved over
        * and over (sdsrange: 7% of rankd's instructions per GetTopN,
-       * callgrind). */
-      /* (A reply's callback may drop the connection, and even begin
-       * another: what is left of this read is not for its reader.) */
+       * callgrind). A reply's callback may drop the connection, and even
+       * begin another: what is left of this read is not for its reader. */
       guint64 attempt = link->attempts;
 
       for (gsize at = 0;
