@@ -600,8 +600,12 @@ worker_main (gpointer data)
   RankClientTransport *t
       = w->client ? rank_client_get_transport (w->client) : NULL;
   /* --rate: this worker's share, as calls at fixed times (an open loop:
-   * a call that is late does not push the next ones back). */
+   * a call that is late does not push the next ones back). The times start
+   * again when the measured interval does: calls that fell behind while
+   * warming up are not sent at once inside it, which would measure more
+   * than the rate asked. */
   gint64 paced_from = g_get_monotonic_time (), paced = 0;
+  int paced_phase = g_atomic_int_get (&phase);
   double interval_us
       = w->o->rate > 0 ? 1e6 * w->o->connections / w->o->rate : 0;
 
@@ -624,9 +628,15 @@ worker_main (gpointer data)
         break;
       if (interval_us > 0)
         {
-          gint64 due = paced_from + (gint64) (interval_us * (double) paced);
           gint64 now = g_get_monotonic_time ();
+          gint64 due;
 
+          if (g_atomic_int_get (&phase) != paced_phase)
+            {
+              paced_phase = g_atomic_int_get (&phase);
+              paced_from = now, paced = 0;
+            }
+          due = paced_from + (gint64) (interval_us * (double) paced);
           paced += n;
           if (due > now)
             g_usleep ((gulong) (due - now)); /* pacing the load, by design */
