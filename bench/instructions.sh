@@ -129,9 +129,9 @@ load() { # mix requests
   "$bench" -p "$rankd_port" --members "$members" --mix "$1" -n "$2" \
     -w 0 -c "$pconns" --pipeline "$depth" --seed "$3" >/dev/null
 }
-calls() { # the script calls Redis has run
+calls() { # the script calls Redis has run (FCALL: update.lua; EVALSHA: the others)
   redis-cli -p "$redis_port" INFO commandstats |
-    awk -F'[:=,]' '/^cmdstat_evalsha:/{print $3}'
+    awk -F'[:=,]' '/^cmdstat_(evalsha|fcall):/{n += $3} END{print n + 0}'
 }
 if [ "$op" = import ]; then
   # rankctl import of MEMBERS generated entries into an empty board, all
@@ -180,5 +180,5 @@ if [ -n "${layout_before:-}" ] && [ "$layout_before" != "$(record_layout "$redis
 fi
 # The commands the scripts ran, per operation (INFO commandstats).
 echo "$commands" | awk -F'[:=,]' -v n="$requests" \
-  '/^cmdstat_/{sub("cmdstat_", "", $1); if ($1 != "evalsha" && $1 != "config")
+  '/^cmdstat_/{sub("cmdstat_", "", $1); if ($1 != "evalsha" && $1 != "fcall" && $1 != "config")
     printf "  %-12s %6.2f per %s\n", $1, $3 / n, "'"$op"'"}'

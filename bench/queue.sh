@@ -123,7 +123,7 @@ EOF
   redis-cli -p "$redis_port" INFO commandstats >"$out/commandstats.txt"
 } | tee -a "$out/summary.txt"
 # Where the queue row's Redis time went, per update (INFO commandstats;
-# the EVALSHA line includes the commands its script runs).
+# the FCALL line includes the commands update.lua runs, EVALSHA queue.lua's).
 python3 - "$out/commandstats.txt" "$(cut -d' ' -f1 "$work/sustained")" <<'EOF' | tee -a "$out/summary.txt"
 import re, sys
 n = int(sys.argv[2])
@@ -131,7 +131,7 @@ parts = []
 for line in open(sys.argv[1]):
     m = re.match(r"cmdstat_(\w+(?:\|\w+)?):calls=(\d+),usec=(\d+)", line)
     if m and m.group(1) in ("xadd", "xreadgroup", "xautoclaim", "xack", "xdel",
-                            "evalsha", "xlen"):
+                            "evalsha", "fcall", "xlen"):
         parts.append("%s %.2f" % (m.group(1).upper(), int(m.group(3)) / n))
 print("queue row, Redis us per update by command (commandstats): "
       + ", ".join(parts))

@@ -5,7 +5,7 @@
  *   rankd (default)    --host/--port: Update (BEST, a fresh request id each),
  *                      GetRank, GetTopN through the generated c_glib client.
  *   --direct HOST:PORT what a team writes by hand with hiredis, one
- *                      connection per thread, no pipelining: EVALSHA of
+ *                      connection per thread, no pipelining: FCALL of
  *                      rankd's own update.lua for updates; ZREVRANK then
  *                      ZSCORE for a rank; ZREVRANGE ... WITHSCORES for top-N,
  *                      on a plain sorted set of the same members.
@@ -89,7 +89,6 @@ typedef struct
   gboolean lean_top; /* GetTopN replies read by topreader.c */
   char *direct_host;
   int direct_port;
-  char sha[41];
   guint64 nonce;
 } Options;
 
@@ -448,8 +447,9 @@ direct_update_append (Worker *w, const char *board, const char *member,
   update.timestamp_ms = ctx.now_ms;
   rank_store_update_command (&ctx, &update, 1, &head, &item);
   g_snprintf (numkeys, sizeof numkeys, "%d", head.nkeys);
-  argv[0] = "EVALSHA", argvlen[0] = 7;
-  argv[1] = w->o->sha, argvlen[1] = strlen (w->o->sha);
+  argv[0] = "FCALL", argvlen[0] = 5;
+  argv[1] = rank_lua_update_function;
+  argvlen[1] = strlen (rank_lua_update_function);
   argv[2] = numkeys, argvlen[2] = strlen (numkeys);
   argc = 3;
   argc += rank_command_argv (&head, argv + argc, argvlen + argc);
@@ -964,17 +964,21 @@ load_script (Options *o, GError **error)
         redisFree (c);
       return FALSE;
     }
-  r = redisCommand (c, "SCRIPT LOAD %s", rank_lua_update);
-  if (r == NULL || r->type != REDIS_REPLY_STRING)
+  /* Loaded unless Redis has it (a rankd on the same Redis loads it too). */
+  r = redisCommand (c, "FUNCTION LOAD %s", rank_lua_update);
+  if (r == NULL
+      || (r->type != REDIS_REPLY_STRING
+          && (r->type != REDIS_REPLY_ERROR
+              || strstr (r->str, "already exists") == NULL)))
     {
       g_set_error (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
-                   "SCRIPT LOAD failed");
+                   "FUNCTION LOAD failed: %s",
+                   r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : "?");
       if (r)
         freeReplyObject (r);
       redisFree (c);
       return FALSE;
     }
-  g_strlcpy (o->sha, r->str, sizeof o->sha);
   freeReplyObject (r);
   redisFree (c);
   return TRUE;

@@ -26,6 +26,10 @@ typedef struct
 {
   const char *name;
   const char *source;
+  /* A function library's (update.lua): its function, called with FCALL and
+   * loaded when Redis says it has none; else NULL, an EVAL script: loaded
+   * on every connection (SCRIPT LOAD), called by its SHA1. */
+  const char *function;
   char sha[41];
   /* A batch's answer: 0, one reply per item (an array or an error); n,
    * the items' replies one after another, n elements each, or one error
@@ -101,13 +105,14 @@ typedef struct
 
 static void
 script_init (Script *script, const char *name, const char *source,
-             guint flat_width)
+             const char *function, guint flat_width)
 {
   g_autofree char *sha
       = g_compute_checksum_for_string (G_CHECKSUM_SHA1, source, -1);
 
   script->name = name;
   script->source = source;
+  script->function = function;
   script->flat_width = flat_width;
   g_strlcpy (script->sha, sha, sizeof script->sha);
 }
@@ -123,13 +128,14 @@ rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
   /* Before the links' own hooks: batches leave in this iteration's write. */
   rank_loop_add_prepare (loop, flush_batches, backend);
   script_init (&backend->scripts[RANK_SCRIPT_UPDATE], "update.lua",
-               rank_lua_update, RANK_UPDATE_REPLY_WIDTH);
+               rank_lua_update, rank_lua_update_function,
+               RANK_UPDATE_REPLY_WIDTH);
   script_init (&backend->scripts[RANK_SCRIPT_RANK], "rank.lua", rank_lua_rank,
-               0);
+               NULL, 0);
   script_init (&backend->scripts[RANK_SCRIPT_DATA], "data.lua", rank_lua_data,
-               0);
+               NULL, 0);
   script_init (&backend->scripts[RANK_SCRIPT_QUEUE], "queue.lua",
-               rank_lua_queue, 0);
+               rank_lua_queue, NULL, 0);
   /* First on every connection, before the scripts load. */
   if (config->password != NULL)
     {
@@ -140,12 +146,13 @@ rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
       g_ptr_array_add (startup, g_strdupv ((char **) auth));
     }
   for (int s = RANK_SCRIPT_NONE + 1; s < RANK_SCRIPTS; s++)
-    {
-      const char *load[]
-          = { "SCRIPT", "LOAD", backend->scripts[s].source, NULL };
+    if (backend->scripts[s].function == NULL)
+      {
+        const char *load[]
+            = { "SCRIPT", "LOAD", backend->scripts[s].source, NULL };
 
-      g_ptr_array_add (startup, g_strdupv ((char **) load));
-    }
+        g_ptr_array_add (startup, g_strdupv ((char **) load));
+      }
   backend->impl
       = config->cluster ? &rank_backend_cluster_impl : &rank_backend_nodes_impl;
   backend->impl_data
@@ -267,6 +274,13 @@ classify (const RankReply *reply)
   if (g_str_has_prefix (msg, "NOGROUP ") || g_str_has_prefix (msg, "BUSYGROUP ")
       || strcmp (msg, "ERR no such key") == 0)
     return g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND, "%s", msg);
+  /* Updates run as a function (update.lua): Redis 7.0 has them. */
+  if (g_str_has_prefix (msg, "ERR unknown command 'FCALL'")
+      || g_str_has_prefix (msg, "ERR unknown command `FCALL`"))
+    return g_error_new (RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                        "Redis does not know FCALL: rankd needs Redis 7.0 or "
+                        "later (%s)",
+                        msg);
   for (gsize i = 0; i < G_N_ELEMENTS (unavailable); i++)
     if (g_str_has_prefix (msg, unavailable[i]))
       return g_error_new (RANK_ERROR, RANK_ERROR_UNAVAILABLE,
@@ -327,8 +341,8 @@ op_send (Op *op)
                           op);
 }
 
-/* An Op for argc arguments (after EVALSHA, the script's SHA1 and nkeys, for
- * a script), copied; routed by key. */
+/* An Op for argc arguments (after EVALSHA, the script's SHA1 and nkeys, or
+ * FCALL, its function and nkeys, for a script), copied; routed by key. */
 static Op *
 op_new (RankBackend *backend, guint node, RankScriptId script, int nkeys,
         int argc, const char *const *args, const gsize *lens, const char *key,
@@ -337,7 +351,9 @@ op_new (RankBackend *backend, guint node, RankScriptId script, int nkeys,
   const Script *s
       = script != RANK_SCRIPT_NONE ? &backend->scripts[script] : NULL;
   char numkeys[12];
-  const char *pre[3] = { "EVALSHA", s ? s->sha : NULL, numkeys };
+  const char *pre[3]
+      = { s && s->function ? "FCALL" : "EVALSHA",
+          s ? (s->function ? s->function : s->sha) : NULL, numkeys };
   int npre = s != NULL ? 3 : 0;
   int total = npre + argc;
   gsize bytes = (gsize) total;
@@ -819,22 +835,33 @@ follow_redirect (Op *op, const RankReply *reply)
   return TRUE;
 }
 
-/* The script did not run (a SCRIPT FLUSH, a failover): load it first on
- * the same connection, so that the call sent again after it finds it. */
+/* The script did not run (a SCRIPT FLUSH, a failover; for a function, a
+ * Redis that never had it, or a FUNCTION FLUSH): load it first on the same
+ * connection, so that the call sent again after it finds it. A library
+ * another rankd loaded meanwhile answers "already exists": as good. */
 static gboolean
 reload_script (Op *op, const RankReply *reply)
 {
   const Script *script;
 
-  if (op->script == RANK_SCRIPT_NONE || op->retried
-      || !g_str_has_prefix (reply->str, "NOSCRIPT"))
+  if (op->script == RANK_SCRIPT_NONE || op->retried)
     return FALSE;
   script = &op->backend->scripts[op->script];
+  if (script->function != NULL
+          ? !g_str_has_prefix (reply->str, "ERR Function not found")
+          : !g_str_has_prefix (reply->str, "NOSCRIPT"))
+    return FALSE;
   {
     const char *load[] = { "SCRIPT", "LOAD", script->source };
 
-    g_message ("redis %s: reloading %s after NOSCRIPT",
-               rank_redis_link_name (op->link), script->name);
+    if (script->function != NULL)
+      load[0] = "FUNCTION";
+    if (script->function == NULL)
+      g_message ("redis %s: reloading %s after NOSCRIPT",
+                 rank_redis_link_name (op->link), script->name);
+    else
+      g_debug ("redis %s: loading %s (%s)", rank_redis_link_name (op->link),
+               script->name, script->function);
     rank_redis_link_send (op->link, 3, load, NULL, NULL, NULL);
   }
   op->retried = TRUE;

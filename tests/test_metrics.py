@@ -722,7 +722,7 @@ class UpdateBatchTest(Served):
                 # board by a ZADD.)
                 def delta(c):
                     return after.get(c, 0) - before.get(c, 0)
-                self.assertEqual(delta("evalsha"), 1)
+                self.assertEqual(delta("fcall"), 1)
                 self.assertLessEqual(delta("zadd"), 1 + delta("set"))
             self.assertIn("invalid", [w[0] for w in want])
             together_keys = self.board_keys(together)
@@ -872,7 +872,7 @@ class BatchRequestIdTest(Served):
                                   Mode.SET, 1700000000000 + i,
                                   data={"n": str(i)} if i % 3 == 0 else None)
                     for i in range(250)]
-            before = self.commands().get("evalsha", 0)
+            before = self.commands().get("fcall", 0)
             got = self.batch(client, reqs, "import-1")
             self.assertEqual([(g.response.score, g.response.applied,
                                g.response.rank) for g in got],
@@ -880,7 +880,7 @@ class BatchRequestIdTest(Served):
             # One script call, one record for the 250 updates (more than
             # the 64 a call of other updates: a batch recorded as a whole
             # is never split).
-            self.assertEqual(self.commands()["evalsha"] - before, 1)
+            self.assertEqual(self.commands()["fcall"] - before, 1)
             self.assertEqual(self.records(board), 1)
             # Resent: nothing applies again, each answers its place now.
             client.Update(UpdateRequest(board, "m5", 7, "live", Mode.INCREMENT))

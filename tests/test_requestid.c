@@ -145,7 +145,8 @@ test_buckets (void)
   g_assert_cmpint (b[5], ==, 2259);
 }
 
-/* In update.lua, the lines "local NAME = ARGV[PREFIXN]" (the batch's
+/* In update.lua, the lines "local NAME = ARGV[PREFIXN]" or, where a call
+ * sets a local of the library, "NAME = ARGV[PREFIXN]" (the batch's
  * arguments: PREFIX empty; each update's: "at + "), and for the batch the
  * names table of the buckets: NAME -> N, as the script reads them. */
 static GHashTable *
@@ -154,7 +155,7 @@ script_reads (const char *source, const char *prefix)
   GHashTable *reads
       = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autofree char *pattern
-      = g_strdup_printf ("^ *local (\\w+) = ARGV\\[%s(\\d+)\\]$", prefix);
+      = g_strdup_printf ("^ *(?:local )?(\\w+) = ARGV\\[%s(\\d+)\\]$", prefix);
   g_autoptr (GRegex) one = g_regex_new (pattern, G_REGEX_MULTILINE, 0, NULL);
   g_autoptr (GMatchInfo) m = NULL;
 
@@ -170,8 +171,9 @@ script_reads (const char *source, const char *prefix)
     }
   if (*prefix == '\0')
     {
-      g_autoptr (GRegex) names = g_regex_new (
-          "^local names = \\{\\[0\\] = (.*)\\}$", G_REGEX_MULTILINE, 0, NULL);
+      g_autoptr (GRegex) names
+          = g_regex_new ("^ *(?:local )?names = \\{\\[0\\] = (.*)\\}$",
+                         G_REGEX_MULTILINE, 0, NULL);
       g_autoptr (GMatchInfo) nm = NULL;
       g_autofree char *list = NULL;
       g_auto (GStrv) items = NULL;

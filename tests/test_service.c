@@ -532,13 +532,14 @@ test_packed_records (void)
 
 #define WIDTH_MS (RANK_DEFAULT_DEDUP_WINDOW_S * 250) /* a time bucket */
 
-/* Runs the Lua source of update.lua on board b with the arguments rankd
+/* Runs update.lua (its library, loaded unless Redis has it) on board b
+ * with the arguments rankd
  * gives it (rank_store_update_command) for an INCREMENT of member by value
  * with request id rid, at now (Unix ms), with rankd's default window.
  * Returns applied. */
 static gboolean
-eval_update (redisContext *c, const char *source, const char *b,
-             const char *member, gint64 value, const char *rid, gint64 now)
+eval_update (redisContext *c, const char *b, const char *member, gint64 value,
+             const char *rid, gint64 now)
 {
   g_autoptr (RankConfig) config = rank_config_new ();
   RankUpdate u = { .member = member,
@@ -560,8 +561,14 @@ eval_update (redisContext *c, const char *source, const char *b,
   g_assert_true (rank_context_write (&ctx, now, NULL));
   rank_store_update_command (&ctx, &u, 1, &head, &item);
   g_snprintf (numkeys, sizeof numkeys, "%d", head.nkeys);
-  argv[0] = "EVAL", lens[0] = 4;
-  argv[1] = source, lens[1] = strlen (source);
+  r = redisCommand (c, "FUNCTION LOAD %s", rank_lua_update);
+  g_assert_true (r->type == REDIS_REPLY_STRING
+                 || (r->type == REDIS_REPLY_ERROR
+                     && strstr (r->str, "already exists") != NULL));
+  freeReplyObject (r);
+  argv[0] = "FCALL", lens[0] = 5;
+  argv[1] = rank_lua_update_function;
+  lens[1] = strlen (rank_lua_update_function);
   argv[2] = numkeys, lens[2] = strlen (numkeys);
   argc = 3;
   argc += rank_command_argv (&head, argv + argc, lens + argc);
@@ -634,8 +641,7 @@ test_meta_buckets (void)
       g_autoptr (GHashTable) meta = NULL;
       g_autoptr (GPtrArray) buckets = NULL;
 
-      g_assert_true (eval_update (c, rank_lua_update, b, "ann", 1, rid,
-                                  in_bucket (k0 + i)));
+      g_assert_true (eval_update (c, b, "ann", 1, rid, in_bucket (k0 + i)));
       meta = request_meta (c, b);
       buckets = meta_buckets (meta);
       g_assert_cmpuint (buckets->len, ==, MIN (i + 1, 5));
@@ -661,15 +667,12 @@ test_meta_buckets (void)
   }
   /* In bucket k0+7: r3 (4 buckets before) is still a retry, r2 (5 before)
    * is forgotten and applies again. */
-  g_assert_false (
-      eval_update (c, rank_lua_update, b, "ann", 1, "r3", in_bucket (k0 + 7)));
-  g_assert_true (
-      eval_update (c, rank_lua_update, b, "ann", 1, "r2", in_bucket (k0 + 7)));
+  g_assert_false (eval_update (c, b, "ann", 1, "r3", in_bucket (k0 + 7)));
+  g_assert_true (eval_update (c, b, "ann", 1, "r2", in_bucket (k0 + 7)));
   for (int i = 3; i < 8; i++)
     {
       g_autofree char *rid = g_strdup_printf ("r%d", i);
-      g_assert_false (eval_update (c, rank_lua_update, b, "ann", 1, rid,
-                                   in_bucket (k0 + 7)));
+      g_assert_false (eval_update (c, b, "ann", 1, rid, in_bucket (k0 + 7)));
     }
   g_assert_cmpint (integer_reply (c, "HLEN %s", record), ==, 1 + 6);
   /* The record hash, marked in k0+6, goes at the end of bucket k0+11; the
@@ -692,12 +695,9 @@ test_retry_from_a_clock_behind (void)
   redisContext *c = redis_connect (redis->port);
   gint64 k0 = g_get_real_time () / 1000 / WIDTH_MS;
 
-  g_assert_true (eval_update (c, rank_lua_update, b, "ann", 1, "early",
-                              in_bucket (k0 + 2)));
-  g_assert_false (
-      eval_update (c, rank_lua_update, b, "ann", 1, "early", in_bucket (k0)));
-  g_assert_false (eval_update (c, rank_lua_update, b, "ann", 1, "early",
-                               in_bucket (k0 + 1)));
+  g_assert_true (eval_update (c, b, "ann", 1, "early", in_bucket (k0 + 2)));
+  g_assert_false (eval_update (c, b, "ann", 1, "early", in_bucket (k0)));
+  g_assert_false (eval_update (c, b, "ann", 1, "early", in_bucket (k0 + 1)));
   redisFree (c);
 }
 
@@ -721,7 +721,7 @@ test_layout_sizing (void)
   for (int i = 0; i < 400; i++)
     {
       g_autofree char *rid = g_strdup_printf ("p%d", i);
-      g_assert_true (eval_update (c, rank_lua_update, b, "ann", 1, rid, now));
+      g_assert_true (eval_update (c, b, "ann", 1, rid, now));
     }
   {
     g_autoptr (GHashTable) meta = request_meta (c, b);
@@ -737,7 +737,7 @@ test_layout_sizing (void)
       g_autofree char *rid = g_strdup_printf ("p%d", i);
       g_autoptr (GHashTable) meta = NULL;
 
-      if (eval_update (c, rank_lua_update, b, "ann", 1, rid, now))
+      if (eval_update (c, b, "ann", 1, rid, now))
         g_error ("p%d applied twice (retry %d after the shrink)", i, i);
       meta = request_meta (c, b);
       g_assert_cmpstr (g_hash_table_lookup (meta, "s"), ==, "1");
@@ -768,8 +768,8 @@ test_layout_sizing (void)
    * layout to 8,192 hashes (32 records each), moving the one hash at once. */
   r = redisCommand (c, "HSET %s %" G_GINT64_FORMAT " 262143", qkey, k0);
   freeReplyObject (r);
-  g_assert_true (eval_update (c, rank_lua_update, b, "ann", 1, "x", now));
-  g_assert_false (eval_update (c, rank_lua_update, b, "ann", 1, "p7", now));
+  g_assert_true (eval_update (c, b, "ann", 1, "x", now));
+  g_assert_false (eval_update (c, b, "ann", 1, "p7", now));
   {
     g_autoptr (GHashTable) meta = request_meta (c, b);
     g_autofree char *bucket = g_strdup_printf ("%" G_GINT64_FORMAT, k0);
@@ -1766,21 +1766,35 @@ test_redis_restarted (void)
   rank_test_process_free (own_redis);
 }
 
-/* Redis forgot the scripts (SCRIPT FLUSH, a restart without persistence of
- * its script cache): rankd loads them again and the call succeeds. */
+/* Redis forgot the scripts and the update function (SCRIPT FLUSH,
+ * FUNCTION FLUSH, a restart without persistence): rankd loads them again
+ * and the call succeeds, and so does the next one on another board. */
 static void
 test_noscript_reload (void)
 {
   g_autofree char *b = rank_test_unique ("noscript");
+  g_autofree char *b2 = rank_test_unique ("noscript");
   redisContext *rc = redis_connect (redis->port);
   redisReply *r = redisCommand (rc, "SCRIPT FLUSH");
 
   g_assert_cmpint (r->type, ==, REDIS_REPLY_STATUS);
   freeReplyObject (r);
+  r = redisCommand (rc, "FUNCTION FLUSH");
+  g_assert_cmpint (r->type, ==, REDIS_REPLY_STATUS);
+  freeReplyObject (r);
   assert_update (update (b, "ann", 4, "n1", NO_MODE, NO_TIME), 4, 1, TRUE);
+  /* It is loaded again, under the name rankd calls. */
+  r = redisCommand (rc, "FUNCTION LIST LIBRARYNAME rankd_*");
+  g_assert_cmpint (r->type, ==, REDIS_REPLY_ARRAY);
+  g_assert_cmpuint (r->elements, >=, 1);
+  freeReplyObject (r);
   r = redisCommand (rc, "SCRIPT FLUSH");
   freeReplyObject (r);
+  r = redisCommand (rc, "FUNCTION FLUSH");
+  freeReplyObject (r);
   assert_rank (b, "ann", 4, 1);
+  assert_update (update (b2, "bob", 5, "n2", NO_MODE, NO_TIME), 5, 1, TRUE);
+  assert_update (update (b2, "bob", 5, "n2", NO_MODE, NO_TIME), 5, 1, FALSE);
   redisFree (rc);
 }
 

@@ -111,65 +111,51 @@
 -- first write: a refused or failed update changes nothing and records
 -- nothing.
 --
--- Try it: redis-cli EVAL "$(cat prelude.lua update.lua)" 6 'rk:{b}:z' 'rk:{b}:t' \
+-- Try it: load it as a library (the build names it after its text; any
+-- name does), then call it:
+--   (printf '#!lua name=try\nlocal FUNCTION_NAME = "try_update"\n'; \
+--    cat prelude.lua update.lua) | sed 's/^local sub, byte = .*/local sub, byte/' |
+--     redis-cli -x FUNCTION LOAD
+--   redis-cli FCALL try_update 6 'rk:{b}:z' 'rk:{b}:t' \
 --   'rk:{b}:q' 'rk:{b}:d' 'rk:{b}:c' 'rk:{b}:a' \
 --   2127555 2127554 2127553 2127552 2127551 1914804900000 1 desc ordinal 0 0 \
 --   '' alice "$(printf '\1\1\1\16\6\2fp01request-1-\1\2\3\4\5\00610')"
 -- (no NUL bytes: the shell drops them; 1 1 1 is an INCREMENT without
 -- subscores whose data, given empty, is deleted; 14, 6 and 2 the lengths of
 -- its id, prefix and value 10)
+--
+-- A function library, not an EVAL script. An EVAL script's body runs
+-- whole at every call: this file's 34 local functions were made again
+-- each time, with their upvalues and the garbage they leave, ~114k of the
+-- ~302k instructions Redis ran for a call of one update (callgrind;
+-- bench/README, "update.lua as a function"). A library's top level runs
+-- once, when it loads (FUNCTION LOAD): the functions below are made then,
+-- and a call (FCALL) runs only the function registered at the end. So
+-- what a call sets is declared here, at the top, and assigned at the
+-- call's start by its lines "x = ..."; constants are the library's. While
+-- a library loads, Redis lets it read only its redis API (no string,
+-- math, ...): the build turns prelude.lua's `local sub, byte =
+-- string.sub, string.byte` into `local sub, byte`, which each call sets,
+-- and gives FUNCTION_NAME (src/embed.cmake).
 
-local zkey, tkey, qprefix, dkey, ckey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local akey = KEYS[6]
--- The batch's arguments, one a line, in the order rankd gives them
--- (store_update.c, BatchArg; tests/test_requestid.c checks the two agree).
--- The buckets of the window, by name: names[0] the current one, names[i]
--- the one i before it.
-local names = {[0] = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]}
-local record_expire_at = ARGV[6]
-local rank_wanted = ARGV[7]
-local order = ARGV[8]
-local kind = ARGV[9]
-local cap = ARGV[10]
-local expire_at = ARGV[11]
-local group = ARGV[12]
--- Then ITEM arguments per update (store_update.c, ItemArg); in a batch of
--- sets (below), one argument holding all of its updates.
+local KEYS, ARGV
+-- What each call sets (the call's arguments, the board's meta, the
+-- batch's tables and replies), assigned at its start: see above.
+local zkey, tkey, qprefix, dkey, ckey, akey, names, record_expire_at,
+  rank_wanted, order, kind, cap, expire_at, group, grouped, sets, count,
+  PREFIX_LEN, ascending, current, unswept, epoch, meta, hashes_s, leaving_s,
+  hashes, leaving, migrated, n, live, opened, layout_changed, records_added,
+  current_base, leaving_base, touch_key, touch_want, touch_what, typed,
+  deferred, prefix_of, zscore_of_member, moved_members, was_key, data_members,
+  data_of, results, out, as_sent, set_members, set_hset, set_zadd, set_aset,
+  set_adel, sets_with_data, set_prefix, set_zscore, set_found, stopped
+-- HEAD arguments of the batch (open_call), then ITEM arguments per update
+-- (store_update.c, ItemArg); in a batch of sets (below), one argument
+-- holding all of its updates.
 local HEAD, ITEM = 12, 2
 local TIME_BYTES = 6
-local grouped = group ~= ''
-
--- A batch recorded as a whole whose updates each SET a member of their
--- own (an import's; rankd says so in the group argument, and gives each
--- update's sorted-set score as its value) comes as one argument, its
--- updates one after another: four string.subs of it give an update's four
--- strings (about 0.8k instructions each), where two arguments of its own
--- (about 1.2k each: the parse, the object, the Lua string), two subs and
--- a concatenation did (bench/README). Each update is a header (SetByte
--- of store_update.c): its member's length (2 bytes), the lengths of its
--- prefix and value, data given (1: set or, when empty, delete the
--- member's data), its data's length (2 bytes); then its prefix, member,
--- its value in the times hash (the prefix again, then the sorted-set score
--- in 8 bytes, as place makes it), its value (the sorted-set score as text)
--- and data: the prefix and member are its sorted-set member as written.
-local sets = grouped and byte(group, 24) == 1
-
--- The updates in this call (a batch of sets says how many it packed).
-local count = sets and byte(group, 15) or (#ARGV - HEAD) / ITEM
--- The length of the board's prefixes (its time and subscores), as the
--- first update gives it: the 3rd byte of a set's header, else the 5th of
--- the update's what.
-local PREFIX_LEN = count == 0 and 0 or sets and byte(ARGV[HEAD + 1], 3)
-  or byte(ARGV[HEAD + 2], 5)
-
-rank_wanted = rank_wanted == '1'
-local ascending = order == 'asc'
-local current = tonumber(names[0])
 local LIMIT = 9007199254740991
 local BUCKETS = 4          -- buckets a record stays live after its own
--- A record hash is swept at a write 2 buckets after its mark: marks of the
--- current bucket and the one before need no sweep.
-local unswept = {[names[0]] = true, [names[1]] = true}
 local PER_HASH = 32        -- live records aimed at per record hash
 local FULL_HASH = 48       -- live records per hash that grow the layout
 local GROWTH = 2           -- how many times the hashes a layout grows to (at least)
@@ -177,9 +163,6 @@ local LOW_HASH = 16        -- live records per hash under which the layout shrin
 local MAX_HASHES = 1048576
 local MIGRATE_MIN = 8      -- hashes of the layout left that a call moves, at least
 local MARK = ''            -- the field of a record hash that holds its mark
-
--- A record's value starts with its bucket, mod 16, in the top 4 bits.
-local epoch = current % 16
 local AHEAD = 2            -- buckets ahead a record still counts
 
 -- A record that is live (its bucket is the current one or one of the
@@ -202,21 +185,6 @@ local function same_request(a, b)
     and sub(a, 2) == sub(b, 2)
 end
 
--- The board's meta: its layout, and the records of the window's buckets.
-local meta = call_on(qprefix, 'hash', 'request-id meta', 'HMGET', 's', 'o',
-  'm', names[0], names[1], names[2], names[3], names[4])
-local hashes_s, leaving_s = meta[1], meta[2]
-local hashes, leaving = tonumber(hashes_s), tonumber(leaving_s)
-local migrated = tonumber(meta[3]) or 0
-local n = tonumber(meta[4]) or 0
-local live = n
-for i = 5, 8 do
-  live = live + (tonumber(meta[i]) or 0)
-end
-local opened = not meta[4]
-local layout_changed = false
-local records_added = 0
-
 -- The smallest power of 2 hashes that holds records at PER_HASH each.
 local function hashes_for(records)
   local h = 1
@@ -224,27 +192,6 @@ local function hashes_for(records)
     h = h * 2
   end
   return h
-end
-
--- The layout: sized for this call on a new (or idle) board; grown or shrunk
--- when none is being left.
-if not hashes then
-  hashes = hashes_for(live + count)
-  hashes_s = string.format('%d', hashes)
-  layout_changed = true
-elseif not leaving then
-  local size = hashes
-  if live > hashes * FULL_HASH and hashes < MAX_HASHES then
-    size = math.max(math.min(hashes * GROWTH, MAX_HASHES),
-      hashes_for(live + count))
-  elseif hashes > 1 and live + count < hashes * LOW_HASH then
-    size = hashes_for(live + count)
-  end
-  if size ~= hashes then
-    leaving, leaving_s, migrated = hashes, hashes_s, 0
-    hashes, hashes_s = size, string.format('%d', size)
-    layout_changed = true
-  end
 end
 
 -- A request id's selector: the first 4 bytes of its field, big-endian, of
@@ -259,63 +206,10 @@ end
 local function layout_base(size_s)
   return size_s and qprefix .. ':' .. size_s .. ':'
 end
-local current_base, leaving_base = layout_base(hashes_s), layout_base(leaving_s)
 
 local function record_hash(base, size, selector)
   return base .. string.format('%d', selector % size)
 end
-
--- While a layout is left: this call's share of its hashes (from migrated
--- on) moves first, so that every lookup below sees where each record is.
--- Every hash read and every hash written is checked before the first
--- write: a damaged one stops the call with nothing changed.
-if leaving then
-  local last = math.min(migrated + math.max(count, MIGRATE_MIN), leaving)
-  local from, into, order = {}, {}, {}
-  for j = migrated, last - 1 do
-    local key = leaving_base .. string.format('%d', j)
-    local all = call_on(key, 'hash', 'request-id records', 'HGETALL')
-    if #all > 0 then
-      from[#from + 1] = key
-    end
-    for i = 1, #all, 2 do
-      local field, value = all[i], all[i + 1]
-      if field ~= MARK and live_record(value) then
-        -- By the target hash's number: its name is made once a target,
-        -- not once a record.
-        local at = selector_of(field) % hashes
-        local moving = into[at]
-        if not moving then
-          moving = {}
-          into[at] = moving
-          order[#order + 1] = {record_hash(current_base, hashes, at), moving}
-        end
-        moving[#moving + 1] = field
-        moving[#moving + 1] = value
-      end
-    end
-  end
-  for _, target in ipairs(order) do
-    expect(target[1], 'hash', 'request-id records')
-  end
-  for _, target in ipairs(order) do
-    redis.call('HSET', target[1], unpack(target[2]))
-    redis.call('PEXPIREAT', target[1], record_expire_at)
-  end
-  if #from > 0 then
-    redis.call('DEL', unpack(from))
-  end
-  migrated = last
-  if migrated >= leaving then
-    leaving, leaving_s = nil, nil
-  end
-  layout_changed = true
-end
-
--- The key an update reads next with a plain redis.call (call_on's pcall
--- costs about as much again), and what rankd keeps there: a WRONGTYPE met
--- then is named as call_on names it (wrongtype_named).
-local touch_key, touch_want, touch_what
 
 local function wrongtype_named(err)
   if touch_key and string.find(tostring(err), 'WRONGTYPE', 1, true) then
@@ -420,10 +314,6 @@ local function count_score(score, delta)
   end
 end
 
--- Keys whose type this batch checked (no other client runs meanwhile, and
--- its own writes keep them).
-local typed = {}
-
 local function expect_once(key, want, what)
   if not typed[key] then
     expect(key, want, what)
@@ -445,24 +335,6 @@ end
 local function place(prefix, z)
   return prefix .. struct.pack('>i8', z)
 end
-
--- Writes. A batch whose updates want no rank, on a board without a cap or
--- dense ranks (an import, the queue's drain, a sharded board), is
--- deferred: its members' places are read at once (one HMGET of their
--- times, one ZMSCORE of their keys) and kept in tables as each update
--- changes them, and written once every update is computed: one ZREM,
--- ZADD, HSET and HDEL per key carry them all. Any other batch reads and
--- writes each update's place as it goes, for the ranks (and cap trims) of
--- the updates after it. (Lua tables cost Redis more than the redis.calls
--- they would save there: callgrind, bench/instructions.sh.)
-local deferred = not rank_wanted and cap == '0' and kind ~= 'dense'
--- Deferred: each member's prefix (false: not on the board) and sorted-set
--- score, as the updates so far leave them; the members whose place or
--- data changed, in order, with their sorted-set keys before the batch
--- (false: none) and their data now ('': none).
-local prefix_of, zscore_of_member = {}, {}
-local moved_members, was_key = {}, {}
-local data_members, data_of = {}, {}
 
 -- The places of members (an array) on the board, by position: their
 -- prefixes (false: not on it) and their sorted-set scores; and how many
@@ -780,8 +652,6 @@ local function load_and_apply(at)
   return apply(at)
 end
 
-local results, out = {}, 0
-
 -- Every update of the call answers r (whatever was answered before).
 local function answer_all(r)
   for i = count + 1, out do
@@ -804,25 +674,6 @@ end
 
 local GROUP_REUSED = 'RANK_INVALID request_id: already used on this ' ..
   'board for another batch'
-
--- A batch of sets (above) is answered as sent: it returns the number of
--- its updates instead of their replies, and rankd answers each with the
--- score and subscores it sent, rank 0, applied, which is what a SET
--- applied leaves whatever the member had. (The replies would cost Redis a
--- Lua table and 4 reply elements an update, and rankd their parse.) Its
--- updates are unpacked by position straight into the arguments of the
--- commands that write them as members new to the board (HSET of the
--- times, ZADD), without the tables by member of load_places; a batch
--- that finds some of its members on the board is sorted out after.
-local as_sent = false
--- Each update's member; {member, prefix} and {value, sorted-set member}
--- of each, one after another; its data's writes (data_write).
-local set_members, set_hset, set_zadd = {}, {}, {}
-local set_aset, set_adel = {}, {}
-local sets_with_data = false
--- Each update's member's prefix on the board (false: not on it) and its
--- sorted-set score then; how many were on it.
-local set_prefix, set_zscore, set_found
 
 local function unpack_sets(pack)
   local n, at, last = 0, 1, #pack
@@ -999,97 +850,296 @@ local function apply_group()
   flush()
   recorded(ghash, gmark)
 end
+-- The call, in three functions (Lua 5.1 lets a function use at most 60
+-- of the library's locals): the batch's arguments, the board's meta and
+-- its layout.
+local function open_call()
+  zkey, tkey, qprefix, dkey, ckey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+  akey = KEYS[6]
+  -- The batch's arguments, one a line, in the order rankd gives them
+  -- (store_update.c, BatchArg; tests/test_requestid.c checks the two agree).
+  -- The buckets of the window, by name: names[0] the current one, names[i]
+  -- the one i before it.
+  names = {[0] = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]}
+  record_expire_at = ARGV[6]
+  rank_wanted = ARGV[7]
+  order = ARGV[8]
+  kind = ARGV[9]
+  cap = ARGV[10]
+  expire_at = ARGV[11]
+  group = ARGV[12]
+  grouped = group ~= ''
 
-if grouped then
-  apply_group()
-end
-local stopped
-for i = 1, grouped and 0 or count do
-  if stopped then
-    out = out + 1
-    results[out] = redis.error_reply('RANK_UNAVAILABLE not applied: ' .. stopped)
-  else
-    local first = i == 1 and deferred
-    local ok, r, rank, applied, subs = pcall(
-      first and load_and_apply or apply, HEAD + (i - 1) * ITEM)
-    if not ok then
-      r = error_text(r)
-    end
-    if ok and type(r) == 'table' then
-      out = out + 1
-      results[out] = r
-    elseif ok then
-      results[out + 1], results[out + 2] = r, rank
-      results[out + 3], results[out + 4] = applied, subs
-      out = out + 4
-    elseif sub(tostring(r), 1, 13) == 'RANK_DAMAGED ' then
-      -- Damaged data: this update changed nothing; the batch stops here.
-      out = out + 1
-      results[out] = redis.error_reply(r)
-      stopped = 'an update before it in the same batch met ' .. r
-    else
-      -- What the updates before it did is written, as each would have
-      -- been alone.
-      flush()
-      error({err = tostring(r)})
-    end
-  end
-end
-if not grouped then
-  flush()
-end
+  -- A batch recorded as a whole whose updates each SET a member of their
+  -- own (an import's; rankd says so in the group argument, and gives each
+  -- update's sorted-set score as its value) comes as one argument, its
+  -- updates one after another: four string.subs of it give an update's four
+  -- strings (about 0.8k instructions each), where two arguments of its own
+  -- (about 1.2k each: the parse, the object, the Lua string), two subs and
+  -- a concatenation did (bench/README). Each update is a header (SetByte
+  -- of store_update.c): its member's length (2 bytes), the lengths of its
+  -- prefix and value, data given (1: set or, when empty, delete the
+  -- member's data), its data's length (2 bytes); then its prefix, member,
+  -- its value in the times hash (the prefix again, then the sorted-set score
+  -- in 8 bytes, as place makes it), its value (the sorted-set score as text)
+  -- and data: the prefix and member are its sorted-set member as written.
+  sets = grouped and byte(group, 24) == 1
 
--- What the records of this batch leave in the meta hash (and, in a bucket's
--- first call, its expiry and the fields of buckets out of the window), and
--- the expiry of a period's keys.
--- (A new board's first call that records nothing leaves no meta.)
-if records_added > 0 or (layout_changed and meta[1]) then
-  local fields = {'HSET', qprefix}
-  if records_added > 0 then
-    fields[#fields + 1] = names[0]
-    fields[#fields + 1] = n + records_added
+  -- The updates in this call (a batch of sets says how many it packed).
+  count = sets and byte(group, 15) or (#ARGV - HEAD) / ITEM
+  -- The length of the board's prefixes (its time and subscores), as the
+  -- first update gives it: the 3rd byte of a set's header, else the 5th of
+  -- the update's what.
+  PREFIX_LEN = count == 0 and 0 or sets and byte(ARGV[HEAD + 1], 3)
+    or byte(ARGV[HEAD + 2], 5)
+
+  rank_wanted = rank_wanted == '1'
+  ascending = order == 'asc'
+  current = tonumber(names[0])
+  -- A record hash is swept at a write 2 buckets after its mark: marks of the
+  -- current bucket and the one before need no sweep.
+  unswept = {[names[0]] = true, [names[1]] = true}
+
+  -- A record's value starts with its bucket, mod 16, in the top 4 bits.
+  epoch = current % 16
+
+  -- The board's meta: its layout, and the records of the window's buckets.
+  meta = call_on(qprefix, 'hash', 'request-id meta', 'HMGET', 's', 'o',
+    'm', names[0], names[1], names[2], names[3], names[4])
+  hashes_s, leaving_s = meta[1], meta[2]
+  hashes, leaving = tonumber(hashes_s), tonumber(leaving_s)
+  migrated = tonumber(meta[3]) or 0
+  n = tonumber(meta[4]) or 0
+  live = n
+  for i = 5, 8 do
+    live = live + (tonumber(meta[i]) or 0)
   end
-  if layout_changed then
-    fields[#fields + 1] = 's'
-    fields[#fields + 1] = hashes_s
-    if leaving then
-      fields[#fields + 1] = 'o'
-      fields[#fields + 1] = leaving_s
-      fields[#fields + 1] = 'm'
-      fields[#fields + 1] = migrated
+  opened = not meta[4]
+  layout_changed = false
+  records_added = 0
+
+  -- The layout: sized for this call on a new (or idle) board; grown or shrunk
+  -- when none is being left.
+  if not hashes then
+    hashes = hashes_for(live + count)
+    hashes_s = string.format('%d', hashes)
+    layout_changed = true
+  elseif not leaving then
+    local size = hashes
+    if live > hashes * FULL_HASH and hashes < MAX_HASHES then
+      size = math.max(math.min(hashes * GROWTH, MAX_HASHES),
+        hashes_for(live + count))
+    elseif hashes > 1 and live + count < hashes * LOW_HASH then
+      size = hashes_for(live + count)
+    end
+    if size ~= hashes then
+      leaving, leaving_s, migrated = hashes, hashes_s, 0
+      hashes, hashes_s = size, string.format('%d', size)
+      layout_changed = true
     end
   end
-  if #fields > 2 then
-    redis.call(unpack(fields))
-  end
-  if meta[2] and not leaving then
-    redis.call('HDEL', qprefix, 'o', 'm')
-  end
-  if opened then
-    local all = redis.call('HGETALL', qprefix)
-    local stale = {}
-    for j = 1, #all, 2 do
-      local k = tonumber(all[j])
-      if k and (k < current - BUCKETS or k > current + BUCKETS) then
-        stale[#stale + 1] = all[j]
+  current_base, leaving_base = layout_base(hashes_s), layout_base(leaving_s)
+end
+-- The moves of a layout being left, the batch's tables, and a batch
+-- recorded as a whole.
+local function prepare_call()
+  -- While a layout is left: this call's share of its hashes (from migrated
+  -- on) moves first, so that every lookup below sees where each record is.
+  -- Every hash read and every hash written is checked before the first
+  -- write: a damaged one stops the call with nothing changed.
+  if leaving then
+    local last = math.min(migrated + math.max(count, MIGRATE_MIN), leaving)
+    local from, into, order = {}, {}, {}
+    for j = migrated, last - 1 do
+      local key = leaving_base .. string.format('%d', j)
+      local all = call_on(key, 'hash', 'request-id records', 'HGETALL')
+      if #all > 0 then
+        from[#from + 1] = key
+      end
+      for i = 1, #all, 2 do
+        local field, value = all[i], all[i + 1]
+        if field ~= MARK and live_record(value) then
+          -- By the target hash's number: its name is made once a target,
+          -- not once a record.
+          local at = selector_of(field) % hashes
+          local moving = into[at]
+          if not moving then
+            moving = {}
+            into[at] = moving
+            order[#order + 1] = {record_hash(current_base, hashes, at), moving}
+          end
+          moving[#moving + 1] = field
+          moving[#moving + 1] = value
+        end
       end
     end
-    if #stale > 0 then
-      redis.call('HDEL', qprefix, unpack(stale))
+    for _, target in ipairs(order) do
+      expect(target[1], 'hash', 'request-id records')
     end
-    redis.call('PEXPIREAT', qprefix, record_expire_at)
+    for _, target in ipairs(order) do
+      redis.call('HSET', target[1], unpack(target[2]))
+      redis.call('PEXPIREAT', target[1], record_expire_at)
+    end
+    if #from > 0 then
+      redis.call('DEL', unpack(from))
+    end
+    migrated = last
+    if migrated >= leaving then
+      leaving, leaving_s = nil, nil
+    end
+    layout_changed = true
   end
-end
-if records_added > 0 and expire_at ~= '0' then
-  redis.call('PEXPIREAT', zkey, expire_at)
-  redis.call('PEXPIREAT', tkey, expire_at)
-  redis.call('PEXPIREAT', akey, expire_at)
-  if kind == 'dense' then
-    redis.call('PEXPIREAT', dkey, expire_at)
-    redis.call('PEXPIREAT', ckey, expire_at)
+
+  -- The key an update reads next with a plain redis.call (call_on's pcall
+  -- costs about as much again), and what rankd keeps there: a WRONGTYPE met
+  -- then is named as call_on names it (wrongtype_named).
+  touch_key, touch_want, touch_what = nil, nil, nil
+
+  -- Keys whose type this batch checked (no other client runs meanwhile, and
+  -- its own writes keep them).
+  typed = {}
+
+  -- Writes. A batch whose updates want no rank, on a board without a cap or
+  -- dense ranks (an import, the queue's drain, a sharded board), is
+  -- deferred: its members' places are read at once (one HMGET of their
+  -- times, one ZMSCORE of their keys) and kept in tables as each update
+  -- changes them, and written once every update is computed: one ZREM,
+  -- ZADD, HSET and HDEL per key carry them all. Any other batch reads and
+  -- writes each update's place as it goes, for the ranks (and cap trims) of
+  -- the updates after it. (Lua tables cost Redis more than the redis.calls
+  -- they would save there: callgrind, bench/instructions.sh.)
+  deferred = not rank_wanted and cap == '0' and kind ~= 'dense'
+  -- Deferred: each member's prefix (false: not on the board) and sorted-set
+  -- score, as the updates so far leave them; the members whose place or
+  -- data changed, in order, with their sorted-set keys before the batch
+  -- (false: none) and their data now ('': none).
+  prefix_of, zscore_of_member = {}, {}
+  moved_members, was_key = {}, {}
+  data_members, data_of = {}, {}
+
+  results, out = {}, 0
+
+  -- A batch of sets (above) is answered as sent: it returns the number of
+  -- its updates instead of their replies, and rankd answers each with the
+  -- score and subscores it sent, rank 0, applied, which is what a SET
+  -- applied leaves whatever the member had. (The replies would cost Redis a
+  -- Lua table and 4 reply elements an update, and rankd their parse.) Its
+  -- updates are unpacked by position straight into the arguments of the
+  -- commands that write them as members new to the board (HSET of the
+  -- times, ZADD), without the tables by member of load_places; a batch
+  -- that finds some of its members on the board is sorted out after.
+  as_sent = false
+  -- Each update's member; {member, prefix} and {value, sorted-set member}
+  -- of each, one after another; its data's writes (data_write).
+  set_members, set_hset, set_zadd = {}, {}, {}
+  set_aset, set_adel = {}, {}
+  sets_with_data = false
+  -- Each update's member's prefix on the board (false: not on it) and its
+  -- sorted-set score then; how many were on it.
+  set_prefix, set_zscore, set_found = nil, nil, nil
+
+  if grouped then
+    apply_group()
   end
+  stopped = nil
 end
-if as_sent then
-  return count
+-- The updates, the meta they leave, the expiries, and the reply.
+local function apply_call()
+  for i = 1, grouped and 0 or count do
+    if stopped then
+      out = out + 1
+      results[out] = redis.error_reply('RANK_UNAVAILABLE not applied: ' .. stopped)
+    else
+      local first = i == 1 and deferred
+      local ok, r, rank, applied, subs = pcall(
+        first and load_and_apply or apply, HEAD + (i - 1) * ITEM)
+      if not ok then
+        r = error_text(r)
+      end
+      if ok and type(r) == 'table' then
+        out = out + 1
+        results[out] = r
+      elseif ok then
+        results[out + 1], results[out + 2] = r, rank
+        results[out + 3], results[out + 4] = applied, subs
+        out = out + 4
+      elseif sub(tostring(r), 1, 13) == 'RANK_DAMAGED ' then
+        -- Damaged data: this update changed nothing; the batch stops here.
+        out = out + 1
+        results[out] = redis.error_reply(r)
+        stopped = 'an update before it in the same batch met ' .. r
+      else
+        -- What the updates before it did is written, as each would have
+        -- been alone.
+        flush()
+        error({err = tostring(r)})
+      end
+    end
+  end
+  if not grouped then
+    flush()
+  end
+
+  -- What the records of this batch leave in the meta hash (and, in a bucket's
+  -- first call, its expiry and the fields of buckets out of the window), and
+  -- the expiry of a period's keys.
+  -- (A new board's first call that records nothing leaves no meta.)
+  if records_added > 0 or (layout_changed and meta[1]) then
+    local fields = {'HSET', qprefix}
+    if records_added > 0 then
+      fields[#fields + 1] = names[0]
+      fields[#fields + 1] = n + records_added
+    end
+    if layout_changed then
+      fields[#fields + 1] = 's'
+      fields[#fields + 1] = hashes_s
+      if leaving then
+        fields[#fields + 1] = 'o'
+        fields[#fields + 1] = leaving_s
+        fields[#fields + 1] = 'm'
+        fields[#fields + 1] = migrated
+      end
+    end
+    if #fields > 2 then
+      redis.call(unpack(fields))
+    end
+    if meta[2] and not leaving then
+      redis.call('HDEL', qprefix, 'o', 'm')
+    end
+    if opened then
+      local all = redis.call('HGETALL', qprefix)
+      local stale = {}
+      for j = 1, #all, 2 do
+        local k = tonumber(all[j])
+        if k and (k < current - BUCKETS or k > current + BUCKETS) then
+          stale[#stale + 1] = all[j]
+        end
+      end
+      if #stale > 0 then
+        redis.call('HDEL', qprefix, unpack(stale))
+      end
+      redis.call('PEXPIREAT', qprefix, record_expire_at)
+    end
+  end
+  if records_added > 0 and expire_at ~= '0' then
+    redis.call('PEXPIREAT', zkey, expire_at)
+    redis.call('PEXPIREAT', tkey, expire_at)
+    redis.call('PEXPIREAT', akey, expire_at)
+    if kind == 'dense' then
+      redis.call('PEXPIREAT', dkey, expire_at)
+      redis.call('PEXPIREAT', ckey, expire_at)
+    end
+  end
+  if as_sent then
+    return count
+  end
+  return results
 end
-return results
+
+redis.register_function(FUNCTION_NAME, function(keys, args)
+  KEYS, ARGV = keys, args
+  sub, byte = string.sub, string.byte
+  open_call()
+  prepare_call()
+  return apply_call()
+end)
