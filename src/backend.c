@@ -26,10 +26,15 @@ typedef struct
 {
   const char *name;
   const char *source;
-  /* A function library's (update.lua): its function, called with FCALL and
-   * loaded when Redis says it has none; else NULL, an EVAL script: loaded
-   * on every connection (SCRIPT LOAD), called by its SHA1. */
-  const char *function;
+  /* How it is called and loaded, from script_init. An EVAL script:
+   * EVALSHA <sha>, SCRIPT LOAD on every connection and again after
+   * NOSCRIPT. A function library (update.lua): FCALL <function>, FUNCTION
+   * LOAD when Redis says it has no such function. */
+  gboolean library;
+  const char *call;    /* EVALSHA or FCALL */
+  const char *callee;  /* sha or the function's name */
+  const char *load;    /* SCRIPT or FUNCTION (LOAD) */
+  const char *missing; /* how Redis's error starts when it lacks it */
   char sha[41];
   /* A batch's answer: 0, one reply per item (an array or an error); n,
    * the items' replies one after another, n elements each, or one error
@@ -112,9 +117,13 @@ script_init (Script *script, const char *name, const char *source,
 
   script->name = name;
   script->source = source;
-  script->function = function;
   script->flat_width = flat_width;
   g_strlcpy (script->sha, sha, sizeof script->sha);
+  script->library = function != NULL;
+  script->call = script->library ? "FCALL" : "EVALSHA";
+  script->callee = script->library ? function : script->sha;
+  script->load = script->library ? "FUNCTION" : "SCRIPT";
+  script->missing = script->library ? "ERR Function not found" : "NOSCRIPT";
 }
 
 RankBackend *
@@ -146,10 +155,10 @@ rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
       g_ptr_array_add (startup, g_strdupv ((char **) auth));
     }
   for (int s = RANK_SCRIPT_NONE + 1; s < RANK_SCRIPTS; s++)
-    if (backend->scripts[s].function == NULL)
+    if (!backend->scripts[s].library)
       {
-        const char *load[]
-            = { "SCRIPT", "LOAD", backend->scripts[s].source, NULL };
+        const char *load[] = { backend->scripts[s].load, "LOAD",
+                               backend->scripts[s].source, NULL };
 
         g_ptr_array_add (startup, g_strdupv ((char **) load));
       }
@@ -351,9 +360,7 @@ op_new (RankBackend *backend, guint node, RankScriptId script, int nkeys,
   const Script *s
       = script != RANK_SCRIPT_NONE ? &backend->scripts[script] : NULL;
   char numkeys[12];
-  const char *pre[3]
-      = { s && s->function ? "FCALL" : "EVALSHA",
-          s ? (s->function ? s->function : s->sha) : NULL, numkeys };
+  const char *pre[3] = { s ? s->call : NULL, s ? s->callee : NULL, numkeys };
   int npre = s != NULL ? 3 : 0;
   int total = npre + argc;
   gsize bytes = (gsize) total;
@@ -847,21 +854,13 @@ reload_script (Op *op, const RankReply *reply)
   if (op->script == RANK_SCRIPT_NONE || op->retried)
     return FALSE;
   script = &op->backend->scripts[op->script];
-  if (script->function != NULL
-          ? !g_str_has_prefix (reply->str, "ERR Function not found")
-          : !g_str_has_prefix (reply->str, "NOSCRIPT"))
+  if (!g_str_has_prefix (reply->str, script->missing))
     return FALSE;
   {
-    const char *load[] = { "SCRIPT", "LOAD", script->source };
+    const char *load[] = { script->load, "LOAD", script->source };
 
-    if (script->function != NULL)
-      load[0] = "FUNCTION";
-    if (script->function == NULL)
-      g_message ("redis %s: reloading %s after NOSCRIPT",
-                 rank_redis_link_name (op->link), script->name);
-    else
-      g_debug ("redis %s: loading %s (%s)", rank_redis_link_name (op->link),
-               script->name, script->function);
+    g_message ("redis %s: loading %s (%s)", rank_redis_link_name (op->link),
+               script->name, reply->str);
     rank_redis_link_send (op->link, 3, load, NULL, NULL, NULL);
   }
   op->retried = TRUE;
