@@ -5,7 +5,8 @@
 # Starts one redis-server and both rankds against it (they share the board:
 # the key layout must be the same), preloads MEMBERS members once through
 # B and redis-rank's leaderboard, then ROUNDS times runs OP through A, then
-# B (4 connections x 16 pipelined), then redis-rank (64 in flight), each
+# B (4 connections x 16 pipelined, or as CONNECTIONS, PIPELINE and RATE
+# say), then redis-rank (64 in flight; PEER=none leaves it out), each
 # DURATION seconds after WARMUP, and prints each row: ops/s and the CPU
 # time per operation of Redis, the rankd measured and the load generator.
 # Compare within a round and across the rounds' medians: the machine is
@@ -14,7 +15,12 @@
 # Usage: RANKD_A=<old build>/rankd bench/ab.sh    (after building into build/)
 # Environment: BUILD=build RANKD_A (required) RANKD_B=$BUILD/rankd OP=rank
 #              (rank, top or update) MEMBERS=1000000 ROUNDS=3 DURATION=10
-#              WARMUP=2 OUT=bench/results/ab-<date>
+#              WARMUP=2 CONNECTIONS=4 PIPELINE=16 RATE=0 (calls/s in all,
+#              rank-bench --rate; 0: as fast as answered) PEER=redis-rank
+#              OUT=bench/results/ab-<date>
+# For example, updates one a script call at 1,000/s (bench/README, "update.lua
+# as a function"): OP=update MEMBERS=200000 CONNECTIONS=2 PIPELINE=1
+# RATE=1000 DURATION=5 WARMUP=1 PEER=none
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -27,6 +33,10 @@ members=${MEMBERS:-1000000}
 rounds=${ROUNDS:-3}
 duration=${DURATION:-10}
 warmup=${WARMUP:-2}
+conns=${CONNECTIONS:-4}
+depth=${PIPELINE:-16}
+rate=${RATE:-0}
+peer=${PEER:-redis-rank}
 out=${OUT:-$here/results/ab-$(date -u +%Y%m%dT%H%M%SZ)}
 work=$(mktemp -d)
 mkdir -p "$out"
@@ -56,21 +66,24 @@ port_a=$port pid_a=$pid
 start_rankd "$rankd_b" b
 port_b=$port pid_b=$pid
 
-bench_meta "RANKD_A=$rankd_a RANKD_B=$rankd_b OP=$op MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup bench/ab.sh" \
+bench_meta "RANKD_A=$rankd_a RANKD_B=$rankd_b OP=$op MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup CONNECTIONS=$conns PIPELINE=$depth RATE=$rate PEER=$peer bench/ab.sh" \
   | tee "$out/meta.txt"
 "$bench" --port "$port_b" --members "$members" --preload-only -c 16 >/dev/null 2>&1
-sh "$here/peers/redis-rank.sh" --redis "127.0.0.1:$redis_port" \
-  --members "$members" --preload >/dev/null 2>&1
+if [ "$peer" != none ]; then
+  sh "$here/peers/redis-rank.sh" --redis "127.0.0.1:$redis_port" \
+    --members "$members" --preload >/dev/null 2>&1
+fi
 
 for round in $(seq 1 "$rounds"); do
   echo "== round $round"
-  "$bench" --port "$port_a" --members "$members" --mix "$op=1" -c 4 \
-    --pipeline 16 -d "$duration" -w "$warmup" --json \
-    --cpu "redis=$redis_pid,rankd=$pid_a" >"$out/r$round-a.json"
-  "$bench" --port "$port_b" --members "$members" --mix "$op=1" -c 4 \
-    --pipeline 16 -d "$duration" -w "$warmup" --json \
-    --cpu "redis=$redis_pid,rankd=$pid_b" >"$out/r$round-b.json"
-  sh "$here/peers/redis-rank.sh" --redis "127.0.0.1:$redis_port" \
+  for ab in a b; do
+    if [ "$ab" = a ]; then port=$port_a pid=$pid_a; else port=$port_b pid=$pid_b; fi
+    "$bench" --port "$port" --members "$members" --mix "$op=1" -c "$conns" \
+      --pipeline "$depth" --rate "$rate" -d "$duration" -w "$warmup" \
+      --json --cpu "redis=$redis_pid,rankd=$pid" \
+      >"$out/r$round-$ab.json"
+  done
+  [ "$peer" = none ] || sh "$here/peers/redis-rank.sh" --redis "127.0.0.1:$redis_port" \
     --members "$members" --op "$op" --inflight 64 --duration "$duration" \
     --warmup "$warmup" --json --cpu "redis=$redis_pid" \
     >"$out/r$round-redis-rank.json"
