@@ -12,7 +12,9 @@
 #
 # OP=import counts `rankctl import` of MEMBERS generated entries
 # (bench/import_gen.py, as bench/import.sh imports) into an empty board
-# instead, per entry.
+# instead, per entry. OP=batch (UpdateBatch) and OP=enqueue (Enqueue, on a
+# board with queue=on, counted until the queue has drained) send BATCH
+# updates a call, and count per update: REQUESTS is then the calls.
 #
 # Usage: bench/instructions.sh          (after building into build/)
 # Environment: BUILD=build RANKD=$BUILD/rankd OP=update MEMBERS=20000
@@ -30,6 +32,7 @@
 #              PIPELINE_CONNECTIONS x PIPELINE in flight on its one
 #              connection, for PEER_DURATION=10 seconds: it runs by time,
 #              so its count divides)
+#              BATCH=100 (OP=batch, enqueue: updates a call)
 #              COUNT=rankd: count rankd's instructions instead (rankd under
 #              callgrind, redis-server as it is): rankd's own cost per
 #              operation, all its threads
@@ -56,6 +59,7 @@ pconns=${PIPELINE_CONNECTIONS:-4}
 depth=${PIPELINE:-16}
 io_threads=${IO_THREADS:-1}
 dedup_window=${DEDUP_WINDOW:-3600}
+batch=${BATCH:-100}
 work=$(mktemp -d)
 
 . "$here/lib.sh"
@@ -117,6 +121,12 @@ if [ "${PEER:-}" = redis-rank ] && [ "$count" = redis ]; then
 fi
 
 free_port "rankd_port"
+if [ "$op" = enqueue ] && [ -z "${RANKD_CONFIG:-}" ]; then
+  # Enqueue needs a board with queue=on; Enqueue runs as fast as it is
+  # answered, so the backlog may pass the default cap.
+  printf '[defaults]\nqueue = on\nqueue_max_backlog = 50000000\n' >"$work/rankd.conf"
+  RANKD_CONFIG=$work/rankd.conf
+fi
 counted rankd "$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
   --io-threads "$io_threads" --dedup-window "$dedup_window" \
   --redis-timeout 120 ${RANKD_CONFIG:+--config "$RANKD_CONFIG"} >"$work/rankd.log" 2>&1 &
@@ -127,7 +137,18 @@ if [ "$count" = rankd ]; then counted_pid=$rankd_pid; else counted_pid=$redis_pi
 
 load() { # mix requests
   "$bench" -p "$rankd_port" --members "$members" --mix "$1" -n "$2" \
-    -w 0 -c "$pconns" --pipeline "$depth" --seed "$3" >/dev/null
+    -w 0 -c "$pconns" --pipeline "$depth" --seed "$3" --batch "$batch" >/dev/null
+  if [ "$op" = enqueue ]; then
+    # The drain is part of a queued update's cost: wait until it is done.
+    # (rankd under callgrind may answer a status call late: that poll
+    # fails, the next asks again.)
+    until [ "$(RANKCTL_CONNECT=127.0.0.1:$rankd_port "$build/rankctl" --json queue-status bench-0 2>/dev/null |
+      python3 -c 'import json,sys
+try: print(json.load(sys.stdin)["backlog"])
+except ValueError: print(-1)')" = 0 ]; do
+      sleep 0.05 # polling a condition
+    done
+  fi
 }
 calls() { # the script calls Redis has run (FCALL: update.lua; EVALSHA: the others)
   redis-cli -p "$redis_port" INFO commandstats |
@@ -159,7 +180,10 @@ else
   callgrind_control -z "$counted_pid" >/dev/null 2>&1
   load "$op=1" "$requests" 3
   callgrind_control -d "$counted_pid" >/dev/null 2>&1
+  case $op in batch | enqueue) requests=$((requests * batch)) ;; esac
 fi
+unit=$op units=${op}s
+case $op in batch | enqueue) unit="update ($op of $batch)" units=updates ;; esac
 scripts=$(calls)
 commands=$(redis-cli -p "$redis_port" INFO commandstats)
 layout=$(redis-cli -p "$redis_port" HGETALL 'rk:{bench-0}:q' | paste -sd' ')
@@ -168,9 +192,9 @@ echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknow
 echo "rankd: $rankd"
 echo "op=$op members=$members requests=$requests clients=${pconns}x$depth io_threads=$io_threads dedup_window=$dedup_window"
 awk -v t="$total" -v n="$requests" -v who="$count" \
-  'BEGIN{printf "%s instructions per %s: %.0f\n", who, "'"$op"'", t / n}'
+  'BEGIN{printf "%s instructions per %s: %.0f\n", who, "'"$unit"'", t / n}'
 awk -v s="${scripts:-0}" -v n="$requests" \
-  'BEGIN{printf "script calls: %d (%.1f %ss per call)\n", s, n / s, "'"$op"'"}'
+  'BEGIN{printf "script calls: %d (%.1f %s per call)\n", s, n / s, "'"$units"'"}'
 if [ -n "${meta_before:-}" ]; then
   echo "request-id meta before (s: record hashes; <bucket>: records): $meta_before"
 fi
@@ -181,4 +205,4 @@ fi
 # The commands the scripts ran, per operation (INFO commandstats).
 echo "$commands" | awk -F'[:=,]' -v n="$requests" \
   '/^cmdstat_/{sub("cmdstat_", "", $1); if ($1 != "evalsha" && $1 != "fcall" && $1 != "config")
-    printf "  %-12s %6.2f per %s\n", $1, $3 / n, "'"$op"'"}'
+    printf "  %-12s %6.2f per %s\n", $1, $3 / n, "'"$unit"'"}'
