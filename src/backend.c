@@ -619,7 +619,9 @@ rank_backend_send_item (RankBackend *backend, guint node,
       b->tag_len = tag_len;
       b->id = g_steal_pointer (&id);
       b->script = head->script;
-      b->flat_width = backend->scripts[head->script].flat_width;
+      b->flat_width = (flags & RANK_SEND_ONE_ELEMENT)
+                          ? 1
+                          : backend->scripts[head->script].flat_width;
       b->nkeys = head->nkeys;
       b->bytes = g_byte_array_sized_new ((guint) head->used + 256);
       b->lens = g_array_new (FALSE, FALSE, sizeof (gsize));
@@ -632,9 +634,11 @@ rank_backend_send_item (RankBackend *backend, guint node,
       g_hash_table_insert (backend->batches, b->id, b);
       g_queue_push_tail_link (&backend->open, &b->link);
     }
-  /* A group's head is its own: its items are all packed, or none. */
+  /* A group's head is its own: its items are all packed, or none; and
+   * the answer a head asks for is the same for all its items. */
   g_assert (b->waiters->len == 0
-            || (b->flags & RANK_SEND_PACKED) == (flags & RANK_SEND_PACKED));
+            || ((b->flags ^ flags) & (RANK_SEND_PACKED | RANK_SEND_ONE_ELEMENT))
+                   == 0);
   b->flags |= flags;
   b->replica_ok = b->replica_ok && item->replica_ok;
   b->max_lag_ms = MIN (b->max_lag_ms, item->max_lag_ms);

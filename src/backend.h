@@ -135,6 +135,11 @@ void rank_backend_send_item (RankBackend *backend, guint node,
  * costs Redis less per argument than per item (update.lua, sets). */
 #define RANK_SEND_PACKED (1u << 3)
 
+/* Items sent with this flag to rank_backend_send_item asked their script
+ * for one element each (update.lua's answer 'applied'), not its flat
+ * width: their head says so, so they never share a batch with others. */
+#define RANK_SEND_ONE_ELEMENT (1u << 4)
+
 /* A write is about to be queued: func hears the hash tag of its keys
  * (the whole key if it has none) before the command is queued, so what
  * func sends goes to Redis before it. A write is any command but the

@@ -58,6 +58,11 @@ typedef struct
   /* The caller has no use for the rank (the queue's drain): the script
    * leaves it out (rank 0), which costs Redis a ZRANK less. */
   gboolean without_rank;
+  /* The caller reads only whether the update applied (the queue's drain;
+   * implies without_rank): update.lua answers each update with that one
+   * element, not four, which costs Redis less. The result's score, rank
+   * and subscores are 0. Not with group. */
+  gboolean applied_only;
   /* Set: the update is one of a batch recorded as a whole
    * (UpdateBatchRequest.request_id): these RANK_UPDATE_GROUP_BYTES go
    * to update.lua as its group argument, the same for every update of the

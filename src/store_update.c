@@ -31,6 +31,7 @@ typedef struct
    * none were). */
   gboolean set_in_group;
   RankUpdateResult as_sent;
+  gboolean applied_only; /* the update's: its reply is {applied} */
 } UpdateTask;
 
 static void update_replied (const RankReply *reply, const GError *error,
@@ -67,6 +68,8 @@ rank_store_update (RankStore *store, const RankContext *ctx,
   task->data = data;
   task->options = ctx->options;
   task->set_in_group = in_group_of_sets (update);
+  task->applied_only = update->applied_only;
+  g_assert (!(update->applied_only && update->group != NULL));
   if (task->set_in_group)
     {
       RankUpdateResult *r = &task->as_sent;
@@ -105,17 +108,19 @@ rank_store_update (RankStore *store, const RankContext *ctx,
     node = update_head (ctx, update, buckets, store->nodes, &head);
   update_item (ctx, update, buckets[0], &item);
   /* With the other updates of the board queued in this loop iteration. */
-  rank_backend_send_item (store->backend, node, shared, &item,
-                          RANK_SEND_REPLICATED
-                              | (update->group != NULL ? RANK_SEND_GROUP : 0)
-                              | (task->set_in_group ? RANK_SEND_PACKED : 0),
-                          update_replied, task);
+  rank_backend_send_item (
+      store->backend, node, shared, &item,
+      RANK_SEND_REPLICATED | (update->group != NULL ? RANK_SEND_GROUP : 0)
+          | (task->set_in_group ? RANK_SEND_PACKED : 0)
+          | (update->applied_only ? RANK_SEND_ONE_ELEMENT : 0),
+      update_replied, task);
   if (shared == &head)
     rank_command_clear (&head);
 }
 
-/* {score, rank, applied, subscores}; or, for a SET of a batch recorded as
- * a whole, the batch's count: applied as sent. */
+/* {score, rank, applied, subscores}; {applied} for an update that asked
+ * for that alone; or, for a SET of a batch recorded as a whole, the
+ * batch's count: applied as sent. */
 static void
 update_replied (const RankReply *reply, const GError *error, gpointer data)
 {
@@ -131,6 +136,16 @@ update_replied (const RankReply *reply, const GError *error, gpointer data)
       if (!task->set_in_group)
         error = bad = store_unexpected (reply, "update.lua");
       task->func (error != NULL ? NULL : &task->as_sent, error, task->data);
+      g_free (task);
+      return;
+    }
+  if (task->applied_only)
+    {
+      if (error == NULL
+          && (reply->elements != 1 || !rank_reply_int_at (reply, 0, &applied)))
+        error = bad = store_unexpected (reply, "update.lua");
+      result.applied = applied != 0;
+      task->func (error != NULL ? NULL : &result, error, task->data);
       g_free (task);
       return;
     }
@@ -156,7 +171,7 @@ typedef enum
 {
   BATCH_BUCKET, /* the current bucket; then the 4 before it */
   BATCH_RECORD_EXPIRE_AT = BATCH_BUCKET + RANK_DEDUP_BUCKETS + 1,
-  BATCH_RANK_WANTED,
+  BATCH_ANSWER, /* rank, score or applied (update.lua) */
   BATCH_ORDER,
   BATCH_KIND,
   BATCH_CAP,
@@ -177,9 +192,9 @@ typedef enum
 
 /* ITEM_WHAT's header: a byte each; then the id (the request-id record, then
  * its hash; none in a batch recorded as a whole), the prefix (subscores,
- * then time: the order key's prefix), the value (its decimal text; the
- * sorted-set score in a batch of SETs recorded as a whole) and the data
- * (the rest; data given only). */
+ * then time: the order key's prefix), the value (8 bytes, big-endian:
+ * update.lua reads the number with one struct.unpack, where its text cost
+ * a string.sub and a tonumber) and the data (the rest; data given only). */
 typedef enum
 {
   WHAT_MODE,
@@ -217,7 +232,7 @@ const char *const rank_store_update_batch_arg_names[] = {
   [BATCH_BUCKET + 3] = "names[3]",
   [BATCH_BUCKET + 4] = "names[4]",
   [BATCH_RECORD_EXPIRE_AT] = "record_expire_at",
-  [BATCH_RANK_WANTED] = "rank_wanted",
+  [BATCH_ANSWER] = "answer",
   [BATCH_ORDER] = "order",
   [BATCH_KIND] = "kind",
   [BATCH_CAP] = "cap",
@@ -300,8 +315,9 @@ update_head (const RankContext *ctx, const RankUpdate *update,
   /* The rank within one shard is not the board's: sharded updates leave it
    * unset rather than ask every shard; so do callers without a use for
    * it. */
-  batch[BATCH_RANK_WANTED]
-      = TEXT (o->shards > 1 || update->without_rank ? "0" : "1");
+  batch[BATCH_ANSWER] = TEXT (update->applied_only ? "applied"
+                              : o->shards > 1 || update->without_rank ? "score"
+                                                                      : "rank");
   batch[BATCH_ORDER] = TEXT (store_order_name (o->order));
   batch[BATCH_KIND] = TEXT (store_kind_name (o->rank));
   /* Each shard keeps its best cap: the board's best cap are among them. */
@@ -394,7 +410,7 @@ update_item (const RankContext *ctx, const RankUpdate *update, gint64 bucket,
                      : RANK_FINGERPRINT_BYTES + RANK_REQUEST_ID_HASH_BYTES;
   guint8 what[N_WHAT_BYTES + RANK_FINGERPRINT_BYTES + RANK_REQUEST_ID_HASH_BYTES
               + RANK_SUBSCORES_MAX * RANK_ORDERKEY_SUBSCORE_BYTES
-              + RANK_ORDERKEY_TIME_BYTES + RANK_FORMAT_INT_MAX];
+              + RANK_ORDERKEY_TIME_BYTES + RANK_PLACE_SCORE_BYTES];
   guint8 *id = what + N_WHAT_BYTES;
   guint8 *prefix = id + id_len;
   gsize prefix_len, value_len;
@@ -416,7 +432,9 @@ update_item (const RankContext *ctx, const RankUpdate *update, gint64 bucket,
       rank_request_id_hash (update->request_id, id + RANK_FINGERPRINT_BYTES);
       rank_request_record (fp, bucket, id);
     }
-  value_len = rank_format_int ((char *) value, update->value);
+  /* The place's encoding of a sorted-set score is struct's '>i8'. */
+  rank_orderkey_encode_place_score (update->value, value);
+  value_len = RANK_PLACE_SCORE_BYTES;
   what[WHAT_MODE] = (guint8) update->mode;
   what[WHAT_KEEP_SUBS] = update->n_subscores == 0;
   what[WHAT_DATA_GIVEN] = update->data_given;

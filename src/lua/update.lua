@@ -20,8 +20,11 @@
 -- ARGV, the batch's: the request-id time buckets of the window, k, k-1, ..,
 --   k-4 for the current bucket k = floor(now / ceil(window / 4)); when a
 --   record hash marked in bucket k expires ((k + 6) * ceil(window / 4),
---   Unix ms); rank wanted (1, or 0 on a shard of a sharded board: the rank
---   within one shard means nothing, and the reply gives rank 0); order
+--   Unix ms); the answer wanted (rank: each update's score, rank,
+--   applied and subscores; score: the same with rank 0, on a shard of a
+--   sharded board, where the rank within one shard means nothing, or for a
+--   caller that reads none; applied: whether each applied, alone, for a
+--   caller that reads nothing else, the queue's drain); order
 --   (desc: score = -score; asc: score = score, BEST keeps the lower); rank
 --   kind (ordinal, competition or dense); cap (0: none; else the shard
 --   keeps its best cap members); expire at (Unix ms; periodic boards: when
@@ -41,7 +44,8 @@
 --   for), then the request-id hash (10 bytes); prefix: the subscores (8
 --   bytes each, encoded to sort bytewise; none on boards without) and the
 --   time (6 bytes), the order key's prefix as the update gives it; value,
---   in decimal; data.
+--   8 bytes, big-endian (struct's '>i8': one C call gives the number,
+--   where a string.sub and a tonumber of its text cost two); data.
 --
 -- Request-id records are packed: a record is one field (the 10-byte hash of
 -- the request id) -> value (4 bytes: the time bucket it was written in,
@@ -96,7 +100,9 @@
 -- update leaves every update unapplied and deletes it again.
 --
 -- Returns the replies of the updates one after another, flat: for each,
--- score, rank, applied, subscores (4 elements), or its one error reply.
+-- score, rank, applied, subscores (4 elements), or its one error reply;
+-- with the answer 'applied', applied alone (1 element; a batch recorded
+-- as a whole answers in full).
 -- (A table per update would cost Redis more: each is checked for the
 -- fields of an error, a status and the RESP3 types.) Applied is 0 when
 -- the request id was already used (nothing changes; score, rank and
@@ -116,13 +122,14 @@
 --   (printf '#!lua name=try\nlocal FUNCTION_NAME = "try_update"\n'; \
 --    cat prelude.lua update.lua) | sed 's/^local sub, byte = .*/local sub, byte/' |
 --     redis-cli -x FUNCTION LOAD
---   redis-cli FCALL try_update 6 'rk:{b}:z' 'rk:{b}:t' \
+--   printf '\1\1\1\16\6\10fp01request-1-\1\2\3\4\5\6\0\0\0\0\0\0\0\12' |
+--   redis-cli -x FCALL try_update 6 'rk:{b}:z' 'rk:{b}:t' \
 --   'rk:{b}:q' 'rk:{b}:d' 'rk:{b}:c' 'rk:{b}:a' \
 --   2127555 2127554 2127553 2127552 2127551 1914804900000 1 desc ordinal 0 0 \
---   '' alice "$(printf '\1\1\1\16\6\2fp01request-1-\1\2\3\4\5\00610')"
--- (no NUL bytes: the shell drops them; 1 1 1 is an INCREMENT without
--- subscores whose data, given empty, is deleted; 14, 6 and 2 the lengths of
--- its id, prefix and value 10)
+--   '' alice
+-- (-x: the last argument from the pipe, which keeps NUL bytes; 1 1 1 is an
+-- INCREMENT without subscores whose data, given empty, is deleted; 14, 6
+-- and 8 the lengths of its id, prefix and value 10)
 --
 -- A function library, not an EVAL script. An EVAL script's body runs
 -- whole at every call: this file's 34 local functions were made again
@@ -139,10 +146,20 @@
 -- and gives FUNCTION_NAME (src/embed.cmake).
 
 local KEYS, ARGV
+-- The globals the functions below call for every update, as the library's
+-- locals: a global costs two table lookups at each use (the function
+-- environment's, then its __index's). Set at each call, as sub and byte:
+-- while a library loads it may read only the redis API.
+local function builtins()
+  return redis.call, redis.error_reply, tonumber, string.format, math.floor,
+    struct.pack, struct.unpack, unpack, pcall, type
+end
+local call, error_reply, tonumber, format, floor, spack, sunpack, unpack,
+  pcall, type
 -- What each call sets (the call's arguments, the board's meta, the
 -- batch's tables and replies), assigned at its start: see above.
 local zkey, tkey, qprefix, dkey, ckey, akey, names, record_expire_at,
-  rank_wanted, order, kind, cap, expire_at, group, grouped, sets, count,
+  answer, rank_wanted, applied_only, order, kind, cap, expire_at, group, grouped, sets, count,
   PREFIX_LEN, ascending, current, unswept, epoch, meta, hashes_s, leaving_s,
   hashes, leaving, migrated, n, live, opened, layout_changed, records_added,
   current_base, leaving_base, touch_key, touch_want, touch_what, typed,
@@ -170,7 +187,7 @@ local AHEAD = 2            -- buckets ahead a record still counts
 -- clock is ahead of this one's), or nil.
 local function live_record(value)
   if value then
-    local age = (epoch - math.floor(byte(value, 1) / 16)) % 16
+    local age = (epoch - floor(byte(value, 1) / 16)) % 16
     if age <= BUCKETS or age >= 16 - AHEAD then
       return value
     end
@@ -207,13 +224,27 @@ local function layout_base(size_s)
   return size_s and qprefix .. ':' .. size_s .. ':'
 end
 
+-- The numbers of record hashes in decimal, kept by the library from call
+-- to call (a format costs Redis about 1.4k instructions, a lookup here
+-- about 0.1k): those under DECIMALS_KEPT, at most about 3 MB.
+local DECIMALS_KEPT = 65536
+local decimals = {}
+
 local function record_hash(base, size, selector)
-  return base .. string.format('%d', selector % size)
+  local i = selector % size
+  local d = decimals[i]
+  if not d then
+    d = format('%d', i)
+    if i < DECIMALS_KEPT then
+      decimals[i] = d
+    end
+  end
+  return base .. d
 end
 
 local function wrongtype_named(err)
   if touch_key and string.find(tostring(err), 'WRONGTYPE', 1, true) then
-    return damaged_text(touch_key, redis.call('TYPE', touch_key).ok,
+    return damaged_text(touch_key, call('TYPE', touch_key).ok,
       touch_want, touch_what)
   end
   return err
@@ -228,12 +259,12 @@ local function lookup(idhash)
   local seen
   if leaving and selector % leaving >= migrated then
     touch_key = record_hash(leaving_base, leaving, selector)
-    seen = live_record(redis.call('HGET', touch_key, idhash))
+    seen = live_record(call('HGET', touch_key, idhash))
   end
   -- Last: the update's next commands (write_record) are on this hash.
   local hash = record_hash(current_base, hashes, selector)
   touch_key = hash
-  return seen, hash, redis.call('HGET', hash, MARK)
+  return seen, hash, call('HGET', hash, MARK)
 end
 
 -- Records idhash in hash (its value: this update's record) unless the hash
@@ -241,12 +272,12 @@ end
 -- nothing. HSETNX looks and writes at once (a lookup that misses reads the whole hash: once is
 -- enough); a stale record of the id is overwritten.
 local function write_record(hash, idhash, value)
-  if redis.call('HSETNX', hash, idhash, value) == 1 then
+  if call('HSETNX', hash, idhash, value) == 1 then
     return nil
   end
-  local seen = live_record(redis.call('HGET', hash, idhash))
+  local seen = live_record(call('HGET', hash, idhash))
   if not seen then
-    redis.call('HSET', hash, idhash, value)
+    call('HSET', hash, idhash, value)
   end
   return seen
 end
@@ -263,7 +294,7 @@ local function recorded(hash, mark)
     return
   end
   if mark then
-    local all = redis.call('HGETALL', hash)
+    local all = call('HGETALL', hash)
     local stale = {}
     for i = 1, #all, 2 do
       if all[i] ~= MARK and not live_record(all[i + 1]) then
@@ -271,11 +302,11 @@ local function recorded(hash, mark)
       end
     end
     if #stale > 0 then
-      redis.call('HDEL', hash, unpack(stale))
+      call('HDEL', hash, unpack(stale))
     end
   end
-  redis.call('HSET', hash, MARK, names[0])
-  redis.call('PEXPIREAT', hash, record_expire_at)
+  call('HSET', hash, MARK, names[0])
+  call('PEXPIREAT', hash, record_expire_at)
 end
 
 -- The sorted-set score of a score, and back: sorted sets order ascending.
@@ -284,7 +315,7 @@ local function zscore_of(score)
 end
 
 local function zformat(score)
-  return string.format('%d', zscore_of(score))
+  return format('%d', zscore_of(score))
 end
 
 -- The member's rank (key, score): ordinal 1,2,3,4; competition 1,2,2,4 (1 +
@@ -293,24 +324,24 @@ local function rank_of(key, score)
   if not rank_wanted then
     return 0
   elseif kind == 'competition' then
-    return redis.call('ZCOUNT', zkey, '-inf', '(' .. zformat(score)) + 1
+    return call('ZCOUNT', zkey, '-inf', '(' .. zformat(score)) + 1
   elseif kind == 'dense' then
     return call_on(dkey, 'zset', 'distinct scores', 'ZCOUNT', '-inf',
       '(' .. zformat(score)) + 1
   end
-  return redis.call('ZRANK', zkey, key) + 1
+  return call('ZRANK', zkey, key) + 1
 end
 
 -- Dense boards count the members at each score: the distinct scores are a
 -- sorted set of their own, for ranks without a scan.
 local function count_score(score, delta)
   local zs = zformat(score)
-  local c = redis.call('HINCRBY', ckey, zs, delta)
+  local c = call('HINCRBY', ckey, zs, delta)
   if c <= 0 then
-    redis.call('HDEL', ckey, zs)
-    redis.call('ZREM', dkey, zs)
+    call('HDEL', ckey, zs)
+    call('ZREM', dkey, zs)
   elseif c == 1 and delta == 1 then
-    redis.call('ZADD', dkey, zs, zs)
+    call('ZADD', dkey, zs, zs)
   end
 end
 
@@ -328,12 +359,12 @@ end
 -- in Redis's 16-byte allocation, where a score's digits take up to 24
 -- (bench/README).
 local function place_of(v)
-  return sub(v, 1, PREFIX_LEN), (struct.unpack('>i8', v, PREFIX_LEN + 1))
+  return sub(v, 1, PREFIX_LEN), (sunpack('>i8', v, PREFIX_LEN + 1))
 end
 
 -- The value place_of reads: prefix, then the sorted-set score z.
 local function place(prefix, z)
-  return prefix .. struct.pack('>i8', z)
+  return prefix .. spack('>i8', z)
 end
 
 -- The places of members (an array) on the board, by position: their
@@ -387,9 +418,9 @@ end
 local function data_member(member, data)
   if not deferred then
     if data == '' then
-      redis.call('HDEL', akey, member)
+      call('HDEL', akey, member)
     else
-      redis.call('HSET', akey, member, data)
+      call('HSET', akey, member, data)
     end
     return
   end
@@ -402,7 +433,7 @@ end
 -- command on key with args, unless there are none.
 local function call_with(command, key, args)
   if #args > 0 then
-    redis.call(command, key, unpack(args))
+    call(command, key, unpack(args))
   end
 end
 
@@ -462,7 +493,8 @@ local REUSED = 'RANK_INVALID request_id: already used on this board ' ..
 -- The update whose arguments follow ARGV[at] (store_update.c, ItemArg and
 -- WhatByte): its member; its mode, keep_subs (1: subscores absent),
 -- data_given (true or false), request-id record and hash ('' in a batch
--- recorded as a whole), prefix, value (text) and data ('' unless given).
+-- recorded as a whole), prefix, value (a number) and data ('' unless
+-- given).
 local function item_at(at)
   local member = ARGV[at + 1]
   local what = ARGV[at + 2]
@@ -477,7 +509,7 @@ local function item_at(at)
   end
   data_given = data_given == 1
   return member, mode, keep_subs, data_given, record, idhash,
-    sub(what, p0, v0 - 1), sub(what, v0, d0 - 1),
+    sub(what, p0, v0 - 1), (sunpack('>i8', what, v0)),
     data_given and sub(what, d0) or ''
 end
 
@@ -505,7 +537,7 @@ local function apply(at)
     end
   else
     touch_key, touch_want, touch_what = tkey, 'hash', 'member times'
-    p = redis.call('HGET', tkey, member)
+    p = call('HGET', tkey, member)
     if p then
       p, old = place_of(p)
       old = zscore_of(old)
@@ -513,7 +545,7 @@ local function apply(at)
     end
   end
   if p then
-    old_subs = sub(p, 1, nsub)
+    old_subs = nsub > 0 and sub(p, 1, nsub) or ''
   end
 
   -- Before the first write: the keys this update writes that it has not
@@ -534,7 +566,7 @@ local function apply(at)
   end
   if seen then
     if not same_request(seen, record) then
-      return redis.error_reply(REUSED)
+      return error_reply(REUSED)
     end
     if not key then
       return 0, 0, 0, ''
@@ -551,9 +583,9 @@ local function apply(at)
         place_member(member, key)
         data_member(member, '')
       else
-        redis.call('ZREM', zkey, key)
-        redis.call('HDEL', tkey, member)
-        redis.call('HDEL', akey, member)
+        call('ZREM', zkey, key)
+        call('HDEL', tkey, member)
+        call('HDEL', akey, member)
       end
       if kind == 'dense' then
         count_score(old, -1)
@@ -561,7 +593,6 @@ local function apply(at)
     end
     return old or 0, key and 1 or 0, 1, ''
   end
-  value = tonumber(value)
   local given_subs = subs
   if keep_subs == 1 and old_subs then
     subs = old_subs
@@ -586,9 +617,9 @@ local function apply(at)
   if new > LIMIT or new < -LIMIT then
     -- The record goes again: a refused update records nothing.
     if hash then
-      redis.call('HDEL', hash, idhash)
+      call('HDEL', hash, idhash)
     end
-    return redis.error_reply(string.format(
+    return error_reply(format(
       'RANK_INVALID value: current score %d + %d is outside -%d..%d',
       old or 0, value, LIMIT, LIMIT))
   end
@@ -608,14 +639,14 @@ local function apply(at)
       key = prefix .. member
     else
       if key then
-        redis.call('ZREM', zkey, key)
+        call('ZREM', zkey, key)
       end
       key = prefix .. member
       -- A number, which Redis formats exactly (%.17g of an integer under
       -- 2^53).
       local z = zscore_of(new)
-      redis.call('ZADD', zkey, z, key)
-      redis.call('HSET', tkey, member, place(prefix, z))
+      call('ZADD', zkey, z, key)
+      call('HSET', tkey, member, place(prefix, z))
     end
   end
   if data_given then
@@ -631,11 +662,11 @@ local function apply(at)
   -- which ties lose to those who got there first. If that is this member,
   -- the update did not make the cut: applied, but not ranked.
   local ranked = true
-  if cap ~= '0' and moved and redis.call('ZCARD', zkey) > tonumber(cap) then
-    local worst = redis.call('ZPOPMAX', zkey)
+  if cap ~= '0' and moved and call('ZCARD', zkey) > tonumber(cap) then
+    local worst = call('ZPOPMAX', zkey)
     local gone = sub(worst[1], nsub + 7)
-    redis.call('HDEL', tkey, gone)
-    redis.call('HDEL', akey, gone)
+    call('HDEL', tkey, gone)
+    call('HDEL', akey, gone)
     if kind == 'dense' then
       count_score(zscore_of(tonumber(worst[2])), -1)
     end
@@ -759,12 +790,12 @@ end
 -- of the others with it.
 local function apply_group()
   if not deferred then
-    return answer_all(redis.error_reply('RANK_INVALID request_id: a batch ' ..
+    return answer_all(error_reply('RANK_INVALID request_id: a batch ' ..
       'recorded as a whole needs a board without a cap or dense ranks, ' ..
       'and no ranks'))
   end
   if byte(group, 15) ~= count then
-    return answer_all(redis.error_reply('RANK_UNAVAILABLE not applied: ' ..
+    return answer_all(error_reply('RANK_UNAVAILABLE not applied: ' ..
       'the batch reached Redis in parts; send it again'))
   end
   local grecord, gid = sub(group, 1, 4), sub(group, 5, 14)
@@ -784,11 +815,11 @@ local function apply_group()
     if sub(r, 1, 13) ~= 'RANK_DAMAGED ' then
       error({err = r})
     end
-    return answer_all(redis.error_reply(r))
+    return answer_all(error_reply(r))
   end
   if seen then
     if not same_request(seen, grecord) then
-      return answer_all(redis.error_reply(GROUP_REUSED))
+      return answer_all(error_reply(GROUP_REUSED))
     end
     -- Applied before: each update answers the member's place now.
     for i = 1, count do
@@ -828,19 +859,19 @@ local function apply_group()
     elseif not done then
       failed = error_text(r)
       if sub(failed, 1, 13) ~= 'RANK_DAMAGED ' then
-        redis.call('HDEL', ghash, gid)
+        call('HDEL', ghash, gid)
         error({err = failed})
       end
     end
     if failed then
       -- Nothing of the batch is written, and its record goes again.
-      redis.call('HDEL', ghash, gid)
+      call('HDEL', ghash, gid)
       local as = sub(failed, 1, 13) == 'RANK_INVALID ' and
         'RANK_INVALID' or 'RANK_UNAVAILABLE'
-      answer_all(redis.error_reply(as .. ' not applied: requests[' ..
+      answer_all(error_reply(as .. ' not applied: requests[' ..
         (i - 1) .. '] of the same batch was refused, and a batch with a ' ..
         'request_id applies all or nothing'))
-      results[i] = redis.error_reply(failed)
+      results[i] = error_reply(failed)
       return
     end
     results[out + 1], results[out + 2] = r, rank
@@ -862,7 +893,7 @@ local function open_call()
   -- the one i before it.
   names = {[0] = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]}
   record_expire_at = ARGV[6]
-  rank_wanted = ARGV[7]
+  answer = ARGV[7]
   order = ARGV[8]
   kind = ARGV[9]
   cap = ARGV[10]
@@ -893,7 +924,8 @@ local function open_call()
   PREFIX_LEN = count == 0 and 0 or sets and byte(ARGV[HEAD + 1], 3)
     or byte(ARGV[HEAD + 2], 5)
 
-  rank_wanted = rank_wanted == '1'
+  rank_wanted = answer == 'rank'
+  applied_only = answer == 'applied'
   ascending = order == 'asc'
   current = tonumber(names[0])
   -- A record hash is swept at a write 2 buckets after its mark: marks of the
@@ -922,7 +954,7 @@ local function open_call()
   -- when none is being left.
   if not hashes then
     hashes = hashes_for(live + count)
-    hashes_s = string.format('%d', hashes)
+    hashes_s = format('%d', hashes)
     layout_changed = true
   elseif not leaving then
     local size = hashes
@@ -934,7 +966,7 @@ local function open_call()
     end
     if size ~= hashes then
       leaving, leaving_s, migrated = hashes, hashes_s, 0
-      hashes, hashes_s = size, string.format('%d', size)
+      hashes, hashes_s = size, format('%d', size)
       layout_changed = true
     end
   end
@@ -951,7 +983,7 @@ local function prepare_call()
     local last = math.min(migrated + math.max(count, MIGRATE_MIN), leaving)
     local from, into, order = {}, {}, {}
     for j = migrated, last - 1 do
-      local key = leaving_base .. string.format('%d', j)
+      local key = leaving_base .. format('%d', j)
       local all = call_on(key, 'hash', 'request-id records', 'HGETALL')
       if #all > 0 then
         from[#from + 1] = key
@@ -977,11 +1009,11 @@ local function prepare_call()
       expect(target[1], 'hash', 'request-id records')
     end
     for _, target in ipairs(order) do
-      redis.call('HSET', target[1], unpack(target[2]))
-      redis.call('PEXPIREAT', target[1], record_expire_at)
+      call('HSET', target[1], unpack(target[2]))
+      call('PEXPIREAT', target[1], record_expire_at)
     end
     if #from > 0 then
-      redis.call('DEL', unpack(from))
+      call('DEL', unpack(from))
     end
     migrated = last
     if migrated >= leaving then
@@ -1048,7 +1080,7 @@ local function apply_call()
   for i = 1, grouped and 0 or count do
     if stopped then
       out = out + 1
-      results[out] = redis.error_reply('RANK_UNAVAILABLE not applied: ' .. stopped)
+      results[out] = error_reply('RANK_UNAVAILABLE not applied: ' .. stopped)
     else
       local first = i == 1 and deferred
       local ok, r, rank, applied, subs = pcall(
@@ -1059,6 +1091,11 @@ local function apply_call()
       if ok and type(r) == 'table' then
         out = out + 1
         results[out] = r
+      elseif ok and applied_only then
+        -- One element, not four: its table entries and its reply cost
+        -- Redis a quarter.
+        out = out + 1
+        results[out] = applied
       elseif ok then
         results[out + 1], results[out + 2] = r, rank
         results[out + 3], results[out + 4] = applied, subs
@@ -1066,7 +1103,7 @@ local function apply_call()
       elseif sub(tostring(r), 1, 13) == 'RANK_DAMAGED ' then
         -- Damaged data: this update changed nothing; the batch stops here.
         out = out + 1
-        results[out] = redis.error_reply(r)
+        results[out] = error_reply(r)
         stopped = 'an update before it in the same batch met ' .. r
       else
         -- What the updates before it did is written, as each would have
@@ -1101,13 +1138,13 @@ local function apply_call()
       end
     end
     if #fields > 2 then
-      redis.call(unpack(fields))
+      call(unpack(fields))
     end
     if meta[2] and not leaving then
-      redis.call('HDEL', qprefix, 'o', 'm')
+      call('HDEL', qprefix, 'o', 'm')
     end
     if opened then
-      local all = redis.call('HGETALL', qprefix)
+      local all = call('HGETALL', qprefix)
       local stale = {}
       for j = 1, #all, 2 do
         local k = tonumber(all[j])
@@ -1116,18 +1153,18 @@ local function apply_call()
         end
       end
       if #stale > 0 then
-        redis.call('HDEL', qprefix, unpack(stale))
+        call('HDEL', qprefix, unpack(stale))
       end
-      redis.call('PEXPIREAT', qprefix, record_expire_at)
+      call('PEXPIREAT', qprefix, record_expire_at)
     end
   end
   if records_added > 0 and expire_at ~= '0' then
-    redis.call('PEXPIREAT', zkey, expire_at)
-    redis.call('PEXPIREAT', tkey, expire_at)
-    redis.call('PEXPIREAT', akey, expire_at)
+    call('PEXPIREAT', zkey, expire_at)
+    call('PEXPIREAT', tkey, expire_at)
+    call('PEXPIREAT', akey, expire_at)
     if kind == 'dense' then
-      redis.call('PEXPIREAT', dkey, expire_at)
-      redis.call('PEXPIREAT', ckey, expire_at)
+      call('PEXPIREAT', dkey, expire_at)
+      call('PEXPIREAT', ckey, expire_at)
     end
   end
   if as_sent then
@@ -1139,6 +1176,8 @@ end
 redis.register_function(FUNCTION_NAME, function(keys, args)
   KEYS, ARGV = keys, args
   sub, byte = string.sub, string.byte
+  call, error_reply, tonumber, format, floor, spack, sunpack, unpack, pcall,
+    type = builtins()
   open_call()
   prepare_call()
   return apply_call()
