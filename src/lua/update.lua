@@ -163,7 +163,7 @@ local zkey, tkey, qprefix, dkey, ckey, akey, names, record_expire_at,
   PREFIX_LEN, ascending, current, unswept, epoch, meta, hashes_s, leaving_s,
   hashes, leaving, migrated, n, live, opened, layout_changed, records_added,
   current_base, leaving_base, touch_key, touch_want, touch_what, typed,
-  deferred, prefix_of, zscore_of_member, moved_members, was_key, data_members,
+  deferred, prefix_of, zscore_of_member, moved_members, was_prefix, data_members,
   data_of, results, out, as_sent, set_members, set_hset, set_zadd, set_aset,
   set_adel, sets_with_data, set_prefix, set_zscore, set_found, stopped
 -- HEAD arguments of the batch (open_call), then ITEM arguments per update
@@ -403,11 +403,12 @@ local function load_places()
   end
 end
 
--- Deferred: the member, whose sorted-set key was was (nil: none), is now
--- at prefix with sorted-set score zscore (prefix nil: off the board).
+-- Deferred: the member, whose prefix was was (nil: not on the board), is
+-- now at prefix with sorted-set score zscore (prefix nil: off the board).
+-- Its sorted-set keys (prefix .. member) are made by flush, once a member.
 local function place_member(member, was, prefix, zscore)
-  if was_key[member] == nil then
-    was_key[member] = was or false
+  if was_prefix[member] == nil then
+    was_prefix[member] = was or false
     moved_members[#moved_members + 1] = member
   end
   prefix_of[member] = prefix or false
@@ -460,15 +461,14 @@ local function flush()
   end
   local zrem, zadd, hset, hdel = {}, {}, {}, {}
   for _, member in ipairs(moved_members) do
-    local was, p = was_key[member], prefix_of[member]
-    local key = p and p .. member
-    if was and was ~= key then
-      zrem[#zrem + 1] = was
+    local was, p = was_prefix[member], prefix_of[member]
+    if was and was ~= p then
+      zrem[#zrem + 1] = was .. member
     end
     if p then
       local z = zscore_of_member[member]
       zadd[#zadd + 1] = z
-      zadd[#zadd + 1] = key
+      zadd[#zadd + 1] = p .. member
       hset[#hset + 1] = member
       hset[#hset + 1] = place(p, z)
     elseif was then
@@ -484,7 +484,7 @@ local function flush()
     data_write(aset, adel, member, data_of[member])
   end
   write_data(aset, adel)
-  moved_members, was_key, data_members, data_of = {}, {}, {}, {}
+  moved_members, was_prefix, data_members, data_of = {}, {}, {}, {}
 end
 
 local REUSED = 'RANK_INVALID request_id: already used on this board ' ..
@@ -527,12 +527,13 @@ local function apply(at)
     seen, hash, mark = lookup(idhash)
   end
 
-  -- The member's place: its sorted-set key, score and subscores.
+  -- The member's place: its sorted-set key (deferred: its prefix, which
+  -- flush makes the key of, once a member), score and subscores.
   local p, key, old, old_subs
   if deferred then
     p = prefix_of[member]
     if p then
-      key = p .. member
+      key = p
       old = zscore_of(zscore_of_member[member])
     end
   else
@@ -636,7 +637,7 @@ local function apply(at)
     end
     if deferred then
       place_member(member, key, prefix, zscore_of(new))
-      key = prefix .. member
+      key = prefix
     else
       if key then
         call('ZREM', zkey, key)
@@ -1043,10 +1044,10 @@ local function prepare_call()
   deferred = not rank_wanted and cap == '0' and kind ~= 'dense'
   -- Deferred: each member's prefix (false: not on the board) and sorted-set
   -- score, as the updates so far leave them; the members whose place or
-  -- data changed, in order, with their sorted-set keys before the batch
-  -- (false: none) and their data now ('': none).
+  -- data changed, in order, with their prefixes before the batch (false:
+  -- not on the board) and their data now ('': none).
   prefix_of, zscore_of_member = {}, {}
-  moved_members, was_key = {}, {}
+  moved_members, was_prefix = {}, {}
   data_members, data_of = {}, {}
 
   results, out = {}, 0
