@@ -535,18 +535,22 @@ test_packed_records (void)
 /* Runs update.lua (its library, loaded unless Redis has it) on board b
  * with the arguments rankd
  * gives it (rank_store_update_command) for an INCREMENT of member by value
- * with request id rid, at now (Unix ms), with rankd's default window.
- * Returns applied. */
+ * with request id rid, at now (Unix ms), with rankd's default window; with
+ * applied_only, as the queue's drain asks (the answer 'applied'). Returns
+ * applied, and checks that the update's answer has the width asked for. */
 static gboolean
-eval_update (redisContext *c, const char *b, const char *member, gint64 value,
-             const char *rid, gint64 now)
+eval_update_answer (redisContext *c, const char *b, const char *member,
+                    gint64 value, const char *rid, gint64 now,
+                    gboolean applied_only)
 {
   g_autoptr (RankConfig) config = rank_config_new ();
   RankUpdate u = { .member = member,
                    .request_id = rid,
                    .value = value,
                    .mode = RANK_MODE_INCREMENT,
-                   .timestamp_ms = now };
+                   .timestamp_ms = now,
+                   .without_rank = applied_only,
+                   .applied_only = applied_only };
   const char *argv[2 * RANK_COMMAND_MAX_ARGS + 3];
   size_t lens[2 * RANK_COMMAND_MAX_ARGS + 3];
   char numkeys[8];
@@ -577,16 +581,24 @@ eval_update (redisContext *c, const char *b, const char *member, gint64 value,
   rank_command_clear (&head);
   rank_command_clear (&item);
   rank_context_clear (&ctx);
-  /* The replies of the batch's updates, flat: here one update's 4, or
-   * its error. */
+  /* The replies of the batch's updates, flat: here one update's 4 (or
+   * its applied alone), or its error. */
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 1)
     g_error ("update.lua: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
   if (r->element[0]->type == REDIS_REPLY_ERROR)
     g_error ("update.lua: %s", r->element[0]->str);
-  g_assert_cmpuint (r->elements, ==, RANK_UPDATE_REPLY_WIDTH);
-  applied = r->element[2]->integer != 0;
+  g_assert_cmpuint (r->elements, ==,
+                    applied_only ? 1 : RANK_UPDATE_REPLY_WIDTH);
+  applied = r->element[applied_only ? 0 : 2]->integer != 0;
   freeReplyObject (r);
   return applied;
+}
+
+static gboolean
+eval_update (redisContext *c, const char *b, const char *member, gint64 value,
+             const char *rid, gint64 now)
+{
+  return eval_update_answer (c, b, member, value, rid, now, FALSE);
 }
 
 /* Some time in bucket k. */
@@ -617,6 +629,37 @@ integer_reply (redisContext *c, const char *format, const char *key)
   v = r->integer;
   freeReplyObject (r);
   return v;
+}
+
+/* The queue's drain asks update.lua for whether each update applied, alone
+ * (one element an update, not four): the same record and the same write
+ * as a full answer's. */
+static void
+test_applied_only_answer (void)
+{
+  g_autofree char *b = rank_test_unique ("applied-only");
+  g_autofree char *times = g_strdup_printf ("rk:{%s}:t", b);
+  redisContext *c = redis_connect (redis->port);
+  gint64 now = g_get_real_time () / 1000;
+  redisReply *r;
+
+  g_assert_true (eval_update_answer (c, b, "ann", 5, "a1", now, TRUE));
+  /* A retry: nothing changes, and it says so. */
+  g_assert_false (eval_update_answer (c, b, "ann", 5, "a1", now, TRUE));
+  g_assert_false (eval_update (c, b, "ann", 5, "a1", now));
+  g_assert_true (eval_update (c, b, "ann", 1, "a2", now));
+  g_assert_false (eval_update_answer (c, b, "ann", 1, "a2", now, TRUE));
+  /* 5 + 1, each once: the times hash ends with the sorted-set score
+   * (-score on a descending board). */
+  r = redisCommand (c, "HGET %s ann", times);
+  g_assert_cmpint (r->type, ==, REDIS_REPLY_STRING);
+  g_assert_cmpuint (r->len, ==,
+                    RANK_ORDERKEY_TIME_BYTES + RANK_PLACE_SCORE_BYTES);
+  g_assert_cmpint (rank_orderkey_decode_place_score (
+                       (const guint8 *) r->str + RANK_ORDERKEY_TIME_BYTES),
+                   ==, -6);
+  freeReplyObject (r);
+  redisFree (c);
 }
 
 /* The meta hash counts the records of the current bucket and the 4 before
@@ -2451,6 +2494,8 @@ main (int argc, char **argv)
   g_test_add_func ("/idempotency/window", test_dedup_window);
   g_test_add_func ("/idempotency/packed-records", test_packed_records);
   g_test_add_func ("/idempotency/meta-buckets", test_meta_buckets);
+  g_test_add_func ("/idempotency/applied-only-answer",
+                   test_applied_only_answer);
   g_test_add_func ("/idempotency/layout-sizing", test_layout_sizing);
   g_test_add_func ("/idempotency/retry-from-a-clock-behind",
                    test_retry_from_a_clock_behind);
