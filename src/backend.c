@@ -578,6 +578,19 @@ batch_close (RankBackend *backend, Batch *b)
   g_queue_unlink (&backend->open, &b->link);
 }
 
+/* How many items a batch of items sent with flags holds: a group's, and
+ * the queue's drain's (one element each, RANK_SEND_ONE_ELEMENT), up to
+ * RANK_GROUP_MAX_ITEMS, so that a call's own costs are shared by more
+ * updates; others RANK_BATCH_MAX_ITEMS, which bounds how long one call
+ * holds Redis for the calls that wait behind it. */
+static guint
+batch_max_items (guint flags)
+{
+  return (flags & (RANK_SEND_GROUP | RANK_SEND_ONE_ELEMENT))
+             ? RANK_GROUP_MAX_ITEMS
+             : RANK_BATCH_MAX_ITEMS;
+}
+
 void
 rank_backend_send_item (RankBackend *backend, guint node,
                         const RankCommand *head, RankCommand *item, guint flags,
@@ -598,9 +611,7 @@ rank_backend_send_item (RankBackend *backend, guint node,
   /* A write that joins an open batch follows what that batch follows. */
   if (b == NULL)
     tell_write (backend, head);
-  if (b != NULL
-      && b->waiters->len >= ((flags & RANK_SEND_GROUP) ? RANK_GROUP_MAX_ITEMS
-                                                       : RANK_BATCH_MAX_ITEMS))
+  if (b != NULL && b->waiters->len >= batch_max_items (flags))
     {
       batch_send (backend, b);
       b = NULL;

@@ -5,7 +5,7 @@
  * One worker of each rankd drains (its loop, its store). It is a consumer
  * of every queued board's streams: it reads up to RANK_QUEUE_READ_COUNT
  * entries of a stream, applies them in order through the store's update
- * path (one script call per RANK_BATCH_MAX_ITEMS of them), and
+ * path (one script call per RANK_GROUP_MAX_ITEMS of them), and
  * acknowledges and deletes them only once applied. Entries pending on a
  * rankd that died (or lost Redis) are claimed by the others once idle for
  * the board's queue_claim_after. Delivery is at least once; since every

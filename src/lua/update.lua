@@ -982,7 +982,7 @@ local function prepare_call()
   -- write: a damaged one stops the call with nothing changed.
   if leaving then
     local last = math.min(migrated + math.max(count, MIGRATE_MIN), leaving)
-    local from, into, order = {}, {}, {}
+    local from, into, targets = {}, {}, {}
     for j = migrated, last - 1 do
       local key = leaving_base .. format('%d', j)
       local all = call_on(key, 'hash', 'request-id records', 'HGETALL')
@@ -999,17 +999,18 @@ local function prepare_call()
           if not moving then
             moving = {}
             into[at] = moving
-            order[#order + 1] = {record_hash(current_base, hashes, at), moving}
+            targets[#targets + 1] =
+              {record_hash(current_base, hashes, at), moving}
           end
           moving[#moving + 1] = field
           moving[#moving + 1] = value
         end
       end
     end
-    for _, target in ipairs(order) do
+    for _, target in ipairs(targets) do
       expect(target[1], 'hash', 'request-id records')
     end
-    for _, target in ipairs(order) do
+    for _, target in ipairs(targets) do
       call('HSET', target[1], unpack(target[2]))
       call('PEXPIREAT', target[1], record_expire_at)
     end
