@@ -226,7 +226,8 @@ end
 
 -- The numbers of record hashes in decimal, kept by the library from call
 -- to call (a format costs Redis about 1.4k instructions, a lookup here
--- about 0.1k): those under DECIMALS_KEPT, at most about 3 MB.
+-- about 0.1k): those under DECIMALS_KEPT, at most about 4 MB of Lua
+-- memory (a board of 65,536 record hashes or more: 3M live records).
 local DECIMALS_KEPT = 65536
 local decimals = {}
 
