@@ -75,12 +75,27 @@ print("| %s | %s | %.2f | %.2f |" % (label, format(round(n / secs), ","),
 EOF
 }
 
+# A row that takes a board's request-id records past a doubling of its
+# layout of record hashes moves every live record, at a cost its updates
+# pay (bench/README.md): moved says so, on stderr and in layout.txt, as
+# compare.sh does.
+moved() { # row-name board layout-before
+  local after
+  after=$(record_layout "$redis_port" "$2")
+  if [ "$3" != "$after" ]; then
+    echo "$1: $2's request-id record hashes (size, size left) '$3' -> '$after': records moved during this row (or its warm-up)" |
+      tee -a "$out/layout.txt" >&2
+  fi
+}
+
 # A synchronous row by rank-bench (its own count and interval).
 sync_row() { # label rank-bench args...
   local label=$1
   shift
-  local r0 k0 r1 k1 json
+  local r0 k0 r1 k1 json before
+  before=$(record_layout "$redis_port" sb-0)
   json=$("$bench" -p "$rankd_port" --members "$members" -d "$duration" -w 2 --json "$@")
+  moved "$label" sb-0 "$before"
   echo "$json" >>"$out/sync.jsonl"
   python3 - "$label" "$json" <<'EOF'
 import json, sys
@@ -106,11 +121,13 @@ EOF
   a0=$(applied)
   r0=$(cpu "$redis_pid")
   k0=$(cpu "$rankd_pid")
+  before=$(record_layout "$redis_port" qb-0)
   t0=$(date +%s.%N)
   "$bench" -p "$rankd_port" --members "$members" -d "$duration" -w 0 \
     --board-prefix qb -c "$conns" --mix enqueue=1 --batch "$batch" \
     >"$work/enqueue.txt"
   wait_drained
+  moved "through the queue" qb-0 "$before"
   t1=$(date +%s.%N)
   r1=$(cpu "$redis_pid")
   k1=$(cpu "$rankd_pid")
