@@ -463,8 +463,8 @@ unpack_update (Unpack *in, RankQueueUpdate *u)
       if (!take (in, up->data_len, &up->data))
         return FALSE;
     }
-  /* Nobody reads a drained update's answer, only whether it applied. */
-  up->without_rank = TRUE;
+  /* Nobody reads a drained update's answer, only whether it applied
+   * (which implies no rank). */
   up->applied_only = TRUE;
   u->valid = TRUE;
   return TRUE;

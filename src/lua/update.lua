@@ -159,8 +159,9 @@ local call, error_reply, tonumber, format, floor, spack, sunpack, unpack,
 -- What each call sets (the call's arguments, the board's meta, the
 -- batch's tables and replies), assigned at its start: see above.
 local zkey, tkey, qprefix, dkey, ckey, akey, names, record_expire_at,
-  answer, rank_wanted, applied_only, order, kind, cap, expire_at, group, grouped, sets, count,
-  PREFIX_LEN, ascending, current, unswept, epoch, meta, hashes_s, leaving_s,
+  rank_wanted, applied_only, order, kind, cap, expire_at, group, grouped,
+  sets, count, PREFIX_LEN, ascending, current, unswept, epoch, meta,
+  hashes_s, leaving_s,
   hashes, leaving, migrated, n, live, opened, layout_changed, records_added,
   current_base, leaving_base, touch_key, touch_want, touch_what, typed,
   deferred, prefix_of, zscore_of_member, moved_members, was_prefix, data_members,
@@ -895,7 +896,7 @@ local function open_call()
   -- the one i before it.
   names = {[0] = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]}
   record_expire_at = ARGV[6]
-  answer = ARGV[7]
+  local answer = ARGV[7]
   order = ARGV[8]
   kind = ARGV[9]
   cap = ARGV[10]
@@ -985,7 +986,7 @@ local function prepare_call()
     local last = math.min(migrated + math.max(count, MIGRATE_MIN), leaving)
     local from, into, targets = {}, {}, {}
     for j = migrated, last - 1 do
-      local key = leaving_base .. format('%d', j)
+      local key = record_hash(leaving_base, leaving, j)
       local all = call_on(key, 'hash', 'request-id records', 'HGETALL')
       if #all > 0 then
         from[#from + 1] = key
