@@ -1,13 +1,19 @@
 #!/bin/bash
 # queue.sh -- the update queue against synchronous updates, in one run.
 #
-# One redis-server and one rankd (config: board sb-0 plain, qb-0 with
-# queue=on), both boards preloaded with MEMBERS members. Rows, each with the CPU us per update of redis-server and
-# rankd over its interval (from /proc, user + system):
-#   1. synchronous UpdateBatch of BATCH, CONNECTIONS connections, DURATION s;
-#   2. synchronous Update, CONNECTIONS x 16 pipelined, DURATION s;
+# One redis-server and one rankd (config: boards sb-0 and ub-0 plain, qb-0
+# with queue=on), each row on a board of its own, each board preloaded with
+# MEMBERS members. Each board's layout of request-id records is then grown
+# once (warm_layout), so that every row starts on the same layout with the
+# same room and none pays for moving records. Rows, each with the CPU us
+# per update of redis-server and rankd over its interval (from /proc, user +
+# system):
+#   1. synchronous UpdateBatch of BATCH, CONNECTIONS connections, DURATION s
+#      (on sb-0);
+#   2. synchronous Update, CONNECTIONS x 16 pipelined, DURATION s (on ub-0);
 #   3. through the queue: Enqueue of BATCH, CONNECTIONS connections, as fast
-#      as answered for DURATION s, then until the drain has applied every
+#      as answered, as many updates as row 1 measured (so that its board
+#      gains as many records), then until the drain has applied every
 #      update: updates / (enqueue start .. drained) is the sustained rate.
 # Then a burst: BURST seconds of Enqueue at 3x row 3's sustained rate
 # (rank-bench --rate), the backlog sampled every 0.5 s until drained, drawn
@@ -34,6 +40,7 @@ bench_meta "MEMBERS=$members DURATION=$duration BURST=$burst CONNECTIONS=$conns 
 
 cat >"$work/rankd.conf" <<EOF
 [board sb-0]
+[board ub-0]
 [board qb-0]
 queue=on
 # Enqueue runs as fast as it is answered: the backlog may pass the default.
@@ -49,13 +56,40 @@ rankd_pid=$!
 pids+=("$rankd_pid")
 wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1; }
 export RANKCTL_CONNECT=127.0.0.1:$rankd_port
-# Both boards hold every member before the rows, so that each row works on
+# Every board holds every member before the rows, so that each row works on
 # a board of the same size: an empty board's first updates cost Redis less,
 # and the queue row, the longest, would otherwise end on the largest board.
-for prefix in sb qb; do
+for prefix in sb ub qb; do
   "$bench" -p "$rankd_port" --members "$members" --preload-only -c 16 \
     --board-prefix "$prefix" >/dev/null 2>&1
 done
+
+# Each board's request-id records are then taken past the next doubling of
+# their layout, and the move to the new layout finished, before any row:
+# the preload leaves a board at an arbitrary distance from a doubling, and
+# a row that crosses one pays for moving every live record (bench/README.md).
+# After this every board starts its row on the same layout with room for
+# as many records again as it holds, so no row should cross one (moved
+# below says if one did).
+warm_layout() { # board-prefix
+  local board=$1-0 start size left
+  start=$(record_layout "$redis_port" "$board")
+  for _ in $(seq 1 200); do
+    "$bench" -p "$rankd_port" --members "$members" -d 2 -w 0 -c "$conns" \
+      --board-prefix "$1" --mix batch=1 --batch "$batch" >/dev/null 2>&1
+    read -r size left <<<"$(record_layout "$redis_port" "$board")"
+    if [ "$size" != "${start%% *}" ] && [ -z "$left" ]; then
+      echo "warm: $board's request-id record hashes (size, size left) '$start' -> '$size'" |
+        tee -a "$out/layout.txt"
+      return 0
+    fi
+  done
+  echo "warm: $board's layout did not grow in 400 s of UpdateBatch" >&2
+  return 1
+}
+warm_layout sb
+warm_layout ub
+warm_layout qb
 
 ticks=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -89,18 +123,20 @@ moved() { # row-name board layout-before
 }
 
 # A synchronous row by rank-bench (its own count and interval).
-sync_row() { # label rank-bench args...
-  local label=$1
-  shift
-  local r0 k0 r1 k1 json before
-  before=$(record_layout "$redis_port" sb-0)
-  json=$("$bench" -p "$rankd_port" --members "$members" -d "$duration" -w 2 --json "$@")
-  moved "$label" sb-0 "$before"
+sync_row() { # label board-prefix rank-bench args...
+  local label=$1 prefix=$2
+  shift 2
+  local json before
+  before=$(record_layout "$redis_port" "$prefix-0")
+  json=$("$bench" -p "$rankd_port" --members "$members" -d "$duration" -w 2 \
+    --json --board-prefix "$prefix" "$@")
+  moved "$label" "$prefix-0" "$before"
   echo "$json" >>"$out/sync.jsonl"
-  python3 - "$label" "$json" <<'EOF'
+  python3 - "$label" "$json" "$work/count-$prefix" <<'EOF'
 import json, sys
 label, j = sys.argv[1], json.loads(sys.argv[2])
 n = sum(v["count"] for v in j["ops"].values()) * (j["batch"] if set(j["ops"]) & {"batch", "enqueue"} else 1)
+open(sys.argv[3], "w").write("%d\n" % n)
 cpu = j["cpu_us_per_op"]
 print("| %s | %s | %.2f | %.2f |" % (label, format(round(n / j["duration_s"]), ","),
                                       cpu.get("redis", 0), cpu.get("rankd", 0)))
@@ -111,19 +147,22 @@ EOF
   echo
   echo "| updates | updates/s | Redis µs/update | rankd µs/update |"
   echo "|---|---:|---:|---:|"
-  sync_row "synchronous: UpdateBatch of $batch, $conns connections" \
-    --board-prefix sb -c "$conns" --mix batch=1 --batch "$batch" \
+  sync_row "synchronous: UpdateBatch of $batch, $conns connections" sb \
+    -c "$conns" --mix batch=1 --batch "$batch" \
     --cpu "redis=$redis_pid,rankd=$rankd_pid"
-  sync_row "synchronous: Update, $conns x 16 pipelined" \
-    --board-prefix sb -c "$conns" --pipeline 16 --mix update=1 \
+  sync_row "synchronous: Update, $conns x 16 pipelined" ub \
+    -c "$conns" --pipeline 16 --mix update=1 \
     --cpu "redis=$redis_pid,rankd=$rankd_pid"
   redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
   a0=$(applied)
   r0=$(cpu "$redis_pid")
   k0=$(cpu "$rankd_pid")
   before=$(record_layout "$redis_port" qb-0)
+  # As many updates as row 1 measured, so that the queue's board gains as
+  # many records as row 1's did.
+  calls=$(($(cat "$work/count-sb") / batch))
   t0=$(date +%s.%N)
-  "$bench" -p "$rankd_port" --members "$members" -d "$duration" -w 0 \
+  "$bench" -p "$rankd_port" --members "$members" -n "$calls" -w 0 \
     --board-prefix qb -c "$conns" --mix enqueue=1 --batch "$batch" \
     >"$work/enqueue.txt"
   wait_drained
