@@ -199,6 +199,7 @@ calls=$(python3 -c "print(3 * $n / $secs / $batch)")
 echo | tee -a "$out/summary.txt"
 echo "burst: $burst s of Enqueue at 3x the sustained rate ($(python3 -c "print(round(3 * $n / $secs))") updates/s, rank-bench --rate $calls)" | tee -a "$out/summary.txt"
 printf 't_s\tbacklog\n' >"$out/backlog.tsv"
+before=$(record_layout "$redis_port" qb-0)
 start=$(date +%s.%N)
 "$bench" -p "$rankd_port" --members "$members" -d "$burst" -w 0 \
   --board-prefix qb -c "$conns" --mix enqueue=1 --batch "$batch" \
@@ -214,6 +215,7 @@ while :; do
   sleep 0.5 # the sampling period
 done
 wait "$burst_pid"
+moved "burst" qb-0 "$before"
 echo "burst achieved: $(grep -o '[0-9]* updates/s' "$work/burst.txt" | head -1) enqueued (rank-bench); peak backlog $peak; drained $(tail -1 "$out/backlog.tsv" | cut -f1) s after the burst began" | tee -a "$out/summary.txt"
 if command -v gnuplot >/dev/null; then
   gnuplot <<EOF
