@@ -72,10 +72,10 @@ done
 # as many records again as it holds, so no row should cross one (moved
 # below says if one did).
 warm_layout() { # board-prefix
-  local board=$1-0 start size left
+  local board=$1-0 start size left steps=200 step_s=2
   start=$(record_layout "$redis_port" "$board")
-  for _ in $(seq 1 200); do
-    "$bench" -p "$rankd_port" --members "$members" -d 2 -w 0 -c "$conns" \
+  for _ in $(seq 1 "$steps"); do
+    "$bench" -p "$rankd_port" --members "$members" -d "$step_s" -w 0 -c "$conns" \
       --board-prefix "$1" --mix batch=1 --batch "$batch" >/dev/null 2>&1
     read -r size left <<<"$(record_layout "$redis_port" "$board")"
     if [ "$size" != "${start%% *}" ] && [ -z "$left" ]; then
@@ -84,7 +84,7 @@ warm_layout() { # board-prefix
       return 0
     fi
   done
-  echo "warm: $board's layout did not grow in 400 s of UpdateBatch" >&2
+  echo "warm: $board's layout did not grow in $((steps * step_s)) s of UpdateBatch" >&2
   return 1
 }
 warm_layout sb

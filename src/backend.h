@@ -137,7 +137,9 @@ void rank_backend_send_item (RankBackend *backend, guint node,
 
 /* Items sent with this flag to rank_backend_send_item asked their script
  * for one element each (update.lua's answer 'applied'), not its flat
- * width: their head says so, so they never share a batch with others. */
+ * width: their head says so, so they never share a batch with others.
+ * Their batches hold up to RANK_GROUP_MAX_ITEMS, as a group's do: only the
+ * queue's drain, which no caller waits for, sends them. */
 #define RANK_SEND_ONE_ELEMENT (1u << 4)
 
 /* A write is about to be queued: func hears the hash tag of its keys

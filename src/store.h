@@ -55,13 +55,16 @@ typedef struct
   gboolean data_given;
   const char *data;
   gsize data_len;
-  /* The caller has no use for the rank (the queue's drain): the script
-   * leaves it out (rank 0), which costs Redis a ZRANK less. */
+  /* The caller has no use for the rank (UpdateBatch with with_rank
+   * false): the script leaves it out (rank 0), which costs Redis a ZRANK
+   * less. */
   gboolean without_rank;
   /* The caller reads only whether the update applied (the queue's drain;
    * implies without_rank): update.lua answers each update with that one
-   * element, not four, which costs Redis less. The result's score, rank
-   * and subscores are 0. Not with group. */
+   * element, not four, which costs Redis less, and such updates leave in
+   * script calls of up to RANK_GROUP_MAX_ITEMS, not RANK_BATCH_MAX_ITEMS,
+   * as no caller waits behind them (backend.c, batch_max_items). The
+   * result's score, rank and subscores are 0. Not with group. */
   gboolean applied_only;
   /* Set: the update is one of a batch recorded as a whole
    * (UpdateBatchRequest.request_id): these RANK_UPDATE_GROUP_BYTES go
