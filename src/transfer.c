@@ -1287,17 +1287,18 @@ lane_of (GPtrArray *entries, guint k, guint n)
 
 /* The calls recorded as a whole that an import of entries makes, the same
  * every time: RANK_TRANSFER_GROUP records of one lane a call, in the
- * file's order. */
+ * order of order (send_order). */
 static GPtrArray *
-make_groups (GPtrArray *entries)
+make_groups (GPtrArray *entries, GArray *order)
 {
   GPtrArray *groups = g_ptr_array_new_with_free_func (
       (GDestroyNotify) (void (*) (void)) g_array_unref);
   guint n = lanes_for (entries->len);
   GArray *open[RANK_TRANSFER_CONNECTIONS] = { NULL };
 
-  for (guint k = 0; k < entries->len; k++)
+  for (guint i = 0; i < order->len; i++)
     {
+      guint k = g_array_index (order, guint, i);
       guint lane = lane_of (entries, k, n);
 
       if (open[lane] == NULL || open[lane]->len == RANK_TRANSFER_GROUP)
@@ -1437,11 +1438,11 @@ digest_of (gpointer data)
                                       (const guchar *) job->text, job->len);
 }
 
-/* Every record of the file into entries, with its line and its index in
- * todo; FALSE at the first that does not read. */
+/* Every record of the file into entries, with its line; FALSE at the
+ * first that does not read. */
 static gboolean
 read_entries (RankTransferReader *reader, GPtrArray *entries, GArray *lines,
-              GArray *todo, GError **error)
+              GError **error)
 {
   for (;;)
     {
@@ -1454,10 +1455,82 @@ read_entries (RankTransferReader *reader, GPtrArray *entries, GArray *lines,
           entry_free (e);
           return done;
         }
-      g_array_append_val (todo, entries->len);
       g_array_append_val (lines, line);
       g_ptr_array_add (entries, e);
     }
+}
+
+/* A record's place in the order an import sends: its member's first
+ * record's score and time. */
+typedef struct
+{
+  gint64 score;
+  gint64 timestamp_ms;
+  guint index;
+} Place;
+
+/* Higher scores first, then earlier times, then the file's order. */
+static gint
+place_compare (gconstpointer a, gconstpointer b)
+{
+  const Place *x = a, *y = b;
+
+  if (x->score != y->score)
+    return x->score > y->score ? -1 : 1;
+  if (x->timestamp_ms != y->timestamp_ms)
+    return x->timestamp_ms < y->timestamp_ms ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* The order an import sends entries in: by score, then time. Export
+ * writes a board sorted by member, so its scores come in random order, and
+ * each ZADD then finds its place in the sorted set through nodes Redis has
+ * not touched lately; in score order the place of one is next to the
+ * last's, in what Redis's caches still hold (1M entries: 0.6x Redis CPU an
+ * entry, bench/README.md, "Import"). The records of one member take its
+ * first record's place, so they stay together and in the file's order
+ * (its last SET wins). A file sorted by member, as export writes it, has
+ * no member twice, which a pass over it tells without a table. */
+static GArray *
+send_order (GPtrArray *entries)
+{
+  g_autoptr (GArray) places
+      = g_array_sized_new (FALSE, FALSE, sizeof (Place), entries->len);
+  g_autoptr (GHashTable) first = NULL;
+  GArray *order;
+
+  for (guint k = 1; k < entries->len && first == NULL; k++)
+    if (strcmp (((RankTransferEntry *) entries->pdata[k - 1])->member,
+                ((RankTransferEntry *) entries->pdata[k])->member)
+        >= 0)
+      first = g_hash_table_new (g_str_hash, g_str_equal);
+  for (guint k = 0; k < entries->len; k++)
+    {
+      const RankTransferEntry *e = entries->pdata[k];
+      Place p = { e->score, e->timestamp_ms, k };
+
+      if (first != NULL)
+        {
+          gpointer was;
+
+          if (g_hash_table_lookup_extended (first, e->member, NULL, &was))
+            {
+              const Place *f
+                  = &g_array_index (places, Place, GPOINTER_TO_UINT (was));
+
+              p.score = f->score;
+              p.timestamp_ms = f->timestamp_ms;
+            }
+          else
+            g_hash_table_insert (first, e->member, GUINT_TO_POINTER (k));
+        }
+      g_array_append_val (places, p);
+    }
+  g_array_sort (places, place_compare);
+  order = g_array_sized_new (FALSE, FALSE, sizeof (guint), entries->len);
+  for (guint i = 0; i < places->len; i++)
+    g_array_append_val (order, g_array_index (places, Place, i).index);
+  return order;
 }
 
 gboolean
@@ -1470,7 +1543,7 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
   g_autofree char *digest = NULL;
   g_autoptr (GPtrArray) entries = g_ptr_array_new_with_free_func (entry_free);
   g_autoptr (GArray) lines = g_array_new (FALSE, FALSE, sizeof (guint));
-  g_autoptr (GArray) todo = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GArray) todo = NULL;
   g_autoptr (GPtrArray) groups = NULL;
   gboolean grouped = FALSE;
   RankTransferReader reader;
@@ -1490,7 +1563,7 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
   job = (DigestJob){ text, len };
   digesting = g_thread_new ("digest", digest_of, &job);
   rank_transfer_reader_init (&reader, format, text, len);
-  all_read = read_entries (&reader, entries, lines, todo, error);
+  all_read = read_entries (&reader, entries, lines, error);
   digest = g_thread_join (digesting);
   if (!all_read)
     {
@@ -1500,9 +1573,10 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
   stats->records = entries->len;
   if (!groups_allowed (client, board, &grouped, error))
     return FALSE;
+  todo = send_order (entries);
   if (grouped)
     {
-      groups = make_groups (entries);
+      groups = make_groups (entries, todo);
       g_array_set_size (todo, 0);
       for (guint g = 0; g < groups->len; g++)
         g_array_append_val (todo, g);
