@@ -1438,79 +1438,133 @@ digest_of (gpointer data)
                                       (const guchar *) job->text, job->len);
 }
 
-/* Every record of the file into entries, with its line; FALSE at the
- * first that does not read. */
+/* A record's place in the order an import sends (send_order): keys that
+ * sort as unsigned integers, the score's first. */
+typedef struct
+{
+  guint64 score_key; /* higher scores first */
+  guint64 time_key;  /* then earlier times */
+  guint index;       /* the record's number, from 0 */
+} Place;
+
+#define SIGN_BIT G_GUINT64_CONSTANT (0x8000000000000000)
+
+static Place
+place_of (const RankTransferEntry *e, guint index)
+{
+  return (Place){ ~((guint64) e->score ^ SIGN_BIT),
+                  (guint64) e->timestamp_ms ^ SIGN_BIT, index };
+}
+
+/* Every record of the file into entries, with its line and its place;
+ * sorted: whether the members came in strictly increasing order (as
+ * export writes them: then no member is there twice). FALSE at the first
+ * record that does not read. */
 static gboolean
 read_entries (RankTransferReader *reader, GPtrArray *entries, GArray *lines,
-              GError **error)
+              GArray *places, gboolean *sorted, GError **error)
 {
+  const RankTransferEntry *last = NULL;
+
+  *sorted = TRUE;
   for (;;)
     {
       RankTransferEntry *e = g_new0 (RankTransferEntry, 1);
       guint line = (guint) reader->line;
       gboolean done = FALSE;
+      Place p;
 
       if (!rank_transfer_read (reader, e, &done, error) || done)
         {
           entry_free (e);
           return done;
         }
+      if (last != NULL && *sorted && strcmp (last->member, e->member) >= 0)
+        *sorted = FALSE;
+      p = place_of (e, entries->len);
+      g_array_append_val (places, p);
       g_array_append_val (lines, line);
       g_ptr_array_add (entries, e);
+      last = e;
     }
 }
 
-/* A record's place in the order an import sends: its member's first
- * record's score and time. */
-typedef struct
+/* Byte d of a place's keys, the time's 8 first. */
+static inline guint
+place_byte (const Place *p, guint d)
 {
-  gint64 score;
-  gint64 timestamp_ms;
-  guint index;
-} Place;
-
-/* Higher scores first, then earlier times, then the file's order. */
-static gint
-place_compare (gconstpointer a, gconstpointer b)
-{
-  const Place *x = a, *y = b;
-
-  if (x->score != y->score)
-    return x->score > y->score ? -1 : 1;
-  if (x->timestamp_ms != y->timestamp_ms)
-    return x->timestamp_ms < y->timestamp_ms ? -1 : 1;
-  return x->index < y->index ? -1 : x->index > y->index;
+  return (
+      guint) ((d < 8 ? p->time_key >> (8 * d) : p->score_key >> (8 * (d - 8)))
+              & 0xff);
 }
 
-/* The order an import sends entries in: by score, then time. Export
- * writes a board sorted by member, so its scores come in random order, and
- * each ZADD then finds its place in the sorted set through nodes Redis has
- * not touched lately; in score order the place of one is next to the
- * last's, in what Redis's caches still hold (1M entries: 0.6x Redis CPU an
- * entry, bench/README.md, "Import"). The records of one member take its
- * first record's place, so they stay together and in the file's order
- * (its last SET wins). A file sorted by member, as export writes it, has
- * no member twice, which a pass over it tells without a table. */
-static GArray *
-send_order (GPtrArray *entries)
+/* Sorts places by score_key, then time_key, keeping their order where
+ * both are equal: a least-significant-byte radix sort, which is stable;
+ * a byte that is the same in every place takes no pass. 1M places: about
+ * a third of g_array_sort's time. */
+static void
+places_sort (GArray *places)
 {
-  g_autoptr (GArray) places
-      = g_array_sized_new (FALSE, FALSE, sizeof (Place), entries->len);
-  g_autoptr (GHashTable) first = NULL;
+  guint n = places->len;
+  g_autofree Place *spare = NULL;
+  g_autofree guint *counts = NULL;
+  Place *src = (Place *) (gpointer) places->data, *dst;
+
+  if (n < 2)
+    return;
+  spare = g_new (Place, n);
+  counts = g_new0 (guint, 16 * 256);
+  dst = spare;
+  for (guint i = 0; i < n; i++)
+    for (guint d = 0; d < 16; d++)
+      counts[d * 256 + place_byte (&src[i], d)]++;
+  for (guint d = 0; d < 16; d++)
+    {
+      guint *c = counts + d * 256;
+      guint at = 0;
+      Place *t;
+
+      if (c[place_byte (&src[0], d)] == n)
+        continue;
+      for (guint b = 0; b < 256; b++)
+        {
+          guint k = c[b];
+
+          c[b] = at;
+          at += k;
+        }
+      for (guint i = 0; i < n; i++)
+        dst[c[place_byte (&src[i], d)]++] = src[i];
+      t = src;
+      src = dst;
+      dst = t;
+    }
+  if (src != (Place *) (gpointer) places->data)
+    memcpy (places->data, src, n * sizeof (Place));
+}
+
+/* The order an import sends entries in: by score, best first, then time.
+ * Export writes a board sorted by member, so its scores come in random
+ * order, and each ZADD then finds its place in the sorted set through
+ * nodes Redis has not touched lately; in score order the place of one is
+ * next to the last's, in what Redis's caches still hold (1M entries: about
+ * 0.6-0.75x Redis CPU an entry, bench/README.md, "Import"). The records of
+ * one member take its first record's place, so they stay together and in
+ * the file's order (its last SET wins); a file whose members are sorted
+ * has none twice and needs no table for that. */
+static GArray *
+send_order (GPtrArray *entries, GArray *places, gboolean sorted)
+{
   GArray *order;
 
-  for (guint k = 1; k < entries->len && first == NULL; k++)
-    if (strcmp (((RankTransferEntry *) entries->pdata[k - 1])->member,
-                ((RankTransferEntry *) entries->pdata[k])->member)
-        >= 0)
-      first = g_hash_table_new (g_str_hash, g_str_equal);
-  for (guint k = 0; k < entries->len; k++)
+  if (!sorted)
     {
-      const RankTransferEntry *e = entries->pdata[k];
-      Place p = { e->score, e->timestamp_ms, k };
+      g_autoptr (GHashTable) first = g_hash_table_new (g_str_hash, g_str_equal);
 
-      if (first != NULL)
+      for (guint k = 0; k < entries->len; k++)
         {
+          const RankTransferEntry *e = entries->pdata[k];
+          Place *p = &g_array_index (places, Place, k);
           gpointer was;
 
           if (g_hash_table_lookup_extended (first, e->member, NULL, &was))
@@ -1518,16 +1572,15 @@ send_order (GPtrArray *entries)
               const Place *f
                   = &g_array_index (places, Place, GPOINTER_TO_UINT (was));
 
-              p.score = f->score;
-              p.timestamp_ms = f->timestamp_ms;
+              p->score_key = f->score_key;
+              p->time_key = f->time_key;
             }
           else
             g_hash_table_insert (first, e->member, GUINT_TO_POINTER (k));
         }
-      g_array_append_val (places, p);
     }
-  g_array_sort (places, place_compare);
-  order = g_array_sized_new (FALSE, FALSE, sizeof (guint), entries->len);
+  places_sort (places);
+  order = g_array_sized_new (FALSE, FALSE, sizeof (guint), places->len);
   for (guint i = 0; i < places->len; i++)
     g_array_append_val (order, g_array_index (places, Place, i).index);
   return order;
@@ -1543,9 +1596,10 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
   g_autofree char *digest = NULL;
   g_autoptr (GPtrArray) entries = g_ptr_array_new_with_free_func (entry_free);
   g_autoptr (GArray) lines = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GArray) places = g_array_new (FALSE, FALSE, sizeof (Place));
   g_autoptr (GArray) todo = NULL;
   g_autoptr (GPtrArray) groups = NULL;
-  gboolean grouped = FALSE;
+  gboolean grouped = FALSE, sorted;
   RankTransferReader reader;
   gsize len = 0;
   DigestJob job;
@@ -1563,7 +1617,7 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
   job = (DigestJob){ text, len };
   digesting = g_thread_new ("digest", digest_of, &job);
   rank_transfer_reader_init (&reader, format, text, len);
-  all_read = read_entries (&reader, entries, lines, error);
+  all_read = read_entries (&reader, entries, lines, places, &sorted, error);
   digest = g_thread_join (digesting);
   if (!all_read)
     {
@@ -1573,7 +1627,8 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
   stats->records = entries->len;
   if (!groups_allowed (client, board, &grouped, error))
     return FALSE;
-  todo = send_order (entries);
+  todo = send_order (entries, places, sorted);
+  g_clear_pointer (&places, g_array_unref);
   if (grouped)
     {
       groups = make_groups (entries, todo);

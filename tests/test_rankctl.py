@@ -566,6 +566,15 @@ class RankctlTest(unittest.TestCase):
         self.assertEqual(self.json("rank", "many", "p7")["score"], 4807)
         self.assertEqual(self.json("rank", "many", "p1199")["score"], 4799)
         self.assertEqual(self.json("import", "many", csv)["repeated"], 5000)
+        # Sorted by member but with one twice: import sends by score, and
+        # the member's records still go in the file's order.
+        csv = self.write("twice.csv", "member,score,timestamp_ms,subscores,"
+                         'data\n"a",-2,1,,\n"d",1,1,,\n"d",9,2,,\n"d",3,3,,\n'
+                         '"e",-9,4,,\n')
+        self.assertEqual(self.json("import", "twice", csv)["applied"], 5)
+        self.assertEqual(self.json("rank", "twice", "d")["score"], 3)
+        self.assertEqual([e["member"] for e in self.json("top", "twice")],
+                         ["d", "a", "e"])
 
     def records(self, board):
         return request_id_records(self.redis_port, board)
