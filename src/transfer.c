@@ -1276,30 +1276,30 @@ lanes_for (guint count)
   return MAX (1, MIN (RANK_TRANSFER_CONNECTIONS, count / RANK_TRANSFER_BATCH));
 }
 
-/* The lane of record k among n. */
+/* The lane of record k among n, by its member's hash (hashes: taken as
+ * the file was read, so that the records, sent in another order, are not
+ * read again for it). */
 static guint
-lane_of (GPtrArray *entries, guint k, guint n)
+lane_of (GArray *hashes, guint k, guint n)
 {
-  const RankTransferEntry *e = entries->pdata[k];
-
-  return g_str_hash (e->member) % n;
+  return g_array_index (hashes, guint, k) % n;
 }
 
 /* The calls recorded as a whole that an import of entries makes, the same
  * every time: RANK_TRANSFER_GROUP records of one lane a call, in the
  * order of order (send_order). */
 static GPtrArray *
-make_groups (GPtrArray *entries, GArray *order)
+make_groups (GArray *hashes, GArray *order)
 {
   GPtrArray *groups = g_ptr_array_new_with_free_func (
       (GDestroyNotify) (void (*) (void)) g_array_unref);
-  guint n = lanes_for (entries->len);
+  guint n = lanes_for (hashes->len);
   GArray *open[RANK_TRANSFER_CONNECTIONS] = { NULL };
 
   for (guint i = 0; i < order->len; i++)
     {
       guint k = g_array_index (order, guint, i);
-      guint lane = lane_of (entries, k, n);
+      guint lane = lane_of (hashes, k, n);
 
       if (open[lane] == NULL || open[lane]->len == RANK_TRANSFER_GROUP)
         {
@@ -1314,9 +1314,9 @@ make_groups (GPtrArray *entries, GArray *order)
 
 static gboolean
 send_all (RankClient *client, const char *board, GPtrArray *entries,
-          GArray *lines, const char *digest, GPtrArray *groups, GArray *todo,
-          GArray *retry, RankImportStats *stats, RankImportProgress progress,
-          gpointer progress_data, GError **error)
+          GArray *lines, GArray *hashes, const char *digest, GPtrArray *groups,
+          GArray *todo, GArray *retry, RankImportStats *stats,
+          RankImportProgress progress, gpointer progress_data, GError **error)
 {
   Shared shared = { .stats = stats,
                     .progress = progress,
@@ -1355,7 +1355,7 @@ send_all (RankClient *client, const char *board, GPtrArray *entries,
                         ? g_array_index ((GArray *) groups->pdata[k], guint, 0)
                         : k;
 
-      g_array_append_val (lanes[lane_of (entries, first, n)].todo, k);
+      g_array_append_val (lanes[lane_of (hashes, first, n)].todo, k);
     }
   for (guint i = 1; i < n && ok; i++)
     {
@@ -1456,13 +1456,13 @@ place_of (const RankTransferEntry *e, guint index)
                   (guint64) e->timestamp_ms ^ SIGN_BIT, index };
 }
 
-/* Every record of the file into entries, with its line and its place;
- * sorted: whether the members came in strictly increasing order (as
- * export writes them: then no member is there twice). FALSE at the first
- * record that does not read. */
+/* Every record of the file into entries, with its line, its member's
+ * hash and its place; sorted: whether the members came in strictly
+ * increasing order (as export writes them: then no member is there
+ * twice). FALSE at the first record that does not read. */
 static gboolean
 read_entries (RankTransferReader *reader, GPtrArray *entries, GArray *lines,
-              GArray *places, gboolean *sorted, GError **error)
+              GArray *hashes, GArray *places, gboolean *sorted, GError **error)
 {
   const RankTransferEntry *last = NULL;
 
@@ -1470,7 +1470,7 @@ read_entries (RankTransferReader *reader, GPtrArray *entries, GArray *lines,
   for (;;)
     {
       RankTransferEntry *e = g_new0 (RankTransferEntry, 1);
-      guint line = (guint) reader->line;
+      guint line = (guint) reader->line, hash;
       gboolean done = FALSE;
       Place p;
 
@@ -1484,6 +1484,8 @@ read_entries (RankTransferReader *reader, GPtrArray *entries, GArray *lines,
       p = place_of (e, entries->len);
       g_array_append_val (places, p);
       g_array_append_val (lines, line);
+      hash = g_str_hash (e->member);
+      g_array_append_val (hashes, hash);
       g_ptr_array_add (entries, e);
       last = e;
     }
@@ -1596,6 +1598,7 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
   g_autofree char *digest = NULL;
   g_autoptr (GPtrArray) entries = g_ptr_array_new_with_free_func (entry_free);
   g_autoptr (GArray) lines = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GArray) hashes = g_array_new (FALSE, FALSE, sizeof (guint));
   g_autoptr (GArray) places = g_array_new (FALSE, FALSE, sizeof (Place));
   g_autoptr (GArray) todo = NULL;
   g_autoptr (GPtrArray) groups = NULL;
@@ -1617,7 +1620,8 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
   job = (DigestJob){ text, len };
   digesting = g_thread_new ("digest", digest_of, &job);
   rank_transfer_reader_init (&reader, format, text, len);
-  all_read = read_entries (&reader, entries, lines, places, &sorted, error);
+  all_read
+      = read_entries (&reader, entries, lines, hashes, places, &sorted, error);
   digest = g_thread_join (digesting);
   if (!all_read)
     {
@@ -1631,7 +1635,7 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
   g_clear_pointer (&places, g_array_unref);
   if (grouped)
     {
-      groups = make_groups (entries, todo);
+      groups = make_groups (hashes, todo);
       g_array_set_size (todo, 0);
       for (guint g = 0; g < groups->len; g++)
         g_array_append_val (todo, g);
@@ -1661,8 +1665,8 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
         }
       if (attempt > 0)
         g_usleep ((gulong) (100000 << attempt)); /* backoff before a retry */
-      if (!send_all (client, board, entries, lines, digest, groups, todo, retry,
-                     stats, progress, progress_data, error))
+      if (!send_all (client, board, entries, lines, hashes, digest, groups,
+                     todo, retry, stats, progress, progress_data, error))
         return FALSE;
       g_array_unref (todo);
       todo = g_steal_pointer (&retry);
