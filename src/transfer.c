@@ -1550,7 +1550,7 @@ places_sort (GArray *places)
  * order, and each ZADD then finds its place in the sorted set through
  * nodes Redis has not touched lately; in score order the place of one is
  * next to the last's, in what Redis's caches still hold (1M entries: about
- * 0.6-0.75x Redis CPU an entry, bench/README.md, "Import"). The records of
+ * 0.5-0.8x Redis CPU an entry, bench/README.md, "Import"). The records of
  * one member take its first record's place, so they stay together and in
  * the file's order (its last SET wins); a file whose members are sorted
  * has none twice and needs no table for that. */
