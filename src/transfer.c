@@ -1619,6 +1619,7 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
   g_autoptr (GArray) lines = g_array_new (FALSE, FALSE, sizeof (guint));
   g_autoptr (GArray) hashes = g_array_new (FALSE, FALSE, sizeof (guint));
   g_autoptr (GArray) places = g_array_new (FALSE, FALSE, sizeof (Place));
+  g_autoptr (GArray) order = NULL;
   g_autoptr (GArray) todo = NULL;
   g_autoptr (GPtrArray) groups = NULL;
   gboolean grouped = FALSE, sorted;
@@ -1650,15 +1651,18 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
   stats->records = entries->len;
   if (!groups_allowed (client, board, &grouped, error))
     return FALSE;
-  todo = send_order (entries, places, sorted);
+  order = send_order (entries, places, sorted);
   g_clear_pointer (&places, g_array_unref);
   if (grouped)
     {
-      groups = make_groups (hashes, todo);
-      g_array_set_size (todo, 0);
+      groups = make_groups (hashes, order);
+      todo = g_array_sized_new (FALSE, FALSE, sizeof (guint), groups->len);
       for (guint g = 0; g < groups->len; g++)
         g_array_append_val (todo, g);
     }
+  else
+    todo = g_steal_pointer (&order);
+  g_clear_pointer (&order, g_array_unref);
   for (int attempt = 0; todo->len > 0; attempt++)
     {
       g_autoptr (GArray) retry = g_array_new (FALSE, FALSE, sizeof (guint));
