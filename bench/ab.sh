@@ -12,12 +12,17 @@
 # Compare within a round and across the rounds' medians: the machine is
 # shared.
 #
+# APART=1 gives each rankd a redis-server of its own, both preloaded: for a
+# change to what the scripts keep in Redis's Lua heap (their libraries share
+# one Lua VM in one redis-server, so the garbage collection of one build's
+# runs would walk the other's data too); redis-rank then runs on B's.
+#
 # Usage: RANKD_A=<old build>/rankd bench/ab.sh    (after building into build/)
 # Environment: BUILD=build RANKD_A (required) RANKD_B=$BUILD/rankd OP=rank
 #              (rank, top or update) MEMBERS=1000000 ROUNDS=3 DURATION=10
 #              WARMUP=2 CONNECTIONS=4 PIPELINE=16 RATE=0 (calls/s in all,
 #              rank-bench --rate; 0: as fast as answered) PEER=redis-rank
-#              OUT=bench/results/ab-<date>
+#              OUT=bench/results/ab-<date> APART=0
 # For example, updates one a script call at 1,000/s (bench/README, "update.lua
 # as a function"): OP=update MEMBERS=200000 CONNECTIONS=2 PIPELINE=1
 # RATE=1000 DURATION=5 WARMUP=1 PEER=none
@@ -37,6 +42,7 @@ conns=${CONNECTIONS:-4}
 depth=${PIPELINE:-16}
 rate=${RATE:-0}
 peer=${PEER:-redis-rank}
+apart=${APART:-0}
 out=${OUT:-$here/results/ab-$(date -u +%Y%m%dT%H%M%SZ)}
 work=$(mktemp -d)
 mkdir -p "$out"
@@ -45,6 +51,17 @@ mkdir -p "$out"
 
 pids=()
 trap 'stop_all; rm -rf "$work"' EXIT
+
+start_redis() { # -> port in $redis_port, pid in $redis_pid
+  free_port "redis_port"
+  mkdir -p "$work/redis-$redis_port"
+  redis-server --bind 127.0.0.1 --port "$redis_port" --save "" \
+    --appendonly no --dir "$work/redis-$redis_port" \
+    >"$work/redis-$redis_port.log" 2>&1 &
+  redis_pid=$!
+  pids+=("$redis_pid")
+  wait_port "$redis_port" "$redis_pid" || { echo "redis-server did not start" >&2; exit 1; }
+}
 
 start_rankd() { # binary name -> port in $port, pid in $pid
   free_port "port"
@@ -55,20 +72,23 @@ start_rankd() { # binary name -> port in $port, pid in $pid
   wait_port "$port" "$pid" || { echo "rankd $2 did not start" >&2; exit 1; }
 }
 
-free_port "redis_port"
-redis-server --bind 127.0.0.1 --port "$redis_port" --save "" \
-  --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
-redis_pid=$!
-pids+=("$redis_pid")
-wait_port "$redis_port" "$redis_pid" || { echo "redis-server did not start" >&2; exit 1; }
+start_redis
+redis_pid_a=$redis_pid
 start_rankd "$rankd_a" a
 port_a=$port pid_a=$pid
+if [ "$apart" = 1 ]; then
+  start_redis
+fi
+redis_pid_b=$redis_pid
 start_rankd "$rankd_b" b
 port_b=$port pid_b=$pid
 
-bench_meta "RANKD_A=$rankd_a RANKD_B=$rankd_b OP=$op MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup CONNECTIONS=$conns PIPELINE=$depth RATE=$rate PEER=$peer bench/ab.sh" \
+bench_meta "RANKD_A=$rankd_a RANKD_B=$rankd_b OP=$op MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup CONNECTIONS=$conns PIPELINE=$depth RATE=$rate PEER=$peer APART=$apart bench/ab.sh" \
   | tee "$out/meta.txt"
 "$bench" --port "$port_b" --members "$members" --preload-only -c 16 >/dev/null 2>&1
+if [ "$apart" = 1 ]; then
+  "$bench" --port "$port_a" --members "$members" --preload-only -c 16 >/dev/null 2>&1
+fi
 if [ "$peer" != none ]; then
   sh "$here/peers/redis-rank.sh" --redis "127.0.0.1:$redis_port" \
     --members "$members" --preload >/dev/null 2>&1
@@ -77,7 +97,11 @@ fi
 for round in $(seq 1 "$rounds"); do
   echo "== round $round"
   for ab in a b; do
-    if [ "$ab" = a ]; then port=$port_a pid=$pid_a; else port=$port_b pid=$pid_b; fi
+    if [ "$ab" = a ]; then
+      port=$port_a pid=$pid_a redis_pid=$redis_pid_a
+    else
+      port=$port_b pid=$pid_b redis_pid=$redis_pid_b
+    fi
     "$bench" --port "$port" --members "$members" --mix "$op=1" -c "$conns" \
       --pipeline "$depth" --rate "$rate" -d "$duration" -w "$warmup" \
       --json --cpu "redis=$redis_pid,rankd=$pid" \
