@@ -225,23 +225,16 @@ local function layout_base(size_s)
   return size_s and qprefix .. ':' .. size_s .. ':'
 end
 
--- The numbers of record hashes in decimal, kept by the library from call
--- to call (a format costs Redis about 1.4k instructions, a lookup here
--- about 0.1k): those under DECIMALS_KEPT, at most about 4 MB of Lua
--- memory (a board of 65,536 record hashes or more: 3M live records).
-local DECIMALS_KEPT = 65536
-local decimals = {}
-
+-- The name of a request id's hash in a layout of size hashes: its base,
+-- then the hash's number. Made anew at each use, in one string (format
+-- writes both parts into one buffer, where a concatenation after it would
+-- make a second string). The numbers are not kept from call to call: the
+-- library kept up to 65,536 of them once, which saved about 1.4k
+-- instructions an update but made every garbage collection of the Lua heap
+-- walk them, one cache miss each, and cost more time than it saved
+-- (bench/README, "What the Lua heap costs").
 local function record_hash(base, size, selector)
-  local i = selector % size
-  local d = decimals[i]
-  if not d then
-    d = format('%d', i)
-    if i < DECIMALS_KEPT then
-      decimals[i] = d
-    end
-  end
-  return base .. d
+  return format('%s%d', base, selector % size)
 end
 
 local function wrongtype_named(err)
