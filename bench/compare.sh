@@ -15,7 +15,8 @@
 # connection. Updates also run as UpdateBatch calls of 100
 # (PIPELINE_CONNECTIONS clients), and as the floor: a minimal idempotent
 # script (SET NX EX, ZSCORE, ZADD) by redis-benchmark, 4 x 16 pipelined
-# (peers/floor.sh).
+# (peers/floor.sh), and that script with a ZREVRANK after it (floor-rank:
+# the rank rankd's Update answers).
 #
 # Usage: bench/compare.sh            (after building into build/)
 # Environment: BUILD=build MEMBERS=1000000 ROUNDS=3 DURATION=10 WARMUP=2
@@ -173,6 +174,11 @@ for round in $(seq 1 "$rounds"); do
       sh "$here/peers/floor.sh" --redis "127.0.0.1:$redis_port" \
         --pid "$redis_pid" --members "$members" \
         >"$out/r$round-update-floor.json"
+      # The same with the rank after the update, which rankd's Update
+      # answers and the minimal script does not.
+      sh "$here/peers/floor.sh" --redis "127.0.0.1:$redis_port" \
+        --pid "$redis_pid" --members "$members" --rank \
+        >"$out/r$round-update-floor-rank.json"
     fi
   done
 done
