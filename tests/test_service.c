@@ -24,6 +24,7 @@
 #include "constants.h"
 #include "lua_scripts.h"
 #include "orderkey.h"
+#include "requestid.h"
 #include "store.h"
 
 static RankTestProcess *redis;
@@ -821,6 +822,149 @@ test_layout_sizing (void)
     g_assert_null (g_hash_table_lookup (meta, "o"));
     g_assert_cmpstr (meta_field (meta, bucket, ""), ==, "262144");
   }
+  redisFree (c);
+}
+
+/* The number of request id rid's hash in a layout of size hashes (a power
+ * of 2 up to 256): the first 4 bytes of its field, big-endian, mod size. */
+static guint
+hash_number (const char *rid, guint size)
+{
+  guint8 field[RANK_REQUEST_ID_HASH_BYTES];
+
+  rank_request_id_hash (rid, field);
+  return field[3] % size;
+}
+
+/* The record fields of a record hash (its mark left out), each checked to
+ * belong there: its hash number in a layout of size is j. */
+static guint
+records_in (redisContext *c, const char *key, guint size, guint j)
+{
+  redisReply *r = redisCommand (c, "HKEYS %s", key);
+  guint n = 0;
+
+  g_assert_cmpint (r->type, ==, REDIS_REPLY_ARRAY);
+  for (gsize i = 0; i < r->elements; i++)
+    {
+      const guint8 *f = (const guint8 *) r->element[i]->str;
+
+      if (r->element[i]->len == 0)
+        continue; /* the mark */
+      g_assert_cmpuint (r->element[i]->len, ==, RANK_REQUEST_ID_HASH_BYTES);
+      g_assert_cmpuint (f[3] % size, ==, j);
+      n++;
+    }
+  freeReplyObject (r);
+  return n;
+}
+
+/* A layout that doubles splits each hash: hash j of 64 becomes hash j of 128
+ * with its mark and expiry, and only its records bound for j + 64 move there,
+ * with the same mark. While the move goes on (8 hashes a call), the record
+ * of a new id whose hash has not moved yet is written in that hash, and
+ * moves with it; every id is recognised before, during and after. */
+static void
+test_layout_split (void)
+{
+  g_autofree char *b = rank_test_unique ("split");
+  g_autofree char *qkey = g_strdup_printf ("rk:{%s}:q", b);
+  g_autofree char *old5 = g_strdup_printf ("rk:{%s}:q:64:5", b);
+  g_autofree char *new5 = g_strdup_printf ("rk:{%s}:q:128:5", b);
+  g_autofree char *new69 = g_strdup_printf ("rk:{%s}:q:128:69", b);
+  g_autofree char *mark5 = NULL;
+  redisContext *c = redis_connect (redis->port);
+  gint64 k0 = g_get_real_time () / 1000 / WIDTH_MS;
+  gint64 now = in_bucket (k0);
+  char probe[32];
+  guint before5, moves = 0;
+  redisReply *r;
+
+  /* 2,000 records: a layout of 64 hashes. */
+  for (int i = 0; i < 2000; i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("s%d", i);
+      g_assert_true (eval_update (c, b, "ann", 1, rid, now));
+    }
+  {
+    g_autoptr (GHashTable) meta = request_meta (c, b);
+    g_assert_cmpstr (g_hash_table_lookup (meta, "s"), ==, "64");
+  }
+  mark5 = hash_field (c, old5, "");
+  g_assert_nonnull (mark5);
+  before5 = records_in (c, old5, 64, 5);
+  g_assert_cmpuint (before5, >, 0);
+  /* An id whose hash (40 of 64) the first call of the move does not reach. */
+  for (int i = 0;; i++)
+    {
+      g_snprintf (probe, sizeof probe, "probe%d", i);
+      if (hash_number (probe, 128) == 40)
+        break;
+    }
+  /* 3,073 live records: the next call doubles the layout, and moves
+   * hashes 0 to 7 of 64 first. */
+  r = redisCommand (c, "HSET %s %" G_GINT64_FORMAT " 3073", qkey, k0);
+  freeReplyObject (r);
+  g_assert_true (eval_update (c, b, "ann", 1, "x0", now));
+  {
+    g_autoptr (GHashTable) meta = request_meta (c, b);
+    g_assert_cmpstr (g_hash_table_lookup (meta, "s"), ==, "128");
+    g_assert_cmpstr (g_hash_table_lookup (meta, "o"), ==, "64");
+    g_assert_cmpstr (g_hash_table_lookup (meta, "m"), ==, "8");
+  }
+  /* Hash 5 was renamed, mark and expiry with it; its records bound for 69
+   * went there, with its mark; none was lost or copied. */
+  g_assert_cmpint (integer_reply (c, "EXISTS %s", old5), ==, 0);
+  g_autofree char *got5 = hash_field (c, new5, "");
+  g_autofree char *got69 = hash_field (c, new69, "");
+  g_assert_cmpstr (got5, ==, mark5);
+  g_assert_cmpint (integer_reply (c, "PTTL %s", new5), >, 0);
+  g_assert_cmpuint (records_in (c, new5, 128, 5)
+                        + records_in (c, new69, 128, 69),
+                    ==, before5);
+  /* (About half of its ~31 records: none there is a chance of 2^-31.) */
+  g_assert_cmpuint (records_in (c, new69, 128, 69), >, 0);
+  g_assert_cmpstr (got69, ==, mark5);
+  g_assert_cmpint (integer_reply (c, "PTTL %s", new69), >, 0);
+  /* The probe's record goes to hash 40 of 64, which has not moved. */
+  g_assert_true (eval_update (c, b, "ann", 1, probe, now));
+  g_autofree char *old40 = g_strdup_printf ("rk:{%s}:q:64:40", b);
+  g_autofree char *new40 = g_strdup_printf ("rk:{%s}:q:128:40", b);
+  g_assert_cmpint (integer_reply (c, "EXISTS %s", new40), ==, 0);
+  g_assert_cmpuint (records_in (c, old40, 64, 40), >, 0);
+  /* Retries, each a call that moves 8 more hashes: none applies again. */
+  for (int i = 0; i < 2000; i++)
+    {
+      g_autofree char *rid = g_strdup_printf ("s%d", i);
+      g_autoptr (GHashTable) meta = NULL;
+
+      if (eval_update (c, b, "ann", 1, rid, now))
+        g_error ("%s applied twice (during the split)", rid);
+      meta = request_meta (c, b);
+      if (g_hash_table_lookup (meta, "o") != NULL)
+        moves++;
+    }
+  /* 8 calls of 8 hashes: the 3rd to the 7th leave some to move. */
+  g_assert_cmpuint (moves, ==, 5);
+  g_assert_false (eval_update (c, b, "ann", 1, probe, now));
+  g_assert_false (eval_update (c, b, "ann", 1, "x0", now));
+  /* Every record hash is one of the 128, listpack-encoded, records in
+   * their own hash. */
+  r = redisCommand (c, "KEYS rk:{%s}:q:*", b);
+  g_assert_cmpuint (r->elements, >, 64);
+  for (gsize i = 0; i < r->elements; i++)
+    {
+      g_auto (GStrv) parts = g_strsplit (r->element[i]->str, ":", -1);
+      redisReply *e;
+
+      g_assert_cmpstr (parts[3], ==, "128");
+      records_in (c, r->element[i]->str, 128,
+                  (guint) g_ascii_strtoll (parts[4], NULL, 10));
+      e = redisCommand (c, "OBJECT ENCODING %s", r->element[i]->str);
+      g_assert_cmpstr (e->str, ==, "listpack");
+      freeReplyObject (e);
+    }
+  freeReplyObject (r);
   redisFree (c);
 }
 
@@ -2497,6 +2641,7 @@ main (int argc, char **argv)
   g_test_add_func ("/idempotency/applied-only-answer",
                    test_applied_only_answer);
   g_test_add_func ("/idempotency/layout-sizing", test_layout_sizing);
+  g_test_add_func ("/idempotency/layout-split", test_layout_split);
   g_test_add_func ("/idempotency/retry-from-a-clock-behind",
                    test_retry_from_a_clock_behind);
   g_test_add_func ("/names/limits", test_name_limits);

@@ -82,8 +82,10 @@
 -- records pass 48 a hash, the layout grows to at least twice the hashes;
 -- when they fall under 16 a hash, it shrinks to 32 a hash. Each call
 -- then moves at least 8 of the old layout's hashes (one per update of it)
--- into the new one, before its own lookups, which look in the old layout
--- too while an id's hash there has not moved yet.
+-- into the new one, before its own lookups (move_share: a growth splits
+-- each hash, a RENAME and the records bound elsewhere). Until its hash
+-- moves, an id's record is in the old layout's hash, and a new record is
+-- written there: a record is in one hash, and a lookup reads one.
 -- The first records of a bucket delete the meta fields of buckets out of
 -- the window and set the meta hash to expire with the newest record hash.
 --
@@ -245,21 +247,20 @@ local function wrongtype_named(err)
   return err
 end
 
--- The current layout's hash for a request id, and that hash's mark; the
--- id's live record in the layout being left, if its hash there has not
--- moved yet.
+-- A request id's hash, and that hash's mark: in the current layout, or, if
+-- its hash in the layout being left has not moved yet, that one. A record
+-- is in one hash, whatever the layout: one written while its hash waits to
+-- move is written there, and moves with it.
 local function lookup(idhash)
   local selector = selector_of(idhash)
-  touch_want, touch_what = 'hash', 'request-id records'
-  local seen
+  local hash
   if leaving and selector % leaving >= migrated then
-    touch_key = record_hash(leaving_base, leaving, selector)
-    seen = live_record(call('HGET', touch_key, idhash))
+    hash = record_hash(leaving_base, leaving, selector)
+  else
+    hash = record_hash(current_base, hashes, selector)
   end
-  -- Last: the update's next commands (write_record) are on this hash.
-  local hash = record_hash(current_base, hashes, selector)
-  touch_key = hash
-  return seen, hash, call('HGET', hash, MARK)
+  touch_key, touch_want, touch_what = hash, 'hash', 'request-id records'
+  return hash, call('HGET', hash, MARK)
 end
 
 -- Records idhash in hash (its value: this update's record) unless the hash
@@ -519,7 +520,7 @@ local function apply(at)
   -- A batch recorded as a whole records none of its updates.
   local seen, hash, mark
   if not grouped then
-    seen, hash, mark = lookup(idhash)
+    hash, mark = lookup(idhash)
   end
 
   -- The member's place: its sorted-set key (deferred: its prefix, which
@@ -556,7 +557,7 @@ local function apply(at)
   end
 
   -- The first write: the record. HSETNX finds a live record of this id in
-  -- the current layout, and writes none then.
+  -- its hash, and writes none then.
   if not seen and hash then
     seen = write_record(hash, idhash, record)
   end
@@ -795,7 +796,7 @@ local function apply_group()
       'the batch reached Redis in parts; send it again'))
   end
   local grecord, gid = sub(group, 1, 4), sub(group, 5, 14)
-  local ok, seen, ghash, gmark = pcall(function()
+  local ok, ghash, gmark = pcall(function()
     if sets then
       load_sets()
     else
@@ -803,8 +804,11 @@ local function apply_group()
     end
     return lookup(gid)
   end)
-  if ok and not seen then
+  local seen
+  if ok then
     ok, seen = pcall(write_record, ghash, gid, grecord)
+  else
+    seen = ghash
   end
   if not ok then
     local r = error_text(seen)
@@ -968,55 +972,102 @@ local function open_call()
   end
   current_base, leaving_base = layout_base(hashes_s), layout_base(leaving_s)
 end
--- The moves of a layout being left, the batch's tables, and a batch
--- recorded as a whole.
-local function prepare_call()
-  -- While a layout is left: this call's share of its hashes (from migrated
-  -- on) moves first, so that every lookup below sees where each record is.
-  -- Every hash read and every hash written is checked before the first
-  -- write: a damaged one stops the call with nothing changed.
-  if leaving then
-    local last = math.min(migrated + math.max(count, MIGRATE_MIN), leaving)
-    local from, into, targets = {}, {}, {}
-    for j = migrated, last - 1 do
-      local key = record_hash(leaving_base, leaving, j)
-      local all = call_on(key, 'hash', 'request-id records', 'HGETALL')
-      if #all > 0 then
-        from[#from + 1] = key
+-- This call's share of the hashes of the layout being left (from migrated
+-- on) moves, so that every lookup after it finds each record where it is.
+-- Every hash read and every hash written is checked before the first
+-- write: a damaged one stops the call with nothing changed.
+-- A layout that grows (by a power of 2) splits each hash: hash j of the
+-- layout left becomes hash j of the new one by a RENAME (its records, mark
+-- and expiry stay where they are, with no command argument of theirs), and
+-- only the records bound for the new layout's other hashes (j + s, j + 2s,
+-- ..: the half of them, when it doubles) move there, with the mark of the
+-- hash they come from, and go from j. Records no longer live go with them.
+-- (A move of every record, read and written again, cost Redis about
+-- 3 µs a record: bench/README, "What a layout's growth costs".) A layout
+-- that shrinks merges hashes: each record is written again into its new
+-- hash, which the hash's next write marks.
+local function move_share()
+  local last = math.min(migrated + math.max(count, MIGRATE_MIN), leaving)
+  local split = hashes > leaving
+  local from, into, targets, renames = {}, {}, {}, {}
+  for j = migrated, last - 1 do
+    local key = record_hash(leaving_base, leaving, j)
+    local all = call_on(key, 'hash', 'request-id records', 'HGETALL')
+    -- Split: the hash's name in the new layout, unless a hash holds it.
+    local kept, dropped, mark, made
+    if #all > 0 and split then
+      local as = record_hash(current_base, hashes, j)
+      local found = call('TYPE', as).ok
+      if found == 'none' then
+        kept, dropped, made = as, {}, {}
+        renames[#renames + 1] = {key, as, dropped}
+      elseif found ~= 'hash' then
+        damaged(as, found, 'hash', 'request-id records')
       end
-      for i = 1, #all, 2 do
-        local field, value = all[i], all[i + 1]
-        if field ~= MARK and live_record(value) then
-          -- By the target hash's number: its name is made once a target,
-          -- not once a record.
-          local at = selector_of(field) % hashes
+    end
+    if #all > 0 and not kept then
+      from[#from + 1] = key
+    end
+    for i = 1, #all, 2 do
+      local field, value = all[i], all[i + 1]
+      if field == MARK then
+        mark = value
+      else
+        -- By the target hash's number: its name is made once a target,
+        -- not once a record.
+        local at = selector_of(field) % hashes
+        local live = live_record(value)
+        if kept and (at ~= j or not live) then
+          dropped[#dropped + 1] = field
+        end
+        if live and not (kept and at == j) then
           local moving = into[at]
           if not moving then
             moving = {}
             into[at] = moving
             targets[#targets + 1] =
               {record_hash(current_base, hashes, at), moving}
+            if made then
+              made[#made + 1] = moving
+            end
           end
           moving[#moving + 1] = field
           moving[#moving + 1] = value
         end
       end
     end
-    for _, target in ipairs(targets) do
-      expect(target[1], 'hash', 'request-id records')
+    if made and mark then
+      for _, moving in ipairs(made) do
+        moving[#moving + 1] = MARK
+        moving[#moving + 1] = mark
+      end
     end
-    for _, target in ipairs(targets) do
-      call('HSET', target[1], unpack(target[2]))
-      call('PEXPIREAT', target[1], record_expire_at)
-    end
-    if #from > 0 then
-      call('DEL', unpack(from))
-    end
-    migrated = last
-    if migrated >= leaving then
-      leaving, leaving_s = nil, nil
-    end
-    layout_changed = true
+  end
+  for _, target in ipairs(targets) do
+    expect(target[1], 'hash', 'request-id records')
+  end
+  for _, r in ipairs(renames) do
+    call('RENAME', r[1], r[2])
+    call_with('HDEL', r[2], r[3])
+  end
+  for _, target in ipairs(targets) do
+    call('HSET', target[1], unpack(target[2]))
+    call('PEXPIREAT', target[1], record_expire_at)
+  end
+  if #from > 0 then
+    call('DEL', unpack(from))
+  end
+  migrated = last
+  if migrated >= leaving then
+    leaving, leaving_s = nil, nil
+  end
+  layout_changed = true
+end
+-- The moves of a layout being left, the batch's tables, and a batch
+-- recorded as a whole.
+local function prepare_call()
+  if leaving then
+    move_share()
   end
 
   -- The key an update reads next with a plain redis.call (call_on's pcall
