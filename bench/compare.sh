@@ -16,13 +16,17 @@
 # (PIPELINE_CONNECTIONS clients), and as the floor: a minimal idempotent
 # script (SET NX EX, ZSCORE, ZADD) by redis-benchmark, 4 x 16 pipelined
 # (peers/floor.sh), and that script with a ZREVRANK after it (floor-rank:
-# the rank rankd's Update answers).
+# the rank rankd's Update answers). Before the rows, RECORDS request-id
+# records take the board's layout of record hashes to a size the rows stay
+# within (below).
 #
 # Usage: bench/compare.sh            (after building into build/)
 # Environment: BUILD=build MEMBERS=1000000 ROUNDS=3 DURATION=10 WARMUP=2
 #              CONNECTIONS=64 PIPELINE_CONNECTIONS=4 PIPELINE=16 BATCH=100
 #              (updates per UpdateBatch call; 0: no batch row, for a rankd
 #              from before UpdateBatch)
+#              RECORDS=3000000 (request-id records preloaded: below; 0:
+#              none, the rows then cross the layout's doublings)
 #              IO_THREADS=$(nproc) OUT=bench/results/<date>
 #              RANKD=$BUILD/rankd (another rankd against the same load
 #              generator: a before/after comparison)
@@ -38,6 +42,7 @@ conns=${CONNECTIONS:-64}
 pconns=${PIPELINE_CONNECTIONS:-4}
 depth=${PIPELINE:-16}
 batch=${BATCH:-100}
+records_preload=${RECORDS:-3000000}
 io_threads=${IO_THREADS:-$(nproc)}
 out=${OUT:-$here/results/$(date -u +%Y%m%dT%H%M%SZ)}
 bench=$build/bench/rank-bench
@@ -121,6 +126,29 @@ sh "$here/peers/redis-rank.sh" --redis "127.0.0.1:$redis_port" \
   --members "$members" --preload
 sh "$here/peers/floor.sh" --redis "127.0.0.1:$redis_port" \
   --members "$members" --preload
+
+# Request-id records: RECORDS updates with request ids of their own (UpdateBatch
+# calls of 100), so that the rows measure a board whose layout of record
+# hashes holds, as a board's does once its window is full at a steady rate.
+# With the memory step's records, 3,000,000 take the layout past its doubling
+# at 3,145,728 records (65,536 to 131,072 hashes) and finish the move; the
+# rows of one round add about 1.2 M (at 2026-11 rates), under the next
+# doubling at 6,291,456. A doubling costs a growing board a move of every
+# record, which one row would pay for all (bench/README.md, "What a layout's
+# growth costs"); row says when a row moved records all the same.
+if [ "$records_preload" -gt 0 ]; then
+  echo "== request-id records"
+  "$bench" --port "$rankd_port" --members "$members" --mix batch=1 \
+    --batch 100 -c "$pconns" --pipeline 4 --warmup 0 \
+    --requests "$((records_preload / 100))" >/dev/null
+  # The move a doubling started is finished by the calls after it.
+  for _ in $(seq 1 100); do
+    [ "$(record_layout "$redis_port" bench-0 | wc -w)" -le 1 ] && break
+    "$bench" --port "$rankd_port" --members "$members" --mix batch=1 \
+      --batch 100 -c "$pconns" --pipeline 4 --warmup 0 --requests 100 >/dev/null
+  done
+  echo "request-id record hashes (size, size left): $(record_layout "$redis_port" bench-0)"
+fi
 
 # ---- rounds ----
 # The board's layout of request-id record hashes (its size, and the size it
