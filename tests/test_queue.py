@@ -289,7 +289,16 @@ class QueueTest(unittest.TestCase):
         with open(conf, "w", encoding="utf-8") as f:
             f.write(RACE_CONFIG)
         redis, port = self.start_redis()
-        first, first_port = self.start_rankd(redis_port=port, conf=conf)
+        # The first rankd is stopped for seconds (the second's start, its
+        # claim, its drain at 20 a second): a command it had queued but not
+        # yet sent when stopped would time out at its resume under the 2 s
+        # default, and the first would then leave the entry to be claimed
+        # again, never counting the letters this test reads. (A CI run of
+        # the ASan build once saw the first never count them; a timeout at
+        # its resume is the one path found that leads there.) 60 s outlasts
+        # the stop.
+        first, first_port = self.start_rankd(redis_port=port, conf=conf,
+                                             timeout=60)
         second = None
         cli = lambda *a: subprocess.run(
             ["redis-cli", "-p", str(port), *a], capture_output=True,
