@@ -877,7 +877,7 @@ test_layout_split (void)
   gint64 k0 = g_get_real_time () / 1000 / WIDTH_MS;
   gint64 now = in_bucket (k0);
   char probe[32];
-  guint before5, moves = 0;
+  guint before5, in5, in69, moves = 0;
   redisReply *r;
 
   /* 2,000 records: a layout of 64 hashes. */
@@ -919,11 +919,11 @@ test_layout_split (void)
   g_autofree char *got69 = hash_field (c, new69, "");
   g_assert_cmpstr (got5, ==, mark5);
   g_assert_cmpint (integer_reply (c, "PTTL %s", new5), >, 0);
-  g_assert_cmpuint (records_in (c, new5, 128, 5)
-                        + records_in (c, new69, 128, 69),
-                    ==, before5);
+  in5 = records_in (c, new5, 128, 5);
+  in69 = records_in (c, new69, 128, 69);
+  g_assert_cmpuint (in5 + in69, ==, before5);
   /* (About half of its ~31 records: none there is a chance of 2^-31.) */
-  g_assert_cmpuint (records_in (c, new69, 128, 69), >, 0);
+  g_assert_cmpuint (in69, >, 0);
   g_assert_cmpstr (got69, ==, mark5);
   g_assert_cmpint (integer_reply (c, "PTTL %s", new69), >, 0);
   /* The probe's record goes to hash 40 of 64, which has not moved. */
