@@ -92,7 +92,15 @@ def get(port, path, method="GET"):
         conn.close()
 
 
-def stop(proc):
-    """SIGTERM; the exit status (0: clean)."""
+def stop(proc, workdir=None, port=None):
+    """SIGTERM; the exit status (0: clean). Given the workdir and port it
+    was started with, a rankd that did not exit cleanly has its log copied
+    to stderr: a sanitizer's report is there, and the workdir goes next."""
     proc.terminate()
-    return proc.wait(DEADLINE)
+    status = proc.wait(DEADLINE)
+    if status != 0 and workdir is not None:
+        with open(os.path.join(workdir, f"log-{port}"), encoding="utf-8",
+                  errors="replace") as f:
+            sys.stderr.write(f"--- rankd's log (exit status {status}):\n"
+                             + f.read()[-20000:])
+    return status

@@ -126,12 +126,9 @@ class Served(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        status = stop(cls.rankd)
+        status = stop(cls.rankd, cls.dir, cls.port)
         cls.redis.terminate()
         cls.redis.wait(30)
-        if status != 0:
-            with open(os.path.join(cls.dir, f"log-{cls.port}")) as f:
-                sys.stderr.write(f.read())
         shutil.rmtree(cls.dir)
         assert status == 0, f"rankd exited with {status} on SIGTERM"
 
@@ -1116,7 +1113,7 @@ class BatchRequestIdBoardsTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        status = stop(cls.rankd)
+        status = stop(cls.rankd, cls.dir, cls.port)
         cls.redis.terminate()
         cls.redis.wait(30)
         shutil.rmtree(cls.dir)

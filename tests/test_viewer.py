@@ -113,7 +113,7 @@ class ViewerTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.transport.close()
-        status = stop(cls.rankd)
+        status = stop(cls.rankd, cls.dir, cls.port)
         cls.redis.terminate()
         cls.redis.wait(30)
         shutil.rmtree(cls.dir)
