@@ -76,10 +76,11 @@ typedef struct
   int top_n;
   gboolean json;
   gint64 seed;
-  char *timeline;       /* TSV of per-second percentiles */
-  char *plot;           /* PNG of the same (gnuplot) */
-  int pipeline;         /* calls in flight per connection */
-  int batch;            /* updates per UpdateBatch call */
+  char *timeline;        /* TSV of per-second percentiles */
+  char *plot;            /* PNG of the same (gnuplot) */
+  int pipeline;          /* calls in flight per connection */
+  int batch;             /* updates per UpdateBatch call */
+  gboolean without_rank; /* with_rank=false on Update and UpdateBatch */
   char *cpu;            /* NAME=PID,...: processes whose CPU per op to report */
   RankConfig *defaults; /* board options of the direct baseline's updates */
   RankCpuWatch *cpu_watch;
@@ -566,6 +567,11 @@ worker_connect (Worker *w, GError **error)
   for (int i = 0; i < w->o->batch; i++)
     g_ptr_array_add (w->batch_req->requests,
                      g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL));
+  if (w->o->without_rank)
+    {
+      w->req->with_rank = w->batch_req->with_rank = FALSE;
+      w->req->__isset_with_rank = w->batch_req->__isset_with_rank = TRUE;
+    }
   return w->client != NULL;
 }
 
@@ -829,6 +835,8 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
     { "batch", 0, 0, G_OPTION_ARG_INT, &o->batch,
       "Updates per UpdateBatch call of the batch operation (100; up to 1000)",
       "N" },
+    { "without-rank", 0, 0, G_OPTION_ARG_NONE, &o->without_rank,
+      "Update and UpdateBatch with with_rank=false: no rank answered", NULL },
     { "rate", 0, 0, G_OPTION_ARG_DOUBLE, &o->rate,
       "Calls per second in all, at most (0: as fast as answered)", "R" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &o->json, "Print JSON", NULL },

@@ -33,7 +33,8 @@ enum _rankUpdateRequestProperties
   PROP_RANK_UPDATE_REQUEST_MODE,
   PROP_RANK_UPDATE_REQUEST_TIMESTAMP_MS,
   PROP_RANK_UPDATE_REQUEST_SUBSCORES,
-  PROP_RANK_UPDATE_REQUEST_DATA
+  PROP_RANK_UPDATE_REQUEST_DATA,
+  PROP_RANK_UPDATE_REQUEST_WITH_RANK
 };
 
 /* reads a update_request object */
@@ -281,6 +282,19 @@ rank_update_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError
           xfer += ret;
         }
         break;
+      case 9:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->with_rank, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_with_rank = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -475,6 +489,18 @@ rank_update_request_write (ThriftStruct *object, ThriftProtocol *protocol, GErro
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_with_rank == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "with_rank", T_BOOL, 9, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, this_object->with_rank, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -541,6 +567,11 @@ rank_update_request_set_property (GObject *object,
       self->__isset_data = TRUE;
       break;
 
+    case PROP_RANK_UPDATE_REQUEST_WITH_RANK:
+      self->with_rank = g_value_get_boolean (value);
+      self->__isset_with_rank = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -589,6 +620,10 @@ rank_update_request_get_property (GObject *object,
       g_value_set_boxed (value, self->data);
       break;
 
+    case PROP_RANK_UPDATE_REQUEST_WITH_RANK:
+      g_value_set_boolean (value, self->with_rank);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -611,6 +646,8 @@ rank_update_request_instance_init (rankUpdateRequest * object)
   object->__isset_subscores = FALSE;
   object->data = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   object->__isset_data = FALSE;
+  object->with_rank = 1;
+  object->__isset_with_rank = FALSE;
 }
 
 static void 
@@ -740,6 +777,15 @@ rank_update_request_class_init (rankUpdateRequestClass * cls)
                          NULL,
                          G_TYPE_HASH_TABLE,
                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_UPDATE_REQUEST_WITH_RANK,
+     g_param_spec_boolean ("with_rank",
+                           NULL,
+                           NULL,
+                           TRUE,
+                           G_PARAM_READWRITE));
 }
 
 GType

@@ -44,6 +44,8 @@ struct _rankUpdateRequest
   gboolean __isset_subscores;
   GHashTable * data;
   gboolean __isset_data;
+  gboolean with_rank;
+  gboolean __isset_with_rank;
 };
 typedef struct _rankUpdateRequest rankUpdateRequest;
 
@@ -1185,7 +1187,7 @@ GType rank_queue_status_get_type (void);
 #define RANK_QUEUE_STATUS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_QUEUE_STATUS, rankQueueStatusClass))
 
 /* constants */
-#define RANK_IDL_VERSION g_strdup ("1.5")
+#define RANK_IDL_VERSION g_strdup ("1.6")
 
 /* struct RankingUpdateArgs */
 struct _rankRankingUpdateArgs

@@ -2,7 +2,7 @@
  * rankd: a leaderboard service over Apache Thrift.
  *
  * This file is the contract between rankd and its clients in every language.
- * Version 1.5 (IDL_VERSION below). From 1.0 on it only grows: new methods,
+ * Version 1.6 (IDL_VERSION below). From 1.0 on it only grows: new methods,
  * new optional fields with new ids, new exceptions on new methods. Nothing
  * released is removed, renumbered, retyped or made required
  * (tests/compat/ checks this against the frozen 1.0 copy).
@@ -39,7 +39,7 @@ namespace java ranking
 namespace go ranking
 
 /** The version of this contract; rankd reports it in GetServerInfo. */
-const string IDL_VERSION = "1.5"
+const string IDL_VERSION = "1.6"
 
 /** How Update combines the request's value with the member's current score. */
 enum UpdateMode {
@@ -90,6 +90,14 @@ struct UpdateRequest {
    * Unset: the data stays as it is. Limits in the header above.
    */
   8: optional map<string, string> data
+  /**
+   * false: the response's rank is left unset, which spares Redis a rank
+   * lookup, and lets the updates of one board that reach Redis together
+   * write their scores with one command per key. Default true. In an
+   * UpdateBatch, a request's rank is unset when either the request or the
+   * batch says false. (1.6)
+   */
+  9: optional bool with_rank = true
 }
 
 struct UpdateResponse {

@@ -21,6 +21,8 @@ rank_update_fields_of (const rankUpdateRequest *request,
     .timestamp_ms = request->timestamp_ms,
     .subscores = request->__isset_subscores ? request->subscores : NULL,
     .data = request->__isset_data ? request->data : NULL,
+    .has_with_rank = request->__isset_with_rank,
+    .with_rank = request->with_rank,
   };
 }
 
@@ -322,6 +324,7 @@ static const FieldSpec update_specs[] = {
   = FIELD_ISSET (KIND_I64, RankUpdateFields, timestamp_ms, has_timestamp_ms),
   [7] = FIELD (KIND_SUBSCORES, RankUpdateFields, subscores, NULL),
   [8] = FIELD (KIND_DATA, RankUpdateFields, data, NULL),
+  [9] = FIELD_ISSET (KIND_BOOL, RankUpdateFields, with_rank, has_with_rank),
 };
 
 static void

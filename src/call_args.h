@@ -37,6 +37,8 @@ typedef struct
   gint64 timestamp_ms;
   GArray *subscores; /* gint64; NULL: unset */
   GHashTable *data;  /* NULL: unset */
+  gboolean has_with_rank;
+  gboolean with_rank;
 } RankUpdateFields;
 
 /* The fields of a generated UpdateRequest, borrowed from it. */

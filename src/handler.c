@@ -787,6 +787,7 @@ handler_check_update (Call *call, const RankUpdateFields *request,
     }
   update->member = request->member;
   update->request_id = request->request_id;
+  update->without_rank = request->has_with_rank && !request->with_rank;
   update->value = request->value;
   update->timestamp_ms = ctx->now_ms;
   if (request->has_timestamp_ms
@@ -1788,7 +1789,8 @@ batch_item_start (BatchItem *item, const RankUpdateFields *request)
       batch_item_failed (item, error);
       return;
     }
-  item->update.without_rank = item->batch->without_rank;
+  /* Either the request's with_rank=false or the batch's leaves it out. */
+  item->update.without_rank |= item->batch->without_rank;
   if (layout_fits (handler, &item->ctx, TRUE, batch_item_layout_checked, item))
     batch_item_run (item);
 }

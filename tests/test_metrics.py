@@ -668,6 +668,39 @@ class UpdateBatchTest(Served):
         finally:
             t.close()
 
+    def test_update_without_rank(self):
+        """UpdateRequest.with_rank=false (1.6): Update applies as ever and
+        leaves the rank unset, with no ZRANK in Redis; a retry is
+        recognised the same; in an UpdateBatch that answers ranks, the
+        request that says false gets none and the others theirs."""
+        board = "u-nr"
+        client, t = connect(self.port)
+        try:
+            client.Update(UpdateRequest(board, "top", 100, "0", Mode.SET))
+            before = self.commands()
+            got = [client.Update(UpdateRequest(
+                board, "a", 10, "1", Mode.INCREMENT, with_rank=False))
+                for _ in range(2)]
+            after = self.commands()
+            self.assertEqual([(g.score, g.applied, g.rank) for g in got],
+                             [(10, True, None), (10, False, None)])
+            self.assertEqual(after.get("zrank", 0), before.get("zrank", 0))
+            self.assertEqual(after["zadd"] - before.get("zadd", 0), 1)
+            got = client.Update(UpdateRequest(board, "a", 5, "2",
+                                              Mode.INCREMENT))
+            self.assertEqual((got.score, got.rank), (15, 2))
+            got = client.UpdateBatch(UpdateBatchRequest(requests=[
+                UpdateRequest(board, "b", 1, "3", Mode.SET, with_rank=False),
+                UpdateRequest(board, "c", 200, "4", Mode.SET),
+                UpdateRequest(board, "a", 5, "2", Mode.INCREMENT,
+                              with_rank=True)])).results
+            self.assertEqual([(g.response.score, g.response.applied,
+                               g.response.rank) for g in got],
+                             [(1, True, None), (200, True, 1),
+                              (15, False, 3)])
+        finally:
+            t.close()
+
     def board_keys(self, board):
         """The sorted set, times and data of a board as redis-cli --csv
         prints them (binary bytes escaped), hashes sorted by field."""

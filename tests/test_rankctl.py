@@ -487,19 +487,19 @@ class RankctlTest(unittest.TestCase):
             self.assertIn(code, out)
         self.assertEqual(self.ctl("top", "-h")[0], out)
         self.assertRegex(self.ctl("--version")[0],
-                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.5\)\n$")
+                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.6\)\n$")
 
     # ---- the server, import ----
 
     def test_info(self):
         info = self.json("info")
-        self.assertEqual(info["idl_version"], "1.5")
+        self.assertEqual(info["idl_version"], "1.6")
         self.assertRegex(info["version"], r"^\d+\.\d+\.\d+$")
         self.assertEqual(info["configured_boards"],
                          CONFIG.count("[board "))
         self.assertGreaterEqual(info["uptime_seconds"], 0)
         out, _ = self.ctl("info")
-        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.5\n")
+        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.6\n")
 
     def write(self, name, text):
         path = os.path.join(self.dir, name)
