@@ -32,7 +32,14 @@
 #              PIPELINE_CONNECTIONS x PIPELINE in flight on its one
 #              connection, for PEER_DURATION=10 seconds: it runs by time,
 #              so its count divides)
+#              PEER=floor, PEER=floor-rank: count the floor's update
+#              instead (bench/peers/floor.sh, 4 x 16 pipelined by
+#              redis-benchmark; floor-rank answers the rank too): the
+#              instructions of the baseline of bench/compare.sh's rows
 #              BATCH=100 (OP=batch, enqueue: updates a call)
+#              BENCH_ARGS: more rank-bench options, for the warm-up and
+#              the counted operations (--without-rank: Update and
+#              UpdateBatch with with_rank=false)
 #              COUNT=rankd: count rankd's instructions instead (rankd under
 #              callgrind, redis-server as it is): rankd's own cost per
 #              operation, all its threads
@@ -119,6 +126,26 @@ if [ "${PEER:-}" = redis-rank ] && [ "$count" = redis ]; then
     'BEGIN{printf "redis instructions per %s: %.0f (%d operations)\n", "'"$op"'", t / n, n}'
   exit 0
 fi
+if [ "${PEER:-}" = floor ] || [ "${PEER:-}" = floor-rank ]; then
+  # The floor (bench/peers/floor.sh: its script by redis-benchmark, 4 x 16
+  # pipelined whatever PIPELINE_CONNECTIONS and PIPELINE say), on MEMBERS
+  # members, WARMUP updates first; floor-rank answers the rank as well.
+  [ "$count" = redis ] || { echo "PEER=$PEER counts Redis only" >&2; exit 2; }
+  rank_flag=
+  [ "$PEER" = floor-rank ] && rank_flag=--rank
+  sh "$here/peers/floor.sh" --redis "127.0.0.1:$redis_port" --pid "$redis_pid" \
+    --members "$members" --preload
+  sh "$here/peers/floor.sh" --redis "127.0.0.1:$redis_port" --pid "$redis_pid" \
+    --members "$members" --requests "$warmup" $rank_flag >/dev/null
+  callgrind_control -z "$redis_pid" >/dev/null 2>&1
+  sh "$here/peers/floor.sh" --redis "127.0.0.1:$redis_port" --pid "$redis_pid" \
+    --members "$members" --requests "$requests" $rank_flag >/dev/null
+  callgrind_control -d "$redis_pid" >/dev/null 2>&1
+  echo "peer: $PEER, members=$members requests=$requests (4 x 16 pipelined)"
+  awk -v t="$(total_instructions)" -v n="$requests" \
+    'BEGIN{printf "redis instructions per update: %.0f\n", t / n}'
+  exit 0
+fi
 
 free_port "rankd_port"
 if [ "$op" = enqueue ] && [ -z "${RANKD_CONFIG:-}" ]; then
@@ -137,7 +164,8 @@ if [ "$count" = rankd ]; then counted_pid=$rankd_pid; else counted_pid=$redis_pi
 
 load() { # mix requests
   "$bench" -p "$rankd_port" --members "$members" --mix "$1" -n "$2" \
-    -w 0 -c "$pconns" --pipeline "$depth" --seed "$3" --batch "$batch" >/dev/null
+    -w 0 -c "$pconns" --pipeline "$depth" --seed "$3" --batch "$batch" \
+    ${BENCH_ARGS:-} >/dev/null
   if [ "$op" = enqueue ]; then
     # The drain is part of a queued update's cost: wait until it is done.
     # (rankd under callgrind may answer a status call late: that poll
