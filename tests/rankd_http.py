@@ -15,6 +15,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import servers  # noqa: E402
 from servers import start  # noqa: E402
 
 # Generous: rankd may run under valgrind.
@@ -93,14 +94,5 @@ def get(port, path, method="GET"):
 
 
 def stop(proc, workdir=None, port=None):
-    """SIGTERM; the exit status (0: clean). Given the workdir and port it
-    was started with, a rankd that did not exit cleanly has its log copied
-    to stderr: a sanitizer's report is there, and the workdir goes next."""
-    proc.terminate()
-    status = proc.wait(DEADLINE)
-    if status != 0 and workdir is not None:
-        with open(os.path.join(workdir, f"log-{port}"), encoding="utf-8",
-                  errors="replace") as f:
-            sys.stderr.write(f"--- rankd's log (exit status {status}):\n"
-                             + f.read()[-20000:])
-    return status
+    """servers.stop, with the deadline of these tests."""
+    return servers.stop(proc, workdir, port, DEADLINE)

@@ -6,6 +6,7 @@ then retries on another port).
 import os
 import socket
 import subprocess
+import sys
 import time
 
 
@@ -50,6 +51,20 @@ def start(argv_for_port, workdir):
         if wait_port(port, proc):
             return proc, port
     raise RuntimeError(f"could not start {argv_for_port(0)[0]}")
+
+
+def stop(proc, workdir=None, port=None, deadline=60):
+    """SIGTERM; the exit status (0: clean). Given the workdir and port start
+    ran it with, a server that did not exit cleanly has its log copied to
+    stderr: a sanitizer's report is there, and the workdir goes next."""
+    proc.terminate()
+    status = proc.wait(deadline)
+    if status != 0 and workdir is not None:
+        with open(os.path.join(workdir, f"log-{port}"), encoding="utf-8",
+                  errors="replace") as f:
+            sys.stderr.write(f"--- the log of the server on port {port} "
+                             f"(exit status {status}):\n" + f.read()[-20000:])
+    return status
 
 
 def connect(port):

@@ -27,7 +27,7 @@ from ranking.ttypes import (  # noqa: E402
     CountRequest, DeleteBoardRequest, ExportRequest, GetBoardInfoRequest,
     InvalidArgument, ListBoardsRequest,
     ResetBoardRequest, UpdateBatchRequest, UpdateMode, UpdateRequest)
-from servers import connect, start  # noqa: E402
+from servers import connect, start, stop  # noqa: E402
 
 DAY_MS = 86_400_000
 # 2026-11-20T12:00:00Z, and the two days before it.
@@ -72,8 +72,8 @@ class AdminTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.transport.close()
-        cls.rankd.terminate()
-        assert cls.rankd.wait(30) == 0, "rankd did not exit cleanly"
+        assert stop(cls.rankd, cls.dir, cls.port) == 0, \
+            "rankd did not exit cleanly"
         cls.redis.terminate()
         cls.redis.wait(30)
         shutil.rmtree(cls.dir)

@@ -34,7 +34,7 @@ from ranking.ttypes import (  # noqa: E402
     GetRankRequest, GetTopNRequest, NotFound, UpdateMode,
     UpdateRequest)
 import servers  # noqa: E402
-from servers import connect, free_port, start, wait_port  # noqa: E402
+from servers import connect, free_port, start, stop, wait_port  # noqa
 
 WRAPPER = shlex.split(os.environ.get("RANKD_TEST_WRAPPER", ""))
 MODEL_SECONDS = 5 if WRAPPER else 20
@@ -132,16 +132,16 @@ class CacheTest(unittest.TestCase):
         return proc, port
 
     @classmethod
-    def stop(cls, proc):
-        proc.terminate()
-        assert proc.wait(60) == 0, "rankd did not exit cleanly"
+    def stop(cls, proc, port=None):
+        assert stop(proc, cls.dir if port else None, port) == 0, \
+            "rankd did not exit cleanly"
 
     @classmethod
     def tearDownClass(cls):
         cls.transport.close()
         cls.writer_transport.close()
-        cls.stop(cls.rankd)
-        cls.stop(cls.other)
+        cls.stop(cls.rankd, cls.port)
+        cls.stop(cls.other, cls.other_port)
         cls.redis.terminate()
         cls.redis.wait(30)
         shutil.rmtree(cls.dir)

@@ -26,7 +26,7 @@ from thrift.Thrift import TMessageType, TType  # noqa: E402
 from thrift.transport import TSocket, TSSLSocket, TTransport  # noqa: E402
 
 from ranking import Ranking  # noqa: E402
-from servers import start  # noqa: E402
+from servers import start, stop  # noqa: E402
 from ranking.ttypes import (  # noqa: E402
     CountBetweenRequest, CountRequest, Entry, GetAroundRequest,
     GetMemberDataRequest, GetPercentileRequest, GetRankRequest,
@@ -73,8 +73,8 @@ class ServedTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.transport.close()
-        cls.rankd.terminate()
-        assert cls.rankd.wait(30) == 0, "rankd did not exit cleanly"
+        assert stop(cls.rankd, cls.dir, cls.port) == 0, \
+            "rankd did not exit cleanly"
         cls.redis.terminate()
         cls.redis.wait(30)
         shutil.rmtree(cls.dir)

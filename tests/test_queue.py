@@ -29,7 +29,7 @@ from ranking.ttypes import (  # noqa: E402
     EnqueueRequest, GetQueueStatusRequest, GetRankRequest, InvalidArgument,
     UpdateMode, UpdateRequest, Unavailable)
 import servers  # noqa: E402
-from servers import connect, free_port, start, wait_port  # noqa: E402
+from servers import connect, free_port, start, stop, wait_port  # noqa
 
 WRAPPER = shlex.split(os.environ.get("RANKD_TEST_WRAPPER", ""))
 SCALE = 10 if WRAPPER else 1  # the burst is this many times smaller
@@ -133,8 +133,8 @@ class QueueTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.transport.close()
-        cls.rankd.terminate()
-        assert cls.rankd.wait(60) == 0, "rankd did not exit cleanly"
+        assert stop(cls.rankd, cls.dir, cls.port) == 0, \
+            "rankd did not exit cleanly"
         cls.redis.terminate()
         cls.redis.wait(30)
         shutil.rmtree(cls.dir)

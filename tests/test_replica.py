@@ -30,7 +30,7 @@ del sys.argv[1:3]
 from ranking.ttypes import (  # noqa: E402
     GetRankRequest, GetTopNRequest, NotFound, UpdateMode, UpdateRequest)
 import servers  # noqa: E402
-from servers import connect, free_port, start, wait_port  # noqa: E402
+from servers import connect, free_port, start, stop, wait_port  # noqa
 
 WRAPPER = shlex.split(os.environ.get("RANKD_TEST_WRAPPER", ""))
 DEADLINE = 60 if WRAPPER else 20
@@ -159,8 +159,8 @@ read_from=primary
     @classmethod
     def tearDownClass(cls):
         cls.transport.close()
-        cls.rankd.terminate()
-        assert cls.rankd.wait(60) == 0, "rankd did not exit cleanly"
+        assert stop(cls.rankd, cls.dir, cls.port) == 0, \
+            "rankd did not exit cleanly"
         for proc in (cls.primary, cls.replica):
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGCONT)
