@@ -37,11 +37,7 @@ free_port redis_port
 start_redis "$redis_port"
 redis_pid=${pids[-1]}
 free_port port
-"$rankd" --listen "127.0.0.1:$port" --redis "127.0.0.1:$redis_port" \
-  >"$work/rankd.log" 2>&1 &
-pid=$!
-pids+=("$pid")
-wait_port "$port" "$pid" || { echo "rankd did not start" >&2; exit 1; }
+start_rankd "$port" "$redis_port"
 
 bench_meta "RANKD=$rankd MEMBERS=$members STEPS=$steps STEP=$step STEP_SECONDS=$step_seconds bench/growth.sh" |
   tee "$out/meta.txt"

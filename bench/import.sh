@@ -32,11 +32,7 @@ free_port "redis_port"
 free_port "rankd_port"
 start_redis "$redis_port"
 redis_pid=${pids[-1]}
-"$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
-  >"$work/rankd.log" 2>&1 &
-rankd_pid=$!
-pids+=("$rankd_pid")
-wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1; }
+start_rankd "$rankd_port" "$redis_port"
 export RANKCTL_CONNECT=127.0.0.1:$rankd_port
 
 # The entries, in export's own form: sorted by member id bytewise.

@@ -80,3 +80,16 @@ start_redis() { # port [extra args...]
   pids+=($!)
   wait_port "$port" "$!" || { echo "redis-server did not start" >&2; exit 1; }
 }
+
+# $rankd on port against the Redis on redis-port, its log in
+# $work/rankd.log, stopped by stop_all (after bench_setup); its pid in
+# rankd_pid.
+start_rankd() { # port redis-port [extra args...]
+  local port=$1 redis=$2
+  shift 2
+  "$rankd" --listen "127.0.0.1:$port" --redis "127.0.0.1:$redis" "$@" \
+    >"$work/rankd.log" 2>&1 &
+  rankd_pid=$!
+  pids+=("$rankd_pid")
+  wait_port "$port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1; }
+}

@@ -22,10 +22,7 @@ rankctl=$build/rankctl
 free_port "redis_port"
 free_port "rankd_port"
 start_redis "$redis_port"
-"$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
-  >"$work/rankd.log" 2>&1 &
-pids+=($!)
-wait_port "$rankd_port" "$!" || { echo "rankd did not start" >&2; exit 1; }
+start_rankd "$rankd_port" "$redis_port"
 rcli() { redis-cli -p "$redis_port" "$@"; }
 used() { rcli info memory | awk -F: '/^used_memory:/{print $2}' | tr -d '\r'; }
 per() { python3 -c 'import sys; print("%.1f" % ((int(sys.argv[2]) - int(sys.argv[1])) / int(sys.argv[3])))' "$@"; }

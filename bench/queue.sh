@@ -50,11 +50,7 @@ free_port "redis_port"
 free_port "rankd_port"
 start_redis "$redis_port"
 redis_pid=${pids[-1]}
-"$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
-  --config "$work/rankd.conf" >"$work/rankd.log" 2>&1 &
-rankd_pid=$!
-pids+=("$rankd_pid")
-wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1; }
+start_rankd "$rankd_port" "$redis_port" --config "$work/rankd.conf"
 export RANKCTL_CONNECT=127.0.0.1:$rankd_port
 # Every board holds every member before the rows, so that each row works on
 # a board of the same size: an empty board's first updates cost Redis less,

@@ -55,9 +55,9 @@ typedef struct
   gboolean data_given;
   const char *data;
   gsize data_len;
-  /* The caller has no use for the rank (UpdateBatch with with_rank
-   * false): the script leaves it out (rank 0), which costs Redis a ZRANK
-   * less. */
+  /* The caller has no use for the rank (with_rank=false on the
+   * UpdateRequest or its UpdateBatch): the script leaves it out (rank 0),
+   * which costs Redis a ZRANK less. */
   gboolean without_rank;
   /* The caller reads only whether the update applied (the queue's drain;
    * implies without_rank): update.lua answers each update with that one

@@ -132,9 +132,8 @@ class CacheTest(unittest.TestCase):
         return proc, port
 
     @classmethod
-    def stop(cls, proc, port=None):
-        assert stop(proc, cls.dir if port else None, port) == 0, \
-            "rankd did not exit cleanly"
+    def stop(cls, proc, port):
+        assert stop(proc, cls.dir, port) == 0, "rankd did not exit cleanly"
 
     @classmethod
     def tearDownClass(cls):
@@ -341,7 +340,7 @@ class CacheTest(unittest.TestCase):
             self.assertGreater(
                 self.metric("rankd_read_cache_hits_total", port), 0)
         finally:
-            self.stop(proc)
+            self.stop(proc, port)
 
     def test_model_readers_and_writers(self):
         """8 readers and 2 writers through one rankd for MODEL_SECONDS:
