@@ -65,6 +65,10 @@ static const char help_text[]
       "      --subscore N                 each of the board's subscores, in "
       "order\n"
       "      --data KEY=VALUE             the member's data, one per key\n"
+      "      --without-rank               leave the rank out of the answer "
+      "(update\n"
+      "                                   only: it spares Redis a rank "
+      "lookup)\n"
       "  enqueue BOARD MEMBER VALUE    queue an update (boards with "
       "queue=on), as update\n"
       "                                takes it; applied in the background\n"
@@ -162,6 +166,7 @@ enum
   TAKES_FORMAT = 1 << 5,
   TAKES_YES = 1 << 6,
   TAKES_OUTPUT = 1 << 7,
+  TAKES_WITHOUT_RANK = 1 << 8,
 };
 
 typedef struct
@@ -190,6 +195,7 @@ static const OptionSpec option_specs[] = {
   { "format", TAKES_FORMAT, "csv|jsonl" },
   { "yes", TAKES_YES, NULL },
   { "output", TAKES_OUTPUT, "FILE" },
+  { "without-rank", TAKES_WITHOUT_RANK, NULL },
 };
 
 typedef struct _Cli Cli;
@@ -229,9 +235,10 @@ struct _Cli
   gboolean has_data;
   gboolean has_format;
   RankTransferFormat format;
-  gboolean yes;       /* --yes: a command that destroys data may run */
-  const char *output; /* --output FILE */
-  RankClient *client; /* connected by rankd() */
+  gboolean yes;          /* --yes: a command that destroys data may run */
+  const char *output;    /* --output FILE */
+  gboolean without_rank; /* --without-rank: UpdateRequest.with_rank false */
+  RankClient *client;    /* connected by rankd() */
 };
 
 static int fail (int code, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
@@ -438,6 +445,8 @@ apply_option (Cli *cli, const OptionSpec *o, const char *value)
     cli->yes = TRUE;
   else if (strcmp (name, "output") == 0)
     cli->output = value;
+  else if (strcmp (name, "without-rank") == 0)
+    cli->without_rank = TRUE;
   else if (strcmp (name, "format") == 0)
     {
       cli->has_format = TRUE;
@@ -879,6 +888,11 @@ cmd_update (Cli *cli)
     return EXIT_UNAVAILABLE;
   rid = request_id (cli);
   req = update_request (cli, value, rid);
+  if (cli->without_rank)
+    {
+      req->with_rank = FALSE;
+      req->__isset_with_rank = TRUE;
+    }
   resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
   ok = rank_ranking_if_update (iface, &resp, req, &call.invalid,
                                &call.unavailable, &call.error);
@@ -1795,8 +1809,8 @@ cmd_export (Cli *cli)
 }
 
 static const CommandSpec command_specs[] = {
-  { "update", "BOARD MEMBER VALUE", 3, 3, TAKES_UPDATE | TAKES_REQUEST_ID,
-    cmd_update },
+  { "update", "BOARD MEMBER VALUE", 3, 3,
+    TAKES_UPDATE | TAKES_REQUEST_ID | TAKES_WITHOUT_RANK, cmd_update },
   { "enqueue", "BOARD MEMBER VALUE", 3, 3, TAKES_UPDATE | TAKES_REQUEST_ID,
     cmd_enqueue },
   { "queue-status", "BOARD", 1, 1, 0, cmd_queue_status },

@@ -198,6 +198,25 @@ class RankctlTest(unittest.TestCase):
                       "--request-id=u-2", "--timestamp-ms", "1000"),
             {"score": 100, "rank": 1, "applied": True, "request_id": "u-2"})
 
+    def test_update_without_rank(self):
+        # UpdateRequest.with_rank false: the answer has no rank row, and a
+        # retry is still recognised.
+        self.ctl("update", "wr", "bob", "50")
+        out, _ = self.ctl("update", "wr", "alice", "20", "--without-rank",
+                          "--request-id", "wr-1")
+        self.assertEqual(out, "score       20\n"
+                              "applied     yes\n"
+                              "request_id  wr-1\n")
+        self.assertEqual(
+            self.json("update", "wr", "alice", "20", "--without-rank",
+                      "--request-id", "wr-1"),
+            {"score": 20, "applied": False, "request_id": "wr-1"})
+        self.assertEqual(self.json("rank", "wr", "alice")["rank"], 2)
+        # Only update takes it.
+        _, err = self.ctl("enqueue", "wr", "alice", "1", "--without-rank",
+                          code=2)
+        self.assertIn("enqueue takes no --without-rank", err)
+
     def test_tables(self):
         for member, score in (("alice", "120"), ("bob", "95"), ("Zoë", "120"),
                               ("張偉", "1000000"), ("new\nline", "-3")):
