@@ -162,7 +162,7 @@ local call, error_reply, tonumber, format, floor, spack, sunpack, unpack,
 -- batch's tables and replies), assigned at its start: see above.
 local zkey, tkey, qprefix, dkey, ckey, akey, names, record_expire_at,
   rank_wanted, applied_only, order, kind, cap, expire_at, group, grouped,
-  sets, count, PREFIX_LEN, ascending, current, unswept, epoch, meta,
+  sets, count, PREFIX_LEN, ascending, current, epoch, meta,
   hashes_s, leaving_s,
   hashes, leaving, migrated, n, live, opened, layout_changed, records_added,
   current_base, leaving_base, touch_key, touch_want, touch_what, typed,
@@ -286,7 +286,8 @@ local function recorded(hash, mark)
     return
   end
   records_added = records_added + 1
-  if mark and unswept[mark] then
+  -- Marks of the current bucket and the one before need no sweep.
+  if mark == names[0] or mark == names[1] then
     return
   end
   if mark then
@@ -925,9 +926,6 @@ local function open_call()
   applied_only = answer == 'applied'
   ascending = order == 'asc'
   current = tonumber(names[0])
-  -- A record hash is swept at a write 2 buckets after its mark: marks of the
-  -- current bucket and the one before need no sweep.
-  unswept = {[names[0]] = true, [names[1]] = true}
 
   -- A record's value starts with its bucket, mod 16, in the top 4 bits.
   epoch = current % 16
@@ -1090,10 +1088,20 @@ local function prepare_call()
   -- Deferred: each member's prefix (false: not on the board) and sorted-set
   -- score, as the updates so far leave them; the members whose place or
   -- data changed, in order, with their prefixes before the batch (false:
-  -- not on the board) and their data now ('': none).
-  prefix_of, zscore_of_member = {}, {}
-  moved_members, was_prefix = {}, {}
-  data_members, data_of = {}, {}
+  -- not on the board) and their data now ('': none). Made only for a
+  -- deferred batch, as the tables of a batch of sets below only for one:
+  -- a table costs Redis its making and its collection, about 1k
+  -- instructions, and a call of one update made 11 it never used
+  -- (bench/README, "What a script call costs"). Else nil, so that no
+  -- call keeps an earlier call's tables alive.
+  if deferred then
+    prefix_of, zscore_of_member = {}, {}
+    moved_members, was_prefix = {}, {}
+    data_members, data_of = {}, {}
+  else
+    prefix_of, zscore_of_member, moved_members, was_prefix, data_members,
+      data_of = nil
+  end
 
   results, out = {}, 0
 
@@ -1109,8 +1117,12 @@ local function prepare_call()
   as_sent = false
   -- Each update's member; {member, prefix} and {value, sorted-set member}
   -- of each, one after another; its data's writes (data_write).
-  set_members, set_hset, set_zadd = {}, {}, {}
-  set_aset, set_adel = {}, {}
+  if grouped then
+    set_members, set_hset, set_zadd = {}, {}, {}
+    set_aset, set_adel = {}, {}
+  else
+    set_members, set_hset, set_zadd, set_aset, set_adel = nil
+  end
   sets_with_data = false
   -- Each update's member's prefix on the board (false: not on it) and its
   -- sorted-set score then; how many were on it.
