@@ -52,24 +52,14 @@ work=$(mktemp -d)
 
 . "$here/lib.sh"
 
-cleanup() {
-  [ -n "${rankd_pid:-}" ] && kill "$rankd_pid" 2>/dev/null || true
-  [ -n "${redis_pid:-}" ] && kill "$redis_pid" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+pids=()
+trap 'stop_all; rm -rf "$work"' EXIT
 
 free_port "redis_port"
-redis-server --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no \
-  --dir "$work" >"$work/redis.log" 2>&1 &
-redis_pid=$!
-wait_port "$redis_port" "$redis_pid" || { echo "redis-server did not start" >&2; exit 1; }
+start_redis "$redis_port"
+redis_pid=${pids[-1]}
 free_port "rankd_port"
-"$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
-  --io-threads "$io_threads" >"$work/rankd.log" 2>&1 &
-rankd_pid=$!
-wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1; }
+start_rankd "$rankd_port" "$redis_port" --io-threads "$io_threads"
 rcli() { redis-cli -p "$redis_port" "$@"; }
 used() { rcli info memory | awk -F: '/^used_memory:/{print $2}' | tr -d '\r'; }
 
