@@ -133,13 +133,14 @@ if [ "${PEER:-}" = floor ] || [ "${PEER:-}" = floor-rank ]; then
   [ "$count" = redis ] || { echo "PEER=$PEER counts Redis only" >&2; exit 2; }
   rank_flag=
   [ "$PEER" = floor-rank ] && rank_flag=--rank
-  sh "$here/peers/floor.sh" --redis "127.0.0.1:$redis_port" --pid "$redis_pid" \
-    --members "$members" --preload
-  sh "$here/peers/floor.sh" --redis "127.0.0.1:$redis_port" --pid "$redis_pid" \
-    --members "$members" --requests "$warmup" $rank_flag >/dev/null
+  floor() { # floor.sh options
+    sh "$here/peers/floor.sh" --redis "127.0.0.1:$redis_port" \
+      --pid "$redis_pid" --members "$members" "$@"
+  }
+  floor --preload
+  floor --requests "$warmup" $rank_flag >/dev/null
   callgrind_control -z "$redis_pid" >/dev/null 2>&1
-  sh "$here/peers/floor.sh" --redis "127.0.0.1:$redis_port" --pid "$redis_pid" \
-    --members "$members" --requests "$requests" $rank_flag >/dev/null
+  floor --requests "$requests" $rank_flag >/dev/null
   callgrind_control -d "$redis_pid" >/dev/null 2>&1
   echo "peer: $PEER, members=$members requests=$requests (4 x 16 pipelined)"
   awk -v t="$(total_instructions)" -v n="$requests" \

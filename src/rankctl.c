@@ -851,6 +851,12 @@ update_request (Cli *cli, gint64 value, const char *rid)
   req->__isset_mode = cli->has_mode;
   req->timestamp_ms = cli->timestamp_ms;
   req->__isset_timestamp_ms = cli->has_timestamp;
+  /* Only update takes --without-rank. */
+  if (cli->without_rank)
+    {
+      req->with_rank = FALSE;
+      req->__isset_with_rank = TRUE;
+    }
   if (cli->subscores->len > 0)
     {
       g_array_append_vals (req->subscores, cli->subscores->data,
@@ -888,11 +894,6 @@ cmd_update (Cli *cli)
     return EXIT_UNAVAILABLE;
   rid = request_id (cli);
   req = update_request (cli, value, rid);
-  if (cli->without_rank)
-    {
-      req->with_rank = FALSE;
-      req->__isset_with_rank = TRUE;
-    }
   resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
   ok = rank_ranking_if_update (iface, &resp, req, &call.invalid,
                                &call.unavailable, &call.error);
