@@ -6,9 +6,10 @@
 # Starts redis-server under valgrind --tool=callgrind and rankd against it,
 # gives MEMBERS members a score (not counted), then zeroes the counters,
 # runs REQUESTS operations of OP through rank-bench (PIPELINE_CONNECTIONS
-# clients with PIPELINE calls in flight each; CONNECTIONS=64 PIPELINE=1 for
-# blocking clients) and prints the instructions Redis ran, divided by
-# REQUESTS: everything Redis does for them, reading the socket included.
+# clients with PIPELINE calls in flight each; PIPELINE_CONNECTIONS=64
+# PIPELINE=1 for blocking clients) and prints the instructions Redis ran,
+# divided by REQUESTS: everything Redis does for them, reading the socket
+# included.
 #
 # OP=import counts `rankctl import` of MEMBERS generated entries
 # (bench/import_gen.py, as bench/import.sh imports) into an empty board

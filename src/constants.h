@@ -87,8 +87,9 @@
  * many before it. */
 #define RANK_DEDUP_BUCKETS 4
 /* A record hash is swept of its stale records at its first write this
- * many buckets after its last sweep (update.lua's unswept marks: the
- * current bucket and the one before); its expiry allows for it. */
+ * many buckets after its last sweep (update.lua's mark, the hash's expiry:
+ * swept in the current bucket or the one before, none is due); its expiry
+ * allows for it. */
 #define RANK_DEDUP_SWEEP_AFTER 2
 #define RANK_DEFAULT_REDIS_TIMEOUT_MS 2000
 #define RANK_DEFAULT_IDLE_TIMEOUT_S 60

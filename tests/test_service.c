@@ -437,8 +437,8 @@ test_key_layout (void)
   g_assert_cmpstr (meta_field (meta, buckets->pdata[0], ""), ==, "2");
   /* The meta hash and one record hash, hash 0 of the layout of 1, with
    * both 10-byte request-id hashes -> bucket k mod 16 (4 bits) and 28 bits
-   * of the fingerprint, and its mark (field "": bucket k), all expiring after
-   * more than the window and at most 1.5 windows. */
+   * of the fingerprint, and no other field (its mark is its expiry), all
+   * expiring after more than the window and at most 1.5 windows. */
   record = g_strdup_printf ("rk:{%s}:q:1:0", b);
   keys = redisCommand (c, "KEYS rk:{%s}:q*", b);
   g_assert_cmpuint (keys->elements, ==, 2);
@@ -457,12 +457,10 @@ test_key_layout (void)
       if (strcmp (key, qkey) == 0)
         continue;
       g_assert_cmpstr (key, ==, record);
-      /* The first record, then the mark, then the second record. */
+      /* The two records. */
       r = redisCommand (c, "HGETALL %s", key);
-      g_assert_cmpint (r->elements, ==, 6);
-      g_assert_cmpstr (r->element[2]->str, ==, "");
-      g_assert_cmpstr (r->element[3]->str, ==, buckets->pdata[0]);
-      for (gsize j = 0; j < 6; j += 4)
+      g_assert_cmpint (r->elements, ==, 4);
+      for (gsize j = 0; j < 4; j += 2)
         {
           g_assert_cmpuint (r->element[j]->len, ==, 10);
           g_assert_cmpuint (r->element[j + 1]->len, ==, 4);
@@ -681,7 +679,6 @@ test_meta_buckets (void)
   for (gint64 i = 0; i < 8; i++)
     {
       g_autofree char *rid = g_strdup_printf ("r%" G_GINT64_FORMAT, i);
-      g_autofree char *mark = NULL;
       g_autoptr (GHashTable) meta = NULL;
       g_autoptr (GPtrArray) buckets = NULL;
 
@@ -698,13 +695,14 @@ test_meta_buckets (void)
           g_assert_cmpstr (buckets->pdata[j], ==, want);
           g_assert_cmpstr (meta_field (meta, want, ""), ==, "1");
         }
-      /* Marked when created (k0), then swept in k0+2, k0+4, k0+6. */
-      mark = hash_field (c, record, "");
-      g_assert_cmpint (g_ascii_strtoll (mark, NULL, 10), ==, k0 + i - i % 2);
+      /* Marked when created (k0), then swept in k0+2, k0+4, k0+6: its
+       * mark is its expiry, the end of the mark's bucket + 5. */
+      g_assert_cmpint (integer_reply (c, "PEXPIRETIME %s", record), ==,
+                       (k0 + i - i % 2 + 6) * WIDTH_MS);
     }
   /* The sweep in k0+6 took r0 and r1 (6 and 5 buckets old) and kept r2 (4
    * buckets old). */
-  g_assert_cmpint (integer_reply (c, "HLEN %s", record), ==, 1 + 6);
+  g_assert_cmpint (integer_reply (c, "HLEN %s", record), ==, 6);
   {
     g_autofree char *gone = hash_field (c, qkey, "");
     g_assert_null (gone);
@@ -718,7 +716,7 @@ test_meta_buckets (void)
       g_autofree char *rid = g_strdup_printf ("r%d", i);
       g_assert_false (eval_update (c, b, "ann", 1, rid, in_bucket (k0 + 7)));
     }
-  g_assert_cmpint (integer_reply (c, "HLEN %s", record), ==, 1 + 6);
+  g_assert_cmpint (integer_reply (c, "HLEN %s", record), ==, 6);
   /* The record hash, marked in k0+6, goes at the end of bucket k0+11; the
    * meta hash, whose newest bucket is k0+7, at the end of k0+12, after
    * every record hash (one marked in k0+7 would go then). */
@@ -726,6 +724,14 @@ test_meta_buckets (void)
                    (k0 + 12) * WIDTH_MS);
   g_assert_cmpint (integer_reply (c, "PEXPIRETIME %s", qkey), ==,
                    (k0 + 13) * WIDTH_MS);
+  /* A record hash that lost its expiry (PERSIST; no mark) is swept at its
+   * next write and expires again: nothing is kept forever. */
+  g_assert_cmpint (integer_reply (c, "PERSIST %s", record), ==, 1);
+  g_assert_true (eval_update (c, b, "ann", 1, "r8", in_bucket (k0 + 8)));
+  g_assert_cmpint (integer_reply (c, "PEXPIRETIME %s", record), ==,
+                   (k0 + 14) * WIDTH_MS);
+  /* The sweep in k0+8 took r3 (5 buckets old). */
+  g_assert_cmpint (integer_reply (c, "HLEN %s", record), ==, 6);
   redisFree (c);
 }
 
@@ -796,8 +802,8 @@ test_layout_sizing (void)
           g_assert_null (g_hash_table_lookup (meta, "m"));
         }
     }
-  /* Every record is in the one hash now, and the 16 are gone. Moved records
-   * bring no mark: the hash's next write marks it. */
+  /* Every record is in the one hash now, and the 16 are gone. The hash
+   * they moved into is marked now: it expires after every live record. */
   {
     g_autofree char *key = g_strdup_printf ("rk:{%s}:q:1:0", b);
 
@@ -836,8 +842,8 @@ hash_number (const char *rid, guint size)
   return field[3] % size;
 }
 
-/* The record fields of a record hash (its mark left out), each checked to
- * belong there: its hash number in a layout of size is j. */
+/* The record fields of a record hash, each checked to belong there: its
+ * hash number in a layout of size is j. */
 static guint
 records_in (redisContext *c, const char *key, guint size, guint j)
 {
@@ -849,8 +855,6 @@ records_in (redisContext *c, const char *key, guint size, guint j)
     {
       const guint8 *f = (const guint8 *) r->element[i]->str;
 
-      if (r->element[i]->len == 0)
-        continue; /* the mark */
       g_assert_cmpuint (r->element[i]->len, ==, RANK_REQUEST_ID_HASH_BYTES);
       g_assert_cmpuint (f[3] % size, ==, j);
       n++;
@@ -860,9 +864,9 @@ records_in (redisContext *c, const char *key, guint size, guint j)
 }
 
 /* A layout that doubles splits each hash: hash j of 64 becomes hash j of 128
- * with its mark and expiry, and only its records bound for j + 64 move there,
- * with the same mark. While the move goes on (8 hashes a call), the record
- * of a new id whose hash has not moved yet is written in that hash, and
+ * with its expiry (its mark), and only its records bound for j + 64 move
+ * there, which is marked now. While the move goes on (8 hashes a call), the
+ * record of a new id whose hash has not moved yet is written in that hash, and
  * moves with it; every id is recognised before, during and after. */
 static void
 test_layout_split (void)
@@ -872,7 +876,7 @@ test_layout_split (void)
   g_autofree char *old5 = g_strdup_printf ("rk:{%s}:q:64:5", b);
   g_autofree char *new5 = g_strdup_printf ("rk:{%s}:q:128:5", b);
   g_autofree char *new69 = g_strdup_printf ("rk:{%s}:q:128:69", b);
-  g_autofree char *mark5 = NULL;
+  gint64 mark5;
   redisContext *c = redis_connect (redis->port);
   gint64 k0 = g_get_real_time () / 1000 / WIDTH_MS;
   gint64 now = in_bucket (k0);
@@ -890,8 +894,8 @@ test_layout_split (void)
     g_autoptr (GHashTable) meta = request_meta (c, b);
     g_assert_cmpstr (g_hash_table_lookup (meta, "s"), ==, "64");
   }
-  mark5 = hash_field (c, old5, "");
-  g_assert_nonnull (mark5);
+  mark5 = integer_reply (c, "PEXPIRETIME %s", old5);
+  g_assert_cmpint (mark5, ==, (k0 + 6) * WIDTH_MS);
   before5 = records_in (c, old5, 64, 5);
   g_assert_cmpuint (before5, >, 0);
   /* An id whose hash (40 of 64) the first call of the move does not reach. */
@@ -912,20 +916,17 @@ test_layout_split (void)
     g_assert_cmpstr (g_hash_table_lookup (meta, "o"), ==, "64");
     g_assert_cmpstr (g_hash_table_lookup (meta, "m"), ==, "8");
   }
-  /* Hash 5 was renamed, mark and expiry with it; its records bound for 69
-   * went there, with its mark; none was lost or copied. */
+  /* Hash 5 was renamed, its expiry (its mark) with it; its records bound
+   * for 69 went there, marked now; none was lost or copied. */
   g_assert_cmpint (integer_reply (c, "EXISTS %s", old5), ==, 0);
-  g_autofree char *got5 = hash_field (c, new5, "");
-  g_autofree char *got69 = hash_field (c, new69, "");
-  g_assert_cmpstr (got5, ==, mark5);
-  g_assert_cmpint (integer_reply (c, "PTTL %s", new5), >, 0);
+  g_assert_cmpint (integer_reply (c, "PEXPIRETIME %s", new5), ==, mark5);
   in5 = records_in (c, new5, 128, 5);
   in69 = records_in (c, new69, 128, 69);
   g_assert_cmpuint (in5 + in69, ==, before5);
   /* (About half of its ~31 records: none there is a chance of 2^-31.) */
   g_assert_cmpuint (in69, >, 0);
-  g_assert_cmpstr (got69, ==, mark5);
-  g_assert_cmpint (integer_reply (c, "PTTL %s", new69), >, 0);
+  g_assert_cmpint (integer_reply (c, "PEXPIRETIME %s", new69), ==,
+                   (k0 + 6) * WIDTH_MS);
   /* The probe's record goes to hash 40 of 64, which has not moved. */
   g_assert_true (eval_update (c, b, "ann", 1, probe, now));
   g_autofree char *old40 = g_strdup_printf ("rk:{%s}:q:64:40", b);

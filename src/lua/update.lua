@@ -63,15 +63,17 @@
 -- whose clock is behind the first one's, across a bucket's start, is still
 -- recognised. No record is kept 12 buckets, so mod 16 is unambiguous.)
 --
--- Stale records are swept lazily. Each record hash has a mark, its field
--- '' (second in the hash, read with an HGET before the record is
--- written): the bucket in which it was created or last swept. A write to a
--- hash with no mark, or whose mark is 2 or more buckets old, deletes the
--- hash's stale records, then marks it afresh and sets it to expire at the
--- end of bucket mark+5: after every record in it stops being live, and an
--- idle board's records all go, with no cleanup job. The record written
--- before the checks of its update is deleted again if the update is
--- refused.
+-- Stale records are swept lazily. A record hash's expiry is its mark: a
+-- hash created or last swept in bucket k expires at the end of bucket k+5,
+-- after every record in it stops being live, so that an idle board's
+-- records all go, with no cleanup job. PEXPIRETIME reads it before the
+-- record is written (no field of the hash: an HGET of a mark field read
+-- the listpack up to it, and the field took memory in every hash). A
+-- write to a hash whose expiry ends before bucket k+5 (swept 2 or more
+-- buckets ago, or with no expiry at all) deletes the hash's stale records,
+-- then sets it to expire at the end of bucket k+5 afresh. The record
+-- written before the checks of its update is deleted again if the update
+-- is refused.
 --
 -- The meta hash rk:{board}:q holds s, the records written in each bucket of
 -- the window (field <k>) and, while the layout changes, the layout being
@@ -167,7 +169,7 @@ local zkey, tkey, qprefix, dkey, ckey, akey, names, record_expire_at,
   hashes, leaving, migrated, n, live, opened, layout_changed, records_added,
   current_base, leaving_base, touch_key, touch_want, touch_what, typed,
   deferred, prefix_of, zscore_of_member, moved_members, was_prefix, data_members,
-  data_of, results, out, as_sent, set_members, set_hset, set_zadd, set_aset,
+  data_of, swept_after, results, out, as_sent, set_members, set_hset, set_zadd, set_aset,
   set_adel, sets_with_data, set_prefix, set_zscore, set_found, stopped
 -- HEAD arguments of the batch (open_call), then ITEM arguments per update
 -- (store_update.c, ItemArg); in a batch of sets (below), one argument
@@ -182,7 +184,6 @@ local GROWTH = 2           -- how many times the hashes a layout grows to (at le
 local LOW_HASH = 16        -- live records per hash under which the layout shrinks
 local MAX_HASHES = 1048576
 local MIGRATE_MIN = 8      -- hashes of the layout left that a call moves, at least
-local MARK = ''            -- the field of a record hash that holds its mark
 local AHEAD = 2            -- buckets ahead a record still counts
 
 -- A record that is live (its bucket is the current one or one of the
@@ -247,10 +248,12 @@ local function wrongtype_named(err)
   return err
 end
 
--- A request id's hash, and that hash's mark: in the current layout, or, if
--- its hash in the layout being left has not moved yet, that one. A record
--- is in one hash, whatever the layout: one written while its hash waits to
--- move is written there, and moves with it.
+-- A request id's hash, and that hash's mark (its expiry, Unix ms; -1:
+-- none; -2: no such hash): in the current layout, or, if its hash in the
+-- layout being left has not moved yet, that one. A record is in one hash,
+-- whatever the layout: one written while its hash waits to move is
+-- written there, and moves with it. (PEXPIRETIME reads any type: the
+-- hash's is checked by the HSETNX that writes the record.)
 local function lookup(idhash)
   local selector = selector_of(idhash)
   local hash
@@ -259,8 +262,7 @@ local function lookup(idhash)
   else
     hash = record_hash(current_base, hashes, selector)
   end
-  touch_key, touch_want, touch_what = hash, 'hash', 'request-id records'
-  return hash, call('HGET', hash, MARK)
+  return hash, call('PEXPIRETIME', hash)
 end
 
 -- Records idhash in hash (its value: this update's record) unless the hash
@@ -268,6 +270,7 @@ end
 -- nothing. HSETNX looks and writes at once (a lookup that misses reads the whole hash: once is
 -- enough); a stale record of the id is overwritten.
 local function write_record(hash, idhash, value)
+  touch_key, touch_want, touch_what = hash, 'hash', 'request-id records'
   if call('HSETNX', hash, idhash, value) == 1 then
     return nil
   end
@@ -279,22 +282,23 @@ local function write_record(hash, idhash, value)
 end
 
 -- After a record is written to hash (whose mark was mark): a hash that is
--- new, or whose mark is 2 buckets old, loses its stale records and
--- is marked and set to expire afresh.
+-- new is set to expire; one swept 2 buckets ago or more (or without an
+-- expiry) loses its stale records first.
 local function recorded(hash, mark)
   if not hash then
     return
   end
   records_added = records_added + 1
-  -- Marks of the current bucket and the one before need no sweep.
-  if mark == names[0] or mark == names[1] then
+  -- Hashes marked in the current bucket or the one before (or ahead, by a
+  -- rankd whose clock is ahead of this one's) need no sweep.
+  if mark >= swept_after then
     return
   end
-  if mark then
+  if mark ~= -2 then
     local all = call('HGETALL', hash)
     local stale = {}
     for i = 1, #all, 2 do
-      if all[i] ~= MARK and not live_record(all[i + 1]) then
+      if not live_record(all[i + 1]) then
         stale[#stale + 1] = all[i]
       end
     end
@@ -302,7 +306,6 @@ local function recorded(hash, mark)
       call('HDEL', hash, unpack(stale))
     end
   end
-  call('HSET', hash, MARK, names[0])
   call('PEXPIREAT', hash, record_expire_at)
 end
 
@@ -926,6 +929,12 @@ local function open_call()
   applied_only = answer == 'applied'
   ascending = order == 'asc'
   current = tonumber(names[0])
+  -- The expiry of a hash marked in the bucket before this one: the end of
+  -- its bucket + 5, one bucket (record_expire_at / (current + 6) ms)
+  -- before record_expire_at.
+  -- (Divided first: the product would pass 2^53 and round.)
+  swept_after = tonumber(record_expire_at)
+  swept_after = swept_after - swept_after / (current + 6)
 
   -- A record's value starts with its bucket, mod 16, in the top 4 bits.
   epoch = current % 16
@@ -972,16 +981,17 @@ end
 -- Every hash read and every hash written is checked before the first
 -- write: a damaged one stops the call with nothing changed.
 -- A layout that grows (by a power of 2) splits each hash: hash j of the
--- layout left becomes hash j of the new one by a RENAME (its records, mark
--- and expiry stay where they are, with no command argument of theirs), and
--- only the records bound for the new layout's other hashes (j + s, j + 2s,
--- ..: the half of them, when it doubles) move there, with the mark of the
--- hash they come from, and go from j. Records no longer live go with them.
+-- layout left becomes hash j of the new one by a RENAME (its records and
+-- expiry, its mark, stay where they are, with no command argument of
+-- theirs), and only the records bound for the new layout's other hashes (j
+-- + s, j + 2s, ..: the half of them, when it doubles) move there, and go
+-- from j. Records no longer live go with them.
 -- (Counted with callgrind, a move cost Redis 14.9k instructions a record
 -- when every record was written again, 13.4k split: bench/README, "What a
 -- layout's growth costs".) A layout
 -- that shrinks merges hashes: each record is written again into its new
--- hash, which the hash's next write marks.
+-- hash. A hash records move into is marked now: it expires at the end of
+-- the current bucket + 5, after every live record it holds.
 local function move_share()
   local last = math.min(migrated + math.max(count, MIGRATE_MIN), leaving)
   local split = hashes > leaving
@@ -990,12 +1000,12 @@ local function move_share()
     local key = record_hash(leaving_base, leaving, j)
     local all = call_on(key, 'hash', 'request-id records', 'HGETALL')
     -- Split: the hash's name in the new layout, unless a hash holds it.
-    local kept, dropped, mark, made
+    local kept, dropped
     if #all > 0 and split then
       local as = record_hash(current_base, hashes, j)
       local found = call('TYPE', as).ok
       if found == 'none' then
-        kept, dropped, made = as, {}, {}
+        kept, dropped = as, {}
         renames[#renames + 1] = {key, as, dropped}
       elseif found ~= 'hash' then
         damaged(as, found, 'hash', 'request-id records')
@@ -1006,36 +1016,23 @@ local function move_share()
     end
     for i = 1, #all, 2 do
       local field, value = all[i], all[i + 1]
-      if field == MARK then
-        mark = value
-      else
-        -- By the target hash's number: its name is made once a target,
-        -- not once a record.
-        local at = selector_of(field) % hashes
-        local live = live_record(value)
-        if kept and (at ~= j or not live) then
-          dropped[#dropped + 1] = field
-        end
-        if live and not (kept and at == j) then
-          local moving = into[at]
-          if not moving then
-            moving = {}
-            into[at] = moving
-            targets[#targets + 1] =
-              {record_hash(current_base, hashes, at), moving}
-            if made then
-              made[#made + 1] = moving
-            end
-          end
-          moving[#moving + 1] = field
-          moving[#moving + 1] = value
-        end
+      -- By the target hash's number: its name is made once a target, not
+      -- once a record.
+      local at = selector_of(field) % hashes
+      local live = live_record(value)
+      if kept and (at ~= j or not live) then
+        dropped[#dropped + 1] = field
       end
-    end
-    if made and mark then
-      for _, moving in ipairs(made) do
-        moving[#moving + 1] = MARK
-        moving[#moving + 1] = mark
+      if live and not (kept and at == j) then
+        local moving = into[at]
+        if not moving then
+          moving = {}
+          into[at] = moving
+          targets[#targets + 1] =
+            {record_hash(current_base, hashes, at), moving}
+        end
+        moving[#moving + 1] = field
+        moving[#moving + 1] = value
       end
     end
   end
