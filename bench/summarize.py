@@ -104,6 +104,15 @@ def main(directory):
             if v is not None and v >= 0:
                 with_rank = f"{v / ranked:.2f}x" if ranked else ""
                 print(f"| {t} | {v:.1f} | {v / floor:.2f}x | {with_rank} |")
+        # The floor with its rank does all the floor does and more: if it
+        # cost Redis less, the machine was busier under one of the two
+        # (bench/README, "Latest runs"), and so may have been any row.
+        if ranked and ranked < floor:
+            print()
+            print(f"warning: the floor with its rank cost Redis less than "
+                  f"the floor alone ({ranked:.1f} < {floor:.1f} µs): the "
+                  f"machine's load changed during the run; its ratios to "
+                  f"the floor are not to be trusted; run it again")
     memory = os.path.join(directory, "memory.txt")
     if os.path.exists(memory):
         print()
