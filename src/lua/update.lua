@@ -493,8 +493,11 @@ local REUSED = 'RANK_INVALID request_id: already used on this board ' ..
 -- The update whose arguments follow ARGV[at] (store_update.c, ItemArg and
 -- WhatByte): its member; its mode, keep_subs (1: subscores absent),
 -- data_given (true or false), request-id record and hash ('' in a batch
--- recorded as a whole), prefix, value (a number) and data ('' unless
--- given).
+-- recorded as a whole), value (a number), data ('' unless given), what
+-- and where in it the prefix starts and ends (p0, v0 - 1): apply cuts
+-- the prefix out only for an update that moves the member (a string.sub
+-- costs Redis about 1k instructions: its string is hashed, made and
+-- collected).
 local function item_at(at)
   local member = ARGV[at + 1]
   local what = ARGV[at + 2]
@@ -509,17 +512,17 @@ local function item_at(at)
   end
   data_given = data_given == 1
   return member, mode, keep_subs, data_given, record, idhash,
-    sub(what, p0, v0 - 1), (sunpack('>i8', what, v0)),
-    data_given and sub(what, d0) or ''
+    (sunpack('>i8', what, v0)), data_given and sub(what, d0) or '', what,
+    p0, v0
 end
 
 -- Applies the update whose arguments follow ARGV[at]. Returns its reply's
 -- four values (score, rank, applied, subscores), or its error reply.
 local function apply(at)
-  local member, mode, keep_subs, data_given, record, idhash, prefix, value,
-    data = item_at(at)
-  local nsub = #prefix - TIME_BYTES
-  local subs = nsub > 0 and sub(prefix, 1, nsub) or ''
+  local member, mode, keep_subs, data_given, record, idhash, value, data,
+    what, p0, v0 = item_at(at)
+  local nsub = v0 - p0 - TIME_BYTES
+  local subs = nsub > 0 and sub(what, p0, p0 + nsub - 1) or ''
 
   -- A batch recorded as a whole records none of its updates.
   local seen, hash, mark
@@ -632,8 +635,11 @@ local function apply(at)
   local moved = new ~= old or new_subs ~= old_subs
   if moved then
     -- The prefix as given, unless the subscores kept are the member's own.
+    local prefix
     if new_subs ~= given_subs then
-      prefix = new_subs .. sub(prefix, nsub + 1)
+      prefix = new_subs .. sub(what, p0 + nsub, v0 - 1)
+    else
+      prefix = sub(what, p0, v0 - 1)
     end
     if deferred then
       place_member(member, key, prefix, zscore_of(new))
