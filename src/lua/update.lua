@@ -254,26 +254,24 @@ end
 -- whatever the layout: one written while its hash waits to move is
 -- written there, and moves with it. (PEXPIRETIME reads any type: the
 -- hash's is checked by the HSETNX that writes the record.)
+-- (selector_of and record_hash written out: a Lua function call costs
+-- Redis about 0.2k instructions, and this runs for every update.)
 local function lookup(idhash)
-  local selector = selector_of(idhash)
+  local b, c, d = byte(idhash, 2, 4)
+  local selector = (b * 256 + c) * 256 + d
   local hash
   if leaving and selector % leaving >= migrated then
-    hash = record_hash(leaving_base, leaving, selector)
+    hash = format('%s%d', leaving_base, selector % leaving)
   else
-    hash = record_hash(current_base, hashes, selector)
+    hash = format('%s%d', current_base, selector % hashes)
   end
   return hash, call('PEXPIRETIME', hash)
 end
 
--- Records idhash in hash (its value: this update's record) unless the hash
--- holds a live record of it already: then returns that record and writes
--- nothing. HSETNX looks and writes at once (a lookup that misses reads the whole hash: once is
--- enough); a stale record of the id is overwritten.
-local function write_record(hash, idhash, value)
-  touch_key, touch_want, touch_what = hash, 'hash', 'request-id records'
-  if call('HSETNX', hash, idhash, value) == 1 then
-    return nil
-  end
+-- After HSETNX found a record of idhash in hash: that record if it is
+-- live (nothing is written then), else nil, and the stale record is
+-- overwritten with this one (value).
+local function found_record(hash, idhash, value)
   local seen = live_record(call('HGET', hash, idhash))
   if not seen then
     call('HSET', hash, idhash, value)
@@ -281,19 +279,23 @@ local function write_record(hash, idhash, value)
   return seen
 end
 
--- After a record is written to hash (whose mark was mark): a hash that is
--- new is set to expire; one swept 2 buckets ago or more (or without an
--- expiry) loses its stale records first.
-local function recorded(hash, mark)
-  if not hash then
-    return
+-- Records idhash in hash (its value: this update's record) unless the hash
+-- holds a live record of it already: then returns that record and writes
+-- nothing. HSETNX looks and writes at once (a lookup that misses reads the
+-- whole hash: once is enough). (apply writes this out.)
+local function write_record(hash, idhash, value)
+  touch_key, touch_want, touch_what = hash, 'hash', 'request-id records'
+  if call('HSETNX', hash, idhash, value) == 1 then
+    return nil
   end
-  records_added = records_added + 1
-  -- Hashes marked in the current bucket or the one before (or ahead, by a
-  -- rankd whose clock is ahead of this one's) need no sweep.
-  if mark >= swept_after then
-    return
-  end
+  return found_record(hash, idhash, value)
+end
+
+-- A hash whose mark is older than swept_after, after a record was written
+-- to it: a hash that is new (mark -2) is set to expire; one swept 2
+-- buckets ago or more (or without an expiry, -1) loses its stale records
+-- first.
+local function sweep(hash, mark)
   if mark ~= -2 then
     local all = call('HGETALL', hash)
     local stale = {}
@@ -307,6 +309,18 @@ local function recorded(hash, mark)
     end
   end
   call('PEXPIREAT', hash, record_expire_at)
+end
+
+-- After a record is written to hash (whose mark was mark). Hashes marked
+-- in the current bucket or the one before (or ahead, by a rankd whose
+-- clock is ahead of this one's) need no sweep. (apply writes this out.)
+local function recorded(hash, mark)
+  if hash then
+    records_added = records_added + 1
+    if mark < swept_after then
+      sweep(hash, mark)
+    end
+  end
 end
 
 -- The sorted-set score of a score, and back: sorted sets order ascending.
@@ -490,38 +504,31 @@ end
 local REUSED = 'RANK_INVALID request_id: already used on this board ' ..
   'for another member, value, mode, subscores or data'
 
--- The update whose arguments follow ARGV[at] (store_update.c, ItemArg and
--- WhatByte): its member; its mode, keep_subs (1: subscores absent),
--- data_given (true or false), request-id record and hash ('' in a batch
--- recorded as a whole), value (a number), data ('' unless given), what
--- and where in it the prefix starts and ends (p0, v0 - 1): apply cuts
--- the prefix out only for an update that moves the member (a string.sub
--- costs Redis about 1k instructions: its string is hashed, made and
--- collected).
-local function item_at(at)
+-- Applies the update whose arguments follow ARGV[at]. Returns its reply's
+-- four values (score, rank, applied, subscores), or its error reply.
+local function apply(at)
+  -- The update's arguments (store_update.c, ItemArg and WhatByte): its
+  -- member; its mode, keep_subs (1: subscores absent), data_given,
+  -- request-id record and hash ('' in a batch recorded as a whole), value
+  -- and data ('' unless given); the prefix starts at p0 of what and ends
+  -- before v0, and is cut out only for an update that moves the member (a
+  -- string.sub costs Redis about 1k instructions: its string is hashed,
+  -- made and collected). This function writes out the ones it calls for
+  -- every update (a Lua function call costs Redis about 0.2k: see lookup).
   local member = ARGV[at + 1]
   local what = ARGV[at + 2]
   local mode, keep_subs, data_given, id_len, prefix_len, value_len =
     byte(what, 1, 6)
   local p0 = 7 + id_len
   local v0 = p0 + prefix_len
-  local d0 = v0 + value_len
   local record, idhash = '', ''
   if id_len > 0 then
     record, idhash = sub(what, 7, 10), sub(what, 11, p0 - 1)
   end
   data_given = data_given == 1
-  return member, mode, keep_subs, data_given, record, idhash,
-    (sunpack('>i8', what, v0)), data_given and sub(what, d0) or '', what,
-    p0, v0
-end
-
--- Applies the update whose arguments follow ARGV[at]. Returns its reply's
--- four values (score, rank, applied, subscores), or its error reply.
-local function apply(at)
-  local member, mode, keep_subs, data_given, record, idhash, value, data,
-    what, p0, v0 = item_at(at)
-  local nsub = v0 - p0 - TIME_BYTES
+  local value = sunpack('>i8', what, v0)
+  local data = data_given and sub(what, v0 + value_len) or ''
+  local nsub = prefix_len - TIME_BYTES
   local subs = nsub > 0 and sub(what, p0, p0 + nsub - 1) or ''
 
   -- A batch recorded as a whole records none of its updates.
@@ -543,8 +550,11 @@ local function apply(at)
     touch_key, touch_want, touch_what = tkey, 'hash', 'member times'
     p = call('HGET', tkey, member)
     if p then
-      p, old = place_of(p)
-      old = zscore_of(old)
+      -- place_of and zscore_of, written out (see lookup).
+      p, old = sub(p, 1, PREFIX_LEN), sunpack('>i8', p, PREFIX_LEN + 1)
+      if not ascending then
+        old = -old
+      end
       key = p .. member
     end
   end
@@ -554,7 +564,9 @@ local function apply(at)
 
   -- Before the first write: the keys this update writes that it has not
   -- read hold their types.
-  expect_once(zkey, 'zset', 'scores')
+  if not typed[zkey] then
+    expect_once(zkey, 'zset', 'scores')
+  end
   if data_given or mode == 4 or cap ~= '0' then
     expect_once(akey, 'hash', 'member data')
   end
@@ -565,8 +577,12 @@ local function apply(at)
 
   -- The first write: the record. HSETNX finds a live record of this id in
   -- its hash, and writes none then.
-  if not seen and hash then
-    seen = write_record(hash, idhash, record)
+  -- (write_record, written out.)
+  if hash then
+    touch_key, touch_want, touch_what = hash, 'hash', 'request-id records'
+    if call('HSETNX', hash, idhash, record) ~= 1 then
+      seen = found_record(hash, idhash, record)
+    end
   end
   if seen then
     if not same_request(seen, record) then
@@ -627,7 +643,13 @@ local function apply(at)
       'RANK_INVALID value: current score %d + %d is outside -%d..%d',
       old or 0, value, LIMIT, LIMIT))
   end
-  recorded(hash, mark)
+  -- (recorded, written out.)
+  if hash then
+    records_added = records_added + 1
+    if mark < swept_after then
+      sweep(hash, mark)
+    end
+  end
 
   -- An update that leaves the score (and subscores) as they were keeps the
   -- old time: whoever reached a score first stays ahead of those who reach
@@ -650,10 +672,10 @@ local function apply(at)
       end
       key = prefix .. member
       -- A number, which Redis formats exactly (%.17g of an integer under
-      -- 2^53).
-      local z = zscore_of(new)
+      -- 2^53). (zscore_of and place, written out.)
+      local z = ascending and new or -new
       call('ZADD', zkey, z, key)
-      call('HSET', tkey, member, place(prefix, z))
+      call('HSET', tkey, member, prefix .. spack('>i8', z))
     end
   end
   if data_given then
@@ -679,7 +701,13 @@ local function apply(at)
     end
     ranked = worst[1] ~= key
   end
-  return new, ranked and rank_of(key, new) or 0, 1, ranked and new_subs or ''
+  if not ranked then
+    return new, 0, 1, ''
+  elseif rank_wanted and kind ~= 'competition' and kind ~= 'dense' then
+    -- (rank_of's ordinal rank, written out.)
+    return new, call('ZRANK', zkey, key) + 1, 1, new_subs
+  end
+  return new, rank_of(key, new), 1, new_subs
 end
 
 -- Deferred: the places are read with the first update, so that a damaged
