@@ -313,7 +313,7 @@ end
 
 -- After a record is written to hash (whose mark was mark). Hashes marked
 -- in the current bucket or the one before (or ahead, by a rankd whose
--- clock is ahead of this one's) need no sweep. (apply writes this out.)
+-- clock is ahead of this one's) need no sweep.
 local function recorded(hash, mark)
   if hash then
     records_added = records_added + 1
@@ -564,6 +564,7 @@ local function apply(at)
 
   -- Before the first write: the keys this update writes that it has not
   -- read hold their types.
+  -- (expect_once's own test first, written out: see lookup.)
   if not typed[zkey] then
     expect_once(zkey, 'zset', 'scores')
   end
@@ -643,13 +644,7 @@ local function apply(at)
       'RANK_INVALID value: current score %d + %d is outside -%d..%d',
       old or 0, value, LIMIT, LIMIT))
   end
-  -- (recorded, written out.)
-  if hash then
-    records_added = records_added + 1
-    if mark < swept_after then
-      sweep(hash, mark)
-    end
-  end
+  recorded(hash, mark)
 
   -- An update that leaves the score (and subscores) as they were keeps the
   -- old time: whoever reached a score first stays ahead of those who reach
