@@ -318,9 +318,11 @@ typedef enum
 typedef void (*RankStoreClearFunc) (gboolean applied, gint64 keys_removed,
                                     const GError *error, gpointer data);
 
-/* DeleteBoard, ResetBoard: removes the board's keys with UNLINK, at most
- * RANK_ADMIN_UNLINK_MAX a command, as SCAN finds them; idempotent by
- * request_id for ctx's dedup window. */
+/* DeleteBoard, ResetBoard: removes the board's keys as SCAN finds them,
+ * its request-id record hashes by UNLINK, at most RANK_ADMIN_UNLINK_MAX a
+ * command, then each scope (its own keys under a tag, one period's) whole
+ * in one call of clear.lua; idempotent by request_id for ctx's dedup
+ * window. */
 void rank_store_clear_board (RankStore *store, const RankContext *ctx,
                              RankClearKind kind, const char *request_id,
                              RankStoreClearFunc func, gpointer data);

@@ -13,10 +13,22 @@
  * look at are those of the options in force and of the stored layout,
  * whichever are more.
  *
- * Removal is UNLINK, at most RANK_ADMIN_UNLINK_MAX keys of one hash tag a
- * command (a Redis Cluster command may not span slots): Redis frees a large
- * value in a background thread, so a 50-million-member sorted set costs
- * the main thread no more than a small one.
+ * Removal goes by scope: a board's own keys under one tag, or one period's,
+ * the keys one update may touch together. A scope's sorted set, times,
+ * data, dense counts and request-id meta go together, in one call of
+ * clear.lua once the walk is over, so that an update running at the same
+ * time lands wholly before or wholly after them. (Removed key by key as
+ * SCAN found them, a board's sorted set and times went in different
+ * commands, and updates in between left members on the board twice, for
+ * good.) Only the request-id record hashes, which can be thousands, go as
+ * the walk finds them, by UNLINK, at most RANK_ADMIN_UNLINK_MAX keys of one
+ * hash tag a command (a Redis Cluster command may not span slots), and
+ * before their scope's entries: an update that lands between keeps its
+ * entry until the scope goes, so no entry is ever left without its record
+ * (a retry would apply it twice), while a record left without its entry
+ * is what ResetBoard leaves too (a retry answers it was applied). UNLINK
+ * frees a large value in a background thread, so a 50-million-member
+ * sorted set costs the main thread no more than a small one.
  *
  * Export is ZSCAN over the period's sorted set, shard after shard: each
  * sorted-set member is the order key, which holds the subscores and the
@@ -156,20 +168,29 @@ classify_key (const char *board, const char *key, gsize len, const char **rest,
   return KEY_ENTRIES;
 }
 
-/* The period label of an entries key's rest ("p:LABEL:z"), or NULL. */
+/* How much of rest ("p:LABEL:z", "p:LABEL:q:8:3", "z") names the
+ * period: "p:LABEL:", or nothing for the board's own keys. Labels hold no
+ * ':' (period.c). */
+static gsize
+period_len (const char *rest, gsize len)
+{
+  const char *colon;
+
+  if (len < 4 || rest[0] != 'p' || rest[1] != ':')
+    return 0;
+  colon = memchr (rest + 2, ':', len - 2);
+  if (colon == NULL || colon == rest + 2)
+    return 0;
+  return (gsize) (colon - rest) + 1;
+}
+
+/* The period label of an entries key's rest, or NULL. */
 static char *
 period_of (const char *rest, gsize len)
 {
-  const char *end = rest + len, *last;
+  gsize n = period_len (rest, len);
 
-  if (len < 4 || rest[0] != 'p' || rest[1] != ':')
-    return NULL;
-  last = end - 1;
-  while (last > rest + 2 && *last != ':')
-    last--;
-  if (last <= rest + 2)
-    return NULL;
-  return g_strndup (rest + 2, (gsize) (last - rest - 2));
+  return n > 0 ? g_strndup (rest + 2, n - 3) : NULL;
 }
 
 /* Newest first: labels of one board sort as their periods do, but for
@@ -240,6 +261,8 @@ typedef struct
   GError *error;
   GHashTable *seen;    /* stats: keys counted */
   GHashTable *periods; /* stats: labels */
+  GHashTable *scopes;  /* delete, reset: prefix -> Scope, cleared at the end */
+  gboolean clearing;   /* the scopes' clear.lua calls are out */
   RankBoardStats stats;
   char *stored_layout;
   gint64 removed;
@@ -249,6 +272,13 @@ typedef struct
   RankStoreClearFunc clear_func;
   gpointer data;
 } Walk;
+
+/* A scope to clear (clear.lua): the node it is on, and what goes. */
+typedef struct
+{
+  guint node;
+  const char *what; /* "entries", "period" or "all" */
+} Scope;
 
 static const char *
 walk_name (WalkKind kind)
@@ -270,6 +300,8 @@ walk_free (Walk *w)
     g_hash_table_unref (w->seen);
   if (w->periods != NULL)
     g_hash_table_unref (w->periods);
+  if (w->scopes != NULL)
+    g_hash_table_unref (w->scopes);
   if (w->stats.periods != NULL)
     g_ptr_array_unref (w->stats.periods);
   g_free (w->stored_layout);
@@ -376,18 +408,24 @@ memory_read (const RankReply *reply, const GError *error, gpointer data)
   walk_round_done (w);
 }
 
+/* A reply of UNLINK or clear.lua: the keys it removed. */
 static void
-unlink_read (const RankReply *reply, const GError *error, gpointer data)
+walk_add_removed (Walk *w, const RankReply *reply, const GError *error,
+                  const char *what)
 {
-  Walk *w = data;
-
   if (error != NULL)
     walk_fail (w, g_error_copy (error));
   else if (reply->type == RANK_REPLY_INTEGER)
     w->removed += reply->integer;
   else
-    walk_fail (w, store_unexpected (reply, "UNLINK"));
-  walk_round_done (w);
+    walk_fail (w, store_unexpected (reply, what));
+}
+
+static void
+unlink_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  walk_add_removed (data, reply, error, "UNLINK");
+  walk_round_done (data);
 }
 
 static void
@@ -452,13 +490,48 @@ walk_unlink (Walk *w, GPtrArray *doomed)
     }
 }
 
-static gboolean
-walk_removes (WalkKind kind, KeyKind key)
+/* The one-letter suffixes clear.lua removes (constants.h). */
+#define SCOPE_SUFFIXES                                                         \
+  RANK_KEY_SUFFIX_SCORES RANK_KEY_SUFFIX_TIMES RANK_KEY_SUFFIX_DATA            \
+      RANK_KEY_SUFFIX_DISTINCT RANK_KEY_SUFFIX_COUNTS RANK_KEY_SUFFIX_REQUEST  \
+          RANK_KEY_SUFFIX_LAYOUT RANK_KEY_SUFFIX_QUEUE RANK_KEY_SUFFIX_DEAD    \
+              RANK_KEY_SUFFIX_QUEUE_COUNTS
+
+/* DeleteBoard, ResetBoard: a key found. Its scope (its tag, then its
+ * period's "p:LABEL:" if it has one) is noted, to go whole at the end; a
+ * request-id record hash of a scope whose records go ("q:<s>:<i>" after
+ * it), or a key none of rankd's scripts writes, goes now, into doomed. */
+static void
+walk_note (Walk *w, const RankReply *key, const char *rest, gsize rest_len,
+           GPtrArray *doomed)
 {
-  if (kind == WALK_RESET)
-    return key == KEY_ENTRIES;
-  return key == KEY_ENTRIES || key == KEY_LAYOUT || key == KEY_REQUESTS
-         || key == KEY_QUEUE;
+  gsize period = period_len (rest, rest_len);
+  const char *after = rest + period;
+  gsize after_len = rest_len - period;
+  Scope *scope;
+  char *prefix;
+
+  if (after_len > 2 && after[0] == RANK_KEY_SUFFIX_REQUEST[0]
+      && after[1] == ':')
+    {
+      if (period > 0 || w->kind == WALK_DELETE)
+        g_ptr_array_add (doomed, (gpointer) key);
+    }
+  else if (after_len != 1 || strchr (SCOPE_SUFFIXES, after[0]) == NULL)
+    g_ptr_array_add (doomed, (gpointer) key); /* none of rankd's: it goes */
+  prefix = g_strndup (key->str, (gsize) (after - key->str));
+  if (g_hash_table_contains (w->scopes, prefix))
+    {
+      g_free (prefix);
+      return;
+    }
+  scope = g_new (Scope, 1);
+  scope->node = w->groups[w->group].node;
+  if (period > 0)
+    scope->what = "period";
+  else
+    scope->what = w->kind == WALK_DELETE ? "all" : "entries";
+  g_hash_table_insert (w->scopes, prefix, scope);
 }
 
 static void
@@ -500,8 +573,8 @@ scan_read (const RankReply *reply, const GError *error, gpointer data)
         continue;
       if (w->kind == WALK_STATS)
         walk_count (w, key, rest, rest_len);
-      else if (walk_removes (w->kind, kind))
-        g_ptr_array_add (doomed, (gpointer) key);
+      else if (kind != KEY_ADMIN)
+        walk_note (w, key, rest, rest_len, doomed);
     }
   if (doomed->len > 0)
     walk_unlink (w, doomed);
@@ -574,6 +647,45 @@ registry_removed (const RankReply *reply, const GError *error, gpointer data)
 }
 
 static void
+scope_cleared (const RankReply *reply, const GError *error, gpointer data)
+{
+  Walk *w = data;
+
+  walk_add_removed (w, reply, error, "clear.lua");
+  g_assert (w->pending > 0);
+  if (--w->pending == 0)
+    walk_finish (w);
+}
+
+/* Each scope the walk found goes whole, in one clear.lua call. */
+static void
+walk_clear_scopes (Walk *w)
+{
+  GHashTableIter it;
+  gpointer prefix, value;
+
+  w->clearing = TRUE;
+  g_hash_table_iter_init (&it, w->scopes);
+  while (g_hash_table_iter_next (&it, &prefix, &value))
+    {
+      const Scope *scope = value;
+      gsize len = strlen (prefix);
+      RankCommand cmd;
+
+      rank_command_init_script (&cmd, RANK_SCRIPT_CLEAR);
+      rank_command_add (&cmd, prefix, len);
+      rank_command_append (&cmd, RANK_KEY_SUFFIX_SCORES,
+                           strlen (RANK_KEY_SUFFIX_SCORES));
+      rank_command_keys_done (&cmd);
+      rank_command_add (&cmd, prefix, len);
+      rank_command_add_str (&cmd, scope->what);
+      w->pending++;
+      rank_backend_send (w->store->backend, scope->node, &cmd, 0, scope_cleared,
+                         w);
+    }
+}
+
+static void
 walk_finish (Walk *w)
 {
   RankCommand cmd;
@@ -593,6 +705,11 @@ walk_finish (Walk *w)
           w->stats.stored_layout = w->stored_layout;
         }
       walk_deliver (w);
+      return;
+    }
+  if (!w->clearing && g_hash_table_size (w->scopes) > 0)
+    {
+      walk_clear_scopes (w);
       return;
     }
   if (w->kind == WALK_RESET)
@@ -741,6 +858,7 @@ rank_store_clear_board (RankStore *store, const RankContext *ctx,
   w->store = store;
   w->ctx = ctx;
   w->kind = kind == RANK_CLEAR_DELETE ? WALK_DELETE : WALK_RESET;
+  w->scopes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   w->clear_func = func;
   w->data = data;
   digest[32] = '\0';

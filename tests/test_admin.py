@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -25,7 +26,7 @@ del sys.argv[1:3]
 
 from ranking.ttypes import (  # noqa: E402
     CountRequest, DeleteBoardRequest, ExportRequest, GetBoardInfoRequest,
-    InvalidArgument, ListBoardsRequest,
+    GetTopNRequest, InvalidArgument, ListBoardsRequest,
     ResetBoardRequest, UpdateBatchRequest, UpdateMode, UpdateRequest)
 from servers import connect, start, stop  # noqa: E402
 
@@ -49,6 +50,10 @@ shards=3
 shards=4
 [board dense]
 rank=dense
+[board race_sh]
+shards=4
+[board race_day]
+period=daily
 """
 
 
@@ -269,6 +274,85 @@ class AdminTest(unittest.TestCase):
         self.assertEqual(self.redis_cli("SLOWLOG", "LEN").strip(),
                          "(integer) 0", self.redis_cli("SLOWLOG", "GET"))
         self.redis_cli("CONFIG", "SET", "slowlog-log-slower-than", "10000")
+
+    def updating(self, board, stop, errors, members=300):
+        """Updates board (+1 to random members, each with a request id of
+        its own) on a connection of its own until stop is set."""
+        client, transport = connect(self.port)
+        i = 0
+        try:
+            while not stop.is_set():
+                i += 1
+                reqs = [UpdateRequest(
+                    board=board, member=f"m{(i * 7 + k * 13) % members}",
+                    value=1, request_id=f"{threading.get_ident()}-{i}-{k}")
+                    for k in range(8)]
+                for r in client.UpdateBatch(
+                        UpdateBatchRequest(requests=reqs)).results:
+                    if r.response is None:
+                        errors.append(r)
+        except Exception as e:  # noqa: BLE001 (reported by the test)
+            errors.append(e)
+        finally:
+            transport.close()
+
+    def assert_consistent(self, board, shards):
+        """Each scope's sorted set and times hash hold the same members,
+        and GetTopN lists each member once."""
+        for tag in ([f"rk:{{{board}}}:"] if shards == 1 else
+                    [f"rk:s:{{{board}/{i}}}:" for i in range(shards)]):
+            scopes = {k[:-1] for k in self.keys()
+                      if k.startswith(tag.encode()) and k.endswith(b":z")}
+            for z in scopes:
+                z = z.decode() + "z"
+                t = z[:-1] + "t"
+                zcard = int(self.redis_cli("ZCARD", z).split()[-1])
+                hlen = int(self.redis_cli("HLEN", t).split()[-1])
+                self.assertEqual(zcard, hlen, z)
+        top = self.client.GetTopN(GetTopNRequest(board=board, n=1000))
+        members = [e.member for e in top]
+        self.assertEqual(len(members), len(set(members)), board)
+        self.assertEqual(len(members), self.count(board), board)
+
+    def test_clear_during_updates_keeps_keys_together(self):
+        """DeleteBoard and ResetBoard while updates run: afterwards every
+        member is on the board once and its keys agree (issue 49: the keys
+        went key by key as SCAN found them, and a board came out with its
+        sorted set holding more entries than its times hash). Other keys
+        spread a board's keys over SCAN's pages."""
+        self.redis_cli("EVAL", "for i = 1, 20000 do "
+                       "redis.call('SET', 'filler:' .. i, i) end", "0")
+        try:
+            for board, shards in (("race", 1), ("race_sh", 4),
+                                  ("race_day", 1)):
+                for round_ in range(4):
+                    stop, errors = threading.Event(), []
+                    threads = [threading.Thread(
+                        target=self.updating, args=(board, stop, errors))
+                        for _ in range(3)]
+                    for t in threads:
+                        t.start()
+                    # Wait for the board to be under way (a condition, with
+                    # a deadline).
+                    end = time.monotonic() + 30
+                    while self.count(board) < 50 and time.monotonic() < end:
+                        time.sleep(0.01)
+                    for k in range(3):
+                        rid = f"{board}-clear-{round_}-{k}"
+                        if (round_ + k) % 2 == 0:
+                            self.client.DeleteBoard(DeleteBoardRequest(
+                                board=board, request_id=rid))
+                        else:
+                            self.client.ResetBoard(ResetBoardRequest(
+                                board=board, request_id=rid))
+                    stop.set()
+                    for t in threads:
+                        t.join(60)
+                    self.assertEqual(errors, [])
+                    self.assert_consistent(board, shards)
+        finally:
+            self.redis_cli("EVAL", "for i = 1, 20000 do "
+                           "redis.call('DEL', 'filler:' .. i) end", "0")
 
     # ---- ResetBoard ----
 
