@@ -607,10 +607,15 @@ service Ranking {
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
 
   /**
-   * One page of the board's entries (ZSCAN): the board keeps taking updates
-   * meanwhile. Every member on the board from the first page to the last is
-   * in some page; a member updated meanwhile may come twice (keep the entry
-   * with the later timestamp_ms).
+   * One page of the board's entries (HSCAN of its members): the board keeps
+   * taking updates meanwhile. Every member on the board from the first page
+   * to the last is in exactly one page, with the score (subscores, data,
+   * timestamp_ms) it had when that page was read: a member updated during
+   * the export comes with one of the scores it had during it. A member
+   * added or removed meanwhile may or may not be in a page. Only if the
+   * board loses most of its members during the export (Redis then shrinks
+   * the hash SCAN walks) may a member come twice: keep the entry with the
+   * later timestamp_ms.
    */
   ExportResponse Export(1: ExportRequest request)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable)

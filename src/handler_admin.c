@@ -487,7 +487,8 @@ handler_start_reset_board (Call *call)
 
 /* ---- Export ---- */
 
-/* Export's cursor, as the client sees it: "SHARD:CURSOR" (ZSCAN's). */
+/* Export's cursor, as the client sees it: "SHARD:CURSOR" (HSCAN's, in the
+ * shard's times hash). */
 static gboolean
 parse_cursor (const char *text, const RankBoardOptions *o,
               RankExportCursor *out, GError **error)

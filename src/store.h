@@ -327,7 +327,7 @@ void rank_store_clear_board (RankStore *store, const RankContext *ctx,
                              RankClearKind kind, const char *request_id,
                              RankStoreClearFunc func, gpointer data);
 
-/* Where an export is: the shard, and ZSCAN's cursor in it. */
+/* Where an export is: the shard, and HSCAN's cursor in its times hash. */
 typedef struct
 {
   guint shard;

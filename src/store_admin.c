@@ -30,9 +30,10 @@
  * frees a large value in a background thread, so a 50-million-member
  * sorted set costs the main thread no more than a small one.
  *
- * Export is ZSCAN over the period's sorted set, shard after shard: each
- * sorted-set member is the order key, which holds the subscores and the
- * time, and its score the score; one HMGET adds the members' data.
+ * Export is HSCAN over the period's times hash, shard after shard, in
+ * export.lua, which reads each member's entry (its order key, which holds
+ * the subscores and the time, and its score) and data in the same call:
+ * export.lua says why not ZSCAN.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -877,41 +878,48 @@ typedef struct
   RankStore *store;
   const RankContext *ctx;
   RankExportCursor at, next;
-  gboolean last;
-  RankReply *scan; /* ZSCAN's reply, copied */
-  GPtrArray *data; /* HMGET replies, copied, in member order */
-  StoreCountdown countdown;
   RankStoreExportFunc func;
   gpointer user_data;
 } ExportTask;
 
-/* Members per HMGET: a command's arguments are bounded. */
-#define EXPORT_HMGET_MAX (RANK_COMMAND_MAX_ARGS - 8)
-
 static void
-export_deliver (ExportTask *task)
+export_read (const RankReply *reply, const GError *error, gpointer data)
 {
+  ExportTask *task = data;
   const RankBoardOptions *o = task->ctx->options;
-  const RankReply *pairs = task->scan != NULL ? task->scan->element[1] : NULL;
-  gsize n = pairs != NULL ? pairs->elements / 2 : 0;
-  g_autofree RankRow *rows = g_new0 (RankRow, MAX (n, 1));
-  GError *error = task->countdown.error;
-  gsize prefix = store_prefix_len (o);
+  const RankReply *cursor = NULL, *pairs = NULL, *values = NULL;
+  gsize n = 0, prefix = store_prefix_len (o);
+  g_autoptr (GError) bad = NULL;
+  g_autofree RankRow *rows = NULL;
+  guint64 next = 0;
+  gboolean last = FALSE;
 
+  if (error == NULL
+      && (reply->type != RANK_REPLY_ARRAY || reply->elements != 3
+          || (cursor = rank_reply_string_at (reply, 0)) == NULL
+          || (pairs = reply->element[1])->type != RANK_REPLY_ARRAY
+          || pairs->elements % 2 != 0
+          || (values = reply->element[2])->type != RANK_REPLY_ARRAY
+          || values->elements != pairs->elements / 2
+          || !g_ascii_string_to_unsigned (cursor->str, 10, 0, G_MAXUINT64,
+                                          &next, NULL)))
+    error = bad = store_unexpected (reply, "export.lua");
+  if (error == NULL)
+    n = pairs->elements / 2;
+  rows = g_new0 (RankRow, MAX (n, 1));
   for (gsize i = 0; error == NULL && i < n; i++)
     {
       const RankReply *key = pairs->element[2 * i];
       const RankReply *score = pairs->element[2 * i + 1];
-      const RankReply *chunk = task->data->pdata[i / EXPORT_HMGET_MAX];
-      const RankReply *value = chunk->element[i % EXPORT_HMGET_MAX];
+      const RankReply *value = values->element[i];
       gint64 zscore;
 
       if (key->type != RANK_REPLY_STRING || key->len <= prefix
           || score->type != RANK_REPLY_STRING
           || !rank_orderkey_parse_zscore (score->str, score->len, &zscore))
         {
-          error = task->countdown.error
-              = store_unexpected (task->scan, "ZSCAN (malformed entry)");
+          error = bad
+              = store_unexpected (reply, "export.lua (malformed entry)");
           break;
         }
       /* Parsed as the score of a descending board: back to the stored. */
@@ -922,99 +930,19 @@ export_deliver (ExportTask *task)
           rows[i].data_len = value->len;
         }
     }
-  task->func (rows, error != NULL ? 0 : n,
-              error != NULL || task->last ? NULL : &task->next, error,
-              task->user_data);
-  g_clear_error (&task->countdown.error);
-  if (task->scan != NULL)
-    rank_reply_free (task->scan);
-  g_ptr_array_unref (task->data);
-  g_free (task);
-}
-
-static void
-export_data_read (const RankReply *reply, const GError *error, gpointer data)
-{
-  StorePart *part = data;
-  ExportTask *task = part->task;
-  const RankReply *pairs = task->scan->element[1];
-  gsize n = pairs->elements / 2;
-  gsize want = MIN (EXPORT_HMGET_MAX, n - part->index * EXPORT_HMGET_MAX);
-  g_autoptr (GError) bad = NULL;
-
-  if (error == NULL
-      && (reply->type != RANK_REPLY_ARRAY || reply->elements != want))
-    error = bad = store_unexpected (reply, "HMGET");
   if (error == NULL)
-    task->data->pdata[part->index] = rank_reply_copy (reply);
-  g_free (part);
-  if (store_countdown_done (&task->countdown, error))
-    export_deliver (task);
-}
-
-static void
-export_scan_read (const RankReply *reply, const GError *error, gpointer data)
-{
-  ExportTask *task = data;
-  const RankReply *cursor;
-  gsize n, chunks;
-  guint64 next;
-
-  if (error == NULL
-      && (reply->type != RANK_REPLY_ARRAY || reply->elements != 2
-          || (cursor = rank_reply_string_at (reply, 0)) == NULL
-          || reply->element[1]->type != RANK_REPLY_ARRAY
-          || reply->element[1]->elements % 2 != 0
-          || !g_ascii_string_to_unsigned (cursor->str, 10, 0, G_MAXUINT64,
-                                          &next, NULL)))
-    task->countdown.error = store_unexpected (reply, "ZSCAN");
-  else if (error != NULL)
-    task->countdown.error = g_error_copy (error);
-  if (task->countdown.error != NULL)
     {
-      export_deliver (task);
-      return;
+      if (next != 0)
+        task->next = (RankExportCursor){ task->at.shard, next };
+      else if (task->at.shard + 1 < o->shards)
+        task->next = (RankExportCursor){ task->at.shard + 1, 0 };
+      else
+        last = TRUE;
     }
-  if (next != 0)
-    task->next = (RankExportCursor){ task->at.shard, next };
-  else if (task->at.shard + 1 < task->ctx->options->shards)
-    task->next = (RankExportCursor){ task->at.shard + 1, 0 };
-  else
-    task->last = TRUE;
-  task->scan = rank_reply_copy (reply);
-  n = reply->element[1]->elements / 2;
-  chunks = (n + EXPORT_HMGET_MAX - 1) / EXPORT_HMGET_MAX;
-  g_ptr_array_set_size (task->data, (guint) chunks);
-  task->countdown.pending = 1;
-  for (gsize c = 0; c < chunks; c++)
-    {
-      const RankReply *pairs = task->scan->element[1];
-      gsize prefix = store_prefix_len (task->ctx->options);
-      StorePart *part = g_new0 (StorePart, 1);
-      RankCommand cmd;
-
-      rank_command_init (&cmd, "HMGET");
-      store_add_key (&cmd, task->ctx, task->at.shard, RANK_KEY_SUFFIX_DATA);
-      for (gsize i = c * EXPORT_HMGET_MAX;
-           i < MIN (n, (c + 1) * EXPORT_HMGET_MAX); i++)
-        {
-          const RankReply *key = pairs->element[2 * i];
-
-          /* A malformed key is reported by export_deliver. */
-          if (key->type == RANK_REPLY_STRING && key->len > prefix)
-            rank_command_add (&cmd, key->str + prefix, key->len - prefix);
-          else
-            rank_command_add_str (&cmd, "");
-        }
-      part->task = task;
-      part->index = (guint) c;
-      task->countdown.pending++;
-      rank_backend_send (task->store->backend,
-                         store_node_of (task->store, task->at.shard), &cmd, 0,
-                         export_data_read, part);
-    }
-  if (store_countdown_done (&task->countdown, NULL))
-    export_deliver (task);
+  task->func (rows, error != NULL ? 0 : n,
+              error != NULL || last ? NULL : &task->next, error,
+              task->user_data);
+  g_free (task);
 }
 
 void
@@ -1030,16 +958,17 @@ rank_store_export (RankStore *store, const RankContext *ctx,
   task->store = store;
   task->ctx = ctx;
   task->at = *cursor;
-  task->data
-      = g_ptr_array_new_with_free_func ((GDestroyNotify) rank_reply_free);
   task->func = func;
   task->user_data = data;
-  rank_command_init (&cmd, "ZSCAN");
+  rank_command_init_script (&cmd, RANK_SCRIPT_EXPORT);
+  store_add_key (&cmd, ctx, cursor->shard, RANK_KEY_SUFFIX_TIMES);
   store_add_key (&cmd, ctx, cursor->shard, RANK_KEY_SUFFIX_SCORES);
+  store_add_key (&cmd, ctx, cursor->shard, RANK_KEY_SUFFIX_DATA);
+  rank_command_keys_done (&cmd);
   g_snprintf (text, sizeof text, "%" G_GUINT64_FORMAT, cursor->cursor);
   rank_command_add_str (&cmd, text);
-  rank_command_add_str (&cmd, "COUNT");
   rank_command_add_int (&cmd, count);
+  rank_command_add_int (&cmd, (gint64) store_prefix_len (ctx->options));
   rank_backend_send (store->backend, store_node_of (store, cursor->shard), &cmd,
-                     0, export_scan_read, task);
+                     0, export_read, task);
 }
