@@ -158,6 +158,15 @@
 /* The board's layout descriptor (layout.h), always under the board's own
  * tag, whatever its shards: "rk:{board}:o". */
 #define RANK_KEY_SUFFIX_LAYOUT "o"
+/* The periods of a tag ("rk:{board}:k", a shard's "rk:s:{board/i}:k"): a
+ * sorted set, period label -> when the period's keys expire (Unix ms).
+ * update.lua adds a period with its first records; clear.lua takes it out
+ * with its keys; so admin calls name a board's keys instead of searching
+ * the keyspace for them (store_admin.c). */
+#define RANK_KEY_SUFFIX_PERIODS "k"
+/* The most request-id record hashes of one layout (update.lua's
+ * MAX_HASHES). */
+#define RANK_RECORD_HASHES_MAX 1048576
 
 /* A worker trusts what it learned of a board's stored layout this long;
  * then it asks Redis again (one GET per board and worker). It remembers at
@@ -176,9 +185,8 @@
  * RANK_LAYOUT_RECHECK_MS of a write. */
 #define RANK_BOARDS_KEY "rk:boards"
 
-/* Board administration: SCAN ... COUNT of the walk over a board's keys,
- * keys per UNLINK, boards per ListBoards page, entries per Export page. */
-#define RANK_ADMIN_SCAN_COUNT 1000
+/* Board administration: keys per UNLINK, boards per ListBoards page,
+ * entries per Export page. */
 #define RANK_ADMIN_UNLINK_MAX 500
 #define RANK_LIST_BOARDS_MAX 1000
 #define RANK_EXPORT_COUNT_MAX 1000

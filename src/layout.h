@@ -25,7 +25,7 @@
 
 /* Bumped by every change to what rankd stores for a board; a rankd reads
  * only boards of its own version. */
-#define RANK_LAYOUT_VERSION 6
+#define RANK_LAYOUT_VERSION 7
 
 /* The descriptor of a board with options o. */
 char *rank_layout_describe (const RankBoardOptions *o);

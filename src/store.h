@@ -293,7 +293,7 @@ void rank_store_list_boards (RankStore *store, const char *after, guint limit,
                              RankStoreNamesFunc func, gpointer data);
 
 /* What Redis holds of a board: every key of it (shards, periods, request
- * ids), found by SCAN without holding Redis for long. */
+ * ids), named from what the board records of itself (store_admin.c). */
 typedef struct
 {
   gint64 keys;
@@ -318,11 +318,10 @@ typedef enum
 typedef void (*RankStoreClearFunc) (gboolean applied, gint64 keys_removed,
                                     const GError *error, gpointer data);
 
-/* DeleteBoard, ResetBoard: removes the board's keys as SCAN finds them,
- * its request-id record hashes by UNLINK, at most RANK_ADMIN_UNLINK_MAX a
- * command, then each scope (its own keys under a tag, one period's) whole
- * in one call of clear.lua; idempotent by request_id for ctx's dedup
- * window. */
+/* DeleteBoard, ResetBoard: removes the board's keys, its request-id record
+ * hashes by UNLINK, at most RANK_ADMIN_UNLINK_MAX a command, then each
+ * scope (its own keys under a tag, one period's) whole in one call of
+ * clear.lua; idempotent by request_id for ctx's dedup window. */
 void rank_store_clear_board (RankStore *store, const RankContext *ctx,
                              RankClearKind kind, const char *request_id,
                              RankStoreClearFunc func, gpointer data);

@@ -2,33 +2,24 @@
  * registry of boards (ListBoards), the walk over one board's keys
  * (GetBoardInfo, DeleteBoard, ResetBoard) and Export's pages.
  *
- * A board's keys have no index; they are found by SCAN with a MATCH
- * pattern (the board's name glob-escaped) on each node that can hold them,
- * RANK_ADMIN_SCAN_COUNT keys a call, so Redis is never held up for long,
- * whatever the size of the keyspace. A pattern is only a filter: every key
- * found is checked again here against the board's exact prefixes, so no
- * key of another board (one whose name the pattern also matches, "a*" for
- * "a*") is ever touched. A board's own keys sit under its tag,
- * "rk:{board}:", and its shards' under "rk:s:{board/i}:"; the shards to
- * look at are those of the options in force and of the stored layout,
- * whichever are more.
+ * The walk names a board's keys from what the board records of itself
+ * (below, "a board's keys"), so it costs what the board costs.
  *
  * Removal goes by scope: a board's own keys under one tag, or one period's,
  * the keys one update may touch together. A scope's sorted set, times,
- * data, dense counts and request-id meta go together, in one call of
- * clear.lua once the walk is over, so that an update running at the same
- * time lands wholly before or wholly after them. (Removed key by key as
- * SCAN found them, a board's sorted set and times went in different
+ * data, dense counts (and, with the board's own keys, the request-id meta)
+ * go together, in one call of clear.lua, so that an update running at the
+ * same time lands wholly before or wholly after them. (Removed key by key
+ * as a SCAN found them, a board's sorted set and times went in different
  * commands, and updates in between left members on the board twice, for
- * good.) Only the request-id record hashes, which can be thousands, go as
- * the walk finds them, by UNLINK, at most RANK_ADMIN_UNLINK_MAX keys of one
- * hash tag a command (a Redis Cluster command may not span slots), and
- * before their scope's entries: an update that lands between keeps its
- * entry until the scope goes, so no entry is ever left without its record
- * (a retry would apply it twice), while a record left without its entry
- * is what ResetBoard leaves too (a retry answers it was applied). UNLINK
- * frees a large value in a background thread, so a 50-million-member
- * sorted set costs the main thread no more than a small one.
+ * good.) The request-id record hashes, which can be thousands, go by
+ * UNLINK, at most RANK_ADMIN_UNLINK_MAX keys a command, before their
+ * scope's entries: an update that lands between keeps its entry until the
+ * scope goes, so no entry is ever left without its record (a retry would
+ * apply it twice), while a record left without its entry is what
+ * ResetBoard leaves too (a retry answers it was applied). UNLINK frees a
+ * large value in a background thread, so a 50-million-member sorted set
+ * costs the main thread no more than a small one.
  *
  * Export is HSCAN over the period's times hash, shard after shard, in
  * export.lua, which reads each member's entry (its order key, which holds
@@ -102,97 +93,26 @@ rank_store_list_boards (RankStore *store, const char *after, guint limit,
 
 /* ---- a board's keys ---- */
 
-typedef enum
-{
-  KEY_OTHER,    /* not the board's */
-  KEY_ENTRIES,  /* scores, times, data, dense counts: of any period */
-  KEY_LAYOUT,   /* the stored layout */
-  KEY_REQUESTS, /* request-id records of updates */
-  KEY_ADMIN,    /* request-id records of DeleteBoard, ResetBoard */
-  KEY_QUEUE,    /* the update queue: stream, dead letters, counts */
-} KeyKind;
-
-static gboolean
-take_prefix (const char **p, const char *end, const char *prefix, gsize len)
-{
-  if ((gsize) (end - *p) < len || memcmp (*p, prefix, len) != 0)
-    return FALSE;
-  *p += len;
-  return TRUE;
-}
-
-#define ORDINARY_TAG RANK_KEY_PREFIX ":{"
-#define SHARD_TAG RANK_SHARD_KEY_PREFIX ":{"
-
-/* What key is to board; *rest: what follows its tag ("z", "p:2026-11:z"). */
-static KeyKind
-classify_key (const char *board, const char *key, gsize len, const char **rest,
-              gsize *rest_len)
-{
-  const char *p = key, *end = key + len;
-  gboolean shard = FALSE;
-
-  if (take_prefix (&p, end, SHARD_TAG, strlen (SHARD_TAG)))
-    shard = TRUE;
-  else if (!take_prefix (&p, end, ORDINARY_TAG, strlen (ORDINARY_TAG)))
-    return KEY_OTHER;
-  if (!take_prefix (&p, end, board, strlen (board)))
-    return KEY_OTHER;
-  if (shard)
-    {
-      guint index = 0, digits = 0;
-
-      if (!take_prefix (&p, end, "/", 1))
-        return KEY_OTHER;
-      while (p < end && g_ascii_isdigit (*p) && digits < 3)
-        index = index * 10 + (guint) (*p++ - '0'), digits++;
-      if (digits == 0 || index >= RANK_SHARDS_MAX)
-        return KEY_OTHER;
-    }
-  if (!take_prefix (&p, end, "}:", 2))
-    return KEY_OTHER;
-  *rest = p;
-  *rest_len = (gsize) (end - p);
-  if (*rest_len == 1 && *p == RANK_KEY_SUFFIX_REQUEST[0])
-    return KEY_REQUESTS;
-  if (*rest_len >= 2 && p[0] == RANK_KEY_SUFFIX_REQUEST[0] && p[1] == ':')
-    return KEY_REQUESTS;
-  if (!shard && *rest_len == 1 && *p == RANK_KEY_SUFFIX_LAYOUT[0])
-    return KEY_LAYOUT;
-  if (*rest_len == 1
-      && (*p == RANK_KEY_SUFFIX_QUEUE[0] || *p == RANK_KEY_SUFFIX_DEAD[0]
-          || *p == RANK_KEY_SUFFIX_QUEUE_COUNTS[0]))
-    return KEY_QUEUE;
-  if (!shard && *rest_len >= 2 && p[0] == RANK_KEY_SUFFIX_ADMIN[0]
-      && p[1] == ':')
-    return KEY_ADMIN;
-  return KEY_ENTRIES;
-}
-
-/* How much of rest ("p:LABEL:z", "p:LABEL:q:8:3", "z") names the
- * period: "p:LABEL:", or nothing for the board's own keys. Labels hold no
- * ':' (period.c). */
-static gsize
-period_len (const char *rest, gsize len)
-{
-  const char *colon;
-
-  if (len < 4 || rest[0] != 'p' || rest[1] != ':')
-    return 0;
-  colon = memchr (rest + 2, ':', len - 2);
-  if (colon == NULL || colon == rest + 2)
-    return 0;
-  return (gsize) (colon - rest) + 1;
-}
-
-/* The period label of an entries key's rest, or NULL. */
-static char *
-period_of (const char *rest, gsize len)
-{
-  gsize n = period_len (rest, len);
-
-  return n > 0 ? g_strndup (rest + 2, n - 3) : NULL;
-}
+/* A board's keys are named, never searched for, so that what an admin call
+ * costs follows the board, not the node: a SCAN ... MATCH walked every key
+ * of the node (2 s for one GetBoardInfo on a Redis of 1M keys). Under each
+ * of its tags (its own, "rk:{board}:", and each shard's,
+ * "rk:s:{board/i}:") a board has its own scope, with the fixed suffixes
+ * below, and the scopes of its periods ("p:LABEL:"), which the tag's
+ * registry ("...:k", a sorted set label -> when its keys expire) lists:
+ * update.lua adds a period to it in the call that writes the period's
+ * first records, and clear.lua takes it out with the period's keys. The
+ * request-id records of all periods are with the tag's own keys: the
+ * record hashes its meta names ("q:<s>:<i>" for the layout s and the
+ * layout being left). */
+#define OWN_SUFFIXES                                                           \
+  RANK_KEY_SUFFIX_SCORES RANK_KEY_SUFFIX_TIMES RANK_KEY_SUFFIX_DATA            \
+      RANK_KEY_SUFFIX_DISTINCT RANK_KEY_SUFFIX_COUNTS RANK_KEY_SUFFIX_REQUEST  \
+          RANK_KEY_SUFFIX_LAYOUT RANK_KEY_SUFFIX_QUEUE RANK_KEY_SUFFIX_DEAD    \
+              RANK_KEY_SUFFIX_QUEUE_COUNTS RANK_KEY_SUFFIX_PERIODS
+#define PERIOD_SUFFIXES                                                        \
+  RANK_KEY_SUFFIX_SCORES RANK_KEY_SUFFIX_TIMES RANK_KEY_SUFFIX_DATA            \
+      RANK_KEY_SUFFIX_DISTINCT RANK_KEY_SUFFIX_COUNTS
 
 /* Newest first: labels of one board sort as their periods do, but for
  * custom periods ("n<index>"), whose indexes are compared as numbers. */
@@ -211,28 +131,6 @@ period_compare (gconstpointer a, gconstpointer b)
   return -strcmp (x, y);
 }
 
-/* A MATCH pattern for text as it is. */
-static void
-glob_escape (GString *out, const char *text)
-{
-  for (const char *p = text; *p != '\0'; p++)
-    {
-      if (strchr ("*?[]\\", *p) != NULL)
-        g_string_append_c (out, '\\');
-      g_string_append_c (out, *p);
-    }
-}
-
-/* The tag part of a key (up to and with "}:"): keys that share it may go
- * in one command. */
-static gsize
-tag_len (const char *key, gsize len)
-{
-  const char *close = memchr (key, '}', len);
-
-  return close != NULL ? (gsize) (close - key) + 1 : len;
-}
-
 /* ---- the walk: GetBoardInfo, DeleteBoard, ResetBoard ---- */
 
 typedef enum
@@ -242,28 +140,46 @@ typedef enum
   WALK_RESET,
 } WalkKind;
 
-/* SCAN on one node, for keys under one pattern. */
+/* A tag of the board: its keys' prefix up to and with "}:", and its node. */
 typedef struct
 {
+  char *prefix;
   guint node;
-  char *route; /* a key that routes SCAN there (Redis Cluster) */
-  char *pattern;
-} WalkGroup;
+} WalkTag;
 
+/* A scope: the tag's own keys (label NULL) or one period's. */
 typedef struct
+{
+  char *prefix; /* "rk:{board}:", "rk:{board}:p:LABEL:" */
+  char *label;
+  const WalkTag *tag;
+  char *layouts[2]; /* its meta's s and o: the record hashes' layouts */
+  gboolean found;   /* stats: some key of it is there */
+} WalkScope;
+
+typedef struct Walk Walk;
+
+/* One reply of a round (WalkStep), and what it is about. */
+typedef struct
+{
+  Walk *w;
+  WalkScope *scope;
+  const WalkTag *tag;
+} WalkPart;
+
+typedef void (*WalkStep) (Walk *w);
+
+struct Walk
 {
   RankStore *store;
   const RankContext *ctx;
   WalkKind kind;
-  WalkGroup groups[1 + RANK_SHARDS_MAX];
-  guint n_groups, group;
-  char *cursor;  /* SCAN's, in groups[group] */
-  guint pending; /* replies still to come of this round */
+  WalkTag tags[1 + RANK_SHARDS_MAX];
+  guint n_tags;
+  GPtrArray *scopes; /* WalkScope */
+  guint pending;     /* replies still to come of this round */
+  WalkStep next;     /* then */
   GError *error;
-  GHashTable *seen;    /* stats: keys counted */
-  GHashTable *periods; /* stats: labels */
-  GHashTable *scopes;  /* delete, reset: prefix -> Scope, cleared at the end */
-  gboolean clearing;   /* the scopes' clear.lua calls are out */
   RankBoardStats stats;
   char *stored_layout;
   gint64 removed;
@@ -272,14 +188,7 @@ typedef struct
   RankStoreStatsFunc stats_func;
   RankStoreClearFunc clear_func;
   gpointer data;
-} Walk;
-
-/* A scope to clear (clear.lua): the node it is on, and what goes. */
-typedef struct
-{
-  guint node;
-  const char *what; /* "entries", "period" or "all" */
-} Scope;
+};
 
 static const char *
 walk_name (WalkKind kind)
@@ -288,21 +197,24 @@ walk_name (WalkKind kind)
 }
 
 static void
+scope_free (gpointer data)
+{
+  WalkScope *s = data;
+
+  g_free (s->prefix);
+  g_free (s->label);
+  g_free (s->layouts[0]);
+  g_free (s->layouts[1]);
+  g_free (s);
+}
+
+static void
 walk_free (Walk *w)
 {
-  for (guint i = 0; i < w->n_groups; i++)
-    {
-      g_free (w->groups[i].route);
-      g_free (w->groups[i].pattern);
-    }
-  g_free (w->cursor);
+  for (guint i = 0; i < w->n_tags; i++)
+    g_free (w->tags[i].prefix);
+  g_ptr_array_unref (w->scopes);
   g_clear_error (&w->error);
-  if (w->seen != NULL)
-    g_hash_table_unref (w->seen);
-  if (w->periods != NULL)
-    g_hash_table_unref (w->periods);
-  if (w->scopes != NULL)
-    g_hash_table_unref (w->scopes);
   if (w->stats.periods != NULL)
     g_ptr_array_unref (w->stats.periods);
   g_free (w->stored_layout);
@@ -319,8 +231,50 @@ walk_fail (Walk *w, GError *error)
     g_error_free (error);
 }
 
-static void walk_scan (Walk *w);
 static void walk_finish (Walk *w);
+
+/* A round: sends go out with walk_send; once every reply is in, step. */
+static void
+walk_round (Walk *w, WalkStep step)
+{
+  w->pending = 1; /* the round's own, until it has sent everything */
+  w->next = step;
+}
+
+static void
+walk_reply_done (Walk *w)
+{
+  g_assert (w->pending > 0);
+  if (--w->pending > 0)
+    return;
+  if (w->error != NULL)
+    walk_finish (w);
+  else
+    w->next (w);
+}
+
+static void
+walk_send (Walk *w, WalkScope *scope, const WalkTag *tag, RankCommand *cmd,
+           RankBackendFunc func)
+{
+  WalkPart *part = g_new (WalkPart, 1);
+
+  *part = (WalkPart){ w, scope, tag };
+  w->pending++;
+  rank_backend_send (w->store->backend, tag->node, cmd, 0, func, part);
+}
+
+/* Takes the part of a reply; NULL (after noting it) if the walk failed. */
+static WalkPart
+walk_part (gpointer data, const GError *error)
+{
+  WalkPart part = *(WalkPart *) data;
+
+  g_free (data);
+  if (error != NULL)
+    walk_fail (part.w, g_error_copy (error));
+  return part;
+}
 
 /* The shards the board's keys may be under: as the options in force say,
  * or the stored layout, whichever has more. */
@@ -336,267 +290,280 @@ walk_shards (const Walk *w)
   return MIN (shards, RANK_SHARDS_MAX);
 }
 
-static void
-walk_add_group (Walk *w, guint node, const char *route, GString *pattern)
+static WalkScope *
+walk_add_scope (Walk *w, const WalkTag *tag, const char *label, gsize len)
 {
-  WalkGroup *g = &w->groups[w->n_groups++];
+  WalkScope *s = g_new0 (WalkScope, 1);
 
-  g->node = node;
-  g->route = g_strdup (route);
-  g->pattern = g_strdup (pattern->str);
+  s->tag = tag;
+  if (label != NULL)
+    {
+      s->label = g_strndup (label, len);
+      s->prefix = g_strdup_printf ("%sp:%s:", tag->prefix, s->label);
+    }
+  else
+    s->prefix = g_strdup (tag->prefix);
+  g_ptr_array_add (w->scopes, s);
+  return s;
 }
 
-/* The board's own tag on node 0; its shards' on each node that holds one:
- * every shard of a node at once (one pattern), or on a Redis Cluster,
- * where a node is a slot's master, shard by shard. */
 static void
-walk_plan (Walk *w)
+key_command (RankCommand *cmd, const char *name, const char *prefix,
+             const char *suffix)
 {
-  const char *board = w->ctx->board;
-  g_autoptr (GString) pattern = g_string_new (ORDINARY_TAG);
-  char route[RANK_STORE_KEY_MAX];
-  guint shards = walk_shards (w);
-  gboolean by_shard = w->store->nodes >= RANK_SHARDS_MAX;
+  rank_command_init (cmd, name);
+  rank_command_add_str (cmd, prefix);
+  rank_command_append (cmd, suffix, strlen (suffix));
+}
 
-  glob_escape (pattern, board);
-  g_string_append (pattern, "}:*");
-  store_board_key (route, board, RANK_KEY_SUFFIX_LAYOUT);
-  walk_add_group (w, 0, route, pattern);
-  for (guint i = 0; i < shards && (by_shard || i < w->store->nodes); i++)
+/* ---- round 1: the periods of each tag ---- */
+
+static void
+periods_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  WalkPart part = walk_part (data, error);
+
+  if (error == NULL && reply->type != RANK_REPLY_ARRAY)
+    walk_fail (part.w, store_unexpected (reply, "ZRANGE of a board's periods"));
+  for (gsize i = 0;
+       error == NULL && part.w->error == NULL && i < reply->elements; i++)
     {
-      g_string_assign (pattern, SHARD_TAG);
-      glob_escape (pattern, board);
-      if (by_shard)
-        g_string_append_printf (pattern, "/%u}:*", i);
+      const RankReply *label = rank_reply_string_at (reply, i);
+
+      /* A label is part of a key name: ':' would make another scope. */
+      if (label == NULL || label->len == 0
+          || memchr (label->str, ':', label->len) != NULL)
+        walk_fail (part.w, store_unexpected (reply, "a board's periods"));
       else
-        g_string_append (pattern, "/*}:*");
-      g_snprintf (route, sizeof route, SHARD_TAG "%s/%u}:z", board, i);
-      walk_add_group (w, store_node_of (w->store, i), route, pattern);
+        walk_add_scope (part.w, part.tag, label->str, label->len);
     }
-  w->cursor = g_strdup ("0");
+  walk_reply_done (part.w);
 }
 
-/* One reply of this round is in: the next SCAN once they all are. */
+static void walk_metas (Walk *w);
+
+/* Every tag of the board, its own scope, and the scopes of its periods. */
 static void
-walk_round_done (Walk *w)
+walk_tags (Walk *w)
 {
-  g_assert (w->pending > 0);
-  if (--w->pending > 0)
-    return;
-  if (w->error != NULL)
+  guint shards = walk_shards (w);
+
+  w->tags[w->n_tags++]
+      = (WalkTag){ g_strdup_printf (RANK_KEY_PREFIX ":{%s}:", w->ctx->board),
+                   0 };
+  for (guint i = 0; i < shards && shards > 1; i++)
+    w->tags[w->n_tags++] = (WalkTag){
+      g_strdup_printf (RANK_SHARD_KEY_PREFIX ":{%s/%u}:", w->ctx->board, i),
+      store_node_of (w->store, i)
+    };
+  walk_round (w, walk_metas);
+  for (guint i = 0; i < w->n_tags; i++)
     {
-      walk_finish (w);
-      return;
+      RankCommand cmd;
+
+      walk_add_scope (w, &w->tags[i], NULL, 0);
+      key_command (&cmd, "ZRANGE", w->tags[i].prefix, RANK_KEY_SUFFIX_PERIODS);
+      rank_command_add_str (&cmd, "0");
+      rank_command_add_str (&cmd, "-1");
+      walk_send (w, NULL, &w->tags[i], &cmd, periods_read);
     }
-  if (strcmp (w->cursor, "0") == 0 && ++w->group == w->n_groups)
-    {
-      walk_finish (w);
-      return;
-    }
-  walk_scan (w);
+  walk_reply_done (w);
 }
+
+/* ---- round 2: each scope's record-hash layouts ---- */
+
+static void
+meta_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  WalkPart part = walk_part (data, error);
+
+  if (error == NULL
+      && (reply->type != RANK_REPLY_ARRAY || reply->elements != 2))
+    walk_fail (part.w, store_unexpected (reply, "HMGET of a request-id meta"));
+  for (guint i = 0; error == NULL && part.w->error == NULL && i < 2; i++)
+    {
+      const RankReply *size = reply->element[i];
+      guint64 n;
+
+      if (size->type == RANK_REPLY_NIL)
+        continue;
+      if (size->type != RANK_REPLY_STRING
+          || !g_ascii_string_to_unsigned (size->str, 10, 1,
+                                          RANK_RECORD_HASHES_MAX, &n, NULL))
+        walk_fail (part.w, store_unexpected (reply, "a request-id meta"));
+      else
+        part.scope->layouts[i] = g_strndup (size->str, size->len);
+    }
+  walk_reply_done (part.w);
+}
+
+static void walk_keys (Walk *w);
+
+static void
+walk_metas (Walk *w)
+{
+  walk_round (w, walk_keys);
+  for (guint i = 0; i < w->scopes->len; i++)
+    {
+      WalkScope *s = w->scopes->pdata[i];
+      RankCommand cmd;
+
+      if (s->label != NULL)
+        continue; /* its records are with its tag's own keys */
+
+      key_command (&cmd, "HMGET", s->prefix, RANK_KEY_SUFFIX_REQUEST);
+      rank_command_add_str (&cmd, "s");
+      rank_command_add_str (&cmd, "o");
+      walk_send (w, s, s->tag, &cmd, meta_read);
+    }
+  walk_reply_done (w);
+}
+
+/* ---- round 3: count the keys (stats), or remove the record hashes ---- */
 
 static void
 memory_read (const RankReply *reply, const GError *error, gpointer data)
 {
-  Walk *w = data;
+  WalkPart part = walk_part (data, error);
 
-  if (error != NULL)
-    walk_fail (w, g_error_copy (error));
-  else if (reply->type == RANK_REPLY_INTEGER)
-    w->stats.memory_bytes += reply->integer;
-  /* NIL: the key went meanwhile. */
-  walk_round_done (w);
+  if (error == NULL && reply->type == RANK_REPLY_INTEGER)
+    {
+      part.w->stats.keys++;
+      part.w->stats.memory_bytes += reply->integer;
+      part.scope->found = TRUE;
+    }
+  /* NIL: no such key. */
+  walk_reply_done (part.w);
 }
 
 /* A reply of UNLINK or clear.lua: the keys it removed. */
 static void
-walk_add_removed (Walk *w, const RankReply *reply, const GError *error,
-                  const char *what)
+removed_read (const RankReply *reply, const GError *error, gpointer data)
 {
-  if (error != NULL)
-    walk_fail (w, g_error_copy (error));
-  else if (reply->type == RANK_REPLY_INTEGER)
-    w->removed += reply->integer;
-  else
-    walk_fail (w, store_unexpected (reply, what));
+  WalkPart part = walk_part (data, error);
+
+  if (error == NULL && reply->type == RANK_REPLY_INTEGER)
+    part.w->removed += reply->integer;
+  else if (error == NULL)
+    walk_fail (part.w, store_unexpected (reply, "UNLINK"));
+  walk_reply_done (part.w);
 }
 
 static void
-unlink_read (const RankReply *reply, const GError *error, gpointer data)
+memory_usage (Walk *w, WalkScope *s, const char *key)
 {
-  walk_add_removed (data, reply, error, "UNLINK");
-  walk_round_done (data);
-}
-
-static void
-walk_count (Walk *w, const RankReply *key, const char *rest, gsize rest_len)
-{
-  char *label;
   RankCommand cmd;
 
-  if (!g_hash_table_add (w->seen, g_strndup (key->str, key->len)))
-    return; /* SCAN may give a key twice */
-  w->stats.keys++;
-  label = period_of (rest, rest_len);
-  if (label != NULL)
-    g_hash_table_add (w->periods, label);
   rank_command_init (&cmd, "MEMORY");
   rank_command_add_str (&cmd, "USAGE");
-  rank_command_add (&cmd, key->str, key->len);
-  rank_command_route (&cmd, key->str, key->len);
-  w->pending++;
-  rank_backend_send (w->store->backend, w->groups[w->group].node, &cmd, 0,
-                     memory_read, w);
+  rank_command_add_str (&cmd, key);
+  rank_command_route (&cmd, key, strlen (key));
+  walk_send (w, s, s->tag, &cmd, memory_read);
 }
 
-static gint
-key_compare (gconstpointer a, gconstpointer b)
-{
-  const RankReply *x = *(const RankReply *const *) a;
-  const RankReply *y = *(const RankReply *const *) b;
-  int c = memcmp (x->str, y->str, MIN (x->len, y->len));
-
-  return c != 0 ? c : x->len < y->len ? -1 : x->len > y->len;
-}
-
-/* UNLINKs doomed, sorted, in runs of one tag. */
+/* The scope's record hashes: each counted (stats), or removed by UNLINK,
+ * RANK_ADMIN_UNLINK_MAX a command. */
 static void
-walk_unlink (Walk *w, GPtrArray *doomed)
+walk_records (Walk *w, WalkScope *s)
 {
-  guint i = 0;
-
-  g_ptr_array_sort (doomed, key_compare);
-  while (i < doomed->len)
-    {
-      const RankReply *first = doomed->pdata[i];
-      gsize tag = tag_len (first->str, first->len);
-      RankCommand cmd;
-      guint n = 0;
-
-      rank_command_init (&cmd, "UNLINK");
-      while (i < doomed->len && n < RANK_ADMIN_UNLINK_MAX)
-        {
-          const RankReply *k = doomed->pdata[i];
-
-          if (tag_len (k->str, k->len) != tag
-              || memcmp (k->str, first->str, tag) != 0)
-            break;
-          rank_command_add (&cmd, k->str, k->len);
-          i++, n++;
-        }
-      w->pending++;
-      rank_backend_send (w->store->backend, w->groups[w->group].node, &cmd, 0,
-                         unlink_read, w);
-    }
-}
-
-/* The one-letter suffixes clear.lua removes (constants.h). */
-#define SCOPE_SUFFIXES                                                         \
-  RANK_KEY_SUFFIX_SCORES RANK_KEY_SUFFIX_TIMES RANK_KEY_SUFFIX_DATA            \
-      RANK_KEY_SUFFIX_DISTINCT RANK_KEY_SUFFIX_COUNTS RANK_KEY_SUFFIX_REQUEST  \
-          RANK_KEY_SUFFIX_LAYOUT RANK_KEY_SUFFIX_QUEUE RANK_KEY_SUFFIX_DEAD    \
-              RANK_KEY_SUFFIX_QUEUE_COUNTS
-
-/* DeleteBoard, ResetBoard: a key found. Its scope (its tag, then its
- * period's "p:LABEL:" if it has one) is noted, to go whole at the end; a
- * request-id record hash of a scope whose records go ("q:<s>:<i>" after
- * it), or a key none of rankd's scripts writes, goes now, into doomed. */
-static void
-walk_note (Walk *w, const RankReply *key, const char *rest, gsize rest_len,
-           GPtrArray *doomed)
-{
-  gsize period = period_len (rest, rest_len);
-  const char *after = rest + period;
-  gsize after_len = rest_len - period;
-  Scope *scope;
-  char *prefix;
-
-  if (after_len > 2 && after[0] == RANK_KEY_SUFFIX_REQUEST[0]
-      && after[1] == ':')
-    {
-      if (period > 0 || w->kind == WALK_DELETE)
-        g_ptr_array_add (doomed, (gpointer) key);
-    }
-  else if (after_len != 1 || strchr (SCOPE_SUFFIXES, after[0]) == NULL)
-    g_ptr_array_add (doomed, (gpointer) key); /* none of rankd's: it goes */
-  prefix = g_strndup (key->str, (gsize) (after - key->str));
-  if (g_hash_table_contains (w->scopes, prefix))
-    {
-      g_free (prefix);
-      return;
-    }
-  scope = g_new (Scope, 1);
-  scope->node = w->groups[w->group].node;
-  if (period > 0)
-    scope->what = "period";
-  else
-    scope->what = w->kind == WALK_DELETE ? "all" : "entries";
-  g_hash_table_insert (w->scopes, prefix, scope);
-}
-
-static void
-scan_read (const RankReply *reply, const GError *error, gpointer data)
-{
-  Walk *w = data;
-  const RankReply *cursor, *keys;
-  g_autoptr (GPtrArray) doomed = g_ptr_array_new ();
-
-  /* The round's own reply counts as one of it. */
-  w->pending = 1;
-  if (error != NULL)
-    {
-      walk_fail (w, g_error_copy (error));
-      walk_round_done (w);
-      return;
-    }
-  if (reply->type != RANK_REPLY_ARRAY || reply->elements != 2
-      || (cursor = rank_reply_string_at (reply, 0)) == NULL
-      || (keys = reply->element[1])->type != RANK_REPLY_ARRAY)
-    {
-      walk_fail (w, store_unexpected (reply, "SCAN"));
-      walk_round_done (w);
-      return;
-    }
-  g_free (w->cursor);
-  w->cursor = g_strndup (cursor->str, cursor->len);
-  for (gsize i = 0; i < keys->elements; i++)
-    {
-      const RankReply *key = keys->element[i];
-      const char *rest;
-      gsize rest_len;
-      KeyKind kind;
-
-      if (key->type != RANK_REPLY_STRING)
-        continue;
-      kind = classify_key (w->ctx->board, key->str, key->len, &rest, &rest_len);
-      if (kind == KEY_OTHER)
-        continue;
-      if (w->kind == WALK_STATS)
-        walk_count (w, key, rest, rest_len);
-      else if (kind != KEY_ADMIN)
-        walk_note (w, key, rest, rest_len, doomed);
-    }
-  if (doomed->len > 0)
-    walk_unlink (w, doomed);
-  walk_round_done (w);
-}
-
-static void
-walk_scan (Walk *w)
-{
-  const WalkGroup *g = &w->groups[w->group];
   RankCommand cmd;
+  guint in_cmd = 0;
 
-  rank_command_init (&cmd, "SCAN");
-  rank_command_add_str (&cmd, w->cursor);
-  rank_command_add_str (&cmd, "MATCH");
-  rank_command_add_str (&cmd, g->pattern);
-  rank_command_add_str (&cmd, "COUNT");
-  rank_command_add_int (&cmd, RANK_ADMIN_SCAN_COUNT);
-  rank_command_route (&cmd, g->route, strlen (g->route));
-  rank_backend_send (w->store->backend, g->node, &cmd, 0, scan_read, w);
+  for (guint l = 0; l < 2; l++)
+    {
+      guint64 n = s->layouts[l] != NULL
+                      ? g_ascii_strtoull (s->layouts[l], NULL, 10)
+                      : 0;
+
+      for (guint64 i = 0; i < n; i++)
+        {
+          g_autofree char *key = g_strdup_printf ("%s" RANK_KEY_SUFFIX_REQUEST
+                                                  ":%s:%" G_GUINT64_FORMAT,
+                                                  s->prefix, s->layouts[l], i);
+
+          if (w->kind == WALK_STATS)
+            {
+              memory_usage (w, s, key);
+              continue;
+            }
+          if (in_cmd == 0)
+            rank_command_init (&cmd, "UNLINK");
+          rank_command_add_str (&cmd, key);
+          if (++in_cmd == RANK_ADMIN_UNLINK_MAX)
+            {
+              walk_send (w, s, s->tag, &cmd, removed_read);
+              in_cmd = 0;
+            }
+        }
+    }
+  if (in_cmd > 0)
+    walk_send (w, s, s->tag, &cmd, removed_read);
 }
+
+static void walk_clear_scopes (Walk *w);
+
+static void
+walk_keys (Walk *w)
+{
+  walk_round (w, w->kind == WALK_STATS ? walk_finish : walk_clear_scopes);
+  for (guint i = 0; i < w->scopes->len; i++)
+    {
+      WalkScope *s = w->scopes->pdata[i];
+      const char *suffixes = s->label != NULL ? PERIOD_SUFFIXES : OWN_SUFFIXES;
+
+      /* ResetBoard keeps the request-id records. */
+      if (w->kind != WALK_RESET)
+        walk_records (w, s);
+      for (const char *p = suffixes; w->kind == WALK_STATS && *p != '\0'; p++)
+        {
+          g_autofree char *key = g_strdup_printf ("%s%c", s->prefix, *p);
+
+          memory_usage (w, s, key);
+        }
+    }
+  walk_reply_done (w);
+}
+
+/* ---- round 4 (DeleteBoard, ResetBoard): each scope whole ---- */
+
+/* After its record hashes: an update that lands between keeps its entry
+ * until its scope goes, so no entry is left without its record (a retry
+ * would apply it twice); a record left without its entry is what
+ * ResetBoard leaves too (a retry answers that it was applied). */
+static void
+walk_clear_scopes (Walk *w)
+{
+  walk_round (w, walk_finish);
+  for (guint i = 0; i < w->scopes->len; i++)
+    {
+      WalkScope *s = w->scopes->pdata[i];
+      const char *what;
+      RankCommand cmd;
+
+      if (s->label != NULL)
+        what = "period";
+      else
+        what = w->kind == WALK_DELETE ? "all" : "entries";
+      rank_command_init_script (&cmd, RANK_SCRIPT_CLEAR);
+      rank_command_add_str (&cmd, s->prefix);
+      rank_command_append (&cmd, RANK_KEY_SUFFIX_SCORES,
+                           strlen (RANK_KEY_SUFFIX_SCORES));
+      rank_command_keys_done (&cmd);
+      rank_command_add_str (&cmd, s->prefix);
+      rank_command_add_str (&cmd, what);
+      if (s->label != NULL)
+        {
+          rank_command_add_str (&cmd, s->tag->prefix);
+          rank_command_append (&cmd, RANK_KEY_SUFFIX_PERIODS,
+                               strlen (RANK_KEY_SUFFIX_PERIODS));
+          rank_command_add_str (&cmd, s->label);
+        }
+      walk_send (w, s, s->tag, &cmd, removed_read);
+    }
+  walk_reply_done (w);
+}
+
+/* ---- the end ---- */
 
 static void
 walk_deliver (Walk *w)
@@ -648,69 +615,33 @@ registry_removed (const RankReply *reply, const GError *error, gpointer data)
 }
 
 static void
-scope_cleared (const RankReply *reply, const GError *error, gpointer data)
-{
-  Walk *w = data;
-
-  walk_add_removed (w, reply, error, "clear.lua");
-  g_assert (w->pending > 0);
-  if (--w->pending == 0)
-    walk_finish (w);
-}
-
-/* Each scope the walk found goes whole, in one clear.lua call. */
-static void
-walk_clear_scopes (Walk *w)
-{
-  GHashTableIter it;
-  gpointer prefix, value;
-
-  w->clearing = TRUE;
-  g_hash_table_iter_init (&it, w->scopes);
-  while (g_hash_table_iter_next (&it, &prefix, &value))
-    {
-      const Scope *scope = value;
-      gsize len = strlen (prefix);
-      RankCommand cmd;
-
-      rank_command_init_script (&cmd, RANK_SCRIPT_CLEAR);
-      rank_command_add (&cmd, prefix, len);
-      rank_command_append (&cmd, RANK_KEY_SUFFIX_SCORES,
-                           strlen (RANK_KEY_SUFFIX_SCORES));
-      rank_command_keys_done (&cmd);
-      rank_command_add (&cmd, prefix, len);
-      rank_command_add_str (&cmd, scope->what);
-      w->pending++;
-      rank_backend_send (w->store->backend, scope->node, &cmd, 0, scope_cleared,
-                         w);
-    }
-}
-
-static void
 walk_finish (Walk *w)
 {
   RankCommand cmd;
 
+  if (w->kind == WALK_STATS && w->error == NULL)
+    {
+      w->stats.periods = g_ptr_array_new_with_free_func (g_free);
+      for (guint i = 0; i < w->scopes->len; i++)
+        {
+          const WalkScope *s = w->scopes->pdata[i];
+
+          if (s->label != NULL && s->found)
+            g_ptr_array_add (w->stats.periods, g_strdup (s->label));
+        }
+      g_ptr_array_sort (w->stats.periods, period_compare);
+      /* Each shard lists its periods: one label each. */
+      for (guint i = 1; i < w->stats.periods->len;)
+        if (strcmp (w->stats.periods->pdata[i], w->stats.periods->pdata[i - 1])
+            == 0)
+          g_ptr_array_remove_index (w->stats.periods, i);
+        else
+          i++;
+      w->stats.stored_layout = w->stored_layout;
+    }
   if (w->kind == WALK_STATS || w->error != NULL)
     {
-      if (w->kind == WALK_STATS && w->error == NULL)
-        {
-          GHashTableIter it;
-          gpointer label;
-
-          w->stats.periods = g_ptr_array_new_with_free_func (g_free);
-          g_hash_table_iter_init (&it, w->periods);
-          while (g_hash_table_iter_next (&it, &label, NULL))
-            g_ptr_array_add (w->stats.periods, g_strdup (label));
-          g_ptr_array_sort (w->stats.periods, period_compare);
-          w->stats.stored_layout = w->stored_layout;
-        }
       walk_deliver (w);
-      return;
-    }
-  if (!w->clearing && g_hash_table_size (w->scopes) > 0)
-    {
-      walk_clear_scopes (w);
       return;
     }
   if (w->kind == WALK_RESET)
@@ -746,8 +677,7 @@ layout_read (const RankReply *reply, const GError *error, gpointer data)
       walk_deliver (w);
       return;
     }
-  walk_plan (w);
-  walk_scan (w);
+  walk_tags (w);
 }
 
 static void
@@ -762,17 +692,24 @@ walk_start (Walk *w)
   rank_backend_send (w->store->backend, 0, &cmd, 0, layout_read, w);
 }
 
-void
-rank_store_board_stats (RankStore *store, const RankContext *ctx,
-                        RankStoreStatsFunc func, gpointer data)
+static Walk *
+walk_new (RankStore *store, const RankContext *ctx, WalkKind kind)
 {
   Walk *w = g_new0 (Walk, 1);
 
   w->store = store;
   w->ctx = ctx;
-  w->kind = WALK_STATS;
-  w->seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  w->periods = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  w->kind = kind;
+  w->scopes = g_ptr_array_new_with_free_func (scope_free);
+  return w;
+}
+
+void
+rank_store_board_stats (RankStore *store, const RankContext *ctx,
+                        RankStoreStatsFunc func, gpointer data)
+{
+  Walk *w = walk_new (store, ctx, WALK_STATS);
+
   w->stats_func = func;
   w->data = data;
   walk_start (w);
@@ -849,17 +786,14 @@ rank_store_clear_board (RankStore *store, const RankContext *ctx,
                         RankClearKind kind, const char *request_id,
                         RankStoreClearFunc func, gpointer data)
 {
-  Walk *w = g_new0 (Walk, 1);
+  Walk *w = walk_new (store, ctx,
+                      kind == RANK_CLEAR_DELETE ? WALK_DELETE : WALK_RESET);
   g_autofree char *digest
       = g_compute_checksum_for_string (G_CHECKSUM_SHA256, request_id, -1);
   char key[RANK_STORE_KEY_MAX];
   g_autofree char *suffix = NULL;
   RankCommand cmd;
 
-  w->store = store;
-  w->ctx = ctx;
-  w->kind = kind == RANK_CLEAR_DELETE ? WALK_DELETE : WALK_RESET;
-  w->scopes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   w->clear_func = func;
   w->data = data;
   digest[32] = '\0';

@@ -54,6 +54,9 @@ rank=dense
 shards=4
 [board race_day]
 period=daily
+[board race_shday]
+period=daily
+shards=3
 """
 
 
@@ -329,7 +332,7 @@ class AdminTest(unittest.TestCase):
                        "redis.call('SET', 'filler:' .. i, i) end", "0")
         try:
             for board, shards in (("race", 1), ("race_sh", 4),
-                                  ("race_day", 1)):
+                                  ("race_day", 1), ("race_shday", 3)):
                 for round_ in range(4):
                     stop, errors = threading.Event(), []
                     threads = [threading.Thread(
@@ -358,6 +361,39 @@ class AdminTest(unittest.TestCase):
         finally:
             self.redis_cli("EVAL", "for i = 1, 20000 do "
                            "redis.call('DEL', 'filler:' .. i) end", "0")
+
+    def test_admin_calls_cost_what_the_board_costs(self):
+        """GetBoardInfo, DeleteBoard and ResetBoard name a board's keys:
+        on a node of 100,000 other keys they send a few commands, and no
+        SCAN (issue 49: a SCAN over every key of the node, 2 s for one
+        GetBoardInfo on a Redis of 1M keys)."""
+        self.fill("cost", 50)
+        self.fill("race_shday", 50)
+        self.redis_cli("EVAL", "for i = 1, 100000 do "
+                       "redis.call('SET', 'other:' .. i, i) end", "0")
+        try:
+            keys = len(self.board_keys("race_shday"))
+            self.redis_cli("CONFIG", "RESETSTAT")
+            c = self.client
+            for board in ("nobody", "cost"):
+                c.GetBoardInfo(GetBoardInfoRequest(board=board))
+            info = c.GetBoardInfo(GetBoardInfoRequest(board="race_shday"))
+            c.ResetBoard(ResetBoardRequest(board="cost", request_id="c-1"))
+            c.DeleteBoard(DeleteBoardRequest(board="race_shday",
+                                             request_id="c-2"))
+            stats = self.redis_cli("INFO", "commandstats")
+            self.assertEqual(info.keys, keys)
+            self.assertEqual(len(info.periods), 1)
+            self.assertEqual(self.board_keys("race_shday"), set())
+            self.assertEqual(self.count("cost"), 0)
+            self.assertNotIn("cmdstat_scan:", stats)
+            calls = sum(int(line.split("calls=")[1].split(",")[0])
+                        for line in stats.splitlines()
+                        if line.startswith("cmdstat_"))
+            self.assertLess(calls, 400, stats)
+        finally:
+            self.redis_cli("EVAL", "for i = 1, 100000 do "
+                           "redis.call('DEL', 'other:' .. i) end", "0")
 
     # ---- ResetBoard ----
 

@@ -1159,6 +1159,28 @@ local function prepare_call()
   end
   stopped = nil
 end
+-- A period's keys ("rk:{board}:p:LABEL:z", ...) are listed in their tag's
+-- registry of periods, "rk:{board}:k" (label -> when the period's keys
+-- expire), which admin calls read instead of searching the keyspace
+-- (store_admin.c; clear.lua takes a period out with its keys). Each call
+-- that writes a period adds it (a period a DeleteBoard took out meanwhile
+-- is back with its next keys): one ZADD of a small sorted set. A label new
+-- to it, or a later expiry, also drops the labels whose keys have expired
+-- and sets the registry to expire with its newest period. By pcall: a key
+-- of another type there (damaged) fails the admin calls that read it,
+-- which say so, not the update, whose writes are done.
+local function register_period()
+  local tag_end = string.find(zkey, '}:', 1, true) + 1
+  local registry = sub(zkey, 1, tag_end) .. 'k'
+  if redis.pcall('ZADD', registry, 'CH', expire_at, sub(zkey, tag_end + 3, -3))
+      == 1 then
+    local now = redis.call('TIME')
+    redis.pcall('ZREMRANGEBYSCORE', registry, '-inf', '(' .. now[1] .. '000')
+    redis.pcall('PEXPIREAT', registry, expire_at, 'NX')
+    redis.pcall('PEXPIREAT', registry, expire_at, 'GT')
+  end
+end
+
 -- The updates, the meta they leave, the expiries, and the reply.
 local function apply_call()
   for i = 1, grouped and 0 or count do
@@ -1243,6 +1265,7 @@ local function apply_call()
     end
   end
   if records_added > 0 and expire_at ~= '0' then
+    register_period()
     call('PEXPIREAT', zkey, expire_at)
     call('PEXPIREAT', tkey, expire_at)
     call('PEXPIREAT', akey, expire_at)
