@@ -888,10 +888,6 @@ local function apply_group()
       failed = r.err
     elseif not done then
       failed = error_text(r)
-      if sub(failed, 1, 13) ~= 'RANK_DAMAGED ' then
-        call('HDEL', ghash, gid)
-        error({err = failed})
-      end
     end
     if failed then
       -- Nothing of the batch is written, and its record goes again.
@@ -1206,16 +1202,17 @@ local function apply_call()
         results[out + 1], results[out + 2] = r, rank
         results[out + 3], results[out + 4] = applied, subs
         out = out + 4
-      elseif sub(tostring(r), 1, 13) == 'RANK_DAMAGED ' then
-        -- Damaged data: this update changed nothing; the batch stops here.
+      else
+        -- Damaged data, or any other error: this update changed nothing
+        -- (every command that can fail runs before its first write); the
+        -- batch stops here. What the updates before it did is written, as
+        -- each would have been alone, with what the call leaves after them
+        -- (the meta, a layout move's progress, a period's expiry), which an
+        -- error raised here would skip.
+        r = tostring(r)
         out = out + 1
         results[out] = error_reply(r)
         stopped = 'an update before it in the same batch met ' .. r
-      else
-        -- What the updates before it did is written, as each would have
-        -- been alone.
-        flush()
-        error({err = tostring(r)})
       end
     end
   end

@@ -1,0 +1,126 @@
+"""update.lua called directly (FCALL, as rankd loads it), for what no call
+through rankd is known to reach: an update that fails with an error of its
+own, after others of its batch were applied.
+
+Usage: test_update_script.py RANKD STUBS_DIR
+"""
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import unittest
+
+RANKD = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+del sys.argv[1:3]
+
+from ranking.ttypes import UpdateRequest  # noqa: E402
+from servers import connect, start, stop  # noqa: E402
+
+
+def resp(*args):
+    """A RESP command of bulk strings (bytes or str)."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class Reader:
+    """Just enough of a RESP2 reader for these replies."""
+
+    def __init__(self, sock):
+        self.f = sock.makefile("rb")
+
+    def read(self):
+        line = self.f.readline()
+        kind, rest = line[:1], line[1:-2]
+        if kind in (b"+", b":"):
+            return int(rest) if kind == b":" else rest.decode()
+        if kind == b"-":
+            return RuntimeError(rest.decode(errors="replace"))
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.f.read(n + 2)[:-2]
+            return data
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        raise ValueError(line)
+
+
+class UpdateScriptTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rankd-update-script-")
+        cls.redis, cls.redis_port = start(
+            lambda p: ["redis-server", "--bind", "127.0.0.1", "--port", str(p),
+                       "--save", "", "--appendonly", "no"], cls.dir)
+        cls.rankd, cls.port = start(
+            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}",
+                       "--redis", f"127.0.0.1:{cls.redis_port}"], cls.dir)
+        # One update through rankd loads the library.
+        client, transport = connect(cls.port)
+        client.Update(UpdateRequest(board="load", member="m", value=1,
+                                    request_id="load-1"))
+        transport.close()
+        cls.sock = socket.create_connection(("127.0.0.1", cls.redis_port))
+        cls.reader = Reader(cls.sock)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sock.close()
+        assert stop(cls.rankd, cls.dir, cls.port) == 0
+        cls.redis.terminate()
+        cls.redis.wait(30)
+        shutil.rmtree(cls.dir)
+
+    def call(self, *args):
+        self.sock.sendall(resp(*args))
+        return self.reader.read()
+
+    def function(self):
+        libs = self.call("FUNCTION", "LIST")
+        for lib in libs:
+            fields = dict(zip(lib[::2], lib[1::2]))
+            for f in fields[b"functions"]:
+                name = dict(zip(f[::2], f[1::2]))[b"name"].decode()
+                if name.startswith("rankd_update_"):
+                    return name
+        self.fail(f"no update function in {libs}")
+
+    def test_an_update_failing_keeps_what_the_call_leaves(self):
+        """The batch's second update fails with an error of its own (a
+        'what' shorter than it says): the first stays applied and answered,
+        the call ends as usual, and the period's keys get their expiry (the
+        error raised out of the call skipped it: the keys lived for good)."""
+        keys = [f"rk:{{day}}:p:2026-11-28:{s}" for s in "zt"] + [
+            "rk:{day}:q"] + [f"rk:{{day}}:p:2026-11-28:{s}" for s in "dca"]
+        # INCREMENT, no subscores, data given (empty), id 14 bytes, prefix
+        # 6, value 8 (10); the second claims 14 bytes of id it lacks.
+        good = (b"\1\1\1\16\6\10" + b"fp01request-1-" + b"\1\2\3\4\5\6"
+                + b"\0\0\0\0\0\0\0\12")
+        bad = b"\1\1\1\16\6\10" + b"fp02"
+        expire_at = "4102444800000"
+        reply = self.call(
+            "FCALL", self.function(), "6", *keys,
+            "2127555", "2127554", "2127553", "2127552", "2127551",
+            "1914804900000", "1", "desc", "ordinal", "0", expire_at, "",
+            "alice", good, "bob", bad)
+        self.assertIsInstance(reply, list, reply)
+        self.assertEqual((reply[0], reply[2]), (10, 1))  # score, applied
+        self.assertIsInstance(reply[4], RuntimeError)
+        self.assertEqual(self.call("ZCARD", keys[0]), 1)
+        for key in (keys[0], keys[1]):
+            self.assertGreater(self.call("PTTL", key), 0, key)
+        self.assertIsNone(self.call("HGET", keys[1], "bob"))
+
+
+if __name__ == "__main__":
+    unittest.main()
