@@ -426,6 +426,17 @@ set_exception (GObject *result, const GError *err)
   return TRUE;
 }
 
+/* Whether err refuses a call before it changed anything: a check of rankd
+ * or of a script (which refuses before it writes). Other failures (Redis
+ * gone, a timeout) leave unknown whether a write landed. */
+static gboolean
+refused_unchanged (const GError *err)
+{
+  return err->domain == RANK_ERROR
+         && (err->code == RANK_ERROR_INVALID
+             || err->code == RANK_ERROR_NOT_FOUND);
+}
+
 /* Replies with err as the method's declared exception, or as an internal
  * error. */
 void
@@ -433,6 +444,8 @@ handler_reply_error (Call *call, const GError *err)
 {
   GObject *result = g_object_new (methods[call->method].result_type (), NULL);
 
+  if (!refused_unchanged (err))
+    call->changed = TRUE;
   call->outcome = set_exception (result, err) ? rank_metrics_outcome (err)
                                               : RANK_OUTCOME_INTERNAL;
   if (call->outcome != RANK_OUTCOME_INTERNAL)
@@ -913,7 +926,10 @@ update_answered (const RankUpdateResult *r, const GError *error, gpointer data)
   if (error != NULL)
     handler_reply_error (call, error);
   else
-    reply_update (call, r);
+    {
+      call->changed = r->applied;
+      reply_update (call, r);
+    }
 }
 
 /* ---- Remove ---- */
@@ -974,7 +990,12 @@ remove_answered (const RankUpdateResult *r, const GError *error, gpointer data)
   if (error != NULL)
     handler_reply_error (call, error);
   else
-    handler_reply_result (call, set_remove_response, (gpointer) r);
+    {
+      /* A member already absent: the request id is recorded, the board
+       * is as it was. */
+      call->changed = r->applied && r->rank != 0;
+      handler_reply_result (call, set_remove_response, (gpointer) r);
+    }
 }
 
 /* ---- GetRank ---- */
@@ -1487,7 +1508,10 @@ set_data_answered (const GError *error, gpointer data)
   if (error != NULL)
     handler_reply_error (call, error);
   else
-    handler_reply_result (call, NULL, NULL);
+    {
+      call->changed = TRUE;
+      handler_reply_result (call, NULL, NULL);
+    }
 }
 
 static void
@@ -1635,9 +1659,10 @@ batch_free (Batch *batch)
   g_free (batch);
 }
 
-/* A write through this rankd on ctx's board ended: the answers cached for
- * it go, and reads from replicas must see it, before the client hears
- * back, so that its next read through this rankd sees the write. */
+/* A write through this rankd on ctx's board changed it (or may have): the
+ * answers cached for it go, and reads from replicas must see it, before
+ * the client hears back, so that its next read through this rankd sees
+ * the write. */
 static void
 board_written (RankReadCache *cache, const RankContext *ctx)
 {
@@ -1658,8 +1683,17 @@ note_writes (Call *call)
     return;
   if (call->batch != NULL)
     for (guint i = 0; i < call->batch->n; i++)
-      board_written (cache, &call->batch->items[i].ctx);
-  else
+      {
+        const BatchItem *item = &call->batch->items[i];
+
+        /* Refused (ITEM_INVALID), never started (ITEM_PENDING: the call
+         * was refused) or a replay: nothing changed. ITEM_UNAVAILABLE may
+         * have landed. */
+        if ((item->state == ITEM_ANSWERED && item->answer.applied)
+            || item->state == ITEM_UNAVAILABLE)
+          board_written (cache, &item->ctx);
+      }
+  else if (call->changed)
     board_written (cache, &call->ctx);
 }
 

@@ -446,7 +446,10 @@ cleared (gboolean applied, gint64 keys_removed, const GError *error,
   if (error != NULL)
     handler_reply_error (call, error);
   else
-    handler_reply_result (call, set_cleared, r);
+    {
+      call->changed = applied; /* FALSE: a replay */
+      handler_reply_result (call, set_cleared, r);
+    }
 }
 
 static void
