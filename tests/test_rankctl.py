@@ -53,6 +53,9 @@ shards=4
 [board rt_sh_copy]
 shards=4
 
+[board big_sh]
+shards=4
+
 [board cfg_only]
 
 [board rq]
@@ -569,6 +572,31 @@ class RankctlTest(unittest.TestCase):
         self.assertIn("line 3: score: 'x' is not an integer", err)
         self.assertEqual(self.json("ranks", "imp", "ok"),
                          [{"member": "ok", "found": False}])
+
+    def test_import_fits_calls_in_max_frame(self):
+        """A record larger than rankd's --max-frame refuses the file by its
+        line before anything is sent (exit 2, as a malformed file), not as
+        rankd unavailable; records that each fit go in calls that fit."""
+        header = "member,score,timestamp_ms,subscores,data\n"
+        huge = self.write("huge.csv", header + '"ok",1,1,,\n"'
+                          + "h" * (1024 * 1024) + '",2,1,,\n"ok2",3,1,,\n')
+        _, err = self.ctl("import", "big_sh", huge, code=2)
+        self.assertRegex(err, r"huge\.csv: line 3: the record takes \d+ "
+                              r"bytes .* --max-frame of 1048576 bytes")
+        self.assertEqual(self.json("count", "big_sh"), {"count": 0})
+        # rankctl's --max-frame is rankd's: a larger one lets it through.
+        _, err = self.ctl("import", "big_sh", huge, "--max-frame",
+                          str(2 * 1024 * 1024), code=3)
+        # 1,500 records of ~1.2 KB (a long member, data): 1,000 of them (a
+        # call's worth on a sharded board) would be over 1 MiB.
+        data = '"{' + ",".join(f'""k{i}"":""{"v" * 200}""'
+                               for i in range(4)) + '}"'
+        wide = self.write("wide.csv", header + "".join(
+            f'"{i:04d}{"w" * 246}",{i},1,,{data}\n' for i in range(1500)))
+        self.assertEqual(self.json("import", "big_sh", wide),
+                         {"records": 1500, "applied": 1500, "repeated": 0,
+                          "refused": 0})
+        self.assertEqual(self.json("count", "big_sh"), {"count": 1500})
 
     def test_import_over_several_connections(self):
         """5,000 records go over 4 connections at once; the records of one
