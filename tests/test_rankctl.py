@@ -504,6 +504,9 @@ class RankctlTest(unittest.TestCase):
                         "score-at-percentile", "sample", "set-data",
                         "get-data", "import"):
             self.assertRegex(out, f"\n  {command} BOARD")
+        self.assertRegex(" ".join(out.split()),
+                         r"not spreadsheet-safe: .* beginning with =, \+, "
+                         r"-, @")
         for code in ("0  done", "1  not found", "2  invalid",
                      "3  unavailable", "4  any other error"):
             self.assertIn(code, out)
@@ -727,6 +730,12 @@ class RankctlTest(unittest.TestCase):
             ("d", -(2**53 - 1), 5, [-(2**63), 2**63 - 1], None),
             ("e\nline", 2**53 - 1, 7289654399999, [0, 0], {"empty": ""}),
             ("f,\"x\"", 0, 0, [3, 3], None),
+            # Formula characters first: written as they are (the round trip
+            # is byte-exact; CSV export is not spreadsheet-safe, --help says).
+            ("=1+1", 1, 1, [0, 0], None),
+            ("+x", 1, 1, [0, 0], None),
+            ("-3", 1, 1, [0, 0], None),
+            ("@SUM(A1)", 1, 1, [0, 0], {"f": "=2"}),
         ]
         for i in range(2500):  # several Export pages
             rows.append((f"m{i:05d}", i % 50, 10_000 + i % 7, [i % 3, i % 5],
