@@ -520,6 +520,15 @@ class RankctlTest(unittest.TestCase):
         info = self.json("info")
         self.assertEqual(info["idl_version"], "1.6")
         self.assertRegex(info["version"], r"^\d+\.\d+\.\d+$")
+        # The IDL's comment on ServerInfo.version names no other version.
+        idl = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                           "idl", "ranking.thrift")
+        with open(idl, encoding="utf-8") as f:
+            text = f.read()
+        comment = re.search(r"struct ServerInfo \{\s*/\*\*(.*?)\*/",
+                            text, re.S).group(1)
+        for named in re.findall(r"\d+\.\d+\.\d+", comment):
+            self.assertEqual(named, info["version"], comment)
         self.assertEqual(info["configured_boards"],
                          CONFIG.count("[board "))
         self.assertGreaterEqual(info["uptime_seconds"], 0)
