@@ -535,6 +535,22 @@ class RankctlTest(unittest.TestCase):
         out, _ = self.ctl("info")
         self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.6\n")
 
+    def test_first_load_of_scripts_logs_as_normal(self):
+        """Redis without rankd's scripts (every first start): loading them
+        is logged as the normal event it is, without Redis's 'ERR Function
+        not found', which reads as a failure."""
+        self.ctl("update", "fl", "m", "1", "--request-id", "fl-1")
+        logs = ""
+        for name in os.listdir(self.dir):
+            if name.startswith("log-"):
+                with open(os.path.join(self.dir, name), encoding="utf-8",
+                          errors="replace") as f:
+                    logs += f.read()
+        self.assertIn("loading update.lua into Redis", logs)
+        for line in logs.splitlines():
+            if "loading " in line:
+                self.assertNotRegex(line, r"ERR|not found", line)
+
     def write(self, name, text):
         path = os.path.join(self.dir, name)
         with open(path, "w", encoding="utf-8") as f:
