@@ -287,24 +287,6 @@ end_message (ThriftProtocol *out, GError **error)
          && thrift_transport_flush (out->transport, error);
 }
 
-static gboolean
-write_exception (ThriftProtocol *out, const char *method, gint32 seqid,
-                 ThriftApplicationExceptionError type, const char *message,
-                 GError **error)
-{
-  ThriftApplicationException *x
-      = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, "type", type,
-                      "message", message, NULL);
-  gboolean ok = thrift_protocol_write_message_begin (out, method, T_EXCEPTION,
-                                                     seqid, error)
-                    >= 0
-                && thrift_struct_write (THRIFT_STRUCT (x), out, error) >= 0
-                && end_message (out, error);
-
-  g_object_unref (x);
-  return ok;
-}
-
 gboolean
 rank_handler_write_exception (RankHandler *handler, GByteArray *reply,
                               const char *method, gint32 seqid,
@@ -314,7 +296,8 @@ rank_handler_write_exception (RankHandler *handler, GByteArray *reply,
   g_autoptr (GError) error = NULL;
 
   rank_reply_writer_begin (handler->writer, reply);
-  if (write_exception (handler->out, method, seqid, type, message, &error))
+  if (rank_protocol_write_exception (handler->out, method, seqid, type, message,
+                                     &error))
     return TRUE;
   g_debug ("cannot write the exception for %s: %s", method, error->message);
   return FALSE;
@@ -380,8 +363,8 @@ reply (Call *call, ThriftStruct *result, ThriftApplicationExceptionError type,
          && thrift_struct_write (result, out, &error) >= 0
          && end_message (out, &error);
   else
-    ok = write_exception (out, call_name (call), call->seqid, type, message,
-                          &error);
+    ok = rank_protocol_write_exception (out, call_name (call), call->seqid,
+                                        type, message, &error);
   finish_call (call, ok, error);
 }
 
