@@ -315,7 +315,7 @@ struct GetServerInfoRequest {
 }
 
 struct ServerInfo {
-  /** rankd's version ("0.2.0"). */
+  /** rankd's version, MAJOR.MINOR.PATCH: its build's (CMake project VERSION). */
   1: required string version
   /** IDL_VERSION of the contract rankd serves. */
   2: required string idl_version

@@ -878,8 +878,12 @@ reload_script (Op *op, const RankReply *reply)
   {
     const char *load[] = { script->load, "LOAD", script->source };
 
-    g_message ("redis %s: loading %s (%s)", rank_redis_link_name (op->link),
-               script->name, reply->str);
+    /* A normal event (every first start does it): logged as one, with
+     * Redis's error, which reads as a failure, for debugging only. */
+    g_message ("redis %s: loading %s into Redis",
+               rank_redis_link_name (op->link), script->name);
+    g_debug ("redis %s: %s answered %s", rank_redis_link_name (op->link),
+             script->name, reply->str);
     rank_redis_link_send (op->link, 3, load, NULL, NULL, NULL);
   }
   op->retried = TRUE;

@@ -153,6 +153,13 @@ rank_request_reader_buffered (RankRequestReader *self)
   return self->len - self->pos;
 }
 
+const guint8 *
+rank_request_reader_peek (RankRequestReader *self, gsize *len)
+{
+  *len = self->len - self->pos;
+  return self->buf + self->pos;
+}
+
 /* The length of the frame at pos, checked; 0 with error if out of range. */
 static guint32
 frame_length (RankRequestReader *self, GError **error)

@@ -55,6 +55,10 @@ void rank_request_reader_feed (RankRequestReader *self, const guint8 *bytes,
 /* Bytes received and not yet decoded. */
 gsize rank_request_reader_buffered (RankRequestReader *self);
 
+/* Those bytes, where they lie (valid until the next receive or feed);
+ * *len: how many. */
+const guint8 *rank_request_reader_peek (RankRequestReader *self, gsize *len);
+
 /* TRUE when a whole request is buffered (framed), or any bytes are
  * (buffered: decoding tells). FALSE with error set for a frame length
  * outside 1..max_frame. */

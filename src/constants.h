@@ -120,6 +120,15 @@
 #define RANK_CONN_MAX_CALLS 16
 #define RANK_CONN_REPLY_BUDGET (64 * 1024)
 
+/* A client speaking another transport or protocol than the port's
+ * (wire.h): logged once a peer address and wire per
+ * RANK_WIRE_LOG_QUIET_S, remembering the last RANK_WIRE_LOG_PEERS of them,
+ * and in all at most RANK_WIRE_LOG_PER_MINUTE lines a minute, so that
+ * neither memory nor the log grows with what clients send. */
+#define RANK_WIRE_LOG_PEERS 32
+#define RANK_WIRE_LOG_QUIET_S 600
+#define RANK_WIRE_LOG_PER_MINUTE 30
+
 /* The largest reply rankd encodes; the documented limits stay far below it
  * (a GetTopN of 1,000 entries with member data is under 2 MiB). A reply
  * past it answers InvalidArgument instead. Replies are not held to

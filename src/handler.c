@@ -287,24 +287,6 @@ end_message (ThriftProtocol *out, GError **error)
          && thrift_transport_flush (out->transport, error);
 }
 
-static gboolean
-write_exception (ThriftProtocol *out, const char *method, gint32 seqid,
-                 ThriftApplicationExceptionError type, const char *message,
-                 GError **error)
-{
-  ThriftApplicationException *x
-      = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, "type", type,
-                      "message", message, NULL);
-  gboolean ok = thrift_protocol_write_message_begin (out, method, T_EXCEPTION,
-                                                     seqid, error)
-                    >= 0
-                && thrift_struct_write (THRIFT_STRUCT (x), out, error) >= 0
-                && end_message (out, error);
-
-  g_object_unref (x);
-  return ok;
-}
-
 gboolean
 rank_handler_write_exception (RankHandler *handler, GByteArray *reply,
                               const char *method, gint32 seqid,
@@ -314,7 +296,8 @@ rank_handler_write_exception (RankHandler *handler, GByteArray *reply,
   g_autoptr (GError) error = NULL;
 
   rank_reply_writer_begin (handler->writer, reply);
-  if (write_exception (handler->out, method, seqid, type, message, &error))
+  if (rank_protocol_write_exception (handler->out, method, seqid, type, message,
+                                     &error))
     return TRUE;
   g_debug ("cannot write the exception for %s: %s", method, error->message);
   return FALSE;
@@ -380,8 +363,8 @@ reply (Call *call, ThriftStruct *result, ThriftApplicationExceptionError type,
          && thrift_struct_write (result, out, &error) >= 0
          && end_message (out, &error);
   else
-    ok = write_exception (out, call_name (call), call->seqid, type, message,
-                          &error);
+    ok = rank_protocol_write_exception (out, call_name (call), call->seqid,
+                                        type, message, &error);
   finish_call (call, ok, error);
 }
 
@@ -426,6 +409,17 @@ set_exception (GObject *result, const GError *err)
   return TRUE;
 }
 
+/* Whether err refuses a call before it changed anything: a check of rankd
+ * or of a script (which refuses before it writes). Other failures (Redis
+ * gone, a timeout) leave unknown whether a write landed. */
+static gboolean
+refused_unchanged (const GError *err)
+{
+  return err->domain == RANK_ERROR
+         && (err->code == RANK_ERROR_INVALID
+             || err->code == RANK_ERROR_NOT_FOUND);
+}
+
 /* Replies with err as the method's declared exception, or as an internal
  * error. */
 void
@@ -433,6 +427,8 @@ handler_reply_error (Call *call, const GError *err)
 {
   GObject *result = g_object_new (methods[call->method].result_type (), NULL);
 
+  if (!refused_unchanged (err))
+    call->changed = TRUE;
   call->outcome = set_exception (result, err) ? rank_metrics_outcome (err)
                                               : RANK_OUTCOME_INTERNAL;
   if (call->outcome != RANK_OUTCOME_INTERNAL)
@@ -913,7 +909,10 @@ update_answered (const RankUpdateResult *r, const GError *error, gpointer data)
   if (error != NULL)
     handler_reply_error (call, error);
   else
-    reply_update (call, r);
+    {
+      call->changed = r->applied;
+      reply_update (call, r);
+    }
 }
 
 /* ---- Remove ---- */
@@ -974,7 +973,12 @@ remove_answered (const RankUpdateResult *r, const GError *error, gpointer data)
   if (error != NULL)
     handler_reply_error (call, error);
   else
-    handler_reply_result (call, set_remove_response, (gpointer) r);
+    {
+      /* A member already absent: the request id is recorded, the board
+       * is as it was. */
+      call->changed = r->applied && r->rank != 0;
+      handler_reply_result (call, set_remove_response, (gpointer) r);
+    }
 }
 
 /* ---- GetRank ---- */
@@ -1487,7 +1491,10 @@ set_data_answered (const GError *error, gpointer data)
   if (error != NULL)
     handler_reply_error (call, error);
   else
-    handler_reply_result (call, NULL, NULL);
+    {
+      call->changed = TRUE;
+      handler_reply_result (call, NULL, NULL);
+    }
 }
 
 static void
@@ -1635,9 +1642,10 @@ batch_free (Batch *batch)
   g_free (batch);
 }
 
-/* A write through this rankd on ctx's board ended: the answers cached for
- * it go, and reads from replicas must see it, before the client hears
- * back, so that its next read through this rankd sees the write. */
+/* A write through this rankd on ctx's board changed it (or may have): the
+ * answers cached for it go, and reads from replicas must see it, before
+ * the client hears back, so that its next read through this rankd sees
+ * the write. */
 static void
 board_written (RankReadCache *cache, const RankContext *ctx)
 {
@@ -1658,8 +1666,17 @@ note_writes (Call *call)
     return;
   if (call->batch != NULL)
     for (guint i = 0; i < call->batch->n; i++)
-      board_written (cache, &call->batch->items[i].ctx);
-  else
+      {
+        const BatchItem *item = &call->batch->items[i];
+
+        /* Refused (ITEM_INVALID), never started (ITEM_PENDING: the call
+         * was refused) or a replay: nothing changed. ITEM_UNAVAILABLE may
+         * have landed. */
+        if ((item->state == ITEM_ANSWERED && item->answer.applied)
+            || item->state == ITEM_UNAVAILABLE)
+          board_written (cache, &item->ctx);
+      }
+  else if (call->changed)
     board_written (cache, &call->ctx);
 }
 

@@ -446,7 +446,10 @@ cleared (gboolean applied, gint64 keys_removed, const GError *error,
   if (error != NULL)
     handler_reply_error (call, error);
   else
-    handler_reply_result (call, set_cleared, r);
+    {
+      call->changed = applied; /* FALSE: a replay */
+      handler_reply_result (call, set_cleared, r);
+    }
 }
 
 static void
@@ -506,9 +509,16 @@ parse_cursor (const char *text, const RankBoardOptions *o,
       || !g_ascii_string_to_unsigned (shard, 10, 0, o->shards - 1, &s, NULL)
       || !g_ascii_string_to_unsigned (colon + 1, 10, 0, G_MAXUINT64, &c, NULL))
     {
+      /* The cursor is any bytes the client sent: echoed escaped to
+       * printable ASCII, since a message that is not UTF-8 fails the
+       * client's decoding instead of reaching it as the exception. */
+      g_autofree char *head = g_strndup (text, 40);
+      g_autofree char *shown = g_strescape (head, NULL);
+
       g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
-                   "cursor: '%.40s' is not one Export gave for this board",
-                   text);
+                   "cursor: \"%s\"%s (%zu bytes) is not one Export gave for "
+                   "this board",
+                   shown, strlen (text) > 40 ? "..." : "", strlen (text));
       return FALSE;
     }
   *out = (RankExportCursor){ (guint) s, c };

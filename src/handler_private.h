@@ -78,8 +78,13 @@ struct _Call
   gint64 now_ms;
   gboolean clock_read;
   RankOutcome outcome;
-  RankContext ctx;          /* resolved by the start function */
-  gboolean writes;          /* the call may change the board */
+  RankContext ctx; /* resolved by the start function */
+  gboolean writes; /* the call may change the board */
+  /* The call changed its board, or may have (its answer was lost): the
+   * board's cached answers go and its read-your-writes mark moves. A call
+   * refused or replayed changes nothing, the cache included: else any
+   * client could keep a hot board's cache cold with calls that fail. */
+  gboolean changed;
   void (*run) (Call *call); /* the store operation, once the layout fits */
   /* What a method decoded for its store operation. */
   RankUpdate update;

@@ -651,3 +651,23 @@ rank_protocol_skip (ThriftProtocol *in, ThriftType type, GError **error)
 {
   return thrift_protocol_skip (in, type, error) >= 0;
 }
+
+gboolean
+rank_protocol_write_exception (ThriftProtocol *out, const char *method,
+                               gint32 seqid,
+                               ThriftApplicationExceptionError type,
+                               const char *message, GError **error)
+{
+  ThriftApplicationException *x
+      = g_object_new (THRIFT_TYPE_APPLICATION_EXCEPTION, "type", type,
+                      "message", message, NULL);
+  gboolean ok = thrift_protocol_write_message_begin (out, method, T_EXCEPTION,
+                                                     seqid, error)
+                    >= 0
+                && thrift_struct_write (THRIFT_STRUCT (x), out, error) >= 0
+                && thrift_protocol_write_message_end (out, error) >= 0
+                && thrift_transport_flush (out->transport, error);
+
+  g_object_unref (x);
+  return ok;
+}

@@ -16,6 +16,7 @@
 #include <thrift/c_glib/protocol/thrift_binary_protocol.h>
 #include <thrift/c_glib/protocol/thrift_compact_protocol.h>
 
+#include <thrift/c_glib/thrift_application_exception.h>
 #include <thrift/c_glib/transport/thrift_transport.h>
 
 #include "thrift_fixes.h"
@@ -57,6 +58,14 @@ gboolean rank_protocol_read_struct (ThriftProtocol *in, RankFieldFunc field,
 /* Skips a value of type. */
 gboolean rank_protocol_skip (ThriftProtocol *in, ThriftType type,
                              GError **error);
+
+/* Writes a whole message: a TApplicationException of type with message, in
+ * answer to the call method (seqid), and flushes it (which ends a
+ * RankReplyWriter's frame). */
+gboolean rank_protocol_write_exception (ThriftProtocol *out, const char *method,
+                                        gint32 seqid,
+                                        ThriftApplicationExceptionError type,
+                                        const char *message, GError **error);
 
 /* v's low bytes, big-endian as the binary protocol writes numbers, at p;
  * returns p past them (for the replies and requests written in one

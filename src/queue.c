@@ -76,6 +76,7 @@ typedef struct Item
   enum
   {
     ITEM_APPLIED,
+    ITEM_REPLAYED, /* its request id had applied before */
     ITEM_DEAD,
     ITEM_RETRY,
   } outcome;
@@ -214,6 +215,7 @@ batch_applied (Apply *a)
           const Item *it = &a->items[i];
 
           outcomes[i].retry = it->outcome == ITEM_RETRY;
+          outcomes[i].replayed = it->outcome == ITEM_REPLAYED;
           outcomes[i].reason = it->outcome == ITEM_DEAD ? it->reason : NULL;
           retry = retry || outcomes[i].retry;
           applied += it->outcome == ITEM_APPLIED;
@@ -273,8 +275,12 @@ item_updated (const RankUpdateResult *r, const GError *error, gpointer data)
 {
   Item *it = data;
 
+  /* A repeated request id counts once (QueueStatus.applied), but an
+   * entry read again may hold this drain's own earlier try, applied and
+   * never acknowledged (so never counted): that one counts now. */
   if (error == NULL)
-    it->outcome = ITEM_APPLIED;
+    it->outcome = r->applied || it->a->batch->redelivered ? ITEM_APPLIED
+                                                          : ITEM_REPLAYED;
   else if (g_error_matches (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE))
     it->outcome = ITEM_RETRY;
   else

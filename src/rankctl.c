@@ -105,14 +105,26 @@ static const char help_text[]
       "applies\n"
       "                                nothing twice); --format csv|jsonl "
       "when the\n"
-      "                                name does not end in .csv or .jsonl\n"
+      "                                name does not end in .csv or .jsonl;\n"
+      "                                --max-frame BYTES as rankd's (default "
+      "1048576):\n"
+      "                                calls are made to fit in it; a file "
+      "with a\n"
+      "                                record that cannot fit is refused by "
+      "its line\n"
       "  export BOARD                  every entry, as import reads them "
       "(sorted by\n"
       "                                member: export, import, export gives "
       "the same\n"
       "                                bytes); --format csv|jsonl, --output "
       "FILE\n"
-      "                                (default stdout, csv)\n"
+      "                                (default stdout, csv). CSV is not\n"
+      "                                spreadsheet-safe: members beginning "
+      "with =, +,\n"
+      "                                -, @ (formulas to a spreadsheet) are "
+      "written as\n"
+      "                                they are, for the byte-exact round "
+      "trip\n"
       "  boards                        the boards that exist: configured "
       "or written to\n"
       "  board-info BOARD              options, members, periods, keys, "
@@ -167,6 +179,7 @@ enum
   TAKES_YES = 1 << 6,
   TAKES_OUTPUT = 1 << 7,
   TAKES_WITHOUT_RANK = 1 << 8,
+  TAKES_MAX_FRAME = 1 << 9,
 };
 
 typedef struct
@@ -196,6 +209,7 @@ static const OptionSpec option_specs[] = {
   { "yes", TAKES_YES, NULL },
   { "output", TAKES_OUTPUT, "FILE" },
   { "without-rank", TAKES_WITHOUT_RANK, NULL },
+  { "max-frame", TAKES_MAX_FRAME, "BYTES" },
 };
 
 typedef struct _Cli Cli;
@@ -238,6 +252,7 @@ struct _Cli
   gboolean yes;          /* --yes: a command that destroys data may run */
   const char *output;    /* --output FILE */
   gboolean without_rank; /* --without-rank: UpdateRequest.with_rank false */
+  guint32 max_frame;     /* --max-frame: rankd's, for import's calls */
   RankClient *client;    /* connected by rankd() */
 };
 
@@ -447,6 +462,13 @@ apply_option (Cli *cli, const OptionSpec *o, const char *value)
     cli->output = value;
   else if (strcmp (name, "without-rank") == 0)
     cli->without_rank = TRUE;
+  else if (strcmp (name, "max-frame") == 0)
+    {
+      if (!parse_int ("--max-frame", value, RANK_MIN_MAX_FRAME,
+                      RANK_MAX_MAX_FRAME, &v))
+        return FALSE;
+      cli->max_frame = (guint32) v;
+    }
   else if (strcmp (name, "format") == 0)
     {
       cli->has_format = TRUE;
@@ -1711,8 +1733,8 @@ cmd_import (Cli *cli)
   if (rankd (cli) == NULL)
     return EXIT_UNAVAILABLE;
   ok = rank_transfer_import (cli->client, arg (cli, 0), arg (cli, 1), format,
-                             tty ? import_progress : NULL, &start, &stats,
-                             &error);
+                             cli->max_frame, tty ? import_progress : NULL,
+                             &start, &stats, &error);
   if (tty)
     fputc ('\n', stderr);
   if (!ok)
@@ -1832,7 +1854,7 @@ static const CommandSpec command_specs[] = {
   { "set-data", "BOARD MEMBER [KEY=VALUE]...", 2, G_MAXUINT, 0, cmd_set_data },
   { "get-data", "BOARD MEMBER", 2, 2, TAKES_PERIODS_BACK, cmd_get_data },
   { "info", "", 0, 0, 0, cmd_info },
-  { "import", "BOARD FILE", 2, 2, TAKES_FORMAT, cmd_import },
+  { "import", "BOARD FILE", 2, 2, TAKES_FORMAT | TAKES_MAX_FRAME, cmd_import },
   { "export", "BOARD", 1, 1, TAKES_FORMAT | TAKES_OUTPUT | TAKES_PERIODS_BACK,
     cmd_export },
   { "boards", "", 0, 0, 0, cmd_boards },
@@ -1975,6 +1997,7 @@ main (int argc, char **argv)
     .framed = TRUE,
     .protocol = RANK_PROTOCOL_BINARY,
     .timeout_ms = (int) (DEFAULT_TIMEOUT_S * 1000),
+    .max_frame = RANK_DEFAULT_MAX_FRAME,
     .args = g_ptr_array_new (),
     .subscores = g_array_new (FALSE, FALSE, sizeof (gint64)),
     .data = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free),

@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -49,6 +50,7 @@
 #include "queue.h"
 #include "tracking.h"
 #include "loop.h"
+#include "wire.h"
 #include "metrics.h"
 #include "store.h"
 
@@ -87,6 +89,7 @@ struct _Conn
   gboolean input_closed; /* draining: read nothing more, serve, close */
   gboolean closing;      /* close once the requests are answered and sent */
   gboolean blocked;      /* the socket is full: EPOLLOUT resumes sending */
+  gboolean sniffed;      /* its first bytes speak the port's wire */
   gint64 last_progress;  /* monotonic us: bytes in, or bytes out */
   gint64 last_received;  /* monotonic us: bytes in */
   gint64 partial_since;  /* monotonic us: a request began and is not whole */
@@ -130,6 +133,7 @@ struct _RankServer
   guint drained; /* workers with no connection left after drain */
   guint swapped; /* workers that took the board options of a reload */
   gint64 last_refusal_log;
+  RankWireLog *wire_log; /* clients speaking another wire */
 };
 
 static void serve (Conn *c);
@@ -486,6 +490,113 @@ serve_one (Conn *c)
   return FALSE;
 }
 
+/* The address c's client connects from, without its port. */
+static void
+peer_name (Conn *c, char *out, gsize size)
+{
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  const void *addr = NULL;
+
+  if (getpeername (c->fd, (struct sockaddr *) &ss, &len) == 0)
+    addr = ss.ss_family == AF_INET6
+               ? (const void *) &((struct sockaddr_in6 *) &ss)->sin6_addr
+           : ss.ss_family == AF_INET
+               ? (const void *) &((struct sockaddr_in *) &ss)->sin_addr
+               : NULL;
+  if (addr == NULL
+      || inet_ntop (ss.ss_family, addr, out, (socklen_t) size) == NULL)
+    g_strlcpy (out, "a local socket", size);
+}
+
+/* c's client speaks spoke, not the port's transport and protocol: said in
+ * the log (wire.h: rate-limited). */
+static void
+log_wrong_wire (Conn *c, const char *spoke)
+{
+  const RankServerConfig *config = &c->worker->server->config;
+  char peer[INET6_ADDRSTRLEN + 16];
+
+  peer_name (c, peer, sizeof peer);
+  if (rank_wire_log_admit (c->worker->server->wire_log, peer, spoke,
+                           g_get_monotonic_time ()))
+    g_message ("a client from %s speaks %s; this port expects %s "
+               "(--transport, --protocol): closing its connection",
+               peer, spoke, rank_wire_name (config->framed, config->protocol));
+}
+
+/* c's first bytes are Thrift in another framing or protocol (framed,
+ * protocol) than the port's: the client gets a TApplicationException it
+ * can read, in its own, and the connection closes once it is sent. */
+static void
+refuse_wrong_wire (Conn *c, gboolean framed, RankProtocolKind protocol)
+{
+  const RankServerConfig *config = &c->worker->server->config;
+  g_autofree char *message
+      = g_strdup_printf ("rankd expects %s on this port; this client spoke %s",
+                         rank_wire_name (config->framed, config->protocol),
+                         rank_wire_name (framed, protocol));
+  gsize len;
+  const guint8 *bytes = rank_request_reader_peek (c->reader, &len);
+  GByteArray *reply
+      = rank_wire_exception (bytes, len, framed, protocol, message);
+
+  log_wrong_wire (c, rank_wire_name (framed, protocol));
+  c->closing = TRUE;
+  c->input_closed = TRUE;
+  if (reply != NULL)
+    {
+      Request *r = g_new0 (Request, 1);
+
+      r->conn = c;
+      r->link.data = r;
+      r->reply = reply;
+      r->answered = TRUE;
+      c->held += reply->len;
+      g_queue_push_tail_link (&c->requests, &r->link);
+    }
+}
+
+/* Before c's first request is decoded: whether its client speaks the
+ * port's transport and protocol. One that speaks another, or HTTP, is
+ * logged and closed. FALSE: stop for now (more bytes are needed to tell,
+ * or the connection closes). */
+static gboolean
+first_bytes_fit (Conn *c)
+{
+  const RankServerConfig *config = &c->worker->server->config;
+  gsize len;
+  const guint8 *bytes = rank_request_reader_peek (c->reader, &len);
+  gboolean framed = FALSE;
+  RankProtocolKind protocol = RANK_PROTOCOL_BINARY;
+
+  switch (rank_wire_sniff (bytes, len, config->max_frame, &framed, &protocol))
+    {
+    case RANK_WIRE_MORE:
+      if (!c->eof && !c->input_closed)
+        {
+          c->want_bytes = TRUE;
+          return FALSE;
+        }
+      break; /* all the client will send: decoding tells */
+    case RANK_WIRE_HTTP:
+      log_wrong_wire (c, "HTTP");
+      c->closing = TRUE;
+      return FALSE;
+    case RANK_WIRE_THRIFT:
+      if (framed != config->framed || protocol != config->protocol)
+        {
+          refuse_wrong_wire (c, framed, protocol);
+          return FALSE;
+        }
+      break;
+    case RANK_WIRE_UNKNOWN:
+      break; /* not Thrift as clients write it: decoding refuses it */
+    }
+  c->sniffed = TRUE;
+  return TRUE;
+}
+
 /* Decodes and dispatches the buffered requests while the connection may
  * take more: fewer than RANK_CONN_MAX_CALLS in flight and less than
  * RANK_CONN_REPLY_BUDGET held. */
@@ -503,6 +614,8 @@ serve (Conn *c)
           conn_break (c);
           break;
         }
+      if (!c->sniffed && !first_bytes_fit (c))
+        break;
       if (!rank_request_reader_ready (c->reader, &error))
         {
           if (error != NULL)
@@ -867,6 +980,7 @@ rank_server_new (const RankServerConfig *config, GError **error)
                               : ((struct sockaddr_in *) &ss)->sin_port);
   g_mutex_init (&server->lock);
   g_cond_init (&server->drained_cond);
+  server->wire_log = rank_wire_log_new ();
   return server;
 }
 
@@ -1086,5 +1200,6 @@ rank_server_free (RankServer *server)
   g_free (server->replica_of);
   g_mutex_clear (&server->lock);
   g_cond_clear (&server->drained_cond);
+  rank_wire_log_free (server->wire_log);
   g_free (server);
 }

@@ -407,6 +407,9 @@ typedef struct
   RankQueueUpdate *updates;
   guint n;
   struct _RankReply *reply;
+  /* Read before (own pending, claimed): an update of it found already
+   * applied may be its own earlier try, never acknowledged. */
+  gboolean redelivered;
 } RankQueueBatch;
 
 void rank_queue_batch_free (RankQueueBatch *batch);
@@ -429,11 +432,13 @@ void rank_store_queue_read (RankStore *store, const RankContext *ctx,
                             RankQueueRead how, guint count, guint min_idle_ms,
                             RankStoreBatchFunc func, gpointer data);
 
-/* What became of an update of a batch: applied (reason NULL), dead with
- * reason, or to retry (its entry stays pending). */
+/* What became of an update of a batch: applied (reason NULL), a replay
+ * of a request id already applied (replayed), dead with reason, or to
+ * retry (its entry stays pending). */
 typedef struct
 {
   gboolean retry;
+  gboolean replayed;
   const char *reason;
 } RankQueueOutcome;
 

@@ -10,8 +10,9 @@
  * a consumer of the group RANK_QUEUE_GROUP; an entry is acknowledged once
  * every update of it is applied or dead, and trimmed after. What could not
  * apply goes to the dead-letter stream "...:v" with its reason. The hash
- * "...:n" counts updates queued, delivered, applied and dead, each moved
- * by queue.lua with the stream: the backlog, in updates, comes from it.
+ * "...:n" counts updates queued, delivered, applied, replayed (a request
+ * id applied before) and dead, each moved by queue.lua with the stream:
+ * the backlog, in updates, comes from it.
  */
 #include <string.h>
 
@@ -279,6 +280,7 @@ typedef struct
   gint64 queued;
   gint64 delivered;
   gint64 applied;
+  gint64 replayed;
   gint64 dead;
 } QueueCounts;
 
@@ -293,6 +295,7 @@ send_counts (RankStore *store, const RankContext *ctx, guint shard,
   rank_command_add_str (&cmd, "queued");
   rank_command_add_str (&cmd, "delivered");
   rank_command_add_str (&cmd, "applied");
+  rank_command_add_str (&cmd, "replayed");
   rank_command_add_str (&cmd, "dead");
   rank_backend_send (store->backend, store_node_of (store, shard), &cmd, 0,
                      func, data);
@@ -302,12 +305,14 @@ send_counts (RankStore *store, const RankContext *ctx, guint shard,
 static gboolean
 counts_of (const RankReply *reply, QueueCounts *c)
 {
-  gint64 *field[] = { &c->queued, &c->delivered, &c->applied, &c->dead };
+  gint64 *field[]
+      = { &c->queued, &c->delivered, &c->applied, &c->replayed, &c->dead };
 
   memset (c, 0, sizeof *c);
-  if (reply->type != RANK_REPLY_ARRAY || reply->elements != 4)
+  if (reply->type != RANK_REPLY_ARRAY
+      || reply->elements != G_N_ELEMENTS (field))
     return FALSE;
-  for (guint k = 0; k < 4; k++)
+  for (guint k = 0; k < G_N_ELEMENTS (field); k++)
     {
       const RankReply *v = reply->element[k];
 
@@ -319,18 +324,25 @@ counts_of (const RankReply *reply, QueueCounts *c)
   return TRUE;
 }
 
+/* Updates of entries acknowledged. */
+static gint64
+counts_done (const QueueCounts *c)
+{
+  return c->applied + c->replayed + c->dead;
+}
+
 /* Updates queued and not acknowledged. */
 static gint64
 counts_backlog (const QueueCounts *c)
 {
-  return MAX (0, c->queued - c->applied - c->dead);
+  return MAX (0, c->queued - counts_done (c));
 }
 
 /* Of those, the ones a drain has read. */
 static gint64
 counts_pending (const QueueCounts *c)
 {
-  return MAX (0, MIN (c->delivered, c->queued) - c->applied - c->dead);
+  return MAX (0, MIN (c->delivered, c->queued) - counts_done (c));
 }
 
 /* ---- an entry's updates, packed ---- */
@@ -858,6 +870,7 @@ typedef struct
   RankStoreBatchFunc func;
   gpointer data;
   gboolean claim;
+  gboolean redelivered;
 } ReadTask;
 
 static void
@@ -922,6 +935,8 @@ entries_read (const RankReply *reply, const GError *error, gpointer data)
       rank_queue_batch_free (batch);
       batch = NULL;
     }
+  else
+    batch->redelivered = task->redelivered;
   task->func (batch, error, task->data);
   g_free (task);
 }
@@ -939,6 +954,7 @@ rank_store_queue_read (RankStore *store, const RankContext *ctx, guint shard,
   task->func = func;
   task->data = data;
   task->claim = how == RANK_QUEUE_CLAIM;
+  task->redelivered = how != RANK_QUEUE_NEW;
   if (task->claim)
     {
       rank_command_init (&cmd, "XAUTOCLAIM");
@@ -1036,8 +1052,8 @@ pack_dead_letter (GByteArray *out, const RankQueueUpdate *u, const char *reason)
   pack_int (out, up->timestamp_ms);
 }
 
-/* The ack's arguments: the script's, its group, then 4 per entry. */
-G_STATIC_ASSERT (5 + 4 * RANK_QUEUE_READ_COUNT <= RANK_COMMAND_MAX_ARGS);
+/* The ack's arguments: the script's, its group, then 3 per entry. */
+G_STATIC_ASSERT (5 + 3 * RANK_QUEUE_READ_COUNT <= RANK_COMMAND_MAX_ARGS);
 
 void
 rank_store_queue_done (RankStore *store, const RankContext *ctx, guint shard,
@@ -1058,7 +1074,8 @@ rank_store_queue_done (RankStore *store, const RankContext *ctx, guint shard,
       const RankQueueEntry *e = &batch->entries[k];
       const RankQueueOutcome *o = &outcomes[e->first];
       gboolean retry = FALSE;
-      guint applied = 0;
+      guint applied = 0, replayed = 0;
+      char counts[3 * 11];
 
       for (guint i = 0; i < e->n; i++)
         retry = retry || o[i].retry;
@@ -1070,16 +1087,21 @@ rank_store_queue_done (RankStore *store, const RankContext *ctx, guint shard,
        * acknowledged without its letters. */
       g_byte_array_set_size (letters, 0);
       for (guint i = 0; i < e->n; i++)
-        if (o[i].reason == NULL)
-          applied++;
-        else
+        if (o[i].reason != NULL)
           pack_dead_letter (letters, &batch->updates[e->first + i],
                             o[i].reason);
+        else if (o[i].replayed)
+          replayed++;
+        else
+          applied++;
       /* Every update the entry held that did not apply is dead (those of
-       * an entry that could not be read too). */
+       * an entry that could not be read too). The three counts go in one
+       * argument: an ack of RANK_QUEUE_READ_COUNT entries must fit in a
+       * command. */
+      g_snprintf (counts, sizeof counts, "%u %u %u", applied, replayed,
+                  MAX (e->count, applied + replayed) - applied - replayed);
       rank_command_add_str (&ack, e->id);
-      rank_command_add_int (&ack, applied);
-      rank_command_add_int (&ack, MAX (e->count, applied) - applied);
+      rank_command_add_str (&ack, counts);
       rank_command_add (&ack, letters->data, letters->len);
       acked++;
     }

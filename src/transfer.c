@@ -843,6 +843,82 @@ write_update (ThriftProtocol *out, const char *board,
          && thrift_protocol_write_struct_end (out, error) >= 0;
 }
 
+/* What an UpdateBatch call takes besides its records, at most, in the
+ * binary protocol: the message header (12 bytes and the name), the
+ * argument and request structs' fields, the list header, with_rank, a
+ * group's request id (under 60 bytes) and the stops: under 100 bytes. The
+ * compact protocol takes no more than the binary one for anything. */
+#define CALL_OVERHEAD 128
+
+/* The bytes record e takes in an UpdateBatch call to board (board_len
+ * bytes), at most: its UpdateRequest in the binary protocol. */
+static gsize
+record_size (gsize board_len, const RankTransferEntry *e)
+{
+  gsize n = 3 * (3 + 4) + board_len + strlen (e->member) + IMPORT_ID_MAX
+            + 2 * (3 + 8) + (3 + 4) + 1;
+  GHashTableIter it;
+  gpointer k, v;
+
+  if (e->subscores != NULL)
+    n += 3 + 5 + 8 * (gsize) e->subscores->len;
+  if (e->data == NULL)
+    return n;
+  n += 3 + 6;
+  g_hash_table_iter_init (&it, e->data);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    n += 4 + strlen (k) + 4 + strlen (v);
+  return n;
+}
+
+/* Whether every record fits in a call of its own within max_frame (rankd's
+ * --max-frame): one that does not would have rankd close the connection,
+ * which reads as rankd gone, the import as one to retry. The error names
+ * the first one's line; nothing is sent then. */
+static gboolean
+records_fit (const char *board, GPtrArray *entries, GArray *lines,
+             guint32 max_frame, GError **error)
+{
+  gsize board_len = strlen (board);
+
+  for (guint k = 0; k < entries->len; k++)
+    {
+      gsize size = record_size (board_len, entries->pdata[k]);
+
+      if (CALL_OVERHEAD + size > max_frame)
+        {
+          g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                       "line %u: the record takes %" G_GSIZE_FORMAT
+                       " bytes in an UpdateBatch call, over rankd's "
+                       "--max-frame of %u bytes (give import rankd's "
+                       "--max-frame if it is larger)",
+                       g_array_index (lines, guint, k), CALL_OVERHEAD + size,
+                       max_frame);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+/* How many of the records listed in todo from next on go in the next call:
+ * up to most, as many as fit in max_frame (one at least). */
+static guint
+records_that_fit (const char *board, GPtrArray *entries, GArray *todo,
+                  guint next, guint most, guint32 max_frame)
+{
+  gsize board_len = strlen (board), bytes = CALL_OVERHEAD;
+  guint take = 0;
+
+  for (; take < most && next + take < todo->len; take++)
+    {
+      bytes += record_size (
+          board_len, entries->pdata[g_array_index (todo, guint, next + take)]);
+      if (take > 0 && bytes > max_frame)
+        break;
+    }
+  return take;
+}
+
 /* Records go in score order, not where they lie in memory: each one's
  * pointer, entry and member would miss the caches in turn, one after the
  * other (perf: most of rankctl's encoding time). While record i is
@@ -1174,6 +1250,7 @@ typedef struct
   /* The file's groups (GArray of guint into entries), or NULL: todo and
    * retry then hold entries, else groups. */
   GPtrArray *groups; /* grows (under shared->lock) */
+  guint32 max_frame; /* rankd's: each call fits in it */
   GArray *todo;      /* guint: into entries, or into groups */
   GArray *retry;     /* those answered Unavailable */
   Shared *shared;
@@ -1229,7 +1306,9 @@ lane_run (gpointer data)
             }
           else
             {
-              guint take = MIN (RANK_TRANSFER_BATCH, todo->len - next);
+              guint take
+                  = records_that_fit (lane->board, lane->entries, todo, next,
+                                      RANK_TRANSFER_BATCH, lane->max_frame);
 
               f->group = -1;
               f->index = g_array_sized_new (FALSE, FALSE, sizeof (guint), take);
@@ -1304,37 +1383,46 @@ lane_of (GArray *hashes, guint k, guint n)
 }
 
 /* The calls recorded as a whole that an import of entries makes, the same
- * every time: RANK_TRANSFER_GROUP records of one lane a call, in the
- * order of order (send_order). */
+ * every time (for the same max_frame): RANK_TRANSFER_GROUP records of one
+ * lane a call, fewer if they would not fit in max_frame, in the order of
+ * order (send_order). */
 static GPtrArray *
-make_groups (GArray *hashes, GArray *order)
+make_groups (const char *board, GPtrArray *entries, GArray *hashes,
+             GArray *order, guint32 max_frame)
 {
   GPtrArray *groups = g_ptr_array_new_with_free_func (
       (GDestroyNotify) (void (*) (void)) g_array_unref);
   guint n = lanes_for (hashes->len);
   GArray *open[RANK_TRANSFER_CONNECTIONS] = { NULL };
+  gsize bytes[RANK_TRANSFER_CONNECTIONS] = { 0 };
+  gsize board_len = strlen (board);
 
   for (guint i = 0; i < order->len; i++)
     {
       guint k = g_array_index (order, guint, i);
       guint lane = lane_of (hashes, k, n);
+      gsize size = record_size (board_len, entries->pdata[k]);
 
-      if (open[lane] == NULL || open[lane]->len == RANK_TRANSFER_GROUP)
+      if (open[lane] == NULL || open[lane]->len == RANK_TRANSFER_GROUP
+          || bytes[lane] + size > max_frame)
         {
           open[lane] = g_array_sized_new (FALSE, FALSE, sizeof (guint),
                                           RANK_TRANSFER_GROUP);
           g_ptr_array_add (groups, open[lane]);
+          bytes[lane] = CALL_OVERHEAD;
         }
       g_array_append_val (open[lane], k);
+      bytes[lane] += size;
     }
   return groups;
 }
 
 static gboolean
-send_all (RankClient *client, const char *board, GPtrArray *entries,
-          GArray *lines, GArray *hashes, const char *digest, GPtrArray *groups,
-          GArray *todo, GArray *retry, RankImportStats *stats,
-          RankImportProgress progress, gpointer progress_data, GError **error)
+send_all (RankClient *client, const char *board, guint32 max_frame,
+          GPtrArray *entries, GArray *lines, GArray *hashes, const char *digest,
+          GPtrArray *groups, GArray *todo, GArray *retry,
+          RankImportStats *stats, RankImportProgress progress,
+          gpointer progress_data, GError **error)
 {
   Shared shared = { .stats = stats,
                     .progress = progress,
@@ -1362,6 +1450,7 @@ send_all (RankClient *client, const char *board, GPtrArray *entries,
                        .lines = lines,
                        .digest = digest,
                        .groups = groups,
+                       .max_frame = max_frame,
                        .todo = g_array_new (FALSE, FALSE, sizeof (guint)),
                        .retry = g_array_new (FALSE, FALSE, sizeof (guint)),
                        .shared = &shared };
@@ -1609,9 +1698,9 @@ send_order (GPtrArray *entries, GArray *places, gboolean sorted)
 
 gboolean
 rank_transfer_import (RankClient *client, const char *board, const char *path,
-                      RankTransferFormat format, RankImportProgress progress,
-                      gpointer progress_data, RankImportStats *stats,
-                      GError **error)
+                      RankTransferFormat format, guint32 max_frame,
+                      RankImportProgress progress, gpointer progress_data,
+                      RankImportStats *stats, GError **error)
 {
   g_autofree char *text = NULL;
   g_autofree char *digest = NULL;
@@ -1643,7 +1732,7 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
   all_read
       = read_entries (&reader, entries, lines, hashes, places, &sorted, error);
   digest = g_thread_join (digesting);
-  if (!all_read)
+  if (!all_read || !records_fit (board, entries, lines, max_frame, error))
     {
       g_prefix_error (error, "%s: ", path);
       return FALSE;
@@ -1655,7 +1744,7 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
   g_clear_pointer (&places, g_array_unref);
   if (grouped)
     {
-      groups = make_groups (hashes, order);
+      groups = make_groups (board, entries, hashes, order, max_frame);
       todo = g_array_sized_new (FALSE, FALSE, sizeof (guint), groups->len);
       for (guint g = 0; g < groups->len; g++)
         g_array_append_val (todo, g);
@@ -1688,8 +1777,9 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
         }
       if (attempt > 0)
         g_usleep ((gulong) (100000 << attempt)); /* backoff before a retry */
-      if (!send_all (client, board, entries, lines, hashes, digest, groups,
-                     todo, retry, stats, progress, progress_data, error))
+      if (!send_all (client, board, max_frame, entries, lines, hashes, digest,
+                     groups, todo, retry, stats, progress, progress_data,
+                     error))
         return FALSE;
       g_array_unref (todo);
       todo = g_steal_pointer (&retry);

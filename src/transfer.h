@@ -119,7 +119,7 @@ typedef void (*RankImportProgress) (const RankImportStats *stats,
  * malformed file (nothing sent), or when rankd stays out of reach. */
 gboolean rank_transfer_import (RankClient *client, const char *board,
                                const char *path, RankTransferFormat format,
-                               RankImportProgress progress,
+                               guint32 max_frame, RankImportProgress progress,
                                gpointer progress_data, RankImportStats *stats,
                                GError **error);
 

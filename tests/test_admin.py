@@ -493,6 +493,37 @@ class AdminTest(unittest.TestCase):
                 self.client.Export(req)
             self.assertIn(field, cm.exception.message)
 
+    def test_export_refuses_a_cursor_that_is_not_utf8(self):
+        """A cursor of bytes that are not UTF-8 (sent as they are, which the
+        generated client's writeString cannot do): the InvalidArgument names
+        the cursor and reaches the client, its message printable ASCII."""
+        from thrift.protocol import TBinaryProtocol
+        from thrift.transport import TSocket, TTransport
+        from ranking import Ranking
+
+        class RawStrings(TBinaryProtocol.TBinaryProtocol):
+            def writeString(self, s):
+                self.writeBinary(s if isinstance(s, bytes) else s.encode())
+
+        sock = TSocket.TSocket("127.0.0.1", self.port)
+        sock.setTimeout(60000)
+        transport = TTransport.TFramedTransport(sock)
+        transport.open()
+        try:
+            client = Ranking.Client(RawStrings(transport))
+            for cursor in (b"\xff\xfe:0", b"0:\xc3", b"\xe2\x82" * 40):
+                with self.assertRaises(InvalidArgument) as cm:
+                    client.Export(ExportRequest(board="sh", cursor=cursor))
+                message = cm.exception.message
+                self.assertIn("cursor", message)
+                self.assertTrue(message.isascii() and message.isprintable(),
+                                message)
+            # The connection is still good.
+            self.assertEqual(client.Export(ExportRequest(
+                board="never_written")).entries, [])
+        finally:
+            transport.close()
+
     def test_export_empty_board(self):
         self.assertEqual(self.export_all("never_written"), [])
 

@@ -31,8 +31,8 @@ from thrift.transport import TSocket, TTransport  # noqa: E402
 
 from ranking import Ranking  # noqa: E402
 from ranking.ttypes import (  # noqa: E402
-    GetRankRequest, GetTopNRequest, NotFound, UpdateMode,
-    UpdateRequest)
+    GetRankRequest, GetTopNRequest, InvalidArgument, NotFound,
+    RemoveRequest, UpdateBatchRequest, UpdateMode, UpdateRequest)
 import servers  # noqa: E402
 from servers import connect, free_port, start, stop, wait_port  # noqa
 
@@ -53,6 +53,10 @@ read_cache_ms=300
 
 [board plain]
 read_cache=off
+
+[board cool]
+read_cache=off
+read_cache_ms=600000
 """
 
 
@@ -269,6 +273,68 @@ class CacheTest(unittest.TestCase):
         for i in range(2, 20):
             self.client.Update(set_to("timed", "t", i, f"timed-{i}"))
             self.assertEqual(self.top("timed"), [("t", i)])
+
+    def test_refused_calls_keep_the_cache(self):
+        """Calls that change nothing (refused before Redis, refused by the
+        script, replayed) leave a hot board's cached answers in place: the
+        read after each is still a hit. An update that applies drops them."""
+        board = "cool"
+        self.client.Update(set_to(board, "a", 1, "cool-1"))
+        self.client.Update(set_to(board, "b", 2, "cool-2"))
+        self.warm(board)
+
+        def refused(call):
+            with self.assertRaises(InvalidArgument):
+                call()
+
+        def batch(requests, **kw):
+            return self.client.UpdateBatch(
+                UpdateBatchRequest(requests=requests, **kw)).results
+
+        def batch_refused_item():
+            results = batch([set_to(board, "a", 2**53 + 1, "cool-b1")])
+            self.assertIsNotNone(results[0].invalid)
+
+        def group_refused():
+            results = batch([set_to(board, "a", 5, "cool-g1"),
+                             set_to(board, "", 5, "cool-g2")],
+                            with_rank=False, request_id="cool-group")
+            self.assertTrue(all(r.invalid is not None for r in results))
+
+        def replayed_update():
+            self.assertFalse(self.client.Update(
+                set_to(board, "a", 1, "cool-1")).applied)
+
+        def remove_absent():
+            self.assertFalse(self.client.Remove(RemoveRequest(
+                board=board, member="absent", request_id="cool-r1")).removed)
+
+        calls = {
+            "value over 2^53": lambda: refused(lambda: self.client.Update(
+                set_to(board, "a", 2**53 + 1, "cool-x1"))),
+            "empty member": lambda: refused(lambda: self.client.Update(
+                set_to(board, "", 1, "cool-x2"))),
+            "replayed request id": replayed_update,
+            "reused request id": lambda: refused(lambda: self.client.Update(
+                set_to(board, "a", 7, "cool-1"))),
+            "batch with a refused update": batch_refused_item,
+            "batch with a request_id, refused": group_refused,
+            "replayed batch": lambda: self.assertEqual(
+                [r.response.applied for r in batch(
+                    [set_to(board, "b", 2, "cool-2")])], [False]),
+            "remove of an absent member": remove_absent,
+            "replayed remove": remove_absent,
+        }
+        for name, call in calls.items():
+            call()
+            hits = self.metric("rankd_read_cache_hits_total")
+            self.assertEqual(self.top(board), [("b", 2), ("a", 1)])
+            self.assertEqual(self.metric("rankd_read_cache_hits_total"),
+                             hits + 1, f"the read after a {name} missed")
+        self.client.Update(set_to(board, "a", 3, "cool-3"))
+        hits = self.metric("rankd_read_cache_hits_total")
+        self.assertEqual(self.top(board), [("a", 3), ("b", 2)])
+        self.assertEqual(self.metric("rankd_read_cache_hits_total"), hits)
 
     def zrange_calls(self):
         stats = self.rcli("INFO", "commandstats")

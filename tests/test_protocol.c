@@ -14,6 +14,7 @@
 #include "protocol.h"
 #include "rank_ranking_types.h"
 #include "thrift_fixes.h"
+#include "wire.h"
 
 typedef struct
 {
@@ -490,6 +491,82 @@ test_integers_in_place (void)
   pair_close (&p);
 }
 
+/* What first bytes speak (wire.h), each case with too few bytes to tell
+ * first; a frame length rankd would refuse is no frame. */
+static void
+test_wire_sniff (void)
+{
+  static const struct
+  {
+    const char *bytes;
+    gsize len;
+    RankWireKind kind;
+    gboolean framed;
+    RankProtocolKind protocol;
+  } cases[] = {
+    { "", 0, RANK_WIRE_MORE, FALSE, 0 },
+    { "\x80", 1, RANK_WIRE_MORE, FALSE, 0 },
+    { "\x80\x01\x00\x01", 4, RANK_WIRE_THRIFT, FALSE, RANK_PROTOCOL_BINARY },
+    { "\x80\x02", 2, RANK_WIRE_UNKNOWN, FALSE, 0 },
+    { "\x82\x21", 2, RANK_WIRE_THRIFT, FALSE, RANK_PROTOCOL_COMPACT },
+    { "\x00\x00\x00", 3, RANK_WIRE_MORE, FALSE, 0 },
+    { "\x00\x00\x00\x20", 4, RANK_WIRE_MORE, FALSE, 0 },
+    { "\x00\x00\x00\x20\x80\x01", 6, RANK_WIRE_THRIFT, TRUE,
+      RANK_PROTOCOL_BINARY },
+    { "\x00\x00\x00\x20\x82", 5, RANK_WIRE_THRIFT, TRUE,
+      RANK_PROTOCOL_COMPACT },
+    { "\x00\x00\x00\x00\x80\x01", 6, RANK_WIRE_UNKNOWN, FALSE, 0 },
+    { "\x00\x20\x00\x00\x80\x01", 6, RANK_WIRE_UNKNOWN, FALSE, 0 },
+    { "GE", 2, RANK_WIRE_MORE, FALSE, 0 },
+    { "GET / HTTP/1.1", 14, RANK_WIRE_HTTP, FALSE, 0 },
+    { "OPTIONS * HTTP/1.1", 18, RANK_WIRE_HTTP, FALSE, 0 },
+    { "GETX", 4, RANK_WIRE_UNKNOWN, FALSE, 0 },
+    { "\x05\x00\x00\x20\x80\x01", 6, RANK_WIRE_UNKNOWN, FALSE, 0 },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      gboolean framed = FALSE;
+      RankProtocolKind protocol = RANK_PROTOCOL_BINARY;
+      RankWireKind kind
+          = rank_wire_sniff ((const guint8 *) cases[i].bytes, cases[i].len,
+                             1024 * 1024, &framed, &protocol);
+
+      g_test_message ("case %u", i);
+      g_assert_cmpint (kind, ==, cases[i].kind);
+      if (kind != RANK_WIRE_THRIFT)
+        continue;
+      g_assert_cmpint (framed, ==, cases[i].framed);
+      g_assert_cmpint (protocol, ==, cases[i].protocol);
+    }
+}
+
+/* The log of mismatches: once a peer and wire, a bounded table, a bounded
+ * number of lines a minute. */
+static void
+test_wire_log (void)
+{
+  RankWireLog *log = rank_wire_log_new ();
+  gint64 t = 1000 * G_USEC_PER_SEC;
+  guint admitted = 0;
+
+  g_assert_true (rank_wire_log_admit (log, "10.0.0.1", "HTTP", t));
+  g_assert_false (rank_wire_log_admit (log, "10.0.0.1", "HTTP", t + 1));
+  g_assert_true (rank_wire_log_admit (log, "10.0.0.1", "other", t + 2));
+  g_assert_true (rank_wire_log_admit (
+      log, "10.0.0.1", "HTTP", t + RANK_WIRE_LOG_QUIET_S * G_USEC_PER_SEC));
+  /* Many peers within a minute: the line budget holds. */
+  t += 2 * RANK_WIRE_LOG_QUIET_S * G_USEC_PER_SEC;
+  for (guint i = 0; i < 10 * RANK_WIRE_LOG_PER_MINUTE; i++)
+    {
+      g_autofree char *peer = g_strdup_printf ("10.1.%u.%u", i / 256, i % 256);
+
+      admitted += rank_wire_log_admit (log, peer, "HTTP", t + i);
+    }
+  g_assert_cmpuint (admitted, ==, RANK_WIRE_LOG_PER_MINUTE);
+  rank_wire_log_free (log);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -514,5 +591,7 @@ main (int argc, char **argv)
   g_test_add_func ("/protocol/truncated-containers-free-entries",
                    test_truncated_containers);
   g_test_add_func ("/protocol/compact/string-claim", test_compact_string_claim);
+  g_test_add_func ("/wire/sniff", test_wire_sniff);
+  g_test_add_func ("/wire/log-is-bounded", test_wire_log);
   return g_test_run ();
 }

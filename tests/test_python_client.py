@@ -22,11 +22,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 del sys.argv[1:3]
 
 from thrift.protocol import TBinaryProtocol, TCompactProtocol  # noqa: E402
-from thrift.Thrift import TMessageType, TType  # noqa: E402
+from thrift.Thrift import (  # noqa: E402
+    TApplicationException, TMessageType, TType)
 from thrift.transport import TSocket, TSSLSocket, TTransport  # noqa: E402
 
 from ranking import Ranking  # noqa: E402
-from servers import start, stop  # noqa: E402
+import socket  # noqa: E402
+from servers import start, stop, wait_for  # noqa: E402
 from ranking.ttypes import (  # noqa: E402
     CountBetweenRequest, CountRequest, Entry, GetAroundRequest,
     GetMemberDataRequest, GetPercentileRequest, GetRankRequest,
@@ -179,12 +181,17 @@ class RankdTest(ServedTest):
         self.assertEqual(
             c.GetRank(GetRankRequest(board=b, member="日本")).rank, 2)
 
-    def test_buffered_compact(self):
-        proc, port = start(
+    def start_buffered_compact(self):
+        """A rankd of the class's Redis with --transport buffered
+        --protocol compact: (process, port)."""
+        return start(
             lambda p: [RANKD, "--listen", f"127.0.0.1:{p}",
                        "--redis", f"127.0.0.1:{self.redis_port}",
                        "--transport", "buffered", "--protocol", "compact"],
             self.dir)
+
+    def test_buffered_compact(self):
+        proc, port = self.start_buffered_compact()
         try:
             c, t = connect(port, framed=False, compact=True)
             b = self.board()
@@ -196,6 +203,66 @@ class RankdTest(ServedTest):
             page = c.GetTopN(GetTopNRequest(board=b, n=101))
             self.assertEqual(len(page), 101)
             self.assertEqual(page[0].score, MAX)
+            t.close()
+        finally:
+            proc.terminate()
+            self.assertEqual(proc.wait(30), 0)
+
+    def log(self, port):
+        with open(os.path.join(self.dir, f"log-{port}"), encoding="utf-8",
+                  errors="replace") as f:
+            return f.read()
+
+    def test_wrong_transport_or_protocol_is_told(self):
+        """A client speaking another transport or protocol than the port's
+        gets a TApplicationException it can read, naming what the port
+        expects, and rankd's log names the mismatch; HTTP is logged; the
+        clients that speak the port's wire go on."""
+        wrong = ((False, False, "framed transport, binary protocol"),
+                 (True, True, "framed transport, binary protocol"),
+                 (False, True, "framed transport, binary protocol"))
+        for framed, compact, expects in wrong:
+            c, t = connect(self.port, framed=framed, compact=compact)
+            with self.assertRaises(TApplicationException) as cm:
+                c.Count(CountRequest(board=self.board()))
+            self.assertIn(f"rankd expects {expects}", cm.exception.message)
+            self.assertEqual(cm.exception.type,
+                             TApplicationException.PROTOCOL_ERROR)
+            t.close()
+        with socket.create_connection(("127.0.0.1", self.port), 30) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            self.assertEqual(s.recv(100), b"")  # closed, nothing said
+        spoke = ("buffered (unframed) transport, binary protocol",
+                 "framed transport, compact protocol",
+                 "buffered (unframed) transport, compact protocol", "HTTP")
+        wait_for("the mismatches in rankd's log", lambda: all(
+            f"a client from 127.0.0.1 speaks {w}; this port expects framed "
+            "transport, binary protocol" in self.log(self.port)
+            for w in spoke), 30)
+        # Logged once a peer and wire: the same mistake again is not.
+        c, t = connect(self.port, framed=False)
+        with self.assertRaises(TApplicationException):
+            c.Count(CountRequest(board=self.board()))
+        t.close()
+        self.assertEqual(self.log(self.port).count(f"speaks {spoke[0]}"), 1)
+        # The port's own wire still works, on a new connection and the
+        # class's.
+        c, t = connect(self.port)
+        self.assertEqual(c.Count(CountRequest(board=self.board())), 0)
+        t.close()
+        self.assertEqual(self.client.Count(CountRequest(board=self.board())),
+                         0)
+        # A buffered compact port: a framed binary client is told.
+        proc, port = self.start_buffered_compact()
+        try:
+            c, t = connect(port)
+            with self.assertRaises(TApplicationException) as cm:
+                c.Count(CountRequest(board=self.board()))
+            self.assertIn("rankd expects buffered (unframed) transport, "
+                          "compact protocol", cm.exception.message)
+            t.close()
+            c, t = connect(port, framed=False, compact=True)
+            self.assertEqual(c.Count(CountRequest(board=self.board())), 0)
             t.close()
         finally:
             proc.terminate()

@@ -53,6 +53,9 @@ shards=4
 [board rt_sh_copy]
 shards=4
 
+[board big_sh]
+shards=4
+
 [board cfg_only]
 
 [board rq]
@@ -501,6 +504,9 @@ class RankctlTest(unittest.TestCase):
                         "score-at-percentile", "sample", "set-data",
                         "get-data", "import"):
             self.assertRegex(out, f"\n  {command} BOARD")
+        self.assertRegex(" ".join(out.split()),
+                         r"not spreadsheet-safe: .* beginning with =, \+, "
+                         r"-, @")
         for code in ("0  done", "1  not found", "2  invalid",
                      "3  unavailable", "4  any other error"):
             self.assertIn(code, out)
@@ -514,11 +520,36 @@ class RankctlTest(unittest.TestCase):
         info = self.json("info")
         self.assertEqual(info["idl_version"], "1.6")
         self.assertRegex(info["version"], r"^\d+\.\d+\.\d+$")
+        # The IDL's comment on ServerInfo.version names no other version.
+        idl = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                           "idl", "ranking.thrift")
+        with open(idl, encoding="utf-8") as f:
+            text = f.read()
+        comment = re.search(r"struct ServerInfo \{\s*/\*\*(.*?)\*/",
+                            text, re.S).group(1)
+        for named in re.findall(r"\d+\.\d+\.\d+", comment):
+            self.assertEqual(named, info["version"], comment)
         self.assertEqual(info["configured_boards"],
                          CONFIG.count("[board "))
         self.assertGreaterEqual(info["uptime_seconds"], 0)
         out, _ = self.ctl("info")
         self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.6\n")
+
+    def test_first_load_of_scripts_logs_as_normal(self):
+        """Redis without rankd's scripts (every first start): loading them
+        is logged as the normal event it is, without Redis's 'ERR Function
+        not found', which reads as a failure."""
+        self.ctl("update", "fl", "m", "1", "--request-id", "fl-1")
+        logs = ""
+        for name in os.listdir(self.dir):
+            if name.startswith("log-"):
+                with open(os.path.join(self.dir, name), encoding="utf-8",
+                          errors="replace") as f:
+                    logs += f.read()
+        self.assertIn("loading update.lua into Redis", logs)
+        for line in logs.splitlines():
+            if "loading " in line:
+                self.assertNotRegex(line, r"ERR|not found", line)
 
     def write(self, name, text):
         path = os.path.join(self.dir, name)
@@ -569,6 +600,31 @@ class RankctlTest(unittest.TestCase):
         self.assertIn("line 3: score: 'x' is not an integer", err)
         self.assertEqual(self.json("ranks", "imp", "ok"),
                          [{"member": "ok", "found": False}])
+
+    def test_import_fits_calls_in_max_frame(self):
+        """A record larger than rankd's --max-frame refuses the file by its
+        line before anything is sent (exit 2, as a malformed file), not as
+        rankd unavailable; records that each fit go in calls that fit."""
+        header = "member,score,timestamp_ms,subscores,data\n"
+        huge = self.write("huge.csv", header + '"ok",1,1,,\n"'
+                          + "h" * (1024 * 1024) + '",2,1,,\n"ok2",3,1,,\n')
+        _, err = self.ctl("import", "big_sh", huge, code=2)
+        self.assertRegex(err, r"huge\.csv: line 3: the record takes \d+ "
+                              r"bytes .* --max-frame of 1048576 bytes")
+        self.assertEqual(self.json("count", "big_sh"), {"count": 0})
+        # rankctl's --max-frame is rankd's: a larger one lets it through.
+        _, err = self.ctl("import", "big_sh", huge, "--max-frame",
+                          str(2 * 1024 * 1024), code=3)
+        # 1,500 records of ~1.2 KB (a long member, data): 1,000 of them (a
+        # call's worth on a sharded board) would be over 1 MiB.
+        data = '"{' + ",".join(f'""k{i}"":""{"v" * 200}""'
+                               for i in range(4)) + '}"'
+        wide = self.write("wide.csv", header + "".join(
+            f'"{i:04d}{"w" * 246}",{i},1,,{data}\n' for i in range(1500)))
+        self.assertEqual(self.json("import", "big_sh", wide),
+                         {"records": 1500, "applied": 1500, "repeated": 0,
+                          "refused": 0})
+        self.assertEqual(self.json("count", "big_sh"), {"count": 1500})
 
     def test_import_over_several_connections(self):
         """5,000 records go over 4 connections at once; the records of one
@@ -699,6 +755,12 @@ class RankctlTest(unittest.TestCase):
             ("d", -(2**53 - 1), 5, [-(2**63), 2**63 - 1], None),
             ("e\nline", 2**53 - 1, 7289654399999, [0, 0], {"empty": ""}),
             ("f,\"x\"", 0, 0, [3, 3], None),
+            # Formula characters first: written as they are (the round trip
+            # is byte-exact; CSV export is not spreadsheet-safe, --help says).
+            ("=1+1", 1, 1, [0, 0], None),
+            ("+x", 1, 1, [0, 0], None),
+            ("-3", 1, 1, [0, 0], None),
+            ("@SUM(A1)", 1, 1, [0, 0], {"f": "=2"}),
         ]
         for i in range(2500):  # several Export pages
             rows.append((f"m{i:05d}", i % 50, 10_000 + i % 7, [i % 3, i % 5],

@@ -3,10 +3,12 @@
 -- A stream entry holds the updates of one Enqueue call to one shard: its
 -- fields are n (how many) and p (the updates, packed by rankd, see
 -- store_queue.c). The counts hash keeps, in updates: queued (put in the
--- stream), delivered (read by a drain for the first time), applied and
--- dead (their entry acknowledged). So the backlog is queued - applied -
--- dead and the pending ones delivered - applied - dead, whatever the size
--- of the entries; each count moves in the same script as the stream.
+-- stream), delivered (read by a drain for the first time), applied,
+-- replayed (a request id applied before: a repeated id counts once in
+-- applied) and dead (their entry acknowledged). So the backlog is queued -
+-- applied - replayed - dead and the pending ones delivered - applied -
+-- replayed - dead, whatever the size of the entries; each count moves in
+-- the same script as the stream.
 --
 -- KEYS[1]  stream  rk:{board}:u  the queue
 -- KEYS[2]  hash    rk:{board}:n  its counts
@@ -14,7 +16,8 @@
 -- ARGV[1]  'add':  n, the packed updates. Returns the entry's id.
 --          'read': group, consumer, count (entries). XREADGROUP of
 --                  entries no consumer has read; returns its reply.
---          'ack':  group, then per entry its id, applied, dead, letters.
+--          'ack':  group, then per entry its id, its counts ('applied
+--                  replayed dead', decimal), letters.
 --                  XACK of each; only those it acknowledges are counted
 --                  and write their dead letters (an entry two drains
 --                  handled, one after a claim, counts once and has its
@@ -103,24 +106,31 @@ end
 if op == 'ack' then
   local vkey = KEYS[3]
   counts_checked('applied')
+  counts_checked('replayed')
   counts_checked('dead')
   expect(ukey, 'stream', 'update queue')
   expect(vkey, 'stream', 'dead letters')
-  local applied, dead = 0, 0
-  for i = 3, #ARGV, 4 do
-    if redis.call('XACK', ukey, ARGV[2], ARGV[i]) == 1 then
-      applied = applied + ARGV[i + 1]
-      dead = dead + ARGV[i + 2]
-      dead_letters(vkey, ARGV[i], ARGV[i + 3])
+  for i = 4, #ARGV, 3 do
+    if not string.match(ARGV[i], '^%d+ %d+ %d+$') then
+      return redis.error_reply('ERR queue.lua: counts ' .. ARGV[i])
     end
   end
-  if applied > 0 then
-    redis.call('HINCRBY', nkey, 'applied', applied)
+  local total = {applied = 0, replayed = 0, dead = 0}
+  for i = 3, #ARGV, 3 do
+    if redis.call('XACK', ukey, ARGV[2], ARGV[i]) == 1 then
+      local a, r, d = string.match(ARGV[i + 1], '^(%d+) (%d+) (%d+)$')
+      total.applied = total.applied + tonumber(a)
+      total.replayed = total.replayed + tonumber(r)
+      total.dead = total.dead + tonumber(d)
+      dead_letters(vkey, ARGV[i], ARGV[i + 2])
+    end
   end
-  if dead > 0 then
-    redis.call('HINCRBY', nkey, 'dead', dead)
+  for field, n in pairs(total) do
+    if n > 0 then
+      redis.call('HINCRBY', nkey, field, n)
+    end
   end
-  return applied + dead
+  return total.applied + total.replayed + total.dead
 end
 
 return redis.error_reply('ERR queue.lua: unknown operation ' .. tostring(op))
