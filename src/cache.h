@@ -20,7 +20,9 @@
  * counted from when its read was sent; no tracking.
  *
  * Memory is bounded by --read-cache-bytes: least recently used answers go
- * first. Sizes count the answer's rows, strings and bookkeeping. An answer
+ * first. Sizes count the answer's rows, strings and bookkeeping, and each
+ * board's own bookkeeping (kept while the board has answers, else going
+ * as the least recently used answer would). An answer
  * is kept from its second miss on (a doorkeeper of key hashes), so that a
  * stream of reads that never repeat fills nothing.
  *

@@ -270,6 +270,77 @@ class CacheTest(unittest.TestCase):
             self.client.Update(set_to("timed", "t", i, f"timed-{i}"))
             self.assertEqual(self.top("timed"), [("t", i)])
 
+    def private(self, config, *extra):
+        """A redis-server and a rankd of this test's own (config, rankd's
+        extra options), stopped at its end: (client, rankd port, redis-cli
+        argv prefix)."""
+        d = tempfile.mkdtemp(prefix="rankd-cache-own-")
+        self.addCleanup(shutil.rmtree, d)
+        conf = os.path.join(d, "rankd.conf")
+        with open(conf, "w", encoding="utf-8") as f:
+            f.write(config)
+        redis, redis_port = start(
+            lambda p: ["redis-server", "--bind", "127.0.0.1", "--port",
+                       str(p), "--save", "", "--appendonly", "no"], d)
+
+        def stop_redis():
+            redis.terminate()
+            redis.wait(30)
+        self.addCleanup(stop_redis)
+        http = free_port()
+        proc, port = start(
+            lambda p: [*WRAPPER, RANKD, "--listen", f"127.0.0.1:{p}",
+                       "--config", conf, "--redis", f"127.0.0.1:{redis_port}",
+                       "--metrics-listen", f"127.0.0.1:{http}", *extra], d)
+        assert wait_port(http, proc), "rankd's HTTP port did not open"
+        self.http[port] = http
+        self.addCleanup(lambda: self.assertEqual(stop(proc, d, port), 0))
+        c, t = connect(port)
+        self.addCleanup(t.close)
+        return c, port, ["redis-cli", "-p", str(redis_port)]
+
+    def read_boards(self, port, names, depth=64):
+        """GetTopN of each of names on 2 connections, depth calls at a
+        time on each."""
+        clients = [corked_client(port) for _ in range(2)]
+        try:
+            for i in range(0, len(names), depth * len(clients)):
+                for k, (c, cork) in enumerate(clients):
+                    batch = names[i + k * depth:i + (k + 1) * depth]
+                    for name in batch:
+                        c.send_GetTopN(GetTopNRequest(board=name, n=10))
+                    cork.release()
+                    c.pending = len(batch)
+                for c, _ in clients:
+                    for _ in range(c.pending):
+                        c.recv_GetTopN()
+        finally:
+            for _, cork in clients:
+                cork.inner.close()
+
+    def test_many_timed_board_names_bounded(self):
+        """Reads of 60,000 board names with read_cache_ms, each once: the
+        cache's bookkeeping of each board is counted under
+        --read-cache-bytes, and rankd's heap does not grow with the names
+        (it grew ~143 bytes a name, counted nowhere)."""
+        bound = 262144
+        c, port, _ = self.private("[defaults]\nread_cache_ms=300\n",
+                                  "--read-cache-bytes", str(bound))
+        # Fill what is bounded by a count (each worker's layout checks,
+        # RANK_LAYOUT_CACHE_MAX) before measuring.
+        self.read_boards(port, [f"warm{i}" for i in range(25000)])
+        heap = self.metric("rankd_heap_in_use_bytes", port)
+        self.read_boards(port, [f"name{i}" for i in range(60000)])
+        grown = self.metric("rankd_heap_in_use_bytes", port) - heap
+        print(f"\n60,000 board names read: heap {grown / 1048576:+.2f} MiB, "
+              f"cache {self.metric('rankd_read_cache_bytes', port):.0f} "
+              "bytes", file=sys.stderr)
+        self.assertLess(grown, 4 * 1048576)
+        self.assertLessEqual(self.metric("rankd_read_cache_bytes", port), bound)
+        # The boards' bookkeeping is what fills it: no answer is kept.
+        self.assertGreater(self.metric("rankd_read_cache_bytes", port),
+                           bound // 2)
+
     def zrange_calls(self):
         stats = self.rcli("INFO", "commandstats")
         for line in stats.splitlines():
