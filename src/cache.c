@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "constants.h"
 #include "metrics.h"
 
 /* Bookkeeping an entry costs beyond its rows and strings: the entry, its
@@ -302,12 +303,16 @@ rank_read_cache_key_rank (const char *board, const char *period,
   return g_string_free (key, FALSE);
 }
 
-/* How old an answer may be served. */
+/* How old an answer may be served. A tracked one too is bounded: Redis
+ * reports no change it cannot see key by key (SWAPDB, in Redis 7.0, sends
+ * no invalidation at all), and this bounds how long that stays wrong. */
 static gint64
 max_age_ms (const RankBoardOptions *options)
 {
   if (options->read_cache_ms > 0)
     return options->read_cache_ms;
+  if (options->read_cache_tracked)
+    return RANK_READ_CACHE_TRACKED_MAX_AGE_MS;
   return G_MAXINT64;
 }
 

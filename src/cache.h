@@ -9,12 +9,14 @@
  *
  * Tracked boards: an answer is kept until Redis reports that a key of the
  * board changed (tracking.h: CLIENT TRACKING in broadcast mode, on the
- * board's key prefixes, invalidations on a subscribed connection). The
- * cache serves a tracked board only while every node's tracking session
- * is up and the board's prefixes are registered in it; an answer is kept
- * only if nothing about the board changed between the moment its read was
- * sent and its reply (the board's generation), and the session did not
- * change either (the epoch). A lost session drops everything.
+ * board's key prefixes, invalidations on a subscribed connection), and at
+ * most RANK_READ_CACHE_TRACKED_MAX_AGE_MS, for what Redis does not report
+ * (SWAPDB). The cache serves a tracked board only while every node's
+ * tracking session is up and the board's prefixes are registered in it; an
+ * answer is kept only if nothing about the board changed between the
+ * moment its read was sent and its reply (the board's generation), and the
+ * session did not change either (the epoch). A lost session drops
+ * everything.
  *
  * Timed boards (read_cache_ms): an answer is served until it is that old,
  * counted from when its read was sent; no tracking.

@@ -212,6 +212,10 @@
 #define RANK_READ_CACHE_BYTES_MAX ((gint64) 1 << 40)
 #define RANK_TRACKING_CHANNEL "__redis__:invalidate"
 #define RANK_TRACKING_CLIENT_NAME "rankd-invalidations"
+/* A tracked answer is served at most this long after its read was sent:
+ * the bound on what Redis does not report (SWAPDB sends no invalidation in
+ * Redis 7.0) and a hot page's cost, one read of Redis a second. */
+#define RANK_READ_CACHE_TRACKED_MAX_AGE_MS 1000
 /* After Redis refused a step of the tracking session (ACL, an old Redis). */
 #define RANK_TRACKING_RETRY_MS 1000
 /* Reads from replicas (backend.h): replicas per primary; the default and

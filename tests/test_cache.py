@@ -341,6 +341,27 @@ class CacheTest(unittest.TestCase):
         self.assertGreater(self.metric("rankd_read_cache_bytes", port),
                            bound // 2)
 
+    def test_swapdb_is_seen(self):
+        """SWAPDB swaps the board's keys out from under the cache, and Redis
+        7.0 reports nothing: the tracked page is served stale at most
+        RANK_READ_CACHE_TRACKED_MAX_AGE_MS (1 s), not until the next
+        write."""
+        c, port, rcli = self.private("[defaults]\nread_cache=tracked\n")
+        c.Update(set_to("swap", "a", 1, "swap-1"))
+
+        def hit():
+            before = self.metric("rankd_read_cache_hits_total", port)
+            c.GetTopN(GetTopNRequest(board="swap", n=10))
+            return self.metric("rankd_read_cache_hits_total", port) > before
+        wait_for("a cache hit on swap", hit)
+        subprocess.run([*rcli, "SWAPDB", "0", "1"], check=True,
+                       capture_output=True)
+        swapped = time.monotonic()
+        took = wait_for("SWAPDB to be seen", lambda: c.GetTopN(
+            GetTopNRequest(board="swap", n=10)) == [])
+        print(f"\nSWAPDB seen after {took * 1000:.0f} ms", file=sys.stderr)
+        self.assertLess(time.monotonic() - swapped, 1.0 + 2.0)
+
     def zrange_calls(self):
         stats = self.rcli("INFO", "commandstats")
         for line in stats.splitlines():
