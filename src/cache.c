@@ -54,6 +54,9 @@ struct _Board
   guint asked_shards;      /* for how many its registration asks */
   gboolean wanted;         /* in cache->wanted */
   gboolean refused;        /* registration failed in this epoch */
+  gboolean tracked;        /* read with read_cache=tracked */
+  guint shards;            /* of its options when so read last */
+  guint64 deferred;        /* rotations + 1: not asked for until the next */
   gint64 written_us;       /* the last write this rankd acknowledged */
   guint64 used;            /* cache->tick when last read or written */
   guint entries;           /* answers kept */
@@ -80,6 +83,7 @@ struct _RankReadCache
   gboolean tracking_up;
   gboolean tracking_asked; /* the session was asked to start */
   GPtrArray *wanted;       /* Board *, waiting to be registered */
+  guint64 rotations;       /* of the tracked set (rank_read_cache_rotated) */
   RankCacheWantFunc want;
   gpointer want_data;
   /* The doorkeeper: hashes of answer keys that missed, one a slot. An
@@ -340,7 +344,8 @@ tracked_now (RankReadCache *cache, Board *b, const RankBoardOptions *options,
     return TRUE;
   if (!cache->tracking_up && !cache->tracking_asked)
     *ask = cache->tracking_asked = TRUE;
-  if (cache->tracking_up && !b->wanted && !b->refused)
+  if (cache->tracking_up && !b->wanted && !b->refused
+      && b->deferred != cache->rotations + 1)
     {
       b->wanted = TRUE;
       b->asked_shards = MAX (b->asked_shards, options->shards);
@@ -369,6 +374,8 @@ rank_read_cache_get (RankReadCache *cache, const char *board,
   board_used (cache, b);
   if (options->read_cache_tracked)
     {
+      b->tracked = TRUE;
+      b->shards = options->shards;
       usable = tracked_now (cache, b, options, &ask);
     }
   e = usable ? g_hash_table_lookup (cache->entries, key) : NULL;
@@ -600,6 +607,7 @@ rank_read_cache_tracking (RankReadCache *cache, gboolean up)
 
       board_changed (cache, b);
       b->wanted = b->refused = FALSE;
+      b->deferred = 0;
       b->registered_shards = b->asked_shards = 0;
     }
   drop_all (cache);
@@ -649,16 +657,90 @@ rank_read_cache_registered (RankReadCache *cache, const char *board,
   g_mutex_unlock (&cache->lock);
 }
 
-void
-rank_read_cache_refused (RankReadCache *cache, const char *board)
+/* board is not asked for again in this session, or (deferred) until the
+ * tracked set's next rotation. */
+static void
+hold_back (RankReadCache *cache, const char *board, gboolean deferred)
 {
   Board *b;
 
   g_mutex_lock (&cache->lock);
   b = board_of (cache, board, FALSE);
-  if (b != NULL)
+  if (b != NULL && deferred)
+    b->deferred = cache->rotations + 1;
+  else if (b != NULL)
     b->refused = TRUE;
   g_mutex_unlock (&cache->lock);
+}
+
+void
+rank_read_cache_refused (RankReadCache *cache, const char *board)
+{
+  hold_back (cache, board, FALSE);
+}
+
+void
+rank_read_cache_deferred (RankReadCache *cache, const char *board)
+{
+  hold_back (cache, board, TRUE);
+}
+
+void
+rank_read_cache_untracked (RankReadCache *cache, const char *board)
+{
+  Board *b;
+
+  g_mutex_lock (&cache->lock);
+  b = board_of (cache, board, FALSE);
+  if (b != NULL && b->registered != 0)
+    {
+      board_changed (cache, b);
+      b->registered = 0;
+      b->registered_shards = 0;
+    }
+  g_mutex_unlock (&cache->lock);
+}
+
+void
+rank_read_cache_rotated (RankReadCache *cache)
+{
+  g_mutex_lock (&cache->lock);
+  cache->rotations++;
+  g_mutex_unlock (&cache->lock);
+}
+
+/* Prefixes a board of shards shards takes in the session (tracking.c). */
+static guint
+slots_of (guint shards)
+{
+  return shards > 1 ? shards + 1 : 1;
+}
+
+char **
+rank_read_cache_recent_tracked (RankReadCache *cache, guint max_slots,
+                                GArray *shards)
+{
+  GStrvBuilder *names = g_strv_builder_new ();
+  guint slots = 0;
+  char **out;
+
+  g_mutex_lock (&cache->lock);
+  for (GList *l = cache->recent.head; l != NULL; l = l->next)
+    {
+      Board *b = l->data;
+
+      if (!b->tracked || b->refused)
+        continue;
+      if (slots + slots_of (b->shards) > max_slots)
+        break;
+      slots += slots_of (b->shards);
+      g_strv_builder_add (names, b->name);
+      g_array_append_val (shards, b->shards);
+    }
+  g_mutex_unlock (&cache->lock);
+  out = g_strv_builder_end (names);
+  g_strv_builder_unref (names);
+  return out;
 }
 
 void

@@ -132,4 +132,21 @@ void rank_read_cache_registered (RankReadCache *cache, const char *board,
  * new session). */
 void rank_read_cache_refused (RankReadCache *cache, const char *board);
 
+/* The session has no room for board now: it is not cached, and not asked
+ * for again until the tracked set was rotated (or a new session). */
+void rank_read_cache_deferred (RankReadCache *cache, const char *board);
+
+/* board's prefixes left the session: its answers go and are not kept
+ * until it is registered again. */
+void rank_read_cache_untracked (RankReadCache *cache, const char *board);
+
+/* The tracked set was rotated: deferred boards may ask again. */
+void rank_read_cache_rotated (RankReadCache *cache);
+
+/* The tracked boards most recently read, most recent first, as many as
+ * take at most max_slots prefixes (a board of S > 1 shards takes S + 1),
+ * with their shards (NULL-terminated; shards[i] for names[i]). */
+char **rank_read_cache_recent_tracked (RankReadCache *cache, guint max_slots,
+                                       GArray *shards);
+
 #endif /* RANK_CACHE_H */

@@ -362,6 +362,134 @@ class CacheTest(unittest.TestCase):
         print(f"\nSWAPDB seen after {took * 1000:.0f} ms", file=sys.stderr)
         self.assertLess(time.monotonic() - swapped, 1.0 + 2.0)
 
+    def warm_own(self, c, port, board):
+        """Reads board through c until rankd's cache answers it."""
+        def hit():
+            before = self.metric("rankd_read_cache_hits_total", port)
+            c.GetTopN(GetTopNRequest(board=board, n=10))
+            return self.metric("rankd_read_cache_hits_total", port) > before
+        wait_for(f"a cache hit on {board}", hit)
+
+    @staticmethod
+    def info(rcli, section):
+        out = subprocess.run([*rcli, "INFO", section], check=True,
+                             capture_output=True, text=True).stdout
+        return dict(line.strip().split(":", 1) for line in out.splitlines()
+                    if ":" in line)
+
+    def prefixes(self, rcli):
+        """Redis's tracking prefixes, over every session."""
+        return int(self.info(rcli, "stats")["tracking_total_prefixes"])
+
+    def update_cost(self, c, rcli, n=300):
+        """Redis's microseconds per update (FCALL of update.lua) over n
+        updates of one board, and their median latency (ms) seen here."""
+        def fcall():
+            st = self.info(rcli, "commandstats").get("cmdstat_fcall",
+                                                     "calls=0,usec=0,")
+            return (int(st.split("calls=")[1].split(",")[0]),
+                    int(st.split("usec=")[1].split(",")[0]))
+        calls, usec = fcall()
+        took = []
+        for _ in range(n):
+            self.rid = getattr(self, "rid", 0) + 1
+            begin = time.monotonic()
+            c.Update(set_to("upd", f"m{self.rid % 10}", self.rid,
+                            f"upd-{self.rid}"))
+            took.append(time.monotonic() - begin)
+        calls2, usec2 = fcall()
+        return (usec2 - usec) / (calls2 - calls), sorted(took)[n // 2] * 1000
+
+    def test_many_tracked_boards_bounded(self):
+        """Reads of 5,000 board names with read_cache=tracked: the tracking
+        session's prefixes stay within --read-cache-tracked-boards (default
+        100; Redis compares every key it writes with each of them), an
+        update costs Redis what it did before, the boards read last are
+        cached (the tracked set follows what is read), and a board read all
+        along stays tracked through the set's rotations."""
+        c, port, rcli = self.private("[defaults]\nread_cache=tracked\n")
+        c.Update(set_to("keep", "a", 1, "keep-1"))
+        self.warm_own(c, port, "keep")
+        cost, p50 = self.update_cost(c, rcli)
+        names = [f"many{i}" for i in range(5000)]
+        peak, begin = 0, time.monotonic()
+        for i in range(0, len(names), 25):
+            self.read_boards(port, names[i:i + 25])
+            c.GetTopN(GetTopNRequest(board="keep", n=10))
+            peak = max(peak, self.prefixes(rcli))
+        rate = len(names) / (time.monotonic() - begin)
+        cost2, p50_2 = self.update_cost(c, rcli)
+        print(f"\n5,000 tracked boards read ({rate:.0f}/s): peak "
+              f"{peak} prefixes; update {cost:.1f} -> {cost2:.1f} us in Redis, "
+              f"p50 {p50:.2f} -> {p50_2:.2f} ms", file=sys.stderr)
+        # The set rotates through a second session: the boards kept are in
+        # both, and Redis counts a prefix once.
+        self.assertLessEqual(peak, 100 + 100 // 2 + 1)
+        self.assertLess(cost2, cost * 1.5 + 10)
+        self.warm_own(c, port, names[-1])
+        self.warm_own(c, port, "keep")
+        dropped = self.metric(
+            'rankd_read_cache_invalidations_total{source="redis"}', port)
+        subprocess.run([*rcli, "DEL", "rk:{keep}:z", "rk:{keep}:t"],
+                       check=True, capture_output=True)
+        wait_for("Redis's invalidation of keep", lambda: self.metric(
+            'rankd_read_cache_invalidations_total{source="redis"}', port)
+            > dropped and c.GetTopN(GetTopNRequest(board="keep", n=10)) == [])
+
+    def test_lost_tracking_with_many_boards_keeps_updates(self):
+        """5,000 tracked boards read, then the invalidation connection
+        killed while updates run, with --redis-timeout 0.3: the new session
+        registers the tracked set in commands Redis runs quickly, every
+        update is answered, and the session is back up."""
+        c, port, rcli = self.private("[defaults]\nread_cache=tracked\n",
+                                     "--redis-timeout", "0.3")
+        c.Update(set_to("base", "a", 1, "base-1"))
+        self.warm_own(c, port, "base")
+        self.read_boards(port, [f"lost{i}" for i in range(5000)])
+        wait_for("the tracked set to fill",
+                 lambda: self.prefixes(rcli) >= 50)
+        sessions = self.metric("rankd_read_cache_tracking_sessions_total",
+                               port)
+        done, failures, took, count = threading.Event(), [], [0.0], [0]
+
+        def updates():
+            u, t = connect(port)
+            i = 0
+            while not done.is_set():
+                i += 1
+                begin = time.monotonic()
+                try:
+                    u.Update(set_to("upd", "m", i, f"lost-upd-{i}"))
+                except Exception as e:  # reported by the test
+                    failures.append(repr(e))
+                took[0] = max(took[0], time.monotonic() - begin)
+                count[0] += 1
+            t.close()
+        th = threading.Thread(target=updates)
+        th.start()
+        try:
+            wait_for("updates to run", lambda: count[0] > 50)
+            for line in subprocess.run(
+                    [*rcli, "CLIENT", "LIST"], check=True, capture_output=True,
+                    text=True).stdout.splitlines():
+                if "name=rankd-invalidations" in line:
+                    subprocess.run([*rcli, "CLIENT", "KILL", "ID",
+                                    line.split("id=")[1].split()[0]],
+                                   check=True, capture_output=True)
+            wait_for("a new tracking session", lambda: self.metric(
+                "rankd_read_cache_tracking_sessions_total", port) > sessions
+                and self.metric("rankd_read_cache_tracking_up", port) == 1)
+            after = count[0]
+            wait_for("more updates", lambda: count[0] > after + 200)
+        finally:
+            done.set()
+            th.join()
+            print(f"\nkilled with {self.prefixes(rcli)} prefixes: {count[0]} "
+                  f"updates, {len(failures)} failed, slowest "
+                  f"{took[0] * 1000:.0f} ms", file=sys.stderr)
+        self.assertEqual(failures[:3], [])
+        self.warm_own(c, port, "base")
+
     def zrange_calls(self):
         stats = self.rcli("INFO", "commandstats")
         for line in stats.splitlines():
