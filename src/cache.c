@@ -725,14 +725,13 @@ rank_read_cache_recent_tracked (RankReadCache *cache, guint max_slots,
   char **out;
 
   g_mutex_lock (&cache->lock);
-  for (GList *l = cache->recent.head; l != NULL; l = l->next)
+  for (GList *l = cache->recent.head; l != NULL && slots < max_slots;
+       l = l->next)
     {
       Board *b = l->data;
 
-      if (!b->tracked || b->refused)
+      if (!b->tracked || b->refused || slots + slots_of (b->shards) > max_slots)
         continue;
-      if (slots + slots_of (b->shards) > max_slots)
-        break;
       slots += slots_of (b->shards);
       g_strv_builder_add (names, b->name);
       g_array_append_val (shards, b->shards);

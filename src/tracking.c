@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "constants.h"
+#include "metrics.h"
 #include "redis_link.h"
 
 typedef enum
@@ -71,6 +72,7 @@ struct _RankTracking
   guint pending;      /* registrations in flight */
   struct _Rotation *rotation; /* in flight, or NULL */
   gboolean rotate_wanted;     /* a board did not fit */
+  guint rotate_need;          /* the most prefixes such a board takes */
   gint64 rotate_at;           /* monotonic us: after a failed one, not before */
   gint want_posted;           /* atomic: a take_wanted is posted */
   gboolean stopping;
@@ -293,6 +295,7 @@ session_check (RankTracking *t)
   /* Nothing is deferred in a new session: boards that do not fit ask
    * again. */
   t->rotate_wanted = FALSE;
+  t->rotate_need = 0;
   if (all)
     {
       GHashTableIter it;
@@ -480,6 +483,7 @@ set_board (RankTracking *t, const char *board, guint shards)
     t->slots -= slots_of (GPOINTER_TO_UINT (old));
   g_hash_table_replace (t->boards, g_strdup (board), GUINT_TO_POINTER (shards));
   t->slots += slots_of (shards);
+  rank_metrics_tracked (t->slots, FALSE);
 }
 
 static void
@@ -618,7 +622,9 @@ rotation_done (RankTracking *t, Rotation *r)
   g_hash_table_unref (t->boards);
   t->boards = g_hash_table_ref (r->boards);
   t->slots = slots_of_set (t->boards);
+  rank_metrics_tracked (t->slots, TRUE);
   t->rotate_wanted = FALSE;
+  t->rotate_need = 0;
   rank_read_cache_rotated (t->cache);
   g_message ("read cache: tracked set rotated: %u board(s) kept",
              g_hash_table_size (t->boards));
@@ -675,15 +681,16 @@ can_rotate (RankTracking *t)
 }
 
 /* The boards read most recently, up to half the bound (so that the next
- * rotation is half the bound of new boards away), registered on every
- * node's spare connection. */
+ * rotation is half the bound of new boards away) and leaving room for the
+ * largest board that did not fit, registered on every node's spare
+ * connection. */
 static void
 rotate (RankTracking *t)
 {
   const char *off[] = { "CLIENT", "TRACKING", "off" };
   g_autoptr (GArray) shards = g_array_new (FALSE, FALSE, sizeof (guint));
-  g_auto (GStrv) boards
-      = rank_read_cache_recent_tracked (t->cache, t->max_slots / 2, shards);
+  g_auto (GStrv) boards = rank_read_cache_recent_tracked (
+      t->cache, MIN (t->max_slots / 2, t->max_slots - t->rotate_need), shards);
   g_autoptr (GPtrArray) prefixes = prefixes_new ();
   Rotation *r = g_new0 (Rotation, 1);
   Ask *a;
@@ -802,15 +809,19 @@ take_wanted (gpointer data)
           g_strv_builder_add (fit, boards[b]);
           g_array_append_val (fit_shards, want);
         }
-      else if (slots_of (want) > t->max_slots - t->max_slots / 2)
-        /* Would not fit beside the half a rotation keeps: never. */
+      else if (slots_of (want) > t->max_slots)
+        /* Would never fit. */
         rank_read_cache_refused (t->cache, boards[b]);
       else
         {
           /* One rotation in flight is enough: once it is done, the boards
            * it deferred ask again and fit. */
           rank_read_cache_deferred (t->cache, boards[b]);
-          t->rotate_wanted = t->rotate_wanted || t->rotation == NULL;
+          if (t->rotation == NULL)
+            {
+              t->rotate_wanted = TRUE;
+              t->rotate_need = MAX (t->rotate_need, slots_of (want));
+            }
         }
     }
   {

@@ -39,6 +39,8 @@ from servers import connect, free_port, start, stop, wait_port  # noqa
 WRAPPER = shlex.split(os.environ.get("RANKD_TEST_WRAPPER", ""))
 MODEL_SECONDS = 5 if WRAPPER else 20
 DEADLINE = 60 if WRAPPER else 20
+# Board names read by the tests of many boards (fewer under valgrind).
+MANY = 10 if WRAPPER else 1
 
 CONFIG = """\
 [defaults]
@@ -273,7 +275,7 @@ class CacheTest(unittest.TestCase):
     def private(self, config, *extra):
         """A redis-server and a rankd of this test's own (config, rankd's
         extra options), stopped at its end: (client, rankd port, redis-cli
-        argv prefix)."""
+        argv prefix). self.another() then starts another rankd on it."""
         d = tempfile.mkdtemp(prefix="rankd-cache-own-")
         self.addCleanup(shutil.rmtree, d)
         conf = os.path.join(d, "rankd.conf")
@@ -287,16 +289,22 @@ class CacheTest(unittest.TestCase):
             redis.terminate()
             redis.wait(30)
         self.addCleanup(stop_redis)
-        http = free_port()
-        proc, port = start(
-            lambda p: [*WRAPPER, RANKD, "--listen", f"127.0.0.1:{p}",
-                       "--config", conf, "--redis", f"127.0.0.1:{redis_port}",
-                       "--metrics-listen", f"127.0.0.1:{http}", *extra], d)
-        assert wait_port(http, proc), "rankd's HTTP port did not open"
-        self.http[port] = http
-        self.addCleanup(lambda: self.assertEqual(stop(proc, d, port), 0))
-        c, t = connect(port)
-        self.addCleanup(t.close)
+
+        def rankd():
+            http = free_port()
+            proc, port = start(
+                lambda p: [*WRAPPER, RANKD, "--listen", f"127.0.0.1:{p}",
+                           "--config", conf, "--redis",
+                           f"127.0.0.1:{redis_port}", "--metrics-listen",
+                           f"127.0.0.1:{http}", *extra], d)
+            assert wait_port(http, proc), "rankd's HTTP port did not open"
+            self.http[port] = http
+            self.addCleanup(lambda: self.assertEqual(stop(proc, d, port), 0))
+            c, t = connect(port)
+            self.addCleanup(t.close)
+            return c, port
+        self.another = rankd
+        c, port = rankd()
         return c, port, ["redis-cli", "-p", str(redis_port)]
 
     def read_boards(self, port, names, depth=64):
@@ -328,11 +336,11 @@ class CacheTest(unittest.TestCase):
                                   "--read-cache-bytes", str(bound))
         # Fill what is bounded by a count (each worker's layout checks,
         # RANK_LAYOUT_CACHE_MAX) before measuring.
-        self.read_boards(port, [f"warm{i}" for i in range(25000)])
+        self.read_boards(port, [f"warm{i}" for i in range(25000 // MANY)])
         heap = self.metric("rankd_heap_in_use_bytes", port)
-        self.read_boards(port, [f"name{i}" for i in range(60000)])
+        self.read_boards(port, [f"name{i}" for i in range(60000 // MANY)])
         grown = self.metric("rankd_heap_in_use_bytes", port) - heap
-        print(f"\n60,000 board names read: heap {grown / 1048576:+.2f} MiB, "
+        print(f"\n{60000 // MANY:,} board names read: heap {grown / 1048576:+.2f} MiB, "
               f"cache {self.metric('rankd_read_cache_bytes', port):.0f} "
               "bytes", file=sys.stderr)
         self.assertLess(grown, 4 * 1048576)
@@ -381,7 +389,7 @@ class CacheTest(unittest.TestCase):
         """Redis's tracking prefixes, over every session."""
         return int(self.info(rcli, "stats")["tracking_total_prefixes"])
 
-    def update_cost(self, c, rcli, n=300):
+    def update_cost(self, c, rcli, n=200):
         """Redis's microseconds per update (FCALL of update.lua) over n
         updates of one board, and their median latency (ms) seen here."""
         def fcall():
@@ -403,29 +411,35 @@ class CacheTest(unittest.TestCase):
     def test_many_tracked_boards_bounded(self):
         """Reads of 5,000 board names with read_cache=tracked: the tracking
         session's prefixes stay within --read-cache-tracked-boards (default
-        100; Redis compares every key it writes with each of them), an
-        update costs Redis what it did before, the boards read last are
-        cached (the tracked set follows what is read), and a board read all
-        along stays tracked through the set's rotations."""
+        100; Redis 7.0 walks them all for every key it writes), so what an
+        update costs Redis does not grow with the names read; the boards
+        read last are cached (the tracked set follows what is read), and a
+        board read all along stays tracked through the set's rotations."""
         c, port, rcli = self.private("[defaults]\nread_cache=tracked\n")
         c.Update(set_to("keep", "a", 1, "keep-1"))
         self.warm_own(c, port, "keep")
-        cost, p50 = self.update_cost(c, rcli)
-        names = [f"many{i}" for i in range(5000)]
+        # The least of three runs: other processes on the machine only ever
+        # add to it.
+        cost = [min(self.update_cost(c, rcli) for _ in range(3))]
+        names = [f"many{i}" for i in range(5000 // MANY)]
         peak, begin = 0, time.monotonic()
         for i in range(0, len(names), 25):
             self.read_boards(port, names[i:i + 25])
             c.GetTopN(GetTopNRequest(board="keep", n=10))
             peak = max(peak, self.prefixes(rcli))
+            if i + 25 in (len(names) // 5, len(names)):
+                cost.append(min(self.update_cost(c, rcli) for _ in range(3)))
         rate = len(names) / (time.monotonic() - begin)
-        cost2, p50_2 = self.update_cost(c, rcli)
-        print(f"\n5,000 tracked boards read ({rate:.0f}/s): peak "
-              f"{peak} prefixes; update {cost:.1f} -> {cost2:.1f} us in Redis, "
-              f"p50 {p50:.2f} -> {p50_2:.2f} ms", file=sys.stderr)
+        print(f"\n{len(names):,} tracked boards read ({rate:.0f}/s): peak "
+              f"{peak} prefixes; update " + " -> ".join(
+                  f"{us:.1f} us ({ms:.2f} ms)" for us, ms in cost)
+              + " in Redis (seen here) with 0, 1/5 and all read",
+              file=sys.stderr)
         # The set rotates through a second session: the boards kept are in
         # both, and Redis counts a prefix once.
         self.assertLessEqual(peak, 100 + 100 // 2 + 1)
-        self.assertLess(cost2, cost * 1.5 + 10)
+        self.assertLess(cost[2][0], cost[1][0] * 1.5 + 10)
+        self.assertLess(cost[2][0], cost[0][0] * 3 + 20)
         self.warm_own(c, port, names[-1])
         self.warm_own(c, port, "keep")
         dropped = self.metric(
@@ -436,6 +450,77 @@ class CacheTest(unittest.TestCase):
             'rankd_read_cache_invalidations_total{source="redis"}', port)
             > dropped and c.GetTopN(GetTopNRequest(board="keep", n=10)) == [])
 
+    def test_rotations_miss_no_change(self):
+        """The tracked set rotating all along (a reader of ever new board
+        names, --read-cache-tracked-boards 20) while another rankd writes a
+        board read all along here: every write is seen here within 0.5 s,
+        so Redis reported it (unreported, the cached page would stay up to
+        its 1 s age bound), and the set did rotate meanwhile."""
+        c, port, rcli = self.private("[defaults]\nread_cache=tracked\n",
+                                     "--read-cache-tracked-boards", "20")
+        w, _ = self.another()
+        w.Update(set_to("keep", "a", 0, "rot-0"))
+        self.warm_own(c, port, "keep")
+        rotations = self.metric("rankd_read_cache_tracked_rotations_total",
+                                port)
+        sessions = self.metric("rankd_read_cache_tracking_sessions_total",
+                               port)
+        hits = self.metric("rankd_read_cache_hits_total", port)
+        done = threading.Event()
+
+        def reader():
+            r, t = connect(port)
+            k = 0
+            while not done.is_set():
+                # Never more than 3 boards read since keep: it stays among
+                # the 10 a rotation keeps.
+                self.read_boards(port, [f"rot{k + i}" for i in range(3)])
+                r.GetTopN(GetTopNRequest(board="keep", n=10))
+                k += 3
+            t.close()
+        th = threading.Thread(target=reader)
+        th.start()
+        slowest = 0.0
+        try:
+            for i in range(1, 101 if not WRAPPER else 21):
+                w.Update(set_to("keep", "a", i, f"rot-{i}"))
+                slowest = max(slowest, wait_for(
+                    f"write {i} of keep", lambda: self.top(
+                        "keep", client=c) == [("a", i)]))
+        finally:
+            done.set()
+            th.join()
+        rotated = self.metric("rankd_read_cache_tracked_rotations_total",
+                              port) - rotations
+        hits = self.metric("rankd_read_cache_hits_total", port) - hits
+        print(f"\n{rotated:.0f} rotations, {hits:.0f} hits; slowest write "
+              f"seen after {slowest * 1000:.1f} ms", file=sys.stderr)
+        self.assertEqual(self.metric(
+            "rankd_read_cache_tracking_sessions_total", port), sessions)
+        self.assertGreater(rotated, 0)
+        self.assertLess(slowest, 0.5)
+        self.assertLessEqual(
+            self.metric("rankd_read_cache_tracked_prefixes", port), 20)
+
+    def test_sharded_board_fits_after_rotation(self):
+        """--read-cache-tracked-boards 10 full of boards just read, then a
+        board of 8 shards (9 prefixes, more than the half a rotation
+        keeps): the rotation makes room for it, it is cached, and reading
+        it alone rotates nothing more."""
+        c, port, _ = self.private(
+            "[defaults]\nread_cache=tracked\n\n[board big]\nshards=8\n",
+            "--read-cache-tracked-boards", "10")
+        c.Update(set_to("big", "a", 1, "big-1"))
+        self.warm_own(c, port, "first")
+        self.read_boards(port, [f"fill{i}" for i in range(30)])
+        self.warm_own(c, port, "big")
+        rotations = self.metric("rankd_read_cache_tracked_rotations_total",
+                                port)
+        for _ in range(50):
+            self.assertEqual(self.top("big", client=c), [("a", 1)])
+        self.assertEqual(self.metric(
+            "rankd_read_cache_tracked_rotations_total", port), rotations)
+
     def test_lost_tracking_with_many_boards_keeps_updates(self):
         """5,000 tracked boards read, then the invalidation connection
         killed while updates run, with --redis-timeout 0.3: the new session
@@ -445,7 +530,7 @@ class CacheTest(unittest.TestCase):
                                      "--redis-timeout", "0.3")
         c.Update(set_to("base", "a", 1, "base-1"))
         self.warm_own(c, port, "base")
-        self.read_boards(port, [f"lost{i}" for i in range(5000)])
+        self.read_boards(port, [f"lost{i}" for i in range(5000 // MANY)])
         wait_for("the tracked set to fill",
                  lambda: self.prefixes(rcli) >= 50)
         sessions = self.metric("rankd_read_cache_tracking_sessions_total",
