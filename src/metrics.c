@@ -579,7 +579,8 @@ render_cache (GString *out)
                   "Cached answers dropped to stay under --read-cache-bytes.",
                   "", &cache_evictions);
   render_counter (out, "rankd_read_cache_bytes", "gauge",
-                  "Memory the cached answers take.", "", &cache_bytes);
+                  "Memory the cache takes: answers and boards' bookkeeping.",
+                  "", &cache_bytes);
   render_counter (out, "rankd_read_cache_entries", "gauge", "Cached answers.",
                   "", &cache_entries);
   render_counter (out, "rankd_read_cache_tracking_up", "gauge",
