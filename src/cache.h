@@ -9,18 +9,22 @@
  *
  * Tracked boards: an answer is kept until Redis reports that a key of the
  * board changed (tracking.h: CLIENT TRACKING in broadcast mode, on the
- * board's key prefixes, invalidations on a subscribed connection). The
- * cache serves a tracked board only while every node's tracking session
- * is up and the board's prefixes are registered in it; an answer is kept
- * only if nothing about the board changed between the moment its read was
- * sent and its reply (the board's generation), and the session did not
- * change either (the epoch). A lost session drops everything.
+ * board's key prefixes, invalidations on a subscribed connection), and at
+ * most RANK_READ_CACHE_TRACKED_MAX_AGE_MS, for what Redis does not report
+ * (SWAPDB). The cache serves a tracked board only while every node's
+ * tracking session is up and the board's prefixes are registered in it; an
+ * answer is kept only if nothing about the board changed between the
+ * moment its read was sent and its reply (the board's generation), and the
+ * session did not change either (the epoch). A lost session drops
+ * everything.
  *
  * Timed boards (read_cache_ms): an answer is served until it is that old,
  * counted from when its read was sent; no tracking.
  *
  * Memory is bounded by --read-cache-bytes: least recently used answers go
- * first. Sizes count the answer's rows, strings and bookkeeping. An answer
+ * first. Sizes count the answer's rows, strings and bookkeeping, and each
+ * board's own bookkeeping (kept while the board has answers, else going
+ * as the least recently used answer would). An answer
  * is kept from its second miss on (a doorkeeper of key hashes), so that a
  * stream of reads that never repeat fills nothing.
  *
@@ -127,5 +131,22 @@ void rank_read_cache_registered (RankReadCache *cache, const char *board,
 /* A registration failed: the board is not cached (asked again after a
  * new session). */
 void rank_read_cache_refused (RankReadCache *cache, const char *board);
+
+/* The session has no room for board now: it is not cached, and not asked
+ * for again until the tracked set was rotated (or a new session). */
+void rank_read_cache_deferred (RankReadCache *cache, const char *board);
+
+/* board's prefixes left the session: its answers go and are not kept
+ * until it is registered again. */
+void rank_read_cache_untracked (RankReadCache *cache, const char *board);
+
+/* The tracked set was rotated: deferred boards may ask again. */
+void rank_read_cache_rotated (RankReadCache *cache);
+
+/* The tracked boards most recently read, most recent first, as many as
+ * take at most max_slots prefixes (a board of S > 1 shards takes S + 1),
+ * with their shards (NULL-terminated; shards[i] for names[i]). */
+char **rank_read_cache_recent_tracked (RankReadCache *cache, guint max_slots,
+                                       GArray *shards);
 
 #endif /* RANK_CACHE_H */

@@ -229,6 +229,22 @@
 #define RANK_READ_CACHE_BYTES_MAX ((gint64) 1 << 40)
 #define RANK_TRACKING_CHANNEL "__redis__:invalidate"
 #define RANK_TRACKING_CLIENT_NAME "rankd-invalidations"
+/* A tracked answer is served at most this long after its read was sent:
+ * the bound on what Redis does not report (SWAPDB sends no invalidation in
+ * Redis 7.0) and a hot page's cost, one read of Redis a second. */
+#define RANK_READ_CACHE_TRACKED_MAX_AGE_MS 1000
+/* The tracking session's prefixes (--read-cache-tracked-boards): Redis
+ * 7.0 walks every prefix of every session for each key it writes, and
+ * again in each event-loop iteration, so their number is bounded; a board
+ * takes one (a sharded board one more a shard). Measured: an update cost
+ * Redis 60 us with none, 80 us with 250 prefixes, 243 us with 1,000
+ * (test_many_tracked_boards_bounded); 100 cost nothing measurable. The
+ * default; the largest allowed. A CLIENT TRACKING command carries at most
+ * RANK_TRACKING_PREFIXES_PER_COMMAND: Redis checks each new prefix against
+ * every one of the session's. */
+#define RANK_READ_CACHE_TRACKED_BOARDS_DEFAULT 100
+#define RANK_READ_CACHE_TRACKED_BOARDS_MAX 100000
+#define RANK_TRACKING_PREFIXES_PER_COMMAND 200
 /* After Redis refused a step of the tracking session (ACL, an old Redis). */
 #define RANK_TRACKING_RETRY_MS 1000
 /* Reads from replicas (backend.h): replicas per primary; the default and

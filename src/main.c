@@ -42,6 +42,7 @@ typedef struct
   int max_connections;
   int max_frame;
   gint64 read_cache_bytes;
+  gint64 read_cache_tracked_boards;
   int io_threads;
   char *transport;
   char *protocol;
@@ -214,6 +215,12 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
       "Memory the read cache of boards with read_cache=tracked or "
       "read_cache_ms may take (default 67108864)",
       "BYTES" },
+    { "read-cache-tracked-boards", 0, 0, G_OPTION_ARG_INT64,
+      &o->read_cache_tracked_boards,
+      "Boards with read_cache=tracked whose changes Redis reports at once, "
+      "the most recently read (a board of S shards counts S+1; default "
+      "100)",
+      "N" },
     { "max-frame", 0, 0, G_OPTION_ARG_INT, &o->max_frame,
       "Largest request accepted, in bytes (default 1048576)", "BYTES" },
     { "io-threads", 0, 0, G_OPTION_ARG_INT, &o->io_threads,
@@ -306,6 +313,13 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
                         ", got %" G_GINT64_FORMAT,
                         (gint64) RANK_READ_CACHE_BYTES_MAX,
                         o->read_cache_bytes);
+  if (o->read_cache_tracked_boards < 0
+      || o->read_cache_tracked_boards > RANK_READ_CACHE_TRACKED_BOARDS_MAX)
+    return usage_error (error,
+                        "--read-cache-tracked-boards: must be 0-%d, got "
+                        "%" G_GINT64_FORMAT,
+                        RANK_READ_CACHE_TRACKED_BOARDS_MAX,
+                        o->read_cache_tracked_boards);
   o->boards = o->config != NULL ? rank_config_load (o->config, error)
                                 : rank_config_new ();
   if (o->boards == NULL || !parse_nodes (o, error))
@@ -331,6 +345,7 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
   server->max_connections = (guint) o->max_connections;
   server->max_frame = (guint32) o->max_frame;
   server->read_cache_bytes = (gsize) o->read_cache_bytes;
+  server->read_cache_tracked_boards = (guint) o->read_cache_tracked_boards;
   server->io_threads = (guint) o->io_threads;
   server->redis_timeout_ms = (int) (o->redis_timeout_s * 1000);
   server->dedup_window_ms = (gint64) o->dedup_window_s * 1000;
@@ -522,6 +537,7 @@ main (int argc, char **argv)
     .max_connections = RANK_DEFAULT_MAX_CONNECTIONS,
     .max_frame = RANK_DEFAULT_MAX_FRAME,
     .read_cache_bytes = RANK_READ_CACHE_BYTES_DEFAULT,
+    .read_cache_tracked_boards = RANK_READ_CACHE_TRACKED_BOARDS_DEFAULT,
     .io_threads = (int) MIN (g_get_num_processors (), 8),
   };
   RankServerConfig config = { 0 };

@@ -99,6 +99,7 @@ typedef struct
 static Counter cache_hits, cache_misses, cache_evictions;
 static Counter cache_dropped_redis, cache_dropped_rankd;
 static Counter cache_bytes, cache_entries, tracking_up, tracking_sessions;
+static Counter tracked_prefixes, tracked_rotations;
 static Counter cache_seen; /* any cache event yet: render them */
 
 /* Reads of boards with read_from=replica (backend.c), by where they went;
@@ -478,6 +479,14 @@ rank_metrics_tracking (gboolean up)
 }
 
 void
+rank_metrics_tracked (guint prefixes, gboolean rotated)
+{
+  atomic_store_explicit (&tracked_prefixes, prefixes, memory_order_relaxed);
+  if (rotated)
+    atomic_fetch_add_explicit (&tracked_rotations, 1, memory_order_relaxed);
+}
+
+void
 rank_metrics_read_source (gboolean replica)
 {
   atomic_fetch_add_explicit (replica ? &reads_replica : &reads_primary, 1,
@@ -570,7 +579,8 @@ render_cache (GString *out)
                   "Cached answers dropped to stay under --read-cache-bytes.",
                   "", &cache_evictions);
   render_counter (out, "rankd_read_cache_bytes", "gauge",
-                  "Memory the cached answers take.", "", &cache_bytes);
+                  "Memory the cache takes: answers and boards' bookkeeping.",
+                  "", &cache_bytes);
   render_counter (out, "rankd_read_cache_entries", "gauge", "Cached answers.",
                   "", &cache_entries);
   render_counter (out, "rankd_read_cache_tracking_up", "gauge",
@@ -580,6 +590,14 @@ render_cache (GString *out)
   render_counter (out, "rankd_read_cache_tracking_sessions_total", "counter",
                   "Tracking sessions begun (a lost one drops the cache).", "",
                   &tracking_sessions);
+  render_counter (out, "rankd_read_cache_tracked_prefixes", "gauge",
+                  "Prefixes of the tracked boards registered with Redis "
+                  "(at most --read-cache-tracked-boards).",
+                  "", &tracked_prefixes);
+  render_counter (out, "rankd_read_cache_tracked_rotations_total", "counter",
+                  "Rotations of the tracked set to the boards read most "
+                  "recently (a board read did not fit).",
+                  "", &tracked_rotations);
 }
 
 static void

@@ -93,6 +93,8 @@ void rank_metrics_cache_evicted (guint n);
 void rank_metrics_cache_size (guint64 bytes, guint64 entries);
 /* The tracking session went up (a new one) or down. */
 void rank_metrics_tracking (gboolean up);
+/* The tracked set takes prefixes now; it was rotated (tracking.c). */
+void rank_metrics_tracked (guint prefixes, gboolean rotated);
 
 /* ---- reads from replicas (backend.c, backend_nodes.c; any thread) ---- */
 

@@ -836,6 +836,12 @@ static void
 worker_init (Worker *w, RankServer *server, guint index)
 {
   g_autofree char *name = g_strdup_printf ("rankd-io-%u", index);
+  RankTrackingOptions tracking = {
+    .timeout_ms = server->config.redis_timeout_ms,
+    .max_boards = server->config.read_cache_tracked_boards,
+    .user = server->config.redis_user,
+    .password = server->config.redis_password,
+  };
   RankBackendConfig backend = {
     .nodes = server->nodes,
     .n_nodes = server->n_nodes,
@@ -870,15 +876,12 @@ worker_init (Worker *w, RankServer *server, guint index)
    * changes (tracking.h); only a tracked board has it asked for the map
    * every few seconds. */
   if (index == 0 && !server->config.redis_cluster)
-    w->tracking = rank_tracking_new (
-        w->loop, server->cache, server->nodes, server->n_nodes,
-        server->config.redis_timeout_ms, server->config.redis_user,
-        server->config.redis_password);
+    w->tracking = rank_tracking_new (w->loop, server->cache, server->nodes,
+                                     server->n_nodes, &tracking);
   else if (index == 0 && any_tracked (server->config.boards))
     {
-      w->tracking = rank_tracking_new (
-          w->loop, server->cache, NULL, 0, server->config.redis_timeout_ms,
-          server->config.redis_user, server->config.redis_password);
+      w->tracking
+          = rank_tracking_new (w->loop, server->cache, NULL, 0, &tracking);
       rank_backend_watch_nodes (w->backend, cluster_nodes, w->tracking);
     }
   g_queue_init (&w->conns);

@@ -30,6 +30,7 @@ typedef struct
   gboolean redis_cluster;     /* the nodes are Redis Cluster seeds */
   guint wait_replicas;        /* WAIT after each update (0: none) */
   gsize read_cache_bytes;     /* the read cache's bound (cache.h) */
+  guint read_cache_tracked_boards; /* the tracked set's (tracking.h) */
   /* Replicas of the nodes (backend.h): replicas[i] of node replica_of[i];
    * copied by rank_server_start. */
   const RankAddress *replicas;

@@ -2,15 +2,26 @@
  *
  * Each node goes IDLE -> ID (CLIENT ID of the subscriber) -> SUBSCRIBE ->
  * TRACK (CLIENT TRACKING off, then on, redirected to that id, with every
- * board registered so far) -> UP. The loop's prepare hook notices a
- * connection that dropped or was replaced (its connection count moved) and
- * puts the node back to IDLE; replies of an older attempt are ignored.
+ * board registered so far, RANK_TRACKING_PREFIXES_PER_COMMAND prefixes a
+ * command) -> UP. The loop's prepare hook notices a connection that
+ * dropped or was replaced (its connection count moved) and puts the node
+ * back to IDLE; replies of an older attempt are ignored.
+ *
+ * The tracked set (t->boards) takes at most max_slots prefixes. Redis
+ * cannot take one prefix out of a session, so when a board does not fit,
+ * the set is rotated: each node's spare tracking connection registers the
+ * boards read most recently (half the bound at most), and only once every
+ * node answered is the old connection turned off and the two swapped. The
+ * boards kept are tracked by one connection or the other at every moment,
+ * so their answers stand; the others' go. Boards asked for meanwhile wait
+ * for the rotation (rank_read_cache_deferred).
  */
 #include "tracking.h"
 
 #include <string.h>
 
 #include "constants.h"
+#include "metrics.h"
 #include "redis_link.h"
 
 typedef enum
@@ -27,7 +38,10 @@ typedef struct
 {
   RankRedisLink *sub;       /* subscribed to the invalidation channel */
   RankRedisLink *trk;       /* CLIENT TRACKING, redirected to sub */
+  RankRedisLink *spare;     /* the next trk, while the set is rotated */
   guint sub_conn, trk_conn; /* their connection counts in this attempt */
+  guint spare_conn;         /* spare's, when the rotation began */
+  guint track_left;         /* TRACK: CLIENT TRACKING replies still due */
   Phase phase;
   guint attempt;
   long long id;         /* sub's CLIENT ID */
@@ -53,22 +67,49 @@ struct _RankTracking
   gboolean up;
   guint64 epoch;
   GHashTable *boards; /* name -> shards: every board registered */
-  gint want_posted;   /* atomic: a take_wanted is posted */
+  guint max_slots;    /* prefixes the set may take (--read-cache-...) */
+  guint slots;        /* those boards take, and registrations in flight */
+  guint pending;      /* registrations in flight */
+  struct _Rotation *rotation; /* in flight, or NULL */
+  gboolean rotate_wanted;     /* a board did not fit */
+  guint rotate_need;          /* the most prefixes such a board takes */
+  gint64 rotate_at;           /* monotonic us: after a failed one, not before */
+  gint want_posted;           /* atomic: a take_wanted is posted */
   gboolean stopping;
 };
 
-/* One command's reply, for node in attempt (stale after a reset). */
+/* A rotation of the tracked set (see the top): the new set, registered on
+ * every node's spare connection; replies still due. */
+typedef struct _Rotation
+{
+  RankTracking *t;
+  guint64 epoch;
+  GHashTable *boards;   /* name -> shards */
+  GHashTable *prefixes; /* what each spare has */
+  guint left;
+  gboolean failed;
+} Rotation;
+
+/* A registration of boards on every node, in the session of epoch. */
+typedef struct
+{
+  char **boards;
+  GArray *shards; /* shards[i] of boards[i] */
+  guint left;     /* replies still due */
+  gboolean failed;
+  guint slots; /* the prefixes it takes */
+  guint64 epoch;
+} Registration;
+
+/* One command's reply, for node in attempt (stale after a reset); of a
+ * registration or a rotation, if any. */
 typedef struct
 {
   RankTracking *t;
   guint node;
   guint attempt;
-  /* A registration: the boards, their shards, replies still due. */
-  char **boards;
-  GArray *shards;
-  guint *left;
-  gboolean *failed;
-  guint64 epoch;
+  Registration *registration;
+  Rotation *rotation;
 } Ask;
 
 static void next_step (RankTracking *t, guint i);
@@ -124,48 +165,99 @@ failure (const RankReply *reply, const GError *error)
 
 /* ---- prefixes ---- */
 
+/* One prefix for all of a board's keys ("rk:{board}:"), and one a shard:
+ * Redis compares each key it writes with every prefix, so fewer is
+ * cheaper. Names hold no '{' or '}' (validate.c), so no board's prefix is
+ * a prefix of another's, which Redis would refuse. The keys it also covers
+ * beside the board's data (request records, the queue's stream) change
+ * with an update of the board or just before one: an invalidation more,
+ * at most. */
 static void
 add_prefixes_of (GPtrArray *out, const char *board, guint shards)
 {
-  static const char *const families[] = { "z", "t", "a", "d", "c", "p:" };
-
-  for (guint f = 0; f < G_N_ELEMENTS (families); f++)
-    g_ptr_array_add (out, g_strdup_printf ("rk:{%s}:%s", board, families[f]));
+  g_ptr_array_add (out, g_strdup_printf ("rk:{%s}:", board));
   for (guint s = 0; shards > 1 && s < shards; s++)
-    for (guint f = 0; f < G_N_ELEMENTS (families); f++)
-      g_ptr_array_add (
-          out, g_strdup_printf ("rk:s:{%s/%u}:%s", board, s, families[f]));
+    g_ptr_array_add (out, g_strdup_printf ("rk:s:{%s/%u}:", board, s));
 }
 
-/* CLIENT TRACKING on for node, with those of prefixes it does not have
- * yet (which it then has); NULL if none is new. */
-static GPtrArray *
-tracking_command (RankTracking *t, Node *n, GPtrArray *prefixes)
+/* The prefixes a board of shards shards takes (as add_prefixes_of). */
+static guint
+slots_of (guint shards)
 {
-  GPtrArray *argv = g_ptr_array_new_with_free_func (g_free);
+  return shards > 1 ? shards + 1 : 1;
+}
 
-  g_ptr_array_add (argv, g_strdup ("CLIENT"));
-  g_ptr_array_add (argv, g_strdup ("TRACKING"));
-  g_ptr_array_add (argv, g_strdup ("on"));
-  g_ptr_array_add (argv, g_strdup ("REDIRECT"));
-  g_ptr_array_add (argv, g_strdup_printf ("%lld", n->id));
-  g_ptr_array_add (argv, g_strdup ("BCAST"));
+/* CLIENT TRACKING on, redirected to id, with those of prefixes have does
+ * not have yet (which it then has), at most
+ * RANK_TRACKING_PREFIXES_PER_COMMAND a command: Redis checks each new
+ * prefix against every one of the session's. The commands (argv arrays);
+ * none if no prefix is new. */
+static GPtrArray *
+tracking_commands (long long id, GHashTable *have, GPtrArray *prefixes)
+{
+  GPtrArray *commands
+      = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
+  GPtrArray *argv = NULL;
+
   for (guint i = 0; i < prefixes->len; i++)
     {
       const char *p = prefixes->pdata[i];
 
-      if (g_hash_table_contains (n->prefixes, p))
+      if (g_hash_table_contains (have, p))
         continue;
-      g_hash_table_add (n->prefixes, g_strdup (p));
+      g_hash_table_add (have, g_strdup (p));
+      if (argv == NULL
+          || argv->len >= 6 + 2 * RANK_TRACKING_PREFIXES_PER_COMMAND)
+        {
+          argv = g_ptr_array_new_with_free_func (g_free);
+          g_ptr_array_add (argv, g_strdup ("CLIENT"));
+          g_ptr_array_add (argv, g_strdup ("TRACKING"));
+          g_ptr_array_add (argv, g_strdup ("on"));
+          g_ptr_array_add (argv, g_strdup ("REDIRECT"));
+          g_ptr_array_add (argv, g_strdup_printf ("%lld", id));
+          g_ptr_array_add (argv, g_strdup ("BCAST"));
+          g_ptr_array_add (commands, argv);
+        }
       g_ptr_array_add (argv, g_strdup ("PREFIX"));
       g_ptr_array_add (argv, g_strdup (p));
     }
-  if (argv->len == 6)
-    {
-      g_ptr_array_unref (argv);
-      return NULL;
-    }
-  return argv;
+  return commands;
+}
+
+/* A placeholder prefix no key has: broadcast mode without a prefix would
+ * report every key. */
+static GPtrArray *
+prefixes_new (void)
+{
+  GPtrArray *prefixes = g_ptr_array_new_with_free_func (g_free);
+
+  g_ptr_array_add (prefixes, g_strdup ("rk:{}:"));
+  return prefixes;
+}
+
+/* Prefixes of every board of boards (name -> shards). */
+static void
+add_prefixes_of_set (GPtrArray *out, GHashTable *boards)
+{
+  GHashTableIter it;
+  gpointer board, shards;
+
+  g_hash_table_iter_init (&it, boards);
+  while (g_hash_table_iter_next (&it, &board, &shards))
+    add_prefixes_of (out, board, GPOINTER_TO_UINT (shards));
+}
+
+static guint
+slots_of_set (GHashTable *boards)
+{
+  GHashTableIter it;
+  gpointer shards;
+  guint slots = 0;
+
+  g_hash_table_iter_init (&it, boards);
+  while (g_hash_table_iter_next (&it, NULL, &shards))
+    slots += slots_of (GPOINTER_TO_UINT (shards));
+  return slots;
 }
 
 static void
@@ -200,6 +292,10 @@ session_check (RankTracking *t)
     return;
   t->up = all;
   t->epoch = rank_read_cache_tracking (t->cache, all);
+  /* Nothing is deferred in a new session: boards that do not fit ask
+   * again. */
+  t->rotate_wanted = FALSE;
+  t->rotate_need = 0;
   if (all)
     {
       GHashTableIter it;
@@ -225,10 +321,12 @@ tracking_on (const RankReply *reply, const GError *error, gpointer data)
 
   if (current (a))
     {
+      Node *n = &a->t->nodes[a->node];
+
       if (why != NULL)
         fail_node (a->t, a->node, "CLIENT TRACKING", why);
-      else
-        a->t->nodes[a->node].phase = PHASE_UP;
+      else if (--n->track_left == 0)
+        n->phase = PHASE_UP;
       session_check (a->t);
     }
   g_free (a);
@@ -320,24 +418,25 @@ next_step (RankTracking *t, guint i)
     case PHASE_SUBSCRIBE:
       {
         const char *off[] = { "CLIENT", "TRACKING", "off" };
-        g_autoptr (GPtrArray) prefixes
-            = g_ptr_array_new_with_free_func (g_free);
-        g_autoptr (GPtrArray) argv = NULL;
-        GHashTableIter it;
-        gpointer board, shards;
+        g_autoptr (GPtrArray) prefixes = prefixes_new ();
+        g_autoptr (GPtrArray) commands = NULL;
 
-        /* A placeholder no key has: broadcast mode without a prefix
-         * would report every key. */
-        g_ptr_array_add (prefixes, g_strdup ("rk:{}:"));
-        g_hash_table_iter_init (&it, t->boards);
-        while (g_hash_table_iter_next (&it, &board, &shards))
-          add_prefixes_of (prefixes, board, GPOINTER_TO_UINT (shards));
+        /* The set is bounded (max_slots), and so is each command: a lost
+         * session costs Redis a few short commands to recover, not one
+         * that outlasts --redis-timeout and is sent again. */
+        add_prefixes_of_set (prefixes, t->boards);
         n->phase = PHASE_TRACK;
         /* A tracking connection that outlived its subscriber still has
-         * the old prefixes, which may not be given twice. */
+         * the old prefixes, which may not be given twice; a spare left
+         * from a rotation that did not end has some too. */
         rank_redis_link_send (n->trk, 3, off, NULL, ignore, NULL);
-        argv = tracking_command (t, n, prefixes);
-        send_argv (n->trk, argv, tracking_on, ask_new (t, i));
+        rank_redis_link_send (n->spare, 3, off, NULL, ignore, NULL);
+        commands = tracking_commands (n->id, n->prefixes, prefixes);
+        /* Never none: n->prefixes was emptied, the placeholder is new. */
+        g_assert (commands->len > 0);
+        n->track_left = commands->len;
+        for (guint c = 0; c < commands->len; c++)
+          send_argv (n->trk, commands->pdata[c], tracking_on, ask_new (t, i));
         break;
       }
     default:
@@ -374,41 +473,264 @@ message (const RankReply *reply, const GError *error, gpointer data)
 
 /* ---- registrations ---- */
 
+/* board of shards shards is in the set (replacing what it had). */
+static void
+set_board (RankTracking *t, const char *board, guint shards)
+{
+  gpointer old;
+
+  if (g_hash_table_lookup_extended (t->boards, board, NULL, &old))
+    t->slots -= slots_of (GPOINTER_TO_UINT (old));
+  g_hash_table_replace (t->boards, g_strdup (board), GUINT_TO_POINTER (shards));
+  t->slots += slots_of (shards);
+  rank_metrics_tracked (t->slots, FALSE);
+}
+
 static void
 registered (const RankReply *reply, const GError *error, gpointer data)
 {
   Ask *a = data;
+  Registration *r = a->registration;
+  RankTracking *t = a->t;
   const char *why = failure (reply, error);
 
   if (why != NULL)
-    *a->failed = TRUE;
+    r->failed = TRUE;
   if (why != NULL && current (a))
     g_warning ("read cache: tracking on %s: CLIENT TRACKING failed: %s",
-               rank_redis_link_name (a->t->nodes[a->node].sub), why);
-  if (--*a->left == 0)
+               rank_redis_link_name (t->nodes[a->node].sub), why);
+  g_free (a);
+  if (--r->left > 0)
+    return;
+  if (!t->stopping)
     {
-      for (guint b = 0; a->boards[b] != NULL; b++)
-        {
-          guint shards = g_array_index (a->shards, guint, b);
+      t->pending--;
+      t->slots -= r->slots;
+    }
+  for (guint b = 0; !t->stopping && r->boards[b] != NULL; b++)
+    {
+      guint shards = g_array_index (r->shards, guint, b);
 
-          if (a->t->stopping)
-            ;
-          else if (*a->failed)
-            rank_read_cache_refused (a->t->cache, a->boards[b]);
-          else
-            {
-              g_hash_table_replace (a->t->boards, g_strdup (a->boards[b]),
-                                    GUINT_TO_POINTER (shards));
-              rank_read_cache_registered (a->t->cache, a->boards[b], shards,
-                                          a->epoch);
-            }
+      if (r->failed)
+        rank_read_cache_refused (t->cache, r->boards[b]);
+      else
+        {
+          /* Prefixes a failed registration sent may be in Redis: not in
+           * the set, they go at its next rotation. */
+          set_board (t, r->boards[b], shards);
+          rank_read_cache_registered (t->cache, r->boards[b], shards, r->epoch);
         }
-      g_strfreev (a->boards);
-      g_array_unref (a->shards);
-      g_free (a->left);
-      g_free (a->failed);
+    }
+  g_strfreev (r->boards);
+  g_array_unref (r->shards);
+  g_free (r);
+}
+
+/* Registers boards (owned; shards[i] of boards[i], taking slots prefixes)
+ * on every node's tracking connection: the prefixes each lacks. */
+static void
+register_boards (RankTracking *t, char **boards, GArray *shards, guint slots)
+{
+  g_autoptr (GPtrArray) prefixes = g_ptr_array_new_with_free_func (g_free);
+  Registration *r = g_new0 (Registration, 1);
+  Ask *a;
+
+  for (guint b = 0; boards[b] != NULL; b++)
+    add_prefixes_of (prefixes, boards[b], g_array_index (shards, guint, b));
+  r->boards = boards;
+  r->shards = g_array_ref (shards);
+  r->left = 1; /* until every node's commands are sent */
+  r->slots = slots;
+  r->epoch = t->epoch;
+  t->slots += slots;
+  t->pending++;
+  for (guint i = 0; i < t->n_nodes; i++)
+    {
+      Node *n = &t->nodes[i];
+      g_autoptr (GPtrArray) commands = NULL;
+
+      if (!n->active)
+        continue;
+      commands = tracking_commands (n->id, n->prefixes, prefixes);
+      for (guint c = 0; c < commands->len; c++)
+        {
+          a = ask_new (t, i);
+          a->registration = r;
+          r->left++;
+          send_argv (n->trk, commands->pdata[c], registered, a);
+        }
+    }
+  /* The count's own reference, as one more reply. */
+  a = ask_new (t, G_MAXUINT);
+  a->registration = r;
+  registered (NULL, NULL, a);
+}
+
+/* ---- rotations of the tracked set ---- */
+
+static gboolean
+rotation_valid (RankTracking *t, Rotation *r)
+{
+  if (t->stopping || t->rotation != r || r->failed || !t->up
+      || r->epoch != t->epoch)
+    return FALSE;
+  for (guint i = 0; i < t->n_nodes; i++)
+    {
+      Node *n = &t->nodes[i];
+
+      if (n->active
+          && (n->phase != PHASE_UP || !rank_redis_link_is_up (n->spare)
+              || rank_redis_link_connections (n->spare) != n->spare_conn))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Every spare has the new set: the cache learns it first (the boards that
+ * leave are stale from now on), then the old connections stop tracking. */
+static void
+rotation_done (RankTracking *t, Rotation *r)
+{
+  const char *off[] = { "CLIENT", "TRACKING", "off" };
+  GHashTableIter it;
+  gpointer board, shards;
+
+  g_hash_table_iter_init (&it, t->boards);
+  while (g_hash_table_iter_next (&it, &board, NULL))
+    if (!g_hash_table_contains (r->boards, board))
+      rank_read_cache_untracked (t->cache, board);
+  g_hash_table_iter_init (&it, r->boards);
+  while (g_hash_table_iter_next (&it, &board, &shards))
+    rank_read_cache_registered (t->cache, board, GPOINTER_TO_UINT (shards),
+                                t->epoch);
+  for (guint i = 0; i < t->n_nodes; i++)
+    {
+      Node *n = &t->nodes[i];
+      RankRedisLink *old = n->trk;
+
+      if (!n->active)
+        continue;
+      rank_redis_link_send (old, 3, off, NULL, ignore, NULL);
+      n->trk = n->spare;
+      n->spare = old;
+      n->trk_conn = n->spare_conn;
+      g_hash_table_remove_all (n->prefixes);
+      g_hash_table_iter_init (&it, r->prefixes);
+      while (g_hash_table_iter_next (&it, &board, NULL))
+        g_hash_table_add (n->prefixes, g_strdup (board));
+    }
+  g_hash_table_unref (t->boards);
+  t->boards = g_hash_table_ref (r->boards);
+  t->slots = slots_of_set (t->boards);
+  rank_metrics_tracked (t->slots, TRUE);
+  t->rotate_wanted = FALSE;
+  t->rotate_need = 0;
+  rank_read_cache_rotated (t->cache);
+  g_message ("read cache: tracked set rotated: %u board(s) kept",
+             g_hash_table_size (t->boards));
+}
+
+static void
+rotation_reply (const RankReply *reply, const GError *error, gpointer data)
+{
+  Ask *a = data;
+  Rotation *r = a->rotation;
+  RankTracking *t = r->t;
+  const char *why = failure (reply, error);
+
+  if (why != NULL && !r->failed && !t->stopping)
+    g_warning ("read cache: rotating the tracked set: CLIENT TRACKING "
+               "failed: %s; retrying in %d ms",
+               why, RANK_TRACKING_RETRY_MS);
+  if (why != NULL)
+    r->failed = TRUE;
+  if (--r->left == 0)
+    {
+      if (rotation_valid (t, r))
+        rotation_done (t, r);
+      else if (!t->stopping)
+        {
+          /* Asked for again later: the deferred boards wait for it. */
+          t->rotate_wanted = TRUE;
+          t->rotate_at = g_get_monotonic_time ()
+                         + (gint64) RANK_TRACKING_RETRY_MS * 1000;
+        }
+      if (!t->stopping && t->rotation == r)
+        t->rotation = NULL;
+      g_hash_table_unref (r->boards);
+      g_hash_table_unref (r->prefixes);
+      g_free (r);
     }
   g_free (a);
+}
+
+/* Whether a rotation may begin now: the session up on every node, each
+ * spare connected, no registration in flight (it would land on a
+ * connection about to stop). */
+static gboolean
+can_rotate (RankTracking *t)
+{
+  if (!t->up || t->rotation != NULL || t->pending > 0)
+    return FALSE;
+  for (guint i = 0; i < t->n_nodes; i++)
+    if (t->nodes[i].active
+        && (t->nodes[i].phase != PHASE_UP
+            || !rank_redis_link_is_up (t->nodes[i].spare)))
+      return FALSE;
+  return TRUE;
+}
+
+/* The boards read most recently, up to half the bound (so that the next
+ * rotation is half the bound of new boards away) and leaving room for the
+ * largest board that did not fit, registered on every node's spare
+ * connection. */
+static void
+rotate (RankTracking *t)
+{
+  const char *off[] = { "CLIENT", "TRACKING", "off" };
+  g_autoptr (GArray) shards = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_auto (GStrv) boards = rank_read_cache_recent_tracked (
+      t->cache, MIN (t->max_slots / 2, t->max_slots - t->rotate_need), shards);
+  g_autoptr (GPtrArray) prefixes = prefixes_new ();
+  Rotation *r = g_new0 (Rotation, 1);
+  Ask *a;
+
+  t->rotate_wanted = FALSE;
+  r->t = t;
+  r->epoch = t->epoch;
+  r->boards = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  r->prefixes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  for (guint b = 0; boards[b] != NULL; b++)
+    g_hash_table_replace (r->boards, g_strdup (boards[b]),
+                          GUINT_TO_POINTER (g_array_index (shards, guint, b)));
+  add_prefixes_of_set (prefixes, r->boards);
+  t->rotation = r;
+  r->left = 1; /* until every node's commands are sent */
+  for (guint i = 0; i < t->n_nodes; i++)
+    {
+      Node *n = &t->nodes[i];
+      g_autoptr (GHashTable) have = NULL;
+      g_autoptr (GPtrArray) commands = NULL;
+
+      if (!n->active)
+        continue;
+      have = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+      n->spare_conn = rank_redis_link_connections (n->spare);
+      rank_redis_link_send (n->spare, 3, off, NULL, ignore, NULL);
+      commands = tracking_commands (n->id, have, prefixes);
+      for (guint c = 0; c < commands->len; c++)
+        {
+          a = ask_new (t, i);
+          a->rotation = r;
+          r->left++;
+          send_argv (n->spare, commands->pdata[c], rotation_reply, a);
+        }
+    }
+  for (guint p = 0; p < prefixes->len; p++)
+    g_hash_table_add (r->prefixes, g_strdup (prefixes->pdata[p]));
+  a = ask_new (t, G_MAXUINT);
+  a->rotation = r;
+  rotation_reply (NULL, NULL, a);
 }
 
 static void
@@ -424,16 +746,20 @@ start_node (RankTracking *t, guint i)
     auth[1] = t->password;
   n->sub = rank_redis_link_new (t->loop, &t->addresses[i], t->timeout_ms);
   n->trk = rank_redis_link_new (t->loop, &t->addresses[i], t->timeout_ms);
+  n->spare = rank_redis_link_new (t->loop, &t->addresses[i], t->timeout_ms);
   if (t->password != NULL)
     {
       rank_redis_link_add_startup (n->sub, auth_argc, auth, NULL);
       rank_redis_link_add_startup (n->trk, auth_argc, auth, NULL);
+      rank_redis_link_add_startup (n->spare, auth_argc, auth, NULL);
     }
   rank_redis_link_add_startup (n->sub, 3, sub_name, NULL);
   rank_redis_link_add_startup (n->trk, 3, trk_name, NULL);
+  rank_redis_link_add_startup (n->spare, 3, trk_name, NULL);
   rank_redis_link_set_push (n->sub, message, t);
   rank_redis_link_start (n->sub);
   rank_redis_link_start (n->trk);
+  rank_redis_link_start (n->spare);
   n->phase = PHASE_IDLE;
 }
 
@@ -445,61 +771,65 @@ start_links (RankTracking *t)
       start_node (t, i);
 }
 
-/* The cache asks: start the session, or register the boards it wants. */
+/* The cache asks: start the session, or register the boards it wants.
+ * Those that do not fit in the set wait for its rotation. */
 static void
 take_wanted (gpointer data)
 {
   RankTracking *t = data;
   g_autoptr (GArray) shards = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GArray) fit_shards = g_array_new (FALSE, FALSE, sizeof (guint));
   g_auto (GStrv) boards = NULL;
-  g_autoptr (GPtrArray) prefixes = g_ptr_array_new_with_free_func (g_free);
-  guint *left;
-  gboolean *failed;
+  GStrvBuilder *fit = g_strv_builder_new ();
+  guint slots = 0;
 
   g_atomic_int_set (&t->want_posted, 0);
-  if (t->stopping)
-    return;
-  if (!t->started)
+  if (t->stopping || !t->started)
     {
-      t->started = TRUE;
-      start_links (t);
+      if (!t->stopping)
+        {
+          t->started = TRUE;
+          start_links (t);
+        }
+      g_strv_builder_unref (fit);
       return;
     }
   boards = rank_read_cache_take_wanted (t->cache, shards);
-  if (boards[0] == NULL || !t->up)
-    return;
-  for (guint b = 0; boards[b] != NULL; b++)
-    add_prefixes_of (prefixes, boards[b], g_array_index (shards, guint, b));
-  left = g_new0 (guint, 1);
-  failed = g_new0 (gboolean, 1);
-  *left = 1; /* until every node's command is sent */
-  for (guint i = 0; i < t->n_nodes; i++)
+  for (guint b = 0; t->up && boards[b] != NULL; b++)
     {
-      g_autoptr (GPtrArray) argv = NULL;
-      Ask *a;
+      guint want = g_array_index (shards, guint, b);
+      gpointer had;
+      guint more = slots_of (want);
 
-      if (!t->nodes[i].active
-          || (argv = tracking_command (t, &t->nodes[i], prefixes)) == NULL)
-        continue;
-      a = ask_new (t, i);
-      a->left = left;
-      a->failed = failed;
-      a->epoch = t->epoch;
-      a->boards = boards;
-      a->shards = shards;
-      (*left)++;
-      send_argv (t->nodes[i].trk, argv, registered, a);
+      if (g_hash_table_lookup_extended (t->boards, boards[b], NULL, &had))
+        more -= MIN (more, slots_of (GPOINTER_TO_UINT (had)));
+      if (t->rotation == NULL && t->slots + slots + more <= t->max_slots)
+        {
+          slots += more;
+          g_strv_builder_add (fit, boards[b]);
+          g_array_append_val (fit_shards, want);
+        }
+      else if (slots_of (want) > t->max_slots)
+        /* Would never fit. */
+        rank_read_cache_refused (t->cache, boards[b]);
+      else
+        {
+          /* One rotation in flight is enough: once it is done, the boards
+           * it deferred ask again and fit. */
+          rank_read_cache_deferred (t->cache, boards[b]);
+          if (t->rotation == NULL)
+            {
+              t->rotate_wanted = TRUE;
+              t->rotate_need = MAX (t->rotate_need, slots_of (want));
+            }
+        }
     }
   {
-    /* The count's own reference, as one more reply. */
-    Ask *a = ask_new (t, G_MAXUINT);
+    g_auto (GStrv) names = g_strv_builder_end (fit);
 
-    a->left = left;
-    a->failed = failed;
-    a->epoch = t->epoch;
-    a->boards = g_steal_pointer (&boards);
-    a->shards = g_steal_pointer (&shards);
-    registered (NULL, NULL, a);
+    g_strv_builder_unref (fit);
+    if (names[0] != NULL)
+      register_boards (t, g_steal_pointer (&names), fit_shards, slots);
   }
 }
 
@@ -552,6 +882,17 @@ prepare (gpointer data)
         }
     }
   session_check (t);
+  if (t->rotate_wanted && can_rotate (t))
+    {
+      if (t->rotate_at <= now)
+        rotate (t);
+      else
+        {
+          int wait = (int) ((t->rotate_at - now) / 1000) + 1;
+
+          timeout = timeout < 0 ? wait : MIN (timeout, wait);
+        }
+    }
   return timeout;
 }
 
@@ -630,8 +971,8 @@ rank_tracking_set_nodes (RankTracking *t, const RankAddress *nodes,
 
 RankTracking *
 rank_tracking_new (RankLoop *loop, RankReadCache *cache,
-                   const RankAddress *nodes, guint n_nodes, int timeout_ms,
-                   const char *user, const char *password)
+                   const RankAddress *nodes, guint n_nodes,
+                   const RankTrackingOptions *options)
 {
   RankTracking *t = g_new0 (RankTracking, 1);
 
@@ -639,9 +980,10 @@ rank_tracking_new (RankLoop *loop, RankReadCache *cache,
   t->cache = cache;
   for (guint i = 0; i < n_nodes; i++)
     add_node (t, &nodes[i]);
-  t->timeout_ms = timeout_ms;
-  t->user = g_strdup (user);
-  t->password = g_strdup (password);
+  t->timeout_ms = options->timeout_ms;
+  t->max_slots = options->max_boards;
+  t->user = g_strdup (options->user);
+  t->password = g_strdup (options->password);
   t->boards = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   rank_loop_add_prepare (loop, prepare, t);
   rank_read_cache_set_want (cache, want, t);
@@ -659,6 +1001,7 @@ rank_tracking_free (RankTracking *t)
     {
       rank_redis_link_free (t->nodes[i].sub);
       rank_redis_link_free (t->nodes[i].trk);
+      rank_redis_link_free (t->nodes[i].spare);
       g_hash_table_unref (t->nodes[i].prefixes);
       rank_address_clear (&t->addresses[i]);
     }

@@ -5,8 +5,8 @@
  * __redis__:invalidate (the RESP2 way: invalidations are messages on that
  * channel), and one that turns CLIENT TRACKING on in broadcast mode
  * (BCAST), redirected to the first, with a PREFIX for each key family of
- * each tracked board (rk:{board}:z, :t, :a, :d, :c, :p: and the same for
- * each shard). Broadcast mode reports a change of any key under a prefix,
+ * each tracked board (rk:{board}: and each shard's rk:s:{board/i}:).
+ * Broadcast mode reports a change of any key under a prefix,
  * whoever made it and whether or not rankd read the key, so nothing
  * depends on which keys scripts read; Redis sends the invalidations of one
  * event-loop iteration together.
@@ -16,7 +16,14 @@
  * of any node dropping ends the session (the cache drops everything) and a
  * new one starts once both are back. Boards are registered the first time
  * a read asks for them (or, after a new session, all those registered
- * before, in its first CLIENT TRACKING).
+ * before, in its first CLIENT TRACKING commands).
+ *
+ * Redis compares every key it writes with every prefix of every session,
+ * so the tracked set is bounded (max_boards prefixes: a board takes one, a
+ * sharded board one more a shard). A board that does not fit is not
+ * cached until the set is rotated to the boards read most recently,
+ * through a third connection per node, without a moment when a board kept
+ * is not tracked (tracking.c).
  *
  * On a Redis Cluster the nodes are every node of the slot map, masters
  * and replicas (rank_tracking_set_nodes, from the map as it changes):
@@ -39,12 +46,18 @@
 
 typedef struct _RankTracking RankTracking;
 
-/* Connects to nodes only once the cache asks for a tracked board. user and
- * password: AUTH (copied; NULL: none). */
+typedef struct
+{
+  int timeout_ms;       /* of each command */
+  guint max_boards;     /* prefixes the tracked set takes at most */
+  const char *user;     /* AUTH (copied; NULL: none) */
+  const char *password; /* (copied; NULL: none) */
+} RankTrackingOptions;
+
+/* Connects to nodes only once the cache asks for a tracked board. */
 RankTracking *rank_tracking_new (RankLoop *loop, RankReadCache *cache,
                                  const RankAddress *nodes, guint n_nodes,
-                                 int timeout_ms, const char *user,
-                                 const char *password);
+                                 const RankTrackingOptions *options);
 
 /* The nodes to track from now on (a Cluster's map changed). A node new to
  * the session takes the session down (the cache drops everything) until

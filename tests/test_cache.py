@@ -39,6 +39,8 @@ from servers import connect, free_port, start, stop, wait_port  # noqa
 WRAPPER = shlex.split(os.environ.get("RANKD_TEST_WRAPPER", ""))
 MODEL_SECONDS = 5 if WRAPPER else 20
 DEADLINE = 60 if WRAPPER else 20
+# Board names read by the tests of many boards (fewer under valgrind).
+MANY = 10 if WRAPPER else 1
 
 CONFIG = """\
 [defaults]
@@ -335,6 +337,309 @@ class CacheTest(unittest.TestCase):
         hits = self.metric("rankd_read_cache_hits_total")
         self.assertEqual(self.top(board), [("a", 3), ("b", 2)])
         self.assertEqual(self.metric("rankd_read_cache_hits_total"), hits)
+
+    def private(self, config, *extra):
+        """A redis-server and a rankd of this test's own (config, rankd's
+        extra options), stopped at its end: (client, rankd port, redis-cli
+        argv prefix). self.another() then starts another rankd on it."""
+        d = tempfile.mkdtemp(prefix="rankd-cache-own-")
+        self.addCleanup(shutil.rmtree, d)
+        conf = os.path.join(d, "rankd.conf")
+        with open(conf, "w", encoding="utf-8") as f:
+            f.write(config)
+        redis, redis_port = start(
+            lambda p: ["redis-server", "--bind", "127.0.0.1", "--port",
+                       str(p), "--save", "", "--appendonly", "no"], d)
+
+        def stop_redis():
+            redis.terminate()
+            redis.wait(30)
+        self.addCleanup(stop_redis)
+
+        def rankd():
+            http = free_port()
+            proc, port = start(
+                lambda p: [*WRAPPER, RANKD, "--listen", f"127.0.0.1:{p}",
+                           "--config", conf, "--redis",
+                           f"127.0.0.1:{redis_port}", "--metrics-listen",
+                           f"127.0.0.1:{http}", *extra], d)
+            assert wait_port(http, proc), "rankd's HTTP port did not open"
+            self.http[port] = http
+            self.addCleanup(lambda: self.assertEqual(stop(proc, d, port), 0))
+            c, t = connect(port)
+            self.addCleanup(t.close)
+            return c, port
+        self.another = rankd
+        c, port = rankd()
+        return c, port, ["redis-cli", "-p", str(redis_port)]
+
+    def read_boards(self, port, names, depth=64):
+        """GetTopN of each of names on 2 connections, depth calls at a
+        time on each."""
+        clients = [corked_client(port) for _ in range(2)]
+        try:
+            for i in range(0, len(names), depth * len(clients)):
+                for k, (c, cork) in enumerate(clients):
+                    batch = names[i + k * depth:i + (k + 1) * depth]
+                    for name in batch:
+                        c.send_GetTopN(GetTopNRequest(board=name, n=10))
+                    cork.release()
+                    c.pending = len(batch)
+                for c, _ in clients:
+                    for _ in range(c.pending):
+                        c.recv_GetTopN()
+        finally:
+            for _, cork in clients:
+                cork.inner.close()
+
+    def test_many_timed_board_names_bounded(self):
+        """Reads of 60,000 board names with read_cache_ms, each once: the
+        cache's bookkeeping of each board is counted under
+        --read-cache-bytes, and rankd's heap does not grow with the names
+        (it grew ~143 bytes a name, counted nowhere)."""
+        bound = 262144
+        c, port, _ = self.private("[defaults]\nread_cache_ms=300\n",
+                                  "--read-cache-bytes", str(bound))
+        # Fill what is bounded by a count (each worker's layout checks,
+        # RANK_LAYOUT_CACHE_MAX) before measuring.
+        self.read_boards(port, [f"warm{i}" for i in range(25000 // MANY)])
+        heap = self.metric("rankd_heap_in_use_bytes", port)
+        self.read_boards(port, [f"name{i}" for i in range(60000 // MANY)])
+        grown = self.metric("rankd_heap_in_use_bytes", port) - heap
+        print(f"\n{60000 // MANY:,} board names read: heap {grown / 1048576:+.2f} MiB, "
+              f"cache {self.metric('rankd_read_cache_bytes', port):.0f} "
+              "bytes", file=sys.stderr)
+        self.assertLess(grown, 4 * 1048576)
+        self.assertLessEqual(self.metric("rankd_read_cache_bytes", port), bound)
+        # The boards' bookkeeping is what fills it: no answer is kept.
+        self.assertGreater(self.metric("rankd_read_cache_bytes", port),
+                           bound // 2)
+
+    def test_swapdb_is_seen(self):
+        """SWAPDB swaps the board's keys out from under the cache, and Redis
+        7.0 reports nothing: the tracked page is served stale at most
+        RANK_READ_CACHE_TRACKED_MAX_AGE_MS (1 s), not until the next
+        write."""
+        c, port, rcli = self.private("[defaults]\nread_cache=tracked\n")
+        c.Update(set_to("swap", "a", 1, "swap-1"))
+
+        def hit():
+            before = self.metric("rankd_read_cache_hits_total", port)
+            c.GetTopN(GetTopNRequest(board="swap", n=10))
+            return self.metric("rankd_read_cache_hits_total", port) > before
+        wait_for("a cache hit on swap", hit)
+        subprocess.run([*rcli, "SWAPDB", "0", "1"], check=True,
+                       capture_output=True)
+        swapped = time.monotonic()
+        took = wait_for("SWAPDB to be seen", lambda: c.GetTopN(
+            GetTopNRequest(board="swap", n=10)) == [])
+        print(f"\nSWAPDB seen after {took * 1000:.0f} ms", file=sys.stderr)
+        self.assertLess(time.monotonic() - swapped, 1.0 + 2.0)
+
+    def warm_own(self, c, port, board):
+        """Reads board through c until rankd's cache answers it."""
+        def hit():
+            before = self.metric("rankd_read_cache_hits_total", port)
+            c.GetTopN(GetTopNRequest(board=board, n=10))
+            return self.metric("rankd_read_cache_hits_total", port) > before
+        wait_for(f"a cache hit on {board}", hit)
+
+    @staticmethod
+    def info(rcli, section):
+        out = subprocess.run([*rcli, "INFO", section], check=True,
+                             capture_output=True, text=True).stdout
+        return dict(line.strip().split(":", 1) for line in out.splitlines()
+                    if ":" in line)
+
+    def prefixes(self, rcli):
+        """Redis's tracking prefixes, over every session."""
+        return int(self.info(rcli, "stats")["tracking_total_prefixes"])
+
+    def update_cost(self, c, rcli, n=200):
+        """Redis's microseconds per update (FCALL of update.lua) over n
+        updates of one board, and their median latency (ms) seen here."""
+        def fcall():
+            st = self.info(rcli, "commandstats").get("cmdstat_fcall",
+                                                     "calls=0,usec=0,")
+            return (int(st.split("calls=")[1].split(",")[0]),
+                    int(st.split("usec=")[1].split(",")[0]))
+        calls, usec = fcall()
+        took = []
+        for _ in range(n):
+            self.rid = getattr(self, "rid", 0) + 1
+            begin = time.monotonic()
+            c.Update(set_to("upd", f"m{self.rid % 10}", self.rid,
+                            f"upd-{self.rid}"))
+            took.append(time.monotonic() - begin)
+        calls2, usec2 = fcall()
+        return (usec2 - usec) / (calls2 - calls), sorted(took)[n // 2] * 1000
+
+    def test_many_tracked_boards_bounded(self):
+        """Reads of 5,000 board names with read_cache=tracked: the tracking
+        session's prefixes stay within --read-cache-tracked-boards (default
+        100; Redis 7.0 walks them all for every key it writes), so what an
+        update costs Redis does not grow with the names read; the boards
+        read last are cached (the tracked set follows what is read), and a
+        board read all along stays tracked through the set's rotations."""
+        c, port, rcli = self.private("[defaults]\nread_cache=tracked\n")
+        c.Update(set_to("keep", "a", 1, "keep-1"))
+        self.warm_own(c, port, "keep")
+        # The least of three runs: other processes on the machine only ever
+        # add to it.
+        cost = [min(self.update_cost(c, rcli) for _ in range(3))]
+        names = [f"many{i}" for i in range(5000 // MANY)]
+        peak, begin = 0, time.monotonic()
+        for i in range(0, len(names), 25):
+            self.read_boards(port, names[i:i + 25])
+            c.GetTopN(GetTopNRequest(board="keep", n=10))
+            peak = max(peak, self.prefixes(rcli))
+            if i + 25 in (len(names) // 5, len(names)):
+                cost.append(min(self.update_cost(c, rcli) for _ in range(3)))
+        rate = len(names) / (time.monotonic() - begin)
+        print(f"\n{len(names):,} tracked boards read ({rate:.0f}/s): peak "
+              f"{peak} prefixes; update " + " -> ".join(
+                  f"{us:.1f} us ({ms:.2f} ms)" for us, ms in cost)
+              + " in Redis (seen here) with 0, 1/5 and all read",
+              file=sys.stderr)
+        # The set rotates through a second session: the boards kept are in
+        # both, and Redis counts a prefix once.
+        self.assertLessEqual(peak, 100 + 100 // 2 + 1)
+        self.assertLess(cost[2][0], cost[1][0] * 1.5 + 10)
+        self.assertLess(cost[2][0], cost[0][0] * 3 + 20)
+        self.warm_own(c, port, names[-1])
+        self.warm_own(c, port, "keep")
+        dropped = self.metric(
+            'rankd_read_cache_invalidations_total{source="redis"}', port)
+        subprocess.run([*rcli, "DEL", "rk:{keep}:z", "rk:{keep}:t"],
+                       check=True, capture_output=True)
+        wait_for("Redis's invalidation of keep", lambda: self.metric(
+            'rankd_read_cache_invalidations_total{source="redis"}', port)
+            > dropped and c.GetTopN(GetTopNRequest(board="keep", n=10)) == [])
+
+    def test_rotations_miss_no_change(self):
+        """The tracked set rotating all along (a reader of ever new board
+        names, --read-cache-tracked-boards 20) while another rankd writes a
+        board read all along here: every write is seen here within 0.5 s,
+        so Redis reported it (unreported, the cached page would stay up to
+        its 1 s age bound), and the set did rotate meanwhile."""
+        c, port, rcli = self.private("[defaults]\nread_cache=tracked\n",
+                                     "--read-cache-tracked-boards", "20")
+        w, _ = self.another()
+        w.Update(set_to("keep", "a", 0, "rot-0"))
+        self.warm_own(c, port, "keep")
+        rotations = self.metric("rankd_read_cache_tracked_rotations_total",
+                                port)
+        sessions = self.metric("rankd_read_cache_tracking_sessions_total",
+                               port)
+        hits = self.metric("rankd_read_cache_hits_total", port)
+        done = threading.Event()
+
+        def reader():
+            r, t = connect(port)
+            k = 0
+            while not done.is_set():
+                # Never more than 3 boards read since keep: it stays among
+                # the 10 a rotation keeps.
+                self.read_boards(port, [f"rot{k + i}" for i in range(3)])
+                r.GetTopN(GetTopNRequest(board="keep", n=10))
+                k += 3
+            t.close()
+        th = threading.Thread(target=reader)
+        th.start()
+        slowest = 0.0
+        try:
+            for i in range(1, 101 if not WRAPPER else 21):
+                w.Update(set_to("keep", "a", i, f"rot-{i}"))
+                slowest = max(slowest, wait_for(
+                    f"write {i} of keep", lambda: self.top(
+                        "keep", client=c) == [("a", i)]))
+        finally:
+            done.set()
+            th.join()
+        rotated = self.metric("rankd_read_cache_tracked_rotations_total",
+                              port) - rotations
+        hits = self.metric("rankd_read_cache_hits_total", port) - hits
+        print(f"\n{rotated:.0f} rotations, {hits:.0f} hits; slowest write "
+              f"seen after {slowest * 1000:.1f} ms", file=sys.stderr)
+        self.assertEqual(self.metric(
+            "rankd_read_cache_tracking_sessions_total", port), sessions)
+        self.assertGreater(rotated, 0)
+        self.assertLess(slowest, 0.5)
+        self.assertLessEqual(
+            self.metric("rankd_read_cache_tracked_prefixes", port), 20)
+
+    def test_sharded_board_fits_after_rotation(self):
+        """--read-cache-tracked-boards 10 full of boards just read, then a
+        board of 8 shards (9 prefixes, more than the half a rotation
+        keeps): the rotation makes room for it, it is cached, and reading
+        it alone rotates nothing more."""
+        c, port, _ = self.private(
+            "[defaults]\nread_cache=tracked\n\n[board big]\nshards=8\n",
+            "--read-cache-tracked-boards", "10")
+        c.Update(set_to("big", "a", 1, "big-1"))
+        self.warm_own(c, port, "first")
+        self.read_boards(port, [f"fill{i}" for i in range(30)])
+        self.warm_own(c, port, "big")
+        rotations = self.metric("rankd_read_cache_tracked_rotations_total",
+                                port)
+        for _ in range(50):
+            self.assertEqual(self.top("big", client=c), [("a", 1)])
+        self.assertEqual(self.metric(
+            "rankd_read_cache_tracked_rotations_total", port), rotations)
+
+    def test_lost_tracking_with_many_boards_keeps_updates(self):
+        """5,000 tracked boards read, then the invalidation connection
+        killed while updates run, with --redis-timeout 0.3: the new session
+        registers the tracked set in commands Redis runs quickly, every
+        update is answered, and the session is back up."""
+        c, port, rcli = self.private("[defaults]\nread_cache=tracked\n",
+                                     "--redis-timeout", "0.3")
+        c.Update(set_to("base", "a", 1, "base-1"))
+        self.warm_own(c, port, "base")
+        self.read_boards(port, [f"lost{i}" for i in range(5000 // MANY)])
+        wait_for("the tracked set to fill",
+                 lambda: self.prefixes(rcli) >= 50)
+        sessions = self.metric("rankd_read_cache_tracking_sessions_total",
+                               port)
+        done, failures, took, count = threading.Event(), [], [0.0], [0]
+
+        def updates():
+            u, t = connect(port)
+            i = 0
+            while not done.is_set():
+                i += 1
+                begin = time.monotonic()
+                try:
+                    u.Update(set_to("upd", "m", i, f"lost-upd-{i}"))
+                except Exception as e:  # reported by the test
+                    failures.append(repr(e))
+                took[0] = max(took[0], time.monotonic() - begin)
+                count[0] += 1
+            t.close()
+        th = threading.Thread(target=updates)
+        th.start()
+        try:
+            wait_for("updates to run", lambda: count[0] > 50)
+            for line in subprocess.run(
+                    [*rcli, "CLIENT", "LIST"], check=True, capture_output=True,
+                    text=True).stdout.splitlines():
+                if "name=rankd-invalidations" in line:
+                    subprocess.run([*rcli, "CLIENT", "KILL", "ID",
+                                    line.split("id=")[1].split()[0]],
+                                   check=True, capture_output=True)
+            wait_for("a new tracking session", lambda: self.metric(
+                "rankd_read_cache_tracking_sessions_total", port) > sessions
+                and self.metric("rankd_read_cache_tracking_up", port) == 1)
+            after = count[0]
+            wait_for("more updates", lambda: count[0] > after + 200)
+        finally:
+            done.set()
+            th.join()
+            print(f"\nkilled with {self.prefixes(rcli)} prefixes: {count[0]} "
+                  f"updates, {len(failures)} failed, slowest "
+                  f"{took[0] * 1000:.0f} ms", file=sys.stderr)
+        self.assertEqual(failures[:3], [])
+        self.warm_own(c, port, "base")
 
     def zrange_calls(self):
         stats = self.rcli("INFO", "commandstats")
