@@ -145,6 +145,8 @@ rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
                NULL, 0);
   script_init (&backend->scripts[RANK_SCRIPT_QUEUE], "queue.lua",
                rank_lua_queue, NULL, 0);
+  script_init (&backend->scripts[RANK_SCRIPT_QUEUES], "queues.lua",
+               rank_lua_queues, NULL, 0);
   /* First on every connection, before the scripts load. */
   if (config->password != NULL)
     {

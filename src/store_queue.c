@@ -12,6 +12,8 @@
  * apply goes to the dead-letter stream "...:v" with its reason. The hash
  * "...:n" counts updates queued, delivered, applied and dead, each moved
  * by queue.lua with the stream: the backlog, in updates, comes from it.
+ * rk:queues lists the boards whose streams hold work (queues.lua): Enqueue
+ * adds its board, a drain takes it off once they are empty.
  */
 #include <string.h>
 
@@ -507,6 +509,41 @@ enqueue_deliver (EnqueueTask *task)
 }
 
 static void
+enqueue_joined (const RankReply *reply, const GError *error, gpointer data)
+{
+  EnqueueTask *task = data;
+  g_autoptr (GError) bad = NULL;
+
+  if (error == NULL && reply->type != RANK_REPLY_INTEGER)
+    error = bad = store_unexpected (reply, "the board's score in rk:queues");
+  if (error != NULL)
+    task->countdown.error = g_error_copy (error);
+  enqueue_deliver (task);
+}
+
+/* Every entry is in (or one failed): the drains find the board in
+ * rk:queues. Only now: a drain that found the streams empty before takes
+ * the board off the list only if no join moved its score since
+ * (queues.lua), so joining after the entries are in leaves none behind. */
+static void
+enqueue_join (EnqueueTask *task)
+{
+  RankCommand cmd;
+
+  if (task->countdown.error != NULL)
+    {
+      enqueue_deliver (task);
+      return;
+    }
+  rank_command_init_script (&cmd, RANK_SCRIPT_QUEUES);
+  rank_command_add_str (&cmd, RANK_QUEUES_KEY);
+  rank_command_keys_done (&cmd);
+  rank_command_add_str (&cmd, "join");
+  rank_command_add_str (&cmd, task->ctx->board);
+  rank_backend_send (task->store->backend, 0, &cmd, 0, enqueue_joined, task);
+}
+
+static void
 enqueue_added (const RankReply *reply, const GError *error, gpointer data)
 {
   StorePart *part = data;
@@ -519,12 +556,7 @@ enqueue_added (const RankReply *reply, const GError *error, gpointer data)
     task->entry_ids[part->index] = g_strndup (reply->str, reply->len);
   g_free (part);
   if (store_countdown_done (&task->countdown, error))
-    enqueue_deliver (task);
-}
-
-static void
-ignore_reply (const RankReply *reply, const GError *error, gpointer data)
-{
+    enqueue_join (task);
 }
 
 /* The backlog is known: too much, or every update goes in, one entry per
@@ -578,14 +610,8 @@ enqueue_add (EnqueueTask *task)
                          store_node_of (task->store, shard), &cmd,
                          RANK_SEND_REPLICATED, enqueue_added, part);
     }
-  /* The drains find the board here. */
-  rank_command_init (&cmd, "ZADD");
-  rank_command_add_str (&cmd, RANK_QUEUES_KEY);
-  rank_command_add_str (&cmd, "0");
-  rank_command_add_str (&cmd, task->ctx->board);
-  rank_backend_send (task->store->backend, 0, &cmd, 0, ignore_reply, NULL);
   if (store_countdown_done (&task->countdown, NULL))
-    enqueue_deliver (task);
+    enqueue_join (task);
 }
 
 static void
@@ -1142,31 +1168,103 @@ rank_store_queue_create (RankStore *store, const RankContext *ctx, guint shard,
                      group_created, task);
 }
 
+/* ---- the list of queues with work (queues.lua) ---- */
+
 typedef struct
 {
-  RankStoreNamesFunc func;
+  RankStoreCountFunc func;
+  gpointer data;
+  const char *what;
+} CountTask;
+
+static void
+count_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  CountTask *task = data;
+  g_autoptr (GError) bad = NULL;
+
+  if (error == NULL && reply->type != RANK_REPLY_INTEGER)
+    error = bad = store_unexpected (reply, task->what);
+  task->func (error == NULL ? reply->integer : 0, error, task->data);
+  g_free (task);
+}
+
+static CountTask *
+count_task (RankStoreCountFunc func, gpointer data, const char *what)
+{
+  CountTask *task = g_new0 (CountTask, 1);
+
+  task->func = func;
+  task->data = data;
+  task->what = what;
+  return task;
+}
+
+void
+rank_store_queue_idle (RankStore *store, const RankContext *ctx, guint shard,
+                       RankStoreCountFunc func, gpointer data)
+{
+  RankCommand cmd;
+
+  queue_script (&cmd, ctx, shard, "idle", FALSE);
+  rank_command_add_str (&cmd, RANK_QUEUE_GROUP);
+  rank_backend_send (store->backend, store_node_of (store, shard), &cmd, 0,
+                     count_read, count_task (func, data, "queue.lua idle"));
+}
+
+void
+rank_store_queue_leave (RankStore *store, const char *board, const char *score,
+                        RankStoreCountFunc func, gpointer data)
+{
+  RankCommand cmd;
+
+  rank_command_init_script (&cmd, RANK_SCRIPT_QUEUES);
+  rank_command_add_str (&cmd, RANK_QUEUES_KEY);
+  rank_command_keys_done (&cmd);
+  rank_command_add_str (&cmd, "leave");
+  rank_command_add_str (&cmd, board);
+  rank_command_add_str (&cmd, score);
+  rank_backend_send (store->backend, 0, &cmd, 0, count_read,
+                     count_task (func, data, "queues.lua leave"));
+}
+
+typedef struct
+{
+  RankStoreQueuesFunc func;
   gpointer data;
 } QueuesTask;
 
+/* ZRANGE WITHSCORES: [name, score, ...]. */
 static void
 queues_read (const RankReply *reply, const GError *error, gpointer data)
 {
   QueuesTask *task = data;
   g_autoptr (GPtrArray) names = g_ptr_array_new ();
+  g_autoptr (GPtrArray) scores = g_ptr_array_new ();
   g_autoptr (GError) bad = NULL;
 
-  if (error == NULL && reply->type != RANK_REPLY_ARRAY)
+  if (error == NULL
+      && (reply->type != RANK_REPLY_ARRAY || reply->elements % 2 != 0))
     error = bad = store_unexpected (reply, "ZRANGE of the queues");
-  for (gsize i = 0; error == NULL && i < reply->elements; i++)
-    if (reply->element[i]->type == RANK_REPLY_STRING)
-      g_ptr_array_add (names, reply->element[i]->str);
-  task->func ((const char *const *) names->pdata, error ? 0 : names->len, error,
-              task->data);
+  for (gsize i = 0; error == NULL && i < reply->elements; i += 2)
+    {
+      const RankReply *name = rank_reply_string_at (reply, i);
+      const RankReply *score = rank_reply_string_at (reply, i + 1);
+
+      if (name != NULL && score != NULL)
+        {
+          g_ptr_array_add (names, name->str);
+          g_ptr_array_add (scores, score->str);
+        }
+    }
+  task->func ((const char *const *) names->pdata,
+              (const char *const *) scores->pdata, error ? 0 : names->len,
+              error, task->data);
   g_free (task);
 }
 
 void
-rank_store_list_queues (RankStore *store, RankStoreNamesFunc func,
+rank_store_list_queues (RankStore *store, guint max, RankStoreQueuesFunc func,
                         gpointer data)
 {
   QueuesTask *task = g_new0 (QueuesTask, 1);
@@ -1177,6 +1275,7 @@ rank_store_list_queues (RankStore *store, RankStoreNamesFunc func,
   rank_command_init (&cmd, "ZRANGE");
   rank_command_add_str (&cmd, RANK_QUEUES_KEY);
   rank_command_add_str (&cmd, "0");
-  rank_command_add_str (&cmd, "-1");
+  rank_command_add_int (&cmd, (gint64) max - 1);
+  rank_command_add_str (&cmd, "WITHSCORES");
   rank_backend_send (store->backend, 0, &cmd, 0, queues_read, task);
 }
