@@ -594,16 +594,14 @@ status_ask (RankQueue *q, RankConfig *config, const char *board)
 /* ---- leaving rk:queues ---- */
 
 /* Whether a listed board's queue is empty, and if so taking it off the
- * list: a look at each of its streams (queue.lua idle), then queues.lua
- * leave with the score the listing gave, so that an Enqueue since keeps it
- * listed (see rank_store_queue_leave). */
+ * list: a look at its streams (queue.lua idle), then queues.lua leave with the
+ * score the listing gave, so that an Enqueue since keeps it listed (see
+ * rank_store_queue_leave). */
 typedef struct
 {
   RankQueue *q;
   RankContext ctx; /* its board name is the task's */
   char *score;
-  guint pending;
-  gboolean idle;
 } LeaveTask;
 
 static void
@@ -648,17 +646,13 @@ board_left (gint64 left, const GError *error, gpointer data)
 }
 
 static void
-shard_idle (gint64 idle, const GError *error, gpointer data)
+board_idle (gint64 idle, const GError *error, gpointer data)
 {
   LeaveTask *t = data;
 
   if (error != NULL)
     g_debug ("queue of %s: %s", t->ctx.board, error->message);
-  if (error != NULL || !idle)
-    t->idle = FALSE;
-  if (--t->pending > 0)
-    return;
-  if (!t->idle || t->q->stopping)
+  if (error != NULL || !idle || t->q->stopping)
     {
       leave_task_free (t);
       return;
@@ -688,15 +682,12 @@ leave_check (RankQueue *q, RankConfig *config, const char *board, Board *b)
   t = g_new0 (LeaveTask, 1);
   t->q = q;
   t->score = g_strdup (b->score);
-  t->pending = o->shards;
-  t->idle = TRUE;
   rank_context_init (&t->ctx, config, g_strdup (board),
                      g_get_real_time () / 1000, g_get_monotonic_time (),
                      rank_handler_default_window_ms (q->handler));
   b->checking = TRUE;
   q->busy++;
-  for (guint shard = 0; shard < o->shards; shard++)
-    rank_store_queue_idle (q->store, &t->ctx, shard, shard_idle, t);
+  rank_store_queue_idle (q->store, &t->ctx, board_idle, t);
 }
 
 /* The boards to drain: those rk:queues lists, with work (an Enqueue put

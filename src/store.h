@@ -362,7 +362,9 @@ void rank_store_enqueue (RankStore *store, const RankContext *ctx,
                          const RankUpdate *const *updates, guint n,
                          RankStoreIdsFunc func, gpointer data);
 
-/* In updates, whatever the size of the entries. */
+/* In updates, whatever the size of the entries; of the streams of the
+ * board's shards, and of its stored layout's if that names another number
+ * of shards (updates queued before a reload changed them wait there). */
 typedef struct
 {
   gint64 backlog;   /* updates not acknowledged yet */
@@ -458,12 +460,13 @@ void rank_store_queue_create (RankStore *store, const RankContext *ctx,
 void rank_store_queue_trim (RankStore *store, const RankContext *ctx,
                             guint shard, RankStoreDoneFunc func, gpointer data);
 
-/* 1 if shard's stream holds nothing to apply (no entry undelivered, none
- * pending on any drain), its acknowledged entries then removed; 0 if it
- * holds some. */
+/* 1 if the streams of ctx's board hold nothing to apply (no entry
+ * undelivered, none pending on any drain), their acknowledged entries then
+ * removed; 0 if one holds some. The streams are those of its shards, and
+ * of its stored layout's if that names another number of shards (queued
+ * before a reload changed them). */
 void rank_store_queue_idle (RankStore *store, const RankContext *ctx,
-                            guint shard, RankStoreCountFunc func,
-                            gpointer data);
+                            RankStoreCountFunc func, gpointer data);
 
 /* names[0..n) and their scores (as Redis wrote them) live only during the
  * callback. */

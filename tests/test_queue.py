@@ -95,6 +95,14 @@ def wait_for(what, condition, deadline=DEADLINE):
     return servers.wait_for(what, condition, deadline)
 
 
+def terminate(*procs):
+    """Ends the servers a test started (None: not started, or gone)."""
+    for proc in procs:
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            proc.wait(60)
+
+
 class QueueTest(unittest.TestCase):
 
     @classmethod
@@ -602,10 +610,55 @@ class QueueTest(unittest.TestCase):
             self.assertEqual(self.score(boards[-1], "m", c), 1)
             t.close()
         finally:
-            for proc in (rankd, redis):
-                if proc is not None and proc.poll() is None:
-                    proc.terminate()
-                    proc.wait(60)
+            terminate(rankd, redis)
+
+    def test_status_counts_streams_of_old_shards(self):
+        """A reload that changes a board's shards leaves what was queued
+        before in the streams of the old shards: GetQueueStatus counts it
+        there (not backlog 0 with updates waiting), and once the shards are
+        back it drains, every update counted once."""
+        conf = os.path.join(self.dir, "reshard.conf")
+
+        def reshard(shards, rate):
+            with open(conf, "w", encoding="utf-8") as f:
+                f.write(f"[board qre]\nqueue=on\nshards={shards}\n"
+                        f"queue_claim_after=1\nqueue_rate={rate}\n")
+        reshard(4, 1)
+        redis, port = self.start_redis()
+        rankd = None
+        try:
+            rankd, rankd_port = self.start_rankd(redis_port=port, conf=conf)
+            log = os.path.join(self.dir, f"log-{rankd_port}")
+
+            def reloads():
+                with open(log, encoding="utf-8") as f:
+                    return f.read().count("SIGHUP: reloaded")
+
+            def reload(shards, rate):
+                before = reloads()
+                reshard(shards, rate)
+                rankd.send_signal(signal.SIGHUP)
+                wait_for("the reload", lambda: reloads() > before)
+
+            c, t = connect(rankd_port)
+            # Its layout recorded (shards=4) by a first write.
+            c.Update(self.incr("qre", "first", 1, "re-first"))
+            n = 40
+            c.Enqueue(EnqueueRequest(requests=[
+                self.incr("qre", f"r{i}", 1, f"re-{i}") for i in range(n)]))
+            counted = lambda st: st.backlog + st.applied + st.dead_lettered
+            self.assertEqual(counted(self.status("qre", c)), n)
+            reload(2, 1)
+            st = self.status("qre", c)
+            self.assertEqual(counted(st), n, st)
+            self.assertGreater(st.backlog, 0)
+            reload(4, 0)
+            self.drained("qre", c)
+            st = self.status("qre", c)
+            self.assertEqual((st.backlog, counted(st)), (0, n), st)
+            t.close()
+        finally:
+            terminate(rankd, redis)
 
     def metrics_of(self, port):
         with urllib.request.urlopen(
