@@ -209,6 +209,9 @@
 #define RANK_QUEUE_IDLE_POLL_MS 20
 #define RANK_QUEUE_REFRESH_MS 1000
 #define RANK_QUEUE_BOARDS_MAX 1000
+/* How often a drain looks for work in the streams of configured queue=on
+ * boards rk:queues does not list (queue.c says how it gets there). */
+#define RANK_QUEUE_UNLISTED_LOOK_MS 60000
 /* The read cache (cache.h): the largest read_cache_ms; the default bound
  * of its memory (--read-cache-bytes); the invalidation channel of Redis's
  * CLIENT TRACKING, and the name of the connections that listen to it. */

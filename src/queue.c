@@ -24,6 +24,7 @@ struct _RankQueue
   GHashTable *streams; /* "board\nshard" -> Stream */
   GHashTable *boards;  /* board -> Board: those listed at the last refresh */
   gint64 next_refresh_us;
+  gint64 next_unlisted_us; /* the next look at configured unlisted boards */
   gboolean refreshing;
   gboolean stopping;
   guint busy; /* streams with a read or batch in flight, looks at boards */
@@ -601,8 +602,23 @@ typedef struct
 {
   RankQueue *q;
   RankContext ctx; /* its board name is the task's */
-  char *score;
+  char *score;     /* NULL: a look at an unlisted board (below) */
 } LeaveTask;
+
+static LeaveTask *
+leave_task_new (RankQueue *q, RankConfig *config, const char *board,
+                const char *score)
+{
+  LeaveTask *t = g_new0 (LeaveTask, 1);
+
+  t->q = q;
+  t->score = g_strdup (score);
+  rank_context_init (&t->ctx, config, g_strdup (board),
+                     g_get_real_time () / 1000, g_get_monotonic_time (),
+                     rank_handler_default_window_ms (q->handler));
+  q->busy++;
+  return t;
+}
 
 static void
 leave_task_free (LeaveTask *t)
@@ -610,7 +626,7 @@ leave_task_free (LeaveTask *t)
   char *board = (char *) t->ctx.board;
   Board *b = g_hash_table_lookup (t->q->boards, board);
 
-  if (b != NULL)
+  if (b != NULL && t->score != NULL)
     b->checking = FALSE;
   t->q->busy--;
   rank_context_clear (&t->ctx);
@@ -679,15 +695,60 @@ leave_check (RankQueue *q, RankConfig *config, const char *board, Board *b)
       if (s == NULL || !s->idle || s->held != NULL)
         return;
     }
-  t = g_new0 (LeaveTask, 1);
-  t->q = q;
-  t->score = g_strdup (b->score);
-  rank_context_init (&t->ctx, config, g_strdup (board),
-                     g_get_real_time () / 1000, g_get_monotonic_time (),
-                     rank_handler_default_window_ms (q->handler));
+  t = leave_task_new (q, config, board, b->score);
   b->checking = TRUE;
-  q->busy++;
   rank_store_queue_idle (q->store, &t->ctx, board_idle, t);
+}
+
+/* ---- configured boards not listed ---- */
+
+static void
+unlisted_joined (gint64 score, const GError *error, gpointer data)
+{
+  LeaveTask *t = data;
+
+  if (error != NULL)
+    g_debug ("queue of %s: cannot join rk:queues: %s", t->ctx.board,
+             error->message);
+  else
+    g_message ("queue of %s: updates waited in its streams without the "
+               "board in %s; listed it",
+               t->ctx.board, RANK_QUEUES_KEY);
+  leave_task_free (t);
+}
+
+static void
+unlisted_looked (gint64 idle, const GError *error, gpointer data)
+{
+  LeaveTask *t = data;
+
+  if (error != NULL || idle || t->q->stopping)
+    {
+      leave_task_free (t);
+      return;
+    }
+  rank_store_queue_join (t->q->store, t->ctx.board, unlisted_joined, t);
+}
+
+/* The configured boards with queue=on that rk:queues does not list are
+ * looked at every RANK_QUEUE_UNLISTED_LOOK_MS (and at the start), and
+ * listed if their streams hold work: an Enqueue whose join failed after
+ * its entries were in (the call failed; its client may never send it
+ * again), or whose join a DeleteBoard's removal from the list crossed,
+ * leaves entries there. Bounded by the configuration. */
+static void
+unlisted_look (RankQueue *q, RankConfig *config, GHashTable *listed)
+{
+  g_auto (GStrv) configured = rank_config_board_names (config);
+
+  for (char **b = configured; *b != NULL; b++)
+    if (rank_config_board (config, *b)->queue
+        && !g_hash_table_contains (listed, *b))
+      {
+        LeaveTask *t = leave_task_new (q, config, *b, NULL);
+
+        rank_store_queue_idle (q->store, &t->ctx, unlisted_looked, t);
+      }
 }
 
 /* The boards to drain: those rk:queues lists, with work (an Enqueue put
@@ -718,6 +779,13 @@ queues_listed (const char *const *names, const char *const *scores, guint n,
       board_want (q, config, names[i]);
       leave_check (q, config, names[i], b);
       status_ask (q, config, names[i]);
+    }
+  /* Not while the list is longer than a drain takes: a board past the
+   * bound would be moved to its end by a join. */
+  if (n < RANK_QUEUE_BOARDS_MAX && now_us () >= q->next_unlisted_us)
+    {
+      q->next_unlisted_us = now_us () + RANK_QUEUE_UNLISTED_LOOK_MS * 1000;
+      unlisted_look (q, config, listed);
     }
   g_hash_table_iter_init (&it, q->streams);
   while (g_hash_table_iter_next (&it, NULL, &value))

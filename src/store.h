@@ -480,6 +480,10 @@ typedef void (*RankStoreQueuesFunc) (const char *const *names,
 void rank_store_list_queues (RankStore *store, guint max,
                              RankStoreQueuesFunc func, gpointer data);
 
+/* Lists board among the queues with work (the count: its score). */
+void rank_store_queue_join (RankStore *store, const char *board,
+                            RankStoreCountFunc func, gpointer data);
+
 /* Takes board off the list of queues with work if its score is still score
  * (1; 0: work was added since, it stays). Call it after every stream of
  * the board was found idle (rank_store_queue_idle), that look having begun

@@ -276,6 +276,17 @@ queue_script (RankCommand *cmd, const RankContext *ctx, guint shard,
   rank_command_add_str (cmd, op);
 }
 
+/* A call of queues.lua (op) on rk:queues for board. */
+static void
+queues_script (RankCommand *cmd, const char *op, const char *board)
+{
+  rank_command_init_script (cmd, RANK_SCRIPT_QUEUES);
+  rank_command_add_str (cmd, RANK_QUEUES_KEY);
+  rank_command_keys_done (cmd);
+  rank_command_add_str (cmd, op);
+  rank_command_add_str (cmd, board);
+}
+
 typedef struct
 {
   gint64 queued;
@@ -535,11 +546,7 @@ enqueue_join (EnqueueTask *task)
       enqueue_deliver (task);
       return;
     }
-  rank_command_init_script (&cmd, RANK_SCRIPT_QUEUES);
-  rank_command_add_str (&cmd, RANK_QUEUES_KEY);
-  rank_command_keys_done (&cmd);
-  rank_command_add_str (&cmd, "join");
-  rank_command_add_str (&cmd, task->ctx->board);
+  queues_script (&cmd, "join", task->ctx->board);
   rank_backend_send (task->store->backend, 0, &cmd, 0, enqueue_joined, task);
 }
 
@@ -1381,16 +1388,23 @@ rank_store_queue_idle (RankStore *store, const RankContext *ctx,
 }
 
 void
+rank_store_queue_join (RankStore *store, const char *board,
+                       RankStoreCountFunc func, gpointer data)
+{
+  RankCommand cmd;
+
+  queues_script (&cmd, "join", board);
+  rank_backend_send (store->backend, 0, &cmd, 0, count_read,
+                     count_task (func, data, "queues.lua join"));
+}
+
+void
 rank_store_queue_leave (RankStore *store, const char *board, const char *score,
                         RankStoreCountFunc func, gpointer data)
 {
   RankCommand cmd;
 
-  rank_command_init_script (&cmd, RANK_SCRIPT_QUEUES);
-  rank_command_add_str (&cmd, RANK_QUEUES_KEY);
-  rank_command_keys_done (&cmd);
-  rank_command_add_str (&cmd, "leave");
-  rank_command_add_str (&cmd, board);
+  queues_script (&cmd, "leave", board);
   rank_command_add_str (&cmd, score);
   rank_backend_send (store->backend, 0, &cmd, 0, count_read,
                      count_task (func, data, "queues.lua leave"));

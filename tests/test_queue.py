@@ -660,6 +660,31 @@ class QueueTest(unittest.TestCase):
         finally:
             terminate(rankd, redis)
 
+    def test_unlisted_work_of_a_configured_board_drains(self):
+        """Entries in the stream of a configured queue=on board that
+        rk:queues does not list (an Enqueue whose listing failed after its
+        entries were in) are found at the start, and drained."""
+        conf = os.path.join(self.dir, "unlisted.conf")
+        with open(conf, "w", encoding="utf-8") as f:
+            f.write("[board qun]\nqueue=on\n")
+        redis, port = self.start_redis()
+        rankd = None
+        cli = lambda *a: subprocess.run(
+            ["redis-cli", "-p", str(port), *a], capture_output=True,
+            text=True, check=True).stdout.strip()
+        try:
+            cli("XADD", "rk:{qun}:u", "*", "n", "2", "p", "garbage")
+            cli("HINCRBY", "rk:{qun}:n", "queued", "2")
+            rankd, rankd_port = self.start_rankd(redis_port=port, conf=conf)
+            c, t = connect(rankd_port)
+            self.drained("qun", c)
+            self.assertEqual(self.status("qun", c).dead_lettered, 2)
+            wait_for("the board to leave rk:queues",
+                     lambda: cli("ZCARD", "rk:queues") == "0", 30)
+            t.close()
+        finally:
+            terminate(rankd, redis)
+
     def metrics_of(self, port):
         with urllib.request.urlopen(
                 f"http://127.0.0.1:{self.http[port]}/metrics",
