@@ -609,6 +609,7 @@ class QueueTest(unittest.TestCase):
             c, t = connect(rankd_port)
             self.assertEqual(self.score(boards[-1], "m", c), 1)
             t.close()
+            self.assertEqual(stop(rankd, self.dir, rankd_port), 0)
         finally:
             terminate(rankd, redis)
 
@@ -657,6 +658,7 @@ class QueueTest(unittest.TestCase):
             st = self.status("qre", c)
             self.assertEqual((st.backlog, counted(st)), (0, n), st)
             t.close()
+            self.assertEqual(stop(rankd, self.dir, rankd_port), 0)
         finally:
             terminate(rankd, redis)
 
@@ -682,6 +684,7 @@ class QueueTest(unittest.TestCase):
             wait_for("the board to leave rk:queues",
                      lambda: cli("ZCARD", "rk:queues") == "0", 30)
             t.close()
+            self.assertEqual(stop(rankd, self.dir, rankd_port), 0)
         finally:
             terminate(rankd, redis)
 
