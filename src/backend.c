@@ -149,6 +149,8 @@ rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
                rank_lua_clear, NULL, 0);
   script_init (&backend->scripts[RANK_SCRIPT_EXPORT], "export.lua",
                rank_lua_export, NULL, 0);
+  script_init (&backend->scripts[RANK_SCRIPT_QUEUES], "queues.lua",
+               rank_lua_queues, NULL, 0);
   /* First on every connection, before the scripts load. */
   if (config->password != NULL)
     {

@@ -202,8 +202,9 @@
 
 /* The update queue (queue.h): a board's stream "rk:{board}:u" (a shard's
  * "rk:s:{board/i}:u"), its dead letters "...:v" (a stream), its counts
- * "...:n" (a hash: applied, dead); every board with a queue, as rk:boards
- * lists boards. */
+ * "...:n" (a hash: applied, dead); the boards whose queue has work, scored
+ * by when it was last added (queues.lua): a board leaves once its streams
+ * are empty. */
 #define RANK_KEY_SUFFIX_QUEUE "u"
 #define RANK_KEY_SUFFIX_DEAD "v"
 #define RANK_KEY_SUFFIX_QUEUE_COUNTS "n"
@@ -216,11 +217,18 @@
 #define RANK_QUEUE_MAX_BACKLOG_DEFAULT 1000000
 #define RANK_QUEUE_MAX_BACKLOG_LIMIT 1000000000
 /* Updates a drain reads (and applies) at once, per stream, about: it reads
- * whole entries. How often an idle queue is looked at; how often the list of
- * queues is read again. */
+ * whole entries. How often a listed queue with nothing new is looked at;
+ * how often the list of queues with work is read again (a board that
+ * joins it waits at most this long). The boards a drain takes from the
+ * list at once, those waiting longest first: what it keeps per board is
+ * bounded by it. */
 #define RANK_QUEUE_READ_COUNT 256
 #define RANK_QUEUE_IDLE_POLL_MS 20
 #define RANK_QUEUE_REFRESH_MS 1000
+#define RANK_QUEUE_BOARDS_MAX 1000
+/* How often a drain looks for work in the streams of configured queue=on
+ * boards rk:queues does not list (queue.c says how it gets there). */
+#define RANK_QUEUE_UNLISTED_LOOK_MS 60000
 /* The read cache (cache.h): the largest read_cache_ms; the default bound
  * of its memory (--read-cache-bytes); the invalidation channel of Redis's
  * CLIENT TRACKING, and the name of the connections that listen to it. */

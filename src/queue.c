@@ -22,11 +22,12 @@ struct _RankQueue
   RankHandler *handler;
   char *consumer;
   GHashTable *streams; /* "board\nshard" -> Stream */
-  GHashTable *rates;   /* board -> Rate, queue_rate's tokens */
+  GHashTable *boards;  /* board -> Board: those listed at the last refresh */
   gint64 next_refresh_us;
+  gint64 next_unlisted_us; /* the next look at configured unlisted boards */
   gboolean refreshing;
   gboolean stopping;
-  guint busy; /* streams with a read or batch in flight */
+  guint busy; /* streams with a read or batch in flight, looks at boards */
 };
 
 struct _Stream
@@ -38,21 +39,29 @@ struct _Stream
   gboolean created;     /* its group is there */
   gboolean own_pending; /* read this consumer's pending entries first */
   gboolean listed;      /* at the last refresh */
+  gboolean idle;        /* its last read of new entries found none */
+  gboolean left;        /* its board left rk:queues: not read any more */
   gboolean trimming;    /* an XTRIM in flight */
   gint64 next_trim_us;
   gint64 next_us; /* not read before (monotonic) */
   gint64 next_claim_us;
-  RankContext ctx;    /* the board at the read: options, keys */
-  struct Apply *held; /* a batch partly applied, waiting for queue_rate */
-  guint per_entry;    /* updates per entry at the last read (1 before) */
+  RankContext ctx;       /* the board at the read: options, keys */
+  struct Apply *held;    /* a batch partly applied, waiting for queue_rate */
+  guint per_entry;       /* updates per entry at the last read (1 before) */
+  RankQueueRead reading; /* the read in flight */
 };
 
-/* queue_rate: tokens of a board, refilled each second. */
+/* A board in rk:queues, as this drain saw it. Kept only while it is
+ * listed: what the drain holds per board is bounded by
+ * RANK_QUEUE_BOARDS_MAX, and freed once the board's queue is empty. */
 typedef struct
 {
+  char *score;       /* in rk:queues, at the last refresh */
+  gboolean checking; /* whether it can leave: a look in flight */
+  /* queue_rate: its tokens, refilled each second. */
   gint64 second;
   guint used;
-} Rate;
+} Board;
 
 /* A batch being applied, in slices as queue_rate allows. */
 typedef struct Apply
@@ -104,6 +113,28 @@ stream_free (gpointer data)
   g_free (s);
 }
 
+static void
+board_free (gpointer data)
+{
+  Board *b = data;
+
+  g_free (b->score);
+  g_free (b);
+}
+
+static Board *
+board_get (RankQueue *q, const char *board)
+{
+  Board *b = g_hash_table_lookup (q->boards, board);
+
+  if (b == NULL)
+    {
+      b = g_new0 (Board, 1);
+      g_hash_table_insert (q->boards, g_strdup (board), b);
+    }
+  return b;
+}
+
 /* ---- queue_rate ---- */
 
 /* How many of board's updates this rankd may apply now (queue_rate):
@@ -113,16 +144,11 @@ rate_allows (RankQueue *q, const Stream *s)
 {
   guint rate = s->ctx.options->queue_rate;
   gint64 second = g_get_real_time () / G_USEC_PER_SEC;
-  Rate *r;
+  Board *r;
 
   if (rate == 0)
     return G_MAXUINT;
-  r = g_hash_table_lookup (q->rates, s->board);
-  if (r == NULL)
-    {
-      r = g_new0 (Rate, 1);
-      g_hash_table_insert (q->rates, g_strdup (s->board), r);
-    }
+  r = board_get (q, s->board);
   if (r->second != second)
     r->second = second, r->used = 0;
   return rate - MIN (rate, r->used);
@@ -131,7 +157,7 @@ rate_allows (RankQueue *q, const Stream *s)
 static void
 rate_take (RankQueue *q, const Stream *s, guint n)
 {
-  Rate *r = g_hash_table_lookup (q->rates, s->board);
+  Board *r = g_hash_table_lookup (q->boards, s->board);
 
   if (r != NULL)
     r->used += n;
@@ -385,6 +411,7 @@ batch_read (RankQueueBatch *batch, const GError *error, gpointer data)
   Stream *s = data;
   Apply *a;
 
+  s->idle = error == NULL && batch->n == 0 && s->reading == RANK_QUEUE_NEW;
   if (error != NULL)
     {
       if (g_error_matches (error, RANK_ERROR, RANK_ERROR_NOT_FOUND))
@@ -454,7 +481,7 @@ stream_step (Stream *s)
   gint64 now = now_us ();
   guint allowed, count;
 
-  if (s->busy || q->stopping || now < s->next_us)
+  if (s->busy || s->left || q->stopping || now < s->next_us)
     return;
   rank_context_clear (&s->ctx);
   rank_context_init (&s->ctx, rank_handler_config (q->handler), s->board,
@@ -496,13 +523,13 @@ stream_step (Stream *s)
       guint idle_ms = s->ctx.options->queue_claim_after_s * 1000;
 
       s->next_claim_us = now + (gint64) MAX (idle_ms / 2, 500) * 1000;
+      s->reading = RANK_QUEUE_CLAIM;
       rank_store_queue_read (q->store, &s->ctx, s->shard, q->consumer,
                              RANK_QUEUE_CLAIM, count, idle_ms, batch_read, s);
       return;
     }
-  rank_store_queue_read (q->store, &s->ctx, s->shard, q->consumer,
-                         s->own_pending ? RANK_QUEUE_OWN_PENDING
-                                        : RANK_QUEUE_NEW,
+  s->reading = s->own_pending ? RANK_QUEUE_OWN_PENDING : RANK_QUEUE_NEW;
+  rank_store_queue_read (q->store, &s->ctx, s->shard, q->consumer, s->reading,
                          count, 0, batch_read, s);
 }
 
@@ -525,6 +552,8 @@ stream_want (RankQueue *q, const char *board, guint shard)
       g_hash_table_insert (q->streams, g_steal_pointer (&key), s);
     }
   s->listed = TRUE;
+  if (s->left)
+    s->left = s->idle = FALSE; /* work was added since it left */
 }
 
 static void
@@ -569,36 +598,209 @@ status_ask (RankQueue *q, RankConfig *config, const char *board)
   rank_store_queue_stats (q->store, &ask->ctx, status_read, ask);
 }
 
-/* The boards to drain: those ever queued to, and the configured ones with
- * queue=on. */
+/* ---- leaving rk:queues ---- */
+
+/* Whether a listed board's queue is empty, and if so taking it off the
+ * list: a look at its streams (queue.lua idle), then queues.lua leave with the
+ * score the listing gave, so that an Enqueue since keeps it listed (see
+ * rank_store_queue_leave). */
+typedef struct
+{
+  RankQueue *q;
+  RankContext ctx; /* its board name is the task's */
+  char *score;     /* NULL: a look at an unlisted board (below) */
+} LeaveTask;
+
+static LeaveTask *
+leave_task_new (RankQueue *q, RankConfig *config, const char *board,
+                const char *score)
+{
+  LeaveTask *t = g_new0 (LeaveTask, 1);
+
+  t->q = q;
+  t->score = g_strdup (score);
+  rank_context_init (&t->ctx, config, g_strdup (board),
+                     g_get_real_time () / 1000, g_get_monotonic_time (),
+                     rank_handler_default_window_ms (q->handler));
+  q->busy++;
+  return t;
+}
+
 static void
-queues_listed (const char *const *names, guint n, const GError *error,
-               gpointer data)
+leave_task_free (LeaveTask *t)
+{
+  char *board = (char *) t->ctx.board;
+  Board *b = g_hash_table_lookup (t->q->boards, board);
+
+  if (b != NULL && t->score != NULL)
+    b->checking = FALSE;
+  t->q->busy--;
+  rank_context_clear (&t->ctx);
+  g_free (board);
+  g_free (t->score);
+  g_free (t);
+}
+
+static void
+board_left (gint64 left, const GError *error, gpointer data)
+{
+  LeaveTask *t = data;
+
+  if (error != NULL)
+    g_debug ("queue of %s: cannot leave rk:queues: %s", t->ctx.board,
+             error->message);
+  else if (left)
+    {
+      /* Not read from now on; dropped at the next refresh unless work
+       * was added since. */
+      for (guint shard = 0; shard < t->ctx.options->shards; shard++)
+        {
+          g_autofree char *key
+              = g_strdup_printf ("%s\n%u", t->ctx.board, shard);
+          Stream *s = g_hash_table_lookup (t->q->streams, key);
+
+          if (s != NULL)
+            s->left = TRUE;
+        }
+      rank_metrics_queue_status (t->ctx.board, 0, 0.0);
+    }
+  leave_task_free (t);
+}
+
+static void
+board_idle (gint64 idle, const GError *error, gpointer data)
+{
+  LeaveTask *t = data;
+
+  if (error != NULL)
+    g_debug ("queue of %s: %s", t->ctx.board, error->message);
+  if (error != NULL || !idle || t->q->stopping)
+    {
+      leave_task_free (t);
+      return;
+    }
+  rank_store_queue_leave (t->q->store, t->ctx.board, t->score, board_left, t);
+}
+
+/* A listed board whose every stream found nothing new at its last read
+ * may have an empty queue: look. Sent after the list was read, as
+ * rank_store_queue_leave wants. */
+static void
+leave_check (RankQueue *q, RankConfig *config, const char *board, Board *b)
+{
+  const RankBoardOptions *o = rank_config_board (config, board);
+  LeaveTask *t;
+
+  if (b->checking)
+    return;
+  for (guint shard = 0; shard < o->shards; shard++)
+    {
+      g_autofree char *key = g_strdup_printf ("%s\n%u", board, shard);
+      Stream *s = g_hash_table_lookup (q->streams, key);
+
+      if (s == NULL || !s->idle || s->held != NULL)
+        return;
+    }
+  t = leave_task_new (q, config, board, b->score);
+  b->checking = TRUE;
+  rank_store_queue_idle (q->store, &t->ctx, board_idle, t);
+}
+
+/* ---- configured boards not listed ---- */
+
+static void
+unlisted_joined (gint64 score, const GError *error, gpointer data)
+{
+  LeaveTask *t = data;
+
+  if (error != NULL)
+    g_debug ("queue of %s: cannot join rk:queues: %s", t->ctx.board,
+             error->message);
+  else
+    g_message ("queue of %s: updates waited in its streams without the "
+               "board in %s; listed it",
+               t->ctx.board, RANK_QUEUES_KEY);
+  leave_task_free (t);
+}
+
+static void
+unlisted_looked (gint64 idle, const GError *error, gpointer data)
+{
+  LeaveTask *t = data;
+
+  if (error != NULL || idle || t->q->stopping)
+    {
+      leave_task_free (t);
+      return;
+    }
+  rank_store_queue_join (t->q->store, t->ctx.board, unlisted_joined, t);
+}
+
+/* The configured boards with queue=on that rk:queues does not list are
+ * looked at every RANK_QUEUE_UNLISTED_LOOK_MS (and at the start), and
+ * listed if their streams hold work: an Enqueue whose join failed after
+ * its entries were in (the call failed; its client may never send it
+ * again), or whose join a DeleteBoard's removal from the list crossed,
+ * leaves entries there. Bounded by the configuration. */
+static void
+unlisted_look (RankQueue *q, RankConfig *config, GHashTable *listed)
+{
+  g_auto (GStrv) configured = rank_config_board_names (config);
+
+  for (char **b = configured; *b != NULL; b++)
+    if (rank_config_board (config, *b)->queue
+        && !g_hash_table_contains (listed, *b))
+      {
+        LeaveTask *t = leave_task_new (q, config, *b, NULL);
+
+        rank_store_queue_idle (q->store, &t->ctx, unlisted_looked, t);
+      }
+}
+
+/* The boards to drain: those rk:queues lists, with work (an Enqueue put
+ * them there; they leave once their queues are empty). */
+static void
+queues_listed (const char *const *names, const char *const *scores, guint n,
+               const GError *error, gpointer data)
 {
   RankQueue *q = data;
   RankConfig *config = rank_handler_config (q->handler);
-  g_auto (GStrv) configured = rank_config_board_names (config);
+  g_autoptr (GHashTable) listed = g_hash_table_new (g_str_hash, g_str_equal);
   GHashTableIter it;
-  gpointer value;
+  gpointer key, value;
 
   q->refreshing = FALSE;
-  if (error != NULL)
+  if (error != NULL || q->stopping)
     return;
   g_hash_table_iter_init (&it, q->streams);
   while (g_hash_table_iter_next (&it, NULL, &value))
     ((Stream *) value)->listed = FALSE;
   for (guint i = 0; i < n; i++)
     {
+      Board *b = board_get (q, names[i]);
+
+      g_free (b->score);
+      b->score = g_strdup (scores[i]);
+      g_hash_table_add (listed, (gpointer) names[i]);
       board_want (q, config, names[i]);
+      leave_check (q, config, names[i], b);
       status_ask (q, config, names[i]);
     }
-  for (char **b = configured; *b != NULL; b++)
-    if (rank_config_board (config, *b)->queue)
-      board_want (q, config, *b);
+  /* Not while the list is longer than a drain takes: a board past the
+   * bound would be moved to its end by a join. */
+  if (n < RANK_QUEUE_BOARDS_MAX && now_us () >= q->next_unlisted_us)
+    {
+      q->next_unlisted_us = now_us () + RANK_QUEUE_UNLISTED_LOOK_MS * 1000;
+      unlisted_look (q, config, listed);
+    }
   g_hash_table_iter_init (&it, q->streams);
   while (g_hash_table_iter_next (&it, NULL, &value))
     if (!((Stream *) value)->listed && !((Stream *) value)->busy
         && !((Stream *) value)->trimming)
+      g_hash_table_iter_remove (&it);
+  g_hash_table_iter_init (&it, q->boards);
+  while (g_hash_table_iter_next (&it, &key, &value))
+    if (!g_hash_table_contains (listed, key) && !((Board *) value)->checking)
       g_hash_table_iter_remove (&it);
 }
 
@@ -619,7 +821,8 @@ queue_prepare (gpointer data)
     {
       q->refreshing = TRUE;
       q->next_refresh_us = now + RANK_QUEUE_REFRESH_MS * 1000;
-      rank_store_list_queues (q->store, queues_listed, q);
+      rank_store_list_queues (q->store, RANK_QUEUE_BOARDS_MAX, queues_listed,
+                              q);
       sent = TRUE;
     }
   next = MIN (next, q->next_refresh_us);
@@ -629,6 +832,8 @@ queue_prepare (gpointer data)
       Stream *s = value;
       gboolean was_busy = s->busy;
 
+      if (s->left)
+        continue;
       stream_step (s);
       /* A command sent now may wait in its link until the next turn of the
        * loop (the links flush before this runs): no sleep then. */
@@ -668,7 +873,8 @@ rank_queue_new (RankLoop *loop, RankStore *store, RankHandler *handler)
       = g_strdup_printf ("%s:%d:%08x", host, (int) getpid (), g_random_int ());
   q->streams
       = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, stream_free);
-  q->rates = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  q->boards
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, board_free);
   /* The first look a refresh period after the start, when the links are
    * up: a command sent while they connect fails (and counts as an
    * error). */
@@ -692,7 +898,7 @@ rank_queue_free (RankQueue *queue)
   if (queue == NULL)
     return;
   g_hash_table_unref (queue->streams);
-  g_hash_table_unref (queue->rates);
+  g_hash_table_unref (queue->boards);
   g_free (queue->consumer);
   g_free (queue);
 }

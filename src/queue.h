@@ -3,10 +3,14 @@
  * Redis takes.
  *
  * One worker of each rankd drains (its loop, its store). It is a consumer
- * of every queued board's streams: it reads up to RANK_QUEUE_READ_COUNT
- * entries of a stream, applies them in order through the store's update
- * path (one script call per RANK_GROUP_MAX_ITEMS of them), and
- * acknowledges and deletes them only once applied. Entries pending on a
+ * of the streams of the boards rk:queues lists, those with work (at most
+ * RANK_QUEUE_BOARDS_MAX at once, read again every RANK_QUEUE_REFRESH_MS);
+ * once a board's streams are empty it takes the board off the list and
+ * forgets it, so an idle queue costs neither Redis nor rankd anything. It
+ * reads up to RANK_QUEUE_READ_COUNT entries of a stream, applies them in
+ * order through the store's update path (one script call per
+ * RANK_GROUP_MAX_ITEMS of them), and acknowledges and deletes them only
+ * once applied. Entries pending on a
  * rankd that died (or lost Redis) are claimed by the others once idle for
  * the board's queue_claim_after. Delivery is at least once; since every
  * entry carries its request id, the effect is exactly once (within the

@@ -354,14 +354,18 @@ typedef void (*RankStoreIdsFunc) (const char *const *ids, guint n,
 
 /* Enqueue: updates[0..n) of ctx's board (checked, with their times fixed)
  * into the streams of their shards, one entry a shard, after WAIT with
- * --wait-replicas. Unavailable ("queue full") and nothing queued when the
- * board's backlog would pass its queue_max_backlog. updates must live
+ * --wait-replicas; then the board joins the list of queues with work (an
+ * error there fails the call, the entries in: a retry with the same
+ * request ids applies them once). Unavailable ("queue full") and nothing queued
+ * when the board's backlog would pass its queue_max_backlog. updates must live
  * until func. */
 void rank_store_enqueue (RankStore *store, const RankContext *ctx,
                          const RankUpdate *const *updates, guint n,
                          RankStoreIdsFunc func, gpointer data);
 
-/* In updates, whatever the size of the entries. */
+/* In updates, whatever the size of the entries; of the streams of the
+ * board's shards, and of its stored layout's if that names another number
+ * of shards (updates queued before a reload changed them wait there). */
 typedef struct
 {
   gint64 backlog;   /* updates not acknowledged yet */
@@ -462,8 +466,37 @@ void rank_store_queue_create (RankStore *store, const RankContext *ctx,
 void rank_store_queue_trim (RankStore *store, const RankContext *ctx,
                             guint shard, RankStoreDoneFunc func, gpointer data);
 
-/* Every board that was ever queued to (until DeleteBoard). */
-void rank_store_list_queues (RankStore *store, RankStoreNamesFunc func,
+/* 1 if the streams of ctx's board hold nothing to apply (no entry
+ * undelivered, none pending on any drain), their acknowledged entries then
+ * removed; 0 if one holds some. The streams are those of its shards, and
+ * of its stored layout's if that names another number of shards (queued
+ * before a reload changed them). */
+void rank_store_queue_idle (RankStore *store, const RankContext *ctx,
+                            RankStoreCountFunc func, gpointer data);
+
+/* names[0..n) and their scores (as Redis wrote them) live only during the
+ * callback. */
+typedef void (*RankStoreQueuesFunc) (const char *const *names,
+                                     const char *const *scores, guint n,
+                                     const GError *error, gpointer data);
+
+/* The boards whose queue has work (rk:queues), at most max of them, those
+ * whose work was added longest ago first, with their scores for
+ * rank_store_queue_leave. */
+void rank_store_list_queues (RankStore *store, guint max,
+                             RankStoreQueuesFunc func, gpointer data);
+
+/* Lists board among the queues with work (the count: its score). */
+void rank_store_queue_join (RankStore *store, const char *board,
+                            RankStoreCountFunc func, gpointer data);
+
+/* Takes board off the list of queues with work if its score is still score
+ * (1; 0: work was added since, it stays). Call it after every stream of
+ * the board was found idle (rank_store_queue_idle), that look having begun
+ * after the list was read: an Enqueue lists its board again after its
+ * entries are in, so it moved the score or the look saw its entries. */
+void rank_store_queue_leave (RankStore *store, const char *board,
+                             const char *score, RankStoreCountFunc func,
                              gpointer data);
 
 #endif /* RANK_STORE_H */

@@ -12,7 +12,9 @@
  * apply goes to the dead-letter stream "...:v" with its reason. The hash
  * "...:n" counts updates queued, delivered, applied, replayed (a request
  * id applied before) and dead, each moved by queue.lua with the stream:
- * the backlog, in updates, comes from it.
+ * the backlog, in updates, comes from it. rk:queues lists the boards whose
+ * streams hold work (queues.lua): Enqueue adds its board, a drain takes it
+ * off once they are empty.
  */
 #include <string.h>
 
@@ -275,6 +277,17 @@ queue_script (RankCommand *cmd, const RankContext *ctx, guint shard,
   rank_command_add_str (cmd, op);
 }
 
+/* A call of queues.lua (op) on rk:queues for board. */
+static void
+queues_script (RankCommand *cmd, const char *op, const char *board)
+{
+  rank_command_init_script (cmd, RANK_SCRIPT_QUEUES);
+  rank_command_add_str (cmd, RANK_QUEUES_KEY);
+  rank_command_keys_done (cmd);
+  rank_command_add_str (cmd, op);
+  rank_command_add_str (cmd, board);
+}
+
 typedef struct
 {
   gint64 queued;
@@ -519,6 +532,37 @@ enqueue_deliver (EnqueueTask *task)
 }
 
 static void
+enqueue_joined (const RankReply *reply, const GError *error, gpointer data)
+{
+  EnqueueTask *task = data;
+  g_autoptr (GError) bad = NULL;
+
+  if (error == NULL && reply->type != RANK_REPLY_INTEGER)
+    error = bad = store_unexpected (reply, "the board's score in rk:queues");
+  if (error != NULL)
+    task->countdown.error = g_error_copy (error);
+  enqueue_deliver (task);
+}
+
+/* Every entry is in (or one failed): the drains find the board in
+ * rk:queues. Only now: a drain that found the streams empty before takes
+ * the board off the list only if no join moved its score since
+ * (queues.lua), so joining after the entries are in leaves none behind. */
+static void
+enqueue_join (EnqueueTask *task)
+{
+  RankCommand cmd;
+
+  if (task->countdown.error != NULL)
+    {
+      enqueue_deliver (task);
+      return;
+    }
+  queues_script (&cmd, "join", task->ctx->board);
+  rank_backend_send (task->store->backend, 0, &cmd, 0, enqueue_joined, task);
+}
+
+static void
 enqueue_added (const RankReply *reply, const GError *error, gpointer data)
 {
   StorePart *part = data;
@@ -531,12 +575,7 @@ enqueue_added (const RankReply *reply, const GError *error, gpointer data)
     task->entry_ids[part->index] = g_strndup (reply->str, reply->len);
   g_free (part);
   if (store_countdown_done (&task->countdown, error))
-    enqueue_deliver (task);
-}
-
-static void
-ignore_reply (const RankReply *reply, const GError *error, gpointer data)
-{
+    enqueue_join (task);
 }
 
 /* The backlog is known: too much, or every update goes in, one entry per
@@ -590,14 +629,8 @@ enqueue_add (EnqueueTask *task)
                          store_node_of (task->store, shard), &cmd,
                          RANK_SEND_REPLICATED, enqueue_added, part);
     }
-  /* The drains find the board here. */
-  rank_command_init (&cmd, "ZADD");
-  rank_command_add_str (&cmd, RANK_QUEUES_KEY);
-  rank_command_add_str (&cmd, "0");
-  rank_command_add_str (&cmd, task->ctx->board);
-  rank_backend_send (task->store->backend, 0, &cmd, 0, ignore_reply, NULL);
   if (store_countdown_done (&task->countdown, NULL))
-    enqueue_deliver (task);
+    enqueue_join (task);
 }
 
 static void
@@ -644,10 +677,111 @@ rank_store_enqueue (RankStore *store, const RankContext *ctx,
     send_counts (store, ctx, shard, backlog_read, task);
 }
 
+/* ---- the streams a board's updates may wait in ---- */
+
+/* A board's shards under the options in force and, when its stored layout
+ * names another number (a reload changed shards: the board refuses calls
+ * until they agree again), the stored layout's too: what was queued
+ * before the change waits there, counts in the backlog, and keeps the
+ * board in rk:queues. Lives in a task, beside the caller's ctx. */
+typedef struct
+{
+  RankBoardOptions stored_options;
+  RankContext stored_ctx; /* the caller's, with stored_options */
+  guint n;
+  struct
+  {
+    const RankContext *ctx;
+    guint shard;
+  } at[2 * RANK_SHARDS_MAX];
+} QueueStreams;
+
+static void
+queue_streams_add (QueueStreams *qs, const RankContext *ctx, guint from,
+                   guint to)
+{
+  for (guint shard = from; shard < to; shard++)
+    {
+      qs->at[qs->n].ctx = ctx;
+      qs->at[qs->n].shard = shard;
+      qs->n++;
+    }
+}
+
+/* qs from the board's descriptor (a GET's reply: NULL or nil if none). */
+static void
+queue_streams_set (QueueStreams *qs, const RankContext *ctx,
+                   const char *descriptor)
+{
+  guint now = ctx->options->shards, stored = now;
+  const char *at = descriptor != NULL ? strstr (descriptor, " shards=") : NULL;
+
+  if (at != NULL)
+    stored = (guint) g_ascii_strtoull (at + 8, NULL, 10);
+  stored = CLAMP (stored, 1, RANK_SHARDS_MAX);
+  qs->n = 0;
+  queue_streams_add (qs, ctx, 0, now);
+  if (stored == now)
+    return;
+  qs->stored_options = *ctx->options;
+  qs->stored_options.shards = stored;
+  qs->stored_ctx = *ctx;
+  qs->stored_ctx.options = &qs->stored_options;
+  /* Sharded keys are named by their shard alone, unsharded ones apart. */
+  queue_streams_add (qs, &qs->stored_ctx, now > 1 && stored > 1 ? now : 0,
+                     stored);
+}
+
+typedef struct
+{
+  QueueStreams *qs;
+  const RankContext *ctx;
+  RankStoreDoneFunc func;
+  gpointer data;
+} StreamsTask;
+
+static void
+descriptor_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  StreamsTask *task = data;
+  g_autoptr (GError) bad = NULL;
+
+  if (error == NULL && reply->type != RANK_REPLY_STRING
+      && reply->type != RANK_REPLY_NIL)
+    error = bad = store_unexpected (reply, "the board's layout descriptor");
+  if (error == NULL)
+    queue_streams_set (task->qs, task->ctx,
+                       reply->type == RANK_REPLY_STRING ? reply->str : NULL);
+  task->func (error, task->data);
+  g_free (task);
+}
+
+/* Fills qs (which, like ctx, outlives func) with the streams of ctx's
+ * board. */
+static void
+queue_streams_read (RankStore *store, const RankContext *ctx, QueueStreams *qs,
+                    RankStoreDoneFunc func, gpointer data)
+{
+  StreamsTask *task = g_new0 (StreamsTask, 1);
+  char key[RANK_STORE_KEY_MAX];
+  RankCommand cmd;
+
+  task->qs = qs;
+  task->ctx = ctx;
+  task->func = func;
+  task->data = data;
+  rank_command_init (&cmd, "GET");
+  rank_command_add (&cmd, key,
+                    store_board_key (key, ctx->board, RANK_KEY_SUFFIX_LAYOUT));
+  rank_backend_send (store->backend, 0, &cmd, 0, descriptor_read, task);
+}
+
 /* ---- GetQueueStatus ---- */
 
 typedef struct
 {
+  RankStore *store;
+  QueueStreams streams;
   RankQueueStats stats;
   StoreCountdown countdown;
   RankStoreQueueStatsFunc func;
@@ -697,22 +831,35 @@ stats_counts_read (const RankReply *reply, const GError *error, gpointer data)
   stats_done (task, error);
 }
 
+static void
+stats_streams_read (const GError *error, gpointer data)
+{
+  StatsTask *task = data;
+  const QueueStreams *qs = &task->streams;
+
+  task->countdown.pending = 1 + 2 * qs->n;
+  for (guint i = 0; error == NULL && i < qs->n; i++)
+    {
+      shard_state (task->store, qs->at[i].ctx, qs->at[i].shard,
+                   stats_state_read, task);
+      send_counts (task->store, qs->at[i].ctx, qs->at[i].shard,
+                   stats_counts_read, task);
+    }
+  if (error != NULL)
+    task->countdown.pending = 1;
+  stats_done (task, error);
+}
+
 void
 rank_store_queue_stats (RankStore *store, const RankContext *ctx,
                         RankStoreQueueStatsFunc func, gpointer data)
 {
   StatsTask *task = g_new0 (StatsTask, 1);
 
+  task->store = store;
   task->func = func;
   task->data = data;
-  task->countdown.pending = 2 * ctx->options->shards;
-  for (guint shard = 0; shard < ctx->options->shards; shard++)
-    {
-      shard_state (store, ctx, shard, stats_state_read, task);
-      send_counts (store, ctx, shard, stats_counts_read, task);
-    }
-  if (ctx->options->shards == 0)
-    stats_done (task, NULL);
+  queue_streams_read (store, ctx, &task->streams, stats_streams_read, task);
 }
 
 /* ---- trimming ---- */
@@ -1164,31 +1311,164 @@ rank_store_queue_create (RankStore *store, const RankContext *ctx, guint shard,
                      group_created, task);
 }
 
+/* ---- the list of queues with work (queues.lua) ---- */
+
 typedef struct
 {
-  RankStoreNamesFunc func;
+  RankStoreCountFunc func;
+  gpointer data;
+  const char *what;
+} CountTask;
+
+static void
+count_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  CountTask *task = data;
+  g_autoptr (GError) bad = NULL;
+
+  if (error == NULL && reply->type != RANK_REPLY_INTEGER)
+    error = bad = store_unexpected (reply, task->what);
+  task->func (error == NULL ? reply->integer : 0, error, task->data);
+  g_free (task);
+}
+
+static CountTask *
+count_task (RankStoreCountFunc func, gpointer data, const char *what)
+{
+  CountTask *task = g_new0 (CountTask, 1);
+
+  task->func = func;
+  task->data = data;
+  task->what = what;
+  return task;
+}
+
+typedef struct
+{
+  RankStore *store;
+  QueueStreams streams;
+  StoreCountdown countdown;
+  gboolean idle;
+  RankStoreCountFunc func;
+  gpointer data;
+} IdleTask;
+
+static void
+idle_done (IdleTask *task, const GError *error)
+{
+  if (!store_countdown_done (&task->countdown, error))
+    return;
+  task->func (task->idle, task->countdown.error, task->data);
+  g_clear_error (&task->countdown.error);
+  g_free (task);
+}
+
+static void
+stream_idle_read (const RankReply *reply, const GError *error, gpointer data)
+{
+  IdleTask *task = data;
+  g_autoptr (GError) bad = NULL;
+
+  if (error == NULL && reply->type != RANK_REPLY_INTEGER)
+    error = bad = store_unexpected (reply, "queue.lua idle");
+  if (error != NULL || reply->integer != 1)
+    task->idle = FALSE;
+  idle_done (task, error);
+}
+
+static void
+idle_streams_read (const GError *error, gpointer data)
+{
+  IdleTask *task = data;
+  const QueueStreams *qs = &task->streams;
+
+  task->countdown.pending = 1 + (error == NULL ? qs->n : 0);
+  for (guint i = 0; error == NULL && i < qs->n; i++)
+    {
+      RankCommand cmd;
+
+      queue_script (&cmd, qs->at[i].ctx, qs->at[i].shard, "idle", FALSE);
+      rank_command_add_str (&cmd, RANK_QUEUE_GROUP);
+      rank_backend_send (task->store->backend,
+                         store_node_of (task->store, qs->at[i].shard), &cmd, 0,
+                         stream_idle_read, task);
+    }
+  idle_done (task, error);
+}
+
+void
+rank_store_queue_idle (RankStore *store, const RankContext *ctx,
+                       RankStoreCountFunc func, gpointer data)
+{
+  IdleTask *task = g_new0 (IdleTask, 1);
+
+  task->store = store;
+  task->idle = TRUE;
+  task->func = func;
+  task->data = data;
+  queue_streams_read (store, ctx, &task->streams, idle_streams_read, task);
+}
+
+void
+rank_store_queue_join (RankStore *store, const char *board,
+                       RankStoreCountFunc func, gpointer data)
+{
+  RankCommand cmd;
+
+  queues_script (&cmd, "join", board);
+  rank_backend_send (store->backend, 0, &cmd, 0, count_read,
+                     count_task (func, data, "queues.lua join"));
+}
+
+void
+rank_store_queue_leave (RankStore *store, const char *board, const char *score,
+                        RankStoreCountFunc func, gpointer data)
+{
+  RankCommand cmd;
+
+  queues_script (&cmd, "leave", board);
+  rank_command_add_str (&cmd, score);
+  rank_backend_send (store->backend, 0, &cmd, 0, count_read,
+                     count_task (func, data, "queues.lua leave"));
+}
+
+typedef struct
+{
+  RankStoreQueuesFunc func;
   gpointer data;
 } QueuesTask;
 
+/* ZRANGE WITHSCORES: [name, score, ...]. */
 static void
 queues_read (const RankReply *reply, const GError *error, gpointer data)
 {
   QueuesTask *task = data;
   g_autoptr (GPtrArray) names = g_ptr_array_new ();
+  g_autoptr (GPtrArray) scores = g_ptr_array_new ();
   g_autoptr (GError) bad = NULL;
 
-  if (error == NULL && reply->type != RANK_REPLY_ARRAY)
+  if (error == NULL
+      && (reply->type != RANK_REPLY_ARRAY || reply->elements % 2 != 0))
     error = bad = store_unexpected (reply, "ZRANGE of the queues");
-  for (gsize i = 0; error == NULL && i < reply->elements; i++)
-    if (reply->element[i]->type == RANK_REPLY_STRING)
-      g_ptr_array_add (names, reply->element[i]->str);
-  task->func ((const char *const *) names->pdata, error ? 0 : names->len, error,
-              task->data);
+  for (gsize i = 0; error == NULL && i < reply->elements; i += 2)
+    {
+      const RankReply *name = rank_reply_string_at (reply, i);
+      const RankReply *score = rank_reply_string_at (reply, i + 1);
+
+      if (name != NULL && score != NULL)
+        {
+          g_ptr_array_add (names, name->str);
+          g_ptr_array_add (scores, score->str);
+        }
+    }
+  task->func ((const char *const *) names->pdata,
+              (const char *const *) scores->pdata, error ? 0 : names->len,
+              error, task->data);
   g_free (task);
 }
 
 void
-rank_store_list_queues (RankStore *store, RankStoreNamesFunc func,
+rank_store_list_queues (RankStore *store, guint max, RankStoreQueuesFunc func,
                         gpointer data)
 {
   QueuesTask *task = g_new0 (QueuesTask, 1);
@@ -1199,6 +1479,7 @@ rank_store_list_queues (RankStore *store, RankStoreNamesFunc func,
   rank_command_init (&cmd, "ZRANGE");
   rank_command_add_str (&cmd, RANK_QUEUES_KEY);
   rank_command_add_str (&cmd, "0");
-  rank_command_add_str (&cmd, "-1");
+  rank_command_add_int (&cmd, (gint64) max - 1);
+  rank_command_add_str (&cmd, "WITHSCORES");
   rank_backend_send (store->backend, 0, &cmd, 0, queues_read, task);
 }

@@ -27,7 +27,7 @@ del sys.argv[1:3]
 
 from ranking.ttypes import (  # noqa: E402
     EnqueueRequest, GetQueueStatusRequest, GetRankRequest, InvalidArgument,
-    UpdateMode, UpdateRequest, Unavailable)
+    NotFound, UpdateMode, UpdateRequest, Unavailable)
 import servers  # noqa: E402
 from servers import connect, free_port, start, stop, wait_port  # noqa
 
@@ -83,9 +83,24 @@ queue_rate=20
 """
 
 
+# Every board queued: for many board names, each enqueued to once.
+MANY_CONFIG = """\
+[defaults]
+queue=on
+queue_claim_after=1
+"""
+
 
 def wait_for(what, condition, deadline=DEADLINE):
     return servers.wait_for(what, condition, deadline)
+
+
+def terminate(*procs):
+    """Ends the servers a test started (None: not started, or gone)."""
+    for proc in procs:
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            proc.wait(60)
 
 
 class QueueTest(unittest.TestCase):
@@ -542,6 +557,156 @@ class QueueTest(unittest.TestCase):
             self.assertEqual(rankd.wait(60), 0)
             redis.terminate()
             redis.wait(30)
+
+    def test_idle_queues_cost_nothing(self):
+        """Many boards (2,000) enqueued to once each, drained: once their
+        queues are empty they leave rk:queues, and Redis is idle (a few
+        commands a second, not a poll of every board), after a restart of
+        rankd too; an update queued to another board afterwards applies at
+        once."""
+        n = 2000 // SCALE
+        conf = os.path.join(self.dir, "many.conf")
+        with open(conf, "w", encoding="utf-8") as f:
+            f.write(MANY_CONFIG)
+        redis, port = self.start_redis()
+        rankd = None
+        cli = lambda *a: subprocess.run(
+            ["redis-cli", "-p", str(port), *a], capture_output=True,
+            text=True, check=True).stdout.strip()
+
+        def commands():
+            for line in cli("INFO", "stats").splitlines():
+                if line.startswith("total_commands_processed:"):
+                    return int(line.split(":")[1])
+            raise AssertionError("no total_commands_processed")
+
+        def idle(when):
+            wait_for(f"the drained boards to leave rk:queues ({when})",
+                     lambda: cli("ZCARD", "rk:queues") == "0", 30)
+            # Redis's own count over 2 s, the INFO asking for it included:
+            # rankd's few commands a second, nothing per board.
+            begin, started = commands(), time.monotonic()
+            time.sleep(2)  # measuring a rate over 2 s, not waiting
+            rate = (commands() - begin) / (time.monotonic() - started)
+            self.assertLess(rate, 100, f"Redis commands/s, {when}")
+
+        try:
+            rankd, rankd_port = self.start_rankd(redis_port=port, conf=conf)
+            c, t = connect(rankd_port)
+            boards = [f"many{i}" for i in range(n)]
+            for k in range(0, n, 1000):
+                res = c.Enqueue(EnqueueRequest(requests=[
+                    self.incr(b, "m", 1, f"many-{b}")
+                    for b in boards[k:k + 1000]])).results
+                self.assertTrue(all(r.id for r in res), res[:2])
+            waiting = set(boards)
+
+            def has(board, score):
+                try:
+                    return self.score(board, "m", c) == score
+                except NotFound:
+                    return False
+
+            def applied():
+                for b in list(waiting):
+                    if not has(b, 1):
+                        return False
+                    waiting.discard(b)
+                return True
+            wait_for("every board's update to apply", applied)
+            idle("drained")
+            # Another board's update, once every queue is idle: applied at
+            # once, not after a round of thousands of polls.
+            c.Enqueue(EnqueueRequest(requests=[
+                self.incr("late", "m", 7, "many-late")]))
+            took = wait_for("the late update to apply",
+                            lambda: has("late", 7))
+            self.assertLess(took, 2 * SCALE)
+            t.close()
+            self.assertEqual(stop(rankd, self.dir, rankd_port), 0)
+            rankd, rankd_port = self.start_rankd(redis_port=port, conf=conf)
+            idle("after a restart")
+            c, t = connect(rankd_port)
+            self.assertEqual(self.score(boards[-1], "m", c), 1)
+            t.close()
+            self.assertEqual(stop(rankd, self.dir, rankd_port), 0)
+        finally:
+            terminate(rankd, redis)
+
+    def test_status_counts_streams_of_old_shards(self):
+        """A reload that changes a board's shards leaves what was queued
+        before in the streams of the old shards: GetQueueStatus counts it
+        there (not backlog 0 with updates waiting), and once the shards are
+        back it drains, every update counted once."""
+        conf = os.path.join(self.dir, "reshard.conf")
+
+        def reshard(shards, rate):
+            with open(conf, "w", encoding="utf-8") as f:
+                f.write(f"[board qre]\nqueue=on\nshards={shards}\n"
+                        f"queue_claim_after=1\nqueue_rate={rate}\n")
+        reshard(4, 1)
+        redis, port = self.start_redis()
+        rankd = None
+        try:
+            rankd, rankd_port = self.start_rankd(redis_port=port, conf=conf)
+            log = os.path.join(self.dir, f"log-{rankd_port}")
+
+            def reloads():
+                with open(log, encoding="utf-8") as f:
+                    return f.read().count("SIGHUP: reloaded")
+
+            def reload(shards, rate):
+                before = reloads()
+                reshard(shards, rate)
+                rankd.send_signal(signal.SIGHUP)
+                wait_for("the reload", lambda: reloads() > before)
+
+            c, t = connect(rankd_port)
+            # Its layout recorded (shards=4) by a first write.
+            c.Update(self.incr("qre", "first", 1, "re-first"))
+            n = 40
+            c.Enqueue(EnqueueRequest(requests=[
+                self.incr("qre", f"r{i}", 1, f"re-{i}") for i in range(n)]))
+            counted = lambda st: st.backlog + st.applied + st.dead_lettered
+            self.assertEqual(counted(self.status("qre", c)), n)
+            reload(2, 1)
+            st = self.status("qre", c)
+            self.assertEqual(counted(st), n, st)
+            self.assertGreater(st.backlog, 0)
+            reload(4, 0)
+            self.drained("qre", c)
+            st = self.status("qre", c)
+            self.assertEqual((st.backlog, counted(st)), (0, n), st)
+            t.close()
+            self.assertEqual(stop(rankd, self.dir, rankd_port), 0)
+        finally:
+            terminate(rankd, redis)
+
+    def test_unlisted_work_of_a_configured_board_drains(self):
+        """Entries in the stream of a configured queue=on board that
+        rk:queues does not list (an Enqueue whose listing failed after its
+        entries were in) are found at the start, and drained."""
+        conf = os.path.join(self.dir, "unlisted.conf")
+        with open(conf, "w", encoding="utf-8") as f:
+            f.write("[board qun]\nqueue=on\n")
+        redis, port = self.start_redis()
+        rankd = None
+        cli = lambda *a: subprocess.run(
+            ["redis-cli", "-p", str(port), *a], capture_output=True,
+            text=True, check=True).stdout.strip()
+        try:
+            cli("XADD", "rk:{qun}:u", "*", "n", "2", "p", "garbage")
+            cli("HINCRBY", "rk:{qun}:n", "queued", "2")
+            rankd, rankd_port = self.start_rankd(redis_port=port, conf=conf)
+            c, t = connect(rankd_port)
+            self.drained("qun", c)
+            self.assertEqual(self.status("qun", c).dead_lettered, 2)
+            wait_for("the board to leave rk:queues",
+                     lambda: cli("ZCARD", "rk:queues") == "0", 30)
+            t.close()
+            self.assertEqual(stop(rankd, self.dir, rankd_port), 0)
+        finally:
+            terminate(rankd, redis)
 
     def metrics_of(self, port):
         with urllib.request.urlopen(

@@ -26,6 +26,11 @@
 --                  reason, member, request id, value, mode and time, each
 --                  a 4-byte big-endian length, then its bytes. Returns the
 --                  updates counted.
+--          'idle': group. 1 if the stream holds nothing to apply: no
+--                  entry undelivered, none pending (a drain's, or a dead
+--                  drain's to claim); it is then emptied of the
+--                  acknowledged entries. 0 otherwise. Read in one script,
+--                  so no entry is between the two looks.
 --
 -- Try it: redis-cli EVAL "$(cat prelude.lua queue.lua)" 2 'rk:{b}:u' \
 --   'rk:{b}:n' add 1 x
@@ -131,6 +136,37 @@ if op == 'ack' then
     end
   end
   return total.applied + total.replayed + total.dead
+end
+
+if op == 'idle' then
+  local found = redis.call('TYPE', ukey).ok
+  if found == 'none' then
+    return 1
+  end
+  if found ~= 'stream' then
+    damaged(ukey, found, 'stream', 'update queue')
+  end
+  local last
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', ukey)) do
+    local f = {}
+    for i = 1, #g, 2 do
+      f[g[i]] = g[i + 1]
+    end
+    if f['name'] == ARGV[2] then
+      if f['pending'] > 0 then
+        return 0
+      end
+      last = f['last-delivered-id']
+    end
+  end
+  -- Without the group nothing was ever delivered: every entry waits.
+  local after = last and ('(' .. last) or '-'
+  if #redis.call('XRANGE', ukey, after, '+', 'COUNT', 1) > 0 then
+    return 0
+  end
+  -- Every entry is acknowledged: none is needed any more.
+  redis.call('XTRIM', ukey, 'MAXLEN', 0)
+  return 1
 end
 
 return redis.error_reply('ERR queue.lua: unknown operation ' .. tostring(op))
