@@ -226,6 +226,9 @@
 #define RANK_QUEUE_IDLE_POLL_MS 20
 #define RANK_QUEUE_REFRESH_MS 1000
 #define RANK_QUEUE_BOARDS_MAX 1000
+/* The queued boards whose rankd_queue_* series /metrics keeps: those
+ * drained or read most recently (metrics.c). */
+#define RANK_QUEUE_METRICS_BOARDS_MAX 1000
 /* How often a drain looks for work in the streams of configured queue=on
  * boards rk:queues does not list (queue.c says how it gets there). */
 #define RANK_QUEUE_UNLISTED_LOOK_MS 60000

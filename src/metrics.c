@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "constants.h"
 #include "error.h"
 
 typedef _Atomic guint64 Counter;
@@ -92,6 +93,7 @@ typedef struct
   double oldest_s;
   guint64 applied;
   guint64 dead;
+  gint64 touched_us; /* when last drained or read (monotonic) */
 } QueueMetrics;
 
 /* The read cache (cache.c, tracking.c): atomic read-modify-write, any
@@ -313,7 +315,34 @@ rank_metrics_link_free (RankMetricsLink *link)
 
 /* ---- the update queue ---- */
 
-/* Under lock. */
+/* Under lock. Any client can name a queued board ([defaults] queue=on),
+ * so the series are kept for at most RANK_QUEUE_METRICS_BOARDS_MAX boards:
+ * a new board's takes the place of the board drained or read longest ago,
+ * an idle one (backlog 0) first. Its counters start again at 0 if it comes
+ * back, which Prometheus reads as a counter reset. */
+static void
+queue_metrics_evict (void)
+{
+  GHashTableIter it;
+  gpointer key, value;
+  gpointer oldest = NULL;
+  gboolean oldest_idle = FALSE;
+  gint64 oldest_us = G_MAXINT64;
+
+  g_hash_table_iter_init (&it, queues);
+  while (g_hash_table_iter_next (&it, &key, &value))
+    {
+      const QueueMetrics *m = value;
+      gboolean idle = m->backlog == 0;
+
+      if ((idle && !oldest_idle)
+          || (idle == oldest_idle && m->touched_us < oldest_us))
+        oldest = key, oldest_idle = idle, oldest_us = m->touched_us;
+    }
+  if (oldest != NULL)
+    g_hash_table_remove (queues, oldest);
+}
+
 static QueueMetrics *
 queue_metrics (const char *board)
 {
@@ -324,9 +353,12 @@ queue_metrics (const char *board)
   m = g_hash_table_lookup (queues, board);
   if (m == NULL)
     {
+      if (g_hash_table_size (queues) >= RANK_QUEUE_METRICS_BOARDS_MAX)
+        queue_metrics_evict ();
       m = g_new0 (QueueMetrics, 1);
       g_hash_table_insert (queues, g_strdup (board), m);
     }
+  m->touched_us = g_get_monotonic_time ();
   return m;
 }
 

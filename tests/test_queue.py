@@ -615,6 +615,12 @@ class QueueTest(unittest.TestCase):
                 return True
             wait_for("every board's update to apply", applied)
             idle("drained")
+            # /metrics keeps the series of a bounded number of boards
+            # (RANK_QUEUE_METRICS_BOARDS_MAX), not one per board for good.
+            series = [line for line in self.metrics_of(rankd_port).decode()
+                      .splitlines()
+                      if line.startswith("rankd_queue_applied_total{")]
+            self.assertLessEqual(len(series), 1000)
             # Another board's update, once every queue is idle: applied at
             # once, not after a round of thousands of polls.
             c.Enqueue(EnqueueRequest(requests=[
