@@ -696,6 +696,11 @@ class CacheTest(unittest.TestCase):
             c, t = connect(port)
             for i in range(50):
                 c.Update(set_to("bound", f"b{i}", i, f"bound-{i}"))
+            # A tracked board is cached once its tracking session, which
+            # its first read starts, is up: before, nothing is a hit.
+            c.GetTopN(GetTopNRequest(board="bound", n=1))
+            wait_for("the tracking session", lambda: self.metric(
+                "rankd_read_cache_tracking_up", port) == 1)
             for _ in range(3):
                 for n in range(1, 51):
                     c.GetTopN(GetTopNRequest(board="bound", n=n))
