@@ -782,6 +782,17 @@ call_outcome (Cli *cli, gboolean ok, Call *call)
       g_object_get (x, "message", &message, NULL);
       fail (code, "%s", message);
     }
+  else if (call->error != NULL
+           && call->error->domain == THRIFT_APPLICATION_EXCEPTION_ERROR
+           && call->error->code
+                  == THRIFT_APPLICATION_EXCEPTION_ERROR_PROTOCOL_ERROR
+           && strstr (call->error->message, "rankd expects ") != NULL)
+    /* rankd read first bytes unlike its framing and protocol, said which
+     * it expects, and closed the connection (wire.c): out of reach as
+     * configured, as when it closed without a word. */
+    code = fail (EXIT_UNAVAILABLE,
+                 "rankd: %s (do --transport and --protocol match rankd's?)",
+                 call->error->message);
   else if (call->error == NULL || call->error->domain != THRIFT_TRANSPORT_ERROR)
     /* A TApplicationException, or an answer that does not decode. */
     code = fail (EXIT_OTHER, "rankd: %s",
