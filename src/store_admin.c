@@ -33,11 +33,6 @@
 #include "orderkey.h"
 #include "store_private.h"
 
-static void
-ignore_reply (const RankReply *reply, const GError *error, gpointer data)
-{
-}
-
 /* ---- ListBoards ---- */
 
 typedef struct
@@ -649,11 +644,11 @@ walk_finish (Walk *w)
       admin_record (w, "done", admin_done_written);
       return;
     }
+  /* The board stays in rk:queues: a drain takes it off once its streams
+   * are empty, and only if no Enqueue listed it again meanwhile
+   * (queues.lua), where a ZREM here could drop the listing of an Enqueue
+   * that came after the walk, and strand its entries. */
   store_forget_layout (w->store, w->ctx->board);
-  rank_command_init (&cmd, "ZREM");
-  rank_command_add_str (&cmd, RANK_QUEUES_KEY);
-  rank_command_add_str (&cmd, w->ctx->board);
-  rank_backend_send (w->store->backend, 0, &cmd, 0, ignore_reply, NULL);
   rank_command_init (&cmd, "ZREM");
   rank_command_add_str (&cmd, RANK_BOARDS_KEY);
   rank_command_add_str (&cmd, w->ctx->board);

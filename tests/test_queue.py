@@ -26,8 +26,9 @@ del sys.argv[1:3]
 
 
 from ranking.ttypes import (  # noqa: E402
-    EnqueueRequest, GetQueueStatusRequest, GetRankRequest, InvalidArgument,
-    NotFound, UpdateMode, UpdateRequest, Unavailable)
+    DeleteBoardRequest, EnqueueRequest, GetQueueStatusRequest,
+    GetRankRequest, InvalidArgument, NotFound, UpdateMode, UpdateRequest,
+    Unavailable)
 import servers  # noqa: E402
 from servers import connect, free_port, start, stop, wait_port  # noqa
 
@@ -557,6 +558,65 @@ class QueueTest(unittest.TestCase):
             self.assertEqual(rankd.wait(60), 0)
             redis.terminate()
             redis.wait(30)
+
+    def test_delete_during_enqueues_strands_nothing(self):
+        """DeleteBoard while Enqueue calls run on the same boards: whatever
+        was queued after a delete's walk is applied, never left in a stream
+        whose board rk:queues no longer lists (DeleteBoard took the board
+        off rk:queues unconditionally, and could drop the listing of an
+        Enqueue whose entries were written after its walk)."""
+        conf = os.path.join(self.dir, "many.conf")
+        with open(conf, "w", encoding="utf-8") as f:
+            f.write(MANY_CONFIG)
+        redis, port = self.start_redis()
+        rankd = None
+        cli = lambda *a: subprocess.run(
+            ["redis-cli", "-p", str(port), *a], capture_output=True,
+            text=True, check=True).stdout.strip()
+        boards = [f"del{i}" for i in range(20)]
+        try:
+            rankd, rankd_port = self.start_rankd(redis_port=port, conf=conf)
+            done, errors = threading.Event(), []
+
+            def enqueuer(k):
+                c, t = connect(rankd_port)
+                i = 0
+                try:
+                    while not done.is_set():
+                        i += 1
+                        c.Enqueue(EnqueueRequest(requests=[
+                            self.incr(b, "m", 1, f"del-{k}-{i}-{b}")
+                            for b in boards]))
+                except Exception as e:  # noqa: BLE001 (reported below)
+                    errors.append(e)
+                finally:
+                    t.close()
+            threads = [threading.Thread(target=enqueuer, args=(k,))
+                       for k in range(2)]
+            for th in threads:
+                th.start()
+            c, t = connect(rankd_port)
+            try:
+                for r in range(300 // SCALE):
+                    c.DeleteBoard(DeleteBoardRequest(
+                        board=boards[r % len(boards)], request_id=f"d{r}"))
+            finally:
+                done.set()
+                for th in threads:
+                    th.join()
+                t.close()
+            self.assertEqual(errors, [])
+            # Everything queued is applied: the boards leave rk:queues and
+            # no stream keeps an entry.
+            wait_for("the boards to leave rk:queues",
+                     lambda: cli("ZCARD", "rk:queues") == "0", 30)
+            left = {b: cli("XLEN", f"rk:{{{b}}}:u") for b in boards}
+            self.assertEqual({b: n for b, n in left.items() if n != "0"},
+                             {})
+            self.assertEqual(stop(rankd, self.dir, rankd_port), 0)
+            rankd = None
+        finally:
+            terminate(rankd, redis)
 
     def test_idle_queues_cost_nothing(self):
         """Many boards (2,000) enqueued to once each, drained: once their
