@@ -644,11 +644,16 @@ class QueueTest(unittest.TestCase):
             wait_for(f"the drained boards to leave rk:queues ({when})",
                      lambda: cli("ZCARD", "rk:queues") == "0", 30)
             # Redis's own count over 2 s, the INFO asking for it included:
-            # rankd's few commands a second, nothing per board.
-            begin, started = commands(), time.monotonic()
-            time.sleep(2)  # measuring a rate over 2 s, not waiting
-            rate = (commands() - begin) / (time.monotonic() - started)
-            self.assertLess(rate, 100, f"Redis commands/s, {when}")
+            # rankd's few commands a second, nothing per board. The drains
+            # may still be finishing with boards that just left the list
+            # (under valgrind, 189 commands/s in the first 2 s once seen):
+            # Redis must fall idle within the deadline.
+            def rate():
+                begin, started = commands(), time.monotonic()
+                time.sleep(2)  # measuring a rate over 2 s, not waiting
+                return (commands() - begin) / (time.monotonic() - started)
+            wait_for(f"Redis under 100 commands/s ({when})",
+                     lambda: rate() < 100, 30)
 
         try:
             rankd, rankd_port = self.start_rankd(redis_port=port, conf=conf)

@@ -307,13 +307,23 @@ class Soak(unittest.TestCase):
                     if line.startswith("total_commands_processed:"):
                         return int(line.split(":")[1])
                 raise AssertionError("no total_commands_processed")
-            first = commands()
-            deadline = time.monotonic() + 2
-            while time.monotonic() < deadline:
-                time.sleep(0.1)  # a fixed span to count over, not a wait
-            idle = commands() - first - 1
-            sys.stderr.write(f"Redis commands in 2 s idle: {idle}\n")
-            self.assertLessEqual(idle, IDLE_COMMANDS)
+            def in_2_s():
+                first = commands()
+                time.sleep(2)  # a fixed span to count over, not a wait
+                return commands() - first - 1  # less the INFO that counts
+            # The drains may still be finishing with boards that just left
+            # rk:queues (more so under a sanitizer): Redis must fall idle
+            # within the deadline.
+            counts = []
+
+            def idle_now():
+                counts.append(in_2_s())
+                return counts[-1] <= IDLE_COMMANDS
+            try:
+                wait_for(f"at most {IDLE_COMMANDS} Redis commands in 2 s",
+                         idle_now)
+            finally:
+                sys.stderr.write(f"Redis commands in each 2 s: {counts}\n")
         finally:
             if transport is not None:
                 transport.close()
