@@ -157,7 +157,8 @@ const guint8 *
 rank_request_reader_peek (RankRequestReader *self, gsize *len)
 {
   *len = self->len - self->pos;
-  return self->buf + self->pos;
+  /* No buffer yet (nothing received): NULL + 0 is undefined in C. */
+  return self->buf != NULL ? self->buf + self->pos : NULL;
 }
 
 /* The length of the frame at pos, checked; 0 with error if out of range. */

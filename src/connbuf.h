@@ -56,7 +56,7 @@ void rank_request_reader_feed (RankRequestReader *self, const guint8 *bytes,
 gsize rank_request_reader_buffered (RankRequestReader *self);
 
 /* Those bytes, where they lie (valid until the next receive or feed);
- * *len: how many. */
+ * *len: how many. NULL, with *len 0, before any byte was received. */
 const guint8 *rank_request_reader_peek (RankRequestReader *self, gsize *len);
 
 /* TRUE when a whole request is buffered (framed), or any bytes are

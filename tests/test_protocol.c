@@ -491,6 +491,21 @@ test_integers_in_place (void)
   pair_close (&p);
 }
 
+/* A reader that has received nothing yet: its bytes are none, without
+ * arithmetic on a NULL buffer (UBSan in the fuzz run: a connection sniffed
+ * before its first bytes). */
+static void
+test_peek_before_bytes (void)
+{
+  RankRequestReader *reader = rank_request_reader_new (TRUE, 1024);
+  gsize len = 99;
+  const guint8 *bytes = rank_request_reader_peek (reader, &len);
+
+  g_assert_cmpuint (len, ==, 0);
+  g_assert_null (bytes);
+  g_object_unref (reader);
+}
+
 /* What first bytes speak (wire.h), each case with too few bytes to tell
  * first; a frame length rankd would refuse is no frame. */
 static void
@@ -591,6 +606,7 @@ main (int argc, char **argv)
   g_test_add_func ("/protocol/truncated-containers-free-entries",
                    test_truncated_containers);
   g_test_add_func ("/protocol/compact/string-claim", test_compact_string_claim);
+  g_test_add_func ("/wire/peek-before-bytes", test_peek_before_bytes);
   g_test_add_func ("/wire/sniff", test_wire_sniff);
   g_test_add_func ("/wire/log-is-bounded", test_wire_log);
   return g_test_run ();
