@@ -95,6 +95,17 @@ value_of (char **words, const char *key)
   return NULL;
 }
 
+guint
+rank_layout_stored_shards (const char *descriptor, guint fallback)
+{
+  const char *at = descriptor != NULL ? strstr (descriptor, " shards=") : NULL;
+
+  if (at == NULL)
+    return fallback;
+  return CLAMP ((guint) g_ascii_strtoull (at + strlen (" shards="), NULL, 10),
+                1, RANK_SHARDS_MAX);
+}
+
 char *
 rank_layout_mismatch (const char *board, const char *stored, const char *wanted)
 {

@@ -37,6 +37,11 @@ char *rank_layout_describe (const RankBoardOptions *o);
 char *rank_layout_mismatch (const char *board, const char *stored,
                             const char *wanted);
 
+/* The shards a descriptor records (1 to RANK_SHARDS_MAX), or fallback if
+ * descriptor is NULL or records none. The descriptor's format is this
+ * module's: callers that need the stored shards ask here. */
+guint rank_layout_stored_shards (const char *descriptor, guint fallback);
+
 /* Logs board's verdict when it changes (mismatch NULL: it matches), once
  * for the whole process whatever the number of workers that see it. */
 void rank_layout_report (const char *board, const char *mismatch);

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "layout.h"
 #include "orderkey.h"
 #include "store_private.h"
 
@@ -277,12 +278,9 @@ static guint
 walk_shards (const Walk *w)
 {
   guint shards = w->ctx->options->shards;
-  const char *s
-      = w->stored_layout != NULL ? strstr (w->stored_layout, " shards=") : NULL;
 
-  if (s != NULL)
-    shards = MAX (shards, (guint) g_ascii_strtoull (s + 8, NULL, 10));
-  return MIN (shards, RANK_SHARDS_MAX);
+  return MIN (MAX (shards, rank_layout_stored_shards (w->stored_layout, 1)),
+              RANK_SHARDS_MAX);
 }
 
 static WalkScope *

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "layout.h"
 #include "store_private.h"
 
 /* Field names of an entry: its count and its packed updates. */
@@ -713,12 +714,9 @@ static void
 queue_streams_set (QueueStreams *qs, const RankContext *ctx,
                    const char *descriptor)
 {
-  guint now = ctx->options->shards, stored = now;
-  const char *at = descriptor != NULL ? strstr (descriptor, " shards=") : NULL;
+  guint now = ctx->options->shards;
+  guint stored = rank_layout_stored_shards (descriptor, now);
 
-  if (at != NULL)
-    stored = (guint) g_ascii_strtoull (at + 8, NULL, 10);
-  stored = CLAMP (stored, 1, RANK_SHARDS_MAX);
   qs->n = 0;
   queue_streams_add (qs, ctx, 0, now);
   if (stored == now)

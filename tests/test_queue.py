@@ -559,20 +559,27 @@ class QueueTest(unittest.TestCase):
             redis.terminate()
             redis.wait(30)
 
+    def many_boards_redis(self):
+        """For a rankd that queues every board (MANY_CONFIG) on a Redis of
+        its own: (its config's path, the Redis, its port, redis-cli on it
+        returning the output stripped)."""
+        conf = os.path.join(self.dir, "many.conf")
+        with open(conf, "w", encoding="utf-8") as f:
+            f.write(MANY_CONFIG)
+        redis, port = self.start_redis()
+        cli = lambda *a: subprocess.run(
+            ["redis-cli", "-p", str(port), *a], capture_output=True,
+            text=True, check=True).stdout.strip()
+        return conf, redis, port, cli
+
     def test_delete_during_enqueues_strands_nothing(self):
         """DeleteBoard while Enqueue calls run on the same boards: whatever
         was queued after a delete's walk is applied, never left in a stream
         whose board rk:queues no longer lists (DeleteBoard took the board
         off rk:queues unconditionally, and could drop the listing of an
         Enqueue whose entries were written after its walk)."""
-        conf = os.path.join(self.dir, "many.conf")
-        with open(conf, "w", encoding="utf-8") as f:
-            f.write(MANY_CONFIG)
-        redis, port = self.start_redis()
+        conf, redis, port, cli = self.many_boards_redis()
         rankd = None
-        cli = lambda *a: subprocess.run(
-            ["redis-cli", "-p", str(port), *a], capture_output=True,
-            text=True, check=True).stdout.strip()
         boards = [f"del{i}" for i in range(20)]
         try:
             rankd, rankd_port = self.start_rankd(redis_port=port, conf=conf)
@@ -625,14 +632,8 @@ class QueueTest(unittest.TestCase):
         rankd too; an update queued to another board afterwards applies at
         once."""
         n = 2000 // SCALE
-        conf = os.path.join(self.dir, "many.conf")
-        with open(conf, "w", encoding="utf-8") as f:
-            f.write(MANY_CONFIG)
-        redis, port = self.start_redis()
+        conf, redis, port, cli = self.many_boards_redis()
         rankd = None
-        cli = lambda *a: subprocess.run(
-            ["redis-cli", "-p", str(port), *a], capture_output=True,
-            text=True, check=True).stdout.strip()
 
         def commands():
             for line in cli("INFO", "stats").splitlines():
