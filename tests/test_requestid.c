@@ -243,7 +243,7 @@ static void
 test_update_arguments (void)
 {
   g_autofree char *path
-      = g_build_filename (RANK_SOURCE_DIR, "src", "lua", "update.lua", NULL);
+      = g_build_filename (RANK_SOURCE_DIR, "src", "store", "lua", "update.lua", NULL);
   g_autofree char *source = NULL;
   g_autoptr (GHashTable) batch = NULL;
   g_autoptr (GHashTable) item = NULL;

@@ -1,5 +1,5 @@
 -- prelude.lua: what every script of rankd shares; the build puts it in
--- front of each of them (src/embed.cmake). Try a script in redis-cli with
+-- front of each of them (src/store/embed.cmake). Try a script in redis-cli with
 -- both: redis-cli EVAL "$(cat prelude.lua update.lua)" ...
 
 -- The string functions the scripts call for each member, as locals: a

@@ -1,4 +1,4 @@
-/* json.h -- JSON text for rankctl and the board viewer (src/http.c). */
+/* json.h -- JSON text for rankctl and the board viewer (src/net/http.c). */
 #ifndef RANK_JSON_H
 #define RANK_JSON_H
 

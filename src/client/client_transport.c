@@ -20,6 +20,7 @@
 
 #include "address.h"
 #include "constants.h"
+#include "protocol.h"
 
 struct _RankClientTransport
 {
@@ -486,6 +487,10 @@ rank_client_transport_class_init (RankClientTransportClass *klass)
   tt->write_end = client_write_end;
   tt->flush = client_flush;
   tt->checkReadBytesAvailable = client_check_available;
+  /* The protocols check every size read against what is left. */
+  rank_protocol_register_sized (
+      RANK_TYPE_CLIENT_TRANSPORT,
+      (RankRemainingFunc) rank_client_transport_remaining);
 }
 
 static void

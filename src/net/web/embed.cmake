@@ -3,7 +3,7 @@
 # rankd: viewer.js becomes rank_web_viewer_js.
 # Usage: cmake -DOUT=header.h -DIN="a.html|b.js" -P embed.cmake
 string(REPLACE "|" ";" IN "${IN}")
-file(WRITE ${OUT}.tmp "/* Generated from src/web by src/web/embed.cmake. Do not edit. */\n")
+file(WRITE ${OUT}.tmp "/* Generated from src/net/web by src/net/web/embed.cmake. Do not edit. */\n")
 foreach(path ${IN})
   get_filename_component(name ${path} NAME)
   string(MAKE_C_IDENTIFIER "${name}" name)

@@ -41,9 +41,18 @@ G_DECLARE_FINAL_TYPE (RankCompactProtocol, rank_compact_protocol, RANK,
                       COMPACT_PROTOCOL, ThriftCompactProtocol)
 
 /* A protocol of the given kind over transport (which it references): a
- * RankRequestReader, a RankReplyWriter or a RankClientTransport. */
+ * RankRequestReader, a RankReplyWriter, or a transport registered with
+ * rank_protocol_register_sized (a client's). */
 ThriftProtocol *rank_protocol_new (RankProtocolKind kind,
                                    ThriftTransport *transport);
+
+/* What is left of the message a transport is reading, in bytes. */
+typedef gsize (*RankRemainingFunc) (ThriftTransport *transport);
+
+/* Protocols made from now on over a transport of transport_type (or a
+ * subtype) check every size read against fn: the client side registers
+ * its transport here, so this layer needs no client code. */
+void rank_protocol_register_sized (GType transport_type, RankRemainingFunc fn);
 
 /* Parses "binary" or "compact". */
 gboolean rank_protocol_kind_parse (const char *name, RankProtocolKind *kind);

@@ -147,7 +147,7 @@
 -- a library loads, Redis lets it read only its redis API (no string,
 -- math, ...): the build turns prelude.lua's `local sub, byte =
 -- string.sub, string.byte` into `local sub, byte`, which each call sets,
--- and gives FUNCTION_NAME (src/embed.cmake).
+-- and gives FUNCTION_NAME (src/store/embed.cmake).
 
 local KEYS, ARGV
 -- The globals the functions below call for every update, as the library's

@@ -12,7 +12,6 @@
 
 #include <string.h>
 
-#include "client_transport.h"
 #include "connbuf.h"
 #include "constants.h"
 
@@ -25,13 +24,20 @@ struct _RankBinaryProtocol
    * virtual read (a third of rankd's instructions per imported entry, most
    * of it GObject's type checks, callgrind). NULL: read through it. */
   RankRequestReader *reader;
+  RankRemainingFunc remaining; /* the transport's, when not a reader */
 };
 
 struct _RankCompactProtocol
 {
   ThriftCompactProtocol parent;
   guint depth;
+  RankRemainingFunc remaining;
 };
+
+/* Transport types that say what is left of their message (a client's,
+ * registered by its class): GType -> RankRemainingFunc. */
+static GHashTable *sized_types;
+G_LOCK_DEFINE_STATIC (sized_types);
 
 G_DEFINE_TYPE (RankBinaryProtocol, rank_binary_protocol,
                THRIFT_TYPE_BINARY_PROTOCOL)
@@ -50,15 +56,20 @@ depth_of (ThriftProtocol *protocol)
 }
 
 /* What is left of the message being read: rankd reads requests through
- * its connection buffers, its clients replies through their transport. */
+ * its connection buffers, its clients replies through a transport that
+ * registered how it knows (rank_protocol_register_sized). Any other
+ * transport (a memory buffer in a test) sets no bound. */
 static gsize
 remaining (ThriftProtocol *protocol)
 {
   ThriftTransport *t = protocol->transport;
+  RankRemainingFunc fn = RANK_IS_BINARY_PROTOCOL (protocol)
+                             ? RANK_BINARY_PROTOCOL (protocol)->remaining
+                             : RANK_COMPACT_PROTOCOL (protocol)->remaining;
 
   if (RANK_IS_REQUEST_READER (t))
     return rank_request_reader_remaining (RANK_REQUEST_READER (t));
-  return rank_client_transport_remaining (RANK_CLIENT_TRANSPORT (t));
+  return fn != NULL ? fn (t) : G_MAXSIZE;
 }
 
 static gboolean
@@ -597,9 +608,32 @@ rank_protocol_new (RankProtocolKind kind, ThriftTransport *transport)
   ThriftProtocol *p
       = THRIFT_PROTOCOL (g_object_new (type, "transport", transport, NULL));
 
+  RankRemainingFunc fn = NULL;
+
+  G_LOCK (sized_types);
+  for (GType t = G_OBJECT_TYPE (transport); fn == NULL && t != 0;
+       t = g_type_parent (t))
+    fn = sized_types != NULL
+             ? g_hash_table_lookup (sized_types, GSIZE_TO_POINTER (t))
+             : NULL;
+  G_UNLOCK (sized_types);
+  if (kind == RANK_PROTOCOL_COMPACT)
+    ((RankCompactProtocol *) p)->remaining = fn;
+  else
+    ((RankBinaryProtocol *) p)->remaining = fn;
   if (kind != RANK_PROTOCOL_COMPACT && RANK_IS_REQUEST_READER (transport))
     ((RankBinaryProtocol *) p)->reader = RANK_REQUEST_READER (transport);
   return p;
+}
+
+void
+rank_protocol_register_sized (GType transport_type, RankRemainingFunc fn)
+{
+  G_LOCK (sized_types);
+  if (sized_types == NULL)
+    sized_types = g_hash_table_new (NULL, NULL);
+  g_hash_table_insert (sized_types, GSIZE_TO_POINTER (transport_type), fn);
+  G_UNLOCK (sized_types);
 }
 
 gboolean

@@ -8,7 +8,7 @@
  *
  *   GET /metrics                 Prometheus text format (metrics.h)
  *   GET /healthz                 200 "ok", or 503 naming unreachable nodes
- *   GET /                        the viewer (src/web/viewer.html)
+ *   GET /                        the viewer (src/net/web/viewer.html)
  *   GET /viewer.js, /viewer.css  its script and style
  *   GET /api/boards              {"boards":[{"name":...,...}]}: the config's
  *   GET /api/top?board=B&n=N&periods_back=P   GetTopN(B, N, 0, P, with_data)

@@ -8,9 +8,9 @@
 #include <thrift/c_glib/thrift_application_exception.h>
 
 #include "api.h"
-#include "command.h"
 #include "constants.h"
 #include "error.h"
+#include "format.h"
 #include "json.h"
 #include "protocol.h"
 

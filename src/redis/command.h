@@ -13,8 +13,9 @@
 #include <glib.h>
 
 #include "constants.h"
+#include "format.h"
 
-/* rankd's Lua scripts (src/lua). */
+/* rankd's Lua scripts (src/store/lua). */
 typedef enum
 {
   RANK_SCRIPT_NONE,
@@ -73,11 +74,6 @@ void rank_command_add_str (RankCommand *cmd, const char *arg);
 /* More bytes at the end of the last argument. */
 void rank_command_append (RankCommand *cmd, const void *bytes, gsize len);
 void rank_command_add_int (RankCommand *cmd, gint64 value);
-
-/* value in decimal, as "%" G_GINT64_FORMAT prints it, NUL-terminated,
- * into out (room for RANK_FORMAT_INT_MAX bytes); returns its length. */
-#define RANK_FORMAT_INT_MAX 21
-gsize rank_format_int (char *out, gint64 value);
 
 /* A script's: the arguments added so far are its keys. */
 void rank_command_keys_done (RankCommand *cmd);
