@@ -252,7 +252,7 @@ test_rank_order (void)
 
 /* The sorted-set score after the prefix in the times hash: a big-endian
  * 8-byte two's complement integer; what update.lua's place makes
- * (tests/test_service.c checks a value it wrote). */
+ * (tests/test_service_idempotency.c checks a value it wrote). */
 static void
 test_place_score (void)
 {
