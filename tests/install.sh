@@ -40,6 +40,11 @@ check() {
   cmp "$root$prefix/share/rankd/ranking.thrift" "$source_dir/idl/ranking.thrift"
   cmp "$root$config" "$source_dir/packaging/rankd.conf"
   cmp "$root$prefix/share/doc/rankd/README.md" "$source_dir/README.md"
+  # The pages README.md links to, at the same relative paths.
+  for page in $(cd "$source_dir" && find docs -type f -name '*.md'); do
+    cmp "$root$prefix/share/doc/rankd/$page" "$source_dir/$page" ||
+      fail "not installed as in the source: $page"
+  done
   # The unit: the installed paths, reload by SIGHUP, a user of its own,
   # hardening; nothing left unfilled, no staging root.
   for line in \
@@ -101,7 +106,8 @@ extra=$(cd "$stage" && find . -type f | sed 's/^\.//' | grep -v \
   -e '^/usr/bin/rankd$' -e '^/usr/bin/rankctl$' \
   -e '^/usr/share/rankd/ranking.thrift$' -e "^$config\$" \
   -e '^/usr/lib/systemd/system/rankd.service$' \
-  -e '^/usr/share/doc/rankd/README.md$' || true)
+  -e '^/usr/share/doc/rankd/README.md$' \
+  -e '^/usr/share/doc/rankd/docs/.*\.md$' || true)
 [ -z "$extra" ] || fail "installed more than expected: $extra"
 serve "$stage/usr/bin" 1 "$stage$config"
 # The unit's syntax, where systemd-analyze is installed (it needs no running

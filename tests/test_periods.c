@@ -4,7 +4,7 @@
  *
  * Expected labels and instants were computed independently of rankd, with
  * Python's zoneinfo. Which period an update went to is read from Redis: the
- * period's own keys (README, "Key layout").
+ * period's own keys (docs/internals.md, "Key layout in Redis").
  */
 #include <glib/gstdio.h>
 #include <hiredis/hiredis.h>
@@ -64,7 +64,7 @@ static const char config_text[] = "[defaults]\n"
                                   "period_seconds=86400\n"
                                   "retention=3\n"
                                   "shards=4\n"
-                                  /* the README's example, + accept_late */
+                                  /* docs/configuration.md's example, + accept_late */
                                   "[board daily_run_hero]\n"
                                   "period=daily\n"
                                   "timezone=Europe/Paris\n"
@@ -143,7 +143,7 @@ test_daily_dst (gconstpointer data)
   g_assert_false (in_period (b, shards, "2026-11-02", "f-last"));
 }
 
-/* The README's example: Paris, 29 March 2026, 23 hours long. */
+/* docs/configuration.md's example: Paris, 29 March 2026, 23 hours long. */
 static void
 test_readme_example (void)
 {

@@ -778,7 +778,7 @@ class RequestShapeTest(ServedTest):
             c.GetRank(GetRankRequest(board="shape", member="a")).score, 30)
 
 
-# The README's TLS example: stunnel terminates TLS in front of rankd.
+# docs/operations.md's TLS example: stunnel terminates TLS in front of rankd.
 STUNNEL_CONF = """\
 foreground = yes
 pid =

@@ -137,7 +137,7 @@ meta_field (GHashTable *meta, const char *bucket, const char *suffix)
   return g_hash_table_lookup (meta, field);
 }
 
-/* The key layout the README documents, and the records' expiry. */
+/* The key layout docs/internals.md documents, and the records' expiry. */
 static void
 test_key_layout (void)
 {

@@ -1,6 +1,6 @@
 /* config.h -- rankd's configuration file: board options and Redis nodes.
  *
- * GLib key-file syntax (see README "Configuration file"):
+ * GLib key-file syntax (see docs/configuration.md, "Configuration file"):
  *
  *   [defaults]            options of every board without its own section
  *   shards=1

@@ -1,7 +1,8 @@
 /* constants.h -- every limit, default and key-layout constant of rankd.
  *
- * One place, so the README's tables can be checked against it. Changing a
- * value here changes behaviour; the README must change with it.
+ * One place, so the tables of docs/ can be checked against it. Changing a
+ * value here changes behaviour; docs/configuration.md and docs/api.md must
+ * change with it.
  */
 #ifndef RANK_CONSTANTS_H
 #define RANK_CONSTANTS_H
