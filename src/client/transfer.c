@@ -8,6 +8,7 @@
 #include <thrift/c_glib/thrift_application_exception.h>
 
 #include "api.h"
+#include "codec_batch.h"
 #include "constants.h"
 #include "error.h"
 #include "format.h"
@@ -715,74 +716,6 @@ import_request_id (char out[IMPORT_ID_MAX], const char *digest, guint64 n)
   return len + rank_format_int (out + len, (gint64) n);
 }
 
-static gboolean
-write_field (ThriftProtocol *out, ThriftType type, gint16 id, GError **error)
-{
-  return thrift_protocol_write_field_begin (out, "", type, id, error) >= 0;
-}
-
-static gboolean
-write_bytes_field (ThriftProtocol *out, gint16 id, const char *s, gsize len,
-                   GError **error)
-{
-  return write_field (out, T_STRING, id, error)
-         && thrift_protocol_write_binary (out, (gpointer) s, (guint32) len,
-                                          error)
-                >= 0
-         && thrift_protocol_write_field_end (out, error) >= 0;
-}
-
-static gboolean
-write_i64_field (ThriftProtocol *out, gint16 id, gint64 v, GError **error)
-{
-  return write_field (out, T_I64, id, error)
-         && thrift_protocol_write_i64 (out, v, error) >= 0
-         && thrift_protocol_write_field_end (out, error) >= 0;
-}
-
-static guint8 *
-put_field (guint8 *p, ThriftType type, gint16 id)
-{
-  *p++ = (guint8) type;
-  return rank_put_be (p, (guint64) id, 2);
-}
-
-static guint8 *
-put_bytes_field (guint8 *p, gint16 id, const char *s, gsize len)
-{
-  p = put_field (p, T_STRING, id);
-  p = rank_put_be (p, len, 4);
-  memcpy (p, s, len);
-  return p + len;
-}
-
-/* write_update's bytes in the binary protocol, in one write, for a record
- * without subscores or data: the protocol's field-by-field writes were
- * half of what rankctl spent on an import once the generated structs were
- * gone (callgrind). */
-static gboolean
-write_update_binary (ThriftProtocol *out, const char *board, gsize board_len,
-                     const RankTransferEntry *e, gsize member_len,
-                     const char *id, gsize id_len, GError **error)
-{
-  guint8 buf[3 * (3 + 4) + RANK_BOARD_MAX_BYTES + RANK_MEMBER_MAX_BYTES
-             + IMPORT_ID_MAX + 2 * (3 + 8) + (3 + 4) + 1];
-  guint8 *p = buf;
-
-  p = put_bytes_field (p, 1, board, board_len);
-  p = put_bytes_field (p, 2, e->member, member_len);
-  p = put_field (p, T_I64, 3);
-  p = rank_put_be (p, (guint64) e->score, 8);
-  p = put_bytes_field (p, 4, id, id_len);
-  p = put_field (p, T_I32, 5);
-  p = rank_put_be (p, RANK_UPDATE_MODE_SET, 4);
-  p = put_field (p, T_I64, 6);
-  p = rank_put_be (p, (guint64) e->timestamp_ms, 8);
-  *p++ = T_STOP;
-  return thrift_transport_write (out->transport, buf, (guint32) (p - buf),
-                                 error);
-}
-
 /* An UpdateRequest: record n's SET of its score at its time, with its
  * subscores and data. */
 static gboolean
@@ -790,57 +723,22 @@ write_update (ThriftProtocol *out, const char *board,
               const RankTransferEntry *e, const char *digest, guint64 n,
               GError **error)
 {
-  char id[IMPORT_ID_MAX];
-  gsize id_len = import_request_id (id, digest, n);
-  gsize board_len = strlen (board), member_len = strlen (e->member);
-  gboolean ok;
+  char id[IMPORT_ID_MAX + 1];
+  RankUpdateFields f = {
+    .board = (char *) board,
+    .member = e->member,
+    .value = e->score,
+    .request_id = id,
+    .has_mode = TRUE,
+    .mode = RANK_UPDATE_MODE_SET,
+    .has_timestamp_ms = TRUE,
+    .timestamp_ms = e->timestamp_ms,
+    .subscores = e->subscores,
+    .data = e->data,
+  };
 
-  if (THRIFT_IS_BINARY_PROTOCOL (out) && e->subscores == NULL && e->data == NULL
-      && board_len <= RANK_BOARD_MAX_BYTES
-      && member_len <= RANK_MEMBER_MAX_BYTES)
-    return write_update_binary (out, board, board_len, e, member_len, id,
-                                id_len, error);
-  ok = thrift_protocol_write_struct_begin (out, "UpdateRequest", error) >= 0
-       && write_bytes_field (out, 1, board, board_len, error)
-       && write_bytes_field (out, 2, e->member, member_len, error)
-       && write_i64_field (out, 3, e->score, error)
-       && write_bytes_field (out, 4, id, id_len, error)
-       && write_field (out, T_I32, 5, error)
-       && thrift_protocol_write_i32 (out, RANK_UPDATE_MODE_SET, error) >= 0
-       && thrift_protocol_write_field_end (out, error) >= 0
-       && write_i64_field (out, 6, e->timestamp_ms, error);
-
-  if (ok && e->subscores != NULL)
-    {
-      ok = write_field (out, T_LIST, 7, error)
-           && thrift_protocol_write_list_begin (out, T_I64, e->subscores->len,
-                                                error)
-                  >= 0;
-      for (guint i = 0; ok && i < e->subscores->len; i++)
-        ok = thrift_protocol_write_i64 (
-                 out, g_array_index (e->subscores, gint64, i), error)
-             >= 0;
-      ok = ok && thrift_protocol_write_list_end (out, error) >= 0
-           && thrift_protocol_write_field_end (out, error) >= 0;
-    }
-  if (ok && e->data != NULL)
-    {
-      GHashTableIter it;
-      gpointer k, v;
-
-      ok = write_field (out, T_MAP, 8, error)
-           && thrift_protocol_write_map_begin (
-                  out, T_STRING, T_STRING, g_hash_table_size (e->data), error)
-                  >= 0;
-      g_hash_table_iter_init (&it, e->data);
-      while (ok && g_hash_table_iter_next (&it, &k, &v))
-        ok = thrift_protocol_write_string (out, k, error) >= 0
-             && thrift_protocol_write_string (out, v, error) >= 0;
-      ok = ok && thrift_protocol_write_map_end (out, error) >= 0
-           && thrift_protocol_write_field_end (out, error) >= 0;
-    }
-  return ok && thrift_protocol_write_field_stop (out, error) >= 0
-         && thrift_protocol_write_struct_end (out, error) >= 0;
+  id[import_request_id (id, digest, n)] = '\0';
+  return rank_codec_write_update (out, &f, error);
 }
 
 /* What an UpdateBatch call takes besides its records, at most, in the
@@ -941,17 +839,15 @@ send_flight (RankClient *client, const char *board, GPtrArray *entries,
       = RANK_RANKING_CLIENT (rank_client_iface (client))->output_protocol;
   const guint *at = (const guint *) (gpointer) f->index->data;
   guint n = f->index->len;
+  g_autofree char *group_id = NULL;
   gboolean ok
       = thrift_protocol_write_message_begin (out, "UpdateBatch", T_CALL, 0,
                                              error)
             >= 0
         && thrift_protocol_write_struct_begin (out, "UpdateBatch_args", error)
                >= 0
-        && write_field (out, T_STRUCT, 1, error)
-        && thrift_protocol_write_struct_begin (out, "UpdateBatchRequest", error)
-               >= 0
-        && write_field (out, T_LIST, 1, error)
-        && thrift_protocol_write_list_begin (out, T_STRUCT, n, error) >= 0;
+        && rank_codec_write_field (out, T_STRUCT, 1, error)
+        && rank_codec_write_update_batch_begin (out, n, error);
 
   for (guint i = 0; ok && i < n; i++)
     {
@@ -967,21 +863,13 @@ send_flight (RankClient *client, const char *board, GPtrArray *entries,
                                 ->member);
       ok = write_update (out, board, entries->pdata[k], digest, k + 1, error);
     }
-  ok = ok && thrift_protocol_write_list_end (out, error) >= 0
-       && thrift_protocol_write_field_end (out, error) >= 0
-       && write_field (out, T_BOOL, 2, error)
-       && thrift_protocol_write_bool (out, FALSE, error) >= 0
-       && thrift_protocol_write_field_end (out, error) >= 0;
-  if (ok && f->group >= 0)
-    {
-      g_autofree char *id = g_strdup_printf (
-          "import:%.16s:group:%u+%u", digest,
-          g_array_index (f->index, guint, 0) + 1, f->index->len);
-
-      ok = write_bytes_field (out, 3, id, strlen (id), error);
-    }
-  return ok && thrift_protocol_write_field_stop (out, error) >= 0
-         && thrift_protocol_write_struct_end (out, error) >= 0
+  if (f->group >= 0)
+    group_id = g_strdup_printf ("import:%.16s:group:%u+%u", digest,
+                                g_array_index (f->index, guint, 0) + 1,
+                                f->index->len);
+  return ok
+         && rank_codec_write_update_batch_end (out, TRUE, FALSE, group_id,
+                                               error)
          && thrift_protocol_write_field_end (out, error) >= 0
          && thrift_protocol_write_field_stop (out, error) >= 0
          && thrift_protocol_write_struct_end (out, error) >= 0
