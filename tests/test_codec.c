@@ -1073,6 +1073,21 @@ test_struct (gconstpointer data)
     }
 }
 
+/* api.h's RANK_API_IDL_VERSION is the IDL's IDL_VERSION (the generated
+ * constant allocates, so the C code uses api.h's). */
+static void
+test_idl_version (void)
+{
+  g_autofree char *path
+      = g_build_filename (RANK_SOURCE_DIR, "idl", "ranking.thrift", NULL);
+  g_autofree char *text = NULL;
+  g_autofree char *quoted = g_strdup_printf (
+      "const string IDL_VERSION = \"%s\"", RANK_API_IDL_VERSION);
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_assert_nonnull (strstr (text, quoted));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1098,6 +1113,7 @@ main (int argc, char **argv)
   rank_thrift_fixes_apply ();
   idl_parse ();
   g_test_add_func ("/codec/every-idl-struct-generated", test_types);
+  g_test_add_func ("/codec/idl-version", test_idl_version);
   for (guint i = 0; i < idl_structs->len; i++)
     {
       IdlStruct *s = idl_structs->pdata[i];

@@ -7,7 +7,7 @@
 #include "rank_ranking_types.h"
 
 /* The IDL's version (IDL_VERSION in idl/ranking.thrift; the generated
- * RANK_IDL_VERSION allocates). tests/test_service.c checks they agree. */
+ * RANK_IDL_VERSION allocates). tests/test_codec.c checks they agree. */
 #define RANK_API_IDL_VERSION "1.6"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (rankUpdateRequest, g_object_unref)
