@@ -27,7 +27,10 @@ ctl_objects=$3
 gen_lib=$4
 client_lib=$5
 shift 5
-[ "$1" = "--" ] || { echo "$0: expected -- before the server libraries" >&2; exit 2; }
+if [ "$1" != "--" ]; then
+  echo "$0: expected -- before the server libraries" >&2
+  exit 2
+fi
 shift
 
 work=$(mktemp -d)
@@ -91,7 +94,9 @@ done
 found "client library" "$rankd" "$work/client" \
   'rank_client_|rank_transfer_'
 found "rankctl" "$rankd" "$work/rankctl-own" 'rankctl_'
-found "server" "$rankctl" "$work/server" \
-  'rank_server_|rank_handler_|rank_http_|rank_store_|rank_backend_|rank_cache_|rank_read_cache_|rank_tracking_|rank_queue_|rank_redis_link_|rank_embedded_redis_'
+server_prefixes='rank_server_|rank_handler_|rank_http_|rank_store_|rank_backend_'
+server_prefixes="$server_prefixes|rank_cache_|rank_read_cache_|rank_tracking_"
+server_prefixes="$server_prefixes|rank_queue_|rank_redis_link_|rank_embedded_redis_"
+found "server" "$rankctl" "$work/server" "$server_prefixes"
 
 exit $status
