@@ -312,11 +312,13 @@ class InProcessTest(unittest.TestCase):
 
     def tearDown(self):
         self.redis.send_signal(signal.SIGCONT)
+        status = 0
         if self.rankd.poll() is None:
-            stop(self.rankd, self.dir, self.port)
+            status = stop(self.rankd, self.dir, self.port)
         self.redis.terminate()
         self.redis.wait(30)
         shutil.rmtree(self.dir)
+        self.assertEqual(status, 0, "rankd's exit status on SIGTERM")
 
     def test_unanswered_redis_is_503(self):
         self.assertEqual(get(self.http, "/api/top?board=b")[0], 200)
