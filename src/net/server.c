@@ -6,9 +6,9 @@
  * and Redis links of their own. The board viewer's reads (http.c) reach
  * the same workers in-process (call.c).
  *
- * Shutdown: the accept loop stops; each worker closes idle connections,
- * serves requests already received, closes the rest as their calls finish;
- * then the workers stop.
+ * Shutdown: the accept loop stops, and so do in-process calls; each worker
+ * closes idle connections, serves requests already received, closes the
+ * rest as their calls finish; then the workers stop.
  */
 #include "server_private.h"
 
