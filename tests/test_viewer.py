@@ -10,10 +10,12 @@ import html.parser
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 import urllib.parse
 
@@ -21,7 +23,8 @@ RANKD, IDL = os.path.abspath(sys.argv[1]), sys.argv[2]
 del sys.argv[1:3]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rankd_http  # noqa: E402
-from rankd_http import get, start_rankd, start_redis, stop  # noqa: E402
+from rankd_http import (DEADLINE, get, start_rankd, start_redis,  # noqa: E402
+                        stop, wait_for)
 
 STUBS = rankd_http.load_stubs(IDL)
 
@@ -280,6 +283,82 @@ class ViewerTest(unittest.TestCase):
         self.assertEqual(head[12:16], b"IHDR")
         self.assertEqual(struct.unpack(">II", head[16:24]), (1200, 900))
         self.assertGreater(os.path.getsize(png), 10000)
+
+
+def http_threads(pid):
+    """libmicrohttpd's threads of pid serving a connection."""
+    n = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/comm", encoding="utf-8") as f:
+                n += f.read().strip() == "MHD-connection"
+        except OSError:
+            pass  # the thread ended
+    return n
+
+
+class InProcessTest(unittest.TestCase):
+    """The viewer reads through rankd's workers in-process (no socket, no
+    client): a Redis that does not answer gives 503 once rankd answers
+    Unavailable (--redis-timeout), and SIGTERM with reads waiting on it
+    ends cleanly: every read answers or its connection closes, rankd exits
+    0 (under RANKD_TEST_WRAPPER, with nothing leaked)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="rankd-viewer-inproc-")
+        self.redis, self.redis_port = start_redis(self.dir)
+        self.rankd, self.port, self.http = start_rankd(
+            RANKD, self.dir, self.redis_port, ["--redis-timeout", "1"])
+
+    def tearDown(self):
+        self.redis.send_signal(signal.SIGCONT)
+        status = 0
+        if self.rankd.poll() is None:
+            status = stop(self.rankd, self.dir, self.port)
+        self.redis.terminate()
+        self.redis.wait(30)
+        shutil.rmtree(self.dir)
+        self.assertEqual(status, 0, "rankd's exit status on SIGTERM")
+
+    def test_unanswered_redis_is_503(self):
+        self.assertEqual(get(self.http, "/api/top?board=b")[0], 200)
+        self.redis.send_signal(signal.SIGSTOP)
+        try:
+            top = get(self.http, "/api/top?board=b")
+            boards = get(self.http, "/api/boards")
+        finally:
+            self.redis.send_signal(signal.SIGCONT)
+        self.assertEqual(top[0], 503, top[2])
+        self.assertIn('"error":', top[2])
+        self.assertEqual(boards[0], 503, boards[2])
+        wait_for("reads again with Redis back",
+                 lambda: get(self.http, "/api/top?board=b")[0] == 200)
+
+    def test_sigterm_with_reads_in_flight(self):
+        self.assertEqual(get(self.http, "/api/top?board=b")[0], 200)
+        self.redis.send_signal(signal.SIGSTOP)
+        got = []
+
+        def read():
+            try:
+                got.append(get(self.http, "/api/top?board=b")[0])
+            except OSError as e:  # closed as rankd stopped
+                got.append(type(e).__name__)
+        readers = [threading.Thread(target=read) for _ in range(4)]
+        for t in readers:
+            t.start()
+        # libmicrohttpd runs a thread per connection; the reads wait on
+        # Redis (--redis-timeout) in theirs.
+        wait_for("the reads taken",
+                 lambda: http_threads(self.rankd.pid) >= len(readers))
+        status = stop(self.rankd, self.dir, self.port)
+        for t in readers:
+            t.join(DEADLINE)
+        self.assertEqual(status, 0)
+        self.assertEqual(len(got), len(readers), got)
+        for g in got:
+            self.assertIn(g, (503, "RemoteDisconnected",
+                              "ConnectionResetError", "BrokenPipeError"))
 
 
 if __name__ == "__main__":

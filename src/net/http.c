@@ -2,9 +2,9 @@
  *
  * libmicrohttpd parses HTTP and runs a thread per connection (at most
  * RANK_HTTP_CONNECTIONS_MAX), so a slow board read never holds up a
- * scrape. The viewer's data comes from rankd's Thrift port through a small
- * pool of clients; a pooled client that rankd closed meanwhile (idle
- * timeout) is replaced and the read, which changes nothing, is retried once.
+ * scrape. The viewer's data comes from the Ranking methods, called
+ * in-process through the server's workers (rank_server_call): no socket,
+ * no client library.
  *
  * Everything the viewer shows is data: the JSON escapes it, and the page
  * puts it in the document as text only (viewer.js), under a content
@@ -22,7 +22,6 @@
 #include <thrift/c_glib/thrift_application_exception.h>
 
 #include "api.h"
-#include "client.h"
 #include "constants.h"
 #include "error.h"
 #include "json.h"
@@ -31,19 +30,15 @@
 
 struct _RankHttp
 {
-  char *listen_name; /* for the log */
-  char *thrift_host;
-  guint16 thrift_port;
-  gboolean framed;
-  RankProtocolKind protocol;
-  int timeout_ms; /* of each call to the Thrift port */
+  char *listen_name;  /* for the log */
+  RankServer *server; /* whose workers the viewer's calls go to */
+  int timeout_ms;     /* of each call */
   int listen_fd;
   guint16 port;
   struct MHD_Daemon *daemon;
 
   GMutex lock;
   RankConfig *boards; /* under lock */
-  GQueue idle;        /* RankClient *, under lock */
 };
 
 /* ---- responses ---- */
@@ -114,111 +109,46 @@ current_boards (RankHttp *http)
   return boards;
 }
 
-/* ---- the Thrift client pool ---- */
+/* ---- calls, in-process ---- */
 
-static RankClient *
-take_client (RankHttp *http, gboolean *pooled, GError **error)
-{
-  RankClient *client;
-
-  g_mutex_lock (&http->lock);
-  client = g_queue_pop_head (&http->idle);
-  g_mutex_unlock (&http->lock);
-  *pooled = client != NULL;
-  if (client != NULL)
-    return client;
-  return rank_client_connect (http->thrift_host, http->thrift_port,
-                              http->framed, http->protocol, http->timeout_ms,
-                              error);
-}
-
-static void
-give_client (RankHttp *http, RankClient *client)
-{
-  g_mutex_lock (&http->lock);
-  if (http->idle.length < RANK_HTTP_IDLE_CLIENTS_MAX)
-    {
-      g_queue_push_head (&http->idle, client);
-      client = NULL;
-    }
-  g_mutex_unlock (&http->lock);
-  rank_client_free (client); /* the pool is full */
-}
-
-/* One call of a pooled client: TRUE with its answer, or FALSE with a
- * declared exception (*invalid, *unavailable) or error. */
-typedef gboolean (*ClientCall) (RankClient *client, gpointer data,
-                                rankInvalidArgument **invalid,
-                                rankUnavailable **unavailable, GError **error);
-
-/* Runs call on a pooled client, once more on a new connection if rankd had
- * closed the pooled one (the viewer's calls change nothing). FALSE:
- * *status and *message say why. */
+/* Calls method with args (the generated arguments struct) through the
+ * server's workers, reading the answer into result (the generated result
+ * struct, whose success, invalid and unavailable fields the caller then
+ * looks at). FALSE: *status and *message say why. */
 static gboolean
-call_rankd (RankHttp *http, ClientCall call, gpointer data,
+call_rankd (RankHttp *http, const char *method, gpointer args, gpointer result,
             unsigned int *status, char **message)
 {
-  for (int attempt = 0; attempt < 2; attempt++)
+  g_autoptr (GError) error = NULL;
+
+  if (rank_server_call (http->server, method, THRIFT_STRUCT (args),
+                        THRIFT_STRUCT (result), http->timeout_ms, &error))
+    return TRUE;
+  /* As when the Thrift port was closed to the viewer's connection. */
+  if (g_error_matches (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE))
     {
-      g_autoptr (GError) error = NULL;
-      rankInvalidArgument *invalid = NULL;
-      rankUnavailable *unavailable = NULL;
-      gboolean pooled = FALSE;
-      RankClient *client = take_client (http, &pooled, &error);
-
-      if (client == NULL)
-        {
-          *status = MHD_HTTP_SERVICE_UNAVAILABLE;
-          *message = g_strdup_printf ("cannot reach rankd's Thrift port: %s",
-                                      error->message);
-          return FALSE;
-        }
-      if (call (client, data, &invalid, &unavailable, &error))
-        {
-          give_client (http, client);
-          return TRUE;
-        }
-      if (invalid != NULL || unavailable != NULL)
-        {
-          GObject *x = invalid ? G_OBJECT (invalid) : G_OBJECT (unavailable);
-
-          *status
-              = invalid ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_SERVICE_UNAVAILABLE;
-          g_object_get (x, "message", message, NULL);
-          g_object_unref (x);
-          give_client (http, client);
-          return FALSE;
-        }
-      rank_client_free (client);
-      if (error->domain == THRIFT_APPLICATION_EXCEPTION_ERROR || !pooled)
-        {
-          *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-          *message = g_strdup (error->message);
-          return FALSE;
-        }
-      /* A pooled connection rankd has closed: once more on a new one. */
+      *status = MHD_HTTP_SERVICE_UNAVAILABLE;
+      *message = g_strdup_printf ("cannot reach rankd: %s", error->message);
+      return FALSE;
     }
-  *status = MHD_HTTP_SERVICE_UNAVAILABLE;
-  *message = g_strdup ("rankd's Thrift port keeps closing the connection");
+  *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+  *message = g_strdup (error->message);
   return FALSE;
 }
 
-typedef struct
-{
-  rankGetTopNRequest *request;
-  GPtrArray *page;
-} TopCall;
-
+/* A declared exception of a result (invalid, unavailable: either may be
+ * NULL): TRUE with *status and *message, as a client's call reports it. */
 static gboolean
-call_top (RankClient *client, gpointer data, rankInvalidArgument **invalid,
-          rankUnavailable **unavailable, GError **error)
+declared_exception (rankInvalidArgument *invalid, rankUnavailable *unavailable,
+                    unsigned int *status, char **message)
 {
-  TopCall *c = data;
+  GObject *x = invalid ? G_OBJECT (invalid) : G_OBJECT (unavailable);
 
-  g_clear_pointer (&c->page, g_ptr_array_unref);
-  c->page = g_ptr_array_new_with_free_func (g_object_unref);
-  return rank_ranking_if_get_top_n (rank_client_iface (client), &c->page,
-                                    c->request, invalid, unavailable, error);
+  if (x == NULL)
+    return FALSE;
+  *status = invalid ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_SERVICE_UNAVAILABLE;
+  g_object_get (x, "message", message, NULL);
+  return TRUE;
 }
 
 /* GetTopN with data. NULL: *status and *message say why. */
@@ -229,49 +159,23 @@ get_top (RankHttp *http, const char *board, int n, int periods_back,
   g_autoptr (rankGetTopNRequest) request
       = g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board", board, "n", n,
                       "periods_back", periods_back, "with_data", TRUE, NULL);
-  TopCall c = { request, NULL };
+  g_autoptr (GObject) args = g_object_new (RANK_TYPE_RANKING_GET_TOP_N_ARGS,
+                                           "request", request, NULL);
+  g_autoptr (GObject) object
+      = g_object_new (RANK_TYPE_RANKING_GET_TOP_N_RESULT, NULL);
+  rankRankingGetTopNResult *result = RANK_RANKING_GET_TOP_N_RESULT (object);
 
-  if (call_rankd (http, call_top, &c, status, message))
-    return c.page;
-  g_clear_pointer (&c.page, g_ptr_array_unref);
-  return NULL;
-}
-
-typedef struct
-{
-  rankListBoardsRequest *request;
-  rankListBoardsResponse *response;
-} ListCall;
-
-static gboolean
-call_list (RankClient *client, gpointer data, rankInvalidArgument **invalid,
-           rankUnavailable **unavailable, GError **error)
-{
-  ListCall *c = data;
-
-  g_clear_object (&c->response);
-  c->response = g_object_new (RANK_TYPE_LIST_BOARDS_RESPONSE, NULL);
-  return rank_ranking_if_list_boards (rank_client_iface (client), &c->response,
-                                      c->request, invalid, unavailable, error);
-}
-
-typedef struct
-{
-  rankGetQueueStatusRequest *request;
-  rankQueueStatus *status;
-} QueueCall;
-
-static gboolean
-call_queue (RankClient *client, gpointer data, rankInvalidArgument **invalid,
-            rankUnavailable **unavailable, GError **error)
-{
-  QueueCall *c = data;
-
-  g_clear_object (&c->status);
-  c->status = g_object_new (RANK_TYPE_QUEUE_STATUS, NULL);
-  return rank_ranking_if_get_queue_status (rank_client_iface (client),
-                                           &c->status, c->request, invalid,
-                                           unavailable, error);
+  if (!call_rankd (http, "GetTopN", args, result, status, message)
+      || declared_exception (result->invalid, result->unavailable, status,
+                             message))
+    return NULL;
+  if (!result->__isset_success)
+    {
+      *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+      *message = g_strdup ("GetTopN failed: unknown result");
+      return NULL;
+    }
+  return g_ptr_array_ref (result->success);
 }
 
 /* A queued board's backlog, as the JSON member "queue" (after a comma); a
@@ -281,18 +185,23 @@ json_queue (RankHttp *http, GString *out, const char *board)
 {
   g_autoptr (rankGetQueueStatusRequest) request
       = g_object_new (RANK_TYPE_GET_QUEUE_STATUS_REQUEST, "board", board, NULL);
-  QueueCall c = { request, NULL };
+  g_autoptr (GObject) args = g_object_new (
+      RANK_TYPE_RANKING_GET_QUEUE_STATUS_ARGS, "request", request, NULL);
+  g_autoptr (GObject) object
+      = g_object_new (RANK_TYPE_RANKING_GET_QUEUE_STATUS_RESULT, NULL);
+  rankRankingGetQueueStatusResult *result
+      = RANK_RANKING_GET_QUEUE_STATUS_RESULT (object);
   g_autofree char *message = NULL;
   unsigned int status = MHD_HTTP_OK;
 
-  if (call_rankd (http, call_queue, &c, &status, &message))
+  if (call_rankd (http, "GetQueueStatus", args, result, &status, &message)
+      && result->__isset_success)
     g_string_append_printf (out,
                             ",\"queue\":{\"backlog\":%" G_GINT64_FORMAT
                             ",\"pending\":%" G_GINT64_FORMAT
                             ",\"oldest_age_ms\":%" G_GINT64_FORMAT "}",
-                            c.status->backlog, c.status->pending,
-                            c.status->oldest_age_ms);
-  g_clear_object (&c.status);
+                            result->success->backlog, result->success->pending,
+                            result->success->oldest_age_ms);
 }
 
 /* ListBoards, page after page, up to RANK_VIEWER_BOARDS_MAX boards
@@ -309,15 +218,25 @@ list_boards (RankHttp *http, unsigned int *status, char **message)
       g_autoptr (rankListBoardsRequest) request
           = g_object_new (RANK_TYPE_LIST_BOARDS_REQUEST, "after", after,
                           "limit", RANK_LIST_BOARDS_MAX, NULL);
-      ListCall c = { request, NULL };
-      g_autoptr (rankListBoardsResponse) response = NULL;
+      g_autoptr (GObject) args = g_object_new (
+          RANK_TYPE_RANKING_LIST_BOARDS_ARGS, "request", request, NULL);
+      g_autoptr (GObject) object
+          = g_object_new (RANK_TYPE_RANKING_LIST_BOARDS_RESULT, NULL);
+      rankRankingListBoardsResult *result
+          = RANK_RANKING_LIST_BOARDS_RESULT (object);
+      rankListBoardsResponse *response;
 
-      if (!call_rankd (http, call_list, &c, status, message))
+      if (!call_rankd (http, "ListBoards", args, result, status, message)
+          || declared_exception (result->invalid, result->unavailable, status,
+                                 message))
+        return NULL;
+      if (!result->__isset_success)
         {
-          g_clear_object (&c.response);
+          *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+          *message = g_strdup ("ListBoards failed: unknown result");
           return NULL;
         }
-      response = c.response;
+      response = result->success;
       for (guint i = 0;
            i < response->boards->len && boards->len < RANK_VIEWER_BOARDS_MAX;
            i++)
@@ -607,14 +526,13 @@ rank_http_parse_listen (const char *text, RankAddress *out, GError **error)
 }
 
 RankHttp *
-rank_http_new (const RankAddress *listen, const RankServerConfig *server,
-               guint16 thrift_port, RankConfig *boards, GError **error)
+rank_http_new (const RankAddress *listen, RankServer *server,
+               int redis_timeout_ms, RankConfig *boards, GError **error)
 {
   RankHttp *http;
   struct sockaddr_storage ss;
   socklen_t len = sizeof ss;
   int fd = rank_address_listen (listen, 64, error);
-  const char *host = server->listen.host;
 
   if (fd < 0)
     {
@@ -630,20 +548,11 @@ rank_http_new (const RankAddress *listen, const RankServerConfig *server,
   http->listen_name
       = g_strdup_printf (strchr (listen->host, ':') ? "[%s]:%u" : "%s:%u",
                          listen->host, http->port);
-  /* A wildcard listen address is reached through loopback. */
-  if (g_strcmp0 (host, "0.0.0.0") == 0 || g_strcmp0 (host, "") == 0)
-    host = "127.0.0.1";
-  else if (g_strcmp0 (host, "::") == 0)
-    host = "::1";
-  http->thrift_host = g_strdup (host);
-  http->thrift_port = thrift_port;
-  http->framed = server->framed;
-  http->protocol = server->protocol;
+  http->server = server;
   /* Long enough for rankd to answer Unavailable itself. */
-  http->timeout_ms = server->redis_timeout_ms + RANK_HTTP_CALL_MARGIN_MS;
+  http->timeout_ms = redis_timeout_ms + RANK_HTTP_CALL_MARGIN_MS;
   http->boards = rank_config_ref (boards);
   g_mutex_init (&http->lock);
-  g_queue_init (&http->idle);
   return http;
 }
 
@@ -698,10 +607,8 @@ rank_http_free (RankHttp *http)
     MHD_stop_daemon (http->daemon);
   if (http->listen_fd >= 0)
     close (http->listen_fd);
-  g_queue_clear_full (&http->idle, (GDestroyNotify) rank_client_free);
   rank_config_unref (http->boards);
   g_mutex_clear (&http->lock);
-  g_free (http->thrift_host);
   g_free (http->listen_name);
   g_free (http);
 }

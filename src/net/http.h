@@ -2,9 +2,10 @@
  * the read-only board viewer.
  *
  * Served by libmicrohttpd in its own threads, never the event-loop
- * workers. The viewer reads boards the way any client does: over rankd's
- * own Thrift port, so every kind of board (sharded, periodic, subscores,
- * member data) reads exactly as GetTopN returns it.
+ * workers. The viewer reads boards through the same methods as any Thrift
+ * call, in-process (rank_server_call: the generated structs, a worker's
+ * handler, no socket), so every kind of board (sharded, periodic,
+ * subscores, member data) reads exactly as GetTopN returns it.
  *
  *   GET /metrics                 Prometheus text format (metrics.h)
  *   GET /healthz                 200 "ok", or 503 naming unreachable nodes
@@ -27,11 +28,13 @@ gboolean rank_http_parse_listen (const char *text, RankAddress *out,
                                  GError **error);
 
 /* Binds listen (nothing is served yet): a taken port fails at start. The
- * viewer reads boards from the Thrift port that server serves on
- * thrift_port, with board options from boards (referenced). */
-RankHttp *rank_http_new (const RankAddress *listen,
-                         const RankServerConfig *server, guint16 thrift_port,
-                         RankConfig *boards, GError **error);
+ * viewer reads boards through server's workers (rank_server_call), waiting
+ * for each call up to RANK_HTTP_CALL_MARGIN_MS past redis_timeout_ms, and
+ * shows board options from boards (referenced). Free it before draining
+ * server: its requests in progress finish first. */
+RankHttp *rank_http_new (const RankAddress *listen, RankServer *server,
+                         int redis_timeout_ms, RankConfig *boards,
+                         GError **error);
 
 /* Serves, in threads of its own. */
 gboolean rank_http_start (RankHttp *http, GError **error);

@@ -8,6 +8,8 @@
 #ifndef RANK_SERVER_H
 #define RANK_SERVER_H
 
+#include <thrift/c_glib/thrift_struct.h>
+
 #include "address.h"
 #include "config.h"
 #include "protocol.h"
@@ -73,6 +75,19 @@ void rank_server_set_boards (RankServer *server, RankConfig *boards);
  * that the log says at once which the options do not fit (layout.h); a
  * reload does the same by itself. */
 void rank_server_check_layouts (RankServer *server);
+
+/* Calls method in-process, as a Thrift client would over the port but
+ * without a socket: args (the generated arguments struct, e.g.
+ * rankRankingGetTopNArgs) go to a worker's handler, and its reply is read
+ * into result (the generated result struct: success, or a declared
+ * exception set). FALSE with error: a TApplicationException
+ * (THRIFT_APPLICATION_EXCEPTION_ERROR), no answer within timeout_ms, or
+ * RANK_ERROR_UNAVAILABLE when the workers are not running (before
+ * rank_server_start, from rank_server_drain on). Any thread but a
+ * worker's; blocks until the answer or the timeout. */
+gboolean rank_server_call (RankServer *server, const char *method,
+                           ThriftStruct *args, ThriftStruct *result,
+                           int timeout_ms, GError **error);
 
 /* Open connections right now. */
 guint rank_server_connections (RankServer *server);

@@ -461,7 +461,7 @@ run (Options *o, RankServerConfig *config)
   if (server == NULL)
     goto out;
   if (o->metrics_listen != NULL
-      && (http = rank_http_new (&o->metrics, config, rank_server_port (server),
+      && (http = rank_http_new (&o->metrics, server, config->redis_timeout_ms,
                                 o->boards, &error))
              == NULL)
     goto out;
@@ -511,7 +511,8 @@ run (Options *o, RankServerConfig *config)
   while (rank_server_accept (server, sfd) == SIGHUP)
     reload (o, server, http);
   g_message ("stopped serving; shutting down");
-  g_clear_pointer (&http, rank_http_free); /* its clients are connections */
+  /* Its requests in progress call the workers: they finish first. */
+  g_clear_pointer (&http, rank_http_free);
   rank_server_drain (server);
   status = EXIT_SUCCESS;
 
