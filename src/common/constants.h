@@ -141,10 +141,9 @@
 #define RANK_MALLOC_TRIM_BYTES (4 * 1024 * 1024)
 
 /* --metrics-listen: HTTP connections served at once (a thread each), idle
- * HTTP timeout, the viewer's idle Thrift clients kept, its page size. */
+ * HTTP timeout, the viewer's page size. */
 #define RANK_HTTP_CONNECTIONS_MAX 64
 #define RANK_HTTP_TIMEOUT_S 30
-#define RANK_HTTP_IDLE_CLIENTS_MAX 4
 #define RANK_VIEWER_DEFAULT_N 100
 /* The viewer lists at most this many boards. */
 #define RANK_VIEWER_BOARDS_MAX 10000
