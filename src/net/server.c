@@ -47,7 +47,7 @@
 #include "connbuf.h"
 #include "constants.h"
 #include "handler.h"
-#include "queue.h"
+#include "drain.h"
 #include "tracking.h"
 #include "loop.h"
 #include "wire.h"

@@ -1,5 +1,5 @@
 /* queue.c -- the drain of the update queue (see queue.h). */
-#include "queue.h"
+#include "drain.h"
 
 #include <string.h>
 #include <unistd.h>

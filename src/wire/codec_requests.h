@@ -1,4 +1,4 @@
-/* call_args.h -- the arguments of the busiest methods (Update,
+/* codec_requests.h -- the arguments of the busiest methods (Update,
  * UpdateBatch, GetRank, GetTopN) read into plain structs, without the
  * generated ones.
  *
@@ -16,8 +16,8 @@
  * it refuses them given empty. The protocol (protocol.c) bounds every string
  * and container before anything is allocated for it.
  */
-#ifndef RANK_CALL_ARGS_H
-#define RANK_CALL_ARGS_H
+#ifndef RANK_CODEC_REQUESTS_H
+#define RANK_CODEC_REQUESTS_H
 
 #include <thrift/c_glib/protocol/thrift_protocol.h>
 
@@ -92,4 +92,4 @@ RankGetTopNArgs *rank_get_top_n_args_read (ThriftProtocol *in, GError **error);
 
 void rank_get_top_n_args_free (RankGetTopNArgs *args);
 
-#endif /* RANK_CALL_ARGS_H */
+#endif /* RANK_CODEC_REQUESTS_H */
