@@ -13,7 +13,12 @@
 static gboolean
 is_binary (ThriftProtocol *out)
 {
-  return THRIFT_IS_BINARY_PROTOCOL (out);
+  GType type = G_TYPE_FROM_INSTANCE (out);
+
+  /* rankd's own first: THRIFT_IS_BINARY_PROTOCOL alone, for a subtype, is
+   * a call into GType per entry of a page. */
+  return type == RANK_TYPE_BINARY_PROTOCOL
+         || g_type_is_a (type, THRIFT_TYPE_BINARY_PROTOCOL);
 }
 
 static gboolean
