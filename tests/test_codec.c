@@ -1,6 +1,6 @@
 /* test_codec.c -- every struct of idl/ranking.thrift written and read by
  * the generated code, and by the hand codecs where there are some (the
- * request readers of call_args.c, UpdateBatch's encoder of codec_batch.c),
+ * request readers of codec_requests.c, UpdateBatch's encoder of codec_batch.c),
  * in the four transport and protocol pairs.
  *
  * The structs are found by parsing the IDL when the test runs, and filled
@@ -23,7 +23,7 @@
 #include <thrift/c_glib/transport/thrift_memory_buffer.h>
 
 #include "api.h"
-#include "call_args.h"
+#include "codec_requests.h"
 #include "codec_batch.h"
 #include "connbuf.h"
 #include "protocol.h"

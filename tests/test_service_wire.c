@@ -1,7 +1,7 @@
 /* test_service_wire.c -- the bytes of a call, end to end (a real
  * redis-server, a real rankd): hostile bytes close their own connection
  * only; calls written by hand, with the fields the generated client would
- * never send, are read by the generated reader's rules (call_args.c); a
+ * never send, are read by the generated reader's rules (codec_requests.c); a
  * pipelining client gets every reply in the order of its requests.
  */
 #include <string.h>
@@ -263,7 +263,7 @@ write_odd_batch (ThriftProtocol *p, gint32 seqid, const char *board,
   call_end (p);
 }
 
-/* UpdateBatch's arguments, which rankd reads itself (call_args.c), by
+/* UpdateBatch's arguments, which rankd reads itself (codec_requests.c), by
  * the generated reader's rules: an unknown field or one of the wrong type
  * is skipped; a required field missing is a protocol error naming it, and
  * with framing the connection stays usable. */
@@ -338,7 +338,7 @@ write_update_twice (ThriftProtocol *p, gint32 seqid, const char *board,
 }
 
 /* Update, GetRank and GetTopN read their arguments into plain structs
- * (call_args.c), by the generated reader's rules: an unknown field or one
+ * (codec_requests.c), by the generated reader's rules: an unknown field or one
  * of the wrong type is skipped, the request given twice is read over the
  * first, a required field missing is a protocol error naming it, and the
  * request absent is refused as an empty board name. */

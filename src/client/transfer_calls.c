@@ -399,7 +399,7 @@ read_reply (RankClient *client, GArray *answers, GError **error)
 }
 
 /* What rankd answers the records of a group that were not applied because
- * another one of it was refused (handler.c). */
+ * another one of it was refused (src/methods/update_batch.c). */
 #define HELD "of the same batch was refused, and a batch with a request_id"
 
 /* Reads flight's answer: counts applied, repeated and refused records

@@ -96,7 +96,7 @@ typedef struct
   /* Tie-breakers after the score: how many, and which sort lower first. */
   guint n_subscores;
   gboolean subscore_asc[RANK_SUBSCORES_MAX];
-  /* The update queue (queue.h): Enqueue takes updates for the board;
+  /* The update queue (src/methods/drain.h): Enqueue takes updates for the board;
    * entries pending this long on a rankd are claimed by another; at most
    * this many wait; at most this many are applied a second (0: any). */
   gboolean queue;

@@ -200,7 +200,7 @@
 #define RANK_LIST_BOARDS_MAX 1000
 #define RANK_EXPORT_COUNT_MAX 1000
 
-/* The update queue (queue.h): a board's stream "rk:{board}:u" (a shard's
+/* The update queue (src/methods/drain.h): a board's stream "rk:{board}:u" (a shard's
  * "rk:s:{board/i}:u"), its dead letters "...:v" (a stream), its counts
  * "...:n" (a hash: applied, dead); the boards whose queue has work, scored
  * by when it was last added (queues.lua): a board leaves once its streams
@@ -230,7 +230,7 @@
  * drained or read most recently (metrics.c). */
 #define RANK_QUEUE_METRICS_BOARDS_MAX 1000
 /* How often a drain looks for work in the streams of configured queue=on
- * boards rk:queues does not list (queue.c says how it gets there). */
+ * boards rk:queues does not list (src/methods/drain.c says how it gets there). */
 #define RANK_QUEUE_UNLISTED_LOOK_MS 60000
 /* The read cache (cache.h): the largest read_cache_ms; the default bound
  * of its memory (--read-cache-bytes); the invalidation channel of Redis's

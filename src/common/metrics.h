@@ -72,7 +72,7 @@ void rank_metrics_link_up (RankMetricsLink *link, gboolean up);
 /* Folds the block into its node's totals and frees it. */
 void rank_metrics_link_free (RankMetricsLink *link);
 
-/* ---- the update queue (queue.c; any thread) ---- */
+/* ---- the update queue (src/methods/drain.c; any thread) ---- */
 
 /* A batch of board's queued updates was applied (or dead-lettered). */
 void rank_metrics_queue_done (const char *board, guint applied, guint dead);

@@ -15,7 +15,7 @@
 #include "connbuf.h"
 #include "handler.h"
 #include "loop.h"
-#include "queue.h"
+#include "drain.h"
 #include "server.h"
 #include "store.h"
 #include "tracking.h"

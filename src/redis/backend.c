@@ -285,7 +285,7 @@ classify (const RankReply *reply)
   if (g_str_has_prefix (msg, "EXECABORT "))
     return g_error_new (RANK_ERROR, RANK_ERROR_INTERNAL, "%s", msg);
   /* A stream's consumer group missing, or there already; a stream
-   * missing (XINFO) (queue.h). */
+   * missing (XINFO) (src/methods/drain.h). */
   if (g_str_has_prefix (msg, "NOGROUP ") || g_str_has_prefix (msg, "BUSYGROUP ")
       || strcmp (msg, "ERR no such key") == 0)
     return g_error_new (RANK_ERROR, RANK_ERROR_NOT_FOUND, "%s", msg);

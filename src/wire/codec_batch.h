@@ -13,7 +13,7 @@
 
 #include <thrift/c_glib/protocol/thrift_protocol.h>
 
-#include "call_args.h"
+#include "codec_requests.h"
 
 /* A field's header (the protocol's field_begin). */
 gboolean rank_codec_write_field (ThriftProtocol *out, ThriftType type,

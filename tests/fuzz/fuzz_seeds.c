@@ -160,7 +160,7 @@ main (int argc, char **argv)
             g_object_unref (args[i]);
           }
         /* UpdateBatch, whose arguments rankd reads itself
-         * (call_args.c): a plain update and the one above; and the
+         * (codec_requests.c): a plain update and the one above; and the
          * same recorded as a whole, on one board. */
         for (int whole = 0; whole < 2; whole++)
           {

@@ -1,4 +1,4 @@
-/* call_args.h -- the arguments of the busiest methods (Update,
+/* codec_requests.h -- the arguments of the busiest methods (Update,
  * UpdateBatch, GetRank, GetTopN) read into plain structs, without the
  * generated ones.
  *
@@ -15,16 +15,25 @@
  * absent leaves every field unset (NULL, 0), which the handler refuses as
  * it refuses them given empty. The protocol (protocol.c) bounds every string
  * and container before anything is allocated for it.
+ *
+ * These are the codec's readers (codec.h has its writers): a field the IDL
+ * gives one of these requests must be added to its struct here and to its
+ * FieldSpec table in codec_requests.c.
  */
-#ifndef RANK_CALL_ARGS_H
-#define RANK_CALL_ARGS_H
+#ifndef RANK_CODEC_REQUESTS_H
+#define RANK_CODEC_REQUESTS_H
 
 #include <thrift/c_glib/protocol/thrift_protocol.h>
 
 #include "api.h"
 
 /* An UpdateRequest's fields: owned by a RankUpdateBatchArgs, or borrowed
- * from a generated rankUpdateRequest (rank_update_fields_of). */
+ * from a generated rankUpdateRequest (rank_update_fields_of). IDL
+ * UpdateRequest: 1: board, 2: member, 3: value, 4: request_id,
+ * 5: optional mode, 6: optional timestamp_ms, 7: optional subscores,
+ * 8: optional data, 9: optional with_rank (a field the IDL adds here must
+ * be added to this struct, to update_specs in codec_requests.c and to
+ * rank_update_fields_of). */
 typedef struct
 {
   char *board;
@@ -45,7 +54,9 @@ typedef struct
 void rank_update_fields_of (const rankUpdateRequest *request,
                             RankUpdateFields *fields);
 
-/* UpdateBatch's arguments: its UpdateBatchRequest. */
+/* UpdateBatch's arguments (Ranking.UpdateBatch's args struct, 1: request):
+ * its UpdateBatchRequest, 1: requests (list<UpdateRequest>), 2: optional
+ * with_rank, 3: optional request_id. */
 typedef struct
 {
   GArray *requests; /* RankUpdateFields, owned */
@@ -61,12 +72,14 @@ RankUpdateBatchArgs *rank_update_batch_args_read (ThriftProtocol *in,
 
 void rank_update_batch_args_free (RankUpdateBatchArgs *args);
 
-/* Update's arguments: its UpdateRequest. */
+/* Update's arguments (Ranking.Update's args struct, 1: request): its
+ * UpdateRequest. */
 RankUpdateFields *rank_update_args_read (ThriftProtocol *in, GError **error);
 
 void rank_update_args_free (RankUpdateFields *args);
 
-/* GetRank's arguments: its GetRankRequest. */
+/* GetRank's arguments (Ranking.GetRank's args struct, 1: request): its
+ * GetRankRequest, 1: board, 2: member, 3: optional periods_back. */
 typedef struct
 {
   char *board;
@@ -78,7 +91,9 @@ RankGetRankArgs *rank_get_rank_args_read (ThriftProtocol *in, GError **error);
 
 void rank_get_rank_args_free (RankGetRankArgs *args);
 
-/* GetTopN's arguments: its GetTopNRequest. */
+/* GetTopN's arguments (Ranking.GetTopN's args struct, 1: request): its
+ * GetTopNRequest, 1: board, 2: n, 3: optional offset, 4: optional
+ * periods_back, 5: optional with_data. */
 typedef struct
 {
   char *board;
@@ -92,4 +107,4 @@ RankGetTopNArgs *rank_get_top_n_args_read (ThriftProtocol *in, GError **error);
 
 void rank_get_top_n_args_free (RankGetTopNArgs *args);
 
-#endif /* RANK_CALL_ARGS_H */
+#endif /* RANK_CODEC_REQUESTS_H */

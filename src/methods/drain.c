@@ -1,5 +1,5 @@
-/* queue.c -- the drain of the update queue (see queue.h). */
-#include "queue.h"
+/* drain.c -- the drain of the update queue (see drain.h). */
+#include "drain.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -70,27 +70,31 @@ typedef struct Apply
   RankQueueBatch *batch;
   guint next;    /* updates started */
   guint pending; /* of the slice started last, not finished */
-  struct Item *items;
+  struct QueuedEntry *items;
   gboolean retry; /* some met Unavailable: read them again */
   guint applied;  /* in the entries done with */
   guint dead;
 } Apply;
 
-typedef struct Item
+/* What became of an entry of the batch. */
+typedef enum
+{
+  ENTRY_APPLIED,
+  ENTRY_REPLAYED, /* its request id had applied before */
+  ENTRY_DEAD_LETTERED,
+  ENTRY_TO_RETRY, /* met Unavailable: read again */
+} EntryOutcome;
+
+/* One entry of the batch being applied: an update. */
+typedef struct QueuedEntry
 {
   Apply *a;
   guint index;
   RankContext ctx;
   gboolean started; /* ctx initialised */
-  enum
-  {
-    ITEM_APPLIED,
-    ITEM_REPLAYED, /* its request id had applied before */
-    ITEM_DEAD,
-    ITEM_RETRY,
-  } outcome;
+  EntryOutcome outcome;
   char *reason;
-} Item;
+} QueuedEntry;
 
 static void stream_step (Stream *s);
 
@@ -238,14 +242,15 @@ batch_applied (Apply *a)
 
       for (guint i = e->first; i < e->first + e->n; i++)
         {
-          const Item *it = &a->items[i];
+          const QueuedEntry *it = &a->items[i];
 
-          outcomes[i].retry = it->outcome == ITEM_RETRY;
-          outcomes[i].replayed = it->outcome == ITEM_REPLAYED;
-          outcomes[i].reason = it->outcome == ITEM_DEAD ? it->reason : NULL;
+          outcomes[i].retry = it->outcome == ENTRY_TO_RETRY;
+          outcomes[i].replayed = it->outcome == ENTRY_REPLAYED;
+          outcomes[i].reason
+              = it->outcome == ENTRY_DEAD_LETTERED ? it->reason : NULL;
           retry = retry || outcomes[i].retry;
-          applied += it->outcome == ITEM_APPLIED;
-          dead += it->outcome == ITEM_DEAD;
+          applied += it->outcome == ENTRY_APPLIED;
+          dead += it->outcome == ENTRY_DEAD_LETTERED;
         }
       if (retry)
         a->retry = TRUE;
@@ -279,7 +284,7 @@ slice_applied (Apply *a)
 }
 
 static void
-item_finish (Item *it)
+item_finish (QueuedEntry *it)
 {
   Apply *a = it->a;
 
@@ -289,9 +294,9 @@ item_finish (Item *it)
 }
 
 static void
-item_dead (Item *it, const char *reason)
+item_dead (QueuedEntry *it, const char *reason)
 {
-  it->outcome = ITEM_DEAD;
+  it->outcome = ENTRY_DEAD_LETTERED;
   it->reason = g_strdup (reason);
   item_finish (it);
 }
@@ -299,16 +304,16 @@ item_dead (Item *it, const char *reason)
 static void
 item_updated (const RankUpdateResult *r, const GError *error, gpointer data)
 {
-  Item *it = data;
+  QueuedEntry *it = data;
 
   /* A repeated request id counts once (QueueStatus.applied), but an
    * entry read again may hold this drain's own earlier try, applied and
    * never acknowledged (so never counted): that one counts now. */
   if (error == NULL)
-    it->outcome = r->applied || it->a->batch->redelivered ? ITEM_APPLIED
-                                                          : ITEM_REPLAYED;
+    it->outcome = r->applied || it->a->batch->redelivered ? ENTRY_APPLIED
+                                                          : ENTRY_REPLAYED;
   else if (g_error_matches (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE))
-    it->outcome = ITEM_RETRY;
+    it->outcome = ENTRY_TO_RETRY;
   else
     {
       /* Refused (a request id reused for another update, an increment
@@ -320,7 +325,7 @@ item_updated (const RankUpdateResult *r, const GError *error, gpointer data)
 }
 
 static void
-item_update (Item *it)
+item_update (QueuedEntry *it)
 {
   RankQueueUpdate *u = &it->a->batch->updates[it->index];
 
@@ -331,18 +336,18 @@ item_update (Item *it)
 static void
 item_layout_checked (const GError *error, gpointer data)
 {
-  Item *it = data;
+  QueuedEntry *it = data;
 
   if (it->a->s->q->stopping)
     {
-      it->outcome = ITEM_RETRY;
+      it->outcome = ENTRY_TO_RETRY;
       item_finish (it);
     }
   else if (error != NULL)
     {
       /* Redis out of reach, or the stored layout does not fit the options
        * any more: the next read tells which (the refusal is remembered). */
-      it->outcome = ITEM_RETRY;
+      it->outcome = ENTRY_TO_RETRY;
       item_finish (it);
     }
   else
@@ -354,7 +359,7 @@ static void
 item_start (Apply *a, guint i)
 {
   RankQueue *q = a->s->q;
-  Item *it = &a->items[i];
+  QueuedEntry *it = &a->items[i];
   RankQueueUpdate *u = &a->batch->updates[i];
   g_autoptr (GError) error = NULL;
 
@@ -402,7 +407,7 @@ apply_slice (Apply *a, guint allowed)
   a->pending = end - a->next + 1;
   for (; a->next < end; a->next++)
     item_start (a, a->next);
-  item_finish (&(Item){ .a = a });
+  item_finish (&(QueuedEntry){ .a = a });
 }
 
 static void
@@ -441,7 +446,7 @@ batch_read (RankQueueBatch *batch, const GError *error, gpointer data)
   a = g_new0 (Apply, 1);
   a->s = s;
   a->batch = batch;
-  a->items = g_new0 (Item, batch->n);
+  a->items = g_new0 (QueuedEntry, batch->n);
   apply_slice (a, rate_allows (s->q, s));
 }
 

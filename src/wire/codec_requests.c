@@ -1,6 +1,6 @@
-/* call_args.c -- the busiest methods' arguments read into plain structs
- * (see call_args.h). */
-#include "call_args.h"
+/* codec_requests.c -- the busiest methods' arguments read into plain structs
+ * (see codec_requests.h). */
+#include "codec_requests.h"
 
 #include <stddef.h>
 

@@ -1,6 +1,6 @@
-/* handler_queue.c -- Enqueue and GetQueueStatus (see handler.c for the
- * calls and the method table, store_queue.c for the streams, queue.c for
- * the drain).
+/* queue_methods.c -- the queue's methods, Enqueue and GetQueueStatus
+ * (see call.c for the calls, dispatch.c for the method table,
+ * store_queue.c for the streams, drain.c for the drain).
  *
  * Enqueue checks each update as Update would, now: its time is fixed (the
  * server's clock when unset), so it picks the same period whenever it is
@@ -47,14 +47,16 @@ typedef struct
   GPtrArray *updates;     /* const RankUpdate *, as items */
 } Group;
 
+/* A call of Enqueue. */
 typedef struct
 {
+  Call call;
   Item *items;
   guint n;
   GHashTable *groups; /* board -> Group */
   guint pending;
   GError *error;
-} EnqueueState;
+} EnqueueCall;
 
 static void
 group_free (gpointer data)
@@ -67,9 +69,9 @@ group_free (gpointer data)
 }
 
 static void
-enqueue_state_free (gpointer data)
+enqueue_call_clear (Call *call)
 {
-  EnqueueState *state = data;
+  EnqueueCall *state = (EnqueueCall *) call;
 
   for (guint i = 0; i < state->n; i++)
     {
@@ -85,14 +87,16 @@ enqueue_state_free (gpointer data)
   if (state->groups != NULL)
     g_hash_table_unref (state->groups);
   g_clear_error (&state->error);
-  g_free (state);
 }
+
+const CallKind handler_enqueue_calls
+    = { sizeof (EnqueueCall), enqueue_call_clear };
 
 static void
 set_enqueue_response (GObject *object, gpointer data)
 {
   rankRankingEnqueueResult *result = RANK_RANKING_ENQUEUE_RESULT (object);
-  EnqueueState *state = data;
+  EnqueueCall *state = data;
 
   for (guint i = 0; i < state->n; i++)
     {
@@ -118,7 +122,7 @@ set_enqueue_response (GObject *object, gpointer data)
 static void
 enqueue_part_done (Call *call)
 {
-  EnqueueState *state = call->state;
+  EnqueueCall *state = (EnqueueCall *) call;
 
   g_assert (state->pending > 0);
   if (--state->pending > 0)
@@ -134,7 +138,7 @@ group_queued (const char *const *ids, guint n, const GError *error,
               gpointer data)
 {
   Group *g = data;
-  EnqueueState *state = g->call->state;
+  EnqueueCall *state = (EnqueueCall *) g->call;
 
   if (error != NULL && state->error == NULL)
     state->error = g_error_copy (error);
@@ -149,7 +153,7 @@ handler_start_enqueue (Call *call)
   const rankEnqueueRequest *request
       = RANK_RANKING_ENQUEUE_ARGS (call->args)->request;
   GPtrArray *requests = request->requests;
-  EnqueueState *state;
+  EnqueueCall *state = (EnqueueCall *) call;
   GHashTableIter it;
   gpointer value;
 
@@ -163,13 +167,10 @@ handler_start_enqueue (Call *call)
       handler_reply_error (call, error);
       return;
     }
-  state = g_new0 (EnqueueState, 1);
   state->n = requests->len;
   state->items = g_new0 (Item, state->n);
   state->groups
       = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, group_free);
-  call->state = state;
-  call->state_free = enqueue_state_free;
   for (guint i = 0; i < state->n; i++)
     {
       const rankUpdateRequest *r = requests->pdata[i];
@@ -222,13 +223,21 @@ handler_start_enqueue (Call *call)
 
 /* ---- GetQueueStatus ---- */
 
+/* What GetQueueStatus answers. */
+typedef struct
+{
+  const Call *call;
+  const RankQueueStats *stats;
+} QueueStatus;
+
 static void
 set_queue_status (GObject *object, gpointer data)
 {
   rankRankingGetQueueStatusResult *result
       = RANK_RANKING_GET_QUEUE_STATUS_RESULT (object);
-  Call *call = data;
-  const RankQueueStats *stats = call->state;
+  const QueueStatus *q = data;
+  const Call *call = q->call;
+  const RankQueueStats *stats = q->stats;
   rankQueueStatus *status = result->success;
 
   status->queued = call->ctx.options->queue;
@@ -246,15 +255,14 @@ queue_stats_read (const RankQueueStats *stats, const GError *error,
                   gpointer data)
 {
   Call *call = data;
+  QueueStatus q = { call, stats };
 
   if (error != NULL)
     {
       handler_reply_error (call, error);
       return;
     }
-  call->state = g_memdup2 (stats, sizeof *stats);
-  call->state_free = g_free;
-  handler_reply_result (call, set_queue_status, call);
+  handler_reply_result (call, set_queue_status, &q);
 }
 
 void

@@ -1,4 +1,4 @@
-/* queue.h -- the drain of the update queue: a rankd applies what Enqueue
+/* drain.h -- the drain of the update queue: a rankd applies what Enqueue
  * put in the boards' streams (store_queue.c), in batches, at the pace
  * Redis takes.
  *
@@ -19,8 +19,8 @@
  * the dead-letter stream with the reason. queue_rate caps what this rankd
  * applies of a board per second.
  */
-#ifndef RANK_QUEUE_H
-#define RANK_QUEUE_H
+#ifndef RANK_DRAIN_H
+#define RANK_DRAIN_H
 
 #include "handler.h"
 #include "loop.h"
@@ -39,4 +39,4 @@ gboolean rank_queue_stop (RankQueue *queue);
 /* After the loop stopped. */
 void rank_queue_free (RankQueue *queue);
 
-#endif /* RANK_QUEUE_H */
+#endif /* RANK_DRAIN_H */

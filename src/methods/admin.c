@@ -1,7 +1,7 @@
-/* handler_admin.c -- the methods that look after boards as a whole:
+/* admin.c -- the methods that look after boards as a whole:
  * ListBoards, GetBoardInfo, DeleteBoard, ResetBoard and Export (see
- * handler.c for the calls and the method table; store_admin.c does their
- * Redis side).
+ * call.c for the calls, dispatch.c for the method table; store_admin.c
+ * does their Redis side).
  *
  * None of them checks the board's stored layout against its options
  * first, as the data methods do: they must work on a board whose layout no
@@ -84,12 +84,14 @@ typedef struct
   RankContext ctx;
 } ListRow;
 
+/* A call of ListBoards. */
 typedef struct
 {
-  GPtrArray *rows; /* ListRow */
+  Call call;
+  GPtrArray *rows; /* ListRow; NULL until the boards are listed */
   gboolean more;
   Countdown countdown;
-} ListState;
+} ListCall;
 
 static void
 list_row_free (gpointer data)
@@ -102,26 +104,29 @@ list_row_free (gpointer data)
 }
 
 static void
-list_state_free (gpointer data)
+list_call_clear (Call *call)
 {
-  ListState *state = data;
+  ListCall *list = (ListCall *) call;
 
-  g_ptr_array_unref (state->rows);
-  g_clear_error (&state->countdown.error);
-  g_free (state);
+  if (list->rows != NULL)
+    g_ptr_array_unref (list->rows);
+  g_clear_error (&list->countdown.error);
 }
+
+const CallKind handler_list_boards_calls
+    = { sizeof (ListCall), list_call_clear };
 
 static void
 set_list_response (GObject *object, gpointer data)
 {
   rankRankingListBoardsResult *result
       = RANK_RANKING_LIST_BOARDS_RESULT (object);
-  ListState *state = data;
+  ListCall *list = data;
   rankListBoardsResponse *response = result->success;
 
-  for (guint i = 0; i < state->rows->len; i++)
+  for (guint i = 0; i < list->rows->len; i++)
     {
-      const ListRow *row = state->rows->pdata[i];
+      const ListRow *row = list->rows->pdata[i];
       rankBoardSummary *summary = g_object_new (RANK_TYPE_BOARD_SUMMARY, NULL);
 
       summary->board = g_strdup (row->board);
@@ -129,9 +134,9 @@ set_list_response (GObject *object, gpointer data)
       summary->members = row->members;
       g_ptr_array_add (response->boards, summary);
     }
-  if (state->more && state->rows->len > 0)
+  if (list->more && list->rows->len > 0)
     {
-      const ListRow *last = state->rows->pdata[state->rows->len - 1];
+      const ListRow *last = list->rows->pdata[list->rows->len - 1];
 
       response->next_after = g_strdup (last->board);
       response->__isset_next_after = TRUE;
@@ -142,14 +147,14 @@ set_list_response (GObject *object, gpointer data)
 static void
 list_part_done (Call *call, const GError *error)
 {
-  ListState *state = call->state;
+  ListCall *list = (ListCall *) call;
 
-  if (!countdown_done (&state->countdown, error))
+  if (!countdown_done (&list->countdown, error))
     return;
-  if (state->countdown.error != NULL)
-    handler_reply_error (call, state->countdown.error);
+  if (list->countdown.error != NULL)
+    handler_reply_error (call, list->countdown.error);
   else
-    handler_reply_result (call, set_list_response, state);
+    handler_reply_result (call, set_list_response, list);
 }
 
 static void
@@ -178,7 +183,7 @@ boards_listed (const char *const *names, guint n, const GError *error,
       = RANK_RANKING_LIST_BOARDS_ARGS (call->args)->request;
   const char *after = request->after != NULL ? request->after : "";
   guint limit = (guint) request->limit;
-  ListState *state = call->state;
+  ListCall *list = (ListCall *) call;
   g_auto (GStrv) configured = NULL;
   g_autoptr (GHashTable) in_config = NULL;
   g_autoptr (GPtrArray) all = NULL;
@@ -203,7 +208,7 @@ boards_listed (const char *const *names, guint n, const GError *error,
       g_ptr_array_add (all, (gpointer) names[i]);
   g_ptr_array_sort (all, compare_names);
   /* Redis gave at most limit names: past its last, there may be more. */
-  state->more = all->len > limit || n == limit;
+  list->more = all->len > limit || n == limit;
   for (guint i = 0; i < MIN (all->len, limit); i++)
     {
       ListRow *row = g_new0 (ListRow, 1);
@@ -211,12 +216,12 @@ boards_listed (const char *const *names, guint n, const GError *error,
       row->call = call;
       row->board = g_strdup (all->pdata[i]);
       row->configured = g_hash_table_contains (in_config, row->board);
-      g_ptr_array_add (state->rows, row);
+      g_ptr_array_add (list->rows, row);
     }
-  state->countdown.pending = state->rows->len + 1;
-  for (guint i = 0; i < state->rows->len; i++)
+  list->countdown.pending = list->rows->len + 1;
+  for (guint i = 0; i < list->rows->len; i++)
     {
-      ListRow *row = state->rows->pdata[i];
+      ListRow *row = list->rows->pdata[i];
 
       rank_context_init (&row->ctx, call->handler->config, row->board,
                          handler_now (call), call->start_us,
@@ -236,7 +241,7 @@ handler_start_list_boards (Call *call)
       = RANK_RANKING_LIST_BOARDS_ARGS (call->args)->request;
   const char *after = request->after != NULL ? request->after : "";
   g_autoptr (GError) error = NULL;
-  ListState *state;
+  ListCall *list = (ListCall *) call;
 
   if (request->limit < 1 || request->limit > RANK_LIST_BOARDS_MAX)
     g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
@@ -250,38 +255,39 @@ handler_start_list_boards (Call *call)
       handler_reply_error (call, error);
       return;
     }
-  state = g_new0 (ListState, 1);
-  state->rows = g_ptr_array_new_with_free_func (list_row_free);
-  call->state = state;
-  call->state_free = list_state_free;
+  list->rows = g_ptr_array_new_with_free_func (list_row_free);
   rank_store_list_boards (call->handler->store, after, (guint) request->limit,
                           boards_listed, call);
 }
 
 /* ---- GetBoardInfo ---- */
 
+/* A call of GetBoardInfo. */
 typedef struct
 {
+  Call call;
   gint64 members;
   gboolean counted;
   RankBoardStats *stats; /* a copy */
   Countdown countdown;
-} InfoState;
+} InfoCall;
 
 static void
-info_state_free (gpointer data)
+info_call_clear (Call *call)
 {
-  InfoState *state = data;
+  InfoCall *info = (InfoCall *) call;
 
-  if (state->stats != NULL)
+  if (info->stats != NULL)
     {
-      g_ptr_array_unref (state->stats->periods);
-      g_free ((char *) state->stats->stored_layout);
-      g_free (state->stats);
+      g_ptr_array_unref (info->stats->periods);
+      g_free ((char *) info->stats->stored_layout);
+      g_free (info->stats);
     }
-  g_clear_error (&state->countdown.error);
-  g_free (state);
+  g_clear_error (&info->countdown.error);
 }
+
+const CallKind handler_board_info_calls
+    = { sizeof (InfoCall), info_call_clear };
 
 static void
 add_option (GHashTable *options, const char *name, char *value)
@@ -324,7 +330,7 @@ set_board_info (GObject *object, gpointer data)
   rankRankingGetBoardInfoResult *result
       = RANK_RANKING_GET_BOARD_INFO_RESULT (object);
   Call *call = data;
-  InfoState *state = call->state;
+  InfoCall *info_call = (InfoCall *) call;
   rankBoardInfo *info = result->success;
   g_auto (GStrv) configured = rank_config_board_names (call->handler->config);
 
@@ -333,14 +339,15 @@ set_board_info (GObject *object, gpointer data)
       = g_strv_contains ((const char *const *) configured, call->ctx.board);
   describe_options (info->options, call->ctx.options,
                     call->ctx.dedup_window_ms);
-  info->members = state->members;
-  for (guint i = 0; i < state->stats->periods->len; i++)
-    g_ptr_array_add (info->periods, g_strdup (state->stats->periods->pdata[i]));
-  info->keys = state->stats->keys;
-  info->memory_bytes = state->stats->memory_bytes;
-  if (state->stats->stored_layout != NULL)
+  info->members = info_call->members;
+  for (guint i = 0; i < info_call->stats->periods->len; i++)
+    g_ptr_array_add (info->periods,
+                     g_strdup (info_call->stats->periods->pdata[i]));
+  info->keys = info_call->stats->keys;
+  info->memory_bytes = info_call->stats->memory_bytes;
+  if (info_call->stats->stored_layout != NULL)
     {
-      info->stored_layout = g_strdup (state->stats->stored_layout);
+      info->stored_layout = g_strdup (info_call->stats->stored_layout);
       info->__isset_stored_layout = TRUE;
     }
   result->__isset_success = TRUE;
@@ -349,12 +356,12 @@ set_board_info (GObject *object, gpointer data)
 static void
 info_part_done (Call *call, const GError *error)
 {
-  InfoState *state = call->state;
+  InfoCall *info_call = (InfoCall *) call;
 
-  if (!countdown_done (&state->countdown, error))
+  if (!countdown_done (&info_call->countdown, error))
     return;
-  if (state->countdown.error != NULL)
-    handler_reply_error (call, state->countdown.error);
+  if (info_call->countdown.error != NULL)
+    handler_reply_error (call, info_call->countdown.error);
   else
     handler_reply_result (call, set_board_info, call);
 }
@@ -363,9 +370,9 @@ static void
 info_counted (gint64 count, const GError *error, gpointer data)
 {
   Call *call = data;
-  InfoState *state = call->state;
+  InfoCall *info_call = (InfoCall *) call;
 
-  state->members = count;
+  info_call->members = count;
   info_part_done (call, error);
 }
 
@@ -373,14 +380,14 @@ static void
 info_walked (const RankBoardStats *stats, const GError *error, gpointer data)
 {
   Call *call = data;
-  InfoState *state = call->state;
+  InfoCall *info_call = (InfoCall *) call;
 
   if (stats != NULL)
     {
-      state->stats = g_new0 (RankBoardStats, 1);
-      *state->stats = *stats;
-      state->stats->periods = g_ptr_array_ref (stats->periods);
-      state->stats->stored_layout = g_strdup (stats->stored_layout);
+      info_call->stats = g_new0 (RankBoardStats, 1);
+      *info_call->stats = *stats;
+      info_call->stats->periods = g_ptr_array_ref (stats->periods);
+      info_call->stats->stored_layout = g_strdup (stats->stored_layout);
     }
   info_part_done (call, error);
 }
@@ -392,17 +399,14 @@ handler_start_get_board_info (Call *call)
       = RANK_RANKING_GET_BOARD_INFO_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
   RankCountQuery query = { FALSE, 0, 0 };
-  InfoState *state;
+  InfoCall *info_call = (InfoCall *) call;
 
   if (!handler_resolve_read (call, request->board, 0, &error))
     {
       handler_reply_error (call, error);
       return;
     }
-  state = g_new0 (InfoState, 1);
-  state->countdown.pending = 2;
-  call->state = state;
-  call->state_free = info_state_free;
+  info_call->countdown.pending = 2;
   rank_store_count (call->handler->store, &call->ctx, &query, info_counted,
                     call);
   rank_store_board_stats (call->handler->store, &call->ctx, info_walked, call);
