@@ -24,6 +24,7 @@
 
 #include "api.h"
 #include "codec_requests.h"
+#include "codec.h"
 #include "codec_batch.h"
 #include "connbuf.h"
 #include "protocol.h"
@@ -809,6 +810,11 @@ typedef struct
   gboolean (*encode) (ThriftProtocol *out, ThriftStruct *o, GError **error);
   ThriftStruct *(*decode) (ThriftProtocol *in, GError **error);
   const char *const *defaulted;
+  /* Takes a random struct into what the hand encoder's plain values can
+   * say (each case named where it is done), before anything is written;
+   * NULL: every value. A field the IDL gains is never taken out here, so
+   * it still fails the test until the codec learns it. */
+  void (*within) (ThriftStruct *o);
 } HandCodec;
 
 static gboolean
@@ -919,6 +925,163 @@ decode_get_top_n (ThriftProtocol *in, GError **error)
   return THRIFT_STRUCT (o);
 }
 
+/* ---- the reply encoders (codec.c) ---- */
+
+/* A set optional list<i64> with no element: rankd's replies leave
+ * subscores out instead, and the plain values say "none" with n 0. */
+static void
+within_subscores (GArray *subscores, gboolean *isset)
+{
+  if (*isset && (subscores == NULL || subscores->len == 0))
+    *isset = FALSE;
+}
+
+static void
+within_update_response (ThriftStruct *o)
+{
+  rankUpdateResponse *r = RANK_UPDATE_RESPONSE (o);
+
+  /* rank 0 is "not ranked" to the plain values: ranks start at 1. */
+  if (r->__isset_rank && r->rank <= 0)
+    r->rank = 1;
+  within_subscores (r->subscores, &r->__isset_subscores);
+}
+
+static void
+update_response_of (rankUpdateResponse *r, RankCodecUpdateResponse *c)
+{
+  c->score = r->score;
+  c->rank = r->__isset_rank ? r->rank : 0;
+  c->applied = r->applied;
+  c->n_subscores = r->__isset_subscores ? r->subscores->len : 0;
+  c->subscores
+      = c->n_subscores > 0 ? (const gint64 *) r->subscores->data : NULL;
+}
+
+static gboolean
+encode_update_response (ThriftProtocol *out, ThriftStruct *o, GError **error)
+{
+  RankCodecUpdateResponse c;
+
+  update_response_of (RANK_UPDATE_RESPONSE (o), &c);
+  return rank_codec_write_update_response (out, &c, error);
+}
+
+static void
+within_update_result (ThriftStruct *o)
+{
+  rankUpdateResult *r = RANK_UPDATE_RESULT (o);
+
+  /* Exactly one field set, as UpdateBatch answers each update: the first
+   * one set, or an InvalidArgument if none was. */
+  if (r->__isset_response)
+    r->__isset_invalid = r->__isset_unavailable = FALSE;
+  else if (r->__isset_invalid)
+    r->__isset_unavailable = FALSE;
+  else if (!r->__isset_unavailable)
+    {
+      g_autoptr (GObject) invalid
+          = g_object_new (RANK_TYPE_INVALID_ARGUMENT, "message", "", NULL);
+
+      g_object_set (r, "invalid", invalid, NULL);
+    }
+  if (r->__isset_response)
+    within_update_response (THRIFT_STRUCT (r->response));
+}
+
+static void
+update_result_of (rankUpdateResult *r, RankCodecUpdateResult *c)
+{
+  memset (c, 0, sizeof *c);
+  if (r->__isset_response)
+    {
+      c->field = RANK_CODEC_UPDATE_RESPONSE;
+      update_response_of (r->response, &c->response);
+    }
+  else if (r->__isset_invalid)
+    {
+      c->field = RANK_CODEC_UPDATE_INVALID;
+      c->message = r->invalid->message;
+    }
+  else
+    {
+      c->field = RANK_CODEC_UPDATE_UNAVAILABLE;
+      c->message = r->unavailable->message;
+    }
+}
+
+static gboolean
+encode_update_result (ThriftProtocol *out, ThriftStruct *o, GError **error)
+{
+  RankCodecUpdateResult c;
+
+  update_result_of (RANK_UPDATE_RESULT (o), &c);
+  return rank_codec_write_update_result (out, &c, error);
+}
+
+static void
+within_update_batch_response (ThriftStruct *o)
+{
+  GPtrArray *results = RANK_UPDATE_BATCH_RESPONSE (o)->results;
+
+  for (guint i = 0; i < results->len; i++)
+    within_update_result (results->pdata[i]);
+}
+
+static gboolean
+encode_update_batch_response (ThriftProtocol *out, ThriftStruct *o,
+                              GError **error)
+{
+  GPtrArray *results = RANK_UPDATE_BATCH_RESPONSE (o)->results;
+  g_autofree RankCodecUpdateResult *c
+      = g_new0 (RankCodecUpdateResult, results->len + 1);
+
+  for (guint i = 0; i < results->len; i++)
+    update_result_of (results->pdata[i], &c[i]);
+  return rank_codec_write_update_batch_response (out, c, results->len, error);
+}
+
+static void
+within_entry (ThriftStruct *o)
+{
+  rankEntry *e = RANK_ENTRY (o);
+
+  within_subscores (e->subscores, &e->__isset_subscores);
+}
+
+static gboolean
+encode_entry (ThriftProtocol *out, ThriftStruct *o, GError **error)
+{
+  rankEntry *e = RANK_ENTRY (o);
+  guint n_data = e->__isset_data ? g_hash_table_size (e->data) : 0;
+  g_autofree RankDataPair *pairs = g_new0 (RankDataPair, n_data + 1);
+  RankCodecEntry c = {
+    .member = e->member,
+    .member_len = strlen (e->member),
+    .score = e->score,
+    .rank = e->rank,
+    .n_subscores = e->__isset_subscores ? e->subscores->len : 0,
+    .subscores
+    = e->__isset_subscores ? (const gint64 *) e->subscores->data : NULL,
+    .has_data = e->__isset_data,
+    .n_data = n_data,
+    .data = pairs,
+  };
+
+  if (e->__isset_data)
+    {
+      GHashTableIter it;
+      gpointer k, v;
+      guint i = 0;
+
+      /* The map's own order, which the generated writer follows too. */
+      g_hash_table_iter_init (&it, e->data);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        pairs[i++] = (RankDataPair){ k, strlen (k), v, strlen (v) };
+    }
+  return rank_codec_write_entry (out, &c, error);
+}
+
 static const char *const get_rank_defaulted[] = { "periods_back", NULL };
 static const char *const get_top_n_defaulted[]
     = { "offset", "periods_back", "with_data", NULL };
@@ -926,10 +1089,17 @@ static const char *const get_top_n_defaulted[]
 /* One entry per hand codec: a new one (a reply encoder) is one line here
  * and its adapters. */
 static const HandCodec hand_codecs[] = {
-  { "UpdateRequest", encode_update, decode_update, NULL },
-  { "UpdateBatchRequest", encode_update_batch, decode_update_batch, NULL },
-  { "GetRankRequest", NULL, decode_get_rank, get_rank_defaulted },
-  { "GetTopNRequest", NULL, decode_get_top_n, get_top_n_defaulted },
+  { "UpdateRequest", encode_update, decode_update, NULL, NULL },
+  { "UpdateBatchRequest", encode_update_batch, decode_update_batch, NULL,
+    NULL },
+  { "GetRankRequest", NULL, decode_get_rank, get_rank_defaulted, NULL },
+  { "GetTopNRequest", NULL, decode_get_top_n, get_top_n_defaulted, NULL },
+  { "UpdateResponse", encode_update_response, NULL, NULL,
+    within_update_response },
+  { "UpdateResult", encode_update_result, NULL, NULL, within_update_result },
+  { "UpdateBatchResponse", encode_update_batch_response, NULL, NULL,
+    within_update_batch_response },
+  { "Entry", encode_entry, NULL, NULL, within_entry },
 };
 
 static const HandCodec *
@@ -1011,6 +1181,9 @@ test_struct (gconstpointer data)
   for (guint i = 0; i < ITERATIONS; i++)
     {
       g_autoptr (ThriftStruct) o = random_struct (s, 0);
+
+      if (h != NULL && h->within != NULL)
+        h->within (o);
 
       for (int pair = 0; pair < PAIRS; pair++)
         {
