@@ -148,6 +148,16 @@
 -- math, ...): the build turns prelude.lua's `local sub, byte =
 -- string.sub, string.byte` into `local sub, byte`, which each call sets,
 -- and gives FUNCTION_NAME (src/store/embed.cmake).
+--
+-- Why the call's state is the library's locals (about 60, below), not one
+-- table made per call and passed along: a local of the enclosing chunk is
+-- an upvalue, read and written by one VM instruction (GETUPVAL/SETUPVAL),
+-- where a field of a table is a hash lookup of its name at each use, in
+-- the per-update paths that run most. The cost is Lua 5.1's limit of 60
+-- upvalues a function: the call's work is split in functions
+-- (open_call, prepare_call, apply_call) that each name fewer. A call
+-- assigns them at its start, as said above, before it reads them; Redis
+-- runs one call at a time. Not measured against a table: kept as is.
 
 local KEYS, ARGV
 -- The globals the functions below call for every update, as the library's
@@ -1277,17 +1287,23 @@ local function apply_call()
   return results
 end
 
+-- Lua's collector keeps its default pace (pause 200%: a cycle starts once
+-- the heap has doubled). An earlier build set pause 100% at each call,
+-- timed at 0.88x the Redis CPU per update (bench/README, "What the Lua
+-- heap costs"), but the pause is the Lua VM's, which every script and
+-- function library of a Redis shares, other applications' too: a library
+-- must not change it for them. Set for the call only and put back after
+-- it (a pcall around the call, the error raised again), it measured no
+-- better than not at all on a busy machine, each build on a redis-server
+-- of its own (bench/ab.sh, OP=update MEMBERS=200000 ROUNDS=1 DURATION=5
+-- WARMUP=1 APART=1 PEER=none; Redis µs per update, one round each, A
+-- then B): pause 100 for the VM 26.89, per call 22.81; pause 100 for the
+-- VM 25.71, none 27.88; none 19.51, per call 24.90. The three disagree
+-- (0.85x, 1.08x, 1.28x): the machine was too busy to tell, and without a
+-- measured gain no global setting is worth its side effect.
 redis.register_function(FUNCTION_NAME, function(keys, args)
   KEYS, ARGV = keys, args
   sub, byte = string.sub, string.byte
-  -- Lua's collector starts its next cycle as soon as one ends (pause 100%,
-  -- Lua's default 200% waits for the heap to double): the heap stays at
-  -- the library and one call's garbage, memory the caches still hold.
-  -- Timed, each build on a redis-server of its own: Redis CPU per update
-  -- 0.94x against pause 200, and 0.87x against pause 120; pause 1000 cost
-  -- more (bench/README, "What the Lua heap costs"). The setting is the Lua
-  -- VM's, which Redis's function libraries share.
-  collectgarbage('setpause', 100)
   call, error_reply, tonumber, format, floor, spack, sunpack, unpack, pcall,
     type = builtins()
   open_call()
