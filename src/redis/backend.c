@@ -36,6 +36,10 @@ typedef struct
   const char *load;    /* SCRIPT or FUNCTION (LOAD) */
   const char *missing; /* how Redis's error starts when it lacks it */
   char sha[41];
+  /* A library's name (its first line's "name=", rankd_<digest>): also the
+   * name of every connection of this rankd (CLIENT SETNAME), which keeps
+   * other rankds from deleting it (drop_old_libraries). */
+  char library_name[64];
   /* A batch's answer: 0, one reply per item (an array or an error); n,
    * the items' replies one after another, n elements each, or one error
    * (a table per item costs the script's reply about 7k instructions of
@@ -124,6 +128,15 @@ script_init (Script *script, const char *name, const char *source,
   script->callee = script->library ? function : script->sha;
   script->load = script->library ? "FUNCTION" : "SCRIPT";
   script->missing = script->library ? "ERR Function not found" : "NOSCRIPT";
+  if (script->library)
+    {
+      const char *at = strstr (source, "name=");
+      gsize len = at != NULL ? strcspn (at + 5, " \n") : 0;
+
+      g_assert (len > 0 && len < sizeof script->library_name);
+      memcpy (script->library_name, at + 5, len);
+      script->library_name[len] = '\0';
+    }
 }
 
 RankBackend *
@@ -160,6 +173,15 @@ rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
         auth[1] = config->password, auth[2] = NULL;
       g_ptr_array_add (startup, g_strdupv ((char **) auth));
     }
+  /* Every connection named after the library this rankd calls: while it
+   * is connected, no other rankd deletes that library. */
+  {
+    const char *name[]
+        = { "CLIENT", "SETNAME",
+            backend->scripts[RANK_SCRIPT_UPDATE].library_name, NULL };
+
+    g_ptr_array_add (startup, g_strdupv ((char **) name));
+  }
   for (int s = RANK_SCRIPT_NONE + 1; s < RANK_SCRIPTS; s++)
     if (!backend->scripts[s].library)
       {
@@ -863,6 +885,109 @@ follow_redirect (Op *op, const RankReply *reply)
   return TRUE;
 }
 
+/* Old libraries. Each build's update.lua is a library of its own,
+ * rankd_<digest> (src/store/embed.cmake), so that rankds of different
+ * builds can share a Redis; left there, every build ever run would stay
+ * in it. The rule: a rankd that loads its library into a Redis (which it
+ * does when a call finds it missing: a new build's first call, a Redis
+ * restarted or flushed) then deletes each other rankd_* library there
+ * that no connected client is named after. Every connection of a rankd
+ * is named after its own library (CLIENT SETNAME), so a library another
+ * running rankd calls stays. Should one be deleted all the same (a rankd
+ * connecting between the CLIENT LIST and the FUNCTION DELETE, or whose
+ * ACL refuses CLIENT SETNAME), its next call finds its function missing
+ * and loads it again, as after a Redis restart (reload_script). The
+ * library is loaded where FCALL runs, on a primary (each node of a
+ * Cluster loads it, and cleans up, on its own); FUNCTION DELETE there
+ * reaches the replicas by replication. Errors (an ACL without CLIENT
+ * LIST, a replica's READONLY) just leave the old libraries. */
+typedef struct
+{
+  RankRedisLink *link;
+  char *own;
+  GPtrArray *old; /* char *: the rankd_* libraries other than own */
+} OldLibraries;
+
+static void
+old_libraries_free (OldLibraries *o)
+{
+  g_free (o->own);
+  if (o->old != NULL)
+    g_ptr_array_unref (o->old);
+  g_free (o);
+}
+
+/* CLIENT LIST answered: a line per client, with " name=<its name> ". */
+static void
+clients_listed (const RankReply *reply, const GError *error, gpointer data)
+{
+  OldLibraries *o = data;
+
+  if (error == NULL && reply->type == RANK_REPLY_STRING)
+    for (guint i = 0; i < o->old->len; i++)
+      {
+        const char *name = g_ptr_array_index (o->old, i);
+        g_autofree char *field = g_strdup_printf (" name=%s ", name);
+        const char *argv[] = { "FUNCTION", "DELETE", name };
+
+        if (strstr (reply->str, field) != NULL)
+          continue;
+        g_message ("redis %s: deleting the function library %s, which no "
+                   "connected rankd uses",
+                   rank_redis_link_name (o->link), name);
+        rank_redis_link_send (o->link, 3, argv, NULL, NULL, NULL);
+      }
+  old_libraries_free (o);
+}
+
+/* FUNCTION LIST answered: per library, an array of fields and values. */
+static void
+libraries_listed (const RankReply *reply, const GError *error, gpointer data)
+{
+  OldLibraries *o = data;
+
+  o->old = g_ptr_array_new_with_free_func (g_free);
+  if (error == NULL && reply->type == RANK_REPLY_ARRAY)
+    for (gsize i = 0; i < reply->elements; i++)
+      {
+        const RankReply *lib = reply->element[i];
+
+        for (gsize f = 0;
+             lib->type == RANK_REPLY_ARRAY && f + 1 < lib->elements; f += 2)
+          {
+            const RankReply *key = rank_reply_string_at (lib, f);
+            const RankReply *value = rank_reply_string_at (lib, f + 1);
+
+            if (key != NULL && value != NULL
+                && strcmp (key->str, "library_name") == 0
+                && g_str_has_prefix (value->str, "rankd_")
+                && strcmp (value->str, o->own) != 0)
+              g_ptr_array_add (o->old, g_strdup (value->str));
+          }
+      }
+  if (o->old->len == 0)
+    {
+      old_libraries_free (o);
+      return;
+    }
+  {
+    const char *argv[] = { "CLIENT", "LIST" };
+
+    rank_redis_link_send (o->link, 2, argv, NULL, clients_listed, o);
+  }
+}
+
+static void
+drop_old_libraries (RankRedisLink *link, const Script *script)
+{
+  OldLibraries *o = g_new0 (OldLibraries, 1);
+  const char *argv[] = { "FUNCTION", "LIST", "LIBRARYNAME", "rankd_*" };
+
+  o->link = link;
+  o->own = g_strdup (script->library_name);
+  rank_redis_link_send (link, 4, argv, NULL, libraries_listed, o);
+}
+
 /* The script did not run (a SCRIPT FLUSH, a failover; for a function, a
  * Redis that never had it, or a FUNCTION FLUSH): load it first on the same
  * connection, so that the call sent again after it finds it. A library
@@ -887,6 +1012,8 @@ reload_script (Op *op, const RankReply *reply)
     g_debug ("redis %s: %s answered %s", rank_redis_link_name (op->link),
              script->name, reply->str);
     rank_redis_link_send (op->link, 3, load, NULL, NULL, NULL);
+    if (script->library)
+      drop_old_libraries (op->link, script);
   }
   op->retried = TRUE;
   op_send (op);
