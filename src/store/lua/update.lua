@@ -181,10 +181,10 @@ local zkey, tkey, qprefix, dkey, ckey, akey, names, record_expire_at,
   deferred, prefix_of, zscore_of_member, moved_members, was_prefix, data_members,
   data_of, swept_after, results, out, as_sent, set_members, set_hset, set_zadd, set_aset,
   set_adel, sets_with_data, set_prefix, set_zscore, set_found, stopped
--- HEAD arguments of the batch (open_call), then ITEM arguments per update
--- (store_update.c, ItemArg); in a batch of sets (below), one argument
--- holding all of its updates.
-local HEAD, ITEM = 12, 2
+-- HEAD arguments of the batch (open_call), then PER_UPDATE arguments of
+-- each update (store_update.c, UpdateArg); in a batch of sets (below),
+-- one argument holding all of its updates.
+local HEAD, PER_UPDATE = 12, 2
 local TIME_BYTES = 6
 local LIMIT = 9007199254740991
 local BUCKETS = 4          -- buckets a record stays live after its own
@@ -413,7 +413,7 @@ end
 local function load_places()
   local members = {}
   for i = 1, count do
-    local member = ARGV[HEAD + (i - 1) * ITEM + 1]
+    local member = ARGV[HEAD + (i - 1) * PER_UPDATE + 1]
     if prefix_of[member] == nil then
       prefix_of[member] = false
       members[#members + 1] = member
@@ -517,7 +517,7 @@ local REUSED = 'RANK_INVALID request_id: already used on this board ' ..
 -- Applies the update whose arguments follow ARGV[at]. Returns its reply's
 -- four values (score, rank, applied, subscores), or its error reply.
 local function apply(at)
-  -- The update's arguments (store_update.c, ItemArg and WhatByte): its
+  -- The update's arguments (store_update.c, UpdateArg and WhatByte): its
   -- member; its mode, keep_subs (1: subscores absent), data_given,
   -- request-id record and hash ('' in a batch recorded as a whole), value
   -- and data ('' unless given); the prefix starts at p0 of what and ends
@@ -868,7 +868,7 @@ local function apply_group()
         p, zscore = set_prefix[i], set_zscore[i]
         prefix_len = PREFIX_LEN
       else
-        local at = HEAD + (i - 1) * ITEM
+        local at = HEAD + (i - 1) * PER_UPDATE
         local member = ARGV[at + 1]
         p, zscore = prefix_of[member], zscore_of_member[member]
         -- (The prefix's length is the 5th byte of what.)
@@ -892,7 +892,8 @@ local function apply_group()
     return
   end
   for i = 1, count do
-    local done, r, rank, applied, subs = pcall(apply, HEAD + (i - 1) * ITEM)
+    local done, r, rank, applied, subs =
+      pcall(apply, HEAD + (i - 1) * PER_UPDATE)
     local failed
     if done and type(r) == 'table' then
       failed = r.err
@@ -953,7 +954,7 @@ local function open_call()
   sets = grouped and byte(group, 24) == 1
 
   -- The updates in this call (a batch of sets says how many it packed).
-  count = sets and byte(group, 15) or (#ARGV - HEAD) / ITEM
+  count = sets and byte(group, 15) or (#ARGV - HEAD) / PER_UPDATE
   -- The length of the board's prefixes (its time and subscores), as the
   -- first update gives it: the 3rd byte of a set's header, else the 5th of
   -- the update's what.
@@ -1196,7 +1197,7 @@ local function apply_call()
     else
       local first = i == 1 and deferred
       local ok, r, rank, applied, subs = pcall(
-        first and load_and_apply or apply, HEAD + (i - 1) * ITEM)
+        first and load_and_apply or apply, HEAD + (i - 1) * PER_UPDATE)
       if not ok then
         r = error_text(r)
       end
