@@ -58,7 +58,7 @@ struct _RankBackend
   gpointer hook_data;
   RankBackendWriteFunc on_write;
   gpointer on_write_data;
-  GHashTable *batches; /* id -> Batch, the open ones */
+  GHashTable *batches; /* id -> MergedCall, the open ones */
   GQueue open;         /* the open batches, oldest first */
 };
 
@@ -72,6 +72,10 @@ typedef struct
   gpointer data;
 } Waiter;
 
+/* A batch: the items (calls of one script, or of one command, on one
+ * keyspace) of any number of callers, sent to Redis as one command, one
+ * call of the script with every item's arguments after its head; each
+ * item's reply is cut from its answer for its waiter. */
 typedef struct
 {
   guint node;
@@ -91,7 +95,7 @@ typedef struct
   GArray *lens;      /* gsize, each argument's */
   GArray *waiters;   /* Waiter, one per item */
   GList link;        /* in backend->open */
-} Batch;
+} MergedCall;
 
 typedef struct
 {
@@ -424,7 +428,7 @@ op_new (RankBackend *backend, guint node, RankScriptId script, int nkeys,
   return op;
 }
 
-static void batch_send (RankBackend *backend, Batch *b);
+static void batch_send (RankBackend *backend, MergedCall *b);
 
 /* Sends the open batches of node and of the hash tag of key (NULL: all),
  * oldest first. */
@@ -438,7 +442,7 @@ flush_open (RankBackend *backend, guint node, const char *key, gsize key_len)
 
   while (l != NULL)
     {
-      Batch *b = l->data;
+      MergedCall *b = l->data;
 
       l = l->next;
       if (tag == NULL
@@ -568,7 +572,7 @@ batch_id (guint node, const RankCommand *head, guint flags)
 }
 
 static void
-batch_add_args (Batch *b, const RankCommand *cmd)
+batch_add_args (MergedCall *b, const RankCommand *cmd)
 {
   g_byte_array_append (b->bytes, (const guint8 *) cmd->bytes,
                        (guint) cmd->used);
@@ -579,7 +583,7 @@ batch_add_args (Batch *b, const RankCommand *cmd)
 /* A packed item (RANK_SEND_PACKED): its one argument goes on the end of
  * the batch's last, the packed items before it. */
 static void
-batch_add_packed (Batch *b, const RankCommand *cmd)
+batch_add_packed (MergedCall *b, const RankCommand *cmd)
 {
   g_assert (cmd->argc == 1 && cmd->len[0] == cmd->used && b->lens->len > 0);
   g_byte_array_append (b->bytes, (const guint8 *) cmd->bytes,
@@ -588,7 +592,7 @@ batch_add_packed (Batch *b, const RankCommand *cmd)
 }
 
 static void
-batch_free (Batch *b)
+merged_call_free (MergedCall *b)
 {
   g_bytes_unref (b->id);
   g_free (b->tag);
@@ -600,7 +604,7 @@ batch_free (Batch *b)
 
 /* No longer open: it is sent, or failed. */
 static void
-batch_close (RankBackend *backend, Batch *b)
+batch_close (RankBackend *backend, MergedCall *b)
 {
   g_hash_table_remove (backend->batches, b->id);
   g_queue_unlink (&backend->open, &b->link);
@@ -627,7 +631,7 @@ rank_backend_send_item (RankBackend *backend, guint node,
   g_autoptr (GBytes) id = batch_id (node, head, flags);
   /* The newest open batch first: an UpdateBatch's items mostly join it,
    * and comparing costs less than hashing the head. */
-  Batch *b = backend->open.tail != NULL ? backend->open.tail->data : NULL;
+  MergedCall *b = backend->open.tail != NULL ? backend->open.tail->data : NULL;
   Waiter w = { func, data };
 
   if (b == NULL || !g_bytes_equal (b->id, id))
@@ -652,7 +656,7 @@ rank_backend_send_item (RankBackend *backend, guint node,
 
       /* What was sent for this keyspace before goes first. */
       flush_open (backend, node, key, key_len);
-      b = g_new0 (Batch, 1);
+      b = g_new0 (MergedCall, 1);
       b->node = node;
       b->tag = g_strndup (tag, tag_len);
       b->tag_len = tag_len;
@@ -695,7 +699,7 @@ static void batch_replied (const RankReply *reply, const GError *error,
 
 /* The batch becomes one command. */
 static void
-batch_send (RankBackend *backend, Batch *b)
+batch_send (RankBackend *backend, MergedCall *b)
 {
   guint argc = b->lens->len;
   const char **args = g_new (const char *, argc);
@@ -726,7 +730,7 @@ batch_send (RankBackend *backend, Batch *b)
  * applied as sent (update.lua, as_sent), and each item's reply is that
  * count, which its waiter knows how to read. */
 static gboolean
-batch_as_sent (const Batch *b, const RankReply *reply)
+batch_as_sent (const MergedCall *b, const RankReply *reply)
 {
   return b->flat_width > 0 && !(b->flags & RANK_SEND_RANKS)
          && reply->type == RANK_REPLY_INTEGER
@@ -738,7 +742,7 @@ batch_as_sent (const Batch *b, const RankReply *reply)
  * another (or batch_as_sent); for a transaction of ranks, {HMGET's
  * array (or its error), a ZRANK per item}. */
 static gboolean
-batch_shaped (const Batch *b, const RankReply *reply)
+batch_shaped (const MergedCall *b, const RankReply *reply)
 {
   guint n = b->waiters->len;
   const RankReply *scores;
@@ -769,7 +773,7 @@ batch_shaped (const Batch *b, const RankReply *reply)
  * {its value in the times hash, its rank} in one (pair holds the two), or
  * whichever of the two is an error. */
 static const RankReply *
-batch_item (const Batch *b, const RankReply *reply, guint i, gsize *at,
+batch_item (const MergedCall *b, const RankReply *reply, guint i, gsize *at,
             RankReply *one, RankReply *pair[2])
 {
   const RankReply *scores, *first;
@@ -809,7 +813,7 @@ batch_item (const Batch *b, const RankReply *reply, guint i, gsize *at,
 static void
 batch_replied (const RankReply *reply, const GError *error, gpointer data)
 {
-  Batch *b = data;
+  MergedCall *b = data;
   g_autoptr (GError) bad = NULL;
   gsize at = 0;
 
@@ -833,14 +837,14 @@ batch_replied (const RankReply *reply, const GError *error, gpointer data)
       w->func (refused != NULL || error != NULL ? NULL : one,
                refused != NULL ? refused : error, w->data);
     }
-  batch_free (b);
+  merged_call_free (b);
 }
 
 /* Shutting down: the open batches fail. */
 static void
 fail_batches (RankBackend *backend)
 {
-  Batch *b;
+  MergedCall *b;
 
   while ((b = g_queue_peek_head (&backend->open)) != NULL)
     {
@@ -854,7 +858,7 @@ fail_batches (RankBackend *backend)
 
           w->func (NULL, error, w->data);
         }
-      batch_free (b);
+      merged_call_free (b);
     }
 }
 
