@@ -897,14 +897,17 @@ follow_redirect (Op *op, const RankReply *reply)
  * restarted or flushed) then deletes each other rankd_* library there
  * that no connected client is named after. Every connection of a rankd
  * is named after its own library (CLIENT SETNAME), so a library another
- * running rankd calls stays. Should one be deleted all the same (a rankd
- * connecting between the CLIENT LIST and the FUNCTION DELETE, or whose
- * ACL refuses CLIENT SETNAME), its next call finds its function missing
- * and loads it again, as after a Redis restart (reload_script). The
- * library is loaded where FCALL runs, on a primary (each node of a
- * Cluster loads it, and cleans up, on its own); FUNCTION DELETE there
- * reaches the replicas by replication. Errors (an ACL without CLIENT
- * LIST, a replica's READONLY) just leave the old libraries. */
+ * running rankd calls stays. After a rolling upgrade, the build before
+ * goes at the next build's first call: a Redis keeps the libraries of
+ * the builds that were running at its last load. Should one be deleted
+ * all the same (a rankd connecting between the CLIENT LIST and the
+ * FUNCTION DELETE, or whose ACL refuses CLIENT SETNAME), its next call
+ * finds its function missing and loads it again, as after a Redis
+ * restart (reload_script). The library is loaded where FCALL runs, on a
+ * primary (each node of a Cluster loads it, and cleans up, on its own);
+ * FUNCTION DELETE there reaches the replicas by replication. Errors (an
+ * ACL without CLIENT LIST, a replica's READONLY) just leave the old
+ * libraries. */
 typedef struct
 {
   RankRedisLink *link;
