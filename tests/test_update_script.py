@@ -218,6 +218,21 @@ class OldLibrariesTest(unittest.TestCase):
         self.wait_gone(call, kept)
         self.assertEqual(self.libraries(call), sorted([own[0], "other_lib"]))
 
+    def test_a_redis_that_refuses_client_commands_still_serves(self):
+        """CLIENT SETNAME and CLIENT LIST refused (an ACL without them):
+        rankd serves all the same, and deletes nothing it cannot check."""
+        call, _ = self.connection()
+        old = "rankd_00000000000000aa"
+        self.assertEqual(call("FUNCTION", "LOAD", library(old)), old.encode())
+        self.assertEqual(call("ACL", "SETUSER", "default", "-client"), "OK")
+        self.rankd, self.port = start(
+            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}",
+                       "--redis", f"127.0.0.1:{self.redis_port}"], self.dir)
+        self.assertEqual(self.update("u-1").score, 1)
+        self.assertEqual(self.update("u-2").score, 2)
+        self.assertIn(old, self.libraries(call))
+        self.assertEqual(len(self.libraries(call)), 2)
+
 
 if __name__ == "__main__":
     unittest.main()
