@@ -1293,15 +1293,15 @@ end
 -- timed at 0.88x the Redis CPU per update (bench/README, "What the Lua
 -- heap costs"), but the pause is the Lua VM's, which every script and
 -- function library of a Redis shares, other applications' too: a library
--- must not change it for them. Set for the call only and put back after
--- it (a pcall around the call, the error raised again), it measured no
--- better than not at all on a busy machine, each build on a redis-server
--- of its own (bench/ab.sh, OP=update MEMBERS=200000 ROUNDS=1 DURATION=5
--- WARMUP=1 APART=1 PEER=none; Redis µs per update, one round each, A
--- then B): pause 100 for the VM 26.89, per call 22.81; pause 100 for the
--- VM 25.71, none 27.88; none 19.51, per call 24.90. The three disagree
--- (0.85x, 1.08x, 1.28x): the machine was too busy to tell, and without a
--- measured gain no global setting is worth its side effect.
+-- must not change it for them. Timed again, each build on a redis-server
+-- of its own (bench/ab.sh, OP=update MEMBERS=200000 DURATION=5 WARMUP=1
+-- APART=1 PEER=none, a busy machine; Redis µs per update, A then B):
+-- ROUNDS=3, pause 100 25.75, 19.19, 22.30 (median 22.30) against none
+-- 20.36, 17.66, 17.86 (median 17.86, 0.80x). Single rounds: pause 100
+-- 25.71 against none 27.88; none 19.51 against pause 100 set for the
+-- call only and put back after it (a pcall around the call) 24.90; pause
+-- 100 26.89 against per call 22.81. No gain beyond the noise, so no
+-- setting, neither global nor per call.
 redis.register_function(FUNCTION_NAME, function(keys, args)
   KEYS, ARGV = keys, args
   sub, byte = string.sub, string.byte
