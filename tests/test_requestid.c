@@ -1,7 +1,8 @@
 /* test_requestid.c -- how request ids are recorded (requestid.h), against
  * vectors computed independently (Python's hashlib); and update.lua reads
  * each of its arguments from the position rankd gives it
- * (rank_store_update_arg_names), so that a swap on either side fails here. */
+ * (rank_store_update_batch_arg_names and the others), so that a swap on
+ * either side fails here. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -242,8 +243,8 @@ check_header (const char *source, const char *first,
 static void
 test_update_arguments (void)
 {
-  g_autofree char *path
-      = g_build_filename (RANK_SOURCE_DIR, "src", "store", "lua", "update.lua", NULL);
+  g_autofree char *path = g_build_filename (RANK_SOURCE_DIR, "src", "store",
+                                            "lua", "update.lua", NULL);
   g_autofree char *source = NULL;
   g_autoptr (GHashTable) batch = NULL;
   g_autoptr (GHashTable) item = NULL;
@@ -255,8 +256,8 @@ test_update_arguments (void)
   item = script_reads (source, "at \\+ ");
   check_reads (batch, rank_store_update_batch_arg_names,
                rank_store_update_n_batch_args, "the batch's");
-  check_reads (item, rank_store_update_item_arg_names,
-               rank_store_update_n_item_args, "an update's");
+  check_reads (item, rank_store_update_per_update_arg_names,
+               rank_store_update_n_per_update_args, "an update's");
   /* The header of an update's second argument and of a packed SET: their
    * bytes, in order. */
   check_header (source, "what, 1, ", rank_store_update_what_names,
@@ -264,15 +265,15 @@ test_update_arguments (void)
   check_header (source, "pack, at, at \\+ ", rank_store_update_set_names,
                 rank_store_update_n_set_bytes);
   /* And the script counts them as rankd does. */
-  sizes = g_regex_new ("^local HEAD, ITEM = (\\d+), (\\d+)$", G_REGEX_MULTILINE,
-                       0, NULL);
+  sizes = g_regex_new ("^local HEAD, PER_UPDATE = (\\d+), (\\d+)$",
+                       G_REGEX_MULTILINE, 0, NULL);
   g_assert_true (g_regex_match (sizes, source, 0, &m));
   {
     g_autofree char *head = g_match_info_fetch (m, 1);
     g_autofree char *one = g_match_info_fetch (m, 2);
 
     g_assert_cmpint (atoi (head), ==, rank_store_update_n_batch_args);
-    g_assert_cmpint (atoi (one), ==, rank_store_update_n_item_args);
+    g_assert_cmpint (atoi (one), ==, rank_store_update_n_per_update_args);
   }
 }
 

@@ -1,6 +1,8 @@
 """update.lua called directly (FCALL, as rankd loads it), for what no call
 through rankd is known to reach: an update that fails with an error of its
-own, after others of its batch were applied.
+own, after others of its batch were applied. And the libraries of other
+builds: a rankd that loads its own deletes those no connected client is
+named after (src/redis/backend.c, "Old libraries").
 
 Usage: test_update_script.py RANKD STUBS_DIR
 """
@@ -9,6 +11,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import time
 import unittest
 
 RANKD = sys.argv[1]
@@ -120,6 +123,115 @@ class UpdateScriptTest(unittest.TestCase):
         for key in (keys[0], keys[1]):
             self.assertGreater(self.call("PTTL", key), 0, key)
         self.assertIsNone(self.call("HGET", keys[1], "bob"))
+
+
+def library(name):
+    """A library as an old build of rankd left it (its text matters not)."""
+    return (f"#!lua name={name}\n"
+            f"redis.register_function('{name.replace('rankd_', 'rankd_update_')}',"
+            " function() return 1 end)")
+
+
+class OldLibrariesTest(unittest.TestCase):
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="rankd-old-libraries-")
+        self.redis, self.redis_port = start(
+            lambda p: ["redis-server", "--bind", "127.0.0.1", "--port", str(p),
+                       "--save", "", "--appendonly", "no"], self.dir)
+        self.socks = []
+        self.rankd = None
+
+    def tearDown(self):
+        for s in self.socks:
+            s.close()
+        if self.rankd is not None:
+            assert stop(self.rankd, self.dir, self.port) == 0
+        self.redis.terminate()
+        self.redis.wait(30)
+        shutil.rmtree(self.dir)
+
+    def connection(self):
+        sock = socket.create_connection(("127.0.0.1", self.redis_port))
+        self.socks.append(sock)
+        reader = Reader(sock)
+
+        def call(*args):
+            sock.sendall(resp(*args))
+            return reader.read()
+        return call, sock
+
+    def libraries(self, call):
+        return sorted(dict(zip(lib[::2], lib[1::2]))[b"library_name"].decode()
+                      for lib in call("FUNCTION", "LIST"))
+
+    def wait_gone(self, call, name):
+        deadline = time.monotonic() + 10
+        while name in self.libraries(call) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def update(self, request_id):
+        client, transport = connect(self.port)
+        try:
+            return client.Update(UpdateRequest(board="b", member="m", value=1,
+                                               request_id=request_id))
+        finally:
+            transport.close()
+
+    def test_old_libraries_go_unless_a_connected_rankd_is_named_after_them(self):
+        call, _ = self.connection()
+        gone, kept = "rankd_00000000000000aa", "rankd_00000000000000bb"
+        for name in (gone, kept):
+            self.assertEqual(call("FUNCTION", "LOAD", library(name)), name.encode())
+        # An old rankd still running: its connections carry its library's
+        # name.
+        old, old_sock = self.connection()
+        self.assertEqual(old("CLIENT", "SETNAME", kept), "OK")
+        # Another application's library is not rankd's to delete.
+        self.assertEqual(call("FUNCTION", "LOAD", library("other_lib")),
+                         b"other_lib")
+
+        self.rankd, self.port = start(
+            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}",
+                       "--redis", f"127.0.0.1:{self.redis_port}"], self.dir)
+        self.assertEqual(self.update("u-1").score, 1)  # loads, cleans up
+        self.wait_gone(call, gone)
+        libs = self.libraries(call)
+        own = [n for n in libs if n not in (kept, "other_lib")]
+        self.assertEqual(len(own), 1, libs)
+        self.assertNotIn(gone, libs)
+        self.assertIn(kept, libs)
+        self.assertIn("other_lib", libs)
+        # rankd's own connections are named after its library.
+        self.assertIn(f" name={own[0]} ", call("CLIENT", "LIST").decode())
+
+        # The old rankd gone, the next load deletes its library too. Here
+        # the load is of rankd's own library, deleted as a newer build's
+        # rankd would if this one were not connected (or by a FUNCTION
+        # FLUSH): the call that found its function missing loads it again
+        # and is applied.
+        self.socks.remove(old_sock)
+        old_sock.shutdown(socket.SHUT_RDWR)  # its reader's file keeps the fd
+        old_sock.close()
+        self.assertEqual(call("FUNCTION", "DELETE", own[0]), "OK")
+        self.assertEqual(self.update("u-2").score, 2)
+        self.wait_gone(call, kept)
+        self.assertEqual(self.libraries(call), sorted([own[0], "other_lib"]))
+
+    def test_a_redis_that_refuses_client_commands_still_serves(self):
+        """CLIENT SETNAME and CLIENT LIST refused (an ACL without them):
+        rankd serves all the same, and deletes nothing it cannot check."""
+        call, _ = self.connection()
+        old = "rankd_00000000000000aa"
+        self.assertEqual(call("FUNCTION", "LOAD", library(old)), old.encode())
+        self.assertEqual(call("ACL", "SETUSER", "default", "-client"), "OK")
+        self.rankd, self.port = start(
+            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}",
+                       "--redis", f"127.0.0.1:{self.redis_port}"], self.dir)
+        self.assertEqual(self.update("u-1").score, 1)
+        self.assertEqual(self.update("u-2").score, 2)
+        self.assertIn(old, self.libraries(call))
+        self.assertEqual(len(self.libraries(call)), 2)
 
 
 if __name__ == "__main__":

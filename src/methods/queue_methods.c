@@ -1,6 +1,6 @@
 /* queue_methods.c -- the queue's methods, Enqueue and GetQueueStatus
  * (see call.c for the calls, dispatch.c for the method table,
- * store_queue.c for the streams, drain.c for the drain).
+ * src/store/queue_store*.c for the streams, drain.c for the drain).
  *
  * Enqueue checks each update as Update would, now: its time is fixed (the
  * server's clock when unset), so it picks the same period whenever it is

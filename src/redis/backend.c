@@ -36,6 +36,10 @@ typedef struct
   const char *load;    /* SCRIPT or FUNCTION (LOAD) */
   const char *missing; /* how Redis's error starts when it lacks it */
   char sha[41];
+  /* A library's name (its first line's "name=", rankd_<digest>): also the
+   * name of every connection of this rankd (CLIENT SETNAME), which keeps
+   * other rankds from deleting it (drop_old_libraries). */
+  char library_name[64];
   /* A batch's answer: 0, one reply per item (an array or an error); n,
    * the items' replies one after another, n elements each, or one error
    * (a table per item costs the script's reply about 7k instructions of
@@ -54,7 +58,7 @@ struct _RankBackend
   gpointer hook_data;
   RankBackendWriteFunc on_write;
   gpointer on_write_data;
-  GHashTable *batches; /* id -> Batch, the open ones */
+  GHashTable *batches; /* id -> MergedCall, the open ones */
   GQueue open;         /* the open batches, oldest first */
 };
 
@@ -68,6 +72,10 @@ typedef struct
   gpointer data;
 } Waiter;
 
+/* A batch: the items (calls of one script, or of one command, on one
+ * keyspace) of any number of callers, sent to Redis as one command, one
+ * call of the script with every item's arguments after its head; each
+ * item's reply is cut from its answer for its waiter. */
 typedef struct
 {
   guint node;
@@ -87,7 +95,7 @@ typedef struct
   GArray *lens;      /* gsize, each argument's */
   GArray *waiters;   /* Waiter, one per item */
   GList link;        /* in backend->open */
-} Batch;
+} MergedCall;
 
 typedef struct
 {
@@ -124,6 +132,15 @@ script_init (Script *script, const char *name, const char *source,
   script->callee = script->library ? function : script->sha;
   script->load = script->library ? "FUNCTION" : "SCRIPT";
   script->missing = script->library ? "ERR Function not found" : "NOSCRIPT";
+  if (script->library)
+    {
+      const char *at = strstr (source, "name=");
+      gsize len = at != NULL ? strcspn (at + 5, " \n") : 0;
+
+      g_assert (len > 0 && len < sizeof script->library_name);
+      memcpy (script->library_name, at + 5, len);
+      script->library_name[len] = '\0';
+    }
 }
 
 RankBackend *
@@ -160,6 +177,15 @@ rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
         auth[1] = config->password, auth[2] = NULL;
       g_ptr_array_add (startup, g_strdupv ((char **) auth));
     }
+  /* Every connection named after the library this rankd calls: while it
+   * is connected, no other rankd deletes that library. */
+  {
+    const char *name[]
+        = { "CLIENT", "SETNAME",
+            backend->scripts[RANK_SCRIPT_UPDATE].library_name, NULL };
+
+    g_ptr_array_add (startup, g_strdupv ((char **) name));
+  }
   for (int s = RANK_SCRIPT_NONE + 1; s < RANK_SCRIPTS; s++)
     if (!backend->scripts[s].library)
       {
@@ -402,7 +428,7 @@ op_new (RankBackend *backend, guint node, RankScriptId script, int nkeys,
   return op;
 }
 
-static void batch_send (RankBackend *backend, Batch *b);
+static void batch_send (RankBackend *backend, MergedCall *b);
 
 /* Sends the open batches of node and of the hash tag of key (NULL: all),
  * oldest first. */
@@ -416,7 +442,7 @@ flush_open (RankBackend *backend, guint node, const char *key, gsize key_len)
 
   while (l != NULL)
     {
-      Batch *b = l->data;
+      MergedCall *b = l->data;
 
       l = l->next;
       if (tag == NULL
@@ -546,7 +572,7 @@ batch_id (guint node, const RankCommand *head, guint flags)
 }
 
 static void
-batch_add_args (Batch *b, const RankCommand *cmd)
+batch_add_args (MergedCall *b, const RankCommand *cmd)
 {
   g_byte_array_append (b->bytes, (const guint8 *) cmd->bytes,
                        (guint) cmd->used);
@@ -557,7 +583,7 @@ batch_add_args (Batch *b, const RankCommand *cmd)
 /* A packed item (RANK_SEND_PACKED): its one argument goes on the end of
  * the batch's last, the packed items before it. */
 static void
-batch_add_packed (Batch *b, const RankCommand *cmd)
+batch_add_packed (MergedCall *b, const RankCommand *cmd)
 {
   g_assert (cmd->argc == 1 && cmd->len[0] == cmd->used && b->lens->len > 0);
   g_byte_array_append (b->bytes, (const guint8 *) cmd->bytes,
@@ -566,7 +592,7 @@ batch_add_packed (Batch *b, const RankCommand *cmd)
 }
 
 static void
-batch_free (Batch *b)
+merged_call_free (MergedCall *b)
 {
   g_bytes_unref (b->id);
   g_free (b->tag);
@@ -578,7 +604,7 @@ batch_free (Batch *b)
 
 /* No longer open: it is sent, or failed. */
 static void
-batch_close (RankBackend *backend, Batch *b)
+batch_close (RankBackend *backend, MergedCall *b)
 {
   g_hash_table_remove (backend->batches, b->id);
   g_queue_unlink (&backend->open, &b->link);
@@ -605,7 +631,7 @@ rank_backend_send_item (RankBackend *backend, guint node,
   g_autoptr (GBytes) id = batch_id (node, head, flags);
   /* The newest open batch first: an UpdateBatch's items mostly join it,
    * and comparing costs less than hashing the head. */
-  Batch *b = backend->open.tail != NULL ? backend->open.tail->data : NULL;
+  MergedCall *b = backend->open.tail != NULL ? backend->open.tail->data : NULL;
   Waiter w = { func, data };
 
   if (b == NULL || !g_bytes_equal (b->id, id))
@@ -630,7 +656,7 @@ rank_backend_send_item (RankBackend *backend, guint node,
 
       /* What was sent for this keyspace before goes first. */
       flush_open (backend, node, key, key_len);
-      b = g_new0 (Batch, 1);
+      b = g_new0 (MergedCall, 1);
       b->node = node;
       b->tag = g_strndup (tag, tag_len);
       b->tag_len = tag_len;
@@ -673,7 +699,7 @@ static void batch_replied (const RankReply *reply, const GError *error,
 
 /* The batch becomes one command. */
 static void
-batch_send (RankBackend *backend, Batch *b)
+batch_send (RankBackend *backend, MergedCall *b)
 {
   guint argc = b->lens->len;
   const char **args = g_new (const char *, argc);
@@ -704,7 +730,7 @@ batch_send (RankBackend *backend, Batch *b)
  * applied as sent (update.lua, as_sent), and each item's reply is that
  * count, which its waiter knows how to read. */
 static gboolean
-batch_as_sent (const Batch *b, const RankReply *reply)
+batch_as_sent (const MergedCall *b, const RankReply *reply)
 {
   return b->flat_width > 0 && !(b->flags & RANK_SEND_RANKS)
          && reply->type == RANK_REPLY_INTEGER
@@ -716,7 +742,7 @@ batch_as_sent (const Batch *b, const RankReply *reply)
  * another (or batch_as_sent); for a transaction of ranks, {HMGET's
  * array (or its error), a ZRANK per item}. */
 static gboolean
-batch_shaped (const Batch *b, const RankReply *reply)
+batch_shaped (const MergedCall *b, const RankReply *reply)
 {
   guint n = b->waiters->len;
   const RankReply *scores;
@@ -747,7 +773,7 @@ batch_shaped (const Batch *b, const RankReply *reply)
  * {its value in the times hash, its rank} in one (pair holds the two), or
  * whichever of the two is an error. */
 static const RankReply *
-batch_item (const Batch *b, const RankReply *reply, guint i, gsize *at,
+batch_item (const MergedCall *b, const RankReply *reply, guint i, gsize *at,
             RankReply *one, RankReply *pair[2])
 {
   const RankReply *scores, *first;
@@ -787,7 +813,7 @@ batch_item (const Batch *b, const RankReply *reply, guint i, gsize *at,
 static void
 batch_replied (const RankReply *reply, const GError *error, gpointer data)
 {
-  Batch *b = data;
+  MergedCall *b = data;
   g_autoptr (GError) bad = NULL;
   gsize at = 0;
 
@@ -811,14 +837,14 @@ batch_replied (const RankReply *reply, const GError *error, gpointer data)
       w->func (refused != NULL || error != NULL ? NULL : one,
                refused != NULL ? refused : error, w->data);
     }
-  batch_free (b);
+  merged_call_free (b);
 }
 
 /* Shutting down: the open batches fail. */
 static void
 fail_batches (RankBackend *backend)
 {
-  Batch *b;
+  MergedCall *b;
 
   while ((b = g_queue_peek_head (&backend->open)) != NULL)
     {
@@ -832,7 +858,7 @@ fail_batches (RankBackend *backend)
 
           w->func (NULL, error, w->data);
         }
-      batch_free (b);
+      merged_call_free (b);
     }
 }
 
@@ -863,6 +889,112 @@ follow_redirect (Op *op, const RankReply *reply)
   return TRUE;
 }
 
+/* Old libraries. Each build's update.lua is a library of its own,
+ * rankd_<digest> (src/store/embed.cmake), so that rankds of different
+ * builds can share a Redis; left there, every build ever run would stay
+ * in it. The rule: a rankd that loads its library into a Redis (which it
+ * does when a call finds it missing: a new build's first call, a Redis
+ * restarted or flushed) then deletes each other rankd_* library there
+ * that no connected client is named after. Every connection of a rankd
+ * is named after its own library (CLIENT SETNAME), so a library another
+ * running rankd calls stays. After a rolling upgrade, the build before
+ * goes at the next build's first call: a Redis keeps the libraries of
+ * the builds that were running at its last load. Should one be deleted
+ * all the same (a rankd connecting between the CLIENT LIST and the
+ * FUNCTION DELETE, or whose ACL refuses CLIENT SETNAME), its next call
+ * finds its function missing and loads it again, as after a Redis
+ * restart (reload_script). The library is loaded where FCALL runs, on a
+ * primary (each node of a Cluster loads it, and cleans up, on its own);
+ * FUNCTION DELETE there reaches the replicas by replication. Errors (an
+ * ACL without CLIENT LIST, a replica's READONLY) just leave the old
+ * libraries. */
+typedef struct
+{
+  RankRedisLink *link;
+  char *own;
+  GPtrArray *old; /* char *: the rankd_* libraries other than own */
+} OldLibraries;
+
+static void
+old_libraries_free (OldLibraries *o)
+{
+  g_free (o->own);
+  if (o->old != NULL)
+    g_ptr_array_unref (o->old);
+  g_free (o);
+}
+
+/* CLIENT LIST answered: a line per client, with " name=<its name> ". */
+static void
+clients_listed (const RankReply *reply, const GError *error, gpointer data)
+{
+  OldLibraries *o = data;
+
+  if (error == NULL && reply->type == RANK_REPLY_STRING)
+    for (guint i = 0; i < o->old->len; i++)
+      {
+        const char *name = g_ptr_array_index (o->old, i);
+        g_autofree char *field = g_strdup_printf (" name=%s ", name);
+        const char *argv[] = { "FUNCTION", "DELETE", name };
+
+        if (strstr (reply->str, field) != NULL)
+          continue;
+        g_message ("redis %s: deleting the function library %s, which no "
+                   "connected rankd uses",
+                   rank_redis_link_name (o->link), name);
+        rank_redis_link_send (o->link, 3, argv, NULL, NULL, NULL);
+      }
+  old_libraries_free (o);
+}
+
+/* FUNCTION LIST answered: per library, an array of fields and values. */
+static void
+libraries_listed (const RankReply *reply, const GError *error, gpointer data)
+{
+  OldLibraries *o = data;
+
+  o->old = g_ptr_array_new_with_free_func (g_free);
+  if (error == NULL && reply->type == RANK_REPLY_ARRAY)
+    for (gsize i = 0; i < reply->elements; i++)
+      {
+        const RankReply *lib = reply->element[i];
+
+        for (gsize f = 0;
+             lib->type == RANK_REPLY_ARRAY && f + 1 < lib->elements; f += 2)
+          {
+            const RankReply *key = rank_reply_string_at (lib, f);
+            const RankReply *value = rank_reply_string_at (lib, f + 1);
+
+            if (key != NULL && value != NULL
+                && strcmp (key->str, "library_name") == 0
+                && g_str_has_prefix (value->str, "rankd_")
+                && strcmp (value->str, o->own) != 0)
+              g_ptr_array_add (o->old, g_strdup (value->str));
+          }
+      }
+  if (o->old->len == 0)
+    {
+      old_libraries_free (o);
+      return;
+    }
+  {
+    const char *argv[] = { "CLIENT", "LIST" };
+
+    rank_redis_link_send (o->link, 2, argv, NULL, clients_listed, o);
+  }
+}
+
+static void
+drop_old_libraries (RankRedisLink *link, const Script *script)
+{
+  OldLibraries *o = g_new0 (OldLibraries, 1);
+  const char *argv[] = { "FUNCTION", "LIST", "LIBRARYNAME", "rankd_*" };
+
+  o->link = link;
+  o->own = g_strdup (script->library_name);
+  rank_redis_link_send (link, 4, argv, NULL, libraries_listed, o);
+}
+
 /* The script did not run (a SCRIPT FLUSH, a failover; for a function, a
  * Redis that never had it, or a FUNCTION FLUSH): load it first on the same
  * connection, so that the call sent again after it finds it. A library
@@ -887,6 +1019,8 @@ reload_script (Op *op, const RankReply *reply)
     g_debug ("redis %s: %s answered %s", rank_redis_link_name (op->link),
              script->name, reply->str);
     rank_redis_link_send (op->link, 3, load, NULL, NULL, NULL);
+    if (script->library)
+      drop_old_libraries (op->link, script);
   }
   op->retried = TRUE;
   op_send (op);

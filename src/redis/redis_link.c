@@ -58,6 +58,9 @@ struct _RankRedisLink
   char *name;
   int timeout_ms;
   GPtrArray *startup; /* GString: formatted commands */
+  /* gboolean per start-up command: a label (CLIENT SETNAME), whose
+   * refusal (an ACL without it) leaves the connection serving. */
+  GArray *startup_label;
   RankMetricsLink *metrics;
 
   /* Shared with rank_redis_link_wait_ready's thread. */
@@ -72,6 +75,7 @@ struct _RankRedisLink
   guint64 attempts;     /* connections begun, ever: a new one, a new reader */
   gboolean tcp_up;      /* connected; start-up replies may still be due */
   guint handshake_left; /* start-up commands not answered yet */
+  guint startup_next;   /* the index of the next start-up reply */
   RankLoopWatch *watch;
   gboolean want_write;
   gint64 connect_deadline;
@@ -365,6 +369,7 @@ begin_connect (RankRedisLink *link)
     link->ring_head = 0;
     for (guint i = 0; i < link->startup->len; i++)
       push_pending (link, NULL, NULL, TRUE);
+    link->startup_next = 0;
     for (gsize i = 0; i < queued; i++)
       {
         push_pending (link, old[i].func, old[i].data, FALSE);
@@ -474,7 +479,9 @@ deliver (RankRedisLink *link, RankReply *reply)
   link->delivered++;
   if (s.func != NULL)
     s.func (reply, NULL, s.data);
-  else if (s.startup && reply->type == RANK_REPLY_ERROR)
+  else if (s.startup && reply->type == RANK_REPLY_ERROR
+           && !g_array_index (link->startup_label, gboolean,
+                              link->startup_next))
     {
       /* A connection whose AUTH or SCRIPT LOAD failed cannot serve: what
        * waits on it fails with Unavailable, naming the reply (never the
@@ -498,8 +505,15 @@ deliver (RankRedisLink *link, RankReply *reply)
       disconnect (link, LINK_DOWN, why);
       return;
     }
-  else if (s.startup && --link->handshake_left == 0)
-    handshake_done (link);
+  else if (s.startup)
+    {
+      if (reply->type == RANK_REPLY_ERROR)
+        g_debug ("redis %s: a start-up label was refused: %s", link->name,
+                 reply->str);
+      link->startup_next++;
+      if (--link->handshake_left == 0)
+        handshake_done (link);
+    }
   rank_reply_free (reply);
 }
 
@@ -730,6 +744,7 @@ rank_redis_link_new (RankLoop *loop, const RankAddress *address, int timeout_ms)
   link->metrics = rank_metrics_link_new (link->name);
   link->timeout_ms = timeout_ms;
   link->startup = g_ptr_array_new_with_free_func (free_string);
+  link->startup_label = g_array_new (FALSE, FALSE, sizeof (gboolean));
   g_mutex_init (&link->lock);
   g_cond_init (&link->changed);
   link->state = LINK_DOWN;
@@ -747,9 +762,12 @@ rank_redis_link_add_startup (RankRedisLink *link, int argc, const char **argv,
                              const size_t *argvlen)
 {
   GString *cmd = g_string_new (NULL);
+  gboolean label = argc == 3 && g_ascii_strcasecmp (argv[0], "CLIENT") == 0
+                   && g_ascii_strcasecmp (argv[1], "SETNAME") == 0;
 
   format_command (cmd, argc, argv, argvlen);
   g_ptr_array_add (link->startup, cmd);
+  g_array_append_val (link->startup_label, label);
 }
 
 static void
@@ -842,6 +860,7 @@ rank_redis_link_free (RankRedisLink *link)
   g_free (link->ring);
   g_string_free (link->obuf, TRUE);
   g_ptr_array_unref (link->startup);
+  g_array_unref (link->startup_label);
   g_free (link->last_error);
   g_free (link->name);
   rank_metrics_link_free (link->metrics);

@@ -35,7 +35,9 @@ RankRedisLink *rank_redis_link_new (RankLoop *loop, const RankAddress *address,
 /* Fails every command still pending. Call after the loop has stopped. */
 void rank_redis_link_free (RankRedisLink *link);
 
-/* A command sent first on every new connection. Call before start. */
+/* A command sent first on every new connection. Call before start. Its
+ * error reply makes the connection fail, but for CLIENT SETNAME's: a
+ * name is a label, which a Redis may refuse (its ACL) and still serve. */
 void rank_redis_link_add_startup (RankRedisLink *link, int argc,
                                   const char **argv, const size_t *argvlen);
 

@@ -22,7 +22,7 @@
  * (GetRank, GetRanks, Count, GetTopN, member data), store_query.c (the
  * queries of several rounds: GetAround, GetPercentile, GetScoreAtPercentile,
  * Sample), store_admin.c (ListBoards, GetBoardInfo, DeleteBoard,
- * ResetBoard, Export) and store_queue.c (the update queue's streams);
+ * ResetBoard, Export) and queue_store*.c (the update queue's streams);
  * store.c holds the keys, the layout checks and what they share.
  */
 #ifndef RANK_STORE_H
@@ -217,8 +217,8 @@ guint rank_store_update_command (const RankContext *ctx,
  * argument and of a packed SET's (tests check the script reads them so). */
 extern const char *const rank_store_update_batch_arg_names[];
 extern const guint rank_store_update_n_batch_args;
-extern const char *const rank_store_update_item_arg_names[];
-extern const guint rank_store_update_n_item_args;
+extern const char *const rank_store_update_per_update_arg_names[];
+extern const guint rank_store_update_n_per_update_args;
 extern const char *const rank_store_update_what_names[];
 extern const guint rank_store_update_n_what_bytes;
 extern const char *const rank_store_update_set_names[];
@@ -345,7 +345,7 @@ void rank_store_export (RankStore *store, const RankContext *ctx,
                         const RankExportCursor *cursor, guint count,
                         RankStoreExportFunc func, gpointer data);
 
-/* ---- the update queue (store_queue.c; queue.h drains it) ---- */
+/* ---- the update queue (queue_store*.c; queue.h drains it) ---- */
 
 /* ids[0..n) (the stream entries' ids: the updates of one shard share
  * one) live only during the callback. */

@@ -5,7 +5,7 @@
  * Redis. The updates of a board (shard, period) queued in one loop
  * iteration share one call of the script (backend.h, batches): its head --
  * the keys and the arguments that are the batch's -- and then each
- * update's own arguments. Both are named here (BatchArg, ItemArg) and
+ * update's own arguments. Both are named here (BatchArg, UpdateArg) and
  * filled by name; tests/test_requestid.c checks that update.lua reads each
  * name from the position given here, so a swap on either side fails.
  */
@@ -185,13 +185,13 @@ typedef enum
  * string.sub of one costs about 0.8k (bench/README). */
 typedef enum
 {
-  ITEM_MEMBER,
-  ITEM_WHAT, /* WhatByte's header, then id, prefix, value and data */
-  N_ITEM_ARGS,
-} ItemArg;
+  UPDATE_ARG_MEMBER,
+  UPDATE_ARG_WHAT, /* WhatByte's header, then id, prefix, value and data */
+  N_UPDATE_ARGS,
+} UpdateArg;
 
-/* ITEM_WHAT's header: a byte each; then the id (the request-id record, then
- * its hash; none in a batch recorded as a whole), the prefix (subscores,
+/* UPDATE_ARG_WHAT's header: a byte each; then the id (the request-id record,
+ * then its hash; none in a batch recorded as a whole), the prefix (subscores,
  * then time: the order key's prefix), the value (8 bytes, big-endian:
  * update.lua reads the number with one struct.unpack, where its text cost
  * a string.sub and a tonumber) and the data (the rest; data given only). */
@@ -244,13 +244,13 @@ G_STATIC_ASSERT (G_N_ELEMENTS (rank_store_update_batch_arg_names)
 G_STATIC_ASSERT (RANK_DEDUP_BUCKETS == 4);
 const guint rank_store_update_n_batch_args = N_BATCH_ARGS;
 
-const char *const rank_store_update_item_arg_names[] = {
-  [ITEM_MEMBER] = "member",
-  [ITEM_WHAT] = "what",
+const char *const rank_store_update_per_update_arg_names[] = {
+  [UPDATE_ARG_MEMBER] = "member",
+  [UPDATE_ARG_WHAT] = "what",
 };
-G_STATIC_ASSERT (G_N_ELEMENTS (rank_store_update_item_arg_names)
-                 == N_ITEM_ARGS);
-const guint rank_store_update_n_item_args = N_ITEM_ARGS;
+G_STATIC_ASSERT (G_N_ELEMENTS (rank_store_update_per_update_arg_names)
+                 == N_UPDATE_ARGS);
+const guint rank_store_update_n_per_update_args = N_UPDATE_ARGS;
 
 const char *const rank_store_update_what_names[] = {
   [WHAT_MODE] = "mode",

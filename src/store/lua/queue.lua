@@ -1,8 +1,8 @@
--- queue.lua: the update queue's writes that go with a count (store_queue.c).
+-- queue.lua: the update queue's writes that go with a count (queue_store.c).
 --
 -- A stream entry holds the updates of one Enqueue call to one shard: its
 -- fields are n (how many) and p (the updates, packed by rankd, see
--- store_queue.c). The counts hash keeps, in updates: queued (put in the
+-- queue_store_entries.c). The counts hash keeps, in updates: queued (put in the
 -- stream), delivered (read by a drain for the first time), applied,
 -- replayed (a request id applied before: a repeated id counts once in
 -- applied) and dead (their entry acknowledged). So the backlog is queued -
@@ -22,7 +22,7 @@
 --                  and write their dead letters (an entry two drains
 --                  handled, one after a claim, counts once and has its
 --                  letters once). letters: the entry's dead updates,
---                  packed by rankd (store_queue.c): per update its
+--                  packed by rankd (queue_store_entries.c): per update its
 --                  reason, member, request id, value, mode and time, each
 --                  a 4-byte big-endian length, then its bytes. Returns the
 --                  updates counted.

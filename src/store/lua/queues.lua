@@ -1,5 +1,5 @@
 -- queues.lua: the list of boards whose queue has work, rk:queues
--- (store_queue.c). The drains read only the boards listed there, so a queue
+-- (queue_store_index.c). The drains read only the boards listed there, so a queue
 -- with nothing in it costs Redis nothing.
 --
 -- A board's score is when work was last added (Redis's clock, Unix ms), and

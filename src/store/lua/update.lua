@@ -148,6 +148,16 @@
 -- math, ...): the build turns prelude.lua's `local sub, byte =
 -- string.sub, string.byte` into `local sub, byte`, which each call sets,
 -- and gives FUNCTION_NAME (src/store/embed.cmake).
+--
+-- Why the call's state is the library's locals (about 60, below), not one
+-- table made per call and passed along: a local of the enclosing chunk is
+-- an upvalue, read and written by one VM instruction (GETUPVAL/SETUPVAL),
+-- where a field of a table is a hash lookup of its name at each use, in
+-- the per-update paths that run most. The cost is Lua 5.1's limit of 60
+-- upvalues a function: the call's work is split in functions
+-- (open_call, prepare_call, apply_call) that each name fewer. A call
+-- assigns them at its start, as said above, before it reads them; Redis
+-- runs one call at a time. Not measured against a table: kept as is.
 
 local KEYS, ARGV
 -- The globals the functions below call for every update, as the library's
@@ -171,10 +181,10 @@ local zkey, tkey, qprefix, dkey, ckey, akey, names, record_expire_at,
   deferred, prefix_of, zscore_of_member, moved_members, was_prefix, data_members,
   data_of, swept_after, results, out, as_sent, set_members, set_hset, set_zadd, set_aset,
   set_adel, sets_with_data, set_prefix, set_zscore, set_found, stopped
--- HEAD arguments of the batch (open_call), then ITEM arguments per update
--- (store_update.c, ItemArg); in a batch of sets (below), one argument
--- holding all of its updates.
-local HEAD, ITEM = 12, 2
+-- HEAD arguments of the batch (open_call), then PER_UPDATE arguments of
+-- each update (store_update.c, UpdateArg); in a batch of sets (below),
+-- one argument holding all of its updates.
+local HEAD, PER_UPDATE = 12, 2
 local TIME_BYTES = 6
 local LIMIT = 9007199254740991
 local BUCKETS = 4          -- buckets a record stays live after its own
@@ -403,7 +413,7 @@ end
 local function load_places()
   local members = {}
   for i = 1, count do
-    local member = ARGV[HEAD + (i - 1) * ITEM + 1]
+    local member = ARGV[HEAD + (i - 1) * PER_UPDATE + 1]
     if prefix_of[member] == nil then
       prefix_of[member] = false
       members[#members + 1] = member
@@ -507,7 +517,7 @@ local REUSED = 'RANK_INVALID request_id: already used on this board ' ..
 -- Applies the update whose arguments follow ARGV[at]. Returns its reply's
 -- four values (score, rank, applied, subscores), or its error reply.
 local function apply(at)
-  -- The update's arguments (store_update.c, ItemArg and WhatByte): its
+  -- The update's arguments (store_update.c, UpdateArg and WhatByte): its
   -- member; its mode, keep_subs (1: subscores absent), data_given,
   -- request-id record and hash ('' in a batch recorded as a whole), value
   -- and data ('' unless given); the prefix starts at p0 of what and ends
@@ -858,7 +868,7 @@ local function apply_group()
         p, zscore = set_prefix[i], set_zscore[i]
         prefix_len = PREFIX_LEN
       else
-        local at = HEAD + (i - 1) * ITEM
+        local at = HEAD + (i - 1) * PER_UPDATE
         local member = ARGV[at + 1]
         p, zscore = prefix_of[member], zscore_of_member[member]
         -- (The prefix's length is the 5th byte of what.)
@@ -882,7 +892,8 @@ local function apply_group()
     return
   end
   for i = 1, count do
-    local done, r, rank, applied, subs = pcall(apply, HEAD + (i - 1) * ITEM)
+    local done, r, rank, applied, subs =
+      pcall(apply, HEAD + (i - 1) * PER_UPDATE)
     local failed
     if done and type(r) == 'table' then
       failed = r.err
@@ -943,7 +954,7 @@ local function open_call()
   sets = grouped and byte(group, 24) == 1
 
   -- The updates in this call (a batch of sets says how many it packed).
-  count = sets and byte(group, 15) or (#ARGV - HEAD) / ITEM
+  count = sets and byte(group, 15) or (#ARGV - HEAD) / PER_UPDATE
   -- The length of the board's prefixes (its time and subscores), as the
   -- first update gives it: the 3rd byte of a set's header, else the 5th of
   -- the update's what.
@@ -1186,7 +1197,7 @@ local function apply_call()
     else
       local first = i == 1 and deferred
       local ok, r, rank, applied, subs = pcall(
-        first and load_and_apply or apply, HEAD + (i - 1) * ITEM)
+        first and load_and_apply or apply, HEAD + (i - 1) * PER_UPDATE)
       if not ok then
         r = error_text(r)
       end
@@ -1277,17 +1288,23 @@ local function apply_call()
   return results
 end
 
+-- Lua's collector keeps its default pace (pause 200%: a cycle starts once
+-- the heap has doubled). An earlier build set pause 100% at each call,
+-- timed at 0.88x the Redis CPU per update (bench/README, "What the Lua
+-- heap costs"), but the pause is the Lua VM's, which every script and
+-- function library of a Redis shares, other applications' too: a library
+-- must not change it for them. Timed again, each build on a redis-server
+-- of its own (bench/ab.sh, OP=update MEMBERS=200000 DURATION=5 WARMUP=1
+-- APART=1 PEER=none, a busy machine; Redis µs per update, A then B):
+-- ROUNDS=3, pause 100 25.75, 19.19, 22.30 (median 22.30) against none
+-- 20.36, 17.66, 17.86 (median 17.86, 0.80x). Single rounds: pause 100
+-- 25.71 against none 27.88; none 19.51 against pause 100 set for the
+-- call only and put back after it (a pcall around the call) 24.90; pause
+-- 100 26.89 against per call 22.81. No gain beyond the noise, so no
+-- setting, neither global nor per call.
 redis.register_function(FUNCTION_NAME, function(keys, args)
   KEYS, ARGV = keys, args
   sub, byte = string.sub, string.byte
-  -- Lua's collector starts its next cycle as soon as one ends (pause 100%,
-  -- Lua's default 200% waits for the heap to double): the heap stays at
-  -- the library and one call's garbage, memory the caches still hold.
-  -- Timed, each build on a redis-server of its own: Redis CPU per update
-  -- 0.94x against pause 200, and 0.87x against pause 120; pause 1000 cost
-  -- more (bench/README, "What the Lua heap costs"). The setting is the Lua
-  -- VM's, which Redis's function libraries share.
-  collectgarbage('setpause', 100)
   call, error_reply, tonumber, format, floor, spack, sunpack, unpack, pcall,
     type = builtins()
   open_call()
