@@ -23,7 +23,7 @@
 #              WARMUP=2 CONNECTIONS=4 PIPELINE=16 RATE=0 (calls/s in all,
 #              rank-bench --rate; 0: as fast as answered) PEER=redis-rank
 #              OUT=bench/results/ab-<date> APART=0
-# For example, updates one a script call at 1,000/s (bench/README, "update.lua
+# For example, updates one a script call at 1,000/s (bench/README.md of 4968f11, "update.lua
 # as a function"): OP=update MEMBERS=200000 CONNECTIONS=2 PIPELINE=1
 # RATE=1000 DURATION=5 WARMUP=1 PEER=none
 set -euo pipefail

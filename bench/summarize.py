@@ -106,7 +106,7 @@ def main(directory):
                 print(f"| {t} | {v:.1f} | {v / floor:.2f}x | {with_rank} |")
         # The floor with its rank does all the floor does and more: if it
         # cost Redis less, the machine was busier under one of the two
-        # (bench/README, "Latest runs"), and so may have been any row.
+        # (bench/README.md of 4968f11, "Latest runs"), and so may have been any row.
         if ranked and ranked < floor:
             print()
             print(f"warning: the floor with its rank cost Redis less than "

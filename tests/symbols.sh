@@ -37,15 +37,20 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # Global symbols defined by the given files, one a line, sorted.
+# gcc-nm reads the link-time-optimised objects of the optimised builds
+# (plain nm sees no symbol in them); it reads plain objects the same.
+nm=nm
+command -v gcc-nm >/dev/null 2>&1 && nm=gcc-nm
+
 globals() {
-  nm --defined-only --extern-only "$@" 2>/dev/null |
+  "$nm" --defined-only --extern-only "$@" 2>/dev/null |
     awk 'NF == 3 { print $3 }' | sort -u
 }
 
 # Every function and object a program defines, global or local; the
 # compiler's clones (foo.cold, foo.isra.0) count as foo.
 defined() {
-  nm --defined-only "$1" | awk 'NF == 3 { sub(/\..*/, "", $3); print $3 }' |
+  "$nm" --defined-only "$1" | awk 'NF == 3 { sub(/\..*/, "", $3); print $3 }' |
     sort -u
 }
 
@@ -56,7 +61,7 @@ globals "$client_lib" > "$work/client"
 old_ifs=$IFS
 IFS=';'
 for obj in $ctl_objects; do
-  nm --defined-only "$obj" | awk 'NF == 3 && $2 ~ /^[tT]$/ { print $3 }'
+  "$nm" --defined-only "$obj" | awk 'NF == 3 && $2 ~ /^[tT]$/ { print $3 }'
 done | sed 's/\..*//' | grep -v '^main$' | sort -u > "$work/rankctl-own"
 IFS=$old_ifs
 # The server side: the server libraries' globals.

@@ -1041,45 +1041,80 @@ encode_update_batch_response (ThriftProtocol *out, ThriftStruct *o,
   return rank_codec_write_update_batch_response (out, c, results->len, error);
 }
 
+/* Member data within what rankd's encoding can hold (memberdata.h): at
+ * most RANK_DATA_KEYS_MAX keys of at most 255 bytes, values of at most
+ * 65,535. rankd stores no other, so it never writes any other. */
+static void
+within_data (GHashTable *data)
+{
+  GHashTableIter it;
+  gpointer k, v;
+  guint kept = 0;
+
+  g_hash_table_iter_init (&it, data);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    if (strlen (k) > 255 || strlen (v) > 65535 || kept++ >= RANK_DATA_KEYS_MAX)
+      g_hash_table_iter_remove (&it);
+}
+
 static void
 within_entry (ThriftStruct *o)
 {
   rankEntry *e = RANK_ENTRY (o);
 
   within_subscores (e->subscores, &e->__isset_subscores);
+  /* A row holds a board's subscores: at most RANK_SUBSCORES_MAX. */
+  if (e->__isset_subscores && e->subscores->len > RANK_SUBSCORES_MAX)
+    g_array_set_size (e->subscores, RANK_SUBSCORES_MAX);
+  if (e->__isset_data)
+    within_data (e->data);
 }
 
+/* A row as the store gives it, from an Entry: its data encoded as rankd
+ * stores member data (memberdata.h), the pairs in the map's own order,
+ * which the generated writer follows too. */
 static gboolean
 encode_entry (ThriftProtocol *out, ThriftStruct *o, GError **error)
 {
   rankEntry *e = RANK_ENTRY (o);
-  guint n_data = e->__isset_data ? g_hash_table_size (e->data) : 0;
-  g_autofree RankDataPair *pairs = g_new0 (RankDataPair, n_data + 1);
-  RankCodecEntry c = {
+  g_autoptr (GByteArray) data = g_byte_array_new ();
+  RankRow row = {
     .member = e->member,
     .member_len = strlen (e->member),
     .score = e->score,
     .rank = e->rank,
-    .n_subscores = e->__isset_subscores ? e->subscores->len : 0,
-    .subscores
-    = e->__isset_subscores ? (const gint64 *) e->subscores->data : NULL,
-    .has_data = e->__isset_data,
-    .n_data = n_data,
-    .data = pairs,
   };
 
+  if (e->__isset_subscores)
+    {
+      row.n_subscores = e->subscores->len;
+      g_assert_cmpuint (row.n_subscores, <=, RANK_SUBSCORES_MAX);
+      memcpy (row.subscores, e->subscores->data,
+              row.n_subscores * sizeof (gint64));
+    }
   if (e->__isset_data)
     {
       GHashTableIter it;
       gpointer k, v;
-      guint i = 0;
 
-      /* The map's own order, which the generated writer follows too. */
       g_hash_table_iter_init (&it, e->data);
       while (g_hash_table_iter_next (&it, &k, &v))
-        pairs[i++] = (RankDataPair){ k, strlen (k), v, strlen (v) };
+        {
+          guint8 kl = (guint8) strlen (k), vl[2];
+          gsize vlen = strlen (v);
+
+          vl[0] = (guint8) (vlen >> 8);
+          vl[1] = (guint8) vlen;
+          g_byte_array_append (data, &kl, 1);
+          g_byte_array_append (data, k, kl);
+          g_byte_array_append (data, vl, 2);
+          g_byte_array_append (data, v, (guint) vlen);
+        }
+      /* An empty map is data too: an empty encoding, not NULL. */
+      row.data = data->len > 0 ? (const char *) data->data : "";
+      row.data_len = data->len;
     }
-  return rank_codec_write_entry (out, &c, error);
+  return rank_codec_write_entry (out, &row, error);
 }
 
 static const char *const get_rank_defaulted[] = { "periods_back", NULL };

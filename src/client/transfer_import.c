@@ -441,9 +441,9 @@ places_sort (GArray *places)
  * order, and each ZADD then finds its place in the sorted set through
  * nodes Redis has not touched lately; in score order the place of one is
  * next to the last's, in what Redis's caches still hold (1M entries: about
- * 0.5-0.8x Redis CPU an entry, bench/README.md, "Import"). The records of
- * one member take its first record's place, so they stay together and in
- * the file's order (its last SET wins); a file whose members are sorted
+ * 0.5-0.8x Redis CPU an entry, bench/README.md of 4968f11, "Import"). The
+ * records of one member take its first record's place, so they stay together
+ * and in the file's order (its last SET wins); a file whose members are sorted
  * has none twice and needs no table for that. */
 static GArray *
 send_order (GPtrArray *entries, GArray *places, gboolean sorted)
@@ -509,7 +509,8 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
    * digest is computed meanwhile, on a thread of its own. For 1M entries
    * the lanes connect 0.6-0.8 s after rankctl starts (perf trace -e
    * connect), 0.3-0.45 s of it reading the records; reading the file's two
-   * halves on two threads did not connect them sooner (bench/README). */
+   * halves on two threads did not connect them sooner (bench/README.md of
+   * 4968f11). */
   job = (DigestJob){ text, len };
   digesting = g_thread_new ("digest", digest_of, &job);
   rank_transfer_reader_init (&reader, format, text, len);

@@ -18,35 +18,6 @@
 
 /* ---- rows ---- */
 
-/* One row as an Entry: its member data decoded into pairs (room for
- * RANK_DATA_KEYS_MAX). */
-static void
-entry_of (const RankRow *row, RankCodecEntry *e, RankDataPair *pairs)
-{
-  guint n = 0;
-
-  *e = (RankCodecEntry){
-    .member = row->member,
-    .member_len = row->member_len,
-    .score = row->score,
-    .rank = row->rank,
-    .n_subscores = row->n_subscores,
-    .subscores = row->subscores,
-  };
-  if (row->data == NULL)
-    return;
-  if (!rank_member_data_parse (row->data, row->data_len, pairs, &n))
-    {
-      /* Not written by rankd: leave it out rather than fail the page. */
-      g_warning ("member data of '%.*s' is malformed; left out",
-                 (int) row->member_len, row->member);
-      return;
-    }
-  e->has_data = TRUE;
-  e->data = pairs;
-  e->n_data = n;
-}
-
 void
 handler_reply_rows (Call *call, const RankRow *rows, gsize n, gboolean list)
 {
@@ -55,21 +26,10 @@ handler_reply_rows (Call *call, const RankRow *rows, gsize n, gboolean list)
   gboolean ok = rank_codec_write_reply_begin (out, handler_call_name (call),
                                               call->seqid,
                                               list ? T_LIST : T_STRUCT, &error)
-                && (!list
-                    || thrift_protocol_write_list_begin (out, T_STRUCT,
-                                                         (guint32) n, &error)
-                           >= 0);
+                && (list ? rank_codec_write_entries (out, rows, n, &error)
+                         : n == 0 || rank_codec_write_entry (out, rows, &error))
+                && rank_codec_write_reply_end (out, &error);
 
-  for (gsize i = 0; ok && i < n; i++)
-    {
-      RankDataPair pairs[RANK_DATA_KEYS_MAX];
-      RankCodecEntry e;
-
-      entry_of (&rows[i], &e, pairs);
-      ok = rank_codec_write_entry (out, &e, &error);
-    }
-  ok = ok && (!list || thrift_protocol_write_list_end (out, &error) >= 0)
-       && rank_codec_write_reply_end (out, &error);
   handler_finish (call, ok, error);
 }
 

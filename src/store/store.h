@@ -34,6 +34,7 @@
 #include "config.h"
 #include "constants.h"
 #include "context.h"
+#include "row.h"
 
 typedef struct _RankStore RankStore;
 
@@ -82,21 +83,6 @@ typedef struct
   guint n_subscores;
   gint64 subscores[RANK_SUBSCORES_MAX];
 } RankUpdateResult;
-
-/* One row of an answer: a member's place. member (not NUL-terminated) and
- * data live only during the callback. */
-typedef struct
-{
-  const char *member;
-  gsize member_len;
-  gint64 score;
-  gint64 rank;
-  guint n_subscores; /* the board's */
-  gint64 subscores[RANK_SUBSCORES_MAX];
-  const char *data; /* with data: the member's, encoded; NULL if none */
-  gsize data_len;
-  gint64 time_ms; /* when it reached its score: the tie-break */
-} RankRow;
 
 /* One member's answer in rank_store_get_ranks. */
 typedef struct

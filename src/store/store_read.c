@@ -222,7 +222,7 @@ rank_store_get_rank (RankStore *store, const RankContext *ctx,
    * prefix (HMGET, with the other GetRanks of the board queued in this loop
    * iteration), then its score and rank in one transaction with theirs
    * (backend.h, RANK_SEND_RANKS). rank.lua costs Redis more than twice as
-   * much for the same batch: bench/README.md, "GetRank". */
+   * much for the same batch: bench/README.md of 4968f11, "GetRank". */
   rank_command_init (&head, "HMGET");
   store_add_key (&head, ctx, 0, RANK_KEY_SUFFIX_TIMES);
   {

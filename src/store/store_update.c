@@ -182,7 +182,7 @@ typedef enum
 
 /* Each update's, after the batch's: two arguments, as each costs Redis
  * about 1.2k instructions (its parse, its object, its Lua string) where a
- * string.sub of one costs about 0.8k (bench/README). */
+ * string.sub of one costs about 0.8k (bench/README.md of 4968f11). */
 typedef enum
 {
   UPDATE_ARG_MEMBER,

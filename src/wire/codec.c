@@ -9,15 +9,19 @@
 #include "protocol.h"
 
 /* Whether out writes the binary protocol: then the one-write paths below
- * put the bytes its field-by-field writes would. */
+ * put the bytes its field-by-field writes would. rankd's own protocol is
+ * compared first, with its type read once: THRIFT_IS_BINARY_PROTOCOL, or
+ * the type's get_type function, was a call into GType per entry of a page
+ * (callgrind). */
 static gboolean
 is_binary (ThriftProtocol *out)
 {
+  static gsize rank_binary;
   GType type = G_TYPE_FROM_INSTANCE (out);
 
-  /* rankd's own first: THRIFT_IS_BINARY_PROTOCOL alone, for a subtype, is
-   * a call into GType per entry of a page. */
-  return type == RANK_TYPE_BINARY_PROTOCOL
+  if (g_once_init_enter (&rank_binary))
+    g_once_init_leave (&rank_binary, RANK_TYPE_BINARY_PROTOCOL);
+  return type == (GType) rank_binary
          || g_type_is_a (type, THRIFT_TYPE_BINARY_PROTOCOL);
 }
 
@@ -215,8 +219,7 @@ rank_codec_write_update_batch_response (ThriftProtocol *out,
  * the protocol's field-by-field writes were a fifth of rankd's CPU on a
  * pipelined GetTopN (perf). The same bytes as the generic path below. */
 static gboolean
-write_entry_binary (ThriftProtocol *out, const RankCodecEntry *e,
-                    GError **error)
+write_entry_binary (ThriftProtocol *out, const RankRow *e, GError **error)
 {
   guint8 buf[3 + 4 + RANK_MEMBER_MAX_BYTES + 2 * (3 + 8) + 1];
   guint8 *p = buf;
@@ -258,15 +261,25 @@ write_data (ThriftProtocol *out, const RankDataPair *pairs, guint n,
          && field_end (out, error);
 }
 
-gboolean
-rank_codec_write_entry (ThriftProtocol *out, const RankCodecEntry *e,
-                        GError **error)
+/* An Entry; binary: out writes the binary protocol (is_binary). */
+static gboolean
+write_entry (ThriftProtocol *out, gboolean binary, const RankRow *e,
+             GError **error)
 {
-  gboolean ok;
+  RankDataPair pairs[RANK_DATA_KEYS_MAX];
+  guint n_data = 0;
+  gboolean has_data = e->data != NULL, ok;
 
-  if (e->n_subscores == 0 && !e->has_data
-      && e->member_len <= RANK_MEMBER_MAX_BYTES && is_binary (out))
+  if (binary && e->n_subscores == 0 && !has_data
+      && e->member_len <= RANK_MEMBER_MAX_BYTES)
     return write_entry_binary (out, e, error);
+  if (has_data
+      && !rank_member_data_parse (e->data, e->data_len, pairs, &n_data))
+    {
+      g_warning ("member data of '%.*s' is malformed; left out",
+                 (int) e->member_len, e->member);
+      has_data = FALSE;
+    }
   ok = thrift_protocol_write_struct_begin (out, "Entry", error) >= 0
        && field_begin (out, "member", T_STRING, 1, error)
        && thrift_protocol_write_binary (out, (gpointer) e->member,
@@ -279,7 +292,27 @@ rank_codec_write_entry (ThriftProtocol *out, const RankCodecEntry *e,
        && field_end (out, error);
   if (ok && e->n_subscores > 0)
     ok = write_subscores (out, e->subscores, e->n_subscores, error);
-  if (ok && e->has_data)
-    ok = write_data (out, e->data, e->n_data, error);
+  if (ok && has_data)
+    ok = write_data (out, pairs, n_data, error);
   return ok && struct_end (out, error);
+}
+
+gboolean
+rank_codec_write_entry (ThriftProtocol *out, const RankRow *row, GError **error)
+{
+  return write_entry (out, is_binary (out), row, error);
+}
+
+gboolean
+rank_codec_write_entries (ThriftProtocol *out, const RankRow *rows, gsize n,
+                          GError **error)
+{
+  gboolean binary = is_binary (out);
+  gboolean ok
+      = thrift_protocol_write_list_begin (out, T_STRUCT, (guint32) n, error)
+        >= 0;
+
+  for (gsize i = 0; ok && i < n; i++)
+    ok = write_entry (out, binary, &rows[i], error);
+  return ok && thrift_protocol_write_list_end (out, error) >= 0;
 }

@@ -23,6 +23,7 @@
 #include <thrift/c_glib/protocol/thrift_protocol.h>
 
 #include "memberdata.h"
+#include "row.h"
 
 G_BEGIN_DECLS
 
@@ -91,25 +92,18 @@ rank_codec_write_update_batch_response (ThriftProtocol *out,
 /* ---- Entry (GetRank's success, an element of GetTopN's, GetAround's,
  * Sample's) ---- */
 
-/* IDL Entry: 1: string member; 2: i64 score; 3: i64 rank; 4: optional
- * list<i64> subscores (written when n_subscores > 0); 5: optional
- * map<string, string> data (written when has_data, n_data pairs, in their
- * order). */
-typedef struct
-{
-  const char *member; /* member_len bytes, not NUL-terminated */
-  gsize member_len;
-  gint64 score;
-  gint64 rank;
-  guint n_subscores; /* 0: left out */
-  const gint64 *subscores;
-  gboolean has_data; /* FALSE: data left out; TRUE with n_data 0: empty */
-  guint n_data;
-  const RankDataPair *data;
-} RankCodecEntry;
-
-gboolean rank_codec_write_entry (ThriftProtocol *out, const RankCodecEntry *e,
+/* IDL Entry from a row: 1: string member; 2: i64 score; 3: i64 rank;
+ * 4: optional list<i64> subscores (written when n_subscores > 0);
+ * 5: optional map<string, string> data (written when the row has data, its
+ * pairs in their stored order; an encoding that does not parse is left
+ * out, with a warning, rather than fail the page). */
+gboolean rank_codec_write_entry (ThriftProtocol *out, const RankRow *row,
                                  GError **error);
+
+/* A list<Entry> of the n rows: the list's header, each row as
+ * rank_codec_write_entry writes it, the list's end. */
+gboolean rank_codec_write_entries (ThriftProtocol *out, const RankRow *rows,
+                                   gsize n, GError **error);
 
 G_END_DECLS
 

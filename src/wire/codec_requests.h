@@ -6,15 +6,15 @@
  * request (for every UpdateRequest of a batch, with a GArray and a
  * GHashTable of its own), and frees them again: with the field-by-field
  * reads, half of what rankd spent on an import entry and a fifth of a
- * GetRank (callgrind, bench/README). These readers read the same bytes by
- * the generated reader's rules: a field of an unknown id, or
- * of another type than the IDL declares, is skipped; a required field
- * missing is a protocol error that names it ("missing required field
- * 'member'"); a field given twice keeps the last (a list or map: both
- * appended); the request given twice is read over the first; the request
- * absent leaves every field unset (NULL, 0), which the handler refuses as
- * it refuses them given empty. The protocol (protocol.c) bounds every string
- * and container before anything is allocated for it.
+ * GetRank (callgrind, bench/README.md of 4968f11). These readers read the same
+ * bytes by the generated reader's rules: a field of an unknown id, or of
+ * another type than the IDL declares, is skipped; a required field missing is a
+ * protocol error that names it ("missing required field 'member'"); a field
+ * given twice keeps the last (a list or map: both appended); the request given
+ * twice is read over the first; the request absent leaves every field unset
+ * (NULL, 0), which the handler refuses as it refuses them given empty. The
+ * protocol (protocol.c) bounds every string and container before anything is
+ * allocated for it.
  *
  * These are the codec's readers (codec.h has its writers): a field the IDL
  * gives one of these requests must be added to its struct here and to its

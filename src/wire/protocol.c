@@ -63,12 +63,14 @@ static gsize
 remaining (ThriftProtocol *protocol)
 {
   ThriftTransport *t = protocol->transport;
-  RankRemainingFunc fn = RANK_IS_BINARY_PROTOCOL (protocol)
-                             ? RANK_BINARY_PROTOCOL (protocol)->remaining
-                             : RANK_COMPACT_PROTOCOL (protocol)->remaining;
+  RankRemainingFunc fn;
 
+  /* rankd's requests first: that test is all the server path pays. */
   if (RANK_IS_REQUEST_READER (t))
     return rank_request_reader_remaining (RANK_REQUEST_READER (t));
+  fn = RANK_IS_BINARY_PROTOCOL (protocol)
+           ? RANK_BINARY_PROTOCOL (protocol)->remaining
+           : RANK_COMPACT_PROTOCOL (protocol)->remaining;
   return fn != NULL ? fn (t) : G_MAXSIZE;
 }
 

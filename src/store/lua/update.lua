@@ -139,7 +139,7 @@
 -- whole at every call: this file's 34 local functions were made again
 -- each time, with their upvalues and the garbage they leave, ~114k of the
 -- ~302k instructions Redis ran for a call of one update (callgrind;
--- bench/README, "update.lua as a function"). A library's top level runs
+-- bench/README.md of 4968f11, "update.lua as a function"). A library's top level runs
 -- once, when it loads (FUNCTION LOAD): the functions below are made then,
 -- and a call (FCALL) runs only the function registered at the end. So
 -- what a call sets is declared here, at the top, and assigned at the
@@ -245,7 +245,7 @@ end
 -- library kept up to 65,536 of them once, which saved about 1.4k
 -- instructions an update but made every garbage collection of the Lua heap
 -- walk them, one cache miss each, and cost more time than it saved
--- (bench/README, "What the Lua heap costs").
+-- (bench/README.md of 4968f11, "What the Lua heap costs").
 local function record_hash(base, size, selector)
   return format('%s%d', base, selector % size)
 end
@@ -381,7 +381,7 @@ end
 -- so that an update reads its place with one HGET, without a ZSCORE.
 -- Binary rather than text: 8 bytes after a 6-byte prefix keep the value
 -- in Redis's 16-byte allocation, where a score's digits take up to 24
--- (bench/README).
+-- (bench/README.md of 4968f11).
 local function place_of(v)
   return sub(v, 1, PREFIX_LEN), (sunpack('>i8', v, PREFIX_LEN + 1))
 end
@@ -944,7 +944,7 @@ local function open_call()
   -- updates one after another: four string.subs of it give an update's four
   -- strings (about 0.8k instructions each), where two arguments of its own
   -- (about 1.2k each: the parse, the object, the Lua string), two subs and
-  -- a concatenation did (bench/README). Each update is a header (SetByte
+  -- a concatenation did (bench/README.md of 4968f11). Each update is a header (SetByte
   -- of store_update.c): its member's length (2 bytes), the lengths of its
   -- prefix and value, data given (1: set or, when empty, delete the
   -- member's data), its data's length (2 bytes); then its prefix, member,
@@ -1023,7 +1023,7 @@ end
 -- + s, j + 2s, ..: the half of them, when it doubles) move there, and go
 -- from j. Records no longer live go with them.
 -- (Counted with callgrind, a move cost Redis 14.9k instructions a record
--- when every record was written again, 13.4k split: bench/README, "What a
+-- when every record was written again, 13.4k split: bench/README.md of 4968f11, "What a
 -- layout's growth costs".) A layout
 -- that shrinks merges hashes: each record is written again into its new
 -- hash. A hash records move into is marked now: it expires at the end of
@@ -1125,7 +1125,7 @@ local function prepare_call()
   -- deferred batch, as the tables of a batch of sets below only for one:
   -- a table costs Redis its making and its collection, about 1k
   -- instructions, and a call of one update made 11 it never used
-  -- (bench/README, "What a script call costs"). Else nil, so that no
+  -- (bench/README.md of 4968f11, "What a script call costs"). Else nil, so that no
   -- call keeps an earlier call's tables alive.
   if deferred then
     prefix_of, zscore_of_member = {}, {}
@@ -1290,10 +1290,10 @@ end
 
 -- Lua's collector keeps its default pace (pause 200%: a cycle starts once
 -- the heap has doubled). An earlier build set pause 100% at each call,
--- timed at 0.88x the Redis CPU per update (bench/README, "What the Lua
--- heap costs"), but the pause is the Lua VM's, which every script and
--- function library of a Redis shares, other applications' too: a library
--- must not change it for them. Timed again, each build on a redis-server
+-- timed at 0.88x the Redis CPU per update (bench/README.md of 4968f11,
+-- "What the Lua heap costs"), but the pause is the Lua VM's, which every
+-- script and function library of a Redis shares, other applications' too:
+-- a library must not change it for them. Timed again, each build on a redis-server
 -- of its own (bench/ab.sh, OP=update MEMBERS=200000 DURATION=5 WARMUP=1
 -- APART=1 PEER=none, a busy machine; Redis µs per update, A then B):
 -- ROUNDS=3, pause 100 25.75, 19.19, 22.30 (median 22.30) against none
