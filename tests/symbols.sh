@@ -11,8 +11,14 @@
 # the generated code of the IDL (GEN_LIB), which both programs link, is
 # left out of it (rank_server_info_* is the ServerInfo struct's).
 #
+# rankctl's own functions leave out what its objects hold but did not write:
+# GLib's header inlines and the compiler's constructors (emitted at -O0),
+# and names that the libraries both programs link (SHARED_LIB: common,
+# wire) or the server libraries also define, statics of the same name
+# (address.c's fail).
+#
 # usage: symbols.sh RANKD RANKCTL RANKCTL_OBJECTS GEN_LIB CLIENT_LIB --
-#                   SERVER_LIB...
+#                   SERVER_LIB... -- SHARED_LIB...
 #   RANKCTL_OBJECTS: rankctl's object files, ';'-separated ($<TARGET_OBJECTS>)
 set -eu
 
@@ -32,6 +38,17 @@ if [ "$1" != "--" ]; then
   exit 2
 fi
 shift
+server_libs=
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  server_libs="$server_libs $1"
+  shift
+done
+if [ $# -lt 2 ]; then
+  echo "$0: expected -- before the libraries both programs link" >&2
+  exit 2
+fi
+shift
+shared_libs="$*"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -62,10 +79,17 @@ old_ifs=$IFS
 IFS=';'
 for obj in $ctl_objects; do
   "$nm" --defined-only "$obj" | awk 'NF == 3 && $2 ~ /^[tT]$/ { print $3 }'
-done | sed 's/\..*//' | grep -v '^main$' | sort -u > "$work/rankctl-own"
+done | sed 's/\..*//' | grep -v '^main$' | grep -Ev '^(_|g_|glib_)' |
+  sort -u > "$work/rankctl-objects"
 IFS=$old_ifs
+# shellcheck disable=SC2086 # the lists are words
+for lib in $server_libs $shared_libs; do
+  defined "$lib"
+done | sort -u > "$work/libraries"
+comm -23 "$work/rankctl-objects" "$work/libraries" > "$work/rankctl-own"
 # The server side: the server libraries' globals.
-globals "$@" > "$work/server"
+# shellcheck disable=SC2086
+globals $server_libs > "$work/server"
 # The generated code's functions, out of the prefix check.
 defined "$gen_lib" > "$work/generated"
 
