@@ -210,8 +210,8 @@ dispatch (gpointer data)
   g_assert_cmpint (
       thrift_protocol_read_message_begin (w->in, &name, &type, &seqid, &error),
       >, 0);
-  g_assert_cmpint (rank_handler_dispatch (w->handler, w, w->reply, name, seqid,
-                                          w->in, &bound, &error),
+  g_assert_cmpint (rank_handler_dispatch (w->handler, w, NULL, w->reply, name,
+                                          seqid, w->in, &bound, &error),
                    ==, RANK_DISPATCH_PENDING);
   g_free (name);
 }

@@ -221,8 +221,9 @@ read_args (Call *call, ThriftProtocol *in, gsize *reply_bound, GError **error)
 
 RankDispatch
 rank_handler_dispatch (RankHandler *handler, gpointer request,
-                       GByteArray *reply_buf, const char *method, gint32 seqid,
-                       ThriftProtocol *in, gsize *reply_bound, GError **error)
+                       const RankPeer *peer, GByteArray *reply_buf,
+                       const char *method, gint32 seqid, ThriftProtocol *in,
+                       gsize *reply_bound, GError **error)
 {
   Method id = METHOD_UNKNOWN;
   Call *call;
@@ -233,6 +234,7 @@ rank_handler_dispatch (RankHandler *handler, gpointer request,
   call = call_new (id);
   call->handler = handler;
   call->request = request;
+  call->peer = peer;
   call->reply = reply_buf;
   call->seqid = seqid;
   call->method = id;

@@ -13,6 +13,7 @@
 #include <thrift/c_glib/protocol/thrift_protocol.h>
 #include <thrift/c_glib/thrift_application_exception.h>
 
+#include "access.h"
 #include "config.h"
 #include "protocol.h"
 #include "cache.h"
@@ -65,13 +66,15 @@ gint64 rank_handler_default_window_ms (RankHandler *handler);
 
 /* Reads the arguments of method from in and starts the call, which writes
  * its reply into reply (the caller's, kept until answered) and then calls
- * answered (request, ...). *reply_bound gets the most bytes that reply can
- * take. Unknown methods and invalid arguments are answered at once:
+ * answered (request, ...). peer is who calls (kept until answered; NULL:
+ * rankd itself, an in-process call). *reply_bound gets the most bytes that
+ * reply can take. Unknown methods and invalid arguments are answered at once:
  * answered() may run before this returns. */
 RankDispatch rank_handler_dispatch (RankHandler *handler, gpointer request,
-                                    GByteArray *reply, const char *method,
-                                    gint32 seqid, ThriftProtocol *in,
-                                    gsize *reply_bound, GError **error);
+                                    const RankPeer *peer, GByteArray *reply,
+                                    const char *method, gint32 seqid,
+                                    ThriftProtocol *in, gsize *reply_bound,
+                                    GError **error);
 
 /* Writes a whole TApplicationException message into reply: for calls
  * whose arguments do not decode. FALSE if it could not be encoded. */

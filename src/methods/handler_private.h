@@ -81,8 +81,9 @@ typedef struct _Call Call;
 struct _Call
 {
   RankHandler *handler;
-  gpointer request;  /* the server's, for answered() */
-  GByteArray *reply; /* the server's buffer this call's reply goes to */
+  gpointer request;     /* the server's, for answered() */
+  const RankPeer *peer; /* who calls; NULL: rankd itself (in-process) */
+  GByteArray *reply;    /* the server's buffer this call's reply goes to */
   Method method;
   gint32 seqid;
   /* The arguments: the generated struct, or for the busiest methods the

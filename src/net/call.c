@@ -99,8 +99,8 @@ call_run (gpointer data)
   w->in_flight++;
   /* answered() may run, and free r, before dispatch returns. */
   if (!rank_request_reader_begin (reader, &error)
-      || rank_handler_dispatch (w->handler, r, r->reply, call->method, 0, in,
-                                &bound, &error)
+      || rank_handler_dispatch (w->handler, r, NULL, r->reply, call->method, 0,
+                                in, &bound, &error)
              == RANK_DISPATCH_FAILED)
     {
       w->in_flight--;

@@ -125,6 +125,7 @@ rank_conn_free (Conn *c)
     g_queue_unlink (&w->ready, &c->ready_node);
   g_object_unref (c->in);
   g_object_unref (c->reader);
+  g_free (c->peer.identity);
   g_free (c);
   if (w->draining && w->conns.length == 0)
     worker_drained (w);
@@ -377,8 +378,8 @@ serve_one (Conn *c)
   g_queue_push_tail_link (&c->requests, &r->link);
   c->in_flight++;
   w->in_flight++;
-  d = rank_handler_dispatch (w->handler, r, r->reply, method, seqid, c->in,
-                             &bound, &error);
+  d = rank_handler_dispatch (w->handler, r, &c->peer, r->reply, method, seqid,
+                             c->in, &bound, &error);
   if (d == RANK_DISPATCH_PENDING)
     {
       /* What its reply may take counts until it is answered. */

@@ -44,6 +44,7 @@ struct _Conn
   GList node;       /* in worker->conns */
   GList ready_node; /* in worker->ready while it may have replies to send */
   int fd;           /* -1 once the socket is closed */
+  RankPeer peer;    /* who is connected */
   RankLoopWatch *watch;
   RankRequestReader *reader;
   ThriftProtocol *in;
