@@ -105,7 +105,13 @@ context_new (const RankTlsFiles *files, gboolean server, GError **error)
       else if (SSL_CTX_use_PrivateKey_file (ctx, files->key_file,
                                             SSL_FILETYPE_PEM)
                != 1)
-        what = g_strdup_printf ("cannot load the key %s", files->key_file);
+        what
+            = ERR_GET_REASON (ERR_peek_last_error ())
+                      == X509_R_KEY_VALUES_MISMATCH
+                  ? g_strdup_printf ("the key %s is not the certificate "
+                                     "%s's",
+                                     files->key_file, files->cert_file)
+                  : g_strdup_printf ("cannot load the key %s", files->key_file);
       else if (SSL_CTX_check_private_key (ctx) != 1)
         what = g_strdup_printf ("the key %s is not the certificate %s's",
                                 files->key_file, files->cert_file);
