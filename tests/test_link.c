@@ -84,7 +84,7 @@ test_reply_read_before_deadline (void)
   g_mutex_init (&h.lock);
   g_cond_init (&h.cond);
   h.loop = loop;
-  h.link = rank_redis_link_new (loop, &address, TIMEOUT_MS);
+  h.link = rank_redis_link_new (loop, &address, TIMEOUT_MS, NULL);
   rank_redis_link_start (h.link);
   rank_loop_start (loop, "test-link");
   g_assert_true (rank_redis_link_wait_ready (h.link, 10000, &error));
