@@ -36,6 +36,10 @@ from servers import connect, free_port, start, stop  # noqa: E402
 
 WRAPPER = shlex.split(os.environ.get("RANKD_TEST_WRAPPER", ""))
 DEADLINE = 180 if WRAPPER else 60
+# --redis-timeout: under valgrind a TLS handshake and the start-up commands
+# take rankd seconds, and the connect deadline is this timeout.
+TIMEOUT = "10" if WRAPPER else "2"
+SHORT_TIMEOUT = "10" if WRAPPER else "0.5"
 NODES = 6
 SLOTS = 16384
 
@@ -206,6 +210,17 @@ class Base(unittest.TestCase):
         self.addCleanup(transport.close)
         return client
 
+    def served(self, c):
+        """rankd reaches Redis: a read answers (waits until it does)."""
+        def ok():
+            try:
+                c.GetTopN(GetTopNRequest(board="ready", n=1))
+                return True
+            except Unavailable:
+                return False
+        wait_for("rankd to reach Redis", ok)
+        return c
+
     def rankd_fails(self, *args, config=None):
         """rankd refuses to start: (exit status, what it said)."""
         argv = [*WRAPPER, RANKD, "--listen", f"127.0.0.1:{free_port()}"]
@@ -234,8 +249,9 @@ class PlainNodeTest(Base):
         named by rankd (start-up commands ran over TLS)."""
         rankd, port = self.start_rankd(
             "--redis", f"127.0.0.1:{self.redis_port}", "--redis-tls",
-            "--redis-tls-ca", self.path("ca.pem"), *self.client_cert())
-        c = self.client(port)
+            "--redis-tls-ca", self.path("ca.pem"), *self.client_cert(),
+            "--redis-timeout", TIMEOUT)
+        c = self.served(self.client(port))
         for i, member in enumerate(("a", "b", "c")):
             r = c.Update(set_to("tls", member, 10 * (i + 1), f"tls-{i}"))
             self.assertTrue(r.applied)
@@ -258,8 +274,9 @@ class PlainNodeTest(Base):
         calls: every byte is read, none is left in the session."""
         rankd, port = self.start_rankd(
             "--redis", f"127.0.0.1:{self.redis_port}", "--redis-tls",
-            "--redis-tls-ca", self.path("ca.pem"), *self.client_cert())
-        c = self.client(port)
+            "--redis-tls-ca", self.path("ca.pem"), *self.client_cert(),
+            "--redis-timeout", TIMEOUT)
+        c = self.served(self.client(port))
         for j in range(2000):
             c.Update(set_to("big", f"member-{j:05d}-" + "x" * 40, j,
                             f"big-{j}"))
@@ -307,8 +324,9 @@ class PlainNodeTest(Base):
         rankd, port = self.start_rankd(
             "--redis", f"127.0.0.1:{self.redis_port}", "--redis-tls",
             "--redis-tls-ca", self.path("ca.pem"), *self.client_cert(),
-            "--redis-tls-server-name", "localhost")
-        self.client(port).Update(set_to("named", "a", 1, "named-1"))
+            "--redis-tls-server-name", "localhost", "--redis-timeout", TIMEOUT)
+        self.served(self.client(port)).Update(set_to("named", "a", 1,
+                                                     "named-1"))
         rankd, port = self.start_rankd(
             "--redis", f"127.0.0.1:{self.redis_port}", "--redis-tls",
             "--redis-tls-ca", self.path("ca.pem"), *self.client_cert(),
@@ -338,8 +356,8 @@ tls_key={self.path("server.key")}
 tls_server_name=127.0.0.1
 """)
         rankd, port = self.start_rankd("--config", conf,
-                                       "--redis-timeout", "0.5")
-        c = self.client(port)
+                                       "--redis-timeout", SHORT_TIMEOUT)
+        c = self.served(self.client(port))
         self.assertTrue(c.Update(set_to("hup", "a", 1, "hup-1")).applied)
 
         def hup(expect):
@@ -447,8 +465,9 @@ tls_key={self.path("server.key")}
 read_from=replica
 max_replica_lag_ms=10000
 """)
-        rankd, port = self.start_rankd("--config", conf)
-        c = self.client(port)
+        rankd, port = self.start_rankd("--config", conf,
+                                       "--redis-timeout", TIMEOUT)
+        c = self.served(self.client(port))
         self.assertTrue(c.Update(set_to("rr", "a", 7, "rr-1")).applied)
 
         def replica_reads():
@@ -544,7 +563,7 @@ class ClusterTest(Base):
         return self.start_rankd(
             "--redis-cluster", f"127.0.0.1:{self.ports[0]}", "--config", conf,
             "--redis-tls", "--redis-tls-ca", self.path("ca.pem"),
-            *self.client_cert(), "--redis-timeout", "2")
+            *self.client_cert(), "--redis-timeout", TIMEOUT)
 
     def test_1_tls_ports_in_the_map(self):
         """CLUSTER SLOTS, asked over TLS, names the TLS ports rankd is
@@ -562,7 +581,7 @@ class ClusterTest(Base):
         """Boards and shards over every master; a slot moved (MOVED) and
         one half-way through a move (ASK) are followed, over TLS."""
         rankd, port = self.start_cluster_rankd()
-        c = self.client(port)
+        c = self.served(self.client(port))
         for i in range(40):
             c.Update(add("ct_sh", f"m{i}", i, f"sh-{i}"))
             c.Update(add("ct_plain", f"m{i}", i, f"pl-{i}"))
