@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -478,6 +479,19 @@ nodes_to_string (const GArray *nodes)
   return g_string_free (out, FALSE);
 }
 
+/* Whether the [redis] tls keys of two loaded files differ. */
+static gboolean
+redis_tls_changed (const RankConfig *a, const RankConfig *b)
+{
+  const RankConfigRedisTls *x = rank_config_redis_tls (a);
+  const RankConfigRedisTls *y = rank_config_redis_tls (b);
+
+  return x->tls != y->tls || g_strcmp0 (x->ca_file, y->ca_file) != 0
+         || g_strcmp0 (x->cert_file, y->cert_file) != 0
+         || g_strcmp0 (x->key_file, y->key_file) != 0
+         || g_strcmp0 (x->server_name, y->server_name) != 0;
+}
+
 /* SIGHUP: reads --config again and, if it loads, serves with its board
  * options from now on. A file with errors changes nothing. Redis nodes are
  * fixed at start. */
@@ -513,6 +527,9 @@ reload (Options *o, RankServer *server, RankHttp *http, RankRedisTls *tls)
                         rank_config_redis_nodes (o->boards)))
     g_warning ("SIGHUP: [redis] nodes changed; the new list takes effect at "
                "the next start");
+  if (redis_tls_changed (boards, o->boards))
+    g_warning ("SIGHUP: [redis] tls settings changed; they take effect at "
+               "the next start (the files named at start were read again)");
   rank_server_set_boards (server, boards);
   rank_http_set_boards (http, boards);
   rank_config_unref (o->boards);
@@ -561,6 +578,8 @@ run (Options *o, RankServerConfig *config)
       g_prefix_error (&error, "Redis TLS: ");
       goto out;
     }
+  /* Its pointers are into the configuration a reload replaces. */
+  memset (&o->redis_tls_files, 0, sizeof o->redis_tls_files);
   config->replicas = (const RankAddress *) (gpointer) o->replicas->data;
   config->replica_of = (const guint *) (gpointer) o->replica_of->data;
   config->n_replicas = o->replicas->len;
