@@ -64,6 +64,7 @@ struct _RankTracking
   gboolean started; /* the cache asked for the session */
   int timeout_ms;
   char *user, *password;
+  RankRedisTls *tls; /* NULL: plain */
   gboolean up;
   guint64 epoch;
   GHashTable *boards; /* name -> shards: every board registered */
@@ -744,9 +745,12 @@ start_node (RankTracking *t, guint i)
 
   if (t->user == NULL)
     auth[1] = t->password;
-  n->sub = rank_redis_link_new (t->loop, &t->addresses[i], t->timeout_ms);
-  n->trk = rank_redis_link_new (t->loop, &t->addresses[i], t->timeout_ms);
-  n->spare = rank_redis_link_new (t->loop, &t->addresses[i], t->timeout_ms);
+  n->sub
+      = rank_redis_link_new (t->loop, &t->addresses[i], t->timeout_ms, t->tls);
+  n->trk
+      = rank_redis_link_new (t->loop, &t->addresses[i], t->timeout_ms, t->tls);
+  n->spare
+      = rank_redis_link_new (t->loop, &t->addresses[i], t->timeout_ms, t->tls);
   if (t->password != NULL)
     {
       rank_redis_link_add_startup (n->sub, auth_argc, auth, NULL);
@@ -984,6 +988,7 @@ rank_tracking_new (RankLoop *loop, RankReadCache *cache,
   t->max_slots = options->max_boards;
   t->user = g_strdup (options->user);
   t->password = g_strdup (options->password);
+  t->tls = options->tls != NULL ? rank_redis_tls_ref (options->tls) : NULL;
   t->boards = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   rank_loop_add_prepare (loop, prepare, t);
   rank_read_cache_set_want (cache, want, t);
@@ -1008,6 +1013,7 @@ rank_tracking_free (RankTracking *t)
   g_free (t->nodes);
   g_free (t->addresses);
   g_free (t->user);
+  rank_redis_tls_unref (t->tls);
   g_free (t->password);
   g_hash_table_unref (t->boards);
   g_free (t);

@@ -43,6 +43,7 @@
 #include "address.h"
 #include "cache.h"
 #include "loop.h"
+#include "redis_tls.h"
 
 typedef struct _RankTracking RankTracking;
 
@@ -52,6 +53,7 @@ typedef struct
   guint max_boards;     /* prefixes the tracked set takes at most */
   const char *user;     /* AUTH (copied; NULL: none) */
   const char *password; /* (copied; NULL: none) */
+  RankRedisTls *tls;    /* the links' TLS (NULL: plain; referenced) */
 } RankTrackingOptions;
 
 /* Connects to nodes only once the cache asks for a tracked board. */

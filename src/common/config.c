@@ -25,6 +25,7 @@ struct _RankConfig
   char *redis_user;
   char *redis_password;
   GHashTable *replicas; /* primary, as written -> GStrv of its replicas */
+  RankConfigRedisTls redis_tls;
 };
 
 #define BOARD_SECTION_PREFIX "board "
@@ -61,7 +62,8 @@ static const char *const board_keys[] = { "shards",
                                           "max_replica_lag_ms",
                                           NULL };
 static const char *const redis_keys[]
-    = { "nodes", "user", "password", "replicas", NULL };
+    = { "nodes",  "user",     "password", "replicas",        "tls",
+        "tls_ca", "tls_cert", "tls_key",  "tls_server_name", NULL };
 
 static gboolean fail_at (const Loader *loader, const char *section,
                          const char *key, GError **error, const char *fmt, ...)
@@ -577,6 +579,26 @@ load_replicas (const Loader *loader, RankConfig *config, GError **error)
   return TRUE;
 }
 
+/* [redis] tls=true|false and its files (checked against each other, and
+ * loaded, by whoever makes the links: the command line may add to them). */
+static gboolean
+load_redis_tls (const Loader *loader, RankConfig *config, GError **error)
+{
+  static const char *const names[] = { "false", "true", NULL };
+  static const int values[] = { FALSE, TRUE };
+  RankConfigRedisTls *tls = &config->redis_tls;
+  int on = FALSE;
+
+  if (!get_choice (loader, "redis", "tls", names, values, &on, error))
+    return FALSE;
+  tls->tls = on;
+  return get_string (loader, "redis", "tls_ca", &tls->ca_file, error)
+         && get_string (loader, "redis", "tls_cert", &tls->cert_file, error)
+         && get_string (loader, "redis", "tls_key", &tls->key_file, error)
+         && get_string (loader, "redis", "tls_server_name", &tls->server_name,
+                        error);
+}
+
 static gboolean
 load_sections (const Loader *loader, RankConfig *config, GError **error)
 {
@@ -608,7 +630,8 @@ load_sections (const Loader *loader, RankConfig *config, GError **error)
          && load_replicas (loader, config, error)
          && get_string (loader, "redis", "user", &config->redis_user, error)
          && get_string (loader, "redis", "password", &config->redis_password,
-                        error);
+                        error)
+         && load_redis_tls (loader, config, error);
 }
 
 static void
@@ -740,6 +763,10 @@ rank_config_unref (RankConfig *config)
   if (config->redis_password != NULL)
     explicit_bzero (config->redis_password, strlen (config->redis_password));
   g_free (config->redis_password);
+  g_free (config->redis_tls.ca_file);
+  g_free (config->redis_tls.cert_file);
+  g_free (config->redis_tls.key_file);
+  g_free (config->redis_tls.server_name);
   g_free (config);
 }
 
@@ -818,4 +845,10 @@ const char *
 rank_config_redis_password (const RankConfig *config)
 {
   return config->redis_password;
+}
+
+const RankConfigRedisTls *
+rank_config_redis_tls (const RankConfig *config)
+{
+  return &config->redis_tls;
 }

@@ -36,6 +36,15 @@
  *   password=...          (AUTH; keep the file private)
  *   replicas=127.0.0.1:7000=127.0.0.1:7100,127.0.0.1:7101;127.0.0.1:7001=...
  *                         each primary's replicas, for read_from=replica
+ *   tls=true              TLS to every TCP node (default false; never to
+ *                         a unix socket)
+ *   tls_ca=FILE           CAs that sign Redis's certificates (PEM;
+ *                         default the system's)
+ *   tls_cert=FILE         rankd's client certificate and key (PEM), for a
+ *   tls_key=FILE          Redis with tls-auth-clients (default none)
+ *   tls_server_name=NAME  the name every node's certificate must carry
+ *                         (default each node's host as given; an IP
+ *                         address is checked as an IP subjectAltName)
  *
  * Loading is strict: an unreadable file, a line that is not a section, a
  * key=value or a comment, an unknown section or key, a repeated one, or a
@@ -96,8 +105,8 @@ typedef struct
   /* Tie-breakers after the score: how many, and which sort lower first. */
   guint n_subscores;
   gboolean subscore_asc[RANK_SUBSCORES_MAX];
-  /* The update queue (src/methods/drain.h): Enqueue takes updates for the board;
-   * entries pending this long on a rankd are claimed by another; at most
+  /* The update queue (src/methods/drain.h): Enqueue takes updates for the
+   * board; entries pending this long on a rankd are claimed by another; at most
    * this many wait; at most this many are applied a second (0: any). */
   gboolean queue;
   guint queue_claim_after_s;
@@ -151,5 +160,17 @@ guint rank_config_redis_replica_sets (const RankConfig *config);
 /* [redis] user and password, or NULL. */
 const char *rank_config_redis_user (const RankConfig *config);
 const char *rank_config_redis_password (const RankConfig *config);
+
+/* [redis] tls and its keys as written (NULL: not given); the files are
+ * not read here. */
+typedef struct
+{
+  gboolean tls;
+  char *ca_file;     /* tls_ca */
+  char *cert_file;   /* tls_cert */
+  char *key_file;    /* tls_key */
+  char *server_name; /* tls_server_name */
+} RankConfigRedisTls;
+const RankConfigRedisTls *rank_config_redis_tls (const RankConfig *config);
 
 #endif /* RANK_CONFIG_H */

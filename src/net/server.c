@@ -72,6 +72,7 @@ worker_init (Worker *w, RankServer *server, guint index)
     .max_boards = server->config.read_cache_tracked_boards,
     .user = server->config.redis_user,
     .password = server->config.redis_password,
+    .tls = server->config.redis_tls,
   };
   RankBackendConfig backend = {
     .nodes = server->nodes,
@@ -84,6 +85,7 @@ worker_init (Worker *w, RankServer *server, guint index)
     .replicas = server->replicas,
     .replica_of = server->replica_of,
     .n_replicas = server->n_replicas,
+    .tls = server->config.redis_tls,
   };
 
   w->server = server;

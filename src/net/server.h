@@ -13,6 +13,7 @@
 #include "address.h"
 #include "config.h"
 #include "protocol.h"
+#include "redis_tls.h"
 
 typedef struct
 {
@@ -38,6 +39,7 @@ typedef struct
   const RankAddress *replicas;
   const guint *replica_of;
   guint n_replicas;
+  RankRedisTls *redis_tls; /* TLS to Redis (NULL: plain); links ref it */
 } RankServerConfig;
 
 typedef struct _RankServer RankServer;

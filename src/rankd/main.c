@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "constants.h"
 #include "http.h"
 #include "protocol.h"
+#include "redis_tls.h"
 #include "server.h"
 #include "thrift_fixes.h"
 
@@ -56,6 +58,17 @@ typedef struct
   GArray *nodes; /* RankAddress: --redis, or [redis] nodes; empty: embedded */
   GArray *replicas;   /* RankAddress: [redis] replicas of the nodes */
   GArray *replica_of; /* guint: the node of each */
+  /* TLS to Redis: --redis-tls*, over [redis] tls* (the files are loaded
+   * by run). */
+  gboolean redis_tls;
+  char *redis_tls_ca;
+  char *redis_tls_cert;
+  char *redis_tls_key;
+  char *redis_tls_server_name;
+  /* Merged (pointers into the above and o->boards as loaded at start;
+   * run loads them once, before any reload). */
+  RankRedisTlsOptions redis_tls_files;
+  gboolean redis_tls_on;
 } Options;
 
 static void
@@ -83,6 +96,10 @@ options_clear (Options *o)
     g_array_unref (o->replicas);
   if (o->replica_of != NULL)
     g_array_unref (o->replica_of);
+  g_free (o->redis_tls_ca);
+  g_free (o->redis_tls_cert);
+  g_free (o->redis_tls_key);
+  g_free (o->redis_tls_server_name);
 }
 
 static gboolean usage_error (GError **error, const char *fmt, ...)
@@ -165,6 +182,64 @@ parse_nodes (Options *o, GError **error)
   return parse_replicas (o, names, error);
 }
 
+/* --redis-tls* over [redis] tls*: each option replaces its key. What is
+ * given must make sense together; the files are loaded later (run). */
+static gboolean
+parse_redis_tls (Options *o, GError **error)
+{
+  const RankConfigRedisTls *file = rank_config_redis_tls (o->boards);
+  RankRedisTlsOptions *tls = &o->redis_tls_files;
+  const char *on = o->redis_tls ? "--redis-tls" : "[redis] tls";
+  const char *cert
+      = o->redis_tls_cert ? "--redis-tls-cert" : "[redis] tls_cert";
+  const char *key = o->redis_tls_key ? "--redis-tls-key" : "[redis] tls_key";
+  struct
+  {
+    const char *value, *name;
+  } given[] = {
+    { o->redis_tls_ca ? o->redis_tls_ca : file->ca_file,
+      o->redis_tls_ca ? "--redis-tls-ca" : "[redis] tls_ca" },
+    { o->redis_tls_cert ? o->redis_tls_cert : file->cert_file, cert },
+    { o->redis_tls_key ? o->redis_tls_key : file->key_file, key },
+    { o->redis_tls_server_name ? o->redis_tls_server_name : file->server_name,
+      o->redis_tls_server_name ? "--redis-tls-server-name"
+                               : "[redis] tls_server_name" },
+  };
+  gboolean any_tcp = FALSE;
+
+  o->redis_tls_on = o->redis_tls || file->tls;
+  tls->ca_file = given[0].value;
+  tls->cert_file = given[1].value;
+  tls->key_file = given[2].value;
+  tls->server_name = given[3].value;
+  for (guint i = 0; i < G_N_ELEMENTS (given); i++)
+    {
+      if (given[i].value != NULL && *given[i].value == '\0')
+        return usage_error (error, "%s: must not be empty", given[i].name);
+      if (given[i].value != NULL && !o->redis_tls_on)
+        return usage_error (error,
+                            "%s: given without --redis-tls (or [redis] "
+                            "tls=true): Redis would be reached without TLS",
+                            given[i].name);
+    }
+  if ((tls->cert_file == NULL) != (tls->key_file == NULL))
+    return usage_error (error,
+                        "%s: a client certificate needs its key, "
+                        "and a key its certificate (%s)",
+                        tls->cert_file != NULL ? cert : key,
+                        tls->cert_file != NULL ? key : cert);
+  for (guint i = 0; i < o->nodes->len; i++)
+    any_tcp = any_tcp || g_array_index (o->nodes, RankAddress, i).path == NULL;
+  if (o->redis_tls_on && !any_tcp)
+    return usage_error (error,
+                        "%s: no Redis node is reached over TCP (the "
+                        "embedded Redis and unix sockets never use TLS); "
+                        "name the nodes with --redis, --redis-cluster or "
+                        "[redis] nodes",
+                        on);
+  return TRUE;
+}
+
 static gboolean
 usage_error (GError **error, const char *fmt, ...)
 {
@@ -193,6 +268,22 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
       "Use a Redis Cluster (instead of --redis): seed nodes to discover it "
       "from; boards and their shards spread over its masters",
       "HOST:PORT[,HOST:PORT...]" },
+    /* TLS to Redis (the [redis] tls* keys, which these replace). */
+    { "redis-tls", 0, 0, G_OPTION_ARG_NONE, &o->redis_tls,
+      "Speak TLS to the Redis nodes (not to a unix socket)", NULL },
+    { "redis-tls-ca", 0, 0, G_OPTION_ARG_FILENAME, &o->redis_tls_ca,
+      "CAs that sign the Redis nodes' certificates (PEM; default the "
+      "system's)",
+      "FILE" },
+    { "redis-tls-cert", 0, 0, G_OPTION_ARG_FILENAME, &o->redis_tls_cert,
+      "Client certificate for Redis (PEM; with --redis-tls-key)", "FILE" },
+    { "redis-tls-key", 0, 0, G_OPTION_ARG_FILENAME, &o->redis_tls_key,
+      "Key of --redis-tls-cert (PEM)", "FILE" },
+    { "redis-tls-server-name", 0, 0, G_OPTION_ARG_STRING,
+      &o->redis_tls_server_name,
+      "The name the nodes' certificates must carry (default: each node's "
+      "host as given)",
+      "NAME" },
     { "wait-replicas", 0, 0, G_OPTION_ARG_INT, &o->wait_replicas,
       "Acknowledge an update only once this many Redis replicas have it "
       "(WAIT; default 0: once the master has it)",
@@ -322,7 +413,8 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
                         o->read_cache_tracked_boards);
   o->boards = o->config != NULL ? rank_config_load (o->config, error)
                                 : rank_config_new ();
-  if (o->boards == NULL || !parse_nodes (o, error))
+  if (o->boards == NULL || !parse_nodes (o, error)
+      || !parse_redis_tls (o, error))
     return FALSE;
   server->redis_cluster = o->redis_cluster != NULL;
   if (o->wait_replicas < 0 || o->wait_replicas > RANK_WAIT_REPLICAS_MAX)
@@ -387,15 +479,37 @@ nodes_to_string (const GArray *nodes)
   return g_string_free (out, FALSE);
 }
 
+/* Whether the [redis] tls keys of two loaded files differ. */
+static gboolean
+redis_tls_changed (const RankConfig *a, const RankConfig *b)
+{
+  const RankConfigRedisTls *x = rank_config_redis_tls (a);
+  const RankConfigRedisTls *y = rank_config_redis_tls (b);
+
+  return x->tls != y->tls || g_strcmp0 (x->ca_file, y->ca_file) != 0
+         || g_strcmp0 (x->cert_file, y->cert_file) != 0
+         || g_strcmp0 (x->key_file, y->key_file) != 0
+         || g_strcmp0 (x->server_name, y->server_name) != 0;
+}
+
 /* SIGHUP: reads --config again and, if it loads, serves with its board
  * options from now on. A file with errors changes nothing. Redis nodes are
  * fixed at start. */
 static void
-reload (Options *o, RankServer *server, RankHttp *http)
+reload (Options *o, RankServer *server, RankHttp *http, RankRedisTls *tls)
 {
   g_autoptr (GError) error = NULL;
   RankConfig *boards;
 
+  /* The Redis TLS files named at start, read again: new connections to
+   * Redis use them. */
+  if (tls != NULL && !rank_redis_tls_reload (tls, &error))
+    g_warning ("SIGHUP: Redis TLS files not reloaded, the loaded ones stay: "
+               "%s",
+               error->message);
+  else if (tls != NULL)
+    g_message ("SIGHUP: reloaded the Redis TLS files");
+  g_clear_error (&error);
   if (o->config == NULL)
     {
       g_message ("SIGHUP: no --config to reload");
@@ -413,6 +527,9 @@ reload (Options *o, RankServer *server, RankHttp *http)
                         rank_config_redis_nodes (o->boards)))
     g_warning ("SIGHUP: [redis] nodes changed; the new list takes effect at "
                "the next start");
+  if (redis_tls_changed (boards, o->boards))
+    g_warning ("SIGHUP: [redis] tls settings changed; they take effect at "
+               "the next start (the files named at start were read again)");
   rank_server_set_boards (server, boards);
   rank_http_set_boards (http, boards);
   rank_config_unref (o->boards);
@@ -454,6 +571,15 @@ run (Options *o, RankServerConfig *config)
   int status = EXIT_FAILURE;
 
   raise_fd_limit (config->max_connections);
+  if (o->redis_tls_on
+      && (config->redis_tls = rank_redis_tls_new (&o->redis_tls_files, &error))
+             == NULL)
+    {
+      g_prefix_error (&error, "Redis TLS: ");
+      goto out;
+    }
+  /* Its pointers are into the configuration a reload replaces. */
+  memset (&o->redis_tls_files, 0, sizeof o->redis_tls_files);
   config->replicas = (const RankAddress *) (gpointer) o->replicas->data;
   config->replica_of = (const guint *) (gpointer) o->replica_of->data;
   config->n_replicas = o->replicas->len;
@@ -498,7 +624,7 @@ run (Options *o, RankServerConfig *config)
     g_message (
         "rankd %s listening on %s:%u (%s, %s); redis %s%s; "
         "%u io threads; dedup window %d s; redis timeout %d ms; "
-        "idle timeout %d s; max %u connections; max frame %u bytes%s%s%s",
+        "idle timeout %d s; max %u connections; max frame %u bytes%s%s%s%s",
         RANKD_VERSION, config->listen.host, rank_server_port (server),
         config->framed ? "framed" : "buffered",
         config->protocol == RANK_PROTOCOL_COMPACT ? "compact" : "binary",
@@ -506,10 +632,11 @@ run (Options *o, RankServerConfig *config)
         o->dedup_window_s, config->redis_timeout_ms, o->idle_timeout_s,
         config->max_connections, config->max_frame,
         o->config ? "; config " : "", o->config ? o->config : "",
-        config->redis_password ? "; redis AUTH on" : "");
+        config->redis_password ? "; redis AUTH on" : "",
+        config->redis_tls ? "; redis TLS on" : "");
   }
   while (rank_server_accept (server, sfd) == SIGHUP)
-    reload (o, server, http);
+    reload (o, server, http, config->redis_tls);
   g_message ("stopped serving; shutting down");
   /* Its requests in progress call the workers: they finish first. */
   g_clear_pointer (&http, rank_http_free);
@@ -522,6 +649,7 @@ out:
   rank_http_free (http);
   rank_server_free (server);
   rank_embedded_redis_stop (embedded);
+  rank_redis_tls_unref (config->redis_tls);
   if (sfd >= 0)
     close (sfd);
   return status;

@@ -199,11 +199,12 @@ rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
   backend->impl_data
       = config->cluster
             ? rank_backend_cluster_new (loop, config->nodes, config->n_nodes,
-                                        config->timeout_ms, startup)
+                                        config->timeout_ms, config->tls,
+                                        startup)
             : rank_backend_nodes_new (loop, config->nodes, config->n_nodes,
                                       config->replicas, config->replica_of,
                                       config->n_replicas, config->timeout_ms,
-                                      startup);
+                                      config->tls, startup);
   backend->wait_replicas = config->wait_replicas;
   /* WAIT answers within half the link's timeout, which stays the bound
    * for the connection itself. */

@@ -34,6 +34,7 @@
 #include "address.h"
 #include "command.h"
 #include "loop.h"
+#include "redis_tls.h"
 #include "reply.h"
 
 typedef struct _RankBackend RankBackend;
@@ -52,6 +53,9 @@ typedef struct
   const RankAddress *replicas;
   const guint *replica_of;
   guint n_replicas;
+  /* Every link to a TCP node speaks TLS (NULL: plain; a unix socket never
+   * does); the links take references. */
+  RankRedisTls *tls;
 } RankBackendConfig;
 
 typedef void (*RankBackendFunc) (const RankReply *reply, const GError *error,

@@ -10,10 +10,11 @@
 
 gpointer
 rank_backend_cluster_new (RankLoop *loop, const RankAddress *seeds,
-                          guint n_seeds, int timeout_ms, GPtrArray *startup)
+                          guint n_seeds, int timeout_ms, RankRedisTls *tls,
+                          GPtrArray *startup)
 {
   RankCluster *cluster
-      = rank_cluster_new (loop, seeds, n_seeds, timeout_ms, 0, NULL);
+      = rank_cluster_new (loop, seeds, n_seeds, timeout_ms, tls, 0, NULL);
 
   for (guint i = 0; i < startup->len; i++)
     {

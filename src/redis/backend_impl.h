@@ -33,16 +33,18 @@ typedef struct
 } RankBackendImpl;
 
 /* startup: commands (GStrv) every new connection sends first, in order.
- * replicas[i] (n_replicas of them) is a replica of node replica_of[i]. */
+ * replicas[i] (n_replicas of them) is a replica of node replica_of[i].
+ * tls: every link's (NULL: plain). */
 gpointer rank_backend_nodes_new (RankLoop *loop, const RankAddress *nodes,
                                  guint n_nodes, const RankAddress *replicas,
                                  const guint *replica_of, guint n_replicas,
-                                 int timeout_ms, GPtrArray *startup);
+                                 int timeout_ms, RankRedisTls *tls,
+                                 GPtrArray *startup);
 extern const RankBackendImpl rank_backend_nodes_impl;
 
 gpointer rank_backend_cluster_new (RankLoop *loop, const RankAddress *seeds,
                                    guint n_seeds, int timeout_ms,
-                                   GPtrArray *startup);
+                                   RankRedisTls *tls, GPtrArray *startup);
 extern const RankBackendImpl rank_backend_cluster_impl;
 
 #endif /* RANK_BACKEND_IMPL_H */

@@ -51,9 +51,9 @@ probe (gpointer data)
 
 static RankRedisLink *
 new_link (RankLoop *loop, const RankAddress *address, int timeout_ms,
-          GPtrArray *startup)
+          RankRedisTls *tls, GPtrArray *startup)
 {
-  RankRedisLink *link = rank_redis_link_new (loop, address, timeout_ms);
+  RankRedisLink *link = rank_redis_link_new (loop, address, timeout_ms, tls);
 
   for (guint j = 0; j < startup->len; j++)
     {
@@ -68,7 +68,8 @@ new_link (RankLoop *loop, const RankAddress *address, int timeout_ms,
 gpointer
 rank_backend_nodes_new (RankLoop *loop, const RankAddress *nodes, guint n_nodes,
                         const RankAddress *replicas, const guint *replica_of,
-                        guint n_replicas, int timeout_ms, GPtrArray *startup)
+                        guint n_replicas, int timeout_ms, RankRedisTls *tls,
+                        GPtrArray *startup)
 {
   Nodes *impl = g_new0 (Nodes, 1);
 
@@ -76,14 +77,14 @@ rank_backend_nodes_new (RankLoop *loop, const RankAddress *nodes, guint n_nodes,
   impl->n = n_nodes;
   impl->links = g_new0 (RankRedisLink *, n_nodes);
   for (guint i = 0; i < n_nodes; i++)
-    impl->links[i] = new_link (loop, &nodes[i], timeout_ms, startup);
+    impl->links[i] = new_link (loop, &nodes[i], timeout_ms, tls, startup);
   impl->n_replicas = n_replicas;
   impl->replicas = g_new0 (Replica, MAX (n_replicas, 1));
   for (guint r = 0; r < n_replicas; r++)
     {
       g_assert (replica_of[r] < n_nodes);
       impl->replicas[r].lag.link
-          = new_link (loop, &replicas[r], timeout_ms, startup);
+          = new_link (loop, &replicas[r], timeout_ms, tls, startup);
       impl->replicas[r].node = replica_of[r];
     }
   if (n_replicas > 0)

@@ -20,6 +20,7 @@ struct _RankCluster
 {
   RankLoop *loop;
   int timeout_ms;
+  RankRedisTls *tls;  /* NULL: plain */
   GPtrArray *startup; /* GStrv: sent first on every new connection */
   GPtrArray *nodes;   /* Node *, the seeds first */
   guint n_seeds;
@@ -133,8 +134,8 @@ node_index (RankCluster *cluster, const char *host, guint16 port)
   node = g_new0 (Node, 1);
   node->host = g_strdup (host);
   node->port = port;
-  node->link
-      = rank_redis_link_new (cluster->loop, &address, cluster->timeout_ms);
+  node->link = rank_redis_link_new (cluster->loop, &address,
+                                    cluster->timeout_ms, cluster->tls);
   for (guint i = 0; i < cluster->startup->len; i++)
     {
       char **argv = g_ptr_array_index (cluster->startup, i);
@@ -255,13 +256,15 @@ rank_cluster_replica (RankCluster *cluster, guint slot, int max_lag_ms,
 
 RankCluster *
 rank_cluster_new (RankLoop *loop, const RankAddress *seeds, guint n_seeds,
-                  int timeout_ms, int auth_argc, const char *const *auth_argv)
+                  int timeout_ms, RankRedisTls *tls, int auth_argc,
+                  const char *const *auth_argv)
 {
   RankCluster *cluster = g_new0 (RankCluster, 1);
 
   g_assert (n_seeds > 0);
   cluster->loop = loop;
   cluster->timeout_ms = timeout_ms;
+  cluster->tls = tls != NULL ? rank_redis_tls_ref (tls) : NULL;
   cluster->startup
       = g_ptr_array_new_with_free_func ((GDestroyNotify) g_strfreev);
   if (auth_argc > 0)
@@ -344,6 +347,7 @@ rank_cluster_free (RankCluster *cluster)
     }
   g_ptr_array_unref (cluster->nodes);
   g_ptr_array_unref (cluster->startup);
+  rank_redis_tls_unref (cluster->tls);
   g_free (cluster);
 }
 
@@ -397,8 +401,8 @@ replica_at (RankCluster *cluster, const char *host, guint16 port)
   r->host = g_strdup (host);
   r->port = port;
   r->master = -1;
-  r->lag.link
-      = rank_redis_link_new (cluster->loop, &address, cluster->timeout_ms);
+  r->lag.link = rank_redis_link_new (cluster->loop, &address,
+                                     cluster->timeout_ms, cluster->tls);
   for (guint i = 0; i < cluster->startup->len; i++)
     {
       char **argv = g_ptr_array_index (cluster->startup, i);

@@ -44,11 +44,14 @@ guint rank_cluster_slot (const char *key, gsize len);
 gboolean rank_cluster_parse_redirect (const char *text, gboolean *ask,
                                       guint *slot, char **host, guint16 *port);
 
-/* seeds: where to ask for the map. auth_argv (NULL or AUTH [user]
- * password, auth_argc long) is sent first on every connection. */
+/* seeds: where to ask for the map. tls (NULL: plain): every node's link
+ * speaks TLS, the seeds' and those the map or a redirect names (with
+ * tls-cluster, Redis names its TLS ports to a TLS client). auth_argv (NULL
+ * or AUTH [user] password, auth_argc long) is sent first on every
+ * connection. */
 RankCluster *rank_cluster_new (RankLoop *loop, const RankAddress *seeds,
-                               guint n_seeds, int timeout_ms, int auth_argc,
-                               const char *const *auth_argv);
+                               guint n_seeds, int timeout_ms, RankRedisTls *tls,
+                               int auth_argc, const char *const *auth_argv);
 
 /* A command (no NULs in its arguments) sent first on every connection,
  * to the masters known now and those found later (SCRIPT LOAD). Call

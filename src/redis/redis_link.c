@@ -15,6 +15,17 @@
  * passed has its callback failed and stays in the ring without it (its
  * reply still comes and is dropped). If the oldest entry has waited longer
  * than RANK_REDIS_STALL_MS, the connection is presumed dead and replaced.
+ *
+ * TLS (redis_tls.h; never on a unix socket): once the TCP connect is done,
+ * the handshake, within the same connect deadline, then the start-up
+ * commands. Bytes go through the session: a read takes one TLS record at
+ * a time, so reads go on until the session wants more from the socket (no
+ * decrypted byte is left in it while the loop sleeps); a write that waits
+ * for the socket to be readable (or a read for it to be writable) is
+ * retried when it is. A connection that fails before it is up -- a
+ * handshake or a verification that fails, or a Redis that closes it
+ * because it wants a client certificate -- is a failed attempt like a
+ * refused connect: logged, and retried after the back-off.
  */
 #include "redis_link.h"
 
@@ -28,6 +39,7 @@
 #include "constants.h"
 #include "error.h"
 #include "metrics.h"
+#include "redis_tls.h"
 
 typedef enum
 {
@@ -62,6 +74,7 @@ struct _RankRedisLink
    * refusal (an ACL without it) leaves the connection serving. */
   GArray *startup_label;
   RankMetricsLink *metrics;
+  RankRedisTls *tls; /* NULL: plain (and always on a unix socket) */
 
   /* Shared with rank_redis_link_wait_ready's thread. */
   GMutex lock;
@@ -72,10 +85,14 @@ struct _RankRedisLink
 
   /* Loop thread only. */
   int fd;
-  guint64 attempts;     /* connections begun, ever: a new one, a new reader */
-  gboolean tcp_up;      /* connected; start-up replies may still be due */
-  guint handshake_left; /* start-up commands not answered yet */
-  guint startup_next;   /* the index of the next start-up reply */
+  guint64 attempts; /* connections begun, ever: a new one, a new reader */
+  gboolean tcp_up;  /* connected; start-up replies may still be due */
+  RankTlsSession *session;   /* with tls, from the TCP connect on */
+  gboolean tls_up;           /* the session's handshake is done */
+  gboolean write_wants_read; /* a TLS write waits for the socket to read */
+  gboolean read_wants_write; /* a TLS read waits for it to write */
+  guint handshake_left;      /* start-up commands not answered yet */
+  guint startup_next;        /* the index of the next start-up reply */
   RankLoopWatch *watch;
   gboolean want_write;
   gint64 connect_deadline;
@@ -303,6 +320,8 @@ disconnect (RankRedisLink *link, LinkState next, const char *why)
   link->want_write = FALSE;
   if (link->fd >= 0)
     close (link->fd);
+  g_clear_pointer (&link->session, rank_tls_session_free);
+  link->tls_up = link->write_wants_read = link->read_wants_write = FALSE;
   link->fd = -1;
   link->tcp_up = FALSE;
   link->handshake_left = 0;
@@ -329,6 +348,32 @@ disconnect (RankRedisLink *link, LinkState next, const char *why)
   else
     link->retry_at = 0; /* reconnect at once */
   set_state (link, next, why);
+}
+
+/* An attempt that failed before the connection was up (a refused AUTH,
+ * a TLS handshake): said once per attempt, and retried after the
+ * back-off, which keeps growing. */
+static void
+attempt_failed (RankRedisLink *link, const char *why)
+{
+  g_warning ("redis %s: %s; retrying in %d ms", link->name, why,
+             link->backoff_ms);
+  /* Said: the state change need not say it again. */
+  g_mutex_lock (&link->lock);
+  link->attempted = TRUE;
+  g_mutex_unlock (&link->lock);
+  disconnect (link, LINK_DOWN, why);
+}
+
+/* The connection failed: before it was up, a failed attempt; after, a
+ * lost connection, replaced at once. */
+static void
+drop (RankRedisLink *link, const char *why)
+{
+  if (get_state (link) == LINK_CONNECTING)
+    attempt_failed (link, why);
+  else
+    disconnect (link, LINK_CONNECTING, why);
 }
 
 static void
@@ -404,8 +449,42 @@ finish_connect (RankRedisLink *link)
       return;
     }
   link->tcp_up = TRUE;
-  if (link->handshake_left == 0)
+  if (link->tls != NULL)
+    link->session
+        = rank_redis_tls_session (link->tls, link->fd, link->address.host);
+  else if (link->handshake_left == 0)
     handshake_done (link);
+}
+
+/* Advances the TLS handshake: TRUE once it is done (the start-up commands
+ * may go), FALSE while it waits for the socket or after it failed (the
+ * link is then down). */
+static gboolean
+advance_tls (RankRedisLink *link)
+{
+  g_autoptr (GError) error = NULL;
+
+  switch (rank_tls_handshake (link->session, &error))
+    {
+    case RANK_TLS_OK:
+      link->tls_up = TRUE;
+      if (link->handshake_left == 0)
+        handshake_done (link);
+      return TRUE;
+    case RANK_TLS_WANT_READ:
+      set_write_interest (link, FALSE);
+      return FALSE;
+    case RANK_TLS_WANT_WRITE:
+      set_write_interest (link, TRUE);
+      return FALSE;
+    case RANK_TLS_CLOSED:
+    case RANK_TLS_FAILED:
+      break;
+    }
+  attempt_failed (link, error != NULL ? error->message
+                                      : "TLS handshake failed: the "
+                                        "connection was closed");
+  return FALSE;
 }
 
 /* ---- I/O ---- */
@@ -425,10 +504,76 @@ shrink_output (RankRedisLink *link)
     g_string_truncate (link->obuf, 0);
 }
 
+/* The output is all written: the buffer back to its usual size, and no
+ * more waiting for the socket to take more. */
+static void
+output_done (RankRedisLink *link)
+{
+  shrink_output (link);
+  link->opos = 0;
+  link->write_wants_read = FALSE;
+  set_write_interest (link, FALSE);
+}
+
+/* flush_output through the TLS session. */
+static gboolean
+flush_tls (RankRedisLink *link)
+{
+  while (link->opos < link->obuf->len)
+    {
+      struct iovec iov
+          = { link->obuf->str + link->opos, link->obuf->len - link->opos };
+      g_autoptr (GError) error = NULL;
+      gsize wrote = 0;
+      RankTlsStatus s
+          = rank_tls_writev (link->session, &iov, 1, &wrote, &error);
+
+      /* A write that waits is retried from here, the same bytes first. */
+      link->opos += wrote;
+      switch (s)
+        {
+        case RANK_TLS_OK:
+          continue;
+        case RANK_TLS_WANT_WRITE:
+          link->write_wants_read = FALSE;
+          set_write_interest (link, TRUE);
+          return TRUE;
+        case RANK_TLS_WANT_READ:
+          link->write_wants_read = TRUE;
+          set_write_interest (link, FALSE);
+          return TRUE;
+        case RANK_TLS_CLOSED:
+        case RANK_TLS_FAILED:
+          {
+            /* Redis may have said why before it closed (an alert: it
+             * wants a client certificate); that is the reason to give. */
+            g_autoptr (GError) alert = NULL;
+            gsize got = 0;
+
+            if (rank_tls_read (link->session, link->rbuf, sizeof link->rbuf,
+                               &got, &alert)
+                    == RANK_TLS_FAILED
+                && strstr (alert->message, "alert") != NULL)
+              {
+                g_clear_error (&error);
+                error = g_steal_pointer (&alert);
+              }
+            drop (link, error != NULL ? error->message
+                                      : "connection closed by Redis");
+            return FALSE;
+          }
+        }
+    }
+  output_done (link);
+  return TRUE;
+}
+
 static gboolean
 flush_output (RankRedisLink *link)
 {
   rank_metrics_link_flushed (link->metrics);
+  if (link->session != NULL)
+    return flush_tls (link);
   while (link->opos < link->obuf->len)
     {
       ssize_t n
@@ -448,13 +593,11 @@ flush_output (RankRedisLink *link)
         {
           g_autofree char *why
               = g_strdup_printf ("write failed: %s", g_strerror (errno));
-          disconnect (link, LINK_CONNECTING, why);
+          drop (link, why);
           return FALSE;
         }
     }
-  shrink_output (link);
-  link->opos = 0;
-  set_write_interest (link, FALSE);
+  output_done (link);
   return TRUE;
 }
 
@@ -495,14 +638,8 @@ deliver (RankRedisLink *link, RankReply *reply)
           "%s: %s", auth ? "authentication failed" : "start-up command failed",
           reply->str);
 
-      g_warning ("redis %s: %s; retrying in %d ms", link->name, why,
-                 link->backoff_ms);
-      /* Said: the state change need not say it again. */
-      g_mutex_lock (&link->lock);
-      link->attempted = TRUE;
-      g_mutex_unlock (&link->lock);
       rank_reply_free (reply);
-      disconnect (link, LINK_DOWN, why);
+      attempt_failed (link, why);
       return;
     }
   else if (s.startup)
@@ -517,17 +654,97 @@ deliver (RankRedisLink *link, RankReply *reply)
   rank_reply_free (reply);
 }
 
+/* Hands n bytes of rbuf to the reader and delivers the replies they
+ * complete: FALSE once the connection is gone or replaced. Fed a piece at
+ * a time, each drained before the next: the reader moves what is left of
+ * its buffer up once it has consumed 1 KiB, so a whole read of pipelined
+ * replies fed at once was moved over and over (sdsrange: 7% of rankd's
+ * instructions per GetTopN, callgrind). A reply's callback may drop the
+ * connection, and even begin another: what is left of this read is not
+ * for its reader. */
+static gboolean
+feed (RankRedisLink *link, gsize n)
+{
+  guint64 attempt = link->attempts;
+  void *reply = NULL;
+
+  for (gsize at = 0; at < n; at += FEED_BYTES)
+    {
+      gsize piece = MIN (FEED_BYTES, n - at);
+
+      if (redisReaderFeed (link->reader, link->rbuf + at, piece) != REDIS_OK)
+        {
+          drop (link, "reply buffer error");
+          return FALSE;
+        }
+      for (;;)
+        {
+          if (redisReaderGetReply (link->reader, &reply) != REDIS_OK)
+            {
+              g_autofree char *why = g_strdup_printf ("protocol error: %s",
+                                                      link->reader->errstr);
+              drop (link, why);
+              return FALSE;
+            }
+          if (reply == NULL)
+            break;
+          deliver (link, reply);
+          if (link->fd < 0 || link->attempts != attempt)
+            return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+/* read_input through the TLS session: until it wants more from the
+ * socket, as a read takes one record at a time. */
+static void
+read_tls (RankRedisLink *link)
+{
+  link->read_wants_write = FALSE;
+  for (;;)
+    {
+      g_autoptr (GError) error = NULL;
+      gsize got = 0;
+
+      switch (rank_tls_read (link->session, link->rbuf, sizeof link->rbuf, &got,
+                             &error))
+        {
+        case RANK_TLS_OK:
+          if (!feed (link, got))
+            return;
+          continue;
+        case RANK_TLS_WANT_READ:
+          return;
+        case RANK_TLS_WANT_WRITE:
+          link->read_wants_write = TRUE;
+          set_write_interest (link, TRUE);
+          return;
+        case RANK_TLS_CLOSED:
+          drop (link, "connection closed by Redis");
+          return;
+        case RANK_TLS_FAILED:
+          drop (link, error->message);
+          return;
+        }
+    }
+}
+
 static void
 read_input (RankRedisLink *link)
 {
+  if (link->session != NULL)
+    {
+      read_tls (link);
+      return;
+    }
   for (;;)
     {
       ssize_t n = recv (link->fd, link->rbuf, sizeof link->rbuf, MSG_DONTWAIT);
-      void *reply = NULL;
 
       if (n == 0)
         {
-          disconnect (link, LINK_CONNECTING, "connection closed by Redis");
+          drop (link, "connection closed by Redis");
           return;
         }
       if (n < 0)
@@ -538,46 +755,11 @@ read_input (RankRedisLink *link)
             {
               g_autofree char *why
                   = g_strdup_printf ("read failed: %s", g_strerror (errno));
-              disconnect (link, LINK_CONNECTING, why);
+              drop (link, why);
             }
           return;
         }
-      /* Fed a piece at a time, each drained before the next: the reader
-       * moves what is left of its buffer up once it has consumed 1 KiB,
-       * so a whole read of pipelined replies fed at once was moved over
-       * and over (sdsrange: 7% of rankd's instructions per GetTopN,
-       * callgrind). A reply's callback may drop the connection, and even
-       * begin another: what is left of this read is not for its reader. */
-      guint64 attempt = link->attempts;
-
-      for (gsize at = 0;
-           at < (gsize) n && link->fd >= 0 && link->attempts == attempt;
-           at += FEED_BYTES)
-        {
-          gsize piece = MIN (FEED_BYTES, (gsize) n - at);
-
-          if (redisReaderFeed (link->reader, link->rbuf + at, piece)
-              != REDIS_OK)
-            {
-              disconnect (link, LINK_CONNECTING, "reply buffer error");
-              return;
-            }
-          while (link->fd >= 0)
-            {
-              if (redisReaderGetReply (link->reader, &reply) != REDIS_OK)
-                {
-                  g_autofree char *why = g_strdup_printf ("protocol error: %s",
-                                                          link->reader->errstr);
-                  disconnect (link, LINK_CONNECTING, why);
-                  return;
-                }
-              if (reply == NULL)
-                break;
-              deliver (link, reply);
-            }
-        }
-      if (link->fd < 0 || link->attempts != attempt
-          || (size_t) n < sizeof link->rbuf)
+      if (!feed (link, (gsize) n) || (size_t) n < sizeof link->rbuf)
         return;
     }
 }
@@ -595,10 +777,19 @@ io_ready (gpointer data, guint32 events)
       if (link->fd < 0)
         return;
     }
-  if (events & EPOLLOUT)
+  if (link->session != NULL && !link->tls_up)
+    {
+      if (!advance_tls (link))
+        return;
+      /* Done: the start-up commands go now. */
+      events |= EPOLLOUT;
+    }
+  if ((events & EPOLLOUT)
+      || (link->write_wants_read && (events & (EPOLLIN | EPOLLERR))))
     if (!flush_output (link))
       return;
-  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+  if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+      || (link->read_wants_write && (events & EPOLLOUT)))
     read_input (link);
 }
 
@@ -662,9 +853,11 @@ prepare (gpointer data)
     {
       if (now > link->connect_deadline)
         {
-          g_autofree char *why
-              = g_strdup_printf ("cannot connect to %s: no answer within %d ms",
-                                 link->name, link->timeout_ms);
+          g_autofree char *why = g_strdup_printf (
+              "%s %s: no answer within %d ms",
+              link->session != NULL && !link->tls_up ? "TLS handshake with"
+                                                     : "cannot connect to",
+              link->name, link->timeout_ms);
           disconnect (link, LINK_DOWN, why);
           return (int) (link->backoff_ms);
         }
@@ -732,10 +925,13 @@ free_string (gpointer s)
 }
 
 RankRedisLink *
-rank_redis_link_new (RankLoop *loop, const RankAddress *address, int timeout_ms)
+rank_redis_link_new (RankLoop *loop, const RankAddress *address, int timeout_ms,
+                     RankRedisTls *tls)
 {
   RankRedisLink *link = g_new0 (RankRedisLink, 1);
 
+  if (tls != NULL && address->path == NULL)
+    link->tls = rank_redis_tls_ref (tls);
   link->loop = loop;
   link->address.host = g_strdup (address->host);
   link->address.port = address->port;
@@ -854,6 +1050,8 @@ rank_redis_link_free (RankRedisLink *link)
         s.func (NULL, error, s.data);
     }
   rank_loop_unwatch (link->watch); /* freed with the loop */
+  rank_tls_session_free (link->session);
+  rank_redis_tls_unref (link->tls);
   if (link->fd >= 0)
     close (link->fd);
   g_clear_pointer (&link->reader, redisReaderFree);

@@ -11,7 +11,7 @@
  * unreachable, the connection drops with the command in flight, or no reply
  * came within the link's timeout. The link reconnects by itself with
  * back-off and re-sends its start-up commands (SCRIPT LOAD, ...) first on
- * every new connection.
+ * every new connection, after the TLS handshake when it speaks TLS.
  */
 #ifndef RANK_REDIS_LINK_H
 #define RANK_REDIS_LINK_H
@@ -20,6 +20,7 @@
 
 #include "address.h"
 #include "loop.h"
+#include "redis_tls.h"
 #include "reply.h"
 
 typedef struct _RankRedisLink RankRedisLink;
@@ -29,8 +30,10 @@ typedef struct _RankRedisLink RankRedisLink;
 typedef void (*RankRedisReplyFunc) (const RankReply *reply, const GError *error,
                                     gpointer data);
 
+/* tls: speak TLS to a TCP address (a reference is taken); NULL, or a
+ * unix-socket address: plain. */
 RankRedisLink *rank_redis_link_new (RankLoop *loop, const RankAddress *address,
-                                    int timeout_ms);
+                                    int timeout_ms, RankRedisTls *tls);
 
 /* Fails every command still pending. Call after the loop has stopped. */
 void rank_redis_link_free (RankRedisLink *link);
