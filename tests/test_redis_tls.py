@@ -415,8 +415,9 @@ tls_server_name=127.0.0.1
             "--redis", node, "--redis-tls", "--redis-tls-cert",
             self.path("server.pem"), "--redis-tls-key",
             self.path("client-client.key"))
-        self.assertIn("cannot load the key " + self.path("client-client.key"),
-                      err)
+        self.assertIn("the key %s is not the certificate %s's"
+                      % (self.path("client-client.key"),
+                         self.path("server.pem")), err)
         status, err = self.rankd_fails(
             "--redis", node, "--redis-tls-ca", self.path("ca.pem"))
         self.assertIn("--redis-tls-ca: given without --redis-tls", err)
