@@ -66,9 +66,9 @@ rankd (Cli *cli)
   g_autoptr (GError) error = NULL;
 
   if (cli->client == NULL)
-    cli->client = rank_client_connect (cli->address.host, cli->address.port,
-                                       cli->framed, cli->protocol,
-                                       cli->timeout_ms, &error);
+    cli->client = rank_client_connect_tls (
+        cli->address.host, cli->address.port, cli->framed, cli->protocol,
+        cli->timeout_ms, cli->tls_context, cli->tls_server_name.value, &error);
   if (cli->client == NULL)
     {
       g_autofree char *where = rank_address_to_string (&cli->address);
