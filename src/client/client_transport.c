@@ -26,6 +26,7 @@
 
 #include "address.h"
 #include "constants.h"
+#include "error.h"
 #include "protocol.h"
 
 struct _RankClientTransport
@@ -37,6 +38,7 @@ struct _RankClientTransport
   guint32 max_frame;
   int timeout_ms;
   RankTlsSession *tls; /* NULL: plain TCP */
+  char *tls_failure;   /* why the session ended: said again by every call */
 
   guint8 *rbuf;
   gsize rcap, rpos, rlen;
@@ -145,18 +147,34 @@ tls_hint (const char *message)
   return "";
 }
 
-/* A failed TLS call's error (RANK_ERROR's domain) as the transport's. */
+/* A failed TLS call's error (RANK_ERROR's domain) as the transport's. The
+ * session is over: later calls repeat why (a refused certificate, not
+ * "closed"). */
 static void
-tls_error (GError **error, int code, GError *tls)
+tls_error (RankClientTransport *self, GError **error, int code, GError *tls)
 {
   const char *message = tls != NULL ? tls->message : "TLS failed";
 
-  set_error (error, code, "%s%s", message, tls_hint (message));
+  if (self->tls_failure == NULL)
+    self->tls_failure = g_strdup_printf ("%s%s", message, tls_hint (message));
+  set_error (error, code, "%s", self->tls_failure);
+}
+
+/* TRUE (error set) when the session already failed. */
+static gboolean
+tls_over (RankClientTransport *self, GError **error, int code)
+{
+  if (self->tls_failure == NULL)
+    return FALSE;
+  set_error (error, code, "%s", self->tls_failure);
+  return TRUE;
 }
 
 static gboolean
 tls_fill (RankClientTransport *self, GError **error)
 {
+  if (tls_over (self, error, THRIFT_TRANSPORT_ERROR_RECEIVE))
+    return FALSE;
   for (;;)
     {
       g_autoptr (GError) tls = NULL;
@@ -178,12 +196,14 @@ tls_fill (RankClientTransport *self, GError **error)
                      self->timeout_ms);
           return FALSE;
         case RANK_TLS_CLOSED:
-          set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE,
-                     "connection closed by peer");
+          g_clear_error (&tls);
+          tls = g_error_new_literal (RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                                     "connection closed by peer");
+          tls_error (self, error, THRIFT_TRANSPORT_ERROR_RECEIVE, tls);
           return FALSE;
         case RANK_TLS_FAILED:
         default:
-          tls_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE, tls);
+          tls_error (self, error, THRIFT_TRANSPORT_ERROR_RECEIVE, tls);
           return FALSE;
         }
     }
@@ -193,6 +213,8 @@ static gboolean
 tls_send_all (RankClientTransport *self, const guint8 *data, gsize len,
               GError **error)
 {
+  if (tls_over (self, error, THRIFT_TRANSPORT_ERROR_SEND))
+    return FALSE;
   while (len > 0)
     {
       g_autoptr (GError) tls = NULL;
@@ -229,11 +251,10 @@ tls_send_all (RankClientTransport *self, const guint8 *data, gsize len,
             tls = g_steal_pointer (&alert);
           }
       }
-      if (s == RANK_TLS_CLOSED && tls == NULL)
-        set_error (error, THRIFT_TRANSPORT_ERROR_SEND,
-                   "connection closed by peer");
-      else
-        tls_error (error, THRIFT_TRANSPORT_ERROR_SEND, tls);
+      if (tls == NULL)
+        tls = g_error_new_literal (RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                                   "connection closed by peer");
+      tls_error (self, error, THRIFT_TRANSPORT_ERROR_SEND, tls);
       return FALSE;
     }
   return TRUE;
@@ -261,7 +282,7 @@ tls_handshake (RankClientTransport *self, int timeout_ms, GError **error)
                        "TLS handshake failed: the peer closed the "
                        "connection");
           else
-            tls_error (error, THRIFT_TRANSPORT_ERROR_CONNECT, tls);
+            tls_error (self, error, THRIFT_TRANSPORT_ERROR_CONNECT, tls);
           return FALSE;
         }
       left = 0;
@@ -656,6 +677,7 @@ rank_client_transport_finalize (GObject *object)
   RankClientTransport *self = RANK_CLIENT_TRANSPORT (object);
 
   client_close (THRIFT_TRANSPORT (self), NULL);
+  g_free (self->tls_failure);
   g_free (self->rbuf);
   g_byte_array_unref (self->wbuf);
   G_OBJECT_CLASS (rank_client_transport_parent_class)->finalize (object);
