@@ -975,7 +975,8 @@ class RankctlTlsTest(unittest.TestCase):
         _, err = self.ctl(*self.flags(cert="expired"), "count", "b", code=3)
         self.assertIn("refused this client's certificate", err)
         # A plain client on the TLS port, a TLS one on the plain port.
-        self.ctl("count", "b", code=3)
+        _, err = self.ctl("count", "b", code=3)
+        self.assertIn("Is it a TLS port: --tls?", err)
         _, err = self.ctl(*self.flags(), "--timeout", "5", "count", "b",
                           env={"RANKCTL_CONNECT":
                                f"127.0.0.1:{self.rankd.plain_port}"},

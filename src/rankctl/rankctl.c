@@ -1,7 +1,8 @@
 /* rankctl.c -- rankd from the shell: every Ranking method as a command, an
  * aligned table or one JSON document out, and exit codes a script can test.
  *
- *   rankctl [--connect HOST:PORT] [--json] COMMAND ARGS...
+ *   rankctl [--connect HOST:PORT] [--json] [--tls-ca F --tls-cert F
+ *           --tls-key F] COMMAND ARGS...
  *
  * Everything the command line says is checked before rankctl connects: a
  * usage error is exit 2 whether rankd is up or not. Syntax (is it a number,
