@@ -56,6 +56,16 @@ connect_tls (RankTlsContext *ctx, const char *host, const char *name,
 }
 
 /* A call's transport error, NULL if it was answered. */
+static GError *get_rank_error (RankClient *c);
+
+/* The same, into *error; returns it. */
+static GError *
+get_rank_error_ptr (RankClient *c, GError **error)
+{
+  *error = get_rank_error (c);
+  return *error;
+}
+
 static GError *
 get_rank_error (RankClient *c)
 {
@@ -270,6 +280,85 @@ test_handshake_timeout (void)
   close (fd);
 }
 
+/* A TLS server that completes the handshake and closes at once, unread
+ * bytes and all (the kernel answers the client's next bytes with a
+ * reset). */
+static gpointer
+vanishing_server (gpointer data)
+{
+  int listener = GPOINTER_TO_INT (data);
+  g_autofree char *cert_file = cert ("server.pem");
+  g_autofree char *key_file = cert ("server.key");
+  RankTlsFiles files = { .cert_file = cert_file, .key_file = key_file };
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RankTlsContext) ctx = rank_tls_server_context_new (&files, &error);
+  int fd = accept (listener, NULL, NULL);
+  RankTlsSession *session;
+
+  g_assert_no_error (error);
+  g_assert_cmpint (fd, >=, 0);
+  /* A blocking socket: the handshake runs to its end in one call. */
+  session = rank_tls_session_new (ctx, fd, NULL);
+  g_assert_cmpint (rank_tls_handshake (session, &error), ==, RANK_TLS_OK);
+  rank_tls_session_free (session);
+  close (fd);
+  return NULL;
+}
+
+/* The server goes away while megabytes of pipelined calls are being
+ * written: the writes after its reset fail (SIGPIPE, from OpenSSL's
+ * write(2), does not end the process), the failure names the cause, and
+ * every later call says the same without touching the socket. */
+static void
+test_server_gone (void)
+{
+  g_autoptr (RankTlsContext) ctx = context ("ca.pem", "client-alice");
+  g_autoptr (GError) error = NULL;
+  RankAddress any = { (char *) "127.0.0.1", 0, NULL };
+  int listener = rank_address_listen (&any, 4, &error);
+  struct sockaddr_in sin;
+  socklen_t len = sizeof sin;
+  g_autoptr (RankClient) c = NULL;
+  g_autofree char *member = g_strnfill (60000, 'm');
+  g_autofree char *first = NULL;
+  RankClientTransport *t;
+  GThread *server;
+  gboolean sent = TRUE;
+
+  g_assert_no_error (error);
+  g_assert_cmpint (getsockname (listener, (struct sockaddr *) &sin, &len), ==,
+                   0);
+  server = g_thread_new ("vanishing", vanishing_server,
+                         GINT_TO_POINTER (listener));
+  c = rank_client_connect_tls ("127.0.0.1", g_ntohs (sin.sin_port), TRUE,
+                               RANK_PROTOCOL_BINARY, 10000, ctx, NULL, &error);
+  g_assert_no_error (error);
+  g_thread_join (server);
+  close (listener);
+  t = rank_client_get_transport (c);
+  /* Rounds of 8 MB: the first may fit in the socket buffers before the
+   * reset arrives; a later one cannot. */
+  for (int round = 0; round < 8 && sent; round++)
+    {
+      rank_client_transport_cork (t);
+      for (int i = 0; i < 140; i++)
+        {
+          g_autoptr (rankUpdateRequest) req = update_request_new (
+              "gone", member, 1, "gone", NO_MODE, NO_TIME);
+
+          g_assert_true (rank_ranking_client_send_update (
+              RANK_RANKING_IF (rank_client_iface (c)), req, &error));
+        }
+      sent = rank_client_transport_uncork (t, &error);
+    }
+  g_assert_false (sent);
+  g_assert_nonnull (error);
+  first = g_strdup (error->message);
+  g_clear_error (&error);
+  g_assert_nonnull (get_rank_error_ptr (c, &error));
+  g_assert_cmpstr (error->message, ==, first);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -290,5 +379,6 @@ main (int argc, char **argv)
   g_test_add_func ("/client/tls/no-client-cert", test_no_client_cert);
   g_test_add_func ("/client/tls/stranger-cert", test_stranger_cert);
   g_test_add_func ("/client/tls/handshake-timeout", test_handshake_timeout);
+  g_test_add_func ("/client/tls/server-gone", test_server_gone);
   return g_test_run ();
 }

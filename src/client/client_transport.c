@@ -20,6 +20,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -258,6 +259,21 @@ tls_send_all (RankClientTransport *self, const guint8 *data, gsize len,
       return FALSE;
     }
   return TRUE;
+}
+
+/* OpenSSL writes to its socket with write(2), not send(MSG_NOSIGNAL): a
+ * write to a connection the peer reset (a close_notify on closing, the
+ * rest of a large request) raises SIGPIPE, whose default ends the process.
+ * A process that speaks TLS through this transport ignores it instead
+ * (rankd does the same); a handler of its own is left alone. */
+static gpointer
+ignore_sigpipe (gpointer unused)
+{
+  struct sigaction old;
+
+  if (sigaction (SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+    signal (SIGPIPE, SIG_IGN);
+  return NULL;
 }
 
 /* Runs the handshake on self's socket, all of it within timeout_ms (0: no
@@ -757,6 +773,11 @@ rank_client_transport_connect_tls (const char *host, guint16 port,
   rank_client_transport_set_timeout (self, timeout_ms);
   if (tls == NULL)
     return self;
+  {
+    static GOnce once = G_ONCE_INIT;
+
+    g_once (&once, ignore_sigpipe, NULL);
+  }
   /* The session asks for each wait; poll bounds it. */
   flags = fcntl (fd, F_GETFL);
   if (flags >= 0)

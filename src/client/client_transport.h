@@ -48,7 +48,9 @@ rank_client_transport_connect (const char *host, guint16 port, gboolean framed,
  * context's (rank_tls_client_context_new). The socket is non-blocking
  * then, each wait a poll. A refusal the server sends after the handshake
  * (TLS 1.3 checks a client certificate there) fails the first read, with
- * a note that the server refused or wants a client certificate. */
+ * a note that the server refused or wants a client certificate. OpenSSL
+ * writes with write(2), so the first TLS connection sets SIGPIPE to be
+ * ignored, unless the process has a handler of its own. */
 RankClientTransport *rank_client_transport_connect_tls (
     const char *host, guint16 port, gboolean framed, int timeout_ms,
     RankTlsContext *tls, const char *server_name, GError **error);
