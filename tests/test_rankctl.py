@@ -4,7 +4,9 @@ Usage: test_rankctl.py RANKD RANKCTL
 Starts its own redis-server and rankds on free loopback ports: one as
 configured by default, one buffered+compact, one whose Redis is down (for
 Unavailable), and a stand-in Thrift server that answers every call with a
-TApplicationException, junk or a closed connection (for exit codes 3 and 4).
+TApplicationException, junk or a closed connection (for exit codes 3 and 4);
+and a rankd reached over TLS that requires a client certificate
+(tls_rankd.py), for --tls-* and $RANKCTL_TLS_*.
 RANKCTL_WRAPPER (e.g. "valgrind --error-exitcode=99 ...") runs each rankctl
 under it.
 """
