@@ -81,6 +81,18 @@ start_redis() { # port [extra args...]
   wait_port "$port" "$!" || { echo "redis-server did not start" >&2; exit 1; }
 }
 
+# Certificates for a run over TLS (tests/certs.py): a CA, rankd's for
+# 127.0.0.1 and localhost, and a client's named "bench", in dir. Sets
+# rankd_tls (rankd's options for them, after --tls-listen ADDR) and
+# bench_tls (rank-bench's).
+make_tls_certs() { # dir
+  python3 "$root/tests/certs.py" "$1" bench >/dev/null
+  rankd_tls=(--tls-cert "$1/server.pem" --tls-key "$1/server.key"
+    --tls-ca "$1/ca.pem")
+  bench_tls=(--tls-ca "$1/ca.pem" --tls-cert "$1/client-bench.pem"
+    --tls-key "$1/client-bench.key")
+}
+
 # $rankd on port against the Redis on redis-port, its log in
 # $work/rankd.log, stopped by stop_all (after bench_setup); its pid in
 # rankd_pid.

@@ -3,7 +3,10 @@
  *
  * Targets:
  *   rankd (default)    --host/--port: Update (BEST, a fresh request id each),
- *                      GetRank, GetTopN through the generated c_glib client.
+ *                      GetRank, GetTopN through the generated c_glib client;
+ *                      over TLS with --tls (--tls-ca, --tls-cert, --tls-key
+ *                      for a client certificate), one context shared by
+ *                      every connection.
  *   --direct HOST:PORT what a team writes by hand with hiredis, one
  *                      connection per thread, no pipelining: FCALL of
  *                      rankd's own update.lua for updates; ZREVRANK then
@@ -81,7 +84,13 @@ typedef struct
   int pipeline;          /* calls in flight per connection */
   int batch;             /* updates per UpdateBatch call */
   gboolean without_rank; /* with_rank=false on Update and UpdateBatch */
-  char *cpu;            /* NAME=PID,...: processes whose CPU per op to report */
+  char *cpu;      /* NAME=PID,...: processes whose CPU per op to report */
+  gboolean tls;   /* --tls, or implied by a --tls-* option */
+  char *tls_ca;   /* --tls-ca: CAs for rankd's certificate */
+  char *tls_cert; /* --tls-cert, --tls-key: the client's own */
+  char *tls_key;
+  char *tls_server_name; /* default: --host */
+  RankTlsContext *tls_context;
   RankConfig *defaults; /* board options of the direct baseline's updates */
   RankCpuWatch *cpu_watch;
   /* derived */
@@ -554,8 +563,9 @@ worker_connect (Worker *w, GError **error)
       return TRUE;
     }
   w->update_mode = RANK_UPDATE_MODE_BEST;
-  w->client = rank_client_connect (w->o->host, (guint16) w->o->port,
-                                   w->o->framed, w->o->kind, 30000, error);
+  w->client = rank_client_connect_tls (
+      w->o->host, (guint16) w->o->port, w->o->framed, w->o->kind, 30000,
+      w->o->tls_context, w->o->tls_server_name, error);
   w->req = g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL);
   w->resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
   w->entry = g_object_new (RANK_TYPE_ENTRY, NULL);
@@ -788,6 +798,43 @@ parse_mix (Options *o, GError **error)
   return TRUE;
 }
 
+/* --tls and its files: the context every connection shares. */
+static gboolean
+tls_options (Options *o, GError **error)
+{
+  RankTlsFiles files = {
+    .ca_file = o->tls_ca,
+    .cert_file = o->tls_cert,
+    .key_file = o->tls_key,
+  };
+
+  o->tls = o->tls || o->tls_ca != NULL || o->tls_cert != NULL
+           || o->tls_key != NULL || o->tls_server_name != NULL;
+  if (!o->tls)
+    return TRUE;
+  if (o->direct != NULL)
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--tls: only against rankd (the direct baseline speaks "
+                   "plain Redis)");
+      return FALSE;
+    }
+  if ((o->tls_cert == NULL) != (o->tls_key == NULL))
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "%s needs %s too", o->tls_cert ? "--tls-cert" : "--tls-key",
+                   o->tls_cert ? "--tls-key" : "--tls-cert");
+      return FALSE;
+    }
+  o->tls_context = rank_tls_client_context_new (&files, error);
+  if (o->tls_context == NULL)
+    {
+      g_prefix_error (error, "--tls: ");
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static gboolean
 parse_options (int *argc, char ***argv, Options *o, GError **error)
 {
@@ -845,6 +892,17 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
       "measured interval (rank-bench's own is always reported, as client)",
       "NAME=PID,..." },
     { "seed", 0, 0, G_OPTION_ARG_INT64, &o->seed, "Random seed (1)", "N" },
+    { "tls", 0, 0, G_OPTION_ARG_NONE, &o->tls,
+      "Speak TLS to rankd (implied by the --tls-* options; not with --direct)",
+      NULL },
+    { "tls-ca", 0, 0, G_OPTION_ARG_FILENAME, &o->tls_ca,
+      "CAs (PEM) rankd's certificate must chain to (the system's)", "FILE" },
+    { "tls-cert", 0, 0, G_OPTION_ARG_FILENAME, &o->tls_cert,
+      "The client's certificate (PEM), for mutual TLS", "FILE" },
+    { "tls-key", 0, 0, G_OPTION_ARG_FILENAME, &o->tls_key,
+      "Its private key (PEM)", "FILE" },
+    { "tls-server-name", 0, 0, G_OPTION_ARG_STRING, &o->tls_server_name,
+      "The name (or IP) rankd's certificate must carry (--host)", "NAME" },
     { "timeline", 0, 0, G_OPTION_ARG_FILENAME, &o->timeline,
       "Write per-second latency percentiles per operation (TSV)", "FILE" },
     { "plot", 0, 0, G_OPTION_ARG_FILENAME, &o->plot,
@@ -861,6 +919,8 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
       ctx, "Examples:\n"
            "  rank-bench --preload --members 100000 -c 64 -d 10\n"
            "  rank-bench --mix rank=1 -c 64 -d 10 --json\n"
+           "  rank-bench --port 9443 --tls-ca ca.pem --tls-cert bench.pem "
+           "--tls-key bench.key\n"
            "  rank-bench --direct 127.0.0.1:6379 --preload --mix update=1\n"
            "  rank-bench --mix update=80,rank=20 -d 600 --plot latency.png\n");
   g_option_context_add_main_entries (ctx, entries, NULL);
@@ -953,7 +1013,7 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
       o->direct_host = g_strndup (o->direct, (gsize) (colon - o->direct));
       o->direct_port = atoi (colon + 1);
     }
-  return TRUE;
+  return tls_options (o, error);
 }
 
 /* ---- main ---- */
@@ -996,7 +1056,7 @@ static void
 report (const Options *o, Worker *workers, double seconds)
 {
   Stats total = { 0 };
-  const char *target = o->direct ? "direct" : "rankd";
+  const char *target = o->direct ? "direct" : o->tls ? "rankd-tls" : "rankd";
   g_autoptr (GString) cpu = g_string_new (NULL);
   guint64 ops = 0;
 
@@ -1111,6 +1171,11 @@ finish (Options *o, Worker *workers, GThread **threads, int status)
   g_free (o->timeline);
   g_free (o->plot);
   g_free (o->cpu);
+  g_free (o->tls_ca);
+  g_free (o->tls_cert);
+  g_free (o->tls_key);
+  g_free (o->tls_server_name);
+  rank_tls_context_unref (o->tls_context);
   rank_cpu_watch_free (o->cpu_watch);
   g_clear_pointer (&o->defaults, rank_config_unref);
   return status;

@@ -1,7 +1,9 @@
 """CI smoke run of rank-bench: a few seconds against rankd and against Redis
 directly (--direct), pipelined against rankd, and Enqueue paced by --rate,
 checking that they complete without errors and report every operation, and
-that --plot draws latency over time (a PNG, and its per-second TSV). Not a performance test: no numbers are judged.
+that --plot draws latency over time (a PNG, and its per-second TSV), and
+--tls with a client certificate against a rankd that requires one
+(tls_rankd.py). Not a performance test: no numbers are judged.
 
 Usage: bench_smoke.py RANKD RANK_BENCH
 """
@@ -13,7 +15,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import certs  # noqa: E402
 from servers import start  # noqa: E402
+from tls_rankd import start_tls_rankd  # noqa: E402
 
 RANKD, BENCH = sys.argv[1:3]
 
@@ -60,6 +64,35 @@ def check_plot(port, work):
     print("plot", len(image), "bytes,", len(rows) - 1, "rows")
 
 
+def check_tls(redis_port, work):
+    """rank-bench --tls: blocking and pipelined, with a client certificate;
+    without one the server refuses and rank-bench says so."""
+    paths = certs.make(os.path.join(work, "certs"), ["bench"])
+    procs, port, _ = start_tls_rankd(RANKD, redis_port, work,
+                                     os.path.dirname(paths["ca"]))
+    try:
+        tls = ["--port", str(port), "--tls-ca", paths["ca"],
+               "--tls-cert", paths["client_bench"][0],
+               "--tls-key", paths["client_bench"][1]]
+        result = run(tls + ["-d", "1", "-c", "4"])
+        assert result["target"] == "rankd-tls", result
+        run(tls + ["-d", "1", "-c", "2", "--pipeline", "16"])
+        out = subprocess.run([BENCH, "--port", str(port), "--tls-ca",
+                              paths["ca"], "-d", "1", "-w", "0", "-c", "1",
+                              "--members", "10"], capture_output=True,
+                             text=True, timeout=60, check=False)
+        assert out.returncode == 1, out
+        assert "client certificate" in out.stderr, out.stderr
+        out = subprocess.run([BENCH, "--tls-cert", paths["ca"]],
+                             capture_output=True, text=True, timeout=60,
+                             check=False)
+        assert out.returncode == 2 and "--tls-key" in out.stderr, out
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(30)
+
+
 def main():
     work = tempfile.mkdtemp(prefix="rankd-bench-smoke-")
     redis = rankd = None
@@ -90,10 +123,11 @@ def main():
         per_s = queued["ops"]["enqueue"]["ops_per_sec"]
         assert per_s <= 200 * 1.1, f"--rate 200 ran {per_s} calls/s"
         check_plot(port, work)
+        check_tls(redis_port, work)
         rankd.terminate()
         assert rankd.wait(30) == 0, "rankd did not exit cleanly"
         rankd = None
-        print("6 passed, 0 failed")
+        print("7 passed, 0 failed")
     finally:
         for proc in (rankd, redis):
             if proc is not None:

@@ -4,7 +4,9 @@ Usage: test_rankctl.py RANKD RANKCTL
 Starts its own redis-server and rankds on free loopback ports: one as
 configured by default, one buffered+compact, one whose Redis is down (for
 Unavailable), and a stand-in Thrift server that answers every call with a
-TApplicationException, junk or a closed connection (for exit codes 3 and 4).
+TApplicationException, junk or a closed connection (for exit codes 3 and 4);
+and a rankd reached over TLS that requires a client certificate
+(tls_rankd.py), for --tls-* and $RANKCTL_TLS_*.
 RANKCTL_WRAPPER (e.g. "valgrind --error-exitcode=99 ...") runs each rankctl
 under it.
 """
@@ -30,7 +32,9 @@ from thrift.protocol import TBinaryProtocol  # noqa: E402
 from thrift.Thrift import TApplicationException, TMessageType  # noqa: E402
 from thrift.transport import TTransport  # noqa: E402
 
+import certs  # noqa: E402
 from servers import free_port, request_id_records, start  # noqa: E402
+from tls_rankd import TlsRankd  # noqa: E402
 
 WRAPPER = shlex.split(os.environ.get("RANKCTL_WRAPPER", ""))
 CONFIG = """[board raid]
@@ -858,6 +862,155 @@ class RankctlTest(unittest.TestCase):
         self.assertIn("queue=on", err)
         self.assertEqual(self.json("queue-status", "cfg_only")["queued"],
                          False)
+
+
+class RankctlTlsTest(unittest.TestCase):
+    """rankctl over TLS with a client certificate (tls_rankd.py: a rankd
+    that requires one from the test CA), by options and by $RANKCTL_TLS_*."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rankctl-tls-")
+        cls.certs = certs.make(os.path.join(cls.dir, "certs"), ["ops"])
+        cls.rankd = TlsRankd(RANKD, cls.dir,
+                             os.path.dirname(cls.certs["ca"]))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.rankd.stop()
+        shutil.rmtree(cls.dir)
+
+    def ctl(self, *args, code=0, env=None):
+        """rankctl with no TLS settings of its own but those given; checks
+        its exit code; returns stdout and stderr."""
+        environ = {k: v for k, v in os.environ.items()
+                   if not k.startswith("RANKCTL_TLS")}
+        environ["RANKCTL_CONNECT"] = f"127.0.0.1:{self.rankd.port}"
+        environ.update(env or {})
+        r = subprocess.run([*WRAPPER, RANKCTL, *args], capture_output=True,
+                           text=True, env=environ, timeout=120)
+        self.assertEqual(r.returncode, code, (args, r.stdout, r.stderr))
+        if code != 0:
+            self.assertRegex(r.stderr, r"^rankctl: ", args)
+        return r.stdout, r.stderr
+
+    def flags(self, cert="client_ops", ca="ca"):
+        out = ["--tls-ca", self.certs[ca]]
+        if cert is not None:
+            out += ["--tls-cert", self.certs[cert][0],
+                    "--tls-key", self.certs[cert][1]]
+        return out
+
+    def env(self, cert="client_ops", ca="ca"):
+        out = {"RANKCTL_TLS_CA": self.certs[ca]}
+        if cert is not None:
+            out.update(RANKCTL_TLS_CERT=self.certs[cert][0],
+                       RANKCTL_TLS_KEY=self.certs[cert][1])
+        return out
+
+    def test_calls_with_options(self):
+        out, _ = self.ctl(*self.flags(), "update", "tls_b", "ann", "30",
+                          "--request-id", "tls-1")
+        self.assertIn("applied     yes", out)
+        self.ctl(*self.flags(), "update", "tls_b", "bob", "50")
+        out, _ = self.ctl(*self.flags(), "top", "tls_b")
+        self.assertEqual(out, "RANK  MEMBER  SCORE\n   1  bob        50\n"
+                              "   2  ann        30\n")
+        # The same rankd without TLS has them.
+        out, _ = self.ctl("rank", "tls_b", "ann", env={
+            "RANKCTL_CONNECT": f"127.0.0.1:{self.rankd.plain_port}"})
+        self.assertIn("ann", out)
+        # "localhost" is checked as a DNS name of rankd's certificate.
+        out, _ = self.ctl(*self.flags(), "--connect",
+                          f"localhost:{self.rankd.port}", "count", "tls_b")
+        self.assertEqual(out, "2\n")
+
+    def test_environment_and_export_import(self):
+        env = self.env()
+        rows = "".join(f'"m{i:04d}",{i},{1000 + i},,\n' for i in range(1500))
+        path = os.path.join(self.dir, "in.csv")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("member,score,timestamp_ms,subscores,data\n" + rows)
+        stats = json.loads(self.ctl("--json", "import", "tls_io", path,
+                                    env=env)[0])
+        self.assertEqual(stats["applied"], 1500, stats)
+        exported, _ = self.ctl("export", "tls_io", env=env)
+        with open(path, encoding="utf-8") as f:
+            self.assertTrue(exported == f.read(), exported[:300])
+        copy = os.path.join(self.dir, "copy.csv")
+        with open(copy, "w", encoding="utf-8") as f:
+            f.write(exported)
+        self.ctl("import", "tls_io_copy", copy, env=env)
+        again, _ = self.ctl("export", "tls_io_copy", env=env)
+        self.assertEqual(again, exported)
+
+    def test_options_beat_environment(self):
+        # The environment names the wrong CA and a certificate rankd does
+        # not trust; the command line wins.
+        env = self.env(cert="stranger", ca="other_ca")
+        out, _ = self.ctl(*self.flags(), "count", "tls_none", env=env)
+        self.assertEqual(out, "0\n")
+        _, err = self.ctl("count", "tls_none", env=env, code=3)
+        self.assertIn("certificate verify failed", err)
+        # RANKCTL_TLS=1 alone: TLS with the system's CAs, which do not know
+        # the test CA.
+        _, err = self.ctl("count", "tls_none", env={"RANKCTL_TLS": "1"},
+                          code=3)
+        self.assertIn("certificate verify failed", err)
+        _, err = self.ctl("count", "tls_none", env={"RANKCTL_TLS": "yes"},
+                          code=2)
+        self.assertIn("RANKCTL_TLS: 'yes' is not 0 or 1", err)
+
+    def test_refusals(self):
+        # Wrong CA: the handshake fails.
+        _, err = self.ctl(*self.flags(ca="other_ca"), "count", "b", code=3)
+        self.assertIn("certificate verify failed", err)
+        # A name rankd's certificate does not carry.
+        _, err = self.ctl(*self.flags(), "--tls-server-name", "rankd.test",
+                          "count", "b", code=3)
+        self.assertIn("hostname mismatch", err)
+        # No client certificate, one from another CA, an expired one.
+        _, err = self.ctl(*self.flags(cert=None), "count", "b", code=3)
+        self.assertIn("requires a client certificate", err)
+        _, err = self.ctl(*self.flags(cert="stranger"), "count", "b", code=3)
+        self.assertIn("refused this client's certificate", err)
+        _, err = self.ctl(*self.flags(cert="expired"), "count", "b", code=3)
+        self.assertIn("refused this client's certificate", err)
+        # A plain client on the TLS port, a TLS one on the plain port.
+        _, err = self.ctl("count", "b", code=3)
+        self.assertIn("Is it a TLS port: --tls?", err)
+        _, err = self.ctl(*self.flags(), "--timeout", "5", "count", "b",
+                          env={"RANKCTL_CONNECT":
+                               f"127.0.0.1:{self.rankd.plain_port}"},
+                          code=3)
+        self.assertIn("TLS handshake failed", err)
+
+    def test_bad_settings_are_usage_errors(self):
+        missing = os.path.join(self.dir, "nope.pem")
+        # Checked before connecting, naming the option (or variable) and
+        # the file: exit 2 whatever rankd does.
+        _, err = self.ctl("--tls-ca", missing, "count", "b", code=2)
+        self.assertIn(f"--tls-ca: cannot read '{missing}'", err)
+        _, err = self.ctl("count", "b", code=2,
+                          env=dict(self.env(), RANKCTL_TLS_KEY=missing))
+        self.assertIn(f"RANKCTL_TLS_KEY: cannot read '{missing}'", err)
+        _, err = self.ctl("--tls-cert", self.certs["client_ops"][0],
+                          "count", "b", code=2)
+        self.assertIn("--tls-cert needs --tls-key", err)
+        # A file that is not what it should be.
+        _, err = self.ctl("--tls-cert", self.certs["ca"], "--tls-key",
+                          self.certs["client_ops"][1], "count", "b", code=2)
+        self.assertIn(self.certs["client_ops"][1], err)
+        _, err = self.ctl("--tls-ca", self.certs["client_ops"][1], "count",
+                          "b", code=2)
+        self.assertIn(f"--tls-ca: cannot load the CA file "
+                      f"{self.certs['client_ops'][1]}", err)
+        _, err = self.ctl("--tls-server-name=", "count", "b", code=2)
+        self.assertIn("--tls-server-name: must not be empty", err)
+        out, _ = self.ctl("--help")
+        for option in ("--tls-ca FILE", "--tls-cert FILE", "--tls-key FILE",
+                       "--tls-server-name NAME", "$RANKCTL_TLS_CA"):
+            self.assertIn(option, out)
 
 
 if __name__ == "__main__":

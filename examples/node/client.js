@@ -5,11 +5,20 @@
 // rankd's defaults: framed transport, binary protocol. The address comes from
 // the first argument, else RANKD_ADDRESS, else 127.0.0.1:9090.
 //
+// TLS, from the environment (any of these turns it on; so does RANKD_TLS=1):
+// RANKD_TLS_CA (PEM CAs that rankd's certificate must chain to; default
+// Node's), RANKD_TLS_CERT and RANKD_TLS_KEY (this client's certificate and
+// key, for a rankd that asks for one), RANKD_TLS_SERVER_NAME (the name or IP
+// address rankd's certificate must carry; default the host).
+//
 // Every i64 field arrives as a node-int64 `Int64` object, not a Number:
 // scores (|score| <= 2^53-1) are exact with toNumber(); subscores (any i64)
 // need toBigInt() below.
 'use strict';
 
+const fs = require('fs');
+const net = require('net');
+const tls = require('tls');
 const thrift = require('thrift');
 const Int64 = require('node-int64');
 const Ranking = require('./gen-nodejs/Ranking');
@@ -30,11 +39,35 @@ function fromBigInt(n) {
   return new Int64(bytes);
 }
 
+// tls.connect's options from RANKD_TLS_*, or null (plain TCP).
+function tlsOptions(host) {
+  const env = process.env;
+  const names = ['RANKD_TLS_CA', 'RANKD_TLS_CERT', 'RANKD_TLS_KEY', 'RANKD_TLS_SERVER_NAME'];
+  if (env.RANKD_TLS !== '1' && !names.some((n) => env[n])) return null;
+  const name = env.RANKD_TLS_SERVER_NAME || host;
+  const options = {
+    minVersion: 'TLSv1.2', // as rankd
+    // Set, so that the library leaves the protocol to minVersion.
+    secureOptions: 0,
+    // rankd's certificate must carry name (a DNS name or an IP address).
+    checkServerIdentity: (_host, cert) => tls.checkServerIdentity(name, cert),
+  };
+  if (!net.isIP(name)) options.servername = name; // SNI takes names only
+  if (env.RANKD_TLS_CA) options.ca = fs.readFileSync(env.RANKD_TLS_CA);
+  if (env.RANKD_TLS_CERT) options.cert = fs.readFileSync(env.RANKD_TLS_CERT);
+  if (env.RANKD_TLS_KEY) options.key = fs.readFileSync(env.RANKD_TLS_KEY);
+  return options;
+}
+
 function connect(host, port) {
-  const connection = thrift.createConnection(host, port, {
+  const options = {
     transport: thrift.TFramedTransport,
     protocol: thrift.TBinaryProtocol,
-  });
+  };
+  const secure = tlsOptions(host);
+  const connection = secure
+    ? thrift.createSSLConnection(host, port, { ...options, ...secure })
+    : thrift.createConnection(host, port, options);
   connection.on('error', (err) => {
     console.error('connection:', err.message);
     process.exitCode = 3;

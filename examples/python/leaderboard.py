@@ -5,12 +5,19 @@
 
 rankd's defaults: framed transport, binary protocol. The address comes from
 the first argument, else RANKD_ADDRESS, else 127.0.0.1:9090.
+
+TLS, from the environment (any of these turns it on; so does RANKD_TLS=1):
+RANKD_TLS_CA (PEM CAs that rankd's certificate must chain to; default the
+system's), RANKD_TLS_CERT and RANKD_TLS_KEY (this client's certificate and
+key, for a rankd that asks for one), RANKD_TLS_SERVER_NAME (the name or IP
+address rankd's certificate must carry; default the host).
 """
 import os
+import ssl
 import sys
 
 from thrift.protocol import TBinaryProtocol
-from thrift.transport import TSocket, TTransport
+from thrift.transport import TSocket, TSSLSocket, TTransport
 
 from ranking import Ranking
 from ranking.ttypes import (
@@ -20,18 +27,44 @@ from ranking.ttypes import (
 BOARD = "example_python"
 
 
+def tls_context():
+    """An SSL context from RANKD_TLS_*, or None (plain TCP)."""
+    env = os.environ
+    names = ("RANKD_TLS_CA", "RANKD_TLS_CERT", "RANKD_TLS_KEY",
+             "RANKD_TLS_SERVER_NAME")
+    if env.get("RANKD_TLS") != "1" and not any(env.get(n) for n in names):
+        return None
+    # Verifies rankd's certificate and name; TLS 1.2 at least, as rankd.
+    context = ssl.create_default_context(cafile=env.get("RANKD_TLS_CA"))
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if env.get("RANKD_TLS_CERT") or env.get("RANKD_TLS_KEY"):
+        context.load_cert_chain(env["RANKD_TLS_CERT"], env["RANKD_TLS_KEY"])
+    return context
+
+
 class Connection:
     """One framed, binary-protocol connection to rankd, reopened on demand."""
 
     def __init__(self, address):
         self.host, port = address.rsplit(":", 1)
         self.port = int(port)
+        self.tls = tls_context()
+        self.server_name = os.environ.get("RANKD_TLS_SERVER_NAME") or self.host
         self.transport = None
         self.client = None
         self.open()
 
     def open(self):
-        socket = TSocket.TSocket(self.host, self.port)
+        if self.tls is not None:
+            # The context checks the certificate and server_hostname
+            # during the handshake (check_hostname); thrift's own second
+            # check (ssl.match_hostname, deprecated) is not needed.
+            socket = TSSLSocket.TSSLSocket(
+                self.host, self.port, ssl_context=self.tls,
+                server_hostname=self.server_name,
+                validate_callback=lambda cert, hostname: None)
+        else:
+            socket = TSocket.TSocket(self.host, self.port)
         socket.setTimeout(5000)  # ms: a lost reply becomes an error
         self.transport = TTransport.TFramedTransport(socket)
         self.client = Ranking.Client(

@@ -18,7 +18,17 @@ RankClient *rank_client_connect (const char *host, guint16 port,
                                  gboolean framed, RankProtocolKind protocol,
                                  int timeout_ms, GError **error);
 
-/* A new connection to the same rankd, as client's was made. */
+/* The same over TLS when tls is not NULL (see
+ * rank_client_transport_connect_tls): the handshake within timeout_ms, the
+ * server's certificate checked against server_name (NULL: host). Make tls
+ * once with rank_tls_client_context_new and share it among connections and
+ * threads; the client holds a reference. */
+RankClient *rank_client_connect_tls (const char *host, guint16 port,
+                                     gboolean framed, RankProtocolKind protocol,
+                                     int timeout_ms, RankTlsContext *tls,
+                                     const char *server_name, GError **error);
+
+/* A new connection to the same rankd, as client's was made (TLS too). */
 RankClient *rank_client_connect_again (const RankClient *client,
                                        GError **error);
 

@@ -7,6 +7,11 @@
  *   all of them are already in rbuf (the frame was read whole).
  *   Buffered: msg_used counts the bytes consumed by the current message.
  *   wbuf starts with 4 reserved bytes in framed mode for the length.
+ *
+ * Over TLS (tls != NULL) the socket is non-blocking: every read and write
+ * goes through the session, and each wait the session asks for (readable,
+ * writable) is a poll bounded by the timeout. Plain sockets stay blocking
+ * with SO_RCVTIMEO/SO_SNDTIMEO as the bound (one recv per reply).
  */
 #include "client_transport.h"
 
@@ -14,12 +19,15 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "address.h"
 #include "constants.h"
+#include "error.h"
 #include "protocol.h"
 
 struct _RankClientTransport
@@ -30,6 +38,8 @@ struct _RankClientTransport
   gboolean framed;
   guint32 max_frame;
   int timeout_ms;
+  RankTlsSession *tls; /* NULL: plain TCP */
+  char *tls_failure;   /* why the session ended: said again by every call */
 
   guint8 *rbuf;
   gsize rcap, rpos, rlen;
@@ -104,11 +114,221 @@ ensure_capacity (RankClientTransport *self, gsize need)
     }
 }
 
+/* ---- TLS ---- */
+
+/* Waits up to timeout_ms (0: no bound) for fd to be ready for what a TLS
+ * call asked (WANT_READ or WANT_WRITE); FALSE when the time ran out. */
+static gboolean
+tls_wait (int fd, RankTlsStatus want, int timeout_ms)
+{
+  struct pollfd pfd = { fd, want == RANK_TLS_WANT_WRITE ? POLLOUT : POLLIN, 0 };
+  int rc;
+
+  do
+    rc = poll (&pfd, 1, timeout_ms > 0 ? timeout_ms : -1);
+  while (rc < 0 && errno == EINTR);
+  return rc != 0;
+}
+
+/* What an alert from the server means for the one who reads the error:
+ * under TLS 1.3 a refused client certificate shows up on the first read,
+ * not in the handshake. */
+static const char *
+tls_hint (const char *message)
+{
+  if (strstr (message, "alert certificate required") != NULL)
+    return " (the server requires a client certificate and its key)";
+  if (strstr (message, "alert unknown ca") != NULL
+      || strstr (message, "alert bad certificate") != NULL
+      || strstr (message, "alert certificate expired") != NULL
+      || strstr (message, "alert certificate unknown") != NULL
+      || strstr (message, "alert certificate revoked") != NULL
+      || strstr (message, "alert access denied") != NULL)
+    return " (the server refused this client's certificate)";
+  return "";
+}
+
+/* A failed TLS call's error (RANK_ERROR's domain) as the transport's. The
+ * session is over: later calls repeat why (a refused certificate, not
+ * "closed"). */
+static void
+tls_error (RankClientTransport *self, GError **error, int code, GError *tls)
+{
+  const char *message = tls != NULL ? tls->message : "TLS failed";
+
+  if (self->tls_failure == NULL)
+    self->tls_failure = g_strdup_printf ("%s%s", message, tls_hint (message));
+  set_error (error, code, "%s", self->tls_failure);
+}
+
+/* TRUE (error set) when the session already failed. */
+static gboolean
+tls_over (RankClientTransport *self, GError **error, int code)
+{
+  if (self->tls_failure == NULL)
+    return FALSE;
+  set_error (error, code, "%s", self->tls_failure);
+  return TRUE;
+}
+
+static gboolean
+tls_fill (RankClientTransport *self, GError **error)
+{
+  if (tls_over (self, error, THRIFT_TRANSPORT_ERROR_RECEIVE))
+    return FALSE;
+  for (;;)
+    {
+      g_autoptr (GError) tls = NULL;
+      gsize got = 0;
+      RankTlsStatus s = rank_tls_read (self->tls, self->rbuf + self->rlen,
+                                       self->rcap - self->rlen, &got, &tls);
+
+      switch (s)
+        {
+        case RANK_TLS_OK:
+          self->rlen += got;
+          return TRUE;
+        case RANK_TLS_WANT_READ:
+        case RANK_TLS_WANT_WRITE:
+          if (tls_wait (self->fd, s, self->timeout_ms))
+            continue;
+          set_error (error, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                     "timed out after %d ms waiting for the peer to send",
+                     self->timeout_ms);
+          return FALSE;
+        case RANK_TLS_CLOSED:
+          g_clear_error (&tls);
+          tls = g_error_new_literal (RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                                     "connection closed by peer");
+          tls_error (self, error, THRIFT_TRANSPORT_ERROR_RECEIVE, tls);
+          return FALSE;
+        case RANK_TLS_FAILED:
+        default:
+          tls_error (self, error, THRIFT_TRANSPORT_ERROR_RECEIVE, tls);
+          return FALSE;
+        }
+    }
+}
+
+static gboolean
+tls_send_all (RankClientTransport *self, const guint8 *data, gsize len,
+              GError **error)
+{
+  if (tls_over (self, error, THRIFT_TRANSPORT_ERROR_SEND))
+    return FALSE;
+  while (len > 0)
+    {
+      g_autoptr (GError) tls = NULL;
+      struct iovec iov = { (void *) data, len };
+      gsize wrote = 0;
+      RankTlsStatus s = rank_tls_writev (self->tls, &iov, 1, &wrote, &tls);
+
+      data += wrote;
+      len -= wrote;
+      if (s == RANK_TLS_OK)
+        continue;
+      if (s == RANK_TLS_WANT_READ || s == RANK_TLS_WANT_WRITE)
+        {
+          if (tls_wait (self->fd, s, self->timeout_ms))
+            continue;
+          set_error (error, THRIFT_TRANSPORT_ERROR_SEND,
+                     "timed out after %d ms waiting for the peer to read",
+                     self->timeout_ms);
+          return FALSE;
+        }
+      /* A server that refused this client's certificate after the
+       * handshake (TLS 1.3) sent an alert and closed: the alert says why,
+       * the failed write does not. */
+      {
+        g_autoptr (GError) alert = NULL;
+        guint8 b[256];
+        gsize got;
+
+        if (rank_tls_read (self->tls, b, sizeof b, &got, &alert)
+                == RANK_TLS_FAILED
+            && alert != NULL && strstr (alert->message, "alert") != NULL)
+          {
+            g_clear_error (&tls);
+            tls = g_steal_pointer (&alert);
+          }
+      }
+      if (tls == NULL)
+        tls = g_error_new_literal (RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                                   "connection closed by peer");
+      tls_error (self, error, THRIFT_TRANSPORT_ERROR_SEND, tls);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* OpenSSL writes to its socket with write(2), not send(MSG_NOSIGNAL): a
+ * write to a connection the peer reset (a close_notify on closing, the
+ * rest of a large request) raises SIGPIPE, whose default ends the process.
+ * A process that speaks TLS through this transport ignores it instead
+ * (rankd does the same); a handler of its own is left alone. */
+static gpointer
+ignore_sigpipe (gpointer unused)
+{
+  struct sigaction old;
+
+  if (sigaction (SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+    signal (SIGPIPE, SIG_IGN);
+  return NULL;
+}
+
+/* Runs the handshake on self's socket, all of it within timeout_ms (0: no
+ * bound). */
+static gboolean
+tls_handshake (RankClientTransport *self, int timeout_ms, GError **error)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+
+  for (;;)
+    {
+      g_autoptr (GError) tls = NULL;
+      RankTlsStatus s = rank_tls_handshake (self->tls, &tls);
+      int left;
+
+      if (s == RANK_TLS_OK)
+        return TRUE;
+      if (s != RANK_TLS_WANT_READ && s != RANK_TLS_WANT_WRITE)
+        {
+          if (s == RANK_TLS_CLOSED && tls == NULL)
+            set_error (error, THRIFT_TRANSPORT_ERROR_CONNECT,
+                       "TLS handshake failed: the peer closed the "
+                       "connection");
+          else
+            tls_error (self, error, THRIFT_TRANSPORT_ERROR_CONNECT, tls);
+          return FALSE;
+        }
+      left = 0;
+      if (timeout_ms > 0)
+        {
+          gint64 us = deadline - g_get_monotonic_time ();
+
+          if (us <= 0)
+            left = -1;
+          else
+            left = (int) MAX ((us + 999) / 1000, 1);
+        }
+      if (left < 0 || !tls_wait (self->fd, s, left))
+        {
+          set_error (error, THRIFT_TRANSPORT_ERROR_CONNECT,
+                     "TLS handshake timed out after %d ms", timeout_ms);
+          return FALSE;
+        }
+    }
+}
+
+/* ---- reading ---- */
+
 /* Receives more bytes, at least one, into rbuf. */
 static gboolean
 fill (RankClientTransport *self, gsize want, GError **error)
 {
   ensure_capacity (self, MAX (want, (gsize) 1));
+  if (self->tls != NULL)
+    return tls_fill (self, error);
   for (;;)
     {
       ssize_t n = recv (self->fd, self->rbuf + self->rlen,
@@ -325,6 +545,8 @@ static gboolean
 send_all (RankClientTransport *self, const guint8 *data, gsize len,
           GError **error)
 {
+  if (self->tls != NULL)
+    return tls_send_all (self, data, len, error);
   while (len > 0)
     {
       ssize_t n = send (self->fd, data, len, MSG_NOSIGNAL);
@@ -433,6 +655,12 @@ client_close (ThriftTransport *transport, GError **error)
 {
   RankClientTransport *self = RANK_CLIENT_TRANSPORT (transport);
 
+  if (self->tls != NULL)
+    {
+      rank_tls_shutdown (self->tls);
+      rank_tls_session_free (self->tls);
+      self->tls = NULL;
+    }
   if (self->fd >= 0)
     {
       close (self->fd);
@@ -464,8 +692,8 @@ rank_client_transport_finalize (GObject *object)
 {
   RankClientTransport *self = RANK_CLIENT_TRANSPORT (object);
 
-  if (self->fd >= 0)
-    close (self->fd);
+  client_close (THRIFT_TRANSPORT (self), NULL);
+  g_free (self->tls_failure);
   g_free (self->rbuf);
   g_byte_array_unref (self->wbuf);
   G_OBJECT_CLASS (rank_client_transport_parent_class)->finalize (object);
@@ -524,14 +752,44 @@ RankClientTransport *
 rank_client_transport_connect (const char *host, guint16 port, gboolean framed,
                                int timeout_ms, GError **error)
 {
+  return rank_client_transport_connect_tls (host, port, framed, timeout_ms,
+                                            NULL, NULL, error);
+}
+
+RankClientTransport *
+rank_client_transport_connect_tls (const char *host, guint16 port,
+                                   gboolean framed, int timeout_ms,
+                                   RankTlsContext *tls, const char *server_name,
+                                   GError **error)
+{
   RankAddress address = { (char *) host, port, NULL };
   RankClientTransport *self;
   int fd = rank_address_connect (&address, timeout_ms, error);
+  int flags;
 
   if (fd < 0)
     return NULL;
   self = rank_client_transport_new (fd, framed, RANK_MAX_MAX_FRAME);
   rank_client_transport_set_timeout (self, timeout_ms);
+  if (tls == NULL)
+    return self;
+  {
+    static GOnce once = G_ONCE_INIT;
+
+    g_once (&once, ignore_sigpipe, NULL);
+  }
+  /* The session asks for each wait; poll bounds it. */
+  flags = fcntl (fd, F_GETFL);
+  if (flags >= 0)
+    (void) fcntl (fd, F_SETFL, flags | O_NONBLOCK);
+  self->tls = rank_tls_session_new (
+      tls, fd,
+      server_name != NULL && *server_name != '\0' ? server_name : host);
+  if (!tls_handshake (self, timeout_ms, error))
+    {
+      g_object_unref (self);
+      return NULL;
+    }
   return self;
 }
 

@@ -20,6 +20,7 @@
 #include <thrift/c_glib/transport/thrift_transport.h>
 
 #include "thrift_fixes.h"
+#include "tls.h"
 
 G_BEGIN_DECLS
 
@@ -38,6 +39,21 @@ RankClientTransport *rank_client_transport_new (int fd, gboolean framed,
 RankClientTransport *
 rank_client_transport_connect (const char *host, guint16 port, gboolean framed,
                                int timeout_ms, GError **error);
+
+/* The same over TLS when tls is not NULL (plain TCP when it is): the
+ * handshake runs within timeout_ms, then every message goes through the
+ * session. server_name is the name (or IP address) the server's certificate
+ * must carry and the SNI sent; NULL or "": host. Whether the server's
+ * certificate is checked at all, and the client's own certificate, are the
+ * context's (rank_tls_client_context_new). The socket is non-blocking
+ * then, each wait a poll. A refusal the server sends after the handshake
+ * (TLS 1.3 checks a client certificate there) fails the first read, with
+ * a note that the server refused or wants a client certificate. OpenSSL
+ * writes with write(2), so the first TLS connection sets SIGPIPE to be
+ * ignored, unless the process has a handler of its own. */
+RankClientTransport *rank_client_transport_connect_tls (
+    const char *host, guint16 port, gboolean framed, int timeout_ms,
+    RankTlsContext *tls, const char *server_name, GError **error);
 
 /* Bound on each wait for the peer (0: none). */
 void rank_client_transport_set_timeout (RankClientTransport *self,

@@ -44,12 +44,18 @@ call_outcome (Cli *cli, gboolean ok, Call *call)
       const char *message = call->error->message;
 
       /* rankd closes, unanswered, a connection whose first bytes are not
-       * in its framing and protocol. */
+       * in its framing and protocol; a TLS port one that does not begin
+       * with a TLS handshake. */
+      gboolean dropped = strstr (message, "closed") != NULL
+                         || strstr (message, "reset") != NULL;
+      const char *hint
+          = !dropped || strstr (message, "(the server") != NULL ? ""
+            : cli->tls ? " (do --transport and --protocol match rankd's?)"
+                       : " (do --transport and --protocol match rankd's? Is "
+                         "it a TLS port: --tls?)";
+
       code = fail (EXIT_UNAVAILABLE, "no answer from rankd at %s: %s%s", where,
-                   message,
-                   strstr (message, "closed") != NULL
-                       ? " (do --transport and --protocol match rankd's?)"
-                       : "");
+                   message, hint);
     }
   g_clear_object (&call->invalid);
   g_clear_object (&call->not_found);
@@ -66,9 +72,9 @@ rankd (Cli *cli)
   g_autoptr (GError) error = NULL;
 
   if (cli->client == NULL)
-    cli->client = rank_client_connect (cli->address.host, cli->address.port,
-                                       cli->framed, cli->protocol,
-                                       cli->timeout_ms, &error);
+    cli->client = rank_client_connect_tls (
+        cli->address.host, cli->address.port, cli->framed, cli->protocol,
+        cli->timeout_ms, cli->tls_context, cli->tls_server_name.value, &error);
   if (cli->client == NULL)
     {
       g_autofree char *where = rank_address_to_string (&cli->address);

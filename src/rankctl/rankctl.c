@@ -1,7 +1,8 @@
 /* rankctl.c -- rankd from the shell: every Ranking method as a command, an
  * aligned table or one JSON document out, and exit codes a script can test.
  *
- *   rankctl [--connect HOST:PORT] [--json] COMMAND ARGS...
+ *   rankctl [--connect HOST:PORT] [--json] [--tls-ca F --tls-cert F
+ *           --tls-key F] COMMAND ARGS...
  *
  * Everything the command line says is checked before rankctl connects: a
  * usage error is exit 2 whether rankd is up or not. Syntax (is it a number,
@@ -118,6 +119,23 @@ static const char help_text[]
       "  --timeout SECONDS             wait for rankd at most this long "
       "(default 10)\n"
       "  --json                        print JSON instead of a table\n"
+      "  --tls                         speak TLS to rankd (implied by the "
+      "--tls-*\n"
+      "                                options below; $RANKCTL_TLS=1)\n"
+      "  --tls-ca FILE                 CAs (PEM) that rankd's certificate "
+      "must chain\n"
+      "                                to (default $RANKCTL_TLS_CA, else the "
+      "system's)\n"
+      "  --tls-cert FILE               this client's certificate (PEM), for "
+      "mutual TLS\n"
+      "                                (default $RANKCTL_TLS_CERT)\n"
+      "  --tls-key FILE                its private key (PEM; default "
+      "$RANKCTL_TLS_KEY)\n"
+      "  --tls-server-name NAME        the name (or IP) rankd's certificate "
+      "must carry\n"
+      "                                (default $RANKCTL_TLS_SERVER_NAME, "
+      "else the\n"
+      "                                host of --connect)\n"
       "  --help, --version\n"
       "\n"
       "Exit codes:\n"
@@ -166,6 +184,11 @@ static const OptionSpec option_specs[] = {
   { "protocol", 0, "binary|compact" },
   { "timeout", 0, "SECONDS" },
   { "json", 0, NULL },
+  { "tls", 0, NULL },
+  { "tls-ca", 0, "FILE" },
+  { "tls-cert", 0, "FILE" },
+  { "tls-key", 0, "FILE" },
+  { "tls-server-name", 0, "NAME" },
   { "help", 0, NULL },
   { "version", 0, NULL },
   { "periods-back", TAKES_PERIODS_BACK, "N" },
@@ -309,6 +332,111 @@ parse_connect (Cli *cli, const char *what, const char *text)
   return TRUE;
 }
 
+/* A TLS setting and where it came from (the option, or its RANKCTL_*
+ * variable), for the messages. */
+static void
+set_tls (TlsSetting *setting, const char *from, const char *value)
+{
+  setting->value = value;
+  setting->from = from;
+}
+
+/* The TLS settings as the environment gives them; options given later
+ * replace them. */
+static gboolean
+tls_from_environment (Cli *cli)
+{
+  static const struct
+  {
+    const char *variable;
+    gsize offset;
+  } vars[] = {
+    { "RANKCTL_TLS_CA", G_STRUCT_OFFSET (Cli, tls_ca) },
+    { "RANKCTL_TLS_CERT", G_STRUCT_OFFSET (Cli, tls_cert) },
+    { "RANKCTL_TLS_KEY", G_STRUCT_OFFSET (Cli, tls_key) },
+    { "RANKCTL_TLS_SERVER_NAME", G_STRUCT_OFFSET (Cli, tls_server_name) },
+  };
+  const char *on = g_getenv ("RANKCTL_TLS");
+
+  for (gsize i = 0; i < G_N_ELEMENTS (vars); i++)
+    {
+      const char *v = g_getenv (vars[i].variable);
+
+      if (v != NULL && *v != '\0')
+        set_tls (G_STRUCT_MEMBER_P (cli, vars[i].offset), vars[i].variable, v);
+    }
+  if (on == NULL || *on == '\0' || strcmp (on, "0") == 0)
+    return TRUE;
+  if (strcmp (on, "1") != 0)
+    {
+      fail (EXIT_INVALID, "RANKCTL_TLS: '%s' is not 0 or 1", on);
+      return FALSE;
+    }
+  cli->tls = TRUE;
+  return TRUE;
+}
+
+/* Checks the TLS files and loads them (before connecting: a wrong file is
+ * a usage error whether rankd is up or not). */
+static gboolean
+tls_setup (Cli *cli)
+{
+  const TlsSetting *files[] = { &cli->tls_ca, &cli->tls_cert, &cli->tls_key };
+  RankTlsFiles tls = {
+    .ca_file = cli->tls_ca.value,
+    .cert_file = cli->tls_cert.value,
+    .key_file = cli->tls_key.value,
+  };
+  g_autoptr (GError) error = NULL;
+
+  for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
+    cli->tls = cli->tls || files[i]->value != NULL;
+  cli->tls = cli->tls || cli->tls_server_name.value != NULL;
+  if (!cli->tls)
+    return TRUE;
+  if ((tls.cert_file == NULL) != (tls.key_file == NULL))
+    {
+      fail (EXIT_INVALID, "%s needs %s too",
+            tls.cert_file != NULL ? cli->tls_cert.from : cli->tls_key.from,
+            tls.cert_file != NULL ? "--tls-key (or RANKCTL_TLS_KEY)"
+                                  : "--tls-cert (or RANKCTL_TLS_CERT)");
+      return FALSE;
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      const char *path = files[i]->value;
+      FILE *f;
+
+      if (path == NULL)
+        continue;
+      f = fopen (path, "r");
+      if (f == NULL)
+        {
+          fail (EXIT_INVALID, "%s: cannot read '%s': %s", files[i]->from, path,
+                g_strerror (errno));
+          return FALSE;
+        }
+      fclose (f);
+    }
+  cli->tls_context = rank_tls_client_context_new (&tls, &error);
+  if (cli->tls_context == NULL)
+    {
+      /* The message names the file; say which setting gave it. */
+      const char *from = "TLS";
+
+      for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
+        if (files[i]->value != NULL
+            && strstr (error->message, files[i]->value) != NULL)
+          {
+            from = files[i]->from;
+            break;
+          }
+      fail (EXIT_INVALID, "%s: %s", from, error->message);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* Stores one option's value in cli; FALSE (printed) if it is not valid. */
 static gboolean
 apply_option (Cli *cli, const OptionSpec *o, const char *value)
@@ -352,6 +480,23 @@ apply_option (Cli *cli, const OptionSpec *o, const char *value)
     }
   else if (strcmp (name, "json") == 0)
     cli->json = TRUE;
+  else if (strcmp (name, "tls") == 0)
+    cli->tls = TRUE;
+  else if (strcmp (name, "tls-ca") == 0)
+    set_tls (&cli->tls_ca, "--tls-ca", value);
+  else if (strcmp (name, "tls-cert") == 0)
+    set_tls (&cli->tls_cert, "--tls-cert", value);
+  else if (strcmp (name, "tls-key") == 0)
+    set_tls (&cli->tls_key, "--tls-key", value);
+  else if (strcmp (name, "tls-server-name") == 0)
+    {
+      if (*value == '\0')
+        {
+          fail (EXIT_INVALID, "--tls-server-name: must not be empty");
+          return FALSE;
+        }
+      set_tls (&cli->tls_server_name, "--tls-server-name", value);
+    }
   else if (strcmp (name, "periods-back") == 0)
     return parse_i32 ("--periods-back", value, &cli->periods_back);
   else if (strcmp (name, "with-data") == 0)
@@ -552,6 +697,9 @@ parse_command_line (int argc, char **argv, Cli *cli, gboolean *done)
   if (cli->address.host == NULL
       && !parse_connect (cli, "--connect", RANK_DEFAULT_LISTEN))
     return EXIT_INVALID;
+  /* TLS: $RANKCTL_TLS_*, replaced by the options below. */
+  if (!tls_from_environment (cli))
+    return EXIT_INVALID;
   for (guint i = 0; i < given->len; i += 2)
     {
       const OptionSpec *o = given->pdata[i];
@@ -562,6 +710,8 @@ parse_command_line (int argc, char **argv, Cli *cli, gboolean *done)
       if (!apply_option (cli, o, given->pdata[i + 1]))
         return EXIT_INVALID;
     }
+  if (!tls_setup (cli))
+    return EXIT_INVALID;
   return EXIT_OK;
 }
 
@@ -587,6 +737,7 @@ main (int argc, char **argv)
   if (fflush (stdout) != 0 || ferror (stdout))
     code = fail (EXIT_OTHER, "writing the output failed");
   rank_client_free (cli.client);
+  rank_tls_context_unref (cli.tls_context);
   rank_address_clear (&cli.address);
   g_ptr_array_unref (cli.args);
   g_array_unref (cli.subscores);

@@ -41,6 +41,14 @@ enum
 
 typedef struct _Cli Cli;
 
+/* A TLS setting: its value and where it came from ("--tls-ca",
+ * "RANKCTL_TLS_CA"), for messages. */
+typedef struct
+{
+  const char *value; /* argv's or the environment's; NULL: not given */
+  const char *from;
+} TlsSetting;
+
 typedef struct
 {
   const char *name;
@@ -59,6 +67,9 @@ struct _Cli
   RankProtocolKind protocol;
   int timeout_ms;
   gboolean json;
+  gboolean tls; /* --tls, or implied by a --tls-* setting */
+  TlsSetting tls_ca, tls_cert, tls_key, tls_server_name;
+  RankTlsContext *tls_context; /* loaded before connecting */
   /* the command and its arguments (argv's strings, not owned) */
   const CommandSpec *command;
   GPtrArray *args;
