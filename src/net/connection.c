@@ -709,9 +709,10 @@ tls_failure_of (const char *why)
       || strstr (why, "protocol version") != NULL
       || strstr (why, "version too low") != NULL)
     return RANK_TLS_FAILURE_VERSION;
-  if (strstr (why, "certificate") != NULL)
+  if (strstr (why, "certificate") != NULL || strstr (why, "unknown ca") != NULL)
     return RANK_TLS_FAILURE_CERTIFICATE;
-  if (strstr (why, "closed the connection") != NULL)
+  if (strstr (why, "closed the connection") != NULL
+      || strstr (why, "unexpected eof") != NULL)
     return RANK_TLS_FAILURE_CLOSED;
   return RANK_TLS_FAILURE_PROTOCOL;
 }
@@ -729,7 +730,7 @@ tls_failed (Conn *c, RankTlsFailure reason, const char *why)
   guint unlogged = 0;
 
   rank_metrics_tls_handshake_failed (reason);
-  peer_name (c, peer, sizeof peer);
+  g_strlcpy (peer, c->tls_peer, sizeof peer);
   if (reason == RANK_TLS_FAILURE_CLOSED)
     {
       g_debug ("TLS handshake with a client from %s: %s", peer, why);
@@ -888,6 +889,8 @@ rank_conn_add (Worker *w, int fd, RankTlsContext *tls, gboolean local)
   if (tls != NULL)
     {
       c->tls = rank_tls_session_new (tls, fd, NULL);
+      /* For the log: a client that failed may be gone by then. */
+      peer_name (c, c->tls_peer, sizeof c->tls_peer);
       c->handshaking = TRUE;
       /* The handshake runs on a request's clock (the sweep's stall rule). */
       c->partial_since = c->last_received;

@@ -17,6 +17,7 @@
 #include "loop.h"
 #include "drain.h"
 #include "server.h"
+#include "tls.h"
 #include "store.h"
 #include "tracking.h"
 #include "wire.h"
@@ -50,6 +51,7 @@ struct _Conn
   gboolean tls_failed;  /* TLS: the session is dead, no shutdown */
   gboolean read_wants_write; /* TLS: a read waits for EPOLLOUT */
   gboolean write_wants_read; /* TLS: a write waits for EPOLLIN */
+  char tls_peer[48];         /* TLS: the client's address, for the log */
   RankLoopWatch *watch;
   RankRequestReader *reader;
   ThriftProtocol *in;
