@@ -254,6 +254,39 @@ class TlsTest(unittest.TestCase):
         transport.close()
         self.assertIn("a TLSv1.2 connection from client", self.log())
 
+    def test_option_errors(self):
+        d = self.dir
+        cases = [
+            (["--listen", "none"], "--listen none: give a --tls-listen"),
+            (["--tls-listen", "127.0.0.1:1"], "--tls-listen: needs --tls-cert"),
+            (["--tls-cert", f"{d}/server.pem"], "--tls-cert: only with "
+             "--tls-listen"),
+            (["--tls-listen", "127.0.0.1:1", "--tls-cert", f"{d}/nothing.pem",
+              "--tls-key", f"{d}/server.key"], "--tls-cert: cannot read"),
+            (["--tls-listen", "127.0.0.1:1", "--tls-cert", f"{d}/server.pem",
+              "--tls-key", f"{d}/server.key", "--tls-client-cert",
+              "optional"], "--tls-client-cert: needs --tls-ca"),
+            (["--tls-listen", "127.0.0.1:1", "--tls-cert", f"{d}/server.pem",
+              "--tls-key", f"{d}/server.key", "--tls-identity", "serial"],
+             "--tls-identity: "),
+            (["--tls-listen", "unix:/nowhere", "--tls-cert",
+              f"{d}/server.pem", "--tls-key", f"{d}/server.key"],
+             "--tls-listen: 'unix:/nowhere': TLS is served on TCP"),
+        ]
+        for args, message in cases:
+            out = subprocess.run([RANKD, "--redis", "127.0.0.1:1", *args],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.returncode, 2, (args, out.stderr))
+            self.assertIn(message, out.stderr)
+        # A key that is not the certificate's: at start, naming it.
+        out = subprocess.run(
+            [RANKD, "--redis", "127.0.0.1:1", "--tls-listen", "127.0.0.1:0",
+             "--tls-cert", f"{d}/server.pem", "--tls-key",
+             f"{d}/client-client.key"], capture_output=True, text=True,
+            timeout=60)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("cannot load the key", out.stderr)
+
     def test_tls11_refused(self):
         ctx = self.context()
         ctx.minimum_version = ssl.TLSVersion.TLSv1_1

@@ -330,7 +330,7 @@ rank_server_new (const RankServerConfig *config, GError **error)
           = rank_tls_server_context_new (&server->config.tls, error))
              == NULL)
     {
-      g_prefix_error (error, "--tls-listen: ");
+      g_prefix_error (error, "--tls-cert, --tls-key, --tls-ca: ");
       rank_server_free (server);
       return NULL;
     }

@@ -190,6 +190,16 @@ parse_listeners (Options *o, RankServerConfig *server, GError **error)
       g_prefix_error (error, "--tls-identity: ");
       return FALSE;
     }
+  {
+    const char *const files[][2] = { { "--tls-cert", o->tls_cert },
+                                     { "--tls-key", o->tls_key },
+                                     { "--tls-ca", o->tls_ca } };
+
+    for (guint i = 0; i < G_N_ELEMENTS (files); i++)
+      if (files[i][1] != NULL && access (files[i][1], R_OK) != 0)
+        return usage_error (error, "%s: cannot read %s: %s", files[i][0],
+                            files[i][1], g_strerror (errno));
+  }
   server->tls.cert_file = o->tls_cert;
   server->tls.key_file = o->tls_key;
   server->tls.ca_file = o->tls_ca;
