@@ -144,6 +144,7 @@ rank_conn_free (Conn *c)
   g_object_unref (c->in);
   g_object_unref (c->reader);
   g_free (c->peer.identity);
+  g_free (c->tls_peer);
   g_free (c);
   if (w->draining && w->conns.length == 0)
     worker_drained (w);
@@ -730,7 +731,7 @@ tls_failed (Conn *c, RankTlsFailure reason, const char *why)
   guint unlogged = 0;
 
   rank_metrics_tls_handshake_failed (reason);
-  g_strlcpy (peer, c->tls_peer, sizeof peer);
+  g_strlcpy (peer, c->tls_peer != NULL ? c->tls_peer : "?", sizeof peer);
   if (reason == RANK_TLS_FAILURE_CLOSED)
     {
       g_debug ("TLS handshake with a client from %s: %s", peer, why);
@@ -889,8 +890,11 @@ rank_conn_add (Worker *w, int fd, RankTlsContext *tls, gboolean local)
   if (tls != NULL)
     {
       c->tls = rank_tls_session_new (tls, fd, NULL);
+      char peer[INET6_ADDRSTRLEN + 16];
+
       /* For the log: a client that failed may be gone by then. */
-      peer_name (c, c->tls_peer, sizeof c->tls_peer);
+      peer_name (c, peer, sizeof peer);
+      c->tls_peer = g_strdup (peer);
       c->handshaking = TRUE;
       /* The handshake runs on a request's clock (the sweep's stall rule). */
       c->partial_since = c->last_received;

@@ -51,7 +51,7 @@ struct _Conn
   gboolean tls_failed;  /* TLS: the session is dead, no shutdown */
   gboolean read_wants_write; /* TLS: a read waits for EPOLLOUT */
   gboolean write_wants_read; /* TLS: a write waits for EPOLLIN */
-  char tls_peer[48];         /* TLS: the client's address, for the log */
+  char *tls_peer;            /* TLS: the client's address, for the log */
   RankLoopWatch *watch;
   RankRequestReader *reader;
   ThriftProtocol *in;
