@@ -14,6 +14,7 @@ a handshake half-way): the floods would time valgrind out.
 """
 import os
 import resource
+import select
 import shutil
 import signal
 import socket
@@ -503,6 +504,76 @@ class TlsTest(unittest.TestCase):
         transport.close()
         self.assertFalse(os.path.exists(self.unix),
                          "the unix socket's file is removed on exit")
+
+
+
+class TlsOnlyTest(unittest.TestCase):
+    """--listen none with a TLS listener only, client certificates
+    optional, the identity from the URI name, and --max-connections
+    counting handshakes."""
+
+    MAX = 4
+
+    def test_tls_only_optional_uri_max_connections(self):
+        work = tempfile.mkdtemp(prefix="rankd-tls-only-")
+        d = os.path.join(work, "certs")
+        certs.make(d, ["client"])
+        os.environ["G_MESSAGES_DEBUG"] = "rankd"
+        redis, redis_port = start_redis(work)
+        rankd, port = rankd_http.servers.start(lambda p: [
+            *rankd_http.wrapper(), RANKD, "--redis",
+            f"127.0.0.1:{redis_port}", "--listen", "none", "--tls-listen",
+            f"127.0.0.1:{p}", "--tls-cert", f"{d}/server.pem", "--tls-key",
+            f"{d}/server.key", "--tls-ca", f"{d}/ca.pem",
+            "--tls-client-cert", "optional", "--tls-identity", "uri",
+            "--max-connections", str(self.MAX)], work)
+        held = []
+        try:
+            def log():
+                with open(os.path.join(work, f"log-{port}")) as f:
+                    return f.read()
+
+            def call(ctx):
+                sock = TSSLSocket.TSSLSocket(
+                    "127.0.0.1", port, ssl_context=ctx,
+                    server_hostname="127.0.0.1")
+                transport = TTransport.TFramedTransport(sock)
+                transport.open()
+                client = Ranking.Client(
+                    TBinaryProtocol.TBinaryProtocol(transport))
+                client.Update(UpdateRequest(board=BOARD, member="m",
+                                            value=1, request_id="tls-only"))
+                transport.close()
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.load_verify_locations(f"{d}/ca.pem")
+            call(ctx)  # no certificate: anonymous
+            wait_for("the anonymous client logged",
+                     lambda: "connection from anonymous" in log())
+            ctx.load_cert_chain(f"{d}/client-client.pem",
+                                f"{d}/client-client.key")
+            call(ctx)
+            wait_for("the URI identity logged", lambda:
+                     "connection from spiffe://rankd.test/client" in log())
+            # Handshakes are connections: MAX of them half-way, and the
+            # next is refused.
+            for _ in range(self.MAX + 1):
+                held.append(socket.create_connection(("127.0.0.1", port)))
+            # At least one is closed at once (more, if rankd has not yet
+            # seen the earlier clients go).
+            ready, _, _ = select.select(held, [], [], 30)
+            self.assertTrue(ready)
+            self.assertEqual(ready[0].recv(1), b"")
+            wait_for("the refusal logged", lambda:
+                     "refused a connection: --max-connections reached"
+                     in log())
+        finally:
+            for s in held:
+                s.close()
+            status = stop(rankd, work, port)
+            redis.terminate()
+            redis.wait(30)
+            shutil.rmtree(work)
+        self.assertEqual(status, 0)
 
 
 if __name__ == "__main__":
