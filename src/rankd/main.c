@@ -582,7 +582,8 @@ reload (Options *o, RankServer *server, RankHttp *http)
 
   if (o->config == NULL)
     {
-      g_message ("SIGHUP: no --config to reload");
+      if (o->tls_listen == NULL)
+        g_message ("SIGHUP: no --config to reload");
       return;
     }
   boards = rank_config_load (o->config, &error);
