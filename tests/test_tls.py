@@ -385,6 +385,37 @@ class TlsTest(unittest.TestCase):
         self.assertIn(f"a connection on a unix socket from uid:{os.getuid()}",
                       self.log())
 
+    def test_unix_socket_file(self):
+        """A live rankd's socket is not taken over; a stale file is."""
+        out = subprocess.run([RANKD, "--redis", f"127.0.0.1:{self.redis_port}",
+                              "--listen", f"unix:{self.unix}"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn(f"cannot listen on unix:{self.unix}: in use",
+                      out.stderr)
+        stale = os.path.join(self.work, "stale.sock")
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(stale)
+        s.close()  # the file stays, nothing listens
+        proc = subprocess.Popen(
+            [*rankd_http.wrapper(), RANKD, "--redis",
+             f"127.0.0.1:{self.redis_port}", "--listen", f"unix:{stale}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            def served():
+                try:
+                    client, transport = self.plain_client(unix=stale)
+                except TTransport.TTransportException:
+                    return False
+                self.round_trip(client, "over-a-stale-socket-file")
+                transport.close()
+                return True
+            wait_for("rankd on the stale socket file", served)
+        finally:
+            proc.terminate()
+            self.assertEqual(proc.wait(60), 0)
+        self.assertFalse(os.path.exists(stale))
+
     @unittest.skipIf(WRAPPED, "a flood; the core runs under the wrapper")
     def test_stalled_handshakes_freed(self):
         """1,000 handshakes left half-way and one trickled a byte a second
