@@ -18,12 +18,16 @@ each of the two workers.
 
 Usage: test_crowd.py RANKD IDL
 Starts its own redis-server and rankd processes on free loopback ports.
-RANKD_CROWD_SECONDS shortens the run (default 30).
+RANKD_CROWD_SECONDS shortens the run (default 30). RANKD_CROWD_TLS=1 sends
+the crowd to a TLS listener (client certificates from certs.py) instead:
+each connection a handshake, then the same abuse inside it (a half-close
+there is a TCP one, without close_notify: rankd drops what it owed).
 """
 import os
 import random
 import shutil
 import socket
+import ssl
 import struct
 import sys
 import tempfile
@@ -47,6 +51,7 @@ from ranking.ttypes import (  # noqa: E402
     UpdateRequest)
 
 SECONDS = float(os.environ.get("RANKD_CROWD_SECONDS", "30"))
+TLS = os.environ.get("RANKD_CROWD_TLS") == "1"
 WARM_UP_SECONDS = 5
 CLIENTS = 200
 IDLE_TIMEOUT_S = 10
@@ -96,10 +101,12 @@ def sanitized(binary):
         return b"__asan_init" in f.read()
 
 
-def run_crowd(port, kinds, seconds, seed0):
-    """CLIENTS clients for seconds; returns (connections made, peak RSS)."""
+def run_crowd(port, kinds, seconds, seed0, tls=None):
+    """CLIENTS clients for seconds (over TLS with the ssl context tls);
+    returns the connections made."""
     end = time.monotonic() + seconds
-    crowd = [Crowd(port, kinds, seed0 + i, end) for i in range(CLIENTS)]
+    crowd = [Crowd(port, kinds, seed0 + i, end, tls)
+             for i in range(CLIENTS)]
     threads = [threading.Thread(target=c.run) for c in crowd]
     for t in threads:
         t.start()
@@ -118,8 +125,8 @@ def metric(http, name):
 class Crowd:
     """One client of the crowd, over and over until the end."""
 
-    def __init__(self, port, kinds, seed, end):
-        self.port, self.end = port, end
+    def __init__(self, port, kinds, seed, end, tls=None):
+        self.port, self.end, self.tls = port, end, tls
         self.rng = random.Random(seed)
         self.frames = [f for f, _ in kinds]
         self.weights = [w for _, w in kinds]
@@ -136,12 +143,15 @@ class Crowd:
             # segments: the kernel then sends a segment per 200 ms timer).
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF,
                          rng.choice([1 << 17, 1 << 20]))
+            if self.tls is not None:
+                s = self.tls.wrap_socket(s, server_hostname="127.0.0.1")
             # Sometimes only part of the requests, cut anywhere.
             cut = len(data) if rng.random() < 0.7 else rng.randrange(len(data))
             s.sendall(data[:cut])
             how = rng.choice(["half-close", "close", "close"])
             if how == "half-close":
-                s.shutdown(socket.SHUT_WR)
+                # The TCP half-close itself, under TLS too.
+                socket.socket.shutdown(s, socket.SHUT_WR)
             read = rng.choice(["all", "some", "none"])
             if read == "all":
                 # Every reply to a whole request (rankd closes early on
@@ -193,10 +203,25 @@ class CrowdTest(unittest.TestCase):
     def test_crowd(self):
         work = tempfile.mkdtemp(prefix="rankd-crowd-")
         redis, redis_port = start_redis(work)
+        tls_opts, tls = [], None
+        if TLS:
+            import certs
+            d = os.path.join(work, "certs")
+            certs.make(d, ["crowd"])
+            tls_port = rankd_http.servers.free_port()
+            tls_opts = ["--tls-listen", f"127.0.0.1:{tls_port}",
+                        "--tls-cert", os.path.join(d, "server.pem"),
+                        "--tls-key", os.path.join(d, "server.key"),
+                        "--tls-ca", os.path.join(d, "ca.pem")]
+            tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            tls.load_verify_locations(os.path.join(d, "ca.pem"))
+            tls.load_cert_chain(os.path.join(d, "client-crowd.pem"),
+                                os.path.join(d, "client-crowd.key"))
         rankd, port, http = start_rankd(
             RANKD, work, redis_port,
             ["--idle-timeout", str(IDLE_TIMEOUT_S),
-             "--io-threads", str(IO_THREADS)])
+             "--io-threads", str(IO_THREADS), *tls_opts])
+        crowd_port = tls_port if TLS else port
         try:
             sock = TSocket.TSocket("127.0.0.1", port)
             sock.setTimeout(60000)
@@ -217,14 +242,14 @@ class CrowdTest(unittest.TestCase):
                 s.recv(n, socket.MSG_WAITALL)
                 s.close()
             transport.close()
-            run_crowd(port, kinds, WARM_UP_SECONDS, 1000)
+            run_crowd(crowd_port, kinds, WARM_UP_SECONDS, 1000, tls)
             wait_for("no connection open",
                      lambda: metric(http, "rankd_connections_open") == 0,
                      deadline=IDLE_TIMEOUT_S + 5)
             before = rss_kib(rankd.pid)
             heap_before = metric(http, "rankd_heap_in_use_bytes")
 
-            rounds = run_crowd(port, kinds, SECONDS, 0)
+            rounds = run_crowd(crowd_port, kinds, SECONDS, 0, tls)
 
             # Every connection goes within the idle timeout.
             wait_for("rankd_connections_open back to 0",
@@ -237,6 +262,11 @@ class CrowdTest(unittest.TestCase):
                              f" {heap_before:.0f} B before, {heap_after:.0f}"
                              f" B after\n")
             self.assertGreater(rounds, CLIENTS)
+            if TLS:
+                # The crowd went through TLS, and every session is gone.
+                self.assertGreater(metric(http, "rankd_tls_handshakes_total"),
+                                   CLIENTS)
+                self.assertEqual(metric(http, "rankd_tls_connections_open"), 0)
             if not sanitized(RANKD) and not rankd_http.wrapper():
                 self.assertLessEqual(heap_after, heap_before + HEAP_SLACK)
                 self.assertLessEqual(after,
@@ -251,6 +281,18 @@ class CrowdTest(unittest.TestCase):
             self.assertEqual(client.GetRank(GetRankRequest(
                 board="crowd-writes", member="w")).score, 1)
             transport.close()
+            if TLS:
+                from thrift.transport import TSSLSocket
+                sock = TSSLSocket.TSSLSocket(
+                    "127.0.0.1", crowd_port, ssl_context=tls,
+                    server_hostname="127.0.0.1")
+                sock.setTimeout(10000)
+                transport = TTransport.TFramedTransport(sock)
+                transport.open()
+                client = Ranking.Client(
+                    TBinaryProtocol.TBinaryProtocol(transport))
+                self.assertEqual(client.Count(CountRequest(board=BOARD)), 500)
+                transport.close()
         finally:
             status = stop(rankd)
             redis.terminate()

@@ -537,6 +537,9 @@ test_wire_sniff (void)
     { "OPTIONS * HTTP/1.1", 18, RANK_WIRE_HTTP, FALSE, 0 },
     { "GETX", 4, RANK_WIRE_UNKNOWN, FALSE, 0 },
     { "\x05\x00\x00\x20\x80\x01", 6, RANK_WIRE_UNKNOWN, FALSE, 0 },
+    { "\x16", 1, RANK_WIRE_MORE, FALSE, 0 },
+    { "\x16\x03\x01\x02\x00\x01", 6, RANK_WIRE_TLS, FALSE, 0 },
+    { "\x16\x04", 2, RANK_WIRE_UNKNOWN, FALSE, 0 },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)

@@ -112,6 +112,10 @@ static GHashTable *replica_lags; /* name -> double *, under lock */
 static Counter connections_opened; /* atomic read-modify-write: any thread */
 static Counter connections_closed;
 
+/* TLS on the Thrift port: atomic read-modify-write, any thread. */
+static Counter tls_seen, tls_opened, tls_closed, tls_handshakes;
+static Counter tls_failures[RANK_TLS_FAILURES];
+
 static inline void
 add (Counter *c, guint64 by)
 {
@@ -219,6 +223,54 @@ void
 rank_metrics_connection_closed (void)
 {
   atomic_fetch_add_explicit (&connections_closed, 1, memory_order_relaxed);
+}
+
+/* ---- TLS on the Thrift port ---- */
+
+const char *
+rank_metrics_tls_failure_name (RankTlsFailure reason)
+{
+  static const char *const names[] = {
+    [RANK_TLS_FAILURE_PROTOCOL] = "protocol",
+    [RANK_TLS_FAILURE_VERSION] = "version",
+    [RANK_TLS_FAILURE_CERTIFICATE] = "certificate",
+    [RANK_TLS_FAILURE_TIMEOUT] = "timeout",
+    [RANK_TLS_FAILURE_RESERVED] = "reserved_identity",
+    [RANK_TLS_FAILURE_CLOSED] = "closed",
+  };
+
+  G_STATIC_ASSERT (G_N_ELEMENTS (names) == RANK_TLS_FAILURES);
+  return names[reason];
+}
+
+void
+rank_metrics_tls_enabled (void)
+{
+  atomic_store (&tls_seen, 1);
+}
+
+void
+rank_metrics_tls_opened (void)
+{
+  atomic_fetch_add_explicit (&tls_opened, 1, memory_order_relaxed);
+}
+
+void
+rank_metrics_tls_closed (void)
+{
+  atomic_fetch_add_explicit (&tls_closed, 1, memory_order_relaxed);
+}
+
+void
+rank_metrics_tls_handshake_done (void)
+{
+  atomic_fetch_add_explicit (&tls_handshakes, 1, memory_order_relaxed);
+}
+
+void
+rank_metrics_tls_handshake_failed (RankTlsFailure reason)
+{
+  atomic_fetch_add_explicit (&tls_failures[reason], 1, memory_order_relaxed);
 }
 
 /* ---- Redis links ---- */
@@ -649,6 +701,32 @@ render_connections (GString *out)
       out, "rankd_connections_total %" G_GUINT64_FORMAT "\n", opened);
 }
 
+static void
+render_tls (GString *out)
+{
+  guint64 closed = atomic_load (&tls_closed);
+  guint64 opened = atomic_load (&tls_opened);
+
+  if (!atomic_load (&tls_seen))
+    return;
+  append_header (out, "rankd_tls_connections_open", "gauge",
+                 "TLS client connections open now, handshaking or not.");
+  g_string_append_printf (out,
+                          "rankd_tls_connections_open %" G_GUINT64_FORMAT "\n",
+                          opened - closed);
+  render_counter (out, "rankd_tls_handshakes_total", "counter",
+                  "TLS handshakes completed.", "", &tls_handshakes);
+  append_header (out, "rankd_tls_handshake_failures_total", "counter",
+                 "TLS handshakes that failed, by reason.");
+  for (guint i = 0; i < RANK_TLS_FAILURES; i++)
+    g_string_append_printf (
+        out,
+        "rankd_tls_handshake_failures_total{reason=\"%s\"} %" G_GUINT64_FORMAT
+        "\n",
+        rank_metrics_tls_failure_name (i),
+        (guint64) atomic_load (&tls_failures[i]));
+}
+
 /* The heap rankd has allocated and not freed (glibc's count over every
  * arena, mmapped chunks included): unlike the RSS, it does not include what
  * malloc keeps after a free (up to RANK_MALLOC_TRIM_BYTES an arena), so a
@@ -852,6 +930,7 @@ rank_metrics_render (void)
   if (method_names != NULL)
     render_calls (out);
   render_connections (out);
+  render_tls (out);
   render_memory (out);
   render_redis (out);
   render_queues (out);

@@ -49,6 +49,35 @@ RankOutcome rank_metrics_outcome (const GError *error);
 void rank_metrics_connection_opened (void);
 void rank_metrics_connection_closed (void);
 
+/* ---- TLS on the Thrift port (connection.c; any thread) ---- */
+
+/* Why a TLS handshake failed; the label
+ * rankd_tls_handshake_failures_total{reason=...}. */
+typedef enum
+{
+  RANK_TLS_FAILURE_PROTOCOL,    /* not TLS, or TLS gone wrong (garbage,
+                                   plain Thrift, a bad record) */
+  RANK_TLS_FAILURE_VERSION,     /* a version older than TLS 1.2 */
+  RANK_TLS_FAILURE_CERTIFICATE, /* a client certificate missing, expired
+                                   or untrusted; or ours refused */
+  RANK_TLS_FAILURE_TIMEOUT,     /* not done within the request clock */
+  RANK_TLS_FAILURE_RESERVED,    /* its identity is a reserved name */
+  RANK_TLS_FAILURE_CLOSED,      /* the client closed or reset mid-way */
+  RANK_TLS_FAILURES,
+} RankTlsFailure;
+
+/* The reason's label value ("protocol", ...): static. */
+const char *rank_metrics_tls_failure_name (RankTlsFailure reason);
+
+/* A TLS listener is configured: the TLS metrics are rendered. */
+void rank_metrics_tls_enabled (void);
+/* A TLS connection was accepted (its handshake begins), or closed. */
+void rank_metrics_tls_opened (void);
+void rank_metrics_tls_closed (void);
+/* A handshake completed, or failed for reason. */
+void rank_metrics_tls_handshake_done (void);
+void rank_metrics_tls_handshake_failed (RankTlsFailure reason);
+
 /* ---- Redis links: one block per link, named by its node ---- */
 
 typedef struct _RankMetricsLink RankMetricsLink;

@@ -21,9 +21,18 @@
  * gets a TApplicationException naming the problem, and with framing the
  * connection goes on. Hostile bytes close only their own connection.
  *
+ * TLS: a connection of a TLS listener first completes its handshake,
+ * held to a request's clock (RANK_REQUEST_READ_TIMEOUT_MS from the accept,
+ * the sweep's stall rule), and is then served like any other, its bytes in
+ * and out going through its session. A session's read returns one record
+ * at most: it reads until the session wants the socket (WANT_READ), so
+ * that the edge-triggered watch is armed again; a read or write that
+ * needs the other direction waits for that event. Failed handshakes are
+ * counted by reason (metrics.h) and logged at most once a second.
+ *
  * Shutdown: each worker closes its idle connections, serves requests
  * already received, and closes the rest as their calls finish; server.c
- * then stops the loops.
+ * then stops the loops. A connection still in its handshake just closes.
  */
 #include "server_private.h"
 
@@ -45,6 +54,7 @@
 #include "metrics.h"
 
 static void serve (Conn *c);
+static void peer_name (Conn *c, char *out, gsize size);
 
 /* ---- reply buffers ---- */
 
@@ -105,6 +115,14 @@ conn_close_socket (Conn *c)
     return;
   rank_loop_unwatch (c->watch);
   c->watch = NULL;
+  if (c->tls != NULL)
+    {
+      /* close_notify, if the session is whole and the socket takes it. */
+      if (!c->handshaking && !c->tls_failed)
+        rank_tls_shutdown (c->tls);
+      g_clear_pointer (&c->tls, rank_tls_session_free);
+      rank_metrics_tls_closed ();
+    }
   close (c->fd);
   c->fd = -1;
   g_atomic_int_add (&c->worker->server->connections, -1);
@@ -126,6 +144,7 @@ rank_conn_free (Conn *c)
   g_object_unref (c->in);
   g_object_unref (c->reader);
   g_free (c->peer.identity);
+  g_free (c->tls_peer);
   g_free (c);
   if (w->draining && w->conns.length == 0)
     worker_drained (w);
@@ -222,6 +241,51 @@ rank_request_answered (gpointer data, gboolean ok)
   queue_ready (c);
 }
 
+/* wrote bytes of the replies at the head went out. */
+static void
+replies_sent (Conn *c, gsize wrote)
+{
+  if (wrote > 0)
+    c->last_progress = g_get_monotonic_time ();
+  c->sent += wrote;
+  while (head_answered (c))
+    {
+      Request *r = g_queue_peek_head (&c->requests);
+
+      if (c->sent < r->reply->len)
+        break;
+      c->sent -= r->reply->len;
+      request_free (c, r);
+    }
+}
+
+/* Writes iov through c's TLS session: as writev does, -1 with errno
+ * EAGAIN when the session waits for the socket (c->write_wants_read says
+ * which way), -1 with errno EPIPE when it failed. */
+static gssize
+tls_writev (Conn *c, const struct iovec *iov, int n)
+{
+  g_autoptr (GError) error = NULL;
+  gsize wrote = 0;
+  RankTlsStatus s = rank_tls_writev (c->tls, iov, n, &wrote, &error);
+
+  c->write_wants_read = s == RANK_TLS_WANT_READ;
+  if (s == RANK_TLS_OK)
+    return (gssize) wrote;
+  if (s == RANK_TLS_WANT_READ || s == RANK_TLS_WANT_WRITE)
+    {
+      /* What went counts; the rest is written again from its start. */
+      replies_sent (c, wrote);
+      errno = EAGAIN;
+      return -1;
+    }
+  g_debug ("closing connection: %s",
+           error != NULL ? error->message : "the client closed it");
+  c->tls_failed = TRUE;
+  errno = EPIPE;
+  return -1;
+}
+
 /* Writes the ready replies at the head of the queue, as many as one writev
  * takes. FALSE: the socket failed, and c is broken (maybe freed). */
 static gboolean
@@ -246,7 +310,7 @@ send_replies (Conn *c)
           iov[n].iov_base = r->reply->data + skip;
           iov[n++].iov_len = r->reply->len - skip;
         }
-      wrote = writev (c->fd, iov, n);
+      wrote = c->tls != NULL ? tls_writev (c, iov, n) : writev (c->fd, iov, n);
       if (wrote < 0 && errno == EINTR)
         continue;
       if (wrote < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -261,19 +325,46 @@ send_replies (Conn *c)
           conn_settle (c);
           return FALSE;
         }
-      c->last_progress = g_get_monotonic_time ();
-      c->sent += (gsize) wrote;
-      while (head_answered (c))
-        {
-          Request *r = g_queue_peek_head (&c->requests);
-
-          if (c->sent < r->reply->len)
-            break;
-          c->sent -= r->reply->len;
-          request_free (c, r);
-        }
+      replies_sent (c, (gsize) wrote);
     }
   return TRUE;
+}
+
+/* Reads what c's TLS session has, until it waits for the socket (or a
+ * whole largest frame is buffered: c is parked, to read the rest once
+ * that is decoded). */
+static RankIoResult
+tls_receive (Conn *c)
+{
+  for (;;)
+    {
+      g_autoptr (GError) error = NULL;
+      gsize room, got = 0;
+      guint8 *into = rank_request_reader_space (c->reader, &room);
+
+      if (into == NULL)
+        {
+          c->parked = TRUE;
+          return RANK_IO_OK;
+        }
+      switch (rank_tls_read (c->tls, into, room, &got, &error))
+        {
+        case RANK_TLS_OK:
+          rank_request_reader_commit (c->reader, got);
+          break;
+        case RANK_TLS_WANT_READ:
+          return RANK_IO_OK;
+        case RANK_TLS_WANT_WRITE:
+          c->read_wants_write = TRUE; /* EPOLLOUT resumes it */
+          return RANK_IO_OK;
+        case RANK_TLS_CLOSED:
+          return RANK_IO_CLOSED;
+        case RANK_TLS_FAILED:
+          g_debug ("closing connection: %s", error->message);
+          c->tls_failed = TRUE;
+          return RANK_IO_FAILED;
+        }
+    }
 }
 
 /* Reads what the socket has, unless a whole request or more is already
@@ -294,7 +385,8 @@ receive (Conn *c)
   c->parked = FALSE;
   if (c->input_closed || c->fd < 0)
     return TRUE;
-  r = rank_request_reader_receive (c->reader, c->fd);
+  r = c->tls != NULL ? tls_receive (c)
+                     : rank_request_reader_receive (c->reader, c->fd);
   if (r == RANK_IO_CLOSED)
     c->eof = TRUE;
   else if (r != RANK_IO_OK)
@@ -445,6 +537,22 @@ log_wrong_wire (Conn *c, const char *spoke)
                peer, spoke, rank_wire_name (config->framed, config->protocol));
 }
 
+/* c's client sent a TLS ClientHello to a plain port: said in the log
+ * (rate-limited, as log_wrong_wire). */
+static void
+log_tls_on_plain (Conn *c)
+{
+  const RankServerConfig *config = &c->worker->server->config;
+  char peer[INET6_ADDRSTRLEN + 16];
+
+  peer_name (c, peer, sizeof peer);
+  if (rank_wire_log_admit (c->worker->server->wire_log, peer, "TLS",
+                           g_get_monotonic_time ()))
+    g_message ("a client from %s speaks TLS; this port expects plain Thrift "
+               "(%s; --tls-listen serves TLS): closing its connection",
+               peer, rank_wire_name (config->framed, config->protocol));
+}
+
 /* c's first bytes are Thrift in another framing or protocol (framed,
  * protocol) than the port's: the client gets a TApplicationException it
  * can read, in its own, and the connection closes once it is sent. */
@@ -501,6 +609,10 @@ first_bytes_fit (Conn *c)
       break; /* all the client will send: decoding tells */
     case RANK_WIRE_HTTP:
       log_wrong_wire (c, "HTTP");
+      c->closing = TRUE;
+      return FALSE;
+    case RANK_WIRE_TLS:
+      log_tls_on_plain (c);
       c->closing = TRUE;
       return FALSE;
     case RANK_WIRE_THRIFT:
@@ -588,20 +700,156 @@ rank_worker_send_ready (gpointer data)
   return -1;
 }
 
+/* ---- TLS handshakes ---- */
+
+/* What a failed handshake's error says, as a reason. */
+static RankTlsFailure
+tls_failure_of (const char *why)
+{
+  if (strstr (why, "unsupported protocol") != NULL
+      || strstr (why, "protocol version") != NULL
+      || strstr (why, "version too low") != NULL)
+    return RANK_TLS_FAILURE_VERSION;
+  if (strstr (why, "certificate") != NULL || strstr (why, "unknown ca") != NULL)
+    return RANK_TLS_FAILURE_CERTIFICATE;
+  if (strstr (why, "closed the connection") != NULL
+      || strstr (why, "unexpected eof") != NULL)
+    return RANK_TLS_FAILURE_CLOSED;
+  return RANK_TLS_FAILURE_PROTOCOL;
+}
+
+/* c's handshake failed for reason (why): counted, and logged at most once
+ * a second (a client that closes mid-way, e.g. a port probe, at debug
+ * level only). */
+static void
+tls_failed (Conn *c, RankTlsFailure reason, const char *why)
+{
+  RankServer *server = c->worker->server;
+  gint64 now = g_get_monotonic_time ();
+  char peer[INET6_ADDRSTRLEN + 16];
+  gboolean log = FALSE;
+  guint unlogged = 0;
+
+  rank_metrics_tls_handshake_failed (reason);
+  g_strlcpy (peer, c->tls_peer != NULL ? c->tls_peer : "?", sizeof peer);
+  if (reason == RANK_TLS_FAILURE_CLOSED)
+    {
+      g_debug ("TLS handshake with a client from %s: %s", peer, why);
+      return;
+    }
+  g_mutex_lock (&server->lock);
+  if (now - server->last_tls_log >= G_USEC_PER_SEC)
+    {
+      log = TRUE;
+      server->last_tls_log = now;
+      unlogged = server->tls_unlogged;
+      server->tls_unlogged = 0;
+    }
+  else
+    server->tls_unlogged++;
+  g_mutex_unlock (&server->lock);
+  if (!log)
+    return;
+  if (unlogged > 0)
+    g_message ("TLS handshake with a client from %s failed (%s): %s; and %u "
+               "more since the last such line",
+               peer, rank_metrics_tls_failure_name (reason), why, unlogged);
+  else
+    g_message ("TLS handshake with a client from %s failed (%s): %s", peer,
+               rank_metrics_tls_failure_name (reason), why);
+}
+
+/* "anonymous" and "uid:N" name callers without a certificate: a
+ * certificate may not claim them. */
+static gboolean
+identity_reserved (const char *identity)
+{
+  return g_strcmp0 (identity, "anonymous") == 0
+         || g_str_has_prefix (identity, "uid:");
+}
+
+/* Advances c's handshake; once done, c's peer is its certificate's
+ * identity (none: anonymous). FALSE: it failed, and c is broken. */
+static gboolean
+handshake (Conn *c)
+{
+  const RankServerConfig *config = &c->worker->server->config;
+  g_autoptr (GError) error = NULL;
+  RankTlsStatus s = rank_tls_handshake (c->tls, &error);
+  char *identity;
+
+  if (s == RANK_TLS_WANT_READ || s == RANK_TLS_WANT_WRITE)
+    return TRUE;
+  if (s != RANK_TLS_OK)
+    {
+      c->tls_failed = TRUE;
+      tls_failed (c,
+                  error == NULL ? RANK_TLS_FAILURE_CLOSED
+                                : tls_failure_of (error->message),
+                  error == NULL ? "the client closed the connection"
+                                : error->message);
+      conn_break (c);
+      return FALSE;
+    }
+  c->handshaking = FALSE;
+  identity = rank_tls_peer_identity (c->tls, config->tls_identity);
+  if (identity != NULL && identity_reserved (identity))
+    {
+      g_autofree char *why = g_strdup_printf (
+          "its certificate names '%s', a reserved identity", identity);
+
+      g_free (identity);
+      tls_failed (c, RANK_TLS_FAILURE_RESERVED, why);
+      conn_break (c);
+      return FALSE;
+    }
+  c->peer.tls = TRUE;
+  c->peer.identity = identity;
+  c->partial_since = 0;
+  c->last_progress = c->last_received = g_get_monotonic_time ();
+  rank_metrics_tls_handshake_done ();
+  g_debug ("a %s connection from %s", rank_tls_version (c->tls),
+           identity != NULL ? identity : "anonymous");
+  return TRUE;
+}
+
+/* ---- events ---- */
+
 static void
 conn_io (gpointer data, guint32 events)
 {
   Conn *c = data;
+  /* A TLS session may wait for the other direction than its call's. */
+  gboolean writable
+      = (events & EPOLLOUT) || ((events & EPOLLIN) && c->write_wants_read);
+  gboolean readable = (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+                      || ((events & EPOLLOUT) && c->read_wants_write);
 
-  if (events & EPOLLOUT)
-    c->blocked = FALSE;
-  if ((events & EPOLLOUT) && head_answered (c) && !send_replies (c))
+  if (c->handshaking)
+    {
+      if (!handshake (c))
+        {
+          conn_settle (c);
+          return;
+        }
+      if (c->handshaking)
+        return;
+      readable = TRUE; /* requests may have come right after it */
+    }
+  if (writable)
+    {
+      c->blocked = FALSE;
+      c->write_wants_read = FALSE;
+    }
+  if (writable && head_answered (c) && !send_replies (c))
     return;
   /* With edge-triggered events a FIN that arrives with the last request
    * raises no event of its own: EPOLLRDHUP tells it. */
   if (events & EPOLLRDHUP)
     c->eof = TRUE;
-  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !receive (c))
+  if (readable)
+    c->read_wants_write = FALSE;
+  if (readable && !receive (c))
     {
       /* A receive error: the connection is broken. */
       conn_break (c);
@@ -612,7 +860,7 @@ conn_io (gpointer data, guint32 events)
 }
 
 void
-rank_conn_add (Worker *w, int fd)
+rank_conn_add (Worker *w, int fd, RankTlsContext *tls, gboolean local)
 {
   Conn *c = g_new0 (Conn, 1);
   int one = 1;
@@ -621,12 +869,37 @@ rank_conn_add (Worker *w, int fd)
   c->node.data = c;
   c->fd = fd;
   (void) fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) | O_NONBLOCK);
-  (void) setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (local)
+    {
+      struct ucred cred;
+      socklen_t len = sizeof cred;
+
+      /* A unix socket's peer is the user it runs as. */
+      if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+        c->peer.identity = g_strdup_printf ("uid:%u", (guint) cred.uid);
+      g_debug ("a connection on a unix socket from %s",
+               c->peer.identity != NULL ? c->peer.identity : "an unknown user");
+    }
+  else
+    (void) setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   c->reader = rank_request_reader_new (w->server->config.framed,
                                        w->server->config.max_frame);
   c->in = rank_protocol_new (w->server->config.protocol,
                              THRIFT_TRANSPORT (c->reader));
   c->last_progress = c->last_received = g_get_monotonic_time ();
+  if (tls != NULL)
+    {
+      c->tls = rank_tls_session_new (tls, fd, NULL);
+      char peer[INET6_ADDRSTRLEN + 16];
+
+      /* For the log: a client that failed may be gone by then. */
+      peer_name (c, peer, sizeof peer);
+      c->tls_peer = g_strdup (peer);
+      c->handshaking = TRUE;
+      /* The handshake runs on a request's clock (the sweep's stall rule). */
+      c->partial_since = c->last_received;
+      rank_metrics_tls_opened ();
+    }
   c->watch = rank_loop_watch (
       w->loop, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, conn_io, c);
   g_queue_push_tail_link (&w->conns, &c->node);
@@ -669,6 +942,14 @@ rank_worker_sweep (gpointer data)
       if ((c->partial_since != 0 && now - c->partial_since > stalled)
           || now - c->last_progress > idle)
         {
+          if (c->handshaking)
+            {
+              g_autofree char *why = g_strdup_printf (
+                  "not done within %d ms", (int) (MIN (stalled, idle) / 1000));
+
+              c->tls_failed = TRUE;
+              tls_failed (c, RANK_TLS_FAILURE_TIMEOUT, why);
+            }
           conn_break (c);
           conn_settle (c);
         }
@@ -697,7 +978,12 @@ rank_worker_start_drain (gpointer data)
 
       l = l->next;
       /* Serve what was already sent to us, then close. */
-      if (receive (c))
+      if (c->handshaking)
+        {
+          conn_break (c);
+          conn_settle (c);
+        }
+      else if (receive (c))
         {
           c->input_closed = TRUE;
           serve (c);

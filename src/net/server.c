@@ -6,6 +6,11 @@
  * and Redis links of their own. The board viewer's reads (http.c) reach
  * the same workers in-process (call.c).
  *
+ * Listeners: any number, plain or TLS, TCP or (plain) a unix socket; the
+ * accept loop polls them all. A TLS connection takes a session of the
+ * context current when it is accepted: a reload (SIGHUP) makes a new
+ * context for the connections after it, and open ones keep theirs.
+ *
  * Shutdown: the accept loop stops, and so do in-process calls; each worker
  * closes idle connections, serves requests already received, closes the
  * rest as their calls finish; then the workers stop.
@@ -17,11 +22,15 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "constants.h"
+#include "error.h"
 #include "metrics.h"
 
 /* ---- workers ---- */
@@ -30,6 +39,8 @@ typedef struct
 {
   Worker *worker;
   int fd;
+  RankTlsContext *tls; /* a reference, or NULL: plain */
+  gboolean local;
 } NewConn;
 
 static void
@@ -37,7 +48,8 @@ take_conn (gpointer data)
 {
   NewConn *n = data;
 
-  rank_conn_add (n->worker, n->fd);
+  rank_conn_add (n->worker, n->fd, n->tls, n->local);
+  rank_tls_context_unref (n->tls);
   g_free (n);
 }
 
@@ -163,10 +175,10 @@ refuse (RankServer *server, int fd, const char *why)
 }
 
 static void
-accept_one (RankServer *server)
+accept_one (RankServer *server, Listener *l)
 {
   NewConn *n;
-  int fd = accept4 (server->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+  int fd = accept4 (l->fd, NULL, NULL, SOCK_CLOEXEC);
 
   if (fd < 0)
     {
@@ -186,38 +198,172 @@ accept_one (RankServer *server)
       return;
     }
   rank_metrics_connection_opened ();
-  n = g_new (NewConn, 1);
+  n = g_new0 (NewConn, 1);
   n->worker
       = &server->workers[server->next_worker++ % server->config.io_threads];
   n->fd = fd;
+  n->local = l->local;
+  if (l->tls)
+    {
+      g_mutex_lock (&server->lock);
+      n->tls = rank_tls_context_ref (server->tls);
+      g_mutex_unlock (&server->lock);
+    }
   rank_loop_post (n->worker->loop, take_conn, n);
+}
+
+/* A unix socket at path: a file left by a rankd that is gone is replaced,
+ * one a live server listens on is not. */
+static int
+listen_unix (const char *path, GError **error)
+{
+  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  int fd;
+
+  if (strlen (path) >= sizeof sa.sun_path)
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                   "cannot listen on unix:%s: the path is longer than %zu "
+                   "bytes",
+                   path, sizeof sa.sun_path - 1);
+      return -1;
+    }
+  strcpy (sa.sun_path, path);
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    goto fail;
+  if (bind (fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+    {
+      struct stat st;
+      int probe;
+      gboolean stale;
+
+      if (errno != EADDRINUSE)
+        goto fail;
+      probe = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      stale = stat (path, &st) == 0 && S_ISSOCK (st.st_mode) && probe >= 0
+              && connect (probe, (struct sockaddr *) &sa, sizeof sa) < 0
+              && errno == ECONNREFUSED;
+      if (probe >= 0)
+        close (probe);
+      if (!stale)
+        {
+          g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                       "cannot listen on unix:%s: in use", path);
+          close (fd);
+          return -1;
+        }
+      unlink (path);
+      if (bind (fd, (struct sockaddr *) &sa, sizeof sa) < 0)
+        goto fail;
+    }
+  if (listen (fd, 1024) < 0)
+    goto fail;
+  return fd;
+
+fail:
+  g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+               "cannot listen on unix:%s: %s", path, g_strerror (errno));
+  if (fd >= 0)
+    close (fd);
+  return -1;
+}
+
+static void
+listener_close (Listener *l)
+{
+  if (l->fd >= 0)
+    close (l->fd);
+  l->fd = -1;
+  if (l->path != NULL)
+    unlink (l->path);
+  g_clear_pointer (&l->path, g_free);
+}
+
+static gboolean
+listener_open (Listener *l, const RankListenerConfig *config, GError **error)
+{
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+
+  l->tls = config->tls;
+  l->local = config->address.path != NULL;
+  l->fd = l->local ? listen_unix (config->address.path, error)
+                   : rank_address_listen (&config->address, 1024, error);
+  if (l->fd < 0)
+    return FALSE;
+  l->path = g_strdup (config->address.path);
+  if (!l->local && getsockname (l->fd, (struct sockaddr *) &ss, &len) == 0)
+    l->port = ntohs (ss.ss_family == AF_INET6
+                         ? ((struct sockaddr_in6 *) &ss)->sin6_port
+                         : ((struct sockaddr_in *) &ss)->sin_port);
+  return TRUE;
 }
 
 RankServer *
 rank_server_new (const RankServerConfig *config, GError **error)
 {
-  RankServer *server;
-  struct sockaddr_storage ss;
-  socklen_t len = sizeof ss;
-  int fd = rank_address_listen (&config->listen, 1024, error);
+  RankServer *server = g_new0 (RankServer, 1);
+  RankListenerConfig plain = { .address = config->listen, .tls = FALSE };
+  const RankListenerConfig *listeners
+      = config->n_listeners > 0 ? config->listeners : &plain;
+  guint n = MAX (config->n_listeners, 1);
+  gboolean any_tls = FALSE;
 
-  if (fd < 0)
-    return NULL;
-  server = g_new0 (RankServer, 1);
   server->config = *config;
   server->config.listen.host = g_strdup (config->listen.host);
-  server->config.listen.path = NULL;
+  server->config.listen.path = g_strdup (config->listen.path);
+  server->config.listeners = NULL;
+  server->config.tls.cert_file = g_strdup (config->tls.cert_file);
+  server->config.tls.key_file = g_strdup (config->tls.key_file);
+  server->config.tls.ca_file = g_strdup (config->tls.ca_file);
   if (server->config.io_threads < 1)
     server->config.io_threads = 1;
-  server->listen_fd = fd;
-  if (getsockname (fd, (struct sockaddr *) &ss, &len) == 0)
-    server->port = ntohs (ss.ss_family == AF_INET6
-                              ? ((struct sockaddr_in6 *) &ss)->sin6_port
-                              : ((struct sockaddr_in *) &ss)->sin_port);
   g_mutex_init (&server->lock);
   g_cond_init (&server->drained_cond);
   server->wire_log = rank_wire_log_new ();
+  server->listeners = g_new0 (Listener, n);
+  for (guint i = 0; i < n; i++)
+    server->listeners[i].fd = -1;
+  for (guint i = 0; i < n; i++)
+    any_tls |= listeners[i].tls;
+  if (any_tls
+      && (server->tls
+          = rank_tls_server_context_new (&server->config.tls, error))
+             == NULL)
+    {
+      g_prefix_error (error, "--tls-cert, --tls-key, --tls-ca: ");
+      rank_server_free (server);
+      return NULL;
+    }
+  if (any_tls)
+    rank_metrics_tls_enabled ();
+  for (guint i = 0; i < n; i++, server->n_listeners++)
+    if (!listener_open (&server->listeners[i], &listeners[i], error))
+      {
+        rank_server_free (server);
+        return NULL;
+      }
   return server;
+}
+
+gboolean
+rank_server_reload_tls (RankServer *server, GError **error)
+{
+  RankTlsContext *fresh, *old;
+
+  if (server->tls == NULL)
+    return TRUE;
+  fresh = rank_tls_server_context_new (&server->config.tls, error);
+  if (fresh == NULL)
+    return FALSE;
+  g_mutex_lock (&server->lock);
+  old = server->tls;
+  server->tls = fresh;
+  g_mutex_unlock (&server->lock);
+  /* Open sessions hold their own reference to the old one's SSL_CTX. */
+  rank_tls_context_unref (old);
+  return TRUE;
 }
 
 void
@@ -271,7 +417,13 @@ rank_server_wait_redis (RankServer *server, int timeout_ms, GError **error)
 guint16
 rank_server_port (RankServer *server)
 {
-  return server->port;
+  return server->listeners[0].port;
+}
+
+guint16
+rank_server_listener_port (RankServer *server, guint i)
+{
+  return i < server->n_listeners ? server->listeners[i].port : 0;
 }
 
 guint
@@ -283,28 +435,31 @@ rank_server_connections (RankServer *server)
 int
 rank_server_accept (RankServer *server, int signal_fd)
 {
-  struct pollfd pfd[2] = {
-    { server->listen_fd, POLLIN, 0 },
-    { signal_fd, POLLIN, 0 },
-  };
+  guint n = server->n_listeners;
+  g_autofree struct pollfd *pfd = g_new0 (struct pollfd, n + 1);
 
+  for (guint i = 0; i < n; i++)
+    pfd[i] = (struct pollfd){ server->listeners[i].fd, POLLIN, 0 };
+  pfd[n] = (struct pollfd){ signal_fd, POLLIN, 0 };
   for (;;)
     {
-      int rc = poll (pfd, 2, -1);
+      int rc = poll (pfd, n + 1, -1);
 
       if (rc < 0 && errno == EINTR)
         continue;
       if (rc < 0)
-        g_error ("poll on the listening socket failed: %s", g_strerror (errno));
-      if (pfd[1].revents & POLLIN)
+        g_error ("poll on the listening sockets failed: %s",
+                 g_strerror (errno));
+      if (pfd[n].revents & POLLIN)
         {
           struct signalfd_siginfo info;
 
           if (read (signal_fd, &info, sizeof info) == sizeof info)
             return (int) info.ssi_signo;
         }
-      if (pfd[0].revents & POLLIN)
-        accept_one (server);
+      for (guint i = 0; i < n; i++)
+        if (pfd[i].revents & POLLIN)
+          accept_one (server, &server->listeners[i]);
     }
 }
 
@@ -319,18 +474,21 @@ rank_server_drain (RankServer *server)
   rank_server_close_calls (server);
   /* Connections the kernel already accepted may carry requests sent before
    * the signal: take them too, so that draining answers them. */
-  fcntl (server->listen_fd, F_SETFL,
-         fcntl (server->listen_fd, F_GETFL) | O_NONBLOCK);
-  for (;;)
+  for (guint i = 0; i < server->n_listeners; i++)
     {
-      struct pollfd last = { server->listen_fd, POLLIN, 0 };
+      Listener *l = &server->listeners[i];
 
-      if (poll (&last, 1, 0) <= 0)
-        break;
-      accept_one (server);
+      fcntl (l->fd, F_SETFL, fcntl (l->fd, F_GETFL) | O_NONBLOCK);
+      for (;;)
+        {
+          struct pollfd last = { l->fd, POLLIN, 0 };
+
+          if (poll (&last, 1, 0) <= 0)
+            break;
+          accept_one (server, l);
+        }
+      listener_close (l);
     }
-  close (server->listen_fd);
-  server->listen_fd = -1;
   if (rank_server_connections (server) > 0)
     g_message ("draining %u connections", rank_server_connections (server));
   for (guint i = 0; i < n; i++)
@@ -420,8 +578,9 @@ rank_server_free (RankServer *server)
 {
   if (server == NULL)
     return;
-  if (server->listen_fd >= 0)
-    close (server->listen_fd);
+  for (guint i = 0; i < server->n_listeners; i++)
+    listener_close (&server->listeners[i]);
+  g_free (server->listeners);
   if (server->workers != NULL)
     {
       /* Every loop stops before any worker goes: they share the cache,
@@ -436,6 +595,10 @@ rank_server_free (RankServer *server)
     }
   rank_read_cache_free (server->cache);
   rank_address_clear (&server->config.listen);
+  g_free ((char *) server->config.tls.cert_file);
+  g_free ((char *) server->config.tls.key_file);
+  g_free ((char *) server->config.tls.ca_file);
+  rank_tls_context_unref (server->tls);
   for (guint i = 0; i < server->n_nodes; i++)
     rank_address_clear (&server->nodes[i]);
   g_free (server->nodes);

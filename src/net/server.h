@@ -14,10 +14,29 @@
 #include "config.h"
 #include "protocol.h"
 #include "redis_tls.h"
+#include "tls.h"
+
+/* A port rankd serves Thrift on: TCP ("host:port") or a unix socket
+ * ("unix:PATH", plain only: its peer is identified as "uid:N" by
+ * SO_PEERCRED; the socket file is removed on exit). */
+typedef struct
+{
+  RankAddress address;
+  gboolean tls; /* TLS, as the config's tls fields say */
+} RankListenerConfig;
 
 typedef struct
 {
+  /* The listeners, copied by rank_server_new; none given: one plain
+   * listener on listen. */
+  const RankListenerConfig *listeners;
+  guint n_listeners;
   RankAddress listen;
+  /* The TLS listeners' certificate, key and client CA (files copied and
+   * read again by rank_server_reload_tls), and which name of a client's
+   * certificate is its identity. */
+  RankTlsFiles tls;
+  RankTlsIdentity tls_identity;
   gboolean framed;
   RankProtocolKind protocol;
   guint32 max_frame;
@@ -44,8 +63,9 @@ typedef struct
 
 typedef struct _RankServer RankServer;
 
-/* Binds the listening socket (nothing is served yet): a taken port fails
- * before an embedded Redis is started. */
+/* Binds the listening sockets and loads the TLS context (nothing is served
+ * yet): a taken port or a bad certificate fails before an embedded Redis is
+ * started. */
 RankServer *rank_server_new (const RankServerConfig *config, GError **error);
 
 /* Starts the workers, each with a link to every Redis node (nodes[0] holds
@@ -57,8 +77,17 @@ void rank_server_start (RankServer *server, const RankAddress *nodes,
 gboolean rank_server_wait_redis (RankServer *server, int timeout_ms,
                                  GError **error);
 
-/* The bound port (useful with port 0). */
+/* The first listener's bound port (useful with port 0). */
 guint16 rank_server_port (RankServer *server);
+
+/* Listener i's bound port (0 for a unix socket), in the config's order. */
+guint16 rank_server_listener_port (RankServer *server, guint i);
+
+/* Reads the TLS listeners' certificate, key and CA again from the same
+ * files (SIGHUP): new connections use them, open ones keep theirs. FALSE
+ * with error, and the old ones kept, if they do not load. TRUE at once
+ * without a TLS listener. */
+gboolean rank_server_reload_tls (RankServer *server, GError **error);
 
 /* Accepts connections until a signal arrives on signal_fd (a signalfd);
  * returns its number. Call again to go on accepting. */

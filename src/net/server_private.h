@@ -17,6 +17,7 @@
 #include "loop.h"
 #include "drain.h"
 #include "server.h"
+#include "tls.h"
 #include "store.h"
 #include "tracking.h"
 #include "wire.h"
@@ -41,10 +42,16 @@ typedef struct
 struct _Conn
 {
   Worker *worker;
-  GList node;       /* in worker->conns */
-  GList ready_node; /* in worker->ready while it may have replies to send */
-  int fd;           /* -1 once the socket is closed */
-  RankPeer peer;    /* who is connected */
+  GList node;           /* in worker->conns */
+  GList ready_node;     /* in worker->ready while it may have replies to send */
+  int fd;               /* -1 once the socket is closed */
+  RankPeer peer;        /* who is connected */
+  RankTlsSession *tls;  /* NULL: plain */
+  gboolean handshaking; /* TLS: no request read before it is done */
+  gboolean tls_failed;  /* TLS: the session is dead, no shutdown */
+  gboolean read_wants_write; /* TLS: a read waits for EPOLLOUT */
+  gboolean write_wants_read; /* TLS: a write waits for EPOLLIN */
+  char *tls_peer;            /* TLS: the client's address, for the log */
   RankLoopWatch *watch;
   RankRequestReader *reader;
   ThriftProtocol *in;
@@ -83,16 +90,29 @@ struct _Worker
   gint64 next_sweep;
 };
 
+/* A listening socket. */
+typedef struct
+{
+  int fd;
+  gboolean tls;
+  gboolean local; /* a unix socket: peers are "uid:N" */
+  char *path;     /* a unix socket's file, removed on close */
+  guint16 port;
+} Listener;
+
 struct _RankServer
 {
   RankServerConfig config;
+  Listener *listeners;
+  guint n_listeners;
   RankAddress *nodes;
   guint n_nodes;
   RankAddress *replicas; /* of nodes replica_of[i] */
   guint *replica_of;
   guint n_replicas;
-  int listen_fd;
-  guint16 port;
+  RankTlsContext *tls; /* new TLS connections' (under lock; NULL: none) */
+  gint64 last_tls_log; /* under lock: handshake failures logged */
+  guint tls_unlogged;  /* under lock: failures since, not logged */
   Worker *workers;
   guint next_worker;
   RankReadCache *cache; /* the workers' one read cache */
@@ -113,8 +133,9 @@ struct _RankServer
 
 /* ---- connection.c ---- */
 
-/* Takes fd, accepted, as a new connection of w (in w's thread). */
-void rank_conn_add (Worker *w, int fd);
+/* Takes fd, accepted, as a new connection of w (in w's thread): TLS with
+ * a session of tls (NULL: plain), or from a unix socket (local). */
+void rank_conn_add (Worker *w, int fd, RankTlsContext *tls, gboolean local);
 
 /* Frees c and its requests (once w's loop has stopped). */
 void rank_conn_free (Conn *c);

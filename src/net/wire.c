@@ -10,6 +10,8 @@
 #define BINARY_MARK_0 0x80
 #define BINARY_MARK_1 0x01
 #define COMPACT_MARK 0x82
+#define TLS_HANDSHAKE 0x16
+#define TLS_MAJOR 0x03
 
 /* A protocol's mark at p (n bytes): RANK_WIRE_MORE if too few to tell. */
 static RankWireKind
@@ -70,6 +72,13 @@ rank_wire_sniff (const guint8 *bytes, gsize len, guint32 max_frame,
     {
       *framed = FALSE;
       return kind;
+    }
+  if (bytes[0] == TLS_HANDSHAKE)
+    {
+      if (len < 2)
+        return RANK_WIRE_MORE;
+      if (bytes[1] == TLS_MAJOR)
+        return RANK_WIRE_TLS;
     }
   if (is_http (bytes, len, &more))
     return RANK_WIRE_HTTP;

@@ -15,6 +15,7 @@
  *   framed binary      L L L L 80 01     unframed binary  80 01
  *   framed compact     L L L L 82        unframed compact 82
  *   HTTP               a method name and a space ("GET ", "POST ", ...)
+ *   TLS                16 03 (a handshake record, TLS 1.x or SSL 3)
  */
 #ifndef RANK_WIRE_H
 #define RANK_WIRE_H
@@ -30,6 +31,7 @@ typedef enum
   RANK_WIRE_MORE,    /* too few bytes to tell yet */
   RANK_WIRE_THRIFT,  /* framed and protocol say which */
   RANK_WIRE_HTTP,    /* an HTTP request */
+  RANK_WIRE_TLS,     /* a TLS record: a client set up for TLS */
   RANK_WIRE_UNKNOWN, /* none of these */
 } RankWireKind;
 

@@ -34,7 +34,14 @@
 
 typedef struct
 {
-  char *listen;
+  char **listen;
+  char **tls_listen;
+  char *tls_cert;
+  char *tls_key;
+  char *tls_ca;
+  char *tls_client_cert;
+  char *tls_identity;
+  GArray *listeners; /* RankListenerConfig: --listen, then --tls-listen */
   char **redis;
   char *config;
   char *data_dir;
@@ -80,7 +87,15 @@ clear_address (gpointer address)
 static void
 options_clear (Options *o)
 {
-  g_free (o->listen);
+  g_strfreev (o->listen);
+  g_strfreev (o->tls_listen);
+  g_free (o->tls_cert);
+  g_free (o->tls_key);
+  g_free (o->tls_ca);
+  g_free (o->tls_client_cert);
+  g_free (o->tls_identity);
+  if (o->listeners != NULL)
+    g_array_unref (o->listeners);
   g_strfreev (o->redis);
   g_free (o->config);
   g_free (o->data_dir);
@@ -104,6 +119,134 @@ options_clear (Options *o)
 
 static gboolean usage_error (GError **error, const char *fmt, ...)
     G_GNUC_PRINTF (2, 3);
+
+static void
+clear_listener (gpointer listener)
+{
+  rank_address_clear (&((RankListenerConfig *) listener)->address);
+}
+
+/* The listeners: every --listen (default RANK_DEFAULT_LISTEN; "none": no
+ * plain one), then every --tls-listen; and the TLS options, which go with
+ * --tls-listen. */
+static gboolean
+parse_listeners (Options *o, RankServerConfig *server, GError **error)
+{
+  const char *const default_listen[] = { RANK_DEFAULT_LISTEN, NULL };
+  const char *const *plain
+      = o->listen != NULL ? (const char *const *) o->listen : default_listen;
+  guint n_tls = o->tls_listen != NULL ? g_strv_length (o->tls_listen) : 0;
+
+  o->listeners = g_array_new (FALSE, TRUE, sizeof (RankListenerConfig));
+  g_array_set_clear_func (o->listeners, clear_listener);
+  if (g_strv_contains (plain, "none") && g_strv_length ((GStrv) plain) > 1)
+    return usage_error (error, "--listen none: not with another --listen");
+  for (guint i = 0; plain[i] != NULL && g_strcmp0 (plain[i], "none") != 0; i++)
+    {
+      RankListenerConfig l = { .tls = FALSE };
+
+      if (!rank_address_parse (plain[i], RANK_DEFAULT_PORT, &l.address, error))
+        {
+          g_prefix_error (error, "--listen: ");
+          return FALSE;
+        }
+      g_array_append_val (o->listeners, l);
+    }
+  for (guint i = 0; i < n_tls; i++)
+    {
+      RankListenerConfig l = { .tls = TRUE };
+
+      if (!rank_address_parse (o->tls_listen[i], 0, &l.address, error))
+        {
+          g_prefix_error (error, "--tls-listen: ");
+          return FALSE;
+        }
+      g_array_append_val (o->listeners, l);
+      if (l.address.path != NULL)
+        return usage_error (error,
+                            "--tls-listen: '%s': TLS is served on TCP; a "
+                            "unix socket is --listen unix:PATH (its peers "
+                            "are known by their uid)",
+                            o->tls_listen[i]);
+    }
+  if (o->listeners->len == 0)
+    return usage_error (error, "--listen none: give a --tls-listen address, "
+                               "or rankd serves nothing");
+  server->listeners
+      = (const RankListenerConfig *) (gpointer) o->listeners->data;
+  server->n_listeners = o->listeners->len;
+  if (n_tls == 0)
+    {
+      const char *stray = o->tls_cert          ? "--tls-cert"
+                          : o->tls_key         ? "--tls-key"
+                          : o->tls_ca          ? "--tls-ca"
+                          : o->tls_client_cert ? "--tls-client-cert"
+                          : o->tls_identity    ? "--tls-identity"
+                                               : NULL;
+
+      if (stray != NULL)
+        return usage_error (error, "%s: only with --tls-listen", stray);
+      return TRUE;
+    }
+  if (o->tls_cert == NULL || o->tls_key == NULL)
+    return usage_error (error, "--tls-listen: needs %s (PEM files)",
+                        o->tls_cert == NULL ? "--tls-cert" : "--tls-key");
+  if (o->tls_client_cert != NULL && o->tls_ca == NULL)
+    return usage_error (error, "--tls-client-cert: needs --tls-ca, the CA "
+                               "client certificates are verified against");
+  if (o->tls_client_cert != NULL
+      && g_strcmp0 (o->tls_client_cert, "required") != 0
+      && g_strcmp0 (o->tls_client_cert, "optional") != 0)
+    return usage_error (error,
+                        "--tls-client-cert: '%s' is not required or optional",
+                        o->tls_client_cert);
+  if (o->tls_identity != NULL
+      && !rank_tls_identity_parse (o->tls_identity, &server->tls_identity,
+                                   error))
+    {
+      g_prefix_error (error, "--tls-identity: ");
+      return FALSE;
+    }
+  {
+    const char *const files[][2] = { { "--tls-cert", o->tls_cert },
+                                     { "--tls-key", o->tls_key },
+                                     { "--tls-ca", o->tls_ca } };
+
+    for (guint i = 0; i < G_N_ELEMENTS (files); i++)
+      if (files[i][1] != NULL && access (files[i][1], R_OK) != 0)
+        return usage_error (error, "%s: cannot read %s: %s", files[i][0],
+                            files[i][1], g_strerror (errno));
+  }
+  server->tls.cert_file = o->tls_cert;
+  server->tls.key_file = o->tls_key;
+  server->tls.ca_file = o->tls_ca;
+  server->tls.client_cert_optional
+      = g_strcmp0 (o->tls_client_cert, "optional") == 0;
+  return TRUE;
+}
+
+/* "127.0.0.1:9090, TLS 0.0.0.0:9443, unix:/run/rankd.sock" for the log,
+ * with the ports bound. */
+static char *
+listeners_to_string (const Options *o, RankServer *server)
+{
+  GString *out = g_string_new (NULL);
+
+  for (guint i = 0; i < o->listeners->len; i++)
+    {
+      const RankListenerConfig *l
+          = &g_array_index (o->listeners, RankListenerConfig, i);
+      RankAddress bound = l->address;
+      g_autofree char *name = NULL;
+
+      if (bound.path == NULL)
+        bound.port = rank_server_listener_port (server, i);
+      name = rank_address_to_string (&bound);
+      g_string_append_printf (out, "%s%s%s", i ? ", " : "",
+                              l->tls ? "TLS " : "", name);
+    }
+  return g_string_free (out, FALSE);
+}
 
 /* The Redis nodes: --redis replaces the config file's list; with
  * --redis-cluster, the seeds of the cluster. */
@@ -257,9 +400,34 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
                GError **error)
 {
   GOptionEntry entries[] = {
-    { "listen", 'l', 0, G_OPTION_ARG_STRING, &o->listen,
-      "Address to serve Thrift on (default " RANK_DEFAULT_LISTEN ")",
+    { "listen", 'l', 0, G_OPTION_ARG_STRING_ARRAY, &o->listen,
+      "Address to serve plain Thrift on (default " RANK_DEFAULT_LISTEN
+      "); repeat it for several; unix:PATH is a unix socket whose clients "
+      "are known by their uid; 'none': no plain listener (with "
+      "--tls-listen)",
+      "HOST:PORT|unix:PATH|none" },
+    { "tls-listen", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->tls_listen,
+      "Address to serve Thrift over TLS on (TLS 1.2 and later), beside "
+      "--listen; repeat it for several",
       "HOST:PORT" },
+    { "tls-cert", 0, 0, G_OPTION_ARG_FILENAME, &o->tls_cert,
+      "The TLS listeners' certificate (PEM, with its chain); SIGHUP reads "
+      "it again",
+      "FILE" },
+    { "tls-key", 0, 0, G_OPTION_ARG_FILENAME, &o->tls_key,
+      "Its private key (PEM); SIGHUP reads it again", "FILE" },
+    { "tls-ca", 0, 0, G_OPTION_ARG_FILENAME, &o->tls_ca,
+      "Ask clients for certificates and verify them against these CAs "
+      "(PEM): mutual TLS; SIGHUP reads it again",
+      "FILE" },
+    { "tls-client-cert", 0, 0, G_OPTION_ARG_STRING, &o->tls_client_cert,
+      "With --tls-ca: whether a client must show a certificate (default "
+      "required; optional: one without is anonymous)",
+      "required|optional" },
+    { "tls-identity", 0, 0, G_OPTION_ARG_STRING, &o->tls_identity,
+      "Which name of a client's certificate is its identity: the subject's "
+      "CN (default), or its first DNS, URI or email subjectAltName",
+      "cn|dns|uri|email" },
     { "redis", 'r', 0, G_OPTION_ARG_STRING_ARRAY, &o->redis,
       "Redis to use instead of the embedded one; repeat it for several "
       "nodes (sharded boards spread over them)",
@@ -351,7 +519,11 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
                "  rankd --config rankd.conf --redis 10.0.0.1:6379 "
                "--redis 10.0.0.2:6379\n"
                "  rankd --redis-cluster 10.0.0.1:7000,10.0.0.2:7000\n"
-               "  rankd --transport buffered --protocol compact\n");
+               "  rankd --transport buffered --protocol compact\n"
+               "  rankd --listen none --tls-listen 0.0.0.0:9443 --tls-cert "
+               "server.pem \\\n"
+               "        --tls-key server.key --tls-ca ca.pem   mutual TLS "
+               "only\n");
   g_option_context_add_main_entries (context, entries, NULL);
   if (!g_option_context_parse (context, argc, argv, error))
     return FALSE;
@@ -360,11 +532,8 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
   if (o->version)
     return TRUE;
 
-  if (!rank_address_parse (o->listen ? o->listen : RANK_DEFAULT_LISTEN,
-                           RANK_DEFAULT_PORT, &server->listen, error))
+  if (!parse_listeners (o, server, error))
     return FALSE;
-  if (server->listen.path != NULL)
-    return usage_error (error, "--listen: unix sockets are not supported");
   if (o->metrics_listen != NULL
       && !rank_http_parse_listen (o->metrics_listen, &o->metrics, error))
     return FALSE;
@@ -494,7 +663,9 @@ redis_tls_changed (const RankConfig *a, const RankConfig *b)
 
 /* SIGHUP: reads --config again and, if it loads, serves with its board
  * options from now on. A file with errors changes nothing. Redis nodes are
- * fixed at start. */
+ * fixed at start. The TLS listeners' certificate, key and CA are read
+ * again too (new connections use them; a set that does not load changes
+ * nothing). */
 static void
 reload (Options *o, RankServer *server, RankHttp *http, RankRedisTls *tls)
 {
@@ -510,9 +681,23 @@ reload (Options *o, RankServer *server, RankHttp *http, RankRedisTls *tls)
   else if (tls != NULL)
     g_message ("SIGHUP: reloaded the Redis TLS files");
   g_clear_error (&error);
+  if (o->tls_listen != NULL)
+    {
+      if (rank_server_reload_tls (server, &error))
+        g_message ("SIGHUP: reloaded the TLS certificate %s%s%s", o->tls_cert,
+                   o->tls_ca != NULL ? " and the CA " : "",
+                   o->tls_ca != NULL ? o->tls_ca : "");
+      else
+        g_warning ("SIGHUP: TLS reload failed, the certificates in use "
+                   "stay: %s",
+                   error->message);
+      g_clear_error (&error);
+    }
+
   if (o->config == NULL)
     {
-      g_message ("SIGHUP: no --config to reload");
+      if (o->tls_listen == NULL && tls == NULL)
+        g_message ("SIGHUP: no --config to reload");
       return;
     }
   boards = rank_config_load (o->config, &error);
@@ -620,13 +805,13 @@ run (Options *o, RankServerConfig *config)
 
   {
     g_autofree char *redis_name = nodes_to_string (o->nodes);
+    g_autofree char *listen_name = listeners_to_string (o, server);
 
     g_message (
-        "rankd %s listening on %s:%u (%s, %s); redis %s%s; "
+        "rankd %s listening on %s (%s, %s); redis %s%s; "
         "%u io threads; dedup window %d s; redis timeout %d ms; "
         "idle timeout %d s; max %u connections; max frame %u bytes%s%s%s%s",
-        RANKD_VERSION, config->listen.host, rank_server_port (server),
-        config->framed ? "framed" : "buffered",
+        RANKD_VERSION, listen_name, config->framed ? "framed" : "buffered",
         config->protocol == RANK_PROTOCOL_COMPACT ? "compact" : "binary",
         redis_name, embedded ? " (embedded)" : "", config->io_threads,
         o->dedup_window_s, config->redis_timeout_ms, o->idle_timeout_s,

@@ -106,6 +106,24 @@ trim (RankRequestReader *self)
   self->len = left;
 }
 
+guint8 *
+rank_request_reader_space (RankRequestReader *self, gsize *room)
+{
+  *room = 0;
+  if (self->len - self->pos > self->max_frame + (gsize) FRAME_HEADER)
+    return NULL;
+  reserve (self, RANK_CONN_BUFFER_BYTES / 2);
+  *room = self->cap - self->len;
+  return self->buf + self->len;
+}
+
+void
+rank_request_reader_commit (RankRequestReader *self, gsize n)
+{
+  g_assert (n <= self->cap - self->len);
+  self->len += n;
+}
+
 RankIoResult
 rank_request_reader_receive (RankRequestReader *self, int fd)
 {

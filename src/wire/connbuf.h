@@ -48,6 +48,16 @@ RankRequestReader *rank_request_reader_new (gboolean framed, guint32 max_frame);
  * more than a whole largest frame is buffered. */
 RankIoResult rank_request_reader_receive (RankRequestReader *self, int fd);
 
+/* For bytes that come through something else than recv (a TLS session,
+ * whose reads return a record at most, so that a short read does not mean
+ * the socket is drained): the room to receive into, at least half a
+ * RANK_CONN_BUFFER_BYTES (valid until the next call on self), *room its
+ * size; NULL once more than a whole largest frame is buffered (enough to
+ * go on with: read the rest after decoding). rank_request_reader_commit
+ * then counts the n bytes written there. */
+guint8 *rank_request_reader_space (RankRequestReader *self, gsize *room);
+void rank_request_reader_commit (RankRequestReader *self, gsize n);
+
 /* Takes bytes that did not come from a socket (tests, tools). */
 void rank_request_reader_feed (RankRequestReader *self, const guint8 *bytes,
                                gsize len);
