@@ -6,11 +6,9 @@ tests (rankctl, rank-bench, the C client, the examples).
     tls.plain_port  # the same rankd without TLS
     tls.stop()
 
-start_tls_rankd is the one place that decides how: today rankd listens
-plain and stunnel terminates TLS in front of it (verify = 2: a client
-certificate from the test CA is required); once rankd serves TLS itself
-(--tls-listen ADDR --tls-cert F --tls-key F --tls-ca F) only that function
-changes.
+start_tls_rankd is the one place that decides how: rankd's own TLS
+listener (--tls-listen ADDR --tls-cert F --tls-key F --tls-ca F) beside
+its plain one.
 
 As a program it starts redis-server and a TLS rankd, then runs a command
 with RANK_TLS_PORT, RANK_PLAIN_PORT and RANK_TLS_CERTS (the certificates'
@@ -27,39 +25,23 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import certs as certs_module  # noqa: E402
-from servers import start  # noqa: E402
-
-STUNNEL_CONF = """\
-foreground = yes
-pid =
-[rankd-tls]
-accept = 127.0.0.1:{accept}
-connect = 127.0.0.1:{rankd_port}
-cert = {cert}
-key = {key}
-CAfile = {ca}
-verify = 2
-"""
-
+from servers import free_port, start, wait_port  # noqa: E402
 
 def start_tls_rankd(rankd, redis_port, workdir, certdir, extra=()):
-    """Starts a rankd reached over TLS with client certificates required.
-    Returns (processes, tls_port, plain_port); processes in stop order."""
+    """Starts a rankd with a plain listener and a TLS one that requires a
+    client certificate from the test CA. Returns (processes, tls_port,
+    plain_port); processes in stop order."""
+    tls_port = free_port()
     rankd_proc, plain_port = start(
         lambda p: [rankd, "--listen", f"127.0.0.1:{p}",
+                   "--tls-listen", f"127.0.0.1:{tls_port}",
+                   "--tls-cert", os.path.join(certdir, "server.pem"),
+                   "--tls-key", os.path.join(certdir, "server.key"),
+                   "--tls-ca", os.path.join(certdir, "ca.pem"),
                    "--redis", f"127.0.0.1:{redis_port}", *extra], workdir)
-
-    def stunnel(port):
-        conf = os.path.join(workdir, f"stunnel-{port}.conf")
-        with open(conf, "w", encoding="utf-8") as f:
-            f.write(STUNNEL_CONF.format(
-                accept=port, rankd_port=plain_port,
-                cert=os.path.join(certdir, "server.pem"),
-                key=os.path.join(certdir, "server.key"),
-                ca=os.path.join(certdir, "ca.pem")))
-        return [shutil.which("stunnel4") or "stunnel", conf]
-    proxy, tls_port = start(stunnel, workdir)
-    return [proxy, rankd_proc], tls_port, plain_port
+    if not wait_port(tls_port, rankd_proc):
+        raise RuntimeError("rankd exited before its TLS port opened")
+    return [rankd_proc], tls_port, plain_port
 
 
 class TlsRankd:
