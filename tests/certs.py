@@ -62,6 +62,7 @@ CLIENT_EXT = ["basicConstraints=CA:FALSE", "extendedKeyUsage=clientAuth"]
 
 def make(d, names=("client",)):
     """Makes the certificates in d; returns {label: path}."""
+    d = os.path.abspath(d)  # openssl runs in d
     os.makedirs(d, exist_ok=True)
     _ca(d, "ca", "rankd test CA")
     _ca(d, "other-ca", "another CA")

@@ -21,11 +21,32 @@ struct _RankTlsContext
   gboolean server;
 };
 
+/* The most plaintext one TLS record carries. */
+#define RANK_TLS_RECORD_BYTES 16384
+
 struct _RankTlsSession
 {
   SSL *ssl;
   gboolean server;
 };
+
+/* Where small writes are gathered into one record: one a thread (OpenSSL
+ * encrypts a record into its own buffer at once, so a write repeated
+ * later needs the same bytes, not the same place). */
+static GPrivate stage_key = G_PRIVATE_INIT (g_free);
+
+static guint8 *
+stage (void)
+{
+  guint8 *buf = g_private_get (&stage_key);
+
+  if (buf == NULL)
+    {
+      buf = g_malloc (RANK_TLS_RECORD_BYTES);
+      g_private_set (&stage_key, buf);
+    }
+  return buf;
+}
 
 /* OpenSSL's queued errors (cleared), after what; the first is the most
  * specific. */
@@ -80,6 +101,9 @@ context_new (const RankTlsFiles *files, gboolean server, GError **error)
   SSL_CTX_set_mode (ctx, SSL_MODE_ENABLE_PARTIAL_WRITE
                              | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER
                              | SSL_MODE_RELEASE_BUFFERS);
+  /* One recv takes every record the socket has (a pipeline's requests),
+   * not a header and then a body per record. */
+  SSL_CTX_set_read_ahead (ctx, 1);
   if ((files->cert_file == NULL) != (files->key_file == NULL))
     {
       g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
@@ -323,39 +347,87 @@ rank_tls_read (RankTlsSession *session, void *buf, gsize len, gsize *got,
 gboolean
 rank_tls_pending (RankTlsSession *session)
 {
-  return SSL_pending (session->ssl) > 0;
+  /* Records read ahead count too, not only the decrypted bytes of one. */
+  return SSL_has_pending (session->ssl);
+}
+
+/* Writes from buf through the session: RANK_TLS_OK with *done. */
+static RankTlsStatus
+write_some (RankTlsSession *session, const void *buf, gsize len, gsize *done,
+            GError **error)
+{
+  size_t n = 0;
+  int ret;
+
+  ERR_clear_error ();
+  errno = 0;
+  ret = SSL_write_ex (session->ssl, buf, len, &n);
+  *done = n;
+  if (ret == 1)
+    return RANK_TLS_OK;
+  return status_of (session, ret, "TLS write failed", error);
 }
 
 RankTlsStatus
 rank_tls_writev (RankTlsSession *session, const struct iovec *iov, int n,
                  gsize *wrote, GError **error)
 {
+  int i = 0;
+  gsize skip = 0; /* of iov[i], already written */
+
   *wrote = 0;
-  for (int i = 0; i < n; i++)
+  while (i < n)
     {
-      const char *p = iov[i].iov_base;
-      gsize left = iov[i].iov_len;
+      const guint8 *head = (const guint8 *) iov[i].iov_base + skip;
+      gsize head_len = iov[i].iov_len - skip, len = 0, done = 0;
+      RankTlsStatus s;
 
-      while (left > 0)
+      if (head_len == 0)
         {
-          size_t done = 0;
-          int ret;
+          i++, skip = 0;
+          continue;
+        }
+      if (head_len >= RANK_TLS_RECORD_BYTES)
+        s = write_some (session, head, head_len, &done, error);
+      else
+        {
+          guint8 *into = stage ();
 
-          ERR_clear_error ();
-          errno = 0;
-          ret = SSL_write_ex (session->ssl, p, left, &done);
-          if (ret != 1)
+          /* Small buffers (a pipeline's replies) go out together, one
+           * record and one send for up to a record's worth, not one of
+           * each per buffer. A write that stopped is repeated from the
+           * same first bytes: copied again, as long or longer, which
+           * OpenSSL accepts (the buffer may move and grow). */
+          for (int j = i; j < n && len < RANK_TLS_RECORD_BYTES; j++)
             {
-              RankTlsStatus s
-                  = status_of (session, ret, "TLS write failed", error);
+              const guint8 *p
+                  = (const guint8 *) iov[j].iov_base + (j == i ? skip : 0);
+              gsize take = MIN (iov[j].iov_len - (j == i ? skip : 0),
+                                RANK_TLS_RECORD_BYTES - len);
 
-              /* *wrote says what went; the caller comes back for the
-               * rest. */
-              return s;
+              memcpy (into + len, p, take);
+              len += take;
             }
-          p += done;
-          left -= done;
-          *wrote += done;
+          s = write_some (session, into, len, &done, error);
+        }
+      if (s != RANK_TLS_OK)
+        return s; /* *wrote says what went; the caller comes back */
+      *wrote += done;
+      /* Step over what went. */
+      while (done > 0 && i < n)
+        {
+          gsize left = iov[i].iov_len - skip;
+
+          if (done < left)
+            {
+              skip += done;
+              done = 0;
+            }
+          else
+            {
+              done -= left;
+              i++, skip = 0;
+            }
         }
     }
   return RANK_TLS_OK;
