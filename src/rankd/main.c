@@ -6,6 +6,7 @@
  * serve. SIGINT/SIGTERM: stop
  * accepting, let calls in flight finish, stop the embedded Redis, exit 0.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <malloc.h>
 #include <signal.h>
@@ -56,6 +57,7 @@ typedef struct
   GArray *nodes; /* RankAddress: --redis, or [redis] nodes; empty: embedded */
   GArray *replicas;   /* RankAddress: [redis] replicas of the nodes */
   GArray *replica_of; /* guint: the node of each */
+  char **grants;      /* --grant NAME=ROLE[,ROLE...] (access.h) */
 } Options;
 
 static void
@@ -75,6 +77,7 @@ options_clear (Options *o)
   g_free (o->protocol);
   g_free (o->redis_cluster);
   g_free (o->metrics_listen);
+  g_strfreev (o->grants);
   rank_address_clear (&o->metrics);
   rank_config_unref (o->boards);
   if (o->nodes != NULL)
@@ -177,6 +180,58 @@ usage_error (GError **error, const char *fmt, ...)
   return FALSE;
 }
 
+/* ---- grants (access.h): --grant, and the warning of an open port ---- */
+
+/* Adds the --grant options to config (just loaded, not yet shared). */
+static gboolean
+add_grant_options (const Options *o, RankConfig *config, GError **error)
+{
+  for (char **g = o->grants; g != NULL && *g != NULL; g++)
+    if (!rank_config_add_grant_option (config, *g, error))
+      return FALSE;
+  return TRUE;
+}
+
+/* Whether host (as --listen gives it) is a loopback address: 127.0.0.0/8,
+ * ::1 or localhost. A name is taken for what it says, not resolved. */
+static gboolean
+loopback_host (const char *host)
+{
+  struct in_addr v4;
+  struct in6_addr v6;
+
+  if (host == NULL)
+    return TRUE; /* a unix socket */
+  if (g_ascii_strcasecmp (host, "localhost") == 0)
+    return TRUE;
+  if (inet_pton (AF_INET, host, &v4) == 1)
+    return (ntohl (v4.s_addr) >> 24) == 127;
+  if (inet_pton (AF_INET6, host, &v6) == 1)
+    return IN6_IS_ADDR_LOOPBACK (&v6);
+  return FALSE;
+}
+
+/* A plain listener beyond loopback with no grant configured: anyone who
+ * reaches it may read and write every board. Said loudly, at start and
+ * after a reload that leaves it so. */
+static void
+warn_if_open (const RankServerConfig *server, const RankConfig *config)
+{
+  if (loopback_host (server->listen.host)
+      || rank_grants_configured (rank_config_grants (config)))
+    return;
+  g_warning ("rankd listens on %s:%u without TLS and without any grant: "
+             "ANYONE WHO REACHES THIS PORT CAN READ AND WRITE EVERY BOARD "
+             "(only admin calls, DeleteBoard, ResetBoard, Export, "
+             "ListBoards, GetBoardInfo, are refused).",
+             server->listen.host, server->listen.port);
+  g_warning ("to fix it: listen on 127.0.0.1 (--listen), or grant roles to "
+             "whom they belong ([grant NAME] sections in --config, e.g. "
+             "[grant anonymous] read=*; or --grant NAME=ROLE[,ROLE...]), and "
+             "serve clients over TLS with client certificates (see "
+             "docs/security.md)");
+}
+
 static gboolean
 parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
                GError **error)
@@ -236,6 +291,12 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
       "Serve HTTP here: /metrics (Prometheus), /healthz and the board "
       "viewer (default: off)",
       "HOST:PORT" },
+    { "grant", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->grants,
+      "Give NAME (a client identity, or anonymous: calls without one) these "
+      "roles on every board (repeatable; added to the config file's "
+      "[grant NAME] sections; any grant turns off the default of read and "
+      "write for everyone)",
+      "NAME=read|write|admin[,...]" },
     { "random-seed", 0, 0, G_OPTION_ARG_INT64, &o->random_seed,
       "Seed of Sample's random draws, for repeatable tests (default: "
       "unpredictable)",
@@ -322,7 +383,8 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
                         o->read_cache_tracked_boards);
   o->boards = o->config != NULL ? rank_config_load (o->config, error)
                                 : rank_config_new ();
-  if (o->boards == NULL || !parse_nodes (o, error))
+  if (o->boards == NULL || !add_grant_options (o, o->boards, error)
+      || !parse_nodes (o, error))
     return FALSE;
   server->redis_cluster = o->redis_cluster != NULL;
   if (o->wait_replicas < 0 || o->wait_replicas > RANK_WAIT_REPLICAS_MAX)
@@ -402,6 +464,8 @@ reload (Options *o, RankServer *server, RankHttp *http)
       return;
     }
   boards = rank_config_load (o->config, &error);
+  if (boards != NULL && !add_grant_options (o, boards, &error))
+    g_clear_pointer (&boards, rank_config_unref);
   if (boards == NULL)
     {
       g_warning ("SIGHUP: reload failed, board options unchanged: %s",
@@ -417,7 +481,7 @@ reload (Options *o, RankServer *server, RankHttp *http)
   rank_http_set_boards (http, boards);
   rank_config_unref (o->boards);
   o->boards = boards;
-  g_message ("SIGHUP: reloaded board options from %s", o->config);
+  g_message ("SIGHUP: reloaded board options and grants from %s", o->config);
 }
 
 /* Each connection is a descriptor: raise the soft limit to the hard one,
@@ -508,8 +572,12 @@ run (Options *o, RankServerConfig *config)
         o->config ? "; config " : "", o->config ? o->config : "",
         config->redis_password ? "; redis AUTH on" : "");
   }
+  warn_if_open (config, o->boards);
   while (rank_server_accept (server, sfd) == SIGHUP)
-    reload (o, server, http);
+    {
+      reload (o, server, http);
+      warn_if_open (config, o->boards);
+    }
   g_message ("stopped serving; shutting down");
   /* Its requests in progress call the workers: they finish first. */
   g_clear_pointer (&http, rank_http_free);
