@@ -256,7 +256,11 @@ rankd_start (void)
                                       "[board c_q]\nshards=10\nqueue=on\n"
                                       "[board c_rr]\nread_from=replica\n"
                                       "max_replica_lag_ms=1000\n"
-                                      "[board c_tc]\nread_cache=tracked\n",
+                                      "[board c_tc]\nread_cache=tracked\n"
+                                      /* Export and DeleteBoard need admin,
+                                       * granted on purpose. */
+                                      "[grant anonymous]\nread=*\nwrite=*\n"
+                                      "admin=*\n",
                                       -1, NULL));
   args[3] = config;
   /* The port is replaced: rankd goes to the cluster, not to one node. */

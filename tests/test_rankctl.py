@@ -148,7 +148,9 @@ class RankctlTest(unittest.TestCase):
     @classmethod
     def start_rankd(cls, *args):
         proc, port = start(
-            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}", *args], cls.dir)
+            # export and the board commands need admin, granted on purpose.
+            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}", "--grant",
+                       "anonymous=read,write,admin", *args], cls.dir)
         cls.procs.append(proc)
         return proc, port
 

@@ -166,25 +166,25 @@ set_denied (GObject *result, const Call *call, const char *board, RankRole role,
   g_autofree char *caller = who (identity);
   g_autofree char *where = board != NULL
                                ? g_strdup_printf (" on board '%s'", shown_board)
-                               : g_strdup (" (on the boards it lists)");
+                               : g_strdup ("");
+  const char *anywhere = board != NULL ? "" : " on at least one board";
   g_autofree char *message = NULL;
   rankPermissionDenied *x;
 
   if (!rank_grants_configured (handler_grants (call)))
     message = g_strdup_printf (
-        "%s%s needs role %s; no grant is configured, and without grants "
+        "%s%s needs role %s%s; no grant is configured, and without grants "
         "nobody has admin: grant it on purpose ([grant NAME] admin=PATTERNS "
         "in the config file, or --grant NAME=admin; grants: "
         "docs/security.md)",
-        method, where, rank_role_name (role));
+        method, where, rank_role_name (role), anywhere);
   else
-    message = g_strdup_printf ("%s%s needs role %s; %s %s %s (grants: "
-                               "docs/security.md)",
-                               method, where, rank_role_name (role), caller,
-                               identity != NULL ? "has" : "have",
-                               strcmp (reason, "no_role") == 0
-                                   ? "no such role on any board"
-                                   : "none on it");
+    message = g_strdup_printf (
+        "%s%s needs role %s%s; %s %s %s (grants: docs/security.md)", method,
+        where, rank_role_name (role), anywhere, caller,
+        identity != NULL ? "has" : "have",
+        strcmp (reason, "no_role") == 0 ? "no such role on any board"
+                                        : "none on it");
   x = g_object_new (RANK_TYPE_PERMISSION_DENIED, "message", message, "method",
                     method, "role", rank_role_name (role), NULL);
   if (shown_board != NULL)
