@@ -157,6 +157,17 @@ scan_key (Loader *loader, const char *section, const char *line, int number,
   return TRUE;
 }
 
+/* A [grant NAME] section's NAME (GKeyFile trims the spaces around a
+ * section's name: "[grant ]" would be "[grant]"). */
+static gboolean
+grant_name_ok (const char *name)
+{
+  gsize len = strlen (name);
+
+  return len > 0 && len <= RANK_IDENTITY_MAX_BYTES && !g_ascii_isspace (*name)
+         && !g_ascii_isspace (name[len - 1]);
+}
+
 /* A "[section]" line: checks the name, records where it is. */
 static gboolean
 scan_section (Loader *loader, const char *line, int number, char **section,
@@ -174,6 +185,13 @@ scan_section (Loader *loader, const char *line, int number, char **section,
   if (seen != 0)
     return fail_line (loader, number, error,
                       "[%s]: repeats the section of line %d", *section, seen);
+  if (g_str_has_prefix (*section, GRANT_SECTION_PREFIX)
+      && !grant_name_ok (*section + strlen (GRANT_SECTION_PREFIX)))
+    return fail_line (loader, number, error,
+                      "[%s]: NAME must be an identity (a client "
+                      "certificate's name, uid:N) or anonymous, 1-%d bytes "
+                      "without spaces around it",
+                      *section, RANK_IDENTITY_MAX_BYTES);
   if (section_keys (*section) == NULL)
     return fail_line (loader, number, error,
                       "[%s]: unknown section (expected [defaults], "
@@ -592,14 +610,6 @@ load_grant (const Loader *loader, const char *section, RankConfig *config,
 {
   const char *name = section + strlen (GRANT_SECTION_PREFIX);
 
-  if (*name == '\0' || g_ascii_isspace (*name)
-      || g_ascii_isspace (name[strlen (name) - 1]))
-    return fail_at (loader, section, NULL, error,
-                    "NAME must be an identity (a client certificate's name, "
-                    "uid:N) or anonymous, without spaces around it");
-  if (strlen (name) > RANK_IDENTITY_MAX_BYTES)
-    return fail_at (loader, section, NULL, error,
-                    "NAME must be at most %d bytes", RANK_IDENTITY_MAX_BYTES);
   rank_grants_add (config->grants, name, RANK_ROLE_NONE, NULL);
   for (int r = 0; r < RANK_ROLES; r++)
     {
@@ -611,6 +621,10 @@ load_grant (const Loader *loader, const char *section, RankConfig *config,
       if (!g_key_file_has_key (loader->file, section, key, NULL))
         continue;
       value = g_key_file_get_value (loader->file, section, key, NULL);
+      if (*g_strstrip (value) == '\0')
+        return fail_at (loader, section, key, error,
+                        "name at least one board pattern ('*': every "
+                        "board), or leave the key out");
       patterns = g_strsplit (value, ";", -1);
       for (guint i = 0; patterns[i] != NULL; i++)
         {

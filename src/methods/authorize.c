@@ -173,11 +173,12 @@ set_denied (GObject *result, const Call *call, const char *board, RankRole role,
 
   if (!rank_grants_configured (handler_grants (call)))
     message = g_strdup_printf (
-        "%s%s needs role %s%s; no grant is configured, and without grants "
-        "nobody has admin: grant it on purpose ([grant NAME] admin=PATTERNS "
-        "in the config file, or --grant NAME=admin; grants: "
+        "%s%s needs role %s%s; %s %s none: no grant is configured, and "
+        "without grants nobody has admin; grant it on purpose ([grant NAME] "
+        "admin=PATTERNS in the config file, or --grant NAME=admin; grants: "
         "docs/security.md)",
-        method, where, rank_role_name (role), anywhere);
+        method, where, rank_role_name (role), anywhere, caller,
+        identity != NULL ? "has" : "have");
   else
     message = g_strdup_printf (
         "%s%s needs role %s%s; %s %s %s (grants: docs/security.md)", method,
