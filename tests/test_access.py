@@ -190,8 +190,10 @@ class Redis:
         return self._read()
 
     def snapshot(self):
-        """Every key and its value: DUMP, but a stream by its entries (its
-        consumer groups note when the drain last polled)."""
+        """Every key and its value: DUMP, but a stream (a queued board's) by
+        how many entries were ever added to it: the drain deletes applied
+        entries in the background, and its consumer groups note when it
+        last polled."""
         keys, cursor = [], b"0"
         while True:
             cursor, page = self("SCAN", cursor, "COUNT", 1000)
@@ -203,7 +205,9 @@ class Redis:
             if k == b"rk:queues":
                 continue  # the drain's own registry, kept in the background
             if self("TYPE", k) == b"stream":
-                state[k] = ("stream", repr(self("XRANGE", k, "-", "+")))
+                info = self("XINFO", "STREAM", k)
+                state[k] = ("stream", dict(zip(info[::2], info[1::2]))
+                            .get(b"entries-added"))
             else:
                 state[k] = self("DUMP", k)
         return state
@@ -593,27 +597,20 @@ class AccessTest(unittest.TestCase):
         grant, none."""
         for grants, warns in (((), True),
                               (("--grant", "anonymous=read"), False)):
-            port = free_port()
-            proc = subprocess.Popen(
-                [RANKD, "--listen", f"0.0.0.0:{port}", "--redis",
-                 f"127.0.0.1:{self.redis_port}", *grants],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            log = ""
-            try:
-                for line in proc.stdout:
-                    log += line
-                    if "listening on" in line:
-                        break
-            finally:
-                # The warning is written before rankd serves, so before it
-                # reads its SIGTERM: the whole of it is in the output.
-                proc.terminate()
-                log += proc.communicate(timeout=30)[0]
+            # The warning comes before rankd serves, so before it reads its
+            # SIGTERM: the whole of it is in the log once rankd is stopped.
+            proc, port = start(
+                lambda p: [RANKD, "--listen", f"0.0.0.0:{p}", "--redis",
+                           f"127.0.0.1:{self.redis_port}", *grants], self.dir)
+            self.assertEqual(stop(proc, self.dir, port), 0)
+            with open(os.path.join(self.dir, f"log-{port}"),
+                      encoding="utf-8") as f:
+                log = f.read()
+            self.assertIn("listening on 0.0.0.0", log)
             self.assertEqual("ANYONE WHO REACHES THIS PORT CAN READ AND WRITE"
                              " EVERY BOARD" in log, warns, log)
             if warns:
                 self.assertIn("docs/security.md", log)
-
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
