@@ -510,6 +510,16 @@ struct QueueStatus {
   6: required i64 dead_lettered
 }
 
+/**
+ * Roles (1.7; rankd's grants, docs/security.md): read for GetRank, GetTopN,
+ * GetAround, GetRanks, Count, CountBetween, GetPercentile,
+ * GetScoreAtPercentile, Sample, GetMemberData, GetQueueStatus; write for
+ * Update, UpdateBatch, Enqueue, Remove, SetMemberData; admin for DeleteBoard,
+ * ResetBoard, Export, ListBoards, GetBoardInfo; GetServerInfo needs none. A
+ * call needs its role on every board it names (UpdateBatch and Enqueue: on
+ * each of their updates' boards, else the whole call is refused), and
+ * otherwise answers PermissionDenied, having changed nothing.
+ */
 service Ranking {
   /** Records a score change; idempotent by request_id. */
   UpdateResponse Update(1: UpdateRequest request)
@@ -611,7 +621,10 @@ service Ranking {
 
   /**
    * The boards that exist: those named in the config file and those written
-   * to (until DeleteBoard), a page at a time, by name.
+   * to (until DeleteBoard), a page at a time, by name. Needs the admin role
+   * on at least one board (1.7); a page then lists only the boards the
+   * caller has admin on, so it may hold fewer than limit (even none) while
+   * next_after is set: go on until it is unset.
    */
   ListBoardsResponse ListBoards(1: ListBoardsRequest request)
     throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)

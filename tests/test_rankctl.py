@@ -514,13 +514,13 @@ class RankctlTest(unittest.TestCase):
             self.assertIn(code, out)
         self.assertEqual(self.ctl("top", "-h")[0], out)
         self.assertRegex(self.ctl("--version")[0],
-                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.6\)\n$")
+                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.7\)\n$")
 
     # ---- the server, import ----
 
     def test_info(self):
         info = self.json("info")
-        self.assertEqual(info["idl_version"], "1.6")
+        self.assertEqual(info["idl_version"], "1.7")
         self.assertRegex(info["version"], r"^\d+\.\d+\.\d+$")
         # The IDL's comment on ServerInfo.version names no other version.
         idl = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
@@ -535,7 +535,7 @@ class RankctlTest(unittest.TestCase):
                          CONFIG.count("[board "))
         self.assertGreaterEqual(info["uptime_seconds"], 0)
         out, _ = self.ctl("info")
-        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.6\n")
+        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.7\n")
 
     def test_first_load_of_scripts_logs_as_normal(self):
         """Redis without rankd's scripts (every first start): loading them
