@@ -422,6 +422,24 @@ class AccessTest(unittest.TestCase):
                 client.DeleteBoard(DeleteBoardRequest(board="other_1",
                                                       request_id="rd"))
             self.assertIn("no grant is configured", cm.exception.message)
+            if os.path.exists(RANKCTL):
+                # rankctl import writes (UpdateBatch): without admin it
+                # cannot read the board's options (GetBoardInfo), and sends
+                # each record with a request id of its own.
+                csv = os.path.join(self.dir, "import.csv")
+                with open(csv, "w", encoding="utf-8") as f:
+                    f.write("member,score,timestamp_ms,subscores,data\n"
+                            + "".join(f'"i{i}",{i},{1000 + i},,\n'
+                                      for i in range(5)))
+                for repeated in (0, 5):
+                    out = subprocess.run(
+                        [RANKCTL, "--connect", f"127.0.0.1:{server.port}",
+                         "--json", "import", "imported", csv],
+                        capture_output=True, text=True)
+                    self.assertEqual(out.returncode, 0, out.stderr)
+                    self.assertIn(f'"repeated":{repeated}', out.stdout)
+                self.assertEqual(client.Count(CountRequest(board="imported")),
+                                 5)
         finally:
             transport.close()
             server.stop()
