@@ -614,7 +614,9 @@ class AccessTest(unittest.TestCase):
         """Beyond loopback, without grants: a loud warning at start; with a
         grant, none."""
         for grants, warns in (((), True),
-                              (("--grant", "anonymous=read"), False)):
+                              (("--grant", "anonymous=read",
+                                "--metrics-listen", f"0.0.0.0:{free_port()}"),
+                               False)):
             # The warning comes before rankd serves, so before it reads its
             # SIGTERM: the whole of it is in the log once rankd is stopped.
             proc, port = start(
@@ -629,6 +631,9 @@ class AccessTest(unittest.TestCase):
                              " EVERY BOARD" in log, warns, log)
             if warns:
                 self.assertIn("docs/security.md", log)
+            # The viewer's reads are rankd's own: no grant limits them.
+            self.assertEqual("serves the board viewer to anyone" in log,
+                             "--metrics-listen" in grants, log)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -215,8 +215,16 @@ loopback_host (const char *host)
  * reaches it may read and write every board. Said loudly, at start and
  * after a reload that leaves it so. */
 static void
-warn_if_open (const RankServerConfig *server, const RankConfig *config)
+warn_if_open (const Options *o, const RankServerConfig *server,
+              const RankConfig *config)
 {
+  /* The viewer's reads are rankd's own calls, which no grant limits. */
+  if (o->metrics_listen != NULL && !loopback_host (o->metrics.host))
+    g_warning ("the HTTP port (--metrics-listen %s) serves the board viewer "
+               "to anyone who reaches it: the names and entries of every "
+               "board, whatever the grants; keep it on loopback or behind "
+               "a proxy that checks who calls",
+               o->metrics_listen);
   if (loopback_host (server->listen.host)
       || rank_grants_configured (rank_config_grants (config)))
     return;
@@ -572,11 +580,11 @@ run (Options *o, RankServerConfig *config)
         o->config ? "; config " : "", o->config ? o->config : "",
         config->redis_password ? "; redis AUTH on" : "");
   }
-  warn_if_open (config, o->boards);
+  warn_if_open (o, config, o->boards);
   while (rank_server_accept (server, sfd) == SIGHUP)
     {
       reload (o, server, http);
-      warn_if_open (config, o->boards);
+      warn_if_open (o, config, o->boards);
     }
   g_message ("stopped serving; shutting down");
   /* Its requests in progress call the workers: they finish first. */
