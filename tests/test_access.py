@@ -546,6 +546,39 @@ class AccessTest(unittest.TestCase):
             transport.close()
             server.stop()
 
+    def test_frozen_client_sees_missing_result(self):
+        """A client built from the 1.0 IDL does not know PermissionDenied: a
+        refused call is a TApplicationException MISSING_RESULT to it, and
+        its connection stays usable (what idl/ranking.thrift says)."""
+        frozen = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                              "compat", "ranking-1.0.thrift")
+        stubs = tempfile.mkdtemp(prefix="frozen-", dir=self.dir)
+        subprocess.run(["thrift", "--gen", "py", "-out", stubs, frozen],
+                       check=True)
+        server = Rankd(self.dir, self.redis_port, BASE_CONFIG + grant_section(
+            "anonymous", {"read": "season_*"}))
+        script = f"""
+import sys
+sys.path[:0] = [{stubs!r}, {os.path.dirname(os.path.abspath(__file__))!r}]
+from servers import connect
+from ranking.ttypes import GetRankRequest, CountRequest
+from thrift.Thrift import TApplicationException
+c, t = connect({server.port})
+try:
+    c.GetRank(GetRankRequest(board="other_1", member="alice"))
+except TApplicationException as x:
+    print(x.type == TApplicationException.MISSING_RESULT, x.message)
+print(c.Count(CountRequest(board="season_1")))
+"""
+        try:
+            self.populate()
+            out = subprocess.run([sys.executable, "-c", script],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.stdout, "True GetRank failed: unknown "
+                             "result\n2\n", out.stderr)
+        finally:
+            server.stop()
+
     def test_identity_without_section_has_nothing(self):
         """Once grants exist, a caller without a section of its own has no
         role: here anonymous, while another identity has every role."""
