@@ -36,7 +36,9 @@ def main():
         f.write("[board shday]\nperiod=daily\nshards=3\n")
     redis, redis_port = start_redis(work)
     proc, port, _ = start_rankd(rankd, work, redis_port,
-                                extra=("--config", conf), metrics=False)
+                                extra=("--config", conf, "--grant",
+                                       "anonymous=read,write,admin"),
+                                metrics=False)
 
     def cli(*args):
         return subprocess.run(["redis-cli", "-p", str(redis_port), *args],

@@ -32,7 +32,8 @@ free_port "redis_port"
 free_port "rankd_port"
 start_redis "$redis_port"
 redis_pid=${pids[-1]}
-start_rankd "$rankd_port" "$redis_port"
+# Export and delete-board need the admin role, granted on purpose.
+start_rankd "$rankd_port" "$redis_port" --grant anonymous=read,write,admin
 export RANKCTL_CONNECT=127.0.0.1:$rankd_port
 
 # The entries, in export's own form: sorted by member id bytewise.

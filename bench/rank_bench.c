@@ -328,6 +328,7 @@ rankd_recv (Worker *w, int op)
 {
   rankRankingIf *iface = rank_client_iface (w->client);
   rankInvalidArgument *invalid = NULL;
+  rankPermissionDenied *denied = NULL;
   rankNotFound *not_found = NULL;
   rankUnavailable *unavailable = NULL;
   GError *error = NULL;
@@ -337,12 +338,12 @@ rankd_recv (Worker *w, int op)
     {
     case OP_UPDATE:
       ok = rank_ranking_client_recv_update (iface, &w->resp, &invalid,
-                                            &unavailable, &error);
+                                            &unavailable, &denied, &error);
       break;
     case OP_BATCH:
       g_ptr_array_set_size (w->batch_resp->results, 0);
       ok = rank_ranking_client_recv_update_batch (iface, &w->batch_resp,
-                                                  &invalid, &error);
+                                                  &invalid, &denied, &error);
       for (guint i = 0; ok && i < w->batch_resp->results->len; i++)
         {
           rankUpdateResult *r = w->batch_resp->results->pdata[i];
@@ -360,7 +361,7 @@ rankd_recv (Worker *w, int op)
     case OP_ENQUEUE:
       g_ptr_array_set_size (w->enqueue_resp->results, 0);
       ok = rank_ranking_client_recv_enqueue (iface, &w->enqueue_resp, &invalid,
-                                             &unavailable, &error);
+                                             &unavailable, &denied, &error);
       for (guint i = 0; ok && i < w->enqueue_resp->results->len; i++)
         {
           rankEnqueueResult *r = w->enqueue_resp->results->pdata[i];
@@ -376,24 +377,25 @@ rankd_recv (Worker *w, int op)
       break;
     case OP_RANK:
       ok = rank_ranking_client_recv_get_rank (iface, &w->entry, &invalid,
-                                              &not_found, &unavailable, &error);
+                                              &not_found, &unavailable, &denied,
+                                              &error);
       break;
     case OP_AROUND:
       g_ptr_array_set_size (w->page, 0);
       ok = rank_ranking_client_recv_get_around (
-          iface, &w->page, &invalid, &not_found, &unavailable, &error);
+          iface, &w->page, &invalid, &not_found, &unavailable, &denied, &error);
       break;
     case OP_RANKS:
       g_ptr_array_set_size (w->page, 0);
       ok = rank_ranking_client_recv_get_ranks (iface, &w->page, &invalid,
-                                               &unavailable, &error);
+                                               &unavailable, &denied, &error);
       break;
     default:
       if (w->o->lean_top)
         return recv_top_lean (w);
       g_ptr_array_set_size (w->page, 0);
       ok = rank_ranking_client_recv_get_top_n (iface, &w->page, &invalid,
-                                               &unavailable, &error);
+                                               &unavailable, &denied, &error);
       break;
     }
   if (not_found != NULL)

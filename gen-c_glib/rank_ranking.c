@@ -10,87 +10,87 @@
 #include "rank_ranking.h"
 
 gboolean
-rank_ranking_if_update (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_update (rankRankingIf *iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->update (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->update (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_update_batch (rankRankingIf *iface, rankUpdateBatchResponse ** _return, const rankUpdateBatchRequest * request, rankInvalidArgument ** invalid, GError **error)
+rank_ranking_if_update_batch (rankRankingIf *iface, rankUpdateBatchResponse ** _return, const rankUpdateBatchRequest * request, rankInvalidArgument ** invalid, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->update_batch (iface, _return, request, invalid, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->update_batch (iface, _return, request, invalid, denied, error);
 }
 
 gboolean
-rank_ranking_if_get_rank (rankRankingIf *iface, rankEntry ** _return, const rankGetRankRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_rank (rankRankingIf *iface, rankEntry ** _return, const rankGetRankRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_rank (iface, _return, request, invalid, not_found, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_rank (iface, _return, request, invalid, not_found, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const rankGetTopNRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_top_n (rankRankingIf *iface, GPtrArray ** _return, const rankGetTopNRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_top_n (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_top_n (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_get_around (rankRankingIf *iface, GPtrArray ** _return, const rankGetAroundRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_around (rankRankingIf *iface, GPtrArray ** _return, const rankGetAroundRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_around (iface, _return, request, invalid, not_found, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_around (iface, _return, request, invalid, not_found, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_get_ranks (rankRankingIf *iface, GPtrArray ** _return, const rankGetRanksRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_ranks (rankRankingIf *iface, GPtrArray ** _return, const rankGetRanksRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_ranks (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_ranks (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_remove (rankRankingIf *iface, rankRemoveResponse ** _return, const rankRemoveRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_remove (rankRankingIf *iface, rankRemoveResponse ** _return, const rankRemoveRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->remove (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->remove (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_count (rankRankingIf *iface, gint64* _return, const rankCountRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_count (rankRankingIf *iface, gint64* _return, const rankCountRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->count (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->count (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_count_between (rankRankingIf *iface, gint64* _return, const rankCountBetweenRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_count_between (rankRankingIf *iface, gint64* _return, const rankCountBetweenRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->count_between (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->count_between (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_get_percentile (rankRankingIf *iface, gdouble* _return, const rankGetPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_percentile (rankRankingIf *iface, gdouble* _return, const rankGetPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_percentile (iface, _return, request, invalid, not_found, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_percentile (iface, _return, request, invalid, not_found, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_get_score_at_percentile (rankRankingIf *iface, gint64* _return, const rankGetScoreAtPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_score_at_percentile (rankRankingIf *iface, gint64* _return, const rankGetScoreAtPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_score_at_percentile (iface, _return, request, invalid, not_found, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_score_at_percentile (iface, _return, request, invalid, not_found, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_sample (rankRankingIf *iface, GPtrArray ** _return, const rankSampleRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_sample (rankRankingIf *iface, GPtrArray ** _return, const rankSampleRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->sample (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->sample (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_set_member_data (rankRankingIf *iface, const rankSetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_set_member_data (rankRankingIf *iface, const rankSetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->set_member_data (iface, request, invalid, not_found, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->set_member_data (iface, request, invalid, not_found, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_get_member_data (rankRankingIf *iface, GHashTable ** _return, const rankGetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_member_data (rankRankingIf *iface, GHashTable ** _return, const rankGetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_member_data (iface, _return, request, invalid, not_found, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_member_data (iface, _return, request, invalid, not_found, unavailable, denied, error);
 }
 
 gboolean
@@ -100,45 +100,45 @@ rank_ranking_if_get_server_info (rankRankingIf *iface, rankServerInfo ** _return
 }
 
 gboolean
-rank_ranking_if_list_boards (rankRankingIf *iface, rankListBoardsResponse ** _return, const rankListBoardsRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_list_boards (rankRankingIf *iface, rankListBoardsResponse ** _return, const rankListBoardsRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->list_boards (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->list_boards (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_get_board_info (rankRankingIf *iface, rankBoardInfo ** _return, const rankGetBoardInfoRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_board_info (rankRankingIf *iface, rankBoardInfo ** _return, const rankGetBoardInfoRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_board_info (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_board_info (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_delete_board (rankRankingIf *iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_delete_board (rankRankingIf *iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->delete_board (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->delete_board (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_reset_board (rankRankingIf *iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_reset_board (rankRankingIf *iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->reset_board (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->reset_board (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_export (rankRankingIf *iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_export (rankRankingIf *iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->export (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->export (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_enqueue (rankRankingIf *iface, rankEnqueueResponse ** _return, const rankEnqueueRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_enqueue (rankRankingIf *iface, rankEnqueueResponse ** _return, const rankEnqueueRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->enqueue (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->enqueue (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 gboolean
-rank_ranking_if_get_queue_status (rankRankingIf *iface, rankQueueStatus ** _return, const rankGetQueueStatusRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError **error)
+rank_ranking_if_get_queue_status (rankRankingIf *iface, rankQueueStatus ** _return, const rankGetQueueStatusRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError **error)
 {
-  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_queue_status (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_IF_GET_INTERFACE (iface)->get_queue_status (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 GType
@@ -267,7 +267,7 @@ gboolean rank_ranking_client_send_update (rankRankingIf * iface, const rankUpdat
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_update (rankRankingIf * iface, rankUpdateResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_update (rankRankingIf * iface, rankUpdateResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -409,6 +409,28 @@ gboolean rank_ranking_client_recv_update (rankRankingIf * iface, rankUpdateRespo
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -442,14 +464,19 @@ gboolean rank_ranking_client_recv_update (rankRankingIf * iface, rankUpdateRespo
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_update (rankRankingIf * iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_update (rankRankingIf * iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_update (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_update (iface, _return, invalid, unavailable, error))
+  if (!rank_ranking_client_recv_update (iface, _return, invalid, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -499,7 +526,7 @@ gboolean rank_ranking_client_send_update_batch (rankRankingIf * iface, const ran
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_update_batch (rankRankingIf * iface, rankUpdateBatchResponse ** _return, rankInvalidArgument ** invalid, GError ** error)
+gboolean rank_ranking_client_recv_update_batch (rankRankingIf * iface, rankUpdateBatchResponse ** _return, rankInvalidArgument ** invalid, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -619,6 +646,28 @@ gboolean rank_ranking_client_recv_update_batch (rankRankingIf * iface, rankUpdat
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -647,14 +696,19 @@ gboolean rank_ranking_client_recv_update_batch (rankRankingIf * iface, rankUpdat
       g_set_error (error, RANK_INVALID_ARGUMENT_ERROR, RANK_INVALID_ARGUMENT_ERROR_CODE, "InvalidArgument");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_update_batch (rankRankingIf * iface, rankUpdateBatchResponse ** _return, const rankUpdateBatchRequest * request, rankInvalidArgument ** invalid, GError ** error)
+gboolean rank_ranking_client_update_batch (rankRankingIf * iface, rankUpdateBatchResponse ** _return, const rankUpdateBatchRequest * request, rankInvalidArgument ** invalid, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_update_batch (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_update_batch (iface, _return, invalid, error))
+  if (!rank_ranking_client_recv_update_batch (iface, _return, invalid, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -704,7 +758,7 @@ gboolean rank_ranking_client_send_get_rank (rankRankingIf * iface, const rankGet
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_get_rank (rankRankingIf * iface, rankEntry ** _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_get_rank (rankRankingIf * iface, rankEntry ** _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -868,6 +922,28 @@ gboolean rank_ranking_client_recv_get_rank (rankRankingIf * iface, rankEntry ** 
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -906,14 +982,19 @@ gboolean rank_ranking_client_recv_get_rank (rankRankingIf * iface, rankEntry ** 
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_rank (rankRankingIf * iface, rankEntry ** _return, const rankGetRankRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_rank (rankRankingIf * iface, rankEntry ** _return, const rankGetRankRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_get_rank (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_get_rank (iface, _return, invalid, not_found, unavailable, error))
+  if (!rank_ranking_client_recv_get_rank (iface, _return, invalid, not_found, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -963,7 +1044,7 @@ gboolean rank_ranking_client_send_get_top_n (rankRankingIf * iface, const rankGe
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -1062,19 +1143,19 @@ gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray **
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem57 = NULL;
-                if ( _elem57 != NULL)
+                rankEntry * _elem59 = NULL;
+                if ( _elem59 != NULL)
                 {
-                  g_object_unref (_elem57);
+                  g_object_unref (_elem59);
                 }
-                _elem57 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem57), protocol, error)) < 0)
+                _elem59 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem59), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem57);
+                  g_object_unref (_elem59);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem57);
+                g_ptr_array_add (*_return, _elem59);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -1130,6 +1211,28 @@ gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray **
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -1163,14 +1266,19 @@ gboolean rank_ranking_client_recv_get_top_n (rankRankingIf * iface, GPtrArray **
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const rankGetTopNRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const rankGetTopNRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_get_top_n (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_get_top_n (iface, _return, invalid, unavailable, error))
+  if (!rank_ranking_client_recv_get_top_n (iface, _return, invalid, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -1220,7 +1328,7 @@ gboolean rank_ranking_client_send_get_around (rankRankingIf * iface, const rankG
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -1319,19 +1427,19 @@ gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray *
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem58 = NULL;
-                if ( _elem58 != NULL)
+                rankEntry * _elem60 = NULL;
+                if ( _elem60 != NULL)
                 {
-                  g_object_unref (_elem58);
+                  g_object_unref (_elem60);
                 }
-                _elem58 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem58), protocol, error)) < 0)
+                _elem60 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem60), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem58);
+                  g_object_unref (_elem60);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem58);
+                g_ptr_array_add (*_return, _elem60);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -1409,6 +1517,28 @@ gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray *
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -1447,14 +1577,19 @@ gboolean rank_ranking_client_recv_get_around (rankRankingIf * iface, GPtrArray *
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_around (rankRankingIf * iface, GPtrArray ** _return, const rankGetAroundRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_around (rankRankingIf * iface, GPtrArray ** _return, const rankGetAroundRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_get_around (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_get_around (iface, _return, invalid, not_found, unavailable, error))
+  if (!rank_ranking_client_recv_get_around (iface, _return, invalid, not_found, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -1504,7 +1639,7 @@ gboolean rank_ranking_client_send_get_ranks (rankRankingIf * iface, const rankGe
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_get_ranks (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_get_ranks (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -1603,19 +1738,19 @@ gboolean rank_ranking_client_recv_get_ranks (rankRankingIf * iface, GPtrArray **
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankRankOf * _elem59 = NULL;
-                if ( _elem59 != NULL)
+                rankRankOf * _elem61 = NULL;
+                if ( _elem61 != NULL)
                 {
-                  g_object_unref (_elem59);
+                  g_object_unref (_elem61);
                 }
-                _elem59 = g_object_new (RANK_TYPE_RANK_OF, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem59), protocol, error)) < 0)
+                _elem61 = g_object_new (RANK_TYPE_RANK_OF, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem61), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem59);
+                  g_object_unref (_elem61);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem59);
+                g_ptr_array_add (*_return, _elem61);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -1671,6 +1806,28 @@ gboolean rank_ranking_client_recv_get_ranks (rankRankingIf * iface, GPtrArray **
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -1704,14 +1861,19 @@ gboolean rank_ranking_client_recv_get_ranks (rankRankingIf * iface, GPtrArray **
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_ranks (rankRankingIf * iface, GPtrArray ** _return, const rankGetRanksRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_ranks (rankRankingIf * iface, GPtrArray ** _return, const rankGetRanksRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_get_ranks (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_get_ranks (iface, _return, invalid, unavailable, error))
+  if (!rank_ranking_client_recv_get_ranks (iface, _return, invalid, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -1761,7 +1923,7 @@ gboolean rank_ranking_client_send_remove (rankRankingIf * iface, const rankRemov
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_remove (rankRankingIf * iface, rankRemoveResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_remove (rankRankingIf * iface, rankRemoveResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -1903,6 +2065,28 @@ gboolean rank_ranking_client_recv_remove (rankRankingIf * iface, rankRemoveRespo
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -1936,14 +2120,19 @@ gboolean rank_ranking_client_recv_remove (rankRankingIf * iface, rankRemoveRespo
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_remove (rankRankingIf * iface, rankRemoveResponse ** _return, const rankRemoveRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_remove (rankRankingIf * iface, rankRemoveResponse ** _return, const rankRemoveRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_remove (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_remove (iface, _return, invalid, unavailable, error))
+  if (!rank_ranking_client_recv_remove (iface, _return, invalid, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -1993,7 +2182,7 @@ gboolean rank_ranking_client_send_count (rankRankingIf * iface, const rankCountR
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_count (rankRankingIf * iface, gint64* _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_count (rankRankingIf * iface, gint64* _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -2133,6 +2322,28 @@ gboolean rank_ranking_client_recv_count (rankRankingIf * iface, gint64* _return,
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -2166,14 +2377,19 @@ gboolean rank_ranking_client_recv_count (rankRankingIf * iface, gint64* _return,
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_count (rankRankingIf * iface, gint64* _return, const rankCountRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_count (rankRankingIf * iface, gint64* _return, const rankCountRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_count (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_count (iface, _return, invalid, unavailable, error))
+  if (!rank_ranking_client_recv_count (iface, _return, invalid, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -2223,7 +2439,7 @@ gboolean rank_ranking_client_send_count_between (rankRankingIf * iface, const ra
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_count_between (rankRankingIf * iface, gint64* _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_count_between (rankRankingIf * iface, gint64* _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -2363,6 +2579,28 @@ gboolean rank_ranking_client_recv_count_between (rankRankingIf * iface, gint64* 
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -2396,14 +2634,19 @@ gboolean rank_ranking_client_recv_count_between (rankRankingIf * iface, gint64* 
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_count_between (rankRankingIf * iface, gint64* _return, const rankCountBetweenRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_count_between (rankRankingIf * iface, gint64* _return, const rankCountBetweenRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_count_between (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_count_between (iface, _return, invalid, unavailable, error))
+  if (!rank_ranking_client_recv_count_between (iface, _return, invalid, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -2453,7 +2696,7 @@ gboolean rank_ranking_client_send_get_percentile (rankRankingIf * iface, const r
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_get_percentile (rankRankingIf * iface, gdouble* _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_get_percentile (rankRankingIf * iface, gdouble* _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -2615,6 +2858,28 @@ gboolean rank_ranking_client_recv_get_percentile (rankRankingIf * iface, gdouble
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -2653,14 +2918,19 @@ gboolean rank_ranking_client_recv_get_percentile (rankRankingIf * iface, gdouble
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_percentile (rankRankingIf * iface, gdouble* _return, const rankGetPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_percentile (rankRankingIf * iface, gdouble* _return, const rankGetPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_get_percentile (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_get_percentile (iface, _return, invalid, not_found, unavailable, error))
+  if (!rank_ranking_client_recv_get_percentile (iface, _return, invalid, not_found, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -2710,7 +2980,7 @@ gboolean rank_ranking_client_send_get_score_at_percentile (rankRankingIf * iface
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_get_score_at_percentile (rankRankingIf * iface, gint64* _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_get_score_at_percentile (rankRankingIf * iface, gint64* _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -2872,6 +3142,28 @@ gboolean rank_ranking_client_recv_get_score_at_percentile (rankRankingIf * iface
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -2910,14 +3202,19 @@ gboolean rank_ranking_client_recv_get_score_at_percentile (rankRankingIf * iface
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_score_at_percentile (rankRankingIf * iface, gint64* _return, const rankGetScoreAtPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_score_at_percentile (rankRankingIf * iface, gint64* _return, const rankGetScoreAtPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_get_score_at_percentile (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_get_score_at_percentile (iface, _return, invalid, not_found, unavailable, error))
+  if (!rank_ranking_client_recv_get_score_at_percentile (iface, _return, invalid, not_found, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -2967,7 +3264,7 @@ gboolean rank_ranking_client_send_sample (rankRankingIf * iface, const rankSampl
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_sample (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_sample (rankRankingIf * iface, GPtrArray ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -3066,19 +3363,19 @@ gboolean rank_ranking_client_recv_sample (rankRankingIf * iface, GPtrArray ** _r
               /* iterate through list elements */
               for (i = 0; i < size; i++)
               {
-                rankEntry * _elem60 = NULL;
-                if ( _elem60 != NULL)
+                rankEntry * _elem62 = NULL;
+                if ( _elem62 != NULL)
                 {
-                  g_object_unref (_elem60);
+                  g_object_unref (_elem62);
                 }
-                _elem60 = g_object_new (RANK_TYPE_ENTRY, NULL);
-                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem60), protocol, error)) < 0)
+                _elem62 = g_object_new (RANK_TYPE_ENTRY, NULL);
+                if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem62), protocol, error)) < 0)
                 {
-                  g_object_unref (_elem60);
+                  g_object_unref (_elem62);
                   return 0;
                 }
                 xfer += ret;
-                g_ptr_array_add (*_return, _elem60);
+                g_ptr_array_add (*_return, _elem62);
               }
               if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
                 return 0;
@@ -3134,6 +3431,28 @@ gboolean rank_ranking_client_recv_sample (rankRankingIf * iface, GPtrArray ** _r
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -3167,14 +3486,19 @@ gboolean rank_ranking_client_recv_sample (rankRankingIf * iface, GPtrArray ** _r
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_sample (rankRankingIf * iface, GPtrArray ** _return, const rankSampleRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_sample (rankRankingIf * iface, GPtrArray ** _return, const rankSampleRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_sample (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_sample (iface, _return, invalid, unavailable, error))
+  if (!rank_ranking_client_recv_sample (iface, _return, invalid, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -3224,7 +3548,7 @@ gboolean rank_ranking_client_send_set_member_data (rankRankingIf * iface, const 
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_set_member_data (rankRankingIf * iface, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_set_member_data (rankRankingIf * iface, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -3374,6 +3698,28 @@ gboolean rank_ranking_client_recv_set_member_data (rankRankingIf * iface, rankIn
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -3412,14 +3758,19 @@ gboolean rank_ranking_client_recv_set_member_data (rankRankingIf * iface, rankIn
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_set_member_data (rankRankingIf * iface, const rankSetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_set_member_data (rankRankingIf * iface, const rankSetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_set_member_data (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_set_member_data (iface, invalid, not_found, unavailable, error))
+  if (!rank_ranking_client_recv_set_member_data (iface, invalid, not_found, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -3469,7 +3820,7 @@ gboolean rank_ranking_client_send_get_member_data (rankRankingIf * iface, const 
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_get_member_data (rankRankingIf * iface, GHashTable ** _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_get_member_data (rankRankingIf * iface, GHashTable ** _return, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -3570,32 +3921,32 @@ gboolean rank_ranking_client_recv_get_member_data (rankRankingIf * iface, GHashT
               /* iterate through each of the map's fields */
               for (i = 0; i < size; i++)
               {
-                gchar * key61 = NULL;
-                gchar * val62 = NULL;
-                if (key61 != NULL)
+                gchar * key63 = NULL;
+                gchar * val64 = NULL;
+                if (key63 != NULL)
                 {
-                  g_free(key61);
-                  key61 = NULL;
+                  g_free(key63);
+                  key63 = NULL;
                 }
 
-                if ((ret = thrift_protocol_read_string (protocol, &key61, error)) < 0)
+                if ((ret = thrift_protocol_read_string (protocol, &key63, error)) < 0)
                   return 0;
                 xfer += ret;
-                if (val62 != NULL)
+                if (val64 != NULL)
                 {
-                  g_free(val62);
-                  val62 = NULL;
+                  g_free(val64);
+                  val64 = NULL;
                 }
 
-                if ((ret = thrift_protocol_read_string (protocol, &val62, error)) < 0)
+                if ((ret = thrift_protocol_read_string (protocol, &val64, error)) < 0)
                 {
                   /* rankd postprocess: do not leak on bad input */
-                  g_free (key61);
+                  g_free (key63);
                   return 0;
                 }
                 xfer += ret;
-                if (*_return && key61)
-                  g_hash_table_insert ((GHashTable *)*_return, (gpointer) key61, (gpointer) val62);
+                if (*_return && key63)
+                  g_hash_table_insert ((GHashTable *)*_return, (gpointer) key63, (gpointer) val64);
               }
 
               /* read the map end marker */
@@ -3675,6 +4026,28 @@ gboolean rank_ranking_client_recv_get_member_data (rankRankingIf * iface, GHashT
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -3713,14 +4086,19 @@ gboolean rank_ranking_client_recv_get_member_data (rankRankingIf * iface, GHashT
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_member_data (rankRankingIf * iface, GHashTable ** _return, const rankGetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_member_data (rankRankingIf * iface, GHashTable ** _return, const rankGetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_get_member_data (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_get_member_data (iface, _return, invalid, not_found, unavailable, error))
+  if (!rank_ranking_client_recv_get_member_data (iface, _return, invalid, not_found, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -3975,7 +4353,7 @@ gboolean rank_ranking_client_send_list_boards (rankRankingIf * iface, const rank
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_list_boards (rankRankingIf * iface, rankListBoardsResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_list_boards (rankRankingIf * iface, rankListBoardsResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -4117,6 +4495,28 @@ gboolean rank_ranking_client_recv_list_boards (rankRankingIf * iface, rankListBo
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -4150,14 +4550,19 @@ gboolean rank_ranking_client_recv_list_boards (rankRankingIf * iface, rankListBo
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_list_boards (rankRankingIf * iface, rankListBoardsResponse ** _return, const rankListBoardsRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_list_boards (rankRankingIf * iface, rankListBoardsResponse ** _return, const rankListBoardsRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_list_boards (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_list_boards (iface, _return, invalid, unavailable, error))
+  if (!rank_ranking_client_recv_list_boards (iface, _return, invalid, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -4207,7 +4612,7 @@ gboolean rank_ranking_client_send_get_board_info (rankRankingIf * iface, const r
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_get_board_info (rankRankingIf * iface, rankBoardInfo ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_get_board_info (rankRankingIf * iface, rankBoardInfo ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -4349,6 +4754,28 @@ gboolean rank_ranking_client_recv_get_board_info (rankRankingIf * iface, rankBoa
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -4382,14 +4809,19 @@ gboolean rank_ranking_client_recv_get_board_info (rankRankingIf * iface, rankBoa
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_board_info (rankRankingIf * iface, rankBoardInfo ** _return, const rankGetBoardInfoRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_board_info (rankRankingIf * iface, rankBoardInfo ** _return, const rankGetBoardInfoRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_get_board_info (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_get_board_info (iface, _return, invalid, unavailable, error))
+  if (!rank_ranking_client_recv_get_board_info (iface, _return, invalid, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -4439,7 +4871,7 @@ gboolean rank_ranking_client_send_delete_board (rankRankingIf * iface, const ran
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_delete_board (rankRankingIf * iface, rankDeleteBoardResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_delete_board (rankRankingIf * iface, rankDeleteBoardResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -4581,6 +5013,28 @@ gboolean rank_ranking_client_recv_delete_board (rankRankingIf * iface, rankDelet
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -4614,14 +5068,19 @@ gboolean rank_ranking_client_recv_delete_board (rankRankingIf * iface, rankDelet
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_delete_board (rankRankingIf * iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_delete_board (rankRankingIf * iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_delete_board (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_delete_board (iface, _return, invalid, unavailable, error))
+  if (!rank_ranking_client_recv_delete_board (iface, _return, invalid, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -4671,7 +5130,7 @@ gboolean rank_ranking_client_send_reset_board (rankRankingIf * iface, const rank
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_reset_board (rankRankingIf * iface, rankResetBoardResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_reset_board (rankRankingIf * iface, rankResetBoardResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -4813,6 +5272,28 @@ gboolean rank_ranking_client_recv_reset_board (rankRankingIf * iface, rankResetB
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -4846,14 +5327,19 @@ gboolean rank_ranking_client_recv_reset_board (rankRankingIf * iface, rankResetB
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_reset_board (rankRankingIf * iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_reset_board (rankRankingIf * iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_reset_board (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_reset_board (iface, _return, invalid, unavailable, error))
+  if (!rank_ranking_client_recv_reset_board (iface, _return, invalid, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -4903,7 +5389,7 @@ gboolean rank_ranking_client_send_export (rankRankingIf * iface, const rankExpor
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_export (rankRankingIf * iface, rankExportResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_export (rankRankingIf * iface, rankExportResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -5045,6 +5531,28 @@ gboolean rank_ranking_client_recv_export (rankRankingIf * iface, rankExportRespo
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -5078,14 +5586,19 @@ gboolean rank_ranking_client_recv_export (rankRankingIf * iface, rankExportRespo
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_export (rankRankingIf * iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_export (rankRankingIf * iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_export (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_export (iface, _return, invalid, unavailable, error))
+  if (!rank_ranking_client_recv_export (iface, _return, invalid, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -5135,7 +5648,7 @@ gboolean rank_ranking_client_send_enqueue (rankRankingIf * iface, const rankEnqu
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_enqueue (rankRankingIf * iface, rankEnqueueResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_enqueue (rankRankingIf * iface, rankEnqueueResponse ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -5277,6 +5790,28 @@ gboolean rank_ranking_client_recv_enqueue (rankRankingIf * iface, rankEnqueueRes
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -5310,14 +5845,19 @@ gboolean rank_ranking_client_recv_enqueue (rankRankingIf * iface, rankEnqueueRes
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_enqueue (rankRankingIf * iface, rankEnqueueResponse ** _return, const rankEnqueueRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_enqueue (rankRankingIf * iface, rankEnqueueResponse ** _return, const rankEnqueueRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_enqueue (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_enqueue (iface, _return, invalid, unavailable, error))
+  if (!rank_ranking_client_recv_enqueue (iface, _return, invalid, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -5367,7 +5907,7 @@ gboolean rank_ranking_client_send_get_queue_status (rankRankingIf * iface, const
   return TRUE;
 }
 
-gboolean rank_ranking_client_recv_get_queue_status (rankRankingIf * iface, rankQueueStatus ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_recv_get_queue_status (rankRankingIf * iface, rankQueueStatus ** _return, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   gint32 rseqid;
   gchar * fname = NULL;
@@ -5509,6 +6049,28 @@ gboolean rank_ranking_client_recv_get_queue_status (rankRankingIf * iface, rankQ
             xfer += ret;
           }
           break;
+        case 10:
+          if (ftype == T_STRUCT)
+          {
+            /* This struct is an exception */
+            if ( *denied != NULL)
+            {
+              g_object_unref (*denied);
+            }
+            *denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+            if ((ret = thrift_struct_read (THRIFT_STRUCT (*denied), protocol, error)) < 0)
+            {
+              g_object_unref (*denied);
+              *denied = NULL;
+              return 0;
+            }
+            xfer += ret;
+          } else {
+            if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+              return 0;
+            xfer += ret;
+          }
+          break;
         default:
           if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
             return 0;
@@ -5542,14 +6104,19 @@ gboolean rank_ranking_client_recv_get_queue_status (rankRankingIf * iface, rankQ
       g_set_error (error, RANK_UNAVAILABLE_ERROR, RANK_UNAVAILABLE_ERROR_CODE, "Unavailable");
       return FALSE;
   }
+  if (*denied != NULL)
+  {
+      g_set_error (error, RANK_PERMISSION_DENIED_ERROR, RANK_PERMISSION_DENIED_ERROR_CODE, "PermissionDenied");
+      return FALSE;
+  }
   return TRUE;
 }
 
-gboolean rank_ranking_client_get_queue_status (rankRankingIf * iface, rankQueueStatus ** _return, const rankGetQueueStatusRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_client_get_queue_status (rankRankingIf * iface, rankQueueStatus ** _return, const rankGetQueueStatusRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   if (!rank_ranking_client_send_get_queue_status (iface, request, error))
     return FALSE;
-  if (!rank_ranking_client_recv_get_queue_status (iface, _return, invalid, unavailable, error))
+  if (!rank_ranking_client_recv_get_queue_status (iface, _return, invalid, unavailable, denied, error))
     return FALSE;
   return TRUE;
 }
@@ -5623,102 +6190,102 @@ G_DEFINE_TYPE_WITH_CODE (rankRankingHandler,
                          G_IMPLEMENT_INTERFACE (RANK_TYPE_RANKING_IF,
                                                 rank_ranking_handler_ranking_if_interface_init))
 
-gboolean rank_ranking_handler_update (rankRankingIf * iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_update (rankRankingIf * iface, rankUpdateResponse ** _return, const rankUpdateRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->update (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->update (iface, _return, request, invalid, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_update_batch (rankRankingIf * iface, rankUpdateBatchResponse ** _return, const rankUpdateBatchRequest * request, rankInvalidArgument ** invalid, GError ** error)
+gboolean rank_ranking_handler_update_batch (rankRankingIf * iface, rankUpdateBatchResponse ** _return, const rankUpdateBatchRequest * request, rankInvalidArgument ** invalid, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->update_batch (iface, _return, request, invalid, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->update_batch (iface, _return, request, invalid, denied, error);
 }
 
-gboolean rank_ranking_handler_get_rank (rankRankingIf * iface, rankEntry ** _return, const rankGetRankRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_rank (rankRankingIf * iface, rankEntry ** _return, const rankGetRankRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_rank (iface, _return, request, invalid, not_found, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_rank (iface, _return, request, invalid, not_found, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const rankGetTopNRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_top_n (rankRankingIf * iface, GPtrArray ** _return, const rankGetTopNRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_top_n (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_top_n (iface, _return, request, invalid, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_get_around (rankRankingIf * iface, GPtrArray ** _return, const rankGetAroundRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_around (rankRankingIf * iface, GPtrArray ** _return, const rankGetAroundRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_around (iface, _return, request, invalid, not_found, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_around (iface, _return, request, invalid, not_found, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_get_ranks (rankRankingIf * iface, GPtrArray ** _return, const rankGetRanksRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_ranks (rankRankingIf * iface, GPtrArray ** _return, const rankGetRanksRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_ranks (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_ranks (iface, _return, request, invalid, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_remove (rankRankingIf * iface, rankRemoveResponse ** _return, const rankRemoveRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_remove (rankRankingIf * iface, rankRemoveResponse ** _return, const rankRemoveRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->remove (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->remove (iface, _return, request, invalid, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_count (rankRankingIf * iface, gint64* _return, const rankCountRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_count (rankRankingIf * iface, gint64* _return, const rankCountRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->count (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->count (iface, _return, request, invalid, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_count_between (rankRankingIf * iface, gint64* _return, const rankCountBetweenRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_count_between (rankRankingIf * iface, gint64* _return, const rankCountBetweenRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->count_between (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->count_between (iface, _return, request, invalid, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_get_percentile (rankRankingIf * iface, gdouble* _return, const rankGetPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_percentile (rankRankingIf * iface, gdouble* _return, const rankGetPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_percentile (iface, _return, request, invalid, not_found, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_percentile (iface, _return, request, invalid, not_found, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_get_score_at_percentile (rankRankingIf * iface, gint64* _return, const rankGetScoreAtPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_score_at_percentile (rankRankingIf * iface, gint64* _return, const rankGetScoreAtPercentileRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_score_at_percentile (iface, _return, request, invalid, not_found, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_score_at_percentile (iface, _return, request, invalid, not_found, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_sample (rankRankingIf * iface, GPtrArray ** _return, const rankSampleRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_sample (rankRankingIf * iface, GPtrArray ** _return, const rankSampleRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->sample (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->sample (iface, _return, request, invalid, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_set_member_data (rankRankingIf * iface, const rankSetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_set_member_data (rankRankingIf * iface, const rankSetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->set_member_data (iface, request, invalid, not_found, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->set_member_data (iface, request, invalid, not_found, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_get_member_data (rankRankingIf * iface, GHashTable ** _return, const rankGetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_member_data (rankRankingIf * iface, GHashTable ** _return, const rankGetMemberDataRequest * request, rankInvalidArgument ** invalid, rankNotFound ** not_found, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_member_data (iface, _return, request, invalid, not_found, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_member_data (iface, _return, request, invalid, not_found, unavailable, denied, error);
 }
 
 gboolean rank_ranking_handler_get_server_info (rankRankingIf * iface, rankServerInfo ** _return, const rankGetServerInfoRequest * request, rankUnavailable ** unavailable, GError ** error)
@@ -5728,53 +6295,53 @@ gboolean rank_ranking_handler_get_server_info (rankRankingIf * iface, rankServer
   return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_server_info (iface, _return, request, unavailable, error);
 }
 
-gboolean rank_ranking_handler_list_boards (rankRankingIf * iface, rankListBoardsResponse ** _return, const rankListBoardsRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_list_boards (rankRankingIf * iface, rankListBoardsResponse ** _return, const rankListBoardsRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->list_boards (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->list_boards (iface, _return, request, invalid, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_get_board_info (rankRankingIf * iface, rankBoardInfo ** _return, const rankGetBoardInfoRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_board_info (rankRankingIf * iface, rankBoardInfo ** _return, const rankGetBoardInfoRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_board_info (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_board_info (iface, _return, request, invalid, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_delete_board (rankRankingIf * iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_delete_board (rankRankingIf * iface, rankDeleteBoardResponse ** _return, const rankDeleteBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->delete_board (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->delete_board (iface, _return, request, invalid, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_reset_board (rankRankingIf * iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_reset_board (rankRankingIf * iface, rankResetBoardResponse ** _return, const rankResetBoardRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->reset_board (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->reset_board (iface, _return, request, invalid, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_export (rankRankingIf * iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_export (rankRankingIf * iface, rankExportResponse ** _return, const rankExportRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->export (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->export (iface, _return, request, invalid, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_enqueue (rankRankingIf * iface, rankEnqueueResponse ** _return, const rankEnqueueRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_enqueue (rankRankingIf * iface, rankEnqueueResponse ** _return, const rankEnqueueRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->enqueue (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->enqueue (iface, _return, request, invalid, unavailable, denied, error);
 }
 
-gboolean rank_ranking_handler_get_queue_status (rankRankingIf * iface, rankQueueStatus ** _return, const rankGetQueueStatusRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, GError ** error)
+gboolean rank_ranking_handler_get_queue_status (rankRankingIf * iface, rankQueueStatus ** _return, const rankGetQueueStatusRequest * request, rankInvalidArgument ** invalid, rankUnavailable ** unavailable, rankPermissionDenied ** denied, GError ** error)
 {
   g_return_val_if_fail (RANK_IS_RANKING_HANDLER (iface), FALSE);
 
-  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_queue_status (iface, _return, request, invalid, unavailable, error);
+  return RANK_RANKING_HANDLER_GET_CLASS (iface)->get_queue_status (iface, _return, request, invalid, unavailable, denied, error);
 }
 
 static void
@@ -6106,6 +6673,7 @@ rank_ranking_processor_process_update (rankRankingProcessor *self,
     rankUpdateRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     rankUpdateResponse * return_value;
     rankRankingUpdateResult * result_struct;
 
@@ -6124,6 +6692,7 @@ rank_ranking_processor_process_update (rankRankingProcessor *self,
                                      request,
                                      &invalid,
                                      &unavailable,
+                                     &denied,
                                      error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -6165,6 +6734,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Update",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "Update",
@@ -6245,6 +6832,7 @@ rank_ranking_processor_process_update_batch (rankRankingProcessor *self,
   {
     rankUpdateBatchRequest * request;
     rankInvalidArgument * invalid = NULL;
+    rankPermissionDenied * denied = NULL;
     rankUpdateBatchResponse * return_value;
     rankRankingUpdateBatchResult * result_struct;
 
@@ -6262,6 +6850,7 @@ rank_ranking_processor_process_update_batch (rankRankingProcessor *self,
                                            &return_value,
                                            request,
                                            &invalid,
+                                           &denied,
                                            error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -6285,6 +6874,24 @@ rank_ranking_processor_process_update_batch (rankRankingProcessor *self,
                       NULL);
 
         g_object_unref (invalid);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "UpdateBatch",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "UpdateBatch",
@@ -6367,6 +6974,7 @@ rank_ranking_processor_process_get_rank (rankRankingProcessor *self,
     rankInvalidArgument * invalid = NULL;
     rankNotFound * not_found = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     rankEntry * return_value;
     rankRankingGetRankResult * result_struct;
 
@@ -6386,6 +6994,7 @@ rank_ranking_processor_process_get_rank (rankRankingProcessor *self,
                                        &invalid,
                                        &not_found,
                                        &unavailable,
+                                       &denied,
                                        error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -6445,6 +7054,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetRank",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "GetRank",
@@ -6526,6 +7153,7 @@ rank_ranking_processor_process_get_top_n (rankRankingProcessor *self,
     rankGetTopNRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     GPtrArray * return_value;
     rankRankingGetTopNResult * result_struct;
 
@@ -6544,6 +7172,7 @@ rank_ranking_processor_process_get_top_n (rankRankingProcessor *self,
                                         request,
                                         &invalid,
                                         &unavailable,
+                                        &denied,
                                         error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -6585,6 +7214,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetTopN",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "GetTopN",
@@ -6667,6 +7314,7 @@ rank_ranking_processor_process_get_around (rankRankingProcessor *self,
     rankInvalidArgument * invalid = NULL;
     rankNotFound * not_found = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     GPtrArray * return_value;
     rankRankingGetAroundResult * result_struct;
 
@@ -6686,6 +7334,7 @@ rank_ranking_processor_process_get_around (rankRankingProcessor *self,
                                          &invalid,
                                          &not_found,
                                          &unavailable,
+                                         &denied,
                                          error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -6745,6 +7394,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetAround",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "GetAround",
@@ -6826,6 +7493,7 @@ rank_ranking_processor_process_get_ranks (rankRankingProcessor *self,
     rankGetRanksRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     GPtrArray * return_value;
     rankRankingGetRanksResult * result_struct;
 
@@ -6844,6 +7512,7 @@ rank_ranking_processor_process_get_ranks (rankRankingProcessor *self,
                                         request,
                                         &invalid,
                                         &unavailable,
+                                        &denied,
                                         error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -6885,6 +7554,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetRanks",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "GetRanks",
@@ -6966,6 +7653,7 @@ rank_ranking_processor_process_remove (rankRankingProcessor *self,
     rankRemoveRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     rankRemoveResponse * return_value;
     rankRankingRemoveResult * result_struct;
 
@@ -6984,6 +7672,7 @@ rank_ranking_processor_process_remove (rankRankingProcessor *self,
                                      request,
                                      &invalid,
                                      &unavailable,
+                                     &denied,
                                      error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -7025,6 +7714,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Remove",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "Remove",
@@ -7106,6 +7813,7 @@ rank_ranking_processor_process_count (rankRankingProcessor *self,
     rankCountRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     gint64 return_value;
     rankRankingCountResult * result_struct;
 
@@ -7124,6 +7832,7 @@ rank_ranking_processor_process_count (rankRankingProcessor *self,
                                     request,
                                     &invalid,
                                     &unavailable,
+                                    &denied,
                                     error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -7165,6 +7874,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Count",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "Count",
@@ -7244,6 +7971,7 @@ rank_ranking_processor_process_count_between (rankRankingProcessor *self,
     rankCountBetweenRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     gint64 return_value;
     rankRankingCountBetweenResult * result_struct;
 
@@ -7262,6 +7990,7 @@ rank_ranking_processor_process_count_between (rankRankingProcessor *self,
                                             request,
                                             &invalid,
                                             &unavailable,
+                                            &denied,
                                             error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -7303,6 +8032,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "CountBetween",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "CountBetween",
@@ -7383,6 +8130,7 @@ rank_ranking_processor_process_get_percentile (rankRankingProcessor *self,
     rankInvalidArgument * invalid = NULL;
     rankNotFound * not_found = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     gdouble return_value;
     rankRankingGetPercentileResult * result_struct;
 
@@ -7402,6 +8150,7 @@ rank_ranking_processor_process_get_percentile (rankRankingProcessor *self,
                                              &invalid,
                                              &not_found,
                                              &unavailable,
+                                             &denied,
                                              error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -7461,6 +8210,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetPercentile",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "GetPercentile",
@@ -7541,6 +8308,7 @@ rank_ranking_processor_process_get_score_at_percentile (rankRankingProcessor *se
     rankInvalidArgument * invalid = NULL;
     rankNotFound * not_found = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     gint64 return_value;
     rankRankingGetScoreAtPercentileResult * result_struct;
 
@@ -7560,6 +8328,7 @@ rank_ranking_processor_process_get_score_at_percentile (rankRankingProcessor *se
                                                       &invalid,
                                                       &not_found,
                                                       &unavailable,
+                                                      &denied,
                                                       error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -7619,6 +8388,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetScoreAtPercentile",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "GetScoreAtPercentile",
@@ -7698,6 +8485,7 @@ rank_ranking_processor_process_sample (rankRankingProcessor *self,
     rankSampleRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     GPtrArray * return_value;
     rankRankingSampleResult * result_struct;
 
@@ -7716,6 +8504,7 @@ rank_ranking_processor_process_sample (rankRankingProcessor *self,
                                      request,
                                      &invalid,
                                      &unavailable,
+                                     &denied,
                                      error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -7757,6 +8546,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Sample",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "Sample",
@@ -7839,6 +8646,7 @@ rank_ranking_processor_process_set_member_data (rankRankingProcessor *self,
     rankInvalidArgument * invalid = NULL;
     rankNotFound * not_found = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     rankRankingSetMemberDataResult * result_struct;
 
     g_object_get (args,
@@ -7855,6 +8663,7 @@ rank_ranking_processor_process_set_member_data (rankRankingProcessor *self,
                                               &invalid,
                                               &not_found,
                                               &unavailable,
+                                              &denied,
                                               error) == TRUE)
     {
       result =
@@ -7912,6 +8721,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "SetMemberData",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "SetMemberData",
@@ -7992,6 +8819,7 @@ rank_ranking_processor_process_get_member_data (rankRankingProcessor *self,
     rankInvalidArgument * invalid = NULL;
     rankNotFound * not_found = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     GHashTable * return_value;
     rankRankingGetMemberDataResult * result_struct;
 
@@ -8011,6 +8839,7 @@ rank_ranking_processor_process_get_member_data (rankRankingProcessor *self,
                                               &invalid,
                                               &not_found,
                                               &unavailable,
+                                              &denied,
                                               error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -8070,6 +8899,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetMemberData",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "GetMemberData",
@@ -8271,6 +9118,7 @@ rank_ranking_processor_process_list_boards (rankRankingProcessor *self,
     rankListBoardsRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     rankListBoardsResponse * return_value;
     rankRankingListBoardsResult * result_struct;
 
@@ -8289,6 +9137,7 @@ rank_ranking_processor_process_list_boards (rankRankingProcessor *self,
                                           request,
                                           &invalid,
                                           &unavailable,
+                                          &denied,
                                           error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -8330,6 +9179,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "ListBoards",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "ListBoards",
@@ -8411,6 +9278,7 @@ rank_ranking_processor_process_get_board_info (rankRankingProcessor *self,
     rankGetBoardInfoRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     rankBoardInfo * return_value;
     rankRankingGetBoardInfoResult * result_struct;
 
@@ -8429,6 +9297,7 @@ rank_ranking_processor_process_get_board_info (rankRankingProcessor *self,
                                              request,
                                              &invalid,
                                              &unavailable,
+                                             &denied,
                                              error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -8470,6 +9339,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetBoardInfo",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "GetBoardInfo",
@@ -8551,6 +9438,7 @@ rank_ranking_processor_process_delete_board (rankRankingProcessor *self,
     rankDeleteBoardRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     rankDeleteBoardResponse * return_value;
     rankRankingDeleteBoardResult * result_struct;
 
@@ -8569,6 +9457,7 @@ rank_ranking_processor_process_delete_board (rankRankingProcessor *self,
                                            request,
                                            &invalid,
                                            &unavailable,
+                                           &denied,
                                            error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -8610,6 +9499,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "DeleteBoard",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "DeleteBoard",
@@ -8691,6 +9598,7 @@ rank_ranking_processor_process_reset_board (rankRankingProcessor *self,
     rankResetBoardRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     rankResetBoardResponse * return_value;
     rankRankingResetBoardResult * result_struct;
 
@@ -8709,6 +9617,7 @@ rank_ranking_processor_process_reset_board (rankRankingProcessor *self,
                                           request,
                                           &invalid,
                                           &unavailable,
+                                          &denied,
                                           error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -8750,6 +9659,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "ResetBoard",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "ResetBoard",
@@ -8831,6 +9758,7 @@ rank_ranking_processor_process_export (rankRankingProcessor *self,
     rankExportRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     rankExportResponse * return_value;
     rankRankingExportResult * result_struct;
 
@@ -8849,6 +9777,7 @@ rank_ranking_processor_process_export (rankRankingProcessor *self,
                                      request,
                                      &invalid,
                                      &unavailable,
+                                     &denied,
                                      error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -8890,6 +9819,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Export",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "Export",
@@ -8971,6 +9918,7 @@ rank_ranking_processor_process_enqueue (rankRankingProcessor *self,
     rankEnqueueRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     rankEnqueueResponse * return_value;
     rankRankingEnqueueResult * result_struct;
 
@@ -8989,6 +9937,7 @@ rank_ranking_processor_process_enqueue (rankRankingProcessor *self,
                                       request,
                                       &invalid,
                                       &unavailable,
+                                      &denied,
                                       error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -9030,6 +9979,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "Enqueue",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "Enqueue",
@@ -9111,6 +10078,7 @@ rank_ranking_processor_process_get_queue_status (rankRankingProcessor *self,
     rankGetQueueStatusRequest * request;
     rankInvalidArgument * invalid = NULL;
     rankUnavailable * unavailable = NULL;
+    rankPermissionDenied * denied = NULL;
     rankQueueStatus * return_value;
     rankRankingGetQueueStatusResult * result_struct;
 
@@ -9129,6 +10097,7 @@ rank_ranking_processor_process_get_queue_status (rankRankingProcessor *self,
                                                request,
                                                &invalid,
                                                &unavailable,
+                                               &denied,
                                                error) == TRUE)
     {
       g_object_set (result_struct, "success", return_value, NULL);
@@ -9170,6 +10139,24 @@ if (unavailable != NULL)
                       NULL);
 
         g_object_unref (unavailable);
+        result =
+          ((thrift_protocol_write_message_begin (output_protocol,
+                                                 "GetQueueStatus",
+                                                 T_REPLY,
+                                                 sequence_id,
+                                                 error) != -1) &&
+           (thrift_struct_write (THRIFT_STRUCT (result_struct),
+                                 output_protocol,
+                                 error) != -1));
+      }
+      else
+if (denied != NULL)
+      {
+        g_object_set (result_struct,
+                      "denied", denied,
+                      NULL);
+
+        g_object_unref (denied);
         result =
           ((thrift_protocol_write_message_begin (output_protocol,
                                                  "GetQueueStatus",

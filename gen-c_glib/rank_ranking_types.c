@@ -3310,6 +3310,504 @@ rank_unavailable_error_quark (void)
   return g_quark_from_static_string (RANK_UNAVAILABLE_ERROR_DOMAIN);
 }
 
+enum _rankPermissionDeniedProperties
+{
+  PROP_RANK_PERMISSION_DENIED_0,
+  PROP_RANK_PERMISSION_DENIED_MESSAGE,
+  PROP_RANK_PERMISSION_DENIED_METHOD,
+  PROP_RANK_PERMISSION_DENIED_BOARD,
+  PROP_RANK_PERMISSION_DENIED_ROLE,
+  PROP_RANK_PERMISSION_DENIED_IDENTITY
+};
+
+/* reads a permission_denied object */
+static gint32
+rank_permission_denied_read (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+  gchar *name = NULL;
+  ThriftType ftype;
+  gint16 fid;
+  guint32 len = 0;
+  gpointer data = NULL;
+  rankPermissionDenied * this_object = RANK_PERMISSION_DENIED(object);
+  gboolean isset_message = FALSE;
+
+  /* satisfy -Wall in case these aren't used */
+  THRIFT_UNUSED_VAR (len);
+  THRIFT_UNUSED_VAR (data);
+  THRIFT_UNUSED_VAR (this_object);
+
+  /* read the struct begin marker */
+  if ((ret = thrift_protocol_read_struct_begin (protocol, &name, error)) < 0)
+  {
+    if (name) g_free (name);
+    return -1;
+  }
+  xfer += ret;
+  if (name) g_free (name);
+  name = NULL;
+
+  /* read the struct fields */
+  while (1)
+  {
+    /* read the beginning of a field */
+    if ((ret = thrift_protocol_read_field_begin (protocol, &name, &ftype, &fid, error)) < 0)
+    {
+      if (name) g_free (name);
+      return -1;
+    }
+    xfer += ret;
+    if (name) g_free (name);
+    name = NULL;
+
+    /* break if we get a STOP field */
+    if (ftype == T_STOP)
+    {
+      break;
+    }
+
+    switch (fid)
+    {
+      case 1:
+        if (ftype == T_STRING)
+        {
+          if (this_object->message != NULL)
+          {
+            g_free(this_object->message);
+            this_object->message = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->message, error)) < 0)
+            return -1;
+          xfer += ret;
+          isset_message = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 2:
+        if (ftype == T_STRING)
+        {
+          if (this_object->method != NULL)
+          {
+            g_free(this_object->method);
+            this_object->method = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->method, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_method = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 3:
+        if (ftype == T_STRING)
+        {
+          if (this_object->board != NULL)
+          {
+            g_free(this_object->board);
+            this_object->board = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->board, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_board = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 4:
+        if (ftype == T_STRING)
+        {
+          if (this_object->role != NULL)
+          {
+            g_free(this_object->role);
+            this_object->role = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->role, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_role = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 5:
+        if (ftype == T_STRING)
+        {
+          if (this_object->identity != NULL)
+          {
+            g_free(this_object->identity);
+            this_object->identity = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->identity, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_identity = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      default:
+        if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+          return -1;
+        xfer += ret;
+        break;
+    }
+    if ((ret = thrift_protocol_read_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+
+  if ((ret = thrift_protocol_read_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if (!isset_message)
+  {
+    g_set_error (error, THRIFT_PROTOCOL_ERROR,
+                 THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                 "missing required field 'message'");
+    return -1;
+  }
+
+  return xfer;
+}
+
+static gint32
+rank_permission_denied_write (ThriftStruct *object, ThriftProtocol *protocol, GError **error)
+{
+  gint32 ret;
+  gint32 xfer = 0;
+
+  rankPermissionDenied * this_object = RANK_PERMISSION_DENIED(object);
+  THRIFT_UNUSED_VAR (this_object);
+  if ((ret = thrift_protocol_write_struct_begin (protocol, "PermissionDenied", error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_field_begin (protocol, "message", T_STRING, 1, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_string (protocol, this_object->message, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if (this_object->__isset_method == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "method", T_STRING, 2, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->method, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_board == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "board", T_STRING, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->board, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_role == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "role", T_STRING, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->role, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_identity == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "identity", T_STRING, 5, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->identity, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+  if ((ret = thrift_protocol_write_struct_end (protocol, error)) < 0)
+    return -1;
+  xfer += ret;
+
+  return xfer;
+}
+
+static void
+rank_permission_denied_set_property (GObject *object,
+                                     guint property_id,
+                                     const GValue *value,
+                                     GParamSpec *pspec)
+{
+  rankPermissionDenied *self = RANK_PERMISSION_DENIED (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_PERMISSION_DENIED_MESSAGE:
+      if (self->message != NULL)
+        g_free (self->message);
+      self->message = g_value_dup_string (value);
+      break;
+
+    case PROP_RANK_PERMISSION_DENIED_METHOD:
+      if (self->method != NULL)
+        g_free (self->method);
+      self->method = g_value_dup_string (value);
+      self->__isset_method = TRUE;
+      break;
+
+    case PROP_RANK_PERMISSION_DENIED_BOARD:
+      if (self->board != NULL)
+        g_free (self->board);
+      self->board = g_value_dup_string (value);
+      self->__isset_board = TRUE;
+      break;
+
+    case PROP_RANK_PERMISSION_DENIED_ROLE:
+      if (self->role != NULL)
+        g_free (self->role);
+      self->role = g_value_dup_string (value);
+      self->__isset_role = TRUE;
+      break;
+
+    case PROP_RANK_PERMISSION_DENIED_IDENTITY:
+      if (self->identity != NULL)
+        g_free (self->identity);
+      self->identity = g_value_dup_string (value);
+      self->__isset_identity = TRUE;
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void
+rank_permission_denied_get_property (GObject *object,
+                                     guint property_id,
+                                     GValue *value,
+                                     GParamSpec *pspec)
+{
+  rankPermissionDenied *self = RANK_PERMISSION_DENIED (object);
+
+  switch (property_id)
+  {
+    case PROP_RANK_PERMISSION_DENIED_MESSAGE:
+      g_value_set_string (value, self->message);
+      break;
+
+    case PROP_RANK_PERMISSION_DENIED_METHOD:
+      g_value_set_string (value, self->method);
+      break;
+
+    case PROP_RANK_PERMISSION_DENIED_BOARD:
+      g_value_set_string (value, self->board);
+      break;
+
+    case PROP_RANK_PERMISSION_DENIED_ROLE:
+      g_value_set_string (value, self->role);
+      break;
+
+    case PROP_RANK_PERMISSION_DENIED_IDENTITY:
+      g_value_set_string (value, self->identity);
+      break;
+
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
+      break;
+  }
+}
+
+static void 
+rank_permission_denied_instance_init (rankPermissionDenied * object)
+{
+  /* satisfy -Wall */
+  THRIFT_UNUSED_VAR (object);
+  object->message = NULL;
+  object->method = NULL;
+  object->__isset_method = FALSE;
+  object->board = NULL;
+  object->__isset_board = FALSE;
+  object->role = NULL;
+  object->__isset_role = FALSE;
+  object->identity = NULL;
+  object->__isset_identity = FALSE;
+}
+
+static void 
+rank_permission_denied_finalize (GObject *object)
+{
+  rankPermissionDenied *tobject = RANK_PERMISSION_DENIED (object);
+
+  /* satisfy -Wall in case we don't use tobject */
+  THRIFT_UNUSED_VAR (tobject);
+  if (tobject->message != NULL)
+  {
+    g_free(tobject->message);
+    tobject->message = NULL;
+  }
+  if (tobject->method != NULL)
+  {
+    g_free(tobject->method);
+    tobject->method = NULL;
+  }
+  if (tobject->board != NULL)
+  {
+    g_free(tobject->board);
+    tobject->board = NULL;
+  }
+  if (tobject->role != NULL)
+  {
+    g_free(tobject->role);
+    tobject->role = NULL;
+  }
+  if (tobject->identity != NULL)
+  {
+    g_free(tobject->identity);
+    tobject->identity = NULL;
+  }
+
+  /* rankd postprocess: chain up, or GObject's finalize never runs */
+  G_OBJECT_CLASS (g_type_class_peek_parent (g_type_class_peek (rank_permission_denied_get_type ())))->finalize (object);
+}
+
+static void
+rank_permission_denied_class_init (rankPermissionDeniedClass * cls)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (cls);
+  ThriftStructClass *struct_class = THRIFT_STRUCT_CLASS (cls);
+
+  struct_class->read = rank_permission_denied_read;
+  struct_class->write = rank_permission_denied_write;
+
+  gobject_class->finalize = rank_permission_denied_finalize;
+  gobject_class->get_property = rank_permission_denied_get_property;
+  gobject_class->set_property = rank_permission_denied_set_property;
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_PERMISSION_DENIED_MESSAGE,
+     g_param_spec_string ("message",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_PERMISSION_DENIED_METHOD,
+     g_param_spec_string ("method",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_PERMISSION_DENIED_BOARD,
+     g_param_spec_string ("board",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_PERMISSION_DENIED_ROLE,
+     g_param_spec_string ("role",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_PERMISSION_DENIED_IDENTITY,
+     g_param_spec_string ("identity",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+}
+
+GType
+rank_permission_denied_get_type (void)
+{
+  /* rankd postprocess: register once, even with many threads */
+  static gsize type_once = 0;
+  static GType type = 0;
+
+  if (g_once_init_enter (&type_once))
+  {
+    static const GTypeInfo type_info = 
+    {
+      sizeof (rankPermissionDeniedClass),
+      NULL, /* base_init */
+      NULL, /* base_finalize */
+      (GClassInitFunc) rank_permission_denied_class_init,
+      NULL, /* class_finalize */
+      NULL, /* class_data */
+      sizeof (rankPermissionDenied),
+      0, /* n_preallocs */
+      (GInstanceInitFunc) rank_permission_denied_instance_init,
+      NULL, /* value_table */
+    };
+
+    type = g_type_register_static (THRIFT_TYPE_STRUCT, 
+                                   "rankPermissionDeniedType",
+                                   &type_info, 0);
+    g_once_init_leave (&type_once, 1);
+  }
+
+  return type;
+}
+
+/* define the GError domain for exceptions */
+#define RANK_PERMISSION_DENIED_ERROR_DOMAIN "rank_permission_denied_error_quark"
+GQuark
+rank_permission_denied_error_quark (void)
+{
+  return g_quark_from_static_string (RANK_PERMISSION_DENIED_ERROR_DOMAIN);
+}
+
 enum _rankUpdateResultProperties
 {
   PROP_RANK_UPDATE_RESULT_0,
@@ -9289,7 +9787,10 @@ enum _rankServerInfoProperties
   PROP_RANK_SERVER_INFO_VERSION,
   PROP_RANK_SERVER_INFO_IDL_VERSION,
   PROP_RANK_SERVER_INFO_CONFIGURED_BOARDS,
-  PROP_RANK_SERVER_INFO_UPTIME_SECONDS
+  PROP_RANK_SERVER_INFO_UPTIME_SECONDS,
+  PROP_RANK_SERVER_INFO_IDENTITY,
+  PROP_RANK_SERVER_INFO_TLS,
+  PROP_RANK_SERVER_INFO_GRANTS
 };
 
 /* reads a server_info object */
@@ -9409,6 +9910,76 @@ rank_server_info_read (ThriftStruct *object, ThriftProtocol *protocol, GError **
           xfer += ret;
         }
         break;
+      case 5:
+        if (ftype == T_STRING)
+        {
+          if (this_object->identity != NULL)
+          {
+            g_free(this_object->identity);
+            this_object->identity = NULL;
+          }
+
+          if ((ret = thrift_protocol_read_string (protocol, &this_object->identity, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_identity = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 6:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->tls, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_tls = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
+      case 7:
+        if (ftype == T_LIST)
+        {
+          {
+            guint32 size;
+            guint32 i;
+            ThriftType element_type;
+
+            if ((ret = thrift_protocol_read_list_begin (protocol, &element_type,&size, error)) < 0)
+              return -1;
+            xfer += ret;
+
+            /* iterate through list elements */
+            for (i = 0; i < size; i++)
+            {
+              gchar * _elem25 = NULL;
+              if (_elem25 != NULL)
+              {
+                g_free(_elem25);
+                _elem25 = NULL;
+              }
+
+              if ((ret = thrift_protocol_read_string (protocol, &_elem25, error)) < 0)
+                return -1;
+              xfer += ret;
+              g_ptr_array_add (this_object->grants, _elem25);
+            }
+            if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
+              return -1;
+            xfer += ret;
+          }
+          this_object->__isset_grants = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -9510,6 +10081,55 @@ rank_server_info_write (ThriftStruct *object, ThriftProtocol *protocol, GError *
   if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
     return -1;
   xfer += ret;
+  if (this_object->__isset_identity == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "identity", T_STRING, 5, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_string (protocol, this_object->identity, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_tls == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "tls", T_BOOL, 6, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, this_object->tls, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_grants == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "grants", T_LIST, 7, error)) < 0)
+      return -1;
+    xfer += ret;
+    {
+      guint i26;
+
+      if ((ret = thrift_protocol_write_list_begin (protocol, T_STRING, (gint32) (this_object->grants ? this_object->grants->len : 0), error)) < 0)
+        return -1;
+      xfer += ret;
+      for (i26 = 0; i26 < (this_object->grants ? this_object->grants->len : 0); i26++)
+      {
+        if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) this_object->grants, i26)), error)) < 0)
+          return -1;
+        xfer += ret;
+
+      }
+      if ((ret = thrift_protocol_write_list_end (protocol, error)) < 0)
+        return -1;
+      xfer += ret;
+    }
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -9550,6 +10170,25 @@ rank_server_info_set_property (GObject *object,
       self->uptime_seconds = g_value_get_int64 (value);
       break;
 
+    case PROP_RANK_SERVER_INFO_IDENTITY:
+      if (self->identity != NULL)
+        g_free (self->identity);
+      self->identity = g_value_dup_string (value);
+      self->__isset_identity = TRUE;
+      break;
+
+    case PROP_RANK_SERVER_INFO_TLS:
+      self->tls = g_value_get_boolean (value);
+      self->__isset_tls = TRUE;
+      break;
+
+    case PROP_RANK_SERVER_INFO_GRANTS:
+      if (self->grants != NULL)
+        g_ptr_array_unref (self->grants);
+      self->grants = g_value_dup_boxed (value);
+      self->__isset_grants = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -9582,6 +10221,18 @@ rank_server_info_get_property (GObject *object,
       g_value_set_int64 (value, self->uptime_seconds);
       break;
 
+    case PROP_RANK_SERVER_INFO_IDENTITY:
+      g_value_set_string (value, self->identity);
+      break;
+
+    case PROP_RANK_SERVER_INFO_TLS:
+      g_value_set_boolean (value, self->tls);
+      break;
+
+    case PROP_RANK_SERVER_INFO_GRANTS:
+      g_value_set_boxed (value, self->grants);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -9597,6 +10248,12 @@ rank_server_info_instance_init (rankServerInfo * object)
   object->idl_version = NULL;
   object->configured_boards = 0;
   object->uptime_seconds = 0;
+  object->identity = NULL;
+  object->__isset_identity = FALSE;
+  object->tls = 0;
+  object->__isset_tls = FALSE;
+  object->grants = g_ptr_array_new_with_free_func (g_free);
+  object->__isset_grants = FALSE;
 }
 
 static void 
@@ -9615,6 +10272,16 @@ rank_server_info_finalize (GObject *object)
   {
     g_free(tobject->idl_version);
     tobject->idl_version = NULL;
+  }
+  if (tobject->identity != NULL)
+  {
+    g_free(tobject->identity);
+    tobject->identity = NULL;
+  }
+  if (tobject->grants != NULL)
+  {
+    g_ptr_array_unref (tobject->grants);
+    tobject->grants = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -9672,6 +10339,33 @@ rank_server_info_class_init (rankServerInfoClass * cls)
                          G_MININT64,
                          G_MAXINT64,
                          0,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SERVER_INFO_IDENTITY,
+     g_param_spec_string ("identity",
+                          NULL,
+                          NULL,
+                          NULL,
+                          G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SERVER_INFO_TLS,
+     g_param_spec_boolean ("tls",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SERVER_INFO_GRANTS,
+     g_param_spec_boxed ("grants",
+                         NULL,
+                         NULL,
+                         G_TYPE_PTR_ARRAY,
                          G_PARAM_READWRITE));
 }
 
@@ -10434,19 +11128,19 @@ rank_list_boards_response_read (ThriftStruct *object, ThriftProtocol *protocol, 
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankBoardSummary * _elem25 = NULL;
-              if ( _elem25 != NULL)
+              rankBoardSummary * _elem27 = NULL;
+              if ( _elem27 != NULL)
               {
-                g_object_unref (_elem25);
+                g_object_unref (_elem27);
               }
-              _elem25 = g_object_new (RANK_TYPE_BOARD_SUMMARY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem25), protocol, error)) < 0)
+              _elem27 = g_object_new (RANK_TYPE_BOARD_SUMMARY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem27), protocol, error)) < 0)
               {
-                g_object_unref (_elem25);
+                g_object_unref (_elem27);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->boards, _elem25);
+              g_ptr_array_add (this_object->boards, _elem27);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -10519,14 +11213,14 @@ rank_list_boards_response_write (ThriftStruct *object, ThriftProtocol *protocol,
     return -1;
   xfer += ret;
   {
-    guint i26;
+    guint i28;
 
     if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->boards ? this_object->boards->len : 0), error)) < 0)
       return -1;
     xfer += ret;
-    for (i26 = 0; i26 < (this_object->boards ? this_object->boards->len : 0); i26++)
+    for (i28 = 0; i28 < (this_object->boards ? this_object->boards->len : 0); i28++)
     {
-      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->boards, i26))), protocol, error)) < 0)
+      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->boards, i28))), protocol, error)) < 0)
         return -1;
       xfer += ret;
 
@@ -11081,32 +11775,32 @@ rank_board_info_read (ThriftStruct *object, ThriftProtocol *protocol, GError **e
             /* iterate through each of the map's fields */
             for (i = 0; i < size; i++)
             {
-              gchar * key27 = NULL;
-              gchar * val28 = NULL;
-              if (key27 != NULL)
+              gchar * key29 = NULL;
+              gchar * val30 = NULL;
+              if (key29 != NULL)
               {
-                g_free(key27);
-                key27 = NULL;
+                g_free(key29);
+                key29 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &key27, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &key29, error)) < 0)
                 return -1;
               xfer += ret;
-              if (val28 != NULL)
+              if (val30 != NULL)
               {
-                g_free(val28);
-                val28 = NULL;
+                g_free(val30);
+                val30 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &val28, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &val30, error)) < 0)
               {
                 /* rankd postprocess: do not leak on bad input */
-                g_free (key27);
+                g_free (key29);
                 return -1;
               }
               xfer += ret;
-              if (this_object->options && key27)
-                g_hash_table_insert ((GHashTable *)this_object->options, (gpointer) key27, (gpointer) val28);
+              if (this_object->options && key29)
+                g_hash_table_insert ((GHashTable *)this_object->options, (gpointer) key29, (gpointer) val30);
             }
 
             /* read the map end marker */
@@ -11149,17 +11843,17 @@ rank_board_info_read (ThriftStruct *object, ThriftProtocol *protocol, GError **e
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              gchar * _elem29 = NULL;
-              if (_elem29 != NULL)
+              gchar * _elem31 = NULL;
+              if (_elem31 != NULL)
               {
-                g_free(_elem29);
-                _elem29 = NULL;
+                g_free(_elem31);
+                _elem31 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &_elem29, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &_elem31, error)) < 0)
                 return -1;
               xfer += ret;
-              g_ptr_array_add (this_object->periods, _elem29);
+              g_ptr_array_add (this_object->periods, _elem31);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -11326,8 +12020,8 @@ rank_board_info_write (ThriftStruct *object, ThriftProtocol *protocol, GError **
     return -1;
   xfer += ret;
   {
-    gchar * key30 = NULL;
-    gchar * val31 = NULL;
+    gchar * key32 = NULL;
+    gchar * val33 = NULL;
     GList *key_list = NULL, *iter = NULL;
     gchar ** keys;
     int i = 0, key_count;
@@ -11345,14 +12039,14 @@ rank_board_info_write (ThriftStruct *object, ThriftProtocol *protocol, GError **
 
     for (i = 0; i < key_count; ++i)
     {
-      key30 = keys[i];
-      val31 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->options), (gpointer) key30);
+      key32 = keys[i];
+      val33 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->options), (gpointer) key32);
 
-      if ((ret = thrift_protocol_write_string (protocol,  key30, error)) < 0)
+      if ((ret = thrift_protocol_write_string (protocol,  key32, error)) < 0)
         return -1;
       xfer += ret;
 
-      if ((ret = thrift_protocol_write_string (protocol,  val31, error)) < 0)
+      if ((ret = thrift_protocol_write_string (protocol,  val33, error)) < 0)
         return -1;
       xfer += ret;
 
@@ -11378,14 +12072,14 @@ rank_board_info_write (ThriftStruct *object, ThriftProtocol *protocol, GError **
     return -1;
   xfer += ret;
   {
-    guint i32;
+    guint i34;
 
     if ((ret = thrift_protocol_write_list_begin (protocol, T_STRING, (gint32) (this_object->periods ? this_object->periods->len : 0), error)) < 0)
       return -1;
     xfer += ret;
-    for (i32 = 0; i32 < (this_object->periods ? this_object->periods->len : 0); i32++)
+    for (i34 = 0; i34 < (this_object->periods ? this_object->periods->len : 0); i34++)
     {
-      if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) this_object->periods, i32)), error)) < 0)
+      if ((ret = thrift_protocol_write_string (protocol, ((gchar*)g_ptr_array_index ((GPtrArray *) this_object->periods, i34)), error)) < 0)
         return -1;
       xfer += ret;
 
@@ -13471,16 +14165,16 @@ rank_export_entry_read (ThriftStruct *object, ThriftProtocol *protocol, GError *
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              gint64* _elem33 = g_new (gint64, 1);
-              if ((ret = thrift_protocol_read_i64 (protocol, &*_elem33, error)) < 0)
+              gint64* _elem35 = g_new (gint64, 1);
+              if ((ret = thrift_protocol_read_i64 (protocol, &*_elem35, error)) < 0)
               {
                 /* rankd postprocess: do not leak on bad input */
-                g_free (_elem33);
+                g_free (_elem35);
                 return -1;
               }
               xfer += ret;
-              g_array_append_vals (this_object->subscores, _elem33, 1);
-              g_free (_elem33);
+              g_array_append_vals (this_object->subscores, _elem35, 1);
+              g_free (_elem35);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -13510,32 +14204,32 @@ rank_export_entry_read (ThriftStruct *object, ThriftProtocol *protocol, GError *
             /* iterate through each of the map's fields */
             for (i = 0; i < size; i++)
             {
-              gchar * key34 = NULL;
-              gchar * val35 = NULL;
-              if (key34 != NULL)
+              gchar * key36 = NULL;
+              gchar * val37 = NULL;
+              if (key36 != NULL)
               {
-                g_free(key34);
-                key34 = NULL;
+                g_free(key36);
+                key36 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &key34, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &key36, error)) < 0)
                 return -1;
               xfer += ret;
-              if (val35 != NULL)
+              if (val37 != NULL)
               {
-                g_free(val35);
-                val35 = NULL;
+                g_free(val37);
+                val37 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &val35, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &val37, error)) < 0)
               {
                 /* rankd postprocess: do not leak on bad input */
-                g_free (key34);
+                g_free (key36);
                 return -1;
               }
               xfer += ret;
-              if (this_object->data && key34)
-                g_hash_table_insert ((GHashTable *)this_object->data, (gpointer) key34, (gpointer) val35);
+              if (this_object->data && key36)
+                g_hash_table_insert ((GHashTable *)this_object->data, (gpointer) key36, (gpointer) val37);
             }
 
             /* read the map end marker */
@@ -13638,14 +14332,14 @@ rank_export_entry_write (ThriftStruct *object, ThriftProtocol *protocol, GError 
       return -1;
     xfer += ret;
     {
-      guint i36;
+      guint i38;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_I64, (gint32) (this_object->subscores ? this_object->subscores->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i36 = 0; i36 < (this_object->subscores ? this_object->subscores->len : 0); i36++)
+      for (i38 = 0; i38 < (this_object->subscores ? this_object->subscores->len : 0); i38++)
       {
-        if ((ret = thrift_protocol_write_i64 (protocol, (g_array_index (this_object->subscores, gint64, i36)), error)) < 0)
+        if ((ret = thrift_protocol_write_i64 (protocol, (g_array_index (this_object->subscores, gint64, i38)), error)) < 0)
           return -1;
         xfer += ret;
 
@@ -13663,8 +14357,8 @@ rank_export_entry_write (ThriftStruct *object, ThriftProtocol *protocol, GError 
       return -1;
     xfer += ret;
     {
-      gchar * key37 = NULL;
-      gchar * val38 = NULL;
+      gchar * key39 = NULL;
+      gchar * val40 = NULL;
       GList *key_list = NULL, *iter = NULL;
       gchar ** keys;
       int i = 0, key_count;
@@ -13682,14 +14376,14 @@ rank_export_entry_write (ThriftStruct *object, ThriftProtocol *protocol, GError 
 
       for (i = 0; i < key_count; ++i)
       {
-        key37 = keys[i];
-        val38 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->data), (gpointer) key37);
+        key39 = keys[i];
+        val40 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->data), (gpointer) key39);
 
-        if ((ret = thrift_protocol_write_string (protocol,  key37, error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol,  key39, error)) < 0)
           return -1;
         xfer += ret;
 
-        if ((ret = thrift_protocol_write_string (protocol,  val38, error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol,  val40, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -14000,19 +14694,19 @@ rank_export_response_read (ThriftStruct *object, ThriftProtocol *protocol, GErro
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankExportEntry * _elem39 = NULL;
-              if ( _elem39 != NULL)
+              rankExportEntry * _elem41 = NULL;
+              if ( _elem41 != NULL)
               {
-                g_object_unref (_elem39);
+                g_object_unref (_elem41);
               }
-              _elem39 = g_object_new (RANK_TYPE_EXPORT_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem39), protocol, error)) < 0)
+              _elem41 = g_object_new (RANK_TYPE_EXPORT_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem41), protocol, error)) < 0)
               {
-                g_object_unref (_elem39);
+                g_object_unref (_elem41);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->entries, _elem39);
+              g_ptr_array_add (this_object->entries, _elem41);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -14085,14 +14779,14 @@ rank_export_response_write (ThriftStruct *object, ThriftProtocol *protocol, GErr
     return -1;
   xfer += ret;
   {
-    guint i40;
+    guint i42;
 
     if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->entries ? this_object->entries->len : 0), error)) < 0)
       return -1;
     xfer += ret;
-    for (i40 = 0; i40 < (this_object->entries ? this_object->entries->len : 0); i40++)
+    for (i42 = 0; i42 < (this_object->entries ? this_object->entries->len : 0); i42++)
     {
-      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->entries, i40))), protocol, error)) < 0)
+      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->entries, i42))), protocol, error)) < 0)
         return -1;
       xfer += ret;
 
@@ -14346,19 +15040,19 @@ rank_enqueue_request_read (ThriftStruct *object, ThriftProtocol *protocol, GErro
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankUpdateRequest * _elem41 = NULL;
-              if ( _elem41 != NULL)
+              rankUpdateRequest * _elem43 = NULL;
+              if ( _elem43 != NULL)
               {
-                g_object_unref (_elem41);
+                g_object_unref (_elem43);
               }
-              _elem41 = g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem41), protocol, error)) < 0)
+              _elem43 = g_object_new (RANK_TYPE_UPDATE_REQUEST, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem43), protocol, error)) < 0)
               {
-                g_object_unref (_elem41);
+                g_object_unref (_elem43);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->requests, _elem41);
+              g_ptr_array_add (this_object->requests, _elem43);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -14412,14 +15106,14 @@ rank_enqueue_request_write (ThriftStruct *object, ThriftProtocol *protocol, GErr
     return -1;
   xfer += ret;
   {
-    guint i42;
+    guint i44;
 
     if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->requests ? this_object->requests->len : 0), error)) < 0)
       return -1;
     xfer += ret;
-    for (i42 = 0; i42 < (this_object->requests ? this_object->requests->len : 0); i42++)
+    for (i44 = 0; i44 < (this_object->requests ? this_object->requests->len : 0); i44++)
     {
-      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->requests, i42))), protocol, error)) < 0)
+      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->requests, i44))), protocol, error)) < 0)
         return -1;
       xfer += ret;
 
@@ -14946,19 +15640,19 @@ rank_enqueue_response_read (ThriftStruct *object, ThriftProtocol *protocol, GErr
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEnqueueResult * _elem43 = NULL;
-              if ( _elem43 != NULL)
+              rankEnqueueResult * _elem45 = NULL;
+              if ( _elem45 != NULL)
               {
-                g_object_unref (_elem43);
+                g_object_unref (_elem45);
               }
-              _elem43 = g_object_new (RANK_TYPE_ENQUEUE_RESULT, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem43), protocol, error)) < 0)
+              _elem45 = g_object_new (RANK_TYPE_ENQUEUE_RESULT, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem45), protocol, error)) < 0)
               {
-                g_object_unref (_elem43);
+                g_object_unref (_elem45);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->results, _elem43);
+              g_ptr_array_add (this_object->results, _elem45);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -15012,14 +15706,14 @@ rank_enqueue_response_write (ThriftStruct *object, ThriftProtocol *protocol, GEr
     return -1;
   xfer += ret;
   {
-    guint i44;
+    guint i46;
 
     if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->results ? this_object->results->len : 0), error)) < 0)
       return -1;
     xfer += ret;
-    for (i44 = 0; i44 < (this_object->results ? this_object->results->len : 0); i44++)
+    for (i46 = 0; i46 < (this_object->results ? this_object->results->len : 0); i46++)
     {
-      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->results, i44))), protocol, error)) < 0)
+      if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->results, i46))), protocol, error)) < 0)
         return -1;
       xfer += ret;
 
@@ -16173,7 +16867,8 @@ enum _rankRankingUpdateResultProperties
   PROP_RANK_RANKING_UPDATE_RESULT_0,
   PROP_RANK_RANKING_UPDATE_RESULT_SUCCESS,
   PROP_RANK_RANKING_UPDATE_RESULT_INVALID,
-  PROP_RANK_RANKING_UPDATE_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_UPDATE_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_UPDATE_RESULT_DENIED
 };
 
 /* reads a ranking_update_result object */
@@ -16286,6 +16981,29 @@ rank_ranking_update_result_read (ThriftStruct *object, ThriftProtocol *protocol,
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -16351,6 +17069,18 @@ rank_ranking_update_result_write (ThriftStruct *object, ThriftProtocol *protocol
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -16392,6 +17122,13 @@ rank_ranking_update_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_UPDATE_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -16420,6 +17157,10 @@ rank_ranking_update_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_UPDATE_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -16437,6 +17178,8 @@ rank_ranking_update_result_instance_init (rankRankingUpdateResult * object)
   object->__isset_invalid = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -16460,6 +17203,11 @@ rank_ranking_update_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -16504,6 +17252,15 @@ rank_ranking_update_result_class_init (rankRankingUpdateResultClass * cls)
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_UPDATE_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -16786,7 +17543,8 @@ enum _rankRankingUpdateBatchResultProperties
 {
   PROP_RANK_RANKING_UPDATE_BATCH_RESULT_0,
   PROP_RANK_RANKING_UPDATE_BATCH_RESULT_SUCCESS,
-  PROP_RANK_RANKING_UPDATE_BATCH_RESULT_INVALID
+  PROP_RANK_RANKING_UPDATE_BATCH_RESULT_INVALID,
+  PROP_RANK_RANKING_UPDATE_BATCH_RESULT_DENIED
 };
 
 /* reads a ranking_update_batch_result object */
@@ -16876,6 +17634,29 @@ rank_ranking_update_batch_result_read (ThriftStruct *object, ThriftProtocol *pro
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -16929,6 +17710,18 @@ rank_ranking_update_batch_result_write (ThriftStruct *object, ThriftProtocol *pr
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -16963,6 +17756,13 @@ rank_ranking_update_batch_result_set_property (GObject *object,
       self->__isset_invalid = TRUE;
       break;
 
+    case PROP_RANK_RANKING_UPDATE_BATCH_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -16987,6 +17787,10 @@ rank_ranking_update_batch_result_get_property (GObject *object,
       g_value_set_object (value, self->invalid);
       break;
 
+    case PROP_RANK_RANKING_UPDATE_BATCH_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -17002,6 +17806,8 @@ rank_ranking_update_batch_result_instance_init (rankRankingUpdateBatchResult * o
   object->__isset_success = FALSE;
   object->invalid = NULL;
   object->__isset_invalid = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -17020,6 +17826,11 @@ rank_ranking_update_batch_result_finalize (GObject *object)
   {
     g_object_unref(tobject->invalid);
     tobject->invalid = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -17055,6 +17866,15 @@ rank_ranking_update_batch_result_class_init (rankRankingUpdateBatchResultClass *
                          NULL,
                          NULL,
                          RANK_TYPE_INVALID_ARGUMENT,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_UPDATE_BATCH_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -17339,7 +18159,8 @@ enum _rankRankingGetRankResultProperties
   PROP_RANK_RANKING_GET_RANK_RESULT_SUCCESS,
   PROP_RANK_RANKING_GET_RANK_RESULT_INVALID,
   PROP_RANK_RANKING_GET_RANK_RESULT_NOT_FOUND,
-  PROP_RANK_RANKING_GET_RANK_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_GET_RANK_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_GET_RANK_RESULT_DENIED
 };
 
 /* reads a ranking_get_rank_result object */
@@ -17475,6 +18296,29 @@ rank_ranking_get_rank_result_read (ThriftStruct *object, ThriftProtocol *protoco
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -17552,6 +18396,18 @@ rank_ranking_get_rank_result_write (ThriftStruct *object, ThriftProtocol *protoc
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -17600,6 +18456,13 @@ rank_ranking_get_rank_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_GET_RANK_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -17632,6 +18495,10 @@ rank_ranking_get_rank_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_GET_RANK_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -17651,6 +18518,8 @@ rank_ranking_get_rank_result_instance_init (rankRankingGetRankResult * object)
   object->__isset_not_found = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -17679,6 +18548,11 @@ rank_ranking_get_rank_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -17732,6 +18606,15 @@ rank_ranking_get_rank_result_class_init (rankRankingGetRankResultClass * cls)
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_RANK_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -18015,7 +18898,8 @@ enum _rankRankingGetTopNResultProperties
   PROP_RANK_RANKING_GET_TOP_N_RESULT_0,
   PROP_RANK_RANKING_GET_TOP_N_RESULT_SUCCESS,
   PROP_RANK_RANKING_GET_TOP_N_RESULT_INVALID,
-  PROP_RANK_RANKING_GET_TOP_N_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_GET_TOP_N_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_GET_TOP_N_RESULT_DENIED
 };
 
 /* reads a ranking_get_top_n_result object */
@@ -18082,19 +18966,19 @@ rank_ranking_get_top_n_result_read (ThriftStruct *object, ThriftProtocol *protoc
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem45 = NULL;
-              if ( _elem45 != NULL)
+              rankEntry * _elem47 = NULL;
+              if ( _elem47 != NULL)
               {
-                g_object_unref (_elem45);
+                g_object_unref (_elem47);
               }
-              _elem45 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem45), protocol, error)) < 0)
+              _elem47 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem47), protocol, error)) < 0)
               {
-                g_object_unref (_elem45);
+                g_object_unref (_elem47);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem45);
+              g_ptr_array_add (this_object->success, _elem47);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -18153,6 +19037,29 @@ rank_ranking_get_top_n_result_read (ThriftStruct *object, ThriftProtocol *protoc
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -18187,14 +19094,14 @@ rank_ranking_get_top_n_result_write (ThriftStruct *object, ThriftProtocol *proto
       return -1;
     xfer += ret;
     {
-      guint i46;
+      guint i48;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i46 = 0; i46 < (this_object->success ? this_object->success->len : 0); i46++)
+      for (i48 = 0; i48 < (this_object->success ? this_object->success->len : 0); i48++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i46))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i48))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -18224,6 +19131,18 @@ rank_ranking_get_top_n_result_write (ThriftStruct *object, ThriftProtocol *proto
       return -1;
     xfer += ret;
     if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
       return -1;
     xfer += ret;
 
@@ -18272,6 +19191,13 @@ rank_ranking_get_top_n_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_GET_TOP_N_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -18300,6 +19226,10 @@ rank_ranking_get_top_n_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_GET_TOP_N_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -18317,6 +19247,8 @@ rank_ranking_get_top_n_result_instance_init (rankRankingGetTopNResult * object)
   object->__isset_invalid = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -18340,6 +19272,11 @@ rank_ranking_get_top_n_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -18384,6 +19321,15 @@ rank_ranking_get_top_n_result_class_init (rankRankingGetTopNResultClass * cls)
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_TOP_N_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -18668,7 +19614,8 @@ enum _rankRankingGetAroundResultProperties
   PROP_RANK_RANKING_GET_AROUND_RESULT_SUCCESS,
   PROP_RANK_RANKING_GET_AROUND_RESULT_INVALID,
   PROP_RANK_RANKING_GET_AROUND_RESULT_NOT_FOUND,
-  PROP_RANK_RANKING_GET_AROUND_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_GET_AROUND_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_GET_AROUND_RESULT_DENIED
 };
 
 /* reads a ranking_get_around_result object */
@@ -18735,19 +19682,19 @@ rank_ranking_get_around_result_read (ThriftStruct *object, ThriftProtocol *proto
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem47 = NULL;
-              if ( _elem47 != NULL)
+              rankEntry * _elem49 = NULL;
+              if ( _elem49 != NULL)
               {
-                g_object_unref (_elem47);
+                g_object_unref (_elem49);
               }
-              _elem47 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem47), protocol, error)) < 0)
+              _elem49 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem49), protocol, error)) < 0)
               {
-                g_object_unref (_elem47);
+                g_object_unref (_elem49);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem47);
+              g_ptr_array_add (this_object->success, _elem49);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -18829,6 +19776,29 @@ rank_ranking_get_around_result_read (ThriftStruct *object, ThriftProtocol *proto
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -18863,14 +19833,14 @@ rank_ranking_get_around_result_write (ThriftStruct *object, ThriftProtocol *prot
       return -1;
     xfer += ret;
     {
-      guint i48;
+      guint i50;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i48 = 0; i48 < (this_object->success ? this_object->success->len : 0); i48++)
+      for (i50 = 0; i50 < (this_object->success ? this_object->success->len : 0); i50++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i48))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i50))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -18912,6 +19882,18 @@ rank_ranking_get_around_result_write (ThriftStruct *object, ThriftProtocol *prot
       return -1;
     xfer += ret;
     if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
       return -1;
     xfer += ret;
 
@@ -18967,6 +19949,13 @@ rank_ranking_get_around_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_GET_AROUND_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -18999,6 +19988,10 @@ rank_ranking_get_around_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_GET_AROUND_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -19018,6 +20011,8 @@ rank_ranking_get_around_result_instance_init (rankRankingGetAroundResult * objec
   object->__isset_not_found = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -19046,6 +20041,11 @@ rank_ranking_get_around_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -19099,6 +20099,15 @@ rank_ranking_get_around_result_class_init (rankRankingGetAroundResultClass * cls
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_AROUND_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -19382,7 +20391,8 @@ enum _rankRankingGetRanksResultProperties
   PROP_RANK_RANKING_GET_RANKS_RESULT_0,
   PROP_RANK_RANKING_GET_RANKS_RESULT_SUCCESS,
   PROP_RANK_RANKING_GET_RANKS_RESULT_INVALID,
-  PROP_RANK_RANKING_GET_RANKS_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_GET_RANKS_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_GET_RANKS_RESULT_DENIED
 };
 
 /* reads a ranking_get_ranks_result object */
@@ -19449,19 +20459,19 @@ rank_ranking_get_ranks_result_read (ThriftStruct *object, ThriftProtocol *protoc
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankRankOf * _elem49 = NULL;
-              if ( _elem49 != NULL)
+              rankRankOf * _elem51 = NULL;
+              if ( _elem51 != NULL)
               {
-                g_object_unref (_elem49);
+                g_object_unref (_elem51);
               }
-              _elem49 = g_object_new (RANK_TYPE_RANK_OF, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem49), protocol, error)) < 0)
+              _elem51 = g_object_new (RANK_TYPE_RANK_OF, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem51), protocol, error)) < 0)
               {
-                g_object_unref (_elem49);
+                g_object_unref (_elem51);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem49);
+              g_ptr_array_add (this_object->success, _elem51);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -19520,6 +20530,29 @@ rank_ranking_get_ranks_result_read (ThriftStruct *object, ThriftProtocol *protoc
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -19554,14 +20587,14 @@ rank_ranking_get_ranks_result_write (ThriftStruct *object, ThriftProtocol *proto
       return -1;
     xfer += ret;
     {
-      guint i50;
+      guint i52;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i50 = 0; i50 < (this_object->success ? this_object->success->len : 0); i50++)
+      for (i52 = 0; i52 < (this_object->success ? this_object->success->len : 0); i52++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i50))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i52))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -19591,6 +20624,18 @@ rank_ranking_get_ranks_result_write (ThriftStruct *object, ThriftProtocol *proto
       return -1;
     xfer += ret;
     if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
       return -1;
     xfer += ret;
 
@@ -19639,6 +20684,13 @@ rank_ranking_get_ranks_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_GET_RANKS_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -19667,6 +20719,10 @@ rank_ranking_get_ranks_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_GET_RANKS_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -19684,6 +20740,8 @@ rank_ranking_get_ranks_result_instance_init (rankRankingGetRanksResult * object)
   object->__isset_invalid = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -19707,6 +20765,11 @@ rank_ranking_get_ranks_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -19751,6 +20814,15 @@ rank_ranking_get_ranks_result_class_init (rankRankingGetRanksResultClass * cls)
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_RANKS_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -20034,7 +21106,8 @@ enum _rankRankingRemoveResultProperties
   PROP_RANK_RANKING_REMOVE_RESULT_0,
   PROP_RANK_RANKING_REMOVE_RESULT_SUCCESS,
   PROP_RANK_RANKING_REMOVE_RESULT_INVALID,
-  PROP_RANK_RANKING_REMOVE_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_REMOVE_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_REMOVE_RESULT_DENIED
 };
 
 /* reads a ranking_remove_result object */
@@ -20147,6 +21220,29 @@ rank_ranking_remove_result_read (ThriftStruct *object, ThriftProtocol *protocol,
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -20212,6 +21308,18 @@ rank_ranking_remove_result_write (ThriftStruct *object, ThriftProtocol *protocol
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -20253,6 +21361,13 @@ rank_ranking_remove_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_REMOVE_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -20281,6 +21396,10 @@ rank_ranking_remove_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_REMOVE_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -20298,6 +21417,8 @@ rank_ranking_remove_result_instance_init (rankRankingRemoveResult * object)
   object->__isset_invalid = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -20321,6 +21442,11 @@ rank_ranking_remove_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -20365,6 +21491,15 @@ rank_ranking_remove_result_class_init (rankRankingRemoveResultClass * cls)
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_REMOVE_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -20648,7 +21783,8 @@ enum _rankRankingCountResultProperties
   PROP_RANK_RANKING_COUNT_RESULT_0,
   PROP_RANK_RANKING_COUNT_RESULT_SUCCESS,
   PROP_RANK_RANKING_COUNT_RESULT_INVALID,
-  PROP_RANK_RANKING_COUNT_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_COUNT_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_COUNT_RESULT_DENIED
 };
 
 /* reads a ranking_count_result object */
@@ -20759,6 +21895,29 @@ rank_ranking_count_result_read (ThriftStruct *object, ThriftProtocol *protocol, 
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -20824,6 +21983,18 @@ rank_ranking_count_result_write (ThriftStruct *object, ThriftProtocol *protocol,
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -20863,6 +22034,13 @@ rank_ranking_count_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_COUNT_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -20891,6 +22069,10 @@ rank_ranking_count_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_COUNT_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -20908,6 +22090,8 @@ rank_ranking_count_result_instance_init (rankRankingCountResult * object)
   object->__isset_invalid = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -20926,6 +22110,11 @@ rank_ranking_count_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -20972,6 +22161,15 @@ rank_ranking_count_result_class_init (rankRankingCountResultClass * cls)
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_COUNT_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -21255,7 +22453,8 @@ enum _rankRankingCountBetweenResultProperties
   PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_0,
   PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_SUCCESS,
   PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_INVALID,
-  PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_DENIED
 };
 
 /* reads a ranking_count_between_result object */
@@ -21366,6 +22565,29 @@ rank_ranking_count_between_result_read (ThriftStruct *object, ThriftProtocol *pr
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -21431,6 +22653,18 @@ rank_ranking_count_between_result_write (ThriftStruct *object, ThriftProtocol *p
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -21470,6 +22704,13 @@ rank_ranking_count_between_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -21498,6 +22739,10 @@ rank_ranking_count_between_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -21515,6 +22760,8 @@ rank_ranking_count_between_result_instance_init (rankRankingCountBetweenResult *
   object->__isset_invalid = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -21533,6 +22780,11 @@ rank_ranking_count_between_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -21579,6 +22831,15 @@ rank_ranking_count_between_result_class_init (rankRankingCountBetweenResultClass
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_COUNT_BETWEEN_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -21863,7 +23124,8 @@ enum _rankRankingGetPercentileResultProperties
   PROP_RANK_RANKING_GET_PERCENTILE_RESULT_SUCCESS,
   PROP_RANK_RANKING_GET_PERCENTILE_RESULT_INVALID,
   PROP_RANK_RANKING_GET_PERCENTILE_RESULT_NOT_FOUND,
-  PROP_RANK_RANKING_GET_PERCENTILE_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_GET_PERCENTILE_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_GET_PERCENTILE_RESULT_DENIED
 };
 
 /* reads a ranking_get_percentile_result object */
@@ -21997,6 +23259,29 @@ rank_ranking_get_percentile_result_read (ThriftStruct *object, ThriftProtocol *p
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -22074,6 +23359,18 @@ rank_ranking_get_percentile_result_write (ThriftStruct *object, ThriftProtocol *
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -22120,6 +23417,13 @@ rank_ranking_get_percentile_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_GET_PERCENTILE_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -22152,6 +23456,10 @@ rank_ranking_get_percentile_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_GET_PERCENTILE_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -22171,6 +23479,8 @@ rank_ranking_get_percentile_result_instance_init (rankRankingGetPercentileResult
   object->__isset_not_found = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -22194,6 +23504,11 @@ rank_ranking_get_percentile_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -22249,6 +23564,15 @@ rank_ranking_get_percentile_result_class_init (rankRankingGetPercentileResultCla
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_PERCENTILE_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -22533,7 +23857,8 @@ enum _rankRankingGetScoreAtPercentileResultProperties
   PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_SUCCESS,
   PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_INVALID,
   PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_NOT_FOUND,
-  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_DENIED
 };
 
 /* reads a ranking_get_score_at_percentile_result object */
@@ -22667,6 +23992,29 @@ rank_ranking_get_score_at_percentile_result_read (ThriftStruct *object, ThriftPr
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -22744,6 +24092,18 @@ rank_ranking_get_score_at_percentile_result_write (ThriftStruct *object, ThriftP
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -22790,6 +24150,13 @@ rank_ranking_get_score_at_percentile_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -22822,6 +24189,10 @@ rank_ranking_get_score_at_percentile_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -22841,6 +24212,8 @@ rank_ranking_get_score_at_percentile_result_instance_init (rankRankingGetScoreAt
   object->__isset_not_found = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -22864,6 +24237,11 @@ rank_ranking_get_score_at_percentile_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -22919,6 +24297,15 @@ rank_ranking_get_score_at_percentile_result_class_init (rankRankingGetScoreAtPer
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_SCORE_AT_PERCENTILE_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -23202,7 +24589,8 @@ enum _rankRankingSampleResultProperties
   PROP_RANK_RANKING_SAMPLE_RESULT_0,
   PROP_RANK_RANKING_SAMPLE_RESULT_SUCCESS,
   PROP_RANK_RANKING_SAMPLE_RESULT_INVALID,
-  PROP_RANK_RANKING_SAMPLE_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_SAMPLE_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_SAMPLE_RESULT_DENIED
 };
 
 /* reads a ranking_sample_result object */
@@ -23269,19 +24657,19 @@ rank_ranking_sample_result_read (ThriftStruct *object, ThriftProtocol *protocol,
             /* iterate through list elements */
             for (i = 0; i < size; i++)
             {
-              rankEntry * _elem51 = NULL;
-              if ( _elem51 != NULL)
+              rankEntry * _elem53 = NULL;
+              if ( _elem53 != NULL)
               {
-                g_object_unref (_elem51);
+                g_object_unref (_elem53);
               }
-              _elem51 = g_object_new (RANK_TYPE_ENTRY, NULL);
-              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem51), protocol, error)) < 0)
+              _elem53 = g_object_new (RANK_TYPE_ENTRY, NULL);
+              if ((ret = thrift_struct_read (THRIFT_STRUCT (_elem53), protocol, error)) < 0)
               {
-                g_object_unref (_elem51);
+                g_object_unref (_elem53);
                 return -1;
               }
               xfer += ret;
-              g_ptr_array_add (this_object->success, _elem51);
+              g_ptr_array_add (this_object->success, _elem53);
             }
             if ((ret = thrift_protocol_read_list_end (protocol, error)) < 0)
               return -1;
@@ -23340,6 +24728,29 @@ rank_ranking_sample_result_read (ThriftStruct *object, ThriftProtocol *protocol,
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -23374,14 +24785,14 @@ rank_ranking_sample_result_write (ThriftStruct *object, ThriftProtocol *protocol
       return -1;
     xfer += ret;
     {
-      guint i52;
+      guint i54;
 
       if ((ret = thrift_protocol_write_list_begin (protocol, T_STRUCT, (gint32) (this_object->success ? this_object->success->len : 0), error)) < 0)
         return -1;
       xfer += ret;
-      for (i52 = 0; i52 < (this_object->success ? this_object->success->len : 0); i52++)
+      for (i54 = 0; i54 < (this_object->success ? this_object->success->len : 0); i54++)
       {
-        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i52))), protocol, error)) < 0)
+        if ((ret = thrift_struct_write (THRIFT_STRUCT ((g_ptr_array_index ((GPtrArray *) this_object->success, i54))), protocol, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -23411,6 +24822,18 @@ rank_ranking_sample_result_write (ThriftStruct *object, ThriftProtocol *protocol
       return -1;
     xfer += ret;
     if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
       return -1;
     xfer += ret;
 
@@ -23459,6 +24882,13 @@ rank_ranking_sample_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_SAMPLE_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -23487,6 +24917,10 @@ rank_ranking_sample_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_SAMPLE_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -23504,6 +24938,8 @@ rank_ranking_sample_result_instance_init (rankRankingSampleResult * object)
   object->__isset_invalid = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -23527,6 +24963,11 @@ rank_ranking_sample_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -23571,6 +25012,15 @@ rank_ranking_sample_result_class_init (rankRankingSampleResultClass * cls)
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SAMPLE_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -23854,7 +25304,8 @@ enum _rankRankingSetMemberDataResultProperties
   PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_0,
   PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_INVALID,
   PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_NOT_FOUND,
-  PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_DENIED
 };
 
 /* reads a ranking_set_member_data_result object */
@@ -23975,6 +25426,29 @@ rank_ranking_set_member_data_result_read (ThriftStruct *object, ThriftProtocol *
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -24040,6 +25514,18 @@ rank_ranking_set_member_data_result_write (ThriftStruct *object, ThriftProtocol 
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -24081,6 +25567,13 @@ rank_ranking_set_member_data_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -24109,6 +25602,10 @@ rank_ranking_set_member_data_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -24126,6 +25623,8 @@ rank_ranking_set_member_data_result_instance_init (rankRankingSetMemberDataResul
   object->__isset_not_found = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -24149,6 +25648,11 @@ rank_ranking_set_member_data_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -24193,6 +25697,15 @@ rank_ranking_set_member_data_result_class_init (rankRankingSetMemberDataResultCl
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_SET_MEMBER_DATA_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -24477,7 +25990,8 @@ enum _rankRankingGetMemberDataResultProperties
   PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_SUCCESS,
   PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_INVALID,
   PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_NOT_FOUND,
-  PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_DENIED
 };
 
 /* reads a ranking_get_member_data_result object */
@@ -24546,32 +26060,32 @@ rank_ranking_get_member_data_result_read (ThriftStruct *object, ThriftProtocol *
             /* iterate through each of the map's fields */
             for (i = 0; i < size; i++)
             {
-              gchar * key53 = NULL;
-              gchar * val54 = NULL;
-              if (key53 != NULL)
+              gchar * key55 = NULL;
+              gchar * val56 = NULL;
+              if (key55 != NULL)
               {
-                g_free(key53);
-                key53 = NULL;
+                g_free(key55);
+                key55 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &key53, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &key55, error)) < 0)
                 return -1;
               xfer += ret;
-              if (val54 != NULL)
+              if (val56 != NULL)
               {
-                g_free(val54);
-                val54 = NULL;
+                g_free(val56);
+                val56 = NULL;
               }
 
-              if ((ret = thrift_protocol_read_string (protocol, &val54, error)) < 0)
+              if ((ret = thrift_protocol_read_string (protocol, &val56, error)) < 0)
               {
                 /* rankd postprocess: do not leak on bad input */
-                g_free (key53);
+                g_free (key55);
                 return -1;
               }
               xfer += ret;
-              if (this_object->success && key53)
-                g_hash_table_insert ((GHashTable *)this_object->success, (gpointer) key53, (gpointer) val54);
+              if (this_object->success && key55)
+                g_hash_table_insert ((GHashTable *)this_object->success, (gpointer) key55, (gpointer) val56);
             }
 
             /* read the map end marker */
@@ -24655,6 +26169,29 @@ rank_ranking_get_member_data_result_read (ThriftStruct *object, ThriftProtocol *
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -24689,8 +26226,8 @@ rank_ranking_get_member_data_result_write (ThriftStruct *object, ThriftProtocol 
       return -1;
     xfer += ret;
     {
-      gchar * key55 = NULL;
-      gchar * val56 = NULL;
+      gchar * key57 = NULL;
+      gchar * val58 = NULL;
       GList *key_list = NULL, *iter = NULL;
       gchar ** keys;
       int i = 0, key_count;
@@ -24708,14 +26245,14 @@ rank_ranking_get_member_data_result_write (ThriftStruct *object, ThriftProtocol 
 
       for (i = 0; i < key_count; ++i)
       {
-        key55 = keys[i];
-        val56 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->success), (gpointer) key55);
+        key57 = keys[i];
+        val58 = (gchar *) g_hash_table_lookup (((GHashTable *) this_object->success), (gpointer) key57);
 
-        if ((ret = thrift_protocol_write_string (protocol,  key55, error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol,  key57, error)) < 0)
           return -1;
         xfer += ret;
 
-        if ((ret = thrift_protocol_write_string (protocol,  val56, error)) < 0)
+        if ((ret = thrift_protocol_write_string (protocol,  val58, error)) < 0)
           return -1;
         xfer += ret;
 
@@ -24757,6 +26294,18 @@ rank_ranking_get_member_data_result_write (ThriftStruct *object, ThriftProtocol 
       return -1;
     xfer += ret;
     if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->unavailable), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
       return -1;
     xfer += ret;
 
@@ -24812,6 +26361,13 @@ rank_ranking_get_member_data_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -24844,6 +26400,10 @@ rank_ranking_get_member_data_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -24863,6 +26423,8 @@ rank_ranking_get_member_data_result_instance_init (rankRankingGetMemberDataResul
   object->__isset_not_found = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -24891,6 +26453,11 @@ rank_ranking_get_member_data_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -24944,6 +26511,15 @@ rank_ranking_get_member_data_result_class_init (rankRankingGetMemberDataResultCl
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_MEMBER_DATA_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -25778,7 +27354,8 @@ enum _rankRankingListBoardsResultProperties
   PROP_RANK_RANKING_LIST_BOARDS_RESULT_0,
   PROP_RANK_RANKING_LIST_BOARDS_RESULT_SUCCESS,
   PROP_RANK_RANKING_LIST_BOARDS_RESULT_INVALID,
-  PROP_RANK_RANKING_LIST_BOARDS_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_LIST_BOARDS_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_LIST_BOARDS_RESULT_DENIED
 };
 
 /* reads a ranking_list_boards_result object */
@@ -25891,6 +27468,29 @@ rank_ranking_list_boards_result_read (ThriftStruct *object, ThriftProtocol *prot
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -25956,6 +27556,18 @@ rank_ranking_list_boards_result_write (ThriftStruct *object, ThriftProtocol *pro
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -25997,6 +27609,13 @@ rank_ranking_list_boards_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_LIST_BOARDS_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -26025,6 +27644,10 @@ rank_ranking_list_boards_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_LIST_BOARDS_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -26042,6 +27665,8 @@ rank_ranking_list_boards_result_instance_init (rankRankingListBoardsResult * obj
   object->__isset_invalid = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -26065,6 +27690,11 @@ rank_ranking_list_boards_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -26109,6 +27739,15 @@ rank_ranking_list_boards_result_class_init (rankRankingListBoardsResultClass * c
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_LIST_BOARDS_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -26392,7 +28031,8 @@ enum _rankRankingGetBoardInfoResultProperties
   PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_0,
   PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_SUCCESS,
   PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_INVALID,
-  PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_DENIED
 };
 
 /* reads a ranking_get_board_info_result object */
@@ -26505,6 +28145,29 @@ rank_ranking_get_board_info_result_read (ThriftStruct *object, ThriftProtocol *p
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -26570,6 +28233,18 @@ rank_ranking_get_board_info_result_write (ThriftStruct *object, ThriftProtocol *
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -26611,6 +28286,13 @@ rank_ranking_get_board_info_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -26639,6 +28321,10 @@ rank_ranking_get_board_info_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -26656,6 +28342,8 @@ rank_ranking_get_board_info_result_instance_init (rankRankingGetBoardInfoResult 
   object->__isset_invalid = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -26679,6 +28367,11 @@ rank_ranking_get_board_info_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -26723,6 +28416,15 @@ rank_ranking_get_board_info_result_class_init (rankRankingGetBoardInfoResultClas
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_BOARD_INFO_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -27006,7 +28708,8 @@ enum _rankRankingDeleteBoardResultProperties
   PROP_RANK_RANKING_DELETE_BOARD_RESULT_0,
   PROP_RANK_RANKING_DELETE_BOARD_RESULT_SUCCESS,
   PROP_RANK_RANKING_DELETE_BOARD_RESULT_INVALID,
-  PROP_RANK_RANKING_DELETE_BOARD_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_DELETE_BOARD_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_DELETE_BOARD_RESULT_DENIED
 };
 
 /* reads a ranking_delete_board_result object */
@@ -27119,6 +28822,29 @@ rank_ranking_delete_board_result_read (ThriftStruct *object, ThriftProtocol *pro
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -27184,6 +28910,18 @@ rank_ranking_delete_board_result_write (ThriftStruct *object, ThriftProtocol *pr
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -27225,6 +28963,13 @@ rank_ranking_delete_board_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_DELETE_BOARD_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -27253,6 +28998,10 @@ rank_ranking_delete_board_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_DELETE_BOARD_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -27270,6 +29019,8 @@ rank_ranking_delete_board_result_instance_init (rankRankingDeleteBoardResult * o
   object->__isset_invalid = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -27293,6 +29044,11 @@ rank_ranking_delete_board_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -27337,6 +29093,15 @@ rank_ranking_delete_board_result_class_init (rankRankingDeleteBoardResultClass *
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_DELETE_BOARD_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -27620,7 +29385,8 @@ enum _rankRankingResetBoardResultProperties
   PROP_RANK_RANKING_RESET_BOARD_RESULT_0,
   PROP_RANK_RANKING_RESET_BOARD_RESULT_SUCCESS,
   PROP_RANK_RANKING_RESET_BOARD_RESULT_INVALID,
-  PROP_RANK_RANKING_RESET_BOARD_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_RESET_BOARD_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_RESET_BOARD_RESULT_DENIED
 };
 
 /* reads a ranking_reset_board_result object */
@@ -27733,6 +29499,29 @@ rank_ranking_reset_board_result_read (ThriftStruct *object, ThriftProtocol *prot
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -27798,6 +29587,18 @@ rank_ranking_reset_board_result_write (ThriftStruct *object, ThriftProtocol *pro
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -27839,6 +29640,13 @@ rank_ranking_reset_board_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_RESET_BOARD_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -27867,6 +29675,10 @@ rank_ranking_reset_board_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_RESET_BOARD_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -27884,6 +29696,8 @@ rank_ranking_reset_board_result_instance_init (rankRankingResetBoardResult * obj
   object->__isset_invalid = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -27907,6 +29721,11 @@ rank_ranking_reset_board_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -27951,6 +29770,15 @@ rank_ranking_reset_board_result_class_init (rankRankingResetBoardResultClass * c
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_RESET_BOARD_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -28234,7 +30062,8 @@ enum _rankRankingExportResultProperties
   PROP_RANK_RANKING_EXPORT_RESULT_0,
   PROP_RANK_RANKING_EXPORT_RESULT_SUCCESS,
   PROP_RANK_RANKING_EXPORT_RESULT_INVALID,
-  PROP_RANK_RANKING_EXPORT_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_EXPORT_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_EXPORT_RESULT_DENIED
 };
 
 /* reads a ranking_export_result object */
@@ -28347,6 +30176,29 @@ rank_ranking_export_result_read (ThriftStruct *object, ThriftProtocol *protocol,
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -28412,6 +30264,18 @@ rank_ranking_export_result_write (ThriftStruct *object, ThriftProtocol *protocol
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -28453,6 +30317,13 @@ rank_ranking_export_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_EXPORT_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -28481,6 +30352,10 @@ rank_ranking_export_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_EXPORT_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -28498,6 +30373,8 @@ rank_ranking_export_result_instance_init (rankRankingExportResult * object)
   object->__isset_invalid = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -28521,6 +30398,11 @@ rank_ranking_export_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -28565,6 +30447,15 @@ rank_ranking_export_result_class_init (rankRankingExportResultClass * cls)
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_EXPORT_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -28848,7 +30739,8 @@ enum _rankRankingEnqueueResultProperties
   PROP_RANK_RANKING_ENQUEUE_RESULT_0,
   PROP_RANK_RANKING_ENQUEUE_RESULT_SUCCESS,
   PROP_RANK_RANKING_ENQUEUE_RESULT_INVALID,
-  PROP_RANK_RANKING_ENQUEUE_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_ENQUEUE_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_ENQUEUE_RESULT_DENIED
 };
 
 /* reads a ranking_enqueue_result object */
@@ -28961,6 +30853,29 @@ rank_ranking_enqueue_result_read (ThriftStruct *object, ThriftProtocol *protocol
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -29026,6 +30941,18 @@ rank_ranking_enqueue_result_write (ThriftStruct *object, ThriftProtocol *protoco
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -29067,6 +30994,13 @@ rank_ranking_enqueue_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_ENQUEUE_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -29095,6 +31029,10 @@ rank_ranking_enqueue_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_ENQUEUE_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -29112,6 +31050,8 @@ rank_ranking_enqueue_result_instance_init (rankRankingEnqueueResult * object)
   object->__isset_invalid = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -29135,6 +31075,11 @@ rank_ranking_enqueue_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -29179,6 +31124,15 @@ rank_ranking_enqueue_result_class_init (rankRankingEnqueueResultClass * cls)
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_ENQUEUE_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 
@@ -29462,7 +31416,8 @@ enum _rankRankingGetQueueStatusResultProperties
   PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_0,
   PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_SUCCESS,
   PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_INVALID,
-  PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_UNAVAILABLE
+  PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_UNAVAILABLE,
+  PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_DENIED
 };
 
 /* reads a ranking_get_queue_status_result object */
@@ -29575,6 +31530,29 @@ rank_ranking_get_queue_status_result_read (ThriftStruct *object, ThriftProtocol 
           xfer += ret;
         }
         break;
+      case 10:
+        if (ftype == T_STRUCT)
+        {
+          /* This struct is an exception */
+          if ( this_object->denied != NULL)
+          {
+            g_object_unref (this_object->denied);
+          }
+          this_object->denied = g_object_new (RANK_TYPE_PERMISSION_DENIED, NULL);
+          if ((ret = thrift_struct_read (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+          {
+            g_object_unref (this_object->denied);
+            this_object->denied = NULL;
+            return -1;
+          }
+          xfer += ret;
+          this_object->__isset_denied = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -29640,6 +31618,18 @@ rank_ranking_get_queue_status_result_write (ThriftStruct *object, ThriftProtocol
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_denied == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "denied", T_STRUCT, 10, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_struct_write (THRIFT_STRUCT (this_object->denied), protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -29681,6 +31671,13 @@ rank_ranking_get_queue_status_result_set_property (GObject *object,
       self->__isset_unavailable = TRUE;
       break;
 
+    case PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_DENIED:
+      if (self->denied != NULL)
+        g_object_unref (self->denied);
+      self->denied = g_value_dup_object (value);
+      self->__isset_denied = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -29709,6 +31706,10 @@ rank_ranking_get_queue_status_result_get_property (GObject *object,
       g_value_set_object (value, self->unavailable);
       break;
 
+    case PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_DENIED:
+      g_value_set_object (value, self->denied);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -29726,6 +31727,8 @@ rank_ranking_get_queue_status_result_instance_init (rankRankingGetQueueStatusRes
   object->__isset_invalid = FALSE;
   object->unavailable = NULL;
   object->__isset_unavailable = FALSE;
+  object->denied = NULL;
+  object->__isset_denied = FALSE;
 }
 
 static void 
@@ -29749,6 +31752,11 @@ rank_ranking_get_queue_status_result_finalize (GObject *object)
   {
     g_object_unref(tobject->unavailable);
     tobject->unavailable = NULL;
+  }
+  if (tobject->denied != NULL)
+  {
+    g_object_unref(tobject->denied);
+    tobject->denied = NULL;
   }
 
   /* rankd postprocess: chain up, or GObject's finalize never runs */
@@ -29793,6 +31801,15 @@ rank_ranking_get_queue_status_result_class_init (rankRankingGetQueueStatusResult
                          NULL,
                          NULL,
                          RANK_TYPE_UNAVAILABLE,
+                         G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_RANKING_GET_QUEUE_STATUS_RESULT_DENIED,
+     g_param_spec_object ("denied",
+                         NULL,
+                         NULL,
+                         RANK_TYPE_PERMISSION_DENIED,
                          G_PARAM_READWRITE));
 }
 

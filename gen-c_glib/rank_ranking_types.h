@@ -275,6 +275,47 @@ GQuark rank_unavailable_error_quark (void);
 #define RANK_UNAVAILABLE_ERROR (rank_unavailable_error_quark())
 
 
+struct _rankPermissionDenied
+{ 
+  ThriftStruct parent; 
+
+  /* public */
+  gchar * message;
+  gchar * method;
+  gboolean __isset_method;
+  gchar * board;
+  gboolean __isset_board;
+  gchar * role;
+  gboolean __isset_role;
+  gchar * identity;
+  gboolean __isset_identity;
+};
+typedef struct _rankPermissionDenied rankPermissionDenied;
+
+struct _rankPermissionDeniedClass
+{
+  ThriftStructClass parent;
+};
+typedef struct _rankPermissionDeniedClass rankPermissionDeniedClass;
+
+GType rank_permission_denied_get_type (void);
+#define RANK_TYPE_PERMISSION_DENIED (rank_permission_denied_get_type())
+#define RANK_PERMISSION_DENIED(obj) (G_TYPE_CHECK_INSTANCE_CAST ((obj), RANK_TYPE_PERMISSION_DENIED, rankPermissionDenied))
+#define RANK_PERMISSION_DENIED_CLASS(c) (G_TYPE_CHECK_CLASS_CAST ((c), RANK__TYPE_PERMISSION_DENIED, rankPermissionDeniedClass))
+#define RANK_IS_PERMISSION_DENIED(obj) (G_TYPE_CHECK_INSTANCE_TYPE ((obj), RANK_TYPE_PERMISSION_DENIED))
+#define RANK_IS_PERMISSION_DENIED_CLASS(c) (G_TYPE_CHECK_CLASS_TYPE ((c), RANK_TYPE_PERMISSION_DENIED))
+#define RANK_PERMISSION_DENIED_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_PERMISSION_DENIED, rankPermissionDeniedClass))
+
+/* exception */
+typedef enum
+{
+  RANK_PERMISSION_DENIED_ERROR_CODE
+} rankPermissionDeniedError;
+
+GQuark rank_permission_denied_error_quark (void);
+#define RANK_PERMISSION_DENIED_ERROR (rank_permission_denied_error_quark())
+
+
 /* struct UpdateResult */
 struct _rankUpdateResult
 { 
@@ -720,6 +761,12 @@ struct _rankServerInfo
   gchar * idl_version;
   gint64 configured_boards;
   gint64 uptime_seconds;
+  gchar * identity;
+  gboolean __isset_identity;
+  gboolean tls;
+  gboolean __isset_tls;
+  GPtrArray * grants;
+  gboolean __isset_grants;
 };
 typedef struct _rankServerInfo rankServerInfo;
 
@@ -1187,7 +1234,7 @@ GType rank_queue_status_get_type (void);
 #define RANK_QUEUE_STATUS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_QUEUE_STATUS, rankQueueStatusClass))
 
 /* constants */
-#define RANK_IDL_VERSION g_strdup ("1.6")
+#define RANK_IDL_VERSION g_strdup ("1.7")
 
 /* struct RankingUpdateArgs */
 struct _rankRankingUpdateArgs
@@ -1226,6 +1273,8 @@ struct _rankRankingUpdateResult
   gboolean __isset_invalid;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingUpdateResult rankRankingUpdateResult;
 
@@ -1278,6 +1327,8 @@ struct _rankRankingUpdateBatchResult
   gboolean __isset_success;
   rankInvalidArgument * invalid;
   gboolean __isset_invalid;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingUpdateBatchResult rankRankingUpdateBatchResult;
 
@@ -1334,6 +1385,8 @@ struct _rankRankingGetRankResult
   gboolean __isset_not_found;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingGetRankResult rankRankingGetRankResult;
 
@@ -1388,6 +1441,8 @@ struct _rankRankingGetTopNResult
   gboolean __isset_invalid;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingGetTopNResult rankRankingGetTopNResult;
 
@@ -1444,6 +1499,8 @@ struct _rankRankingGetAroundResult
   gboolean __isset_not_found;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingGetAroundResult rankRankingGetAroundResult;
 
@@ -1498,6 +1555,8 @@ struct _rankRankingGetRanksResult
   gboolean __isset_invalid;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingGetRanksResult rankRankingGetRanksResult;
 
@@ -1552,6 +1611,8 @@ struct _rankRankingRemoveResult
   gboolean __isset_invalid;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingRemoveResult rankRankingRemoveResult;
 
@@ -1606,6 +1667,8 @@ struct _rankRankingCountResult
   gboolean __isset_invalid;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingCountResult rankRankingCountResult;
 
@@ -1660,6 +1723,8 @@ struct _rankRankingCountBetweenResult
   gboolean __isset_invalid;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingCountBetweenResult rankRankingCountBetweenResult;
 
@@ -1716,6 +1781,8 @@ struct _rankRankingGetPercentileResult
   gboolean __isset_not_found;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingGetPercentileResult rankRankingGetPercentileResult;
 
@@ -1772,6 +1839,8 @@ struct _rankRankingGetScoreAtPercentileResult
   gboolean __isset_not_found;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingGetScoreAtPercentileResult rankRankingGetScoreAtPercentileResult;
 
@@ -1826,6 +1895,8 @@ struct _rankRankingSampleResult
   gboolean __isset_invalid;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingSampleResult rankRankingSampleResult;
 
@@ -1880,6 +1951,8 @@ struct _rankRankingSetMemberDataResult
   gboolean __isset_not_found;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingSetMemberDataResult rankRankingSetMemberDataResult;
 
@@ -1936,6 +2009,8 @@ struct _rankRankingGetMemberDataResult
   gboolean __isset_not_found;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingGetMemberDataResult rankRankingGetMemberDataResult;
 
@@ -2042,6 +2117,8 @@ struct _rankRankingListBoardsResult
   gboolean __isset_invalid;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingListBoardsResult rankRankingListBoardsResult;
 
@@ -2096,6 +2173,8 @@ struct _rankRankingGetBoardInfoResult
   gboolean __isset_invalid;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingGetBoardInfoResult rankRankingGetBoardInfoResult;
 
@@ -2150,6 +2229,8 @@ struct _rankRankingDeleteBoardResult
   gboolean __isset_invalid;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingDeleteBoardResult rankRankingDeleteBoardResult;
 
@@ -2204,6 +2285,8 @@ struct _rankRankingResetBoardResult
   gboolean __isset_invalid;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingResetBoardResult rankRankingResetBoardResult;
 
@@ -2258,6 +2341,8 @@ struct _rankRankingExportResult
   gboolean __isset_invalid;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingExportResult rankRankingExportResult;
 
@@ -2312,6 +2397,8 @@ struct _rankRankingEnqueueResult
   gboolean __isset_invalid;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingEnqueueResult rankRankingEnqueueResult;
 
@@ -2366,6 +2453,8 @@ struct _rankRankingGetQueueStatusResult
   gboolean __isset_invalid;
   rankUnavailable * unavailable;
   gboolean __isset_unavailable;
+  rankPermissionDenied * denied;
+  gboolean __isset_denied;
 };
 typedef struct _rankRankingGetQueueStatusResult rankRankingGetQueueStatusResult;
 

@@ -2,10 +2,15 @@
  * rankd: a leaderboard service over Apache Thrift.
  *
  * This file is the contract between rankd and its clients in every language.
- * Version 1.6 (IDL_VERSION below). From 1.0 on it only grows: new methods,
- * new optional fields with new ids, new exceptions on new methods. Nothing
+ * Version 1.7 (IDL_VERSION below). From 1.0 on it only grows: new methods,
+ * new optional fields with new ids, new exceptions on new methods, and one
+ * new exception on released methods: PermissionDenied (1.7). Nothing
  * released is removed, renumbered, retyped or made required
- * (tests/compat/ checks this against the frozen 1.0 copy).
+ * (tests/compat/ checks this against the frozen 1.0 copy). A client built
+ * from an older IDL does not know PermissionDenied: it reads a refused call's
+ * answer as a result with no field it knows, and raises
+ * TApplicationException MISSING_RESULT ("... failed: unknown result"); the
+ * call changed nothing, and the connection stays usable.
  *
  * Every method takes one request struct: a new option is a new optional
  * field, with a default that keeps the old behaviour, and no caller changes.
@@ -39,7 +44,7 @@ namespace java ranking
 namespace go ranking
 
 /** The version of this contract; rankd reports it in GetServerInfo. */
-const string IDL_VERSION = "1.6"
+const string IDL_VERSION = "1.7"
 
 /** How Update combines the request's value with the member's current score. */
 enum UpdateMode {
@@ -160,6 +165,21 @@ exception NotFound {
  */
 exception Unavailable {
   1: required string message
+}
+
+/**
+ * The caller's identity lacks the role the method needs on the board
+ * (rankd's grants: docs/security.md). Nothing changed. message says it
+ * whole; the other fields name its parts, for programs: the method, the
+ * board (unset for ListBoards), the role missing (read, write or admin) and
+ * the caller's identity (unset: anonymous). (1.7)
+ */
+exception PermissionDenied {
+  1: required string message
+  2: optional string method
+  3: optional string board
+  4: optional string role
+  5: optional string identity
 }
 
 /**
@@ -323,6 +343,19 @@ struct ServerInfo {
   3: required i64 configured_boards
   /** Seconds since this rankd started. */
   4: required i64 uptime_seconds
+  /**
+   * The calling connection's identity: its client certificate's name on a
+   * TLS listener, "uid:N" on a unix socket; unset: anonymous. (1.7)
+   */
+  5: optional string identity
+  /** The calling connection is TLS. (1.7) */
+  6: optional bool tls
+  /**
+   * The roles the calling connection has, each "ROLE:PATTERN" (read, write
+   * or admin; PATTERN a board name or a glob of * and ?, "*" every board),
+   * sorted; empty: none. Set whenever rankd answers 1.7 or later. (1.7)
+   */
+  7: optional list<string> grants
 }
 
 /** ListBoards: a page of the boards, in bytewise order of their names. */
@@ -477,10 +510,20 @@ struct QueueStatus {
   6: required i64 dead_lettered
 }
 
+/**
+ * Roles (1.7; rankd's grants, docs/security.md): read for GetRank, GetTopN,
+ * GetAround, GetRanks, Count, CountBetween, GetPercentile,
+ * GetScoreAtPercentile, Sample, GetMemberData, GetQueueStatus; write for
+ * Update, UpdateBatch, Enqueue, Remove, SetMemberData; admin for DeleteBoard,
+ * ResetBoard, Export, ListBoards, GetBoardInfo; GetServerInfo needs none. A
+ * call needs its role on every board it names (UpdateBatch and Enqueue: on
+ * each of their updates' boards, else the whole call is refused), and
+ * otherwise answers PermissionDenied, having changed nothing.
+ */
 service Ranking {
   /** Records a score change; idempotent by request_id. */
   UpdateResponse Update(1: UpdateRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)
 
   /**
    * Several updates in one call, to any boards: 1-1000 requests, answered
@@ -491,11 +534,11 @@ service Ranking {
    * rankd's --max-frame (1 MiB by default).
    */
   UpdateBatchResponse UpdateBatch(1: UpdateBatchRequest request)
-    throws (1: InvalidArgument invalid)
+    throws (1: InvalidArgument invalid, 10: PermissionDenied denied)
 
   /** The member's score and 1-based rank; NotFound if it is not on the board. */
   Entry GetRank(1: GetRankRequest request)
-    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable, 10: PermissionDenied denied)
 
   /**
    * The entries ranked offset+1 .. offset+n, best first. A board with no
@@ -504,7 +547,7 @@ service Ranking {
    * beyond it, InvalidArgument.
    */
   list<Entry> GetTopN(1: GetTopNRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)
 
   /**
    * The member and up to radius entries above and below it, best first (fewer
@@ -513,11 +556,11 @@ service Ranking {
    * max_top_depth.
    */
   list<Entry> GetAround(1: GetAroundRequest request)
-    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable, 10: PermissionDenied denied)
 
   /** Score and rank of each member, in the order asked. */
   list<RankOf> GetRanks(1: GetRanksRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)
 
   /**
    * Removes the member from the board (on a periodic board, from the current
@@ -525,22 +568,22 @@ service Ranking {
    * with Update's.
    */
   RemoveResponse Remove(1: RemoveRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)
 
   /** The number of members on the board. */
   i64 Count(1: CountRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)
 
   /** The number of members with min_score <= score <= max_score. */
   i64 CountBetween(1: CountBetweenRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)
 
   /**
    * The share, in percent (0-100), of the board's members whose score is
    * strictly worse than the member's. NotFound if it is not on the board.
    */
   double GetPercentile(1: GetPercentileRequest request)
-    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable, 10: PermissionDenied denied)
 
   /**
    * The score at percentile pct (0-100): that of the entry at position
@@ -549,7 +592,7 @@ service Ranking {
    * that position is at most the board's max_top_depth.
    */
   i64 GetScoreAtPercentile(1: GetScoreAtPercentileRequest request)
-    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable, 10: PermissionDenied denied)
 
   /**
    * Up to count distinct members drawn uniformly at random from those with
@@ -557,7 +600,7 @@ service Ranking {
    * order (matchmaking). Picks by position: it does not scan the range.
    */
   list<Entry> Sample(1: SampleRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)
 
   /**
    * Replaces the member's data (an empty map deletes it); NotFound if the
@@ -566,11 +609,11 @@ service Ranking {
    * twice is harmless, so there is no request id.
    */
   void SetMemberData(1: SetMemberDataRequest request)
-    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable, 10: PermissionDenied denied)
 
   /** The member's data (empty if none); NotFound if it is not on the board. */
   map<string, string> GetMemberData(1: GetMemberDataRequest request)
-    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: NotFound not_found, 3: Unavailable unavailable, 10: PermissionDenied denied)
 
   /** rankd's version, the IDL version it serves, its configured boards and uptime. */
   ServerInfo GetServerInfo(1: GetServerInfoRequest request)
@@ -578,14 +621,17 @@ service Ranking {
 
   /**
    * The boards that exist: those named in the config file and those written
-   * to (until DeleteBoard), a page at a time, by name.
+   * to (until DeleteBoard), a page at a time, by name. Needs the admin role
+   * on at least one board (1.7); a page then lists only the boards the
+   * caller has admin on, so it may hold fewer than limit (even none) while
+   * next_after is set: go on until it is unset.
    */
   ListBoardsResponse ListBoards(1: ListBoardsRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)
 
   /** A board's options, members, periods, keys and memory in Redis. */
   BoardInfo GetBoardInfo(1: GetBoardInfoRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)
 
   /**
    * Removes every key of the board (shards, periods, member data, request-id
@@ -595,7 +641,7 @@ service Ranking {
    * survive it.
    */
   DeleteBoardResponse DeleteBoard(1: DeleteBoardRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)
 
   /**
    * Removes the board's entries (every shard and period, member data), as
@@ -604,7 +650,7 @@ service Ranking {
    * request_id.
    */
   ResetBoardResponse ResetBoard(1: ResetBoardRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)
 
   /**
    * One page of the board's entries (HSCAN of its members): the board keeps
@@ -618,7 +664,7 @@ service Ranking {
    * later timestamp_ms.
    */
   ExportResponse Export(1: ExportRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)
 
   /**
    * Queues updates for boards configured with queue=on: each request is
@@ -634,9 +680,9 @@ service Ranking {
    * requests again applies each once).
    */
   EnqueueResponse Enqueue(1: EnqueueRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)
 
   /** A board's queue: backlog, pending, the oldest update's wait, applied and dead-lettered counts. */
   QueueStatus GetQueueStatus(1: GetQueueStatusRequest request)
-    throws (1: InvalidArgument invalid, 2: Unavailable unavailable)
+    throws (1: InvalidArgument invalid, 2: Unavailable unavailable, 10: PermissionDenied denied)
 }

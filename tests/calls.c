@@ -85,11 +85,12 @@ update_request_on (RankClient *c, rankUpdateRequest *req)
   Result r = { 0 };
   rankUpdateResponse *resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
   rankInvalidArgument *invalid = NULL;
+  rankPermissionDenied *denied = NULL;
   rankUnavailable *unavailable = NULL;
   GError *error = NULL;
 
   if (rank_ranking_if_update (rank_client_iface (c), &resp, req, &invalid,
-                              &unavailable, &error))
+                              &unavailable, &denied, &error))
     {
       r.kind = OK;
       r.score = resp->score;
@@ -121,6 +122,7 @@ get_rank_back_on (RankClient *c, const char *board, const char *member,
   Result r = { 0 };
   rankEntry *entry = g_object_new (RANK_TYPE_ENTRY, NULL);
   rankInvalidArgument *invalid = NULL;
+  rankPermissionDenied *denied = NULL;
   rankNotFound *not_found = NULL;
   rankUnavailable *unavailable = NULL;
   GError *error = NULL;
@@ -129,7 +131,8 @@ get_rank_back_on (RankClient *c, const char *board, const char *member,
                       member, "periods_back", periods_back, NULL);
 
   if (rank_ranking_if_get_rank (rank_client_iface (c), &entry, request,
-                                &invalid, &not_found, &unavailable, &error))
+                                &invalid, &not_found, &unavailable, &denied,
+                                &error))
     {
       r.kind = OK;
       g_assert_cmpstr (entry->member, ==, member);
@@ -162,6 +165,7 @@ top_call (RankClient *c, const char *board, gint32 n, gint32 offset,
 {
   GPtrArray *page = g_ptr_array_new_with_free_func (g_object_unref);
   rankInvalidArgument *invalid = NULL;
+  rankPermissionDenied *denied = NULL;
   rankUnavailable *unavailable = NULL;
   GError *error = NULL;
   g_autoptr (rankGetTopNRequest) request = g_object_new (
@@ -170,7 +174,7 @@ top_call (RankClient *c, const char *board, gint32 n, gint32 offset,
 
   memset (r, 0, sizeof *r);
   if (rank_ranking_if_get_top_n (rank_client_iface (c), &page, request,
-                                 &invalid, &unavailable, &error))
+                                 &invalid, &unavailable, &denied, &error))
     return page;
   g_ptr_array_unref (page);
   if (invalid != NULL)
@@ -211,6 +215,7 @@ update_until_acknowledged (RankClient **client, guint16 port, const char *board,
                           member, "value", delta, "request_id", rid, NULL);
       rankUpdateResponse *resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
       rankInvalidArgument *invalid = NULL;
+      rankPermissionDenied *denied = NULL;
       rankUnavailable *unavailable = NULL;
       g_autoptr (GError) error = NULL;
       gboolean ok = FALSE;
@@ -222,7 +227,7 @@ update_until_acknowledged (RankClient **client, guint16 port, const char *board,
                                        RANK_PROTOCOL_BINARY, 5000, &error);
       if (*client != NULL)
         ok = rank_ranking_if_update (rank_client_iface (*client), &resp, req,
-                                     &invalid, &unavailable, &error);
+                                     &invalid, &unavailable, &denied, &error);
       if (ok && !resp->applied)
         stats->not_applied++;
       if (invalid != NULL)
@@ -397,8 +402,12 @@ positional_get_around (rankRankingIf *iface, GPtrArray **out, const char *board,
       RANK_TYPE_GET_AROUND_REQUEST, "board", board, "member", member, "radius",
       radius, "periods_back", periods_back, "with_data", with_data, NULL);
 
-  return rank_ranking_if_get_around (iface, out, req, invalid, not_found,
-                                     unavailable, error);
+  rankPermissionDenied *denied = NULL;
+  gboolean ok = rank_ranking_if_get_around (iface, out, req, invalid, not_found,
+                                            unavailable, &denied, error);
+
+  g_clear_object (&denied);
+  return ok;
 }
 
 gboolean
@@ -413,8 +422,12 @@ positional_get_ranks (rankRankingIf *iface, GPtrArray **out, const char *board,
 
   for (guint i = 0; i < members->len; i++)
     g_ptr_array_add (req->members, g_strdup (members->pdata[i]));
-  return rank_ranking_if_get_ranks (iface, out, req, invalid, unavailable,
-                                    error);
+  rankPermissionDenied *denied = NULL;
+  gboolean ok = rank_ranking_if_get_ranks (iface, out, req, invalid,
+                                           unavailable, &denied, error);
+
+  g_clear_object (&denied);
+  return ok;
 }
 
 gboolean
@@ -427,7 +440,12 @@ positional_remove (rankRankingIf *iface, rankRemoveResponse **out,
       = g_object_new (RANK_TYPE_REMOVE_REQUEST, "board", board, "member",
                       member, "request_id", request_id, NULL);
 
-  return rank_ranking_if_remove (iface, out, req, invalid, unavailable, error);
+  rankPermissionDenied *denied = NULL;
+  gboolean ok = rank_ranking_if_remove (iface, out, req, invalid, unavailable,
+                                        &denied, error);
+
+  g_clear_object (&denied);
+  return ok;
 }
 
 gboolean
@@ -439,7 +457,12 @@ positional_count (rankRankingIf *iface, gint64 *out, const char *board,
       = g_object_new (RANK_TYPE_COUNT_REQUEST, "board", board, "periods_back",
                       periods_back, NULL);
 
-  return rank_ranking_if_count (iface, out, req, invalid, unavailable, error);
+  rankPermissionDenied *denied = NULL;
+  gboolean ok = rank_ranking_if_count (iface, out, req, invalid, unavailable,
+                                       &denied, error);
+
+  g_clear_object (&denied);
+  return ok;
 }
 
 gboolean
@@ -452,8 +475,12 @@ positional_count_between (rankRankingIf *iface, gint64 *out, const char *board,
       RANK_TYPE_COUNT_BETWEEN_REQUEST, "board", board, "min_score", min_score,
       "max_score", max_score, "periods_back", periods_back, NULL);
 
-  return rank_ranking_if_count_between (iface, out, req, invalid, unavailable,
-                                        error);
+  rankPermissionDenied *denied = NULL;
+  gboolean ok = rank_ranking_if_count_between (iface, out, req, invalid,
+                                               unavailable, &denied, error);
+
+  g_clear_object (&denied);
+  return ok;
 }
 
 gboolean
@@ -467,8 +494,12 @@ positional_get_percentile (rankRankingIf *iface, double *out, const char *board,
       = g_object_new (RANK_TYPE_GET_PERCENTILE_REQUEST, "board", board,
                       "member", member, "periods_back", periods_back, NULL);
 
-  return rank_ranking_if_get_percentile (iface, out, req, invalid, not_found,
-                                         unavailable, error);
+  rankPermissionDenied *denied = NULL;
+  gboolean ok = rank_ranking_if_get_percentile (
+      iface, out, req, invalid, not_found, unavailable, &denied, error);
+
+  g_clear_object (&denied);
+  return ok;
 }
 
 gboolean
@@ -481,8 +512,12 @@ positional_get_score_at_percentile (
       = g_object_new (RANK_TYPE_GET_SCORE_AT_PERCENTILE_REQUEST, "board", board,
                       "pct", pct, "periods_back", periods_back, NULL);
 
-  return rank_ranking_if_get_score_at_percentile (
-      iface, out, req, invalid, not_found, unavailable, error);
+  rankPermissionDenied *denied = NULL;
+  gboolean ok = rank_ranking_if_get_score_at_percentile (
+      iface, out, req, invalid, not_found, unavailable, &denied, error);
+
+  g_clear_object (&denied);
+  return ok;
 }
 
 gboolean
@@ -496,7 +531,12 @@ positional_sample (rankRankingIf *iface, GPtrArray **out, const char *board,
                       min_score, "max_score", max_score, "count", count,
                       "periods_back", periods_back, NULL);
 
-  return rank_ranking_if_sample (iface, out, req, invalid, unavailable, error);
+  rankPermissionDenied *denied = NULL;
+  gboolean ok = rank_ranking_if_sample (iface, out, req, invalid, unavailable,
+                                        &denied, error);
+
+  g_clear_object (&denied);
+  return ok;
 }
 
 gboolean
@@ -515,8 +555,12 @@ positional_set_member_data (rankRankingIf *iface, const char *board,
   g_hash_table_iter_init (&it, data);
   while (g_hash_table_iter_next (&it, &k, &v))
     g_hash_table_insert (req->data, g_strdup (k), g_strdup (v));
-  return rank_ranking_if_set_member_data (iface, req, invalid, not_found,
-                                          unavailable, error);
+  rankPermissionDenied *denied = NULL;
+  gboolean ok = rank_ranking_if_set_member_data (iface, req, invalid, not_found,
+                                                 unavailable, &denied, error);
+
+  g_clear_object (&denied);
+  return ok;
 }
 
 gboolean
@@ -530,8 +574,12 @@ positional_get_member_data (rankRankingIf *iface, GHashTable **out,
       = g_object_new (RANK_TYPE_GET_MEMBER_DATA_REQUEST, "board", board,
                       "member", member, "periods_back", periods_back, NULL);
 
-  return rank_ranking_if_get_member_data (iface, out, req, invalid, not_found,
-                                          unavailable, error);
+  rankPermissionDenied *denied = NULL;
+  gboolean ok = rank_ranking_if_get_member_data (
+      iface, out, req, invalid, not_found, unavailable, &denied, error);
+
+  g_clear_object (&denied);
+  return ok;
 }
 
 gboolean
@@ -544,8 +592,12 @@ positional_get_rank (rankRankingIf *iface, rankEntry **out, const char *board,
       = g_object_new (RANK_TYPE_GET_RANK_REQUEST, "board", board, "member",
                       member, "periods_back", periods_back, NULL);
 
-  return rank_ranking_if_get_rank (iface, out, req, invalid, not_found,
-                                   unavailable, error);
+  rankPermissionDenied *denied = NULL;
+  gboolean ok = rank_ranking_if_get_rank (iface, out, req, invalid, not_found,
+                                          unavailable, &denied, error);
+
+  g_clear_object (&denied);
+  return ok;
 }
 
 gboolean

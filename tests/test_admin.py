@@ -74,7 +74,9 @@ class AdminTest(unittest.TestCase):
                        "--save", "", "--appendonly", "no"], cls.dir)
         cls.rankd, cls.port = start(
             lambda p: [*WRAPPER, RANKD, "--listen", f"127.0.0.1:{p}", "--config", conf,
-                       "--redis", f"127.0.0.1:{cls.redis_port}"], cls.dir)
+                       "--redis", f"127.0.0.1:{cls.redis_port}",
+                       # The admin methods, granted on purpose.
+                       "--grant", "anonymous=read,write,admin"], cls.dir)
         cls.client, cls.transport = connect(cls.port)
 
     @classmethod

@@ -75,13 +75,15 @@ get_rank_error (RankClient *c)
   rankInvalidArgument *invalid = NULL;
   rankNotFound *not_found = NULL;
   rankUnavailable *unavailable = NULL;
+  rankPermissionDenied *denied = NULL;
   GError *error = NULL;
 
   rank_ranking_if_get_rank (rank_client_iface (c), &entry, request, &invalid,
-                            &not_found, &unavailable, &error);
+                            &not_found, &unavailable, &denied, &error);
   g_clear_object (&invalid);
   g_clear_object (&not_found);
   g_clear_object (&unavailable);
+  g_clear_object (&denied);
   return error;
 }
 
@@ -125,11 +127,12 @@ test_calls (void)
     rankInvalidArgument *invalid = NULL;
     rankNotFound *not_found = NULL;
     rankUnavailable *unavailable = NULL;
+    rankPermissionDenied *denied = NULL;
 
     /* The generated client sets error beside a declared exception. */
     g_assert_false (rank_ranking_if_get_rank (rank_client_iface (c), &entry,
                                               request, &invalid, &not_found,
-                                              &unavailable, &error));
+                                              &unavailable, &denied, &error));
     g_assert_nonnull (invalid);
     g_assert_nonnull (strstr (invalid->message, "member"));
     g_object_unref (invalid);
@@ -183,10 +186,11 @@ test_pipelined (void)
           = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
       rankInvalidArgument *invalid = NULL;
       rankUnavailable *unavailable = NULL;
+      rankPermissionDenied *denied = NULL;
 
       g_assert_true (rank_ranking_client_recv_update (
           RANK_RANKING_IF (rank_client_iface (c)), &resp, &invalid,
-          &unavailable, &error));
+          &unavailable, &denied, &error));
       g_assert_no_error (error);
       g_assert_cmpint (resp->score, ==, i + 1);
     }

@@ -256,7 +256,11 @@ rankd_start (void)
                                       "[board c_q]\nshards=10\nqueue=on\n"
                                       "[board c_rr]\nread_from=replica\n"
                                       "max_replica_lag_ms=1000\n"
-                                      "[board c_tc]\nread_cache=tracked\n",
+                                      "[board c_tc]\nread_cache=tracked\n"
+                                      /* Export and DeleteBoard need admin,
+                                       * granted on purpose. */
+                                      "[grant anonymous]\nread=*\nwrite=*\n"
+                                      "admin=*\n",
                                       -1, NULL));
   args[3] = config;
   /* The port is replaced: rankd goes to the cluster, not to one node. */
@@ -585,6 +589,7 @@ test_delete_board (void)
   rankRankingIf *iface = rank_client_iface (client);
   g_autoptr (GError) error = NULL;
   rankInvalidArgument *invalid = NULL;
+  rankPermissionDenied *denied = NULL;
   rankUnavailable *unavailable = NULL;
   g_autoptr (rankDeleteBoardRequest) request
       = g_object_new (RANK_TYPE_DELETE_BOARD_REQUEST, "board", "c_del",
@@ -617,7 +622,7 @@ test_delete_board (void)
           = g_object_new (RANK_TYPE_EXPORT_RESPONSE, NULL);
 
       g_assert_true (rank_ranking_if_export (iface, &page, req, &invalid,
-                                             &unavailable, &error));
+                                             &unavailable, &denied, &error));
       for (guint i = 0; i < page->entries->len; i++)
         g_hash_table_add (
             exported,
@@ -632,8 +637,8 @@ test_delete_board (void)
   g_hash_table_unref (exported);
 
   g_assert_cmpuint (board_keys_everywhere ("c_del", FALSE), >, 10);
-  g_assert_true (rank_ranking_if_delete_board (iface, &response, request,
-                                               &invalid, &unavailable, &error));
+  g_assert_true (rank_ranking_if_delete_board (
+      iface, &response, request, &invalid, &unavailable, &denied, &error));
   g_assert_no_error (error);
   g_assert_true (response->applied);
   g_assert_cmpint (response->keys_removed, >, 10);
@@ -655,6 +660,7 @@ test_queue (void)
   rankRankingIf *iface = rank_client_iface (client);
   g_autoptr (GError) error = NULL;
   rankInvalidArgument *invalid = NULL;
+  rankPermissionDenied *denied = NULL;
   rankUnavailable *unavailable = NULL;
   g_autoptr (rankEnqueueRequest) request
       = g_object_new (RANK_TYPE_ENQUEUE_REQUEST, NULL);
@@ -672,7 +678,7 @@ test_queue (void)
           update_request_new ("c_q", member, 1 + i % 3, rid, NO_MODE, NO_TIME));
     }
   g_assert_true (rank_ranking_if_enqueue (iface, &response, request, &invalid,
-                                          &unavailable, &error));
+                                          &unavailable, &denied, &error));
   g_assert_no_error (error);
   g_assert_cmpuint (response->results->len, ==, 300);
   for (guint i = 0; i < 300; i++)
@@ -686,7 +692,7 @@ test_queue (void)
           = g_object_new (RANK_TYPE_QUEUE_STATUS, NULL);
 
       g_assert_true (rank_ranking_if_get_queue_status (
-          iface, &st, sreq, &invalid, &unavailable, &error));
+          iface, &st, sreq, &invalid, &unavailable, &denied, &error));
       if (st->backlog == 0 && st->applied == 300)
         break;
       if (g_get_monotonic_time () > end)

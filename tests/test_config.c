@@ -277,6 +277,78 @@ test_timezone_names (void)
   g_assert_nonnull (paris);
 }
 
+/* [grant NAME] sections and --grant options (access.h): who has which
+ * role on which boards; the defaults without any; what whoami lists. */
+static void
+test_grants (void)
+{
+  g_autofree char *path
+      = write_conf ("[grant web]\nread=*\nwrite = season_* ; daily_?;\n"
+                    "[grant anonymous]\nread=public\n"
+                    "[grant uid:1000]\n");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (RankConfig) config = rank_config_load (path, &error);
+  g_autoptr (RankConfig) none = rank_config_new ();
+  const RankGrants *g;
+  g_auto (GStrv) web = NULL, anon = NULL, nobody = NULL, defaults = NULL;
+
+  g_assert_no_error (error);
+  g = rank_config_grants (config);
+  g_assert_true (rank_grants_configured (g));
+  g_assert_true (rank_grants_allow (g, "web", RANK_ROLE_READ, "anything"));
+  g_assert_true (rank_grants_allow (g, "web", RANK_ROLE_WRITE, "season_12"));
+  g_assert_true (rank_grants_allow (g, "web", RANK_ROLE_WRITE, "daily_7"));
+  g_assert_false (rank_grants_allow (g, "web", RANK_ROLE_WRITE, "daily_17"));
+  g_assert_false (rank_grants_allow (g, "web", RANK_ROLE_WRITE, "season"));
+  g_assert_false (rank_grants_allow (g, "web", RANK_ROLE_ADMIN, "season_1"));
+  g_assert_true (rank_grants_allow (g, NULL, RANK_ROLE_READ, "public"));
+  g_assert_false (rank_grants_allow (g, NULL, RANK_ROLE_READ, "public2"));
+  /* A certificate named "anonymous" is not the anonymous caller. */
+  g_assert_false (rank_grants_allow (g, "anonymous", RANK_ROLE_READ, "public"));
+  /* An identity without a section, or with an empty one: nothing. */
+  g_assert_false (rank_grants_allow (g, "db", RANK_ROLE_READ, "public"));
+  g_assert_false (rank_grants_any (g, "uid:1000", RANK_ROLE_READ));
+  g_assert_true (rank_grants_allow (g, "db", RANK_ROLE_NONE, "x"));
+  web = rank_grants_describe (g, "web");
+  g_assert_cmpstrv (web, ((const char *const[]){ "read:*", "write:daily_?",
+                                                 "write:season_*", NULL }));
+  anon = rank_grants_describe (g, NULL);
+  g_assert_cmpstrv (anon, ((const char *const[]){ "read:public", NULL }));
+  nobody = rank_grants_describe (g, "uid:1000");
+  g_assert_cmpuint (g_strv_length (nobody), ==, 0);
+
+  /* No grant at all: read and write for everyone, admin for nobody. */
+  g = rank_config_grants (none);
+  g_assert_false (rank_grants_configured (g));
+  g_assert_true (rank_grants_allow (g, NULL, RANK_ROLE_WRITE, "b"));
+  g_assert_true (rank_grants_allow (g, "web", RANK_ROLE_READ, "b"));
+  g_assert_false (rank_grants_allow (g, NULL, RANK_ROLE_ADMIN, "b"));
+  defaults = rank_grants_describe (g, NULL);
+  g_assert_cmpstrv (defaults,
+                    ((const char *const[]){ "read:*", "write:*", NULL }));
+
+  /* --grant: roles on every board, added to the file's. */
+  g_assert_true (rank_config_add_grant_option (config, "web=admin", &error));
+  g_assert_true (rank_grants_allow (rank_config_grants (config), "web",
+                                    RANK_ROLE_ADMIN, "x"));
+  g_assert_false (rank_config_add_grant_option (none, "web", &error));
+  g_assert_nonnull (strstr (error->message, "NAME=ROLE"));
+  g_clear_error (&error);
+  g_assert_false (rank_config_add_grant_option (none, "web=read,sudo", &error));
+  g_assert_nonnull (strstr (error->message, "'sudo' is not a role"));
+  g_clear_error (&error);
+  g_assert_false (rank_grants_configured (rank_config_grants (none)));
+
+  FAILS ("[grant web]\nread=*\nexecute=*\n",
+         ":3: [grant web] execute: unknown key");
+  FAILS ("[grant web]\nwrite=ok;bad{\n",
+         ":2: [grant web] write: board pattern 'bad{'");
+  FAILS ("[grant web]\nadmin= \n",
+         ":2: [grant web] admin: name at least one board pattern");
+  FAILS ("[grant  web]\n", ":1: [grant  web]: NAME must be");
+  FAILS ("[grants web]\n", ":1: [grants web]: unknown section", "[grant NAME]");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -288,6 +360,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/good", test_good);
   g_test_add_func ("/config/text-only", test_text_only);
   g_test_add_func ("/config/timezone-names", test_timezone_names);
+  g_test_add_func ("/config/grants", test_grants);
   status = g_test_run ();
   {
     g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);

@@ -135,6 +135,7 @@ class QueueTest(unittest.TestCase):
         http = free_port()
         proc, port = start(
             lambda p: [*WRAPPER, RANKD, "--listen", f"127.0.0.1:{p}",
+                       "--grant", "anonymous=read,write,admin",
                        "--config", conf or cls.conf, "--redis",
                        f"127.0.0.1:{redis_port or cls.redis_port}",
                        "--metrics-listen", f"127.0.0.1:{http}",

@@ -152,7 +152,9 @@ class RankctlTest(unittest.TestCase):
     @classmethod
     def start_rankd(cls, *args):
         proc, port = start(
-            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}", *args], cls.dir)
+            # export and the board commands need admin, granted on purpose.
+            lambda p: [RANKD, "--listen", f"127.0.0.1:{p}", "--grant",
+                       "anonymous=read,write,admin", *args], cls.dir)
         cls.procs.append(proc)
         return proc, port
 
@@ -516,13 +518,13 @@ class RankctlTest(unittest.TestCase):
             self.assertIn(code, out)
         self.assertEqual(self.ctl("top", "-h")[0], out)
         self.assertRegex(self.ctl("--version")[0],
-                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.6\)\n$")
+                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.7\)\n$")
 
     # ---- the server, import ----
 
     def test_info(self):
         info = self.json("info")
-        self.assertEqual(info["idl_version"], "1.6")
+        self.assertEqual(info["idl_version"], "1.7")
         self.assertRegex(info["version"], r"^\d+\.\d+\.\d+$")
         # The IDL's comment on ServerInfo.version names no other version.
         idl = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
@@ -537,7 +539,7 @@ class RankctlTest(unittest.TestCase):
                          CONFIG.count("[board "))
         self.assertGreaterEqual(info["uptime_seconds"], 0)
         out, _ = self.ctl("info")
-        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.6\n")
+        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.7\n")
 
     def test_first_load_of_scripts_logs_as_normal(self):
         """Redis without rankd's scripts (every first start): loading them

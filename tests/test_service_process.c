@@ -254,6 +254,7 @@ slow_update (gpointer data)
                       "ann", "value", (gint64) 5, "request_id", "slow", NULL);
   rankUpdateResponse *resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
   rankInvalidArgument *invalid = NULL;
+  rankPermissionDenied *denied = NULL;
   rankUnavailable *unavailable = NULL;
   gboolean sent = rank_ranking_client_send_update (iface, req, NULL);
 
@@ -263,7 +264,7 @@ slow_update (gpointer data)
   g_mutex_unlock (&call->lock);
   call->ok = sent
              && rank_ranking_client_recv_update (iface, &resp, &invalid,
-                                                 &unavailable, NULL);
+                                                 &unavailable, &denied, NULL);
   call->score = resp->score;
   g_object_unref (resp);
   g_object_unref (req);

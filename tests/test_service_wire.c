@@ -511,6 +511,7 @@ test_pipelined_in_order (void)
     {
       g_autoptr (GError) error = NULL;
       rankInvalidArgument *invalid = NULL;
+      rankPermissionDenied *denied = NULL;
       rankNotFound *not_found = NULL;
       rankUnavailable *unavailable = NULL;
       int k = i / 4; /* members p00..p<k> are on the board, p<k> best */
@@ -523,7 +524,7 @@ test_pipelined_in_order (void)
                 = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
 
             g_assert_true (rank_ranking_client_recv_update (
-                iface, &r, &invalid, &unavailable, &error));
+                iface, &r, &invalid, &unavailable, &denied, &error));
             g_assert_cmpint (r->score, ==, 100 + i);
             g_assert_cmpint (r->rank, ==, 1);
             g_object_unref (r);
@@ -536,7 +537,7 @@ test_pipelined_in_order (void)
             rankEntry *top;
 
             g_assert_true (rank_ranking_client_recv_get_top_n (
-                iface, &page, &invalid, &unavailable, &error));
+                iface, &page, &invalid, &unavailable, &denied, &error));
             g_assert_cmpuint (page->len, ==, MIN (k + 1, 3));
             top = page->pdata[0];
             g_assert_cmpint (top->score, ==, 100 + 4 * k);
@@ -553,7 +554,8 @@ test_pipelined_in_order (void)
             rankEntry *e = g_object_new (RANK_TYPE_ENTRY, NULL);
 
             g_assert_true (rank_ranking_client_recv_get_rank (
-                iface, &e, &invalid, &not_found, &unavailable, &error));
+                iface, &e, &invalid, &not_found, &unavailable, &denied,
+                &error));
             g_assert_cmpint (e->score, ==, 100 + 4 * k);
             g_assert_cmpint (e->rank, ==, 1);
             g_object_unref (e);

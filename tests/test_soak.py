@@ -100,7 +100,8 @@ class Soak(unittest.TestCase):
         self.redis, self.redis_port = start_redis(self.dir)
         self.rankd, self.port, self.http = start_rankd(
             RANKD, self.dir, self.redis_port,
-            extra=("--config", conf, "--read-cache-bytes", str(CACHE_BYTES)))
+            extra=("--config", conf, "--read-cache-bytes", str(CACHE_BYTES),
+                   "--grant", "anonymous=read,write,admin"))
         self.model = Model()
         self.errors = []
         self.exports = 0

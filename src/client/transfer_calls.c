@@ -19,10 +19,13 @@
 
 gboolean
 rank_transfer_call_failed (GObject *invalid, GObject *unavailable,
-                           GObject *not_found, GError *transport,
-                           GError **error)
+                           GObject *not_found, GObject *denied,
+                           GError *transport, GError **error)
 {
-  GObject *x = invalid ? invalid : unavailable ? unavailable : not_found;
+  GObject *x = invalid       ? invalid
+               : unavailable ? unavailable
+               : not_found   ? not_found
+                             : denied;
 
   if (x != NULL)
     {
@@ -32,7 +35,8 @@ rank_transfer_call_failed (GObject *invalid, GObject *unavailable,
       g_set_error (error, RANK_ERROR,
                    invalid       ? RANK_ERROR_INVALID
                    : unavailable ? RANK_ERROR_UNAVAILABLE
-                                 : RANK_ERROR_NOT_FOUND,
+                   : not_found   ? RANK_ERROR_NOT_FOUND
+                                 : RANK_ERROR_DENIED,
                    "%s", message);
     }
   else if (transport != NULL)
@@ -42,6 +46,7 @@ rank_transfer_call_failed (GObject *invalid, GObject *unavailable,
   g_clear_object (&invalid);
   g_clear_object (&unavailable);
   g_clear_object (&not_found);
+  g_clear_object (&denied);
   g_clear_error (&transport);
   return FALSE;
 }
@@ -328,12 +333,14 @@ results_field (ThriftProtocol *in, ThriftType type, gint16 id, gpointer data,
   return thrift_protocol_read_list_end (in, error) >= 0;
 }
 
-/* The reply: 0: success, 1: invalid (the call's refusal). */
+/* The reply: 0: success, 1: invalid (the call's refusal), 10: denied
+ * (PermissionDenied, 1.7: its message first, as InvalidArgument's). */
 typedef struct
 {
   GArray *answers;
   char *invalid;
   gboolean refused;
+  gboolean denied;
 } Reply;
 
 static gboolean
@@ -342,11 +349,12 @@ reply_field (ThriftProtocol *in, ThriftType type, gint16 id, gpointer data,
 {
   Reply *r = data;
 
-  if (type != T_STRUCT || id > 1 || id < 0)
+  if (type != T_STRUCT || (id > 1 && id != 10) || id < 0)
     return rank_protocol_skip (in, type, error);
   if (id == 0)
     return rank_protocol_read_struct (in, results_field, r->answers, error);
   r->refused = TRUE;
+  r->denied = id == 10;
   return rank_protocol_read_struct (in, message_field, &r->invalid, error);
 }
 
@@ -360,7 +368,7 @@ read_reply (RankClient *client, GArray *answers, GError **error)
   g_autofree gchar *name = NULL;
   ThriftMessageType type;
   gint32 seqid;
-  Reply r = { answers, NULL, FALSE };
+  Reply r = { answers, NULL, FALSE, FALSE };
   gboolean ok;
 
   if (thrift_protocol_read_message_begin (in, &name, &type, &seqid, error) < 0)
@@ -390,8 +398,11 @@ read_reply (RankClient *client, GArray *answers, GError **error)
        && thrift_transport_read_end (in->transport, error);
   if (ok && r.refused)
     {
-      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID, "%s",
-                   r.invalid != NULL ? r.invalid : "InvalidArgument");
+      g_set_error (error, RANK_ERROR,
+                   r.denied ? RANK_ERROR_DENIED : RANK_ERROR_INVALID, "%s",
+                   r.invalid != NULL ? r.invalid
+                   : r.denied        ? "PermissionDenied"
+                                     : "InvalidArgument");
       ok = FALSE;
     }
   g_free (r.invalid);

@@ -100,14 +100,15 @@ rank_transfer_export (RankClient *client, const char *board,
       g_autoptr (rankExportResponse) page
           = g_object_new (RANK_TYPE_EXPORT_RESPONSE, NULL);
       rankInvalidArgument *invalid = NULL;
+      rankPermissionDenied *denied = NULL;
       rankUnavailable *unavailable = NULL;
       GError *transport = NULL;
 
       if (!rank_ranking_if_export (rank_client_iface (client), &page, request,
-                                   &invalid, &unavailable, &transport))
+                                   &invalid, &unavailable, &denied, &transport))
         return rank_transfer_call_failed ((GObject *) invalid,
                                           (GObject *) unavailable, NULL,
-                                          transport, error);
+                                          (GObject *) denied, transport, error);
       for (guint i = 0; i < page->entries->len; i++)
         {
           stats->read++;

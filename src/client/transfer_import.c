@@ -289,16 +289,29 @@ groups_allowed (RankClient *client, const char *board, gboolean *allowed,
       = g_object_new (RANK_TYPE_GET_BOARD_INFO_REQUEST, "board", board, NULL);
   rankBoardInfo *info = g_object_new (RANK_TYPE_BOARD_INFO, NULL);
   rankInvalidArgument *invalid = NULL;
+  rankPermissionDenied *denied = NULL;
   rankUnavailable *unavailable = NULL;
   GError *transport = NULL;
   const char *shards, *cap, *rank, *period;
 
   if (!rank_ranking_if_get_board_info (rank_client_iface (client), &info, req,
-                                       &invalid, &unavailable, &transport))
+                                       &invalid, &unavailable, &denied,
+                                       &transport))
     {
       g_object_unref (info);
-      return rank_transfer_call_failed (
-          (GObject *) invalid, (GObject *) unavailable, NULL, transport, error);
+      if (denied != NULL)
+        {
+          /* GetBoardInfo needs the admin role, which an importer (write)
+           * need not have: without the board's options, records go one by
+           * one, as on a board that cannot take groups. */
+          g_object_unref (denied);
+          g_clear_error (&transport);
+          *allowed = FALSE;
+          return TRUE;
+        }
+      return rank_transfer_call_failed ((GObject *) invalid,
+                                        (GObject *) unavailable, NULL, NULL,
+                                        transport, error);
     }
   shards = g_hash_table_lookup (info->options, "shards");
   cap = g_hash_table_lookup (info->options, "cap");

@@ -14,8 +14,8 @@ void rank_transfer_entry_destroy (gpointer p);
 /* The answer of a failed call as a GError: rankd's exception, or the
  * transport's error. Takes the exceptions. Returns FALSE. */
 gboolean rank_transfer_call_failed (GObject *invalid, GObject *unavailable,
-                                    GObject *not_found, GError *transport,
-                                    GError **error);
+                                    GObject *not_found, GObject *denied,
+                                    GError *transport, GError **error);
 
 /* One UpdateBatch call in flight: its records (indexes into the file's
  * entries), and the group they are when the call is recorded as a whole. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "address.h"
 #include "constants.h"
 #include "error.h"
@@ -26,9 +27,11 @@ struct _RankConfig
   char *redis_password;
   GHashTable *replicas; /* primary, as written -> GStrv of its replicas */
   RankConfigRedisTls redis_tls;
+  RankGrants *grants; /* [grant NAME] sections and --grant options */
 };
 
 #define BOARD_SECTION_PREFIX "board "
+#define GRANT_SECTION_PREFIX "grant "
 
 typedef struct
 {
@@ -64,6 +67,8 @@ static const char *const board_keys[] = { "shards",
 static const char *const redis_keys[]
     = { "nodes",  "user",     "password", "replicas",        "tls",
         "tls_ca", "tls_cert", "tls_key",  "tls_server_name", NULL };
+/* A [grant NAME] section's keys: the roles (access.h). */
+static const char *const grant_keys[] = { "read", "write", "admin", NULL };
 
 static gboolean fail_at (const Loader *loader, const char *section,
                          const char *key, GError **error, const char *fmt, ...)
@@ -121,6 +126,8 @@ section_keys (const char *section)
     return board_keys;
   if (strcmp (section, "redis") == 0)
     return redis_keys;
+  if (g_str_has_prefix (section, GRANT_SECTION_PREFIX))
+    return grant_keys;
   return NULL;
 }
 
@@ -152,6 +159,17 @@ scan_key (Loader *loader, const char *section, const char *line, int number,
   return TRUE;
 }
 
+/* A [grant NAME] section's NAME (GKeyFile trims the spaces around a
+ * section's name: "[grant ]" would be "[grant]"). */
+static gboolean
+grant_name_ok (const char *name)
+{
+  gsize len = strlen (name);
+
+  return len > 0 && len <= RANK_IDENTITY_MAX_BYTES && !g_ascii_isspace (*name)
+         && !g_ascii_isspace (name[len - 1]);
+}
+
 /* A "[section]" line: checks the name, records where it is. */
 static gboolean
 scan_section (Loader *loader, const char *line, int number, char **section,
@@ -169,10 +187,17 @@ scan_section (Loader *loader, const char *line, int number, char **section,
   if (seen != 0)
     return fail_line (loader, number, error,
                       "[%s]: repeats the section of line %d", *section, seen);
+  if (g_str_has_prefix (*section, GRANT_SECTION_PREFIX)
+      && !grant_name_ok (*section + strlen (GRANT_SECTION_PREFIX)))
+    return fail_line (loader, number, error,
+                      "[%s]: NAME must be an identity (a client "
+                      "certificate's name, uid:N) or anonymous, 1-%d bytes "
+                      "without spaces around it",
+                      *section, RANK_IDENTITY_MAX_BYTES);
   if (section_keys (*section) == NULL)
     return fail_line (loader, number, error,
                       "[%s]: unknown section (expected [defaults], "
-                      "[board NAME] or [redis])",
+                      "[board NAME], [redis] or [grant NAME])",
                       *section);
   g_hash_table_insert (loader->lines, g_strdup (*section),
                        GINT_TO_POINTER (number));
@@ -599,6 +624,59 @@ load_redis_tls (const Loader *loader, RankConfig *config, GError **error)
                         error);
 }
 
+/* A [grant NAME] section: NAME (an identity, or anonymous) gets each role
+ * its keys name on the boards their ';'-separated patterns match. */
+static gboolean
+load_grant (const Loader *loader, const char *section, RankConfig *config,
+            GError **error)
+{
+  const char *name = section + strlen (GRANT_SECTION_PREFIX);
+
+  rank_grants_add (config->grants, name, RANK_ROLE_NONE, NULL);
+  for (int r = 0; r < RANK_ROLES; r++)
+    {
+      const char *key = rank_role_name ((RankRole) r);
+      g_autofree char *value = NULL;
+      g_auto (GStrv) patterns = NULL;
+      guint n = 0;
+
+      if (!g_key_file_has_key (loader->file, section, key, NULL))
+        continue;
+      value = g_key_file_get_value (loader->file, section, key, NULL);
+      if (*g_strstrip (value) == '\0')
+        return fail_at (loader, section, key, error,
+                        "name at least one board pattern ('*': every "
+                        "board), or leave the key out");
+      patterns = g_strsplit (value, ";", -1);
+      for (guint i = 0; patterns[i] != NULL; i++)
+        {
+          g_autoptr (GError) bad = NULL;
+          char *pattern = g_strstrip (patterns[i]);
+
+          /* "a;b;" (GKeyFile's own lists end so) is a and b. */
+          if (*pattern == '\0' && patterns[i + 1] == NULL && n > 0)
+            continue;
+          if (!rank_grants_pattern_ok (pattern, &bad))
+            return fail_at (loader, section, key, error, "%s", bad->message);
+          rank_grants_add (config->grants, name, (RankRole) r, pattern);
+          n++;
+        }
+    }
+  return TRUE;
+}
+
+static gboolean
+load_grants (const Loader *loader, RankConfig *config, GError **error)
+{
+  g_auto (GStrv) sections = g_key_file_get_groups (loader->file, NULL);
+
+  for (int i = 0; sections[i] != NULL; i++)
+    if (g_str_has_prefix (sections[i], GRANT_SECTION_PREFIX)
+        && !load_grant (loader, sections[i], config, error))
+      return FALSE;
+  return TRUE;
+}
+
 static gboolean
 load_sections (const Loader *loader, RankConfig *config, GError **error)
 {
@@ -626,7 +704,8 @@ load_sections (const Loader *loader, RankConfig *config, GError **error)
       if (!load_board (loader, section, o, error))
         return FALSE;
     }
-  return load_nodes (loader, config, error)
+  return load_grants (loader, config, error)
+         && load_nodes (loader, config, error)
          && load_replicas (loader, config, error)
          && get_string (loader, "redis", "user", &config->redis_user, error)
          && get_string (loader, "redis", "password", &config->redis_password,
@@ -668,6 +747,7 @@ rank_config_new (void)
   config->replicas = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                             (GDestroyNotify) g_strfreev);
   g_ptr_array_add (config->nodes, NULL);
+  config->grants = rank_grants_new ();
   return config;
 }
 
@@ -760,6 +840,7 @@ rank_config_unref (RankConfig *config)
   g_ptr_array_unref (config->nodes);
   g_free (config->redis_user);
   g_hash_table_unref (config->replicas);
+  rank_grants_free (config->grants);
   if (config->redis_password != NULL)
     explicit_bzero (config->redis_password, strlen (config->redis_password));
   g_free (config->redis_password);
@@ -851,4 +932,17 @@ const RankConfigRedisTls *
 rank_config_redis_tls (const RankConfig *config)
 {
   return &config->redis_tls;
+}
+
+const RankGrants *
+rank_config_grants (const RankConfig *config)
+{
+  return config->grants;
+}
+
+gboolean
+rank_config_add_grant_option (RankConfig *config, const char *option,
+                              GError **error)
+{
+  return rank_grants_add_option (config->grants, option, error);
 }

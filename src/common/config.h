@@ -46,6 +46,15 @@
  *                         (default each node's host as given; an IP
  *                         address is checked as an IP subjectAltName)
  *
+ *   [grant web]           roles of the identity "web" (a client
+ *                         certificate's name, or uid:N on a unix socket;
+ *                         [grant anonymous]: of calls without one)
+ *   read=*                each role's boards: ';'-separated patterns,
+ *   write=season_*;daily_?   '*' and '?' globs ('*': every board)
+ *   admin=season_1        (access.h: without any [grant] section or
+ *                         --grant, everyone has read and write, nobody
+ *                         admin)
+ *
  * Loading is strict: an unreadable file, a line that is not a section, a
  * key=value or a comment, an unknown section or key, a repeated one, or a
  * bad value fails with a message "FILE:LINE: [section] key: what is wrong".
@@ -57,6 +66,7 @@
 
 #include <glib.h>
 
+#include "access.h"
 #include "constants.h"
 #include "period.h"
 
@@ -156,6 +166,14 @@ const char *const *rank_config_redis_replicas (const RankConfig *config,
 
 /* How many primaries [redis] replicas names. */
 guint rank_config_redis_replica_sets (const RankConfig *config);
+
+/* The grants: [grant NAME] sections, and --grant options added. */
+const RankGrants *rank_config_grants (const RankConfig *config);
+
+/* Adds a --grant option ("NAME=ROLE[,ROLE...]": those roles on every
+ * board) to a configuration not yet shared (just loaded or made). */
+gboolean rank_config_add_grant_option (RankConfig *config, const char *option,
+                                       GError **error);
 
 /* [redis] user and password, or NULL. */
 const char *rank_config_redis_user (const RankConfig *config);

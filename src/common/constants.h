@@ -13,6 +13,10 @@
 #define RANK_BOARD_MAX_BYTES 200
 #define RANK_MEMBER_MAX_BYTES 256
 #define RANK_REQUEST_ID_MAX_BYTES 128
+/* A [grant NAME] section's NAME (access.h). */
+#define RANK_IDENTITY_MAX_BYTES 256
+/* Identities named in rankd_calls_refused_total; others count as "other". */
+#define RANK_METRICS_IDENTITIES_MAX 64
 
 /* Scores are integers a double holds exactly: |score| <= 2^53 - 1. */
 #define RANK_SCORE_MAX G_GINT64_CONSTANT (9007199254740991)
@@ -200,8 +204,8 @@
 #define RANK_LIST_BOARDS_MAX 1000
 #define RANK_EXPORT_COUNT_MAX 1000
 
-/* The update queue (src/methods/drain.h): a board's stream "rk:{board}:u" (a shard's
- * "rk:s:{board/i}:u"), its dead letters "...:v" (a stream), its counts
+/* The update queue (src/methods/drain.h): a board's stream "rk:{board}:u" (a
+ * shard's "rk:s:{board/i}:u"), its dead letters "...:v" (a stream), its counts
  * "...:n" (a hash: applied, dead); the boards whose queue has work, scored
  * by when it was last added (queues.lua): a board leaves once its streams
  * are empty. */
@@ -230,7 +234,8 @@
  * drained or read most recently (metrics.c). */
 #define RANK_QUEUE_METRICS_BOARDS_MAX 1000
 /* How often a drain looks for work in the streams of configured queue=on
- * boards rk:queues does not list (src/methods/drain.c says how it gets there). */
+ * boards rk:queues does not list (src/methods/drain.c says how it gets there).
+ */
 #define RANK_QUEUE_UNLISTED_LOOK_MS 60000
 /* The read cache (cache.h): the largest read_cache_ms; the default bound
  * of its memory (--read-cache-bytes); the invalidation channel of Redis's

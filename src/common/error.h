@@ -21,6 +21,8 @@ typedef enum
   RANK_ERROR_UNAVAILABLE,
   /* -> TApplicationException: a bug, damaged data, an unexpected reply. */
   RANK_ERROR_INTERNAL,
+  /* -> PermissionDenied: the caller lacks a role (access.h). */
+  RANK_ERROR_DENIED,
 } RankErrorCode;
 
 #endif /* RANK_ERROR_H */

@@ -33,7 +33,7 @@ static const guint64 batch_max[]
 #define N_BATCH G_N_ELEMENTS (batch_max)
 
 static const char *const outcome_names[RANK_OUTCOMES]
-    = { "ok", "invalid", "not_found", "unavailable", "internal" };
+    = { "ok", "invalid", "not_found", "unavailable", "internal", "denied" };
 
 typedef struct
 {
@@ -108,6 +108,14 @@ static Counter cache_seen; /* any cache event yet: render them */
  * reads a replica failed and the primary answered. */
 static Counter reads_primary, reads_replica, replica_fallbacks;
 static GHashTable *replica_lags; /* name -> double *, under lock */
+
+/* ---- refused calls: their own block (see rank_metrics_refused) ---- */
+/* Under lock: "method\treason\tidentity" -> guint64 * calls refused, and
+ * the identities that have series of their own. Refusals are rare (a
+ * misconfigured client, or a probe): a lock per refusal costs nothing the
+ * served calls pay. */
+static GHashTable *refused;
+static GHashTable *refused_identities;
 
 static Counter connections_opened; /* atomic read-modify-write: any thread */
 static Counter connections_closed;
@@ -206,6 +214,8 @@ rank_metrics_outcome (const GError *error)
       return RANK_OUTCOME_NOT_FOUND;
     case RANK_ERROR_UNAVAILABLE:
       return RANK_OUTCOME_UNAVAILABLE;
+    case RANK_ERROR_DENIED:
+      return RANK_OUTCOME_DENIED;
     default:
       return RANK_OUTCOME_INTERNAL;
     }
@@ -605,6 +615,70 @@ rank_metrics_replica_lag (const char *replica, double seconds)
 static void render_counter (GString *out, const char *name, const char *type,
                             const char *help, const char *labels, Counter *c);
 
+/* ---- refused calls ---- */
+
+void
+rank_metrics_refused (const char *identity, const char *method,
+                      const char *reason)
+{
+  const char *label = identity != NULL ? identity : "anonymous";
+  g_autofree char *key = NULL;
+  guint64 *n;
+
+  g_mutex_lock (&lock);
+  if (refused == NULL)
+    {
+      refused = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+      refused_identities
+          = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+    }
+  if (!g_hash_table_contains (refused_identities, label))
+    {
+      /* Identities come from certificates any client of the CA may hold:
+       * bound the series, the rest count together. */
+      if (g_hash_table_size (refused_identities) < RANK_METRICS_IDENTITIES_MAX)
+        g_hash_table_add (refused_identities, g_strdup (label));
+      else
+        label = "other";
+    }
+  key = g_strdup_printf ("%s\t%s\t%s", method, reason, label);
+  n = g_hash_table_lookup (refused, key);
+  if (n == NULL)
+    {
+      n = g_new0 (guint64, 1);
+      g_hash_table_insert (refused, g_steal_pointer (&key), n);
+    }
+  (*n)++;
+  g_mutex_unlock (&lock);
+}
+
+static void
+render_refused (GString *out)
+{
+  g_autoptr (GList) keys = NULL;
+
+  append_header (out, "rankd_calls_refused_total", "counter",
+                 "Calls refused with PermissionDenied, by identity "
+                 "(anonymous; past 64 identities, other), method and reason "
+                 "(no_role, board_not_granted).");
+  if (refused == NULL)
+    return;
+  keys = g_list_sort (g_hash_table_get_keys (refused), (GCompareFunc) strcmp);
+  for (GList *k = keys; k != NULL; k = k->next)
+    {
+      g_auto (GStrv) parts = g_strsplit (k->data, "\t", 3);
+
+      g_string_append (out, "rankd_calls_refused_total{identity=\"");
+      append_label (out, parts[2]);
+      g_string_append_printf (
+          out,
+          "\",method=\"%s\",reason=\"%s\"} "
+          "%" G_GUINT64_FORMAT "\n",
+          parts[0], parts[1],
+          *(guint64 *) g_hash_table_lookup (refused, k->data));
+    }
+}
+
 static void
 render_replicas (GString *out)
 {
@@ -936,6 +1010,7 @@ rank_metrics_render (void)
   render_queues (out);
   render_cache (out);
   render_replicas (out);
+  render_refused (out);
   g_mutex_unlock (&lock);
   return g_string_free (out, FALSE);
 }

@@ -21,6 +21,7 @@ typedef enum
   RANK_OUTCOME_NOT_FOUND,   /* NotFound */
   RANK_OUTCOME_UNAVAILABLE, /* Unavailable */
   RANK_OUTCOME_INTERNAL,    /* TApplicationException (an internal error) */
+  RANK_OUTCOME_DENIED,      /* PermissionDenied */
   RANK_OUTCOMES,
 } RankOutcome;
 
@@ -43,6 +44,16 @@ void rank_metrics_calls_free (RankMetricsCalls *calls);
 
 /* The outcome a GError of the RANK_ERROR domain maps to (NULL: OK). */
 RankOutcome rank_metrics_outcome (const GError *error);
+
+/* ---- refused calls (src/methods/authorize.c; any thread) ---- */
+
+/* A call of method by identity (NULL: anonymous) was refused for reason
+ * ("no_role": the identity has the role on no board; "board_not_granted":
+ * not on a board the call names): rankd_calls_refused_total. The first
+ * RANK_METRICS_IDENTITIES_MAX identities refused have series of their own,
+ * later ones count as identity="other". */
+void rank_metrics_refused (const char *identity, const char *method,
+                           const char *reason);
 
 /* ---- client connections (any thread) ---- */
 

@@ -90,6 +90,10 @@ typedef struct
   Call call;
   GPtrArray *rows; /* ListRow; NULL until the boards are listed */
   gboolean more;
+  /* The last board of the page read, listed or not: rows hold only the
+   * boards the caller has admin on (authorize.c), and the next page starts
+   * after this one. */
+  char *last;
   Countdown countdown;
 } ListCall;
 
@@ -110,6 +114,7 @@ list_call_clear (Call *call)
 
   if (list->rows != NULL)
     g_ptr_array_unref (list->rows);
+  g_free (list->last);
   g_clear_error (&list->countdown.error);
 }
 
@@ -134,11 +139,9 @@ set_list_response (GObject *object, gpointer data)
       summary->members = row->members;
       g_ptr_array_add (response->boards, summary);
     }
-  if (list->more && list->rows->len > 0)
+  if (list->more && list->last != NULL)
     {
-      const ListRow *last = list->rows->pdata[list->rows->len - 1];
-
-      response->next_after = g_strdup (last->board);
+      response->next_after = g_strdup (list->last);
       response->__isset_next_after = TRUE;
     }
   result->__isset_success = TRUE;
@@ -211,8 +214,13 @@ boards_listed (const char *const *names, guint n, const GError *error,
   list->more = all->len > limit || n == limit;
   for (guint i = 0; i < MIN (all->len, limit); i++)
     {
-      ListRow *row = g_new0 (ListRow, 1);
+      ListRow *row;
 
+      g_free (list->last);
+      list->last = g_strdup (all->pdata[i]);
+      if (!handler_allows (call, RANK_ROLE_ADMIN, all->pdata[i]))
+        continue;
+      row = g_new0 (ListRow, 1);
       row->call = call;
       row->board = g_strdup (all->pdata[i]);
       row->configured = g_hash_table_contains (in_config, row->board);

@@ -80,6 +80,7 @@ handler_finish (Call *call, gboolean ok, const GError *error)
   if (!ok)
     g_debug ("cannot encode the reply to %s: %s", handler_call_name (call),
              error ? error->message : "?");
+  handler_audit (call);
   if (call->method != METHOD_UNKNOWN)
     rank_metrics_call_done (call->handler->metrics, call->method, call->outcome,
                             g_get_monotonic_time () - call->start_us);

@@ -103,15 +103,17 @@ read_get_top_n (ThriftProtocol *in, gsize *bound, GError **error)
 
 /* ---- the method table ---- */
 
-#define METHOD(id, Name, lower, start, kind, bound)                            \
+#define METHOD(id, Name, role, lower, start, kind, bound)                      \
   [id] = { Name,                                                               \
+           RANK_ROLE_##role,                                                   \
            rank_ranking_##lower##_args_get_type,                               \
            rank_ranking_##lower##_result_get_type,                             \
            start,                                                              \
            kind,                                                               \
            bound }
-#define READ_METHOD(id, Name, lower, start, kind, reader, freer)               \
+#define READ_METHOD(id, Name, role, lower, start, kind, reader, freer)         \
   [id] = { Name,                                                               \
+           RANK_ROLE_##role,                                                   \
            rank_ranking_##lower##_args_get_type,                               \
            rank_ranking_##lower##_result_get_type,                             \
            start,                                                              \
@@ -123,54 +125,55 @@ read_get_top_n (ThriftProtocol *in, gsize *bound, GError **error)
 /* Sized by its last row: a method left out at the end conflicts with the
  * declaration (handler_private.h). */
 const MethodSpec handler_methods[] = {
-  READ_METHOD (METHOD_UPDATE, "Update", update, handler_start_update,
+  READ_METHOD (METHOD_UPDATE, "Update", WRITE, update, handler_start_update,
                &handler_update_calls, read_update, rank_update_args_free),
-  READ_METHOD (METHOD_GET_RANK, "GetRank", get_rank, handler_start_get_rank,
-               &handler_cached_read_calls, read_get_rank,
-               rank_get_rank_args_free),
-  READ_METHOD (METHOD_GET_TOP_N, "GetTopN", get_top_n, handler_start_get_top_n,
-               &handler_cached_read_calls, read_get_top_n,
-               rank_get_top_n_args_free),
-  METHOD (METHOD_GET_AROUND, "GetAround", get_around, handler_start_get_around,
-          NULL, bound_around),
-  METHOD (METHOD_GET_RANKS, "GetRanks", get_ranks, handler_start_get_ranks,
-          NULL, bound_ranks),
-  METHOD (METHOD_REMOVE, "Remove", remove, handler_start_remove,
+  READ_METHOD (METHOD_GET_RANK, "GetRank", READ, get_rank,
+               handler_start_get_rank, &handler_cached_read_calls,
+               read_get_rank, rank_get_rank_args_free),
+  READ_METHOD (METHOD_GET_TOP_N, "GetTopN", READ, get_top_n,
+               handler_start_get_top_n, &handler_cached_read_calls,
+               read_get_top_n, rank_get_top_n_args_free),
+  METHOD (METHOD_GET_AROUND, "GetAround", READ, get_around,
+          handler_start_get_around, NULL, bound_around),
+  METHOD (METHOD_GET_RANKS, "GetRanks", READ, get_ranks,
+          handler_start_get_ranks, NULL, bound_ranks),
+  METHOD (METHOD_REMOVE, "Remove", WRITE, remove, handler_start_remove,
           &handler_update_calls, bound_small),
-  METHOD (METHOD_COUNT, "Count", count, handler_start_count, NULL, bound_small),
-  METHOD (METHOD_COUNT_BETWEEN, "CountBetween", count_between,
+  METHOD (METHOD_COUNT, "Count", READ, count, handler_start_count, NULL,
+          bound_small),
+  METHOD (METHOD_COUNT_BETWEEN, "CountBetween", READ, count_between,
           handler_start_count, NULL, bound_small),
-  METHOD (METHOD_GET_PERCENTILE, "GetPercentile", get_percentile,
+  METHOD (METHOD_GET_PERCENTILE, "GetPercentile", READ, get_percentile,
           handler_start_get_percentile, NULL, bound_small),
-  METHOD (METHOD_GET_SCORE_AT_PERCENTILE, "GetScoreAtPercentile",
+  METHOD (METHOD_GET_SCORE_AT_PERCENTILE, "GetScoreAtPercentile", READ,
           get_score_at_percentile, handler_start_get_score_at_percentile, NULL,
           bound_small),
-  METHOD (METHOD_SAMPLE, "Sample", sample, handler_start_sample, NULL,
+  METHOD (METHOD_SAMPLE, "Sample", READ, sample, handler_start_sample, NULL,
           bound_sample),
-  METHOD (METHOD_SET_MEMBER_DATA, "SetMemberData", set_member_data,
+  METHOD (METHOD_SET_MEMBER_DATA, "SetMemberData", WRITE, set_member_data,
           handler_start_set_member_data, &handler_update_calls, bound_small),
-  METHOD (METHOD_GET_MEMBER_DATA, "GetMemberData", get_member_data,
+  METHOD (METHOD_GET_MEMBER_DATA, "GetMemberData", READ, get_member_data,
           handler_start_get_member_data, NULL, bound_data),
-  READ_METHOD (METHOD_UPDATE_BATCH, "UpdateBatch", update_batch,
+  READ_METHOD (METHOD_UPDATE_BATCH, "UpdateBatch", WRITE, update_batch,
                handler_start_update_batch, &handler_update_batch_calls,
                read_update_batch, rank_update_batch_args_free),
-  METHOD (METHOD_GET_SERVER_INFO, "GetServerInfo", get_server_info,
+  METHOD (METHOD_GET_SERVER_INFO, "GetServerInfo", NONE, get_server_info,
           handler_start_get_server_info, NULL, bound_small),
-  METHOD (METHOD_LIST_BOARDS, "ListBoards", list_boards,
+  METHOD (METHOD_LIST_BOARDS, "ListBoards", ADMIN, list_boards,
           handler_start_list_boards, &handler_list_boards_calls,
           handler_bound_list_boards),
-  METHOD (METHOD_GET_BOARD_INFO, "GetBoardInfo", get_board_info,
+  METHOD (METHOD_GET_BOARD_INFO, "GetBoardInfo", ADMIN, get_board_info,
           handler_start_get_board_info, &handler_board_info_calls,
           handler_bound_board_info),
-  METHOD (METHOD_DELETE_BOARD, "DeleteBoard", delete_board,
+  METHOD (METHOD_DELETE_BOARD, "DeleteBoard", ADMIN, delete_board,
           handler_start_delete_board, NULL, bound_small),
-  METHOD (METHOD_RESET_BOARD, "ResetBoard", reset_board,
+  METHOD (METHOD_RESET_BOARD, "ResetBoard", ADMIN, reset_board,
           handler_start_reset_board, NULL, bound_small),
-  METHOD (METHOD_EXPORT, "Export", export, handler_start_export, NULL,
+  METHOD (METHOD_EXPORT, "Export", ADMIN, export, handler_start_export, NULL,
           handler_bound_export),
-  METHOD (METHOD_ENQUEUE, "Enqueue", enqueue, handler_start_enqueue,
+  METHOD (METHOD_ENQUEUE, "Enqueue", WRITE, enqueue, handler_start_enqueue,
           &handler_enqueue_calls, handler_bound_enqueue),
-  METHOD (METHOD_GET_QUEUE_STATUS, "GetQueueStatus", get_queue_status,
+  METHOD (METHOD_GET_QUEUE_STATUS, "GetQueueStatus", READ, get_queue_status,
           handler_start_get_queue_status, NULL, bound_small),
 };
 
@@ -270,7 +273,8 @@ rank_handler_dispatch (RankHandler *handler, gpointer request,
     }
   thrift_transport_read_end (in->transport, NULL);
   call->start_us = g_get_monotonic_time ();
-  handler_methods[call->method].start (call);
+  if (handler_authorize (call))
+    handler_methods[call->method].start (call);
   return RANK_DISPATCH_PENDING;
 }
 

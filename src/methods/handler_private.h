@@ -15,6 +15,8 @@
  *   server_info.c    GetServerInfo
  *   admin.c          ListBoards, GetBoardInfo, DeleteBoard, ResetBoard,
  *                    Export
+ *   authorize.c      the caller's roles checked before a call starts; the
+ *                    audit of DeleteBoard and ResetBoard
  *   queue_methods.c  Enqueue, GetQueueStatus (drain.c applies the queue)
  */
 #ifndef RANK_HANDLER_PRIVATE_H
@@ -118,7 +120,8 @@ typedef struct
   void (*clear) (Call *call);
 } CallKind;
 
-/* One row per method of the IDL: its name, its generated argument and
+/* One row per method of the IDL: its name, the role its caller needs on
+ * the boards it names (access.h), its generated argument and
  * result structs, what starts it, its call struct (NULL: a plain Call),
  * and how large its reply can be; or, for the busiest, what reads its
  * arguments into a plain struct (the call's plain_args; its reply's bound
@@ -126,6 +129,7 @@ typedef struct
 typedef struct
 {
   const char *name;
+  RankRole role;
   GType (*args_type) (void);
   GType (*result_type) (void);
   void (*start) (Call *call);
@@ -212,6 +216,22 @@ void handler_proceed (Call *call, void (*run) (Call *call));
 /* The call's checks are done: error refuses it; else handler_proceed. */
 void handler_checked (Call *call, const GError *error,
                       void (*run) (Call *call));
+
+/* ---- authorize.c: who may call what ---- */
+
+/* The grants in force for call (its configuration's). */
+const RankGrants *handler_grants (const Call *call);
+
+/* Whether call's caller has role on board (rankd's own calls: always). */
+gboolean handler_allows (const Call *call, RankRole role, const char *board);
+
+/* Whether call's caller has its method's role on every board its request
+ * names. If not, answers PermissionDenied (the call ends) and returns
+ * FALSE. */
+gboolean handler_authorize (Call *call);
+
+/* Logs call's outcome, if it is a DeleteBoard or ResetBoard: the audit. */
+void handler_audit (const Call *call);
 
 /* ---- the methods: each family's start functions, call kinds, bounds ---- */
 

@@ -7,12 +7,14 @@
 int
 call_outcome (Cli *cli, gboolean ok, Call *call)
 {
-  GObject *x = call->invalid     ? G_OBJECT (call->invalid)
-               : call->not_found ? G_OBJECT (call->not_found)
-                                 : G_OBJECT (call->unavailable);
-  int code = call->invalid     ? EXIT_INVALID
-             : call->not_found ? EXIT_NOT_FOUND
-                               : EXIT_UNAVAILABLE;
+  GObject *x = call->invalid       ? G_OBJECT (call->invalid)
+               : call->not_found   ? G_OBJECT (call->not_found)
+               : call->unavailable ? G_OBJECT (call->unavailable)
+                                   : G_OBJECT (call->denied);
+  int code = call->invalid       ? EXIT_INVALID
+             : call->not_found   ? EXIT_NOT_FOUND
+             : call->unavailable ? EXIT_UNAVAILABLE
+                                 : EXIT_DENIED;
 
   if (ok)
     code = EXIT_OK;
@@ -60,6 +62,7 @@ call_outcome (Cli *cli, gboolean ok, Call *call)
   g_clear_object (&call->invalid);
   g_clear_object (&call->not_found);
   g_clear_object (&call->unavailable);
+  g_clear_object (&call->denied);
   g_clear_error (&call->error);
   return code;
 }

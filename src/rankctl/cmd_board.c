@@ -1,5 +1,5 @@
 /* cmd_board.c -- the commands on the server and its boards: info,
- * boards, board-info, delete-board, reset-board. */
+ * whoami, boards, board-info, delete-board, reset-board. */
 #include "rankctl.h"
 
 /* ---- the server, import ---- */
@@ -37,6 +37,67 @@ cmd_info (Cli *cli)
   return code;
 }
 
+/* The grants as a JSON array and as table text ("read:* write:*"). */
+static void
+grants_texts (const GPtrArray *grants, char **json, char **text)
+{
+  g_autoptr (GString) j = g_string_new ("[");
+  g_autoptr (GString) t = g_string_new (NULL);
+
+  for (guint i = 0; grants != NULL && i < grants->len; i++)
+    {
+      g_autofree char *quoted = json_quoted (grants->pdata[i]);
+
+      g_string_append_printf (j, "%s%s", i ? "," : "", quoted);
+      g_string_append_printf (t, "%s%s", i ? " " : "",
+                              (const char *) grants->pdata[i]);
+    }
+  g_string_append_c (j, ']');
+  *json = g_string_free (g_steal_pointer (&j), FALSE);
+  *text = t->len > 0 ? g_string_free (g_steal_pointer (&t), FALSE)
+                     : g_strdup ("(none)");
+}
+
+/* Who rankd takes this connection for, and what it may do: GetServerInfo's
+ * identity, tls and grants (IDL 1.7). */
+int
+cmd_whoami (Cli *cli)
+{
+  g_autoptr (rankGetServerInfoRequest) req
+      = g_object_new (RANK_TYPE_GET_SERVER_INFO_REQUEST, NULL);
+  g_autoptr (rankServerInfo) info = g_object_new (RANK_TYPE_SERVER_INFO, NULL);
+  rankRankingIf *iface;
+  Call call = { 0 };
+  gboolean ok;
+  int code;
+  Record r;
+  char *json, *text;
+
+  if ((iface = rankd (cli)) == NULL)
+    return EXIT_UNAVAILABLE;
+  ok = rank_ranking_if_get_server_info (iface, &info, req, &call.unavailable,
+                                        &call.error);
+  code = call_outcome (cli, ok, &call);
+  if (code != EXIT_OK)
+    return code;
+  if (!info->__isset_grants)
+    return fail (EXIT_OTHER,
+                 "rankd %s (IDL %s) does not say who calls: whoami needs "
+                 "IDL 1.7 or later",
+                 info->version, info->idl_version);
+  r = record_new ();
+  record_add (&r, "identity",
+              info->__isset_identity ? json_quoted (info->identity)
+                                     : g_strdup ("null"),
+              cell (info->__isset_identity ? info->identity : "(anonymous)"));
+  record_add (&r, "tls", g_strdup (info->tls ? "true" : "false"),
+              g_strdup (info->tls ? "yes" : "no"));
+  grants_texts (info->grants, &json, &text);
+  record_add (&r, "grants", json, text);
+  record_print_free (&r, cli->json);
+  return EXIT_OK;
+}
+
 /* ---- boards ---- */
 
 int
@@ -61,7 +122,8 @@ cmd_boards (Cli *cli)
           = g_object_new (RANK_TYPE_LIST_BOARDS_RESPONSE, NULL);
       Call call = { 0 };
       gboolean ok = rank_ranking_if_list_boards (
-          iface, &page, req, &call.invalid, &call.unavailable, &call.error);
+          iface, &page, req, &call.invalid, &call.unavailable, &call.denied,
+          &call.error);
       int code = call_outcome (cli, ok, &call);
 
       if (code != EXIT_OK)
@@ -114,7 +176,8 @@ cmd_board_info (Cli *cli)
   if ((iface = rankd (cli)) == NULL)
     return EXIT_UNAVAILABLE;
   ok = rank_ranking_if_get_board_info (iface, &info, req, &call.invalid,
-                                       &call.unavailable, &call.error);
+                                       &call.unavailable, &call.denied,
+                                       &call.error);
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK)
     {
@@ -180,7 +243,8 @@ clear_board (Cli *cli, gboolean reset)
           = g_object_new (RANK_TYPE_RESET_BOARD_RESPONSE, NULL);
 
       ok = rank_ranking_if_reset_board (iface, &resp, req, &call.invalid,
-                                        &call.unavailable, &call.error);
+                                        &call.unavailable, &call.denied,
+                                        &call.error);
       applied = resp->applied, removed = resp->keys_removed;
     }
   else
@@ -192,7 +256,8 @@ clear_board (Cli *cli, gboolean reset)
           = g_object_new (RANK_TYPE_DELETE_BOARD_RESPONSE, NULL);
 
       ok = rank_ranking_if_delete_board (iface, &resp, req, &call.invalid,
-                                         &call.unavailable, &call.error);
+                                         &call.unavailable, &call.denied,
+                                         &call.error);
       applied = resp->applied, removed = resp->keys_removed;
     }
   code = call_outcome (cli, ok, &call);

@@ -65,7 +65,7 @@ cmd_update (Cli *cli)
   req = update_request (cli, value, rid);
   resp = g_object_new (RANK_TYPE_UPDATE_RESPONSE, NULL);
   ok = rank_ranking_if_update (iface, &resp, req, &call.invalid,
-                               &call.unavailable, &call.error);
+                               &call.unavailable, &call.denied, &call.error);
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK)
     {
@@ -116,7 +116,7 @@ cmd_enqueue (Cli *cli)
   g_ptr_array_add (req->requests, update_request (cli, value, rid));
   resp = g_object_new (RANK_TYPE_ENQUEUE_RESPONSE, NULL);
   ok = rank_ranking_if_enqueue (iface, &resp, req, &call.invalid,
-                                &call.unavailable, &call.error);
+                                &call.unavailable, &call.denied, &call.error);
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK)
     {
@@ -158,7 +158,8 @@ cmd_queue_status (Cli *cli)
   if ((iface = rankd (cli)) == NULL)
     return EXIT_UNAVAILABLE;
   ok = rank_ranking_if_get_queue_status (iface, &st, req, &call.invalid,
-                                         &call.unavailable, &call.error);
+                                         &call.unavailable, &call.denied,
+                                         &call.error);
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK)
     {
@@ -199,7 +200,7 @@ cmd_rank (Cli *cli)
                       NULL);
   ok = rank_ranking_if_get_rank (iface, &entry, req, &call.invalid,
                                  &call.not_found, &call.unavailable,
-                                 &call.error);
+                                 &call.denied, &call.error);
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK && cli->json)
     {
@@ -250,7 +251,7 @@ cmd_top (Cli *cli)
                       cli->periods_back, "with_data", cli->with_data, NULL);
   page = g_ptr_array_new_with_free_func (g_object_unref);
   ok = rank_ranking_if_get_top_n (iface, &page, req, &call.invalid,
-                                  &call.unavailable, &call.error);
+                                  &call.unavailable, &call.denied, &call.error);
   return page_outcome (cli, ok, &call, page);
 }
 
@@ -274,7 +275,7 @@ cmd_around (Cli *cli)
   page = g_ptr_array_new_with_free_func (g_object_unref);
   ok = rank_ranking_if_get_around (iface, &page, req, &call.invalid,
                                    &call.not_found, &call.unavailable,
-                                   &call.error);
+                                   &call.denied, &call.error);
   return page_outcome (cli, ok, &call, page);
 }
 
@@ -300,7 +301,7 @@ cmd_sample (Cli *cli)
                       "periods_back", cli->periods_back, NULL);
   page = g_ptr_array_new_with_free_func (g_object_unref);
   ok = rank_ranking_if_sample (iface, &page, req, &call.invalid,
-                               &call.unavailable, &call.error);
+                               &call.unavailable, &call.denied, &call.error);
   return page_outcome (cli, ok, &call, page);
 }
 
@@ -326,7 +327,7 @@ cmd_ranks (Cli *cli)
   req->__isset_periods_back = TRUE;
   result = g_ptr_array_new_with_free_func (g_object_unref);
   ok = rank_ranking_if_get_ranks (iface, &result, req, &call.invalid,
-                                  &call.unavailable, &call.error);
+                                  &call.unavailable, &call.denied, &call.error);
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK && cli->json)
     {
@@ -387,7 +388,7 @@ cmd_remove (Cli *cli)
   req = g_object_new (RANK_TYPE_REMOVE_REQUEST, "board", arg (cli, 0), "member",
                       arg (cli, 1), "request_id", rid, NULL);
   ok = rank_ranking_if_remove (iface, &resp, req, &call.invalid,
-                               &call.unavailable, &call.error);
+                               &call.unavailable, &call.denied, &call.error);
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK)
     {
@@ -435,7 +436,7 @@ cmd_count (Cli *cli)
   req = g_object_new (RANK_TYPE_COUNT_REQUEST, "board", arg (cli, 0),
                       "periods_back", cli->periods_back, NULL);
   ok = rank_ranking_if_count (iface, &count, req, &call.invalid,
-                              &call.unavailable, &call.error);
+                              &call.unavailable, &call.denied, &call.error);
   return count_outcome (cli, ok, &call, "count", count);
 }
 
@@ -457,7 +458,8 @@ cmd_count_between (Cli *cli)
                       "min_score", min, "max_score", max, "periods_back",
                       cli->periods_back, NULL);
   ok = rank_ranking_if_count_between (iface, &count, req, &call.invalid,
-                                      &call.unavailable, &call.error);
+                                      &call.unavailable, &call.denied,
+                                      &call.error);
   return count_outcome (cli, ok, &call, "count", count);
 }
 
@@ -478,9 +480,9 @@ cmd_score_at_percentile (Cli *cli)
   req = g_object_new (RANK_TYPE_GET_SCORE_AT_PERCENTILE_REQUEST, "board",
                       arg (cli, 0), "pct", pct, "periods_back",
                       cli->periods_back, NULL);
-  ok = rank_ranking_if_get_score_at_percentile (iface, &score, req,
-                                                &call.invalid, &call.not_found,
-                                                &call.unavailable, &call.error);
+  ok = rank_ranking_if_get_score_at_percentile (
+      iface, &score, req, &call.invalid, &call.not_found, &call.unavailable,
+      &call.denied, &call.error);
   return count_outcome (cli, ok, &call, "score", score);
 }
 
@@ -502,7 +504,7 @@ cmd_percentile (Cli *cli)
                       NULL);
   ok = rank_ranking_if_get_percentile (iface, &pct, req, &call.invalid,
                                        &call.not_found, &call.unavailable,
-                                       &call.error);
+                                       &call.denied, &call.error);
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK)
     {
@@ -540,7 +542,7 @@ cmd_set_data (Cli *cli)
       g_hash_table_insert (req->data, g_strdup (k), g_strdup (v));
     ok = rank_ranking_if_set_member_data (iface, req, &call.invalid,
                                           &call.not_found, &call.unavailable,
-                                          &call.error);
+                                          &call.denied, &call.error);
   }
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK && cli->json)
@@ -579,7 +581,7 @@ cmd_get_data (Cli *cli)
                       NULL);
   ok = rank_ranking_if_get_member_data (iface, &map, req, &call.invalid,
                                         &call.not_found, &call.unavailable,
-                                        &call.error);
+                                        &call.denied, &call.error);
   code = call_outcome (cli, ok, &call);
   if (code == EXIT_OK && cli->json)
     {

@@ -11,6 +11,7 @@ transfer_failed (const GError *error)
     code = error->code == RANK_ERROR_INVALID       ? EXIT_INVALID
            : error->code == RANK_ERROR_NOT_FOUND   ? EXIT_NOT_FOUND
            : error->code == RANK_ERROR_UNAVAILABLE ? EXIT_UNAVAILABLE
+           : error->code == RANK_ERROR_DENIED      ? EXIT_DENIED
                                                    : EXIT_OTHER;
   else if (error->domain == THRIFT_TRANSPORT_ERROR)
     code = EXIT_UNAVAILABLE;

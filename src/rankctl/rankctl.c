@@ -71,6 +71,9 @@ static const char help_text[]
       "  info                          rankd's version, IDL version, "
       "configured boards,\n"
       "                                uptime\n"
+      "  whoami                        this connection's identity, TLS or "
+      "not, and\n"
+      "                                its roles (ROLE:BOARD-PATTERN)\n"
       "  import BOARD FILE             load a CSV or JSON Lines file of "
       "entries (SET at\n"
       "                                their times, by UpdateBatch; a re-run "
@@ -145,6 +148,8 @@ static const char help_text[]
       "  3  unavailable: Unavailable from rankd, or rankd out of reach\n"
       "  4  any other error (TApplicationException, a bad answer, output "
       "failed)\n"
+      "  5  permission denied (PermissionDenied: this identity lacks the "
+      "role)\n"
       "\n"
       "Examples:\n"
       "  rankctl update run_hero alice 120 --mode best\n"
@@ -574,6 +579,7 @@ static const CommandSpec command_specs[] = {
   { "set-data", "BOARD MEMBER [KEY=VALUE]...", 2, G_MAXUINT, 0, cmd_set_data },
   { "get-data", "BOARD MEMBER", 2, 2, TAKES_PERIODS_BACK, cmd_get_data },
   { "info", "", 0, 0, 0, cmd_info },
+  { "whoami", "", 0, 0, 0, cmd_whoami },
   { "import", "BOARD FILE", 2, 2, TAKES_FORMAT | TAKES_MAX_FRAME, cmd_import },
   { "export", "BOARD", 1, 1, TAKES_FORMAT | TAKES_OUTPUT | TAKES_PERIODS_BACK,
     cmd_export },

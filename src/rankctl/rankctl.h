@@ -32,6 +32,7 @@ enum
   EXIT_INVALID = 2,
   EXIT_UNAVAILABLE = 3,
   EXIT_OTHER = 4,
+  EXIT_DENIED = 5,
 };
 
 #define DEFAULT_TIMEOUT_S 10.0
@@ -110,6 +111,7 @@ typedef struct
   rankInvalidArgument *invalid;
   rankNotFound *not_found;
   rankUnavailable *unavailable;
+  rankPermissionDenied *denied;
   GError *error;
 } Call;
 
@@ -162,6 +164,7 @@ int cmd_get_data (Cli *cli);
 
 /* cmd_board.c: the server and board commands */
 int cmd_info (Cli *cli);
+int cmd_whoami (Cli *cli);
 int cmd_boards (Cli *cli);
 int cmd_board_info (Cli *cli);
 int cmd_delete_board (Cli *cli);

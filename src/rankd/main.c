@@ -6,6 +6,7 @@
  * serve. SIGINT/SIGTERM: stop
  * accepting, let calls in flight finish, stop the embedded Redis, exit 0.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <malloc.h>
 #include <signal.h>
@@ -76,6 +77,7 @@ typedef struct
    * run loads them once, before any reload). */
   RankRedisTlsOptions redis_tls_files;
   gboolean redis_tls_on;
+  char **grants; /* --grant NAME=ROLE[,ROLE...] (access.h) */
 } Options;
 
 static void
@@ -103,6 +105,7 @@ options_clear (Options *o)
   g_free (o->protocol);
   g_free (o->redis_cluster);
   g_free (o->metrics_listen);
+  g_strfreev (o->grants);
   rank_address_clear (&o->metrics);
   rank_config_unref (o->boards);
   if (o->nodes != NULL)
@@ -395,6 +398,73 @@ usage_error (GError **error, const char *fmt, ...)
   return FALSE;
 }
 
+/* ---- grants (access.h): --grant, and the warning of an open port ---- */
+
+/* Adds the --grant options to config (just loaded, not yet shared). */
+static gboolean
+add_grant_options (const Options *o, RankConfig *config, GError **error)
+{
+  for (char **g = o->grants; g != NULL && *g != NULL; g++)
+    if (!rank_config_add_grant_option (config, *g, error))
+      return FALSE;
+  return TRUE;
+}
+
+/* Whether host (as --listen gives it) is a loopback address: 127.0.0.0/8,
+ * ::1 or localhost. A name is taken for what it says, not resolved. */
+static gboolean
+loopback_host (const char *host)
+{
+  struct in_addr v4;
+  struct in6_addr v6;
+
+  if (host == NULL)
+    return TRUE; /* a unix socket */
+  if (g_ascii_strcasecmp (host, "localhost") == 0)
+    return TRUE;
+  if (inet_pton (AF_INET, host, &v4) == 1)
+    return (ntohl (v4.s_addr) >> 24) == 127;
+  if (inet_pton (AF_INET6, host, &v6) == 1)
+    return IN6_IS_ADDR_LOOPBACK (&v6);
+  return FALSE;
+}
+
+/* A plain listener beyond loopback with no grant configured: anyone who
+ * reaches it may read and write every board. Said loudly, at start and
+ * after a reload that leaves it so. */
+static void
+warn_if_open (const Options *o, const RankServerConfig *server,
+              const RankConfig *config)
+{
+  /* The viewer's reads are rankd's own calls, which no grant limits. */
+  if (o->metrics_listen != NULL && !loopback_host (o->metrics.host))
+    g_warning ("the HTTP port (--metrics-listen %s) serves the board viewer "
+               "to anyone who reaches it: the names and entries of every "
+               "board, whatever the grants; keep it on loopback or behind "
+               "a proxy that checks who calls",
+               o->metrics_listen);
+  if (rank_grants_configured (rank_config_grants (config)))
+    return;
+  for (guint i = 0; i < server->n_listeners; i++)
+    {
+      const RankListenerConfig *l = &server->listeners[i];
+
+      if (l->tls || loopback_host (l->address.host))
+        continue;
+      g_warning ("rankd listens on %s:%u without TLS and without any grant: "
+                 "ANYONE WHO REACHES THIS PORT CAN READ AND WRITE EVERY "
+                 "BOARD (only admin calls, DeleteBoard, ResetBoard, Export, "
+                 "ListBoards, GetBoardInfo, are refused).",
+                 l->address.host, l->address.port);
+      g_warning ("to fix it: listen on 127.0.0.1 (--listen), or grant roles "
+                 "to whom they belong ([grant NAME] sections in --config, "
+                 "e.g. [grant anonymous] read=*; or --grant "
+                 "NAME=ROLE[,ROLE...]), and serve clients over TLS with "
+                 "client certificates (--tls-listen, see "
+                 "docs/security.md)");
+    }
+}
+
 static gboolean
 parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
                GError **error)
@@ -495,6 +565,12 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
       "Serve HTTP here: /metrics (Prometheus), /healthz and the board "
       "viewer (default: off)",
       "HOST:PORT" },
+    { "grant", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->grants,
+      "Give NAME (a client identity, or anonymous: calls without one) these "
+      "roles on every board (repeatable; added to the config file's "
+      "[grant NAME] sections; any grant turns off the default of read and "
+      "write for everyone)",
+      "NAME=read|write|admin[,...]" },
     { "random-seed", 0, 0, G_OPTION_ARG_INT64, &o->random_seed,
       "Seed of Sample's random draws, for repeatable tests (default: "
       "unpredictable)",
@@ -582,8 +658,8 @@ parse_options (int *argc, char ***argv, Options *o, RankServerConfig *server,
                         o->read_cache_tracked_boards);
   o->boards = o->config != NULL ? rank_config_load (o->config, error)
                                 : rank_config_new ();
-  if (o->boards == NULL || !parse_nodes (o, error)
-      || !parse_redis_tls (o, error))
+  if (o->boards == NULL || !add_grant_options (o, o->boards, error)
+      || !parse_nodes (o, error) || !parse_redis_tls (o, error))
     return FALSE;
   server->redis_cluster = o->redis_cluster != NULL;
   if (o->wait_replicas < 0 || o->wait_replicas > RANK_WAIT_REPLICAS_MAX)
@@ -701,6 +777,8 @@ reload (Options *o, RankServer *server, RankHttp *http, RankRedisTls *tls)
       return;
     }
   boards = rank_config_load (o->config, &error);
+  if (boards != NULL && !add_grant_options (o, boards, &error))
+    g_clear_pointer (&boards, rank_config_unref);
   if (boards == NULL)
     {
       g_warning ("SIGHUP: reload failed, board options unchanged: %s",
@@ -719,7 +797,7 @@ reload (Options *o, RankServer *server, RankHttp *http, RankRedisTls *tls)
   rank_http_set_boards (http, boards);
   rank_config_unref (o->boards);
   o->boards = boards;
-  g_message ("SIGHUP: reloaded board options from %s", o->config);
+  g_message ("SIGHUP: reloaded board options and grants from %s", o->config);
 }
 
 /* Each connection is a descriptor: raise the soft limit to the hard one,
@@ -820,8 +898,12 @@ run (Options *o, RankServerConfig *config)
         config->redis_password ? "; redis AUTH on" : "",
         config->redis_tls ? "; redis TLS on" : "");
   }
+  warn_if_open (o, config, o->boards);
   while (rank_server_accept (server, sfd) == SIGHUP)
-    reload (o, server, http, config->redis_tls);
+    {
+      reload (o, server, http, config->redis_tls);
+      warn_if_open (o, config, o->boards);
+    }
   g_message ("stopped serving; shutting down");
   /* Its requests in progress call the workers: they finish first. */
   g_clear_pointer (&http, rank_http_free);

@@ -70,7 +70,11 @@ LLVMFuzzerInitialize (int *argc, char ***argv)
                            "[board s]\nshards=4\nrank=dense\n"
                            "[board p]\nperiod=daily\n"
                            "timezone=Europe/Paris\nrank=competition\n"
-                           "[board r]\nshards=2\nsubscores=asc,desc\n",
+                           "[board r]\nshards=2\nsubscores=asc,desc\n"
+                           /* Admin on some boards: both the refusals and
+                            * the admin methods are reached. */
+                           "[grant anonymous]\nread=*\nwrite=*\n"
+                           "admin=s;p;r;a*\n",
                            -1, NULL));
   boards = rank_config_load (conf, &error);
   g_assert_no_error (error);
