@@ -12,9 +12,10 @@ SIGHUP reloading grants, rankd_calls_refused_total, the audit line of
 DeleteBoard and ResetBoard, and whoami (GetServerInfo, rankctl whoami).
 
 Usage: test_access.py RANKD STUBS_DIR
-The identity under test comes from CONNECT (below): over a plain listener
-only anonymous calls exist; a TLS run adds a function that makes a client
-holding the certificate of a named identity, and the matrix runs for it.
+The identities under test come from CONNECT (below): anonymous over the
+plain listener, a client certificate's name ("game", its CN) over the TLS
+listener, and the test's own uid ("uid:N") over a unix socket; the matrix
+runs for each, on a rankd serving all three.
 """
 import os
 import re
@@ -22,6 +23,7 @@ import shlex
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -43,6 +45,7 @@ from ranking.ttypes import (  # noqa: E402
     GetTopNRequest, ListBoardsRequest, PermissionDenied, RemoveRequest,
     ResetBoardRequest, SampleRequest, SetMemberDataRequest,
     UpdateBatchRequest, UpdateMode, UpdateRequest)
+import certs  # noqa: E402
 from servers import connect, free_port, start, stop, wait_for  # noqa: E402
 
 # ---- identities: how the test reaches rankd as one ----
@@ -53,8 +56,40 @@ def connect_anonymous(server, identity):
     return connect(server.port)
 
 
+def framed_client(sock):
+    from thrift.protocol import TBinaryProtocol
+    from thrift.transport import TTransport
+    from ranking import Ranking
+    sock.setTimeout(60000)
+    transport = TTransport.TFramedTransport(sock)
+    transport.open()
+    return (Ranking.Client(TBinaryProtocol.TBinaryProtocol(transport)),
+            transport)
+
+
+def connect_certificate(server, identity):
+    """A client on the TLS listener holding identity's certificate (its
+    CN is the identity)."""
+    from thrift.transport import TSSLSocket
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(CERTS["ca"])
+    ctx.load_cert_chain(*CERTS["client_" + identity])
+    return framed_client(TSSLSocket.TSSLSocket(
+        "127.0.0.1", server.tls_port, ssl_context=ctx,
+        server_hostname="127.0.0.1"))
+
+
+def connect_unix(server, identity):
+    """A client on the unix socket: rankd knows it by its uid."""
+    from thrift.transport import TSocket
+    return framed_client(TSocket.TSocket(unix_socket=server.unix_path))
+
+
+UID = f"uid:{os.getuid()}"
 # identity name (the [grant NAME] it is granted by) -> connect function.
-CONNECT = {"anonymous": connect_anonymous}
+CONNECT = {"anonymous": connect_anonymous, "game": connect_certificate,
+           UID: connect_unix}
+CERTS = {}  # tests/certs.py's paths, made by AccessTest.setUpClass
 
 # ---- the methods, by the role they need ----
 
@@ -218,18 +253,29 @@ class Redis:
 
 class Rankd:
     """A rankd on a plain loopback listener with its config file, /metrics
-    on a port of its own, its log kept."""
+    on a port of its own, its log kept; with listeners=True also a TLS
+    listener asking for client certificates (tls_port) and a unix socket
+    (unix_path)."""
 
-    def __init__(self, workdir, redis_port, config, *args):
+    def __init__(self, workdir, redis_port, config, *args, listeners=False):
         self.dir = workdir
         self.conf = os.path.join(workdir, f"rankd-{free_port()}.conf")
         self.write_config(config)
         self.http = free_port()
+        more = []
+        if listeners:
+            self.tls_port = free_port()
+            self.unix_path = os.path.join(workdir, f"rankd-{self.tls_port}.sock")
+            more = ["--listen", "unix:" + self.unix_path,
+                    "--tls-listen", f"127.0.0.1:{self.tls_port}",
+                    "--tls-cert", CERTS["server_cert"],
+                    "--tls-key", CERTS["server_key"],
+                    "--tls-ca", CERTS["ca"]]
         self.proc, self.port = start(
             lambda p: [*WRAPPER, RANKD, "--listen", f"127.0.0.1:{p}",
                        "--redis", f"127.0.0.1:{redis_port}", "--config",
                        self.conf, "--metrics-listen", f"127.0.0.1:{self.http}",
-                       *args], workdir)
+                       *more, *args], workdir)
         self.log_path = os.path.join(workdir, f"log-{self.port}")
 
     def write_config(self, text):
@@ -281,6 +327,7 @@ class AccessTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="rankd-access-")
+        CERTS.update(certs.make(os.path.join(cls.dir, "certs"), ["game"]))
         cls.redis_proc, cls.redis_port = start(
             lambda p: ["redis-server", "--bind", "127.0.0.1", "--port",
                        str(p), "--save", "", "--appendonly", "no"], cls.dir)
@@ -354,7 +401,7 @@ class AccessTest(unittest.TestCase):
     def run_matrix(self, identity):
         """Every case of CASES for identity, over one rankd reloaded between
         them; every method on a board of each family."""
-        server = Rankd(self.dir, self.redis_port, BASE_CONFIG)
+        server = Rankd(self.dir, self.redis_port, BASE_CONFIG, listeners=True)
         try:
             for case, (grants, expect) in CASES.items():
                 with self.subTest(identity=identity, case=case):
@@ -364,6 +411,11 @@ class AccessTest(unittest.TestCase):
                                                   {r: "*" for r in ALL}))
                     client, transport = CONNECT[identity](server, identity)
                     try:
+                        # whoami: who rankd sees on this connection.
+                        info = client.GetServerInfo(GetServerInfoRequest())
+                        self.assertEqual(info.identity, None if identity
+                                         == "anonymous" else identity)
+                        self.assertEqual(info.tls, identity == "game")
                         for name, (role, queued, _) in METHODS.items():
                             for family in BOARDS:
                                 self.check_call(

@@ -874,8 +874,10 @@ class RankctlTlsTest(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="rankctl-tls-")
         cls.certs = certs.make(os.path.join(cls.dir, "certs"), ["ops"])
+        # Export is admin: granted on purpose to the client "ops".
         cls.rankd = TlsRankd(RANKD, cls.dir,
-                             os.path.dirname(cls.certs["ca"]))
+                             os.path.dirname(cls.certs["ca"]),
+                             extra=("--grant", "ops=read,write,admin"))
 
     @classmethod
     def tearDownClass(cls):
