@@ -874,10 +874,12 @@ class RankctlTlsTest(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="rankctl-tls-")
         cls.certs = certs.make(os.path.join(cls.dir, "certs"), ["ops"])
-        # Export is admin: granted on purpose to the client "ops".
+        # Export is admin: granted on purpose to the client "ops"; plain
+        # callers read (once a grant exists, nobody else has a role).
         cls.rankd = TlsRankd(RANKD, cls.dir,
                              os.path.dirname(cls.certs["ca"]),
-                             extra=("--grant", "ops=read,write,admin"))
+                             extra=("--grant", "ops=read,write,admin",
+                                    "--grant", "anonymous=read"))
 
     @classmethod
     def tearDownClass(cls):
