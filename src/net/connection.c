@@ -351,6 +351,8 @@ tls_receive (Conn *c)
         {
         case RANK_TLS_OK:
           rank_request_reader_commit (c->reader, got);
+          if (rank_tls_drained (c->tls))
+            return RANK_IO_OK; /* the next bytes raise an event */
           break;
         case RANK_TLS_WANT_READ:
           return RANK_IO_OK;
@@ -936,6 +938,11 @@ rank_worker_sweep (gpointer data)
       /* Calls in flight wait for Redis, which --redis-timeout bounds. */
       if (c->in_flight > 0 || c->fd < 0)
         continue;
+      /* An idle TLS connection gives its session's buffers back (about
+       * 35 KB; a busy one keeps them). */
+      if (c->tls != NULL && !c->handshaking && c->requests.length == 0
+          && now - c->last_progress >= G_USEC_PER_SEC)
+        rank_tls_trim (c->tls);
       /* A request must arrive whole within RANK_REQUEST_READ_TIMEOUT_MS of
        * its first byte; otherwise neither bytes in nor replies out for
        * --idle-timeout (a client that reads nothing it asked for too). */

@@ -28,6 +28,7 @@ struct _RankTlsSession
 {
   SSL *ssl;
   gboolean server;
+  gboolean short_read; /* the last recv got less than it asked for */
 };
 
 /* Where small writes are gathered into one record: one a thread (OpenSSL
@@ -98,9 +99,11 @@ context_new (const RankTlsFiles *files, gboolean server, GError **error)
    * moves as replies complete). */
   SSL_CTX_set_options (ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION
                                 | SSL_OP_CIPHER_SERVER_PREFERENCE);
+  /* Buffers are kept while a session is busy (releasing them after each
+   * record cost a pair of 17 KB allocations a call); rank_tls_trim hands
+   * an idle one's back. */
   SSL_CTX_set_mode (ctx, SSL_MODE_ENABLE_PARTIAL_WRITE
-                             | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER
-                             | SSL_MODE_RELEASE_BUFFERS);
+                             | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   /* One recv takes every record the socket has (a pipeline's requests),
    * not a header and then a body per record. */
   SSL_CTX_set_read_ahead (ctx, 1);
@@ -226,6 +229,21 @@ rank_tls_context_unref (RankTlsContext *ctx)
     g_atomic_rc_box_release_full (ctx, context_clear);
 }
 
+/* Watches the socket BIO's reads: one that got less than it asked for
+ * drained the socket (rank_tls_drained). */
+static long
+watch_reads (BIO *bio, int op, const char *argp, size_t len, int argi,
+             long argl, int ret, size_t *processed)
+{
+  if (op == (BIO_CB_READ | BIO_CB_RETURN))
+    {
+      RankTlsSession *session = (RankTlsSession *) BIO_get_callback_arg (bio);
+
+      session->short_read = ret > 0 && processed != NULL && *processed < len;
+    }
+  return ret;
+}
+
 RankTlsSession *
 rank_tls_session_new (RankTlsContext *ctx, int fd, const char *server_name)
 {
@@ -235,6 +253,8 @@ rank_tls_session_new (RankTlsContext *ctx, int fd, const char *server_name)
   self->ssl = SSL_new (ctx->ctx);
   if (self->ssl == NULL || SSL_set_fd (self->ssl, fd) != 1)
     g_error ("SSL_new failed: out of memory");
+  BIO_set_callback_ex (SSL_get_rbio (self->ssl), watch_reads);
+  BIO_set_callback_arg (SSL_get_rbio (self->ssl), (char *) self);
   if (ctx->server)
     SSL_set_accept_state (self->ssl);
   else
@@ -332,8 +352,9 @@ rank_tls_read (RankTlsSession *session, void *buf, gsize len, gsize *got,
   size_t n = 0;
   int ret;
 
+  /* The error queue is empty here: every failure empties it (see
+   * status_of), as SSL_get_error needs. */
   *got = 0;
-  ERR_clear_error ();
   errno = 0;
   ret = SSL_read_ex (session->ssl, buf, len, &n);
   if (ret == 1)
@@ -342,6 +363,19 @@ rank_tls_read (RankTlsSession *session, void *buf, gsize len, gsize *got,
       return RANK_TLS_OK;
     }
   return status_of (session, ret, "TLS read failed", error);
+}
+
+gboolean
+rank_tls_drained (RankTlsSession *session)
+{
+  return session->short_read && !SSL_has_pending (session->ssl);
+}
+
+void
+rank_tls_trim (RankTlsSession *session)
+{
+  /* Fails, harmlessly, while bytes are buffered. */
+  (void) SSL_free_buffers (session->ssl);
 }
 
 gboolean
@@ -359,7 +393,6 @@ write_some (RankTlsSession *session, const void *buf, gsize len, gsize *done,
   size_t n = 0;
   int ret;
 
-  ERR_clear_error ();
   errno = 0;
   ret = SSL_write_ex (session->ssl, buf, len, &n);
   *done = n;

@@ -90,6 +90,15 @@ RankTlsStatus rank_tls_read (RankTlsSession *session, void *buf, gsize len,
                              gsize *got, GError **error);
 gboolean rank_tls_pending (RankTlsSession *session);
 
+/* After a read: nothing is left in the session and the socket gave less
+ * than was asked, so it has nothing more either; an edge-triggered watch
+ * tells when more comes (saves the read that would say WANT_READ). */
+gboolean rank_tls_drained (RankTlsSession *session);
+
+/* Frees the session's buffers if they hold nothing (an idle connection;
+ * they come back with its next bytes). */
+void rank_tls_trim (RankTlsSession *session);
+
 /* Writes from the n buffers in order, as much as the socket takes:
  * RANK_TLS_OK with *wrote bytes (maybe fewer than all), or WANT_WRITE /
  * WANT_READ with *wrote so far. A write that stopped on WANT_* must be
