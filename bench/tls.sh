@@ -1,7 +1,7 @@
 #!/bin/bash
 # tls.sh -- what TLS costs: rankd's own CPU per call and Redis's, with TLS
-# on the Thrift port and on the links to Redis, against plain, one
-# operation at a time, alternating within each round.
+# on the Thrift port and on the links to Redis, against plain, for each
+# operation in turn, alternating within each round.
 #
 # One redis-server serves a plain port and a TLS port (certificates from
 # tests/certs.py, client certificates required on both sides). Two rankds
@@ -10,15 +10,16 @@
 #   tls        rank-bench -> rankd (TLS listener, mutual TLS, the same
 #              rankd as plain)                       -> Redis, plain
 #   redis-tls  rank-bench -> rankd (plain listener)  -> Redis over TLS
-# Each round runs OP through the three in turn, pipelined (4 connections x
-# 16) and blocking (64 connections, one call each), and prints ops/s and
+# Each round runs each of OPS through the three in turn, pipelined (4
+# connections x 16) and blocking (64 connections, one call each); then
+# the medians of the rounds: ops/s and
 # the CPU time per call of Redis, the rankd measured and the load
 # generator. rank-bench keeps its connections for the whole run, so the
 # handshakes are not in the figures; connect/handshake cost is in the
 # crowd and hostile tests, not here.
 #
 # Usage: bash bench/tls.sh   (after building into build/ or BUILD=...)
-# Environment: BUILD=build OP=rank (rank, top or update) MEMBERS=200000
+# Environment: BUILD=build OPS="update rank top" MEMBERS=200000
 #              ROUNDS=3 DURATION=5 WARMUP=1 OUT=bench/results/tls-<date>
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,7 +27,7 @@ root=$(cd "$here/.." && pwd)
 build=${BUILD:-$root/build}
 bench=$build/bench/rank-bench
 rankd=$build/rankd
-op=${OP:-rank}
+ops=${OPS:-update rank top}
 members=${MEMBERS:-200000}
 rounds=${ROUNDS:-3}
 duration=${DURATION:-5}
@@ -79,12 +80,13 @@ wait_port "$redis_tls_rankd_port" "$pid_b" || { echo "rankd (Redis over TLS) did
 tls_args=(--tls --tls-ca "$c/ca.pem" --tls-cert "$c/client-bench.pem"
   --tls-key "$c/client-bench.key")
 
-bench_meta "OP=$op MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup bench/tls.sh" \
+bench_meta "OPS=\"$ops\" MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup bench/tls.sh" \
   | tee "$out/meta.txt"
 "$bench" --port "$plain_port" --members "$members" --preload-only -c 16 >/dev/null 2>&1
 
 for round in $(seq 1 "$rounds"); do
   echo "== round $round"
+  for op in $ops; do
   for shape in pipelined blocking; do
     if [ "$shape" = pipelined ]; then load=(-c 4 --pipeline 16); else load=(-c 64 --pipeline 1); fi
     for target in plain tls redis-tls; do
@@ -95,33 +97,36 @@ for round in $(seq 1 "$rounds"); do
       esac
       "$bench" "${args[@]}" --members "$members" --mix "$op=1" "${load[@]}" \
         -d "$duration" -w "$warmup" --json --cpu "redis=$redis_pid,rankd=$pid" \
-        >"$out/r$round-$shape-$target.json"
+        >"$out/r$round-$op-$shape-$target.json"
     done
+  done
   done
 done
 
-python3 - "$out" "$op" <<'EOF' | tee "$out/summary.md"
+python3 - "$out" $ops <<'EOF' | tee "$out/summary.md"
 import glob, json, os, statistics, sys
 
-out, op = sys.argv[1], sys.argv[2]
+out, ops = sys.argv[1], sys.argv[2:]
 rows = {}
 for path in sorted(glob.glob(os.path.join(out, "r*-*.json"))):
-    _, shape, target = os.path.basename(path)[:-5].split("-", 2)
+    _, op, shape, target = os.path.basename(path)[:-5].split("-", 3)
     d = json.load(open(path))
     cpu = d.get("cpu_us_per_op", {})
-    rows.setdefault((shape, target), []).append(
+    rows.setdefault((op, shape, target), []).append(
         (d["ops"][op]["ops_per_sec"], cpu["redis"], cpu["rankd"], cpu["client"]))
 med = lambda runs, i: statistics.median(r[i] for r in runs)
-print(f"| {op} | ops/s | Redis µs/call | ratio | rankd µs/call | ratio | client µs/call |")
+print("| call | ops/s | Redis µs/call | ratio | rankd µs/call | ratio | client µs/call |")
 print("|---|---:|---:|---:|---:|---:|---:|")
-for shape in ("pipelined", "blocking"):
-    base = rows.get((shape, "plain"))
-    for target in ("plain", "tls", "redis-tls"):
-        runs = rows.get((shape, target))
-        if not runs:
-            continue
-        print(f"| {shape}, {target} | {med(runs, 0):,.0f} | {med(runs, 1):.2f} "
-              f"| {med(runs, 1) / med(base, 1):.2f}x | {med(runs, 2):.2f} "
-              f"| {med(runs, 2) / med(base, 2):.2f}x | {med(runs, 3):.2f} |")
+for op in ops:
+    for shape in ("pipelined", "blocking"):
+        base = rows.get((op, shape, "plain"))
+        for target in ("plain", "tls", "redis-tls"):
+            runs = rows.get((op, shape, target))
+            if not runs:
+                continue
+            print(f"| {op}, {shape}, {target} | {med(runs, 0):,.0f} "
+                  f"| {med(runs, 1):.2f} | {med(runs, 1) / med(base, 1):.2f}x "
+                  f"| {med(runs, 2):.2f} | {med(runs, 2) / med(base, 2):.2f}x "
+                  f"| {med(runs, 3):.2f} |")
 EOF
 echo "results in $out"
