@@ -41,6 +41,9 @@
 #              BENCH_ARGS: more rank-bench options, for the warm-up and
 #              the counted operations (--without-rank: Update and
 #              UpdateBatch with with_rank=false)
+#              TLS=1: rank-bench reaches rankd over TLS with a client
+#              certificate (rankd's --tls-listen; certificates from
+#              tests/certs.py): with COUNT=rankd, what TLS costs rankd
 #              COUNT=rankd: count rankd's instructions instead (rankd under
 #              callgrind, redis-server as it is): rankd's own cost per
 #              operation, all its threads
@@ -156,8 +159,17 @@ if [ "$op" = enqueue ] && [ -z "${RANKD_CONFIG:-}" ]; then
   printf '[defaults]\nqueue = on\nqueue_max_backlog = 50000000\n' >"$work/rankd.conf"
   RANKD_CONFIG=$work/rankd.conf
 fi
+rankd_tls=() bench_tls=()
+load_port=$rankd_port
+if [ "${TLS:-0}" = 1 ]; then
+  make_tls_certs "$work/certs"
+  free_port "tls_port"
+  rankd_tls+=(--tls-listen "127.0.0.1:$tls_port")
+  bench_tls=(--tls "${bench_tls[@]}")
+  load_port=$tls_port
+fi
 counted rankd "$rankd" --listen "127.0.0.1:$rankd_port" --redis "127.0.0.1:$redis_port" \
-  --io-threads "$io_threads" --dedup-window "$dedup_window" \
+  --io-threads "$io_threads" --dedup-window "$dedup_window" "${rankd_tls[@]}" \
   --redis-timeout 120 ${RANKD_CONFIG:+--config "$RANKD_CONFIG"} >"$work/rankd.log" 2>&1 &
 rankd_pid=$!
 pids+=("$rankd_pid")
@@ -165,7 +177,7 @@ wait_port "$rankd_port" "$rankd_pid" || { echo "rankd did not start" >&2; exit 1
 if [ "$count" = rankd ]; then counted_pid=$rankd_pid; else counted_pid=$redis_pid; fi
 
 load() { # mix requests
-  "$bench" -p "$rankd_port" --members "$members" --mix "$1" -n "$2" \
+  "$bench" -p "$load_port" "${bench_tls[@]}" --members "$members" --mix "$1" -n "$2" \
     -w 0 -c "$pconns" --pipeline "$depth" --seed "$3" --batch "$batch" \
     ${BENCH_ARGS:-} >/dev/null
   if [ "$op" = enqueue ]; then
