@@ -17,18 +17,12 @@
 # one Lua VM in one redis-server, so the garbage collection of one build's
 # runs would walk the other's data too); redis-rank then runs on B's.
 #
-# TLS=1 gives rankd B a TLS listener too (--tls-listen, certificates made
-# by tests/certs.py, a client certificate required) and measures B through
-# it: with RANKD_A=$BUILD/rankd, the cost of TLS against plain TCP, the same
-# build on both rows. EXTRA_B: more options for rankd B (a --config that
-# grants the client "bench" its roles).
-#
 # Usage: RANKD_A=<old build>/rankd bench/ab.sh    (after building into build/)
 # Environment: BUILD=build RANKD_A (required) RANKD_B=$BUILD/rankd OP=rank
 #              (rank, top or update) MEMBERS=1000000 ROUNDS=3 DURATION=10
 #              WARMUP=2 CONNECTIONS=4 PIPELINE=16 RATE=0 (calls/s in all,
 #              rank-bench --rate; 0: as fast as answered) PEER=redis-rank
-#              OUT=bench/results/ab-<date> APART=0 TLS=0 EXTRA_B=
+#              OUT=bench/results/ab-<date> APART=0
 # For example, updates one a script call at 1,000/s (bench/README.md of 4968f11, "update.lua
 # as a function"): OP=update MEMBERS=200000 CONNECTIONS=2 PIPELINE=1
 # RATE=1000 DURATION=5 WARMUP=1 PEER=none
@@ -49,8 +43,6 @@ depth=${PIPELINE:-16}
 rate=${RATE:-0}
 peer=${PEER:-redis-rank}
 apart=${APART:-0}
-tls=${TLS:-0}
-read -r -a extra_b <<<"${EXTRA_B:-}"
 out=${OUT:-$here/results/ab-$(date -u +%Y%m%dT%H%M%SZ)}
 work=$(mktemp -d)
 mkdir -p "$out"
@@ -71,15 +63,13 @@ start_redis() { # -> port in $redis_port, pid in $redis_pid
   wait_port "$redis_port" "$redis_pid" || { echo "redis-server did not start" >&2; exit 1; }
 }
 
-start_rankd() { # binary name [extra args...] -> port in $port, pid in $pid
-  local binary=$1 name=$2
-  shift 2
+start_rankd() { # binary name -> port in $port, pid in $pid
   free_port "port"
-  "$binary" --listen "127.0.0.1:$port" --redis "127.0.0.1:$redis_port" "$@" \
-    >"$work/$name.log" 2>&1 &
+  "$1" --listen "127.0.0.1:$port" --redis "127.0.0.1:$redis_port" \
+    >"$work/$2.log" 2>&1 &
   pid=$!
   pids+=("$pid")
-  wait_port "$port" "$pid" || { echo "rankd $name did not start: $(tail -n 3 "$work/$name.log")" >&2; exit 1; }
+  wait_port "$port" "$pid" || { echo "rankd $2 did not start" >&2; exit 1; }
 }
 
 start_redis
@@ -90,21 +80,10 @@ if [ "$apart" = 1 ]; then
   start_redis
 fi
 redis_pid_b=$redis_pid
-bench_b=()
-if [ "$tls" = 1 ]; then
-  make_tls_certs "$work/certs"
-  free_port "tls_port"
-  extra_b+=(--tls-listen "127.0.0.1:$tls_port" "${rankd_tls[@]}")
-fi
-start_rankd "$rankd_b" b "${extra_b[@]}"
+start_rankd "$rankd_b" b
 port_b=$port pid_b=$pid
-measure_b=$port_b
-if [ "$tls" = 1 ]; then
-  wait_port "$tls_port" "$pid_b" || { echo "rankd b: no TLS listener" >&2; exit 1; }
-  measure_b=$tls_port bench_b=("${bench_tls[@]}")
-fi
 
-bench_meta "RANKD_A=$rankd_a RANKD_B=$rankd_b OP=$op MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup CONNECTIONS=$conns PIPELINE=$depth RATE=$rate PEER=$peer APART=$apart TLS=$tls EXTRA_B=${EXTRA_B:-} bench/ab.sh" \
+bench_meta "RANKD_A=$rankd_a RANKD_B=$rankd_b OP=$op MEMBERS=$members ROUNDS=$rounds DURATION=$duration WARMUP=$warmup CONNECTIONS=$conns PIPELINE=$depth RATE=$rate PEER=$peer APART=$apart bench/ab.sh" \
   | tee "$out/meta.txt"
 "$bench" --port "$port_b" --members "$members" --preload-only -c 16 >/dev/null 2>&1
 if [ "$apart" = 1 ]; then
@@ -118,14 +97,12 @@ fi
 for round in $(seq 1 "$rounds"); do
   echo "== round $round"
   for ab in a b; do
-    tls_args=()
     if [ "$ab" = a ]; then
       port=$port_a pid=$pid_a redis_pid=$redis_pid_a
     else
-      port=$measure_b pid=$pid_b redis_pid=$redis_pid_b
-      tls_args=("${bench_b[@]}")
+      port=$port_b pid=$pid_b redis_pid=$redis_pid_b
     fi
-    "$bench" --port "$port" "${tls_args[@]}" --members "$members" --mix "$op=1" -c "$conns" \
+    "$bench" --port "$port" --members "$members" --mix "$op=1" -c "$conns" \
       --pipeline "$depth" --rate "$rate" -d "$duration" -w "$warmup" \
       --json --cpu "redis=$redis_pid,rankd=$pid" \
       >"$out/r$round-$ab.json"

@@ -490,6 +490,9 @@ class AccessTest(unittest.TestCase):
                         capture_output=True, text=True)
                     self.assertEqual(out.returncode, 0, out.stderr)
                     self.assertIn(f'"repeated":{repeated}', out.stdout)
+                    # ... and says so, once.
+                    self.assertEqual(out.stderr.count(
+                        "no admin role on board 'imported'"), 1, out.stderr)
                 self.assertEqual(client.Count(CountRequest(board="imported")),
                                  5)
         finally:
