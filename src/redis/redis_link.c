@@ -696,8 +696,10 @@ feed (RankRedisLink *link, gsize n)
   return TRUE;
 }
 
-/* read_input through the TLS session: until it wants more from the
- * socket, as a read takes one record at a time. */
+/* read_input through the TLS session: a read takes one record at a time,
+ * so until the session has nothing left and the socket gave less than
+ * asked (rank_tls_drained: the next bytes raise an event, as a short recv
+ * says in plain), or it wants more from the socket. */
 static void
 read_tls (RankRedisLink *link)
 {
@@ -711,7 +713,7 @@ read_tls (RankRedisLink *link)
                              &error))
         {
         case RANK_TLS_OK:
-          if (!feed (link, got))
+          if (!feed (link, got) || rank_tls_drained (link->session))
             return;
           continue;
         case RANK_TLS_WANT_READ:
