@@ -25,8 +25,9 @@
  * held to a request's clock (RANK_REQUEST_READ_TIMEOUT_MS from the accept,
  * the sweep's stall rule), and is then served like any other, its bytes in
  * and out going through its session. A session's read returns one record
- * at most: it reads until the session wants the socket (WANT_READ), so
- * that the edge-triggered watch is armed again; a read or write that
+ * at most: it reads until the session wants the socket (WANT_READ) or is
+ * drained (nothing left in it, and the socket gave less than asked: the
+ * edge-triggered watch fires for the next bytes); a read or write that
  * needs the other direction waits for that event. Failed handshakes are
  * counted by reason (metrics.h) and logged at most once a second.
  *
