@@ -24,6 +24,11 @@
  * neighbours faster than scattered scores. Exported, imported into an
  * empty board and exported again, a board gives the same bytes.
  *
+ * Both run in bounded memory whatever the board's or the file's size:
+ * what they put in order goes through an external sort (spill.h) of
+ * `memory` bytes (RANK_TRANSFER_SORT_MEMORY by default), which writes runs
+ * to temporary files beyond that.
+ *
  * Formats (one header line in CSV; none in JSON Lines):
  *   csv    member,score,timestamp_ms,subscores,data
  *          member and data always quoted ("" inside), subscores as 1;2;3,
@@ -56,6 +61,9 @@ typedef enum
  * calls in flight on each connection then. */
 #define RANK_TRANSFER_GROUP 250
 #define RANK_TRANSFER_GROUPS_IN_FLIGHT 16
+
+/* The external sort's memory, by default (rankctl --sort-memory). */
+#define RANK_TRANSFER_SORT_MEMORY (256 * 1024 * 1024)
 
 typedef struct
 {
@@ -113,20 +121,24 @@ typedef struct
 typedef void (*RankImportProgress) (const RankImportStats *stats,
                                     gpointer data);
 
-/* Import: every record of the file at path into board. Refused records are
- * printed on stderr with their line and counted; a record that meets
- * Unavailable is sent again (same request id) up to 5 times. FALSE on a
- * malformed file (nothing sent), or when rankd stays out of reach. */
+/* Import: every record of the file at path into board, sorted within
+ * memory bytes. Refused records are printed on stderr with their line and
+ * counted; a record that meets Unavailable is sent again (same request id)
+ * up to 5 times. FALSE on a malformed file (nothing sent), or when rankd
+ * stays out of reach. */
 gboolean rank_transfer_import (RankClient *client, const char *board,
                                const char *path, RankTransferFormat format,
-                               guint32 max_frame, RankImportProgress progress,
+                               guint32 max_frame, gsize memory,
+                               RankImportProgress progress,
                                gpointer progress_data, RankImportStats *stats,
                                GError **error);
 
 /* ---- export ---- */
 
-/* Entries per Export call. */
-#define RANK_TRANSFER_EXPORT_PAGE 1000
+/* Entries per Export call: a page of 1000 took Redis 12-14 ms (one
+ * script reading each member's entry and data), over the 10 ms that any
+ * one command should take on a big board (bench/bigboard.sh). */
+#define RANK_TRANSFER_EXPORT_PAGE 500
 
 /* entries: member -> RankTransferEntry (the key is the entry's member).
  * Keeps e, or the entry already there if that one has the later time (a
@@ -152,11 +164,13 @@ typedef void (*RankExportProgress) (const RankExportStats *stats,
                                     gpointer data);
 
 /* Export: every entry of board (periods_back periods before the current
- * one), page after page while the board keeps taking updates, written to
- * out in format once the last page is in. */
+ * one), page after page while the board keeps taking updates, sorted
+ * within memory bytes, written to out in format once the last page is
+ * in. */
 gboolean rank_transfer_export (RankClient *client, const char *board,
                                gint32 periods_back, RankTransferFormat format,
-                               FILE *out, RankExportProgress progress,
+                               gsize memory, FILE *out,
+                               RankExportProgress progress,
                                gpointer progress_data, RankExportStats *stats,
                                GError **error);
 

@@ -121,78 +121,60 @@ rank_import_record_size (gsize board_len, const RankTransferEntry *e)
   return n;
 }
 
-/* Whether every record fits in a call of its own within max_frame (rankd's
- * --max-frame): one that does not would have rankd close the connection,
- * which reads as rankd gone, the import as one to retry. The error names
- * the first one's line; nothing is sent then. */
-gboolean
-rank_import_records_fit (const char *board, GPtrArray *entries, GArray *lines,
-                         guint32 max_frame, GError **error)
+RankImportRecord *
+rank_import_record_unpack (const guint8 *p)
 {
-  gsize board_len = strlen (board);
+  RankImportRecord *r
+      = g_malloc0 (sizeof *r + rank_transfer_packed_member_len (p) + 1);
 
-  for (guint k = 0; k < entries->len; k++)
-    {
-      gsize size = rank_import_record_size (board_len, entries->pdata[k]);
-
-      if (RANK_IMPORT_CALL_OVERHEAD + size > max_frame)
-        {
-          g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
-                       "line %u: the record takes %" G_GSIZE_FORMAT
-                       " bytes in an UpdateBatch call, over rankd's "
-                       "--max-frame of %u bytes (give import rankd's "
-                       "--max-frame if it is larger)",
-                       g_array_index (lines, guint, k),
-                       RANK_IMPORT_CALL_OVERHEAD + size, max_frame);
-          return FALSE;
-        }
-    }
-  return TRUE;
+  rank_transfer_entry_unpack (p, &r->entry, r->member, &r->number, &r->line);
+  return r;
 }
 
-/* How many of the records listed in todo from next on go in the next call:
- * up to most, as many as fit in max_frame (one at least). */
-guint
-rank_import_records_that_fit (const char *board, GPtrArray *entries,
-                              GArray *todo, guint next, guint most,
-                              guint32 max_frame)
+void
+rank_import_record_free (gpointer p)
 {
-  gsize board_len = strlen (board), bytes = RANK_IMPORT_CALL_OVERHEAD;
-  guint take = 0;
+  RankImportRecord *r = p;
 
-  for (; take < most && next + take < todo->len; take++)
-    {
-      bytes += rank_import_record_size (
-          board_len, entries->pdata[g_array_index (todo, guint, next + take)]);
-      if (take > 0 && bytes > max_frame)
-        break;
-    }
-  return take;
+  if (r == NULL)
+    return;               /* moved to another call */
+  r->entry.member = NULL; /* r->member, in r */
+  rank_transfer_entry_clear (&r->entry);
+  g_free (r);
 }
 
-/* Records go in score order, not where they lie in memory: each one's
- * pointer, entry and member would miss the caches in turn, one after the
- * other (perf: most of rankctl's encoding time). While record i is
- * written, those of the records a few places on are fetched, each from
- * what the step before fetched. In the loop itself: GCC finds a helper
- * holding only prefetches free of side effects, and drops its calls. */
-#define PREFETCH_POINTER 12
-#define PREFETCH_ENTRY 8
-#define PREFETCH_MEMBER 4
+RankImportCall *
+rank_import_call_new (gboolean group)
+{
+  RankImportCall *call = g_new0 (RankImportCall, 1);
 
-/* Sends the records of flight as one UpdateBatch (corked by the caller):
+  call->records = g_ptr_array_new_with_free_func (rank_import_record_free);
+  call->group = group;
+  return call;
+}
+
+void
+rank_import_call_free (gpointer p)
+{
+  RankImportCall *call = p;
+
+  if (call == NULL)
+    return;
+  g_ptr_array_unref (call->records);
+  g_free (call);
+}
+
+/* Sends the records of call as one UpdateBatch (corked by the caller):
  * without ranks (an import counts what applied; a rank would cost Redis a
- * lookup each); a group recorded as a whole, named by its first record
- * (each record is in one group). */
+ * lookup each); a group recorded as a whole, named by its first record. */
 gboolean
-rank_import_send_flight (RankClient *client, const char *board,
-                         GPtrArray *entries, const char *digest,
-                         const RankImportFlight *f, GError **error)
+rank_import_send_call (RankClient *client, const char *board,
+                       const char *digest, const RankImportCall *call,
+                       GError **error)
 {
   ThriftProtocol *out
       = RANK_RANKING_CLIENT (rank_client_iface (client))->output_protocol;
-  const guint *at = (const guint *) (gpointer) f->index->data;
-  guint n = f->index->len;
+  guint n = call->records->len;
   g_autofree char *group_id = NULL;
   gboolean ok
       = thrift_protocol_write_message_begin (out, "UpdateBatch", T_CALL, 0,
@@ -205,22 +187,14 @@ rank_import_send_flight (RankClient *client, const char *board,
 
   for (guint i = 0; ok && i < n; i++)
     {
-      guint k = at[i];
+      const RankImportRecord *r = call->records->pdata[i];
 
-      if (i + PREFETCH_POINTER < n)
-        __builtin_prefetch (&entries->pdata[at[i + PREFETCH_POINTER]]);
-      if (i + PREFETCH_ENTRY < n)
-        __builtin_prefetch (entries->pdata[at[i + PREFETCH_ENTRY]]);
-      if (i + PREFETCH_MEMBER < n)
-        __builtin_prefetch (((const RankTransferEntry *)
-                                 entries->pdata[at[i + PREFETCH_MEMBER]])
-                                ->member);
-      ok = write_update (out, board, entries->pdata[k], digest, k + 1, error);
+      ok = write_update (out, board, &r->entry, digest, r->number, error);
     }
-  if (f->group >= 0)
-    group_id = g_strdup_printf ("import:%.16s:group:%u+%u", digest,
-                                g_array_index (f->index, guint, 0) + 1,
-                                f->index->len);
+  if (call->group)
+    group_id = g_strdup_printf (
+        "import:%.16s:group:%" G_GUINT64_FORMAT "+%u", digest,
+        ((const RankImportRecord *) call->records->pdata[0])->number, n);
   return ok
          && rank_codec_write_update_batch_end (out, TRUE, FALSE, group_id,
                                                error)
@@ -413,44 +387,61 @@ read_reply (RankClient *client, GArray *answers, GError **error)
  * another one of it was refused (src/methods/update_batch.c). */
 #define HELD "of the same batch was refused, and a batch with a request_id"
 
-/* Reads flight's answer: counts applied, repeated and refused records
- * (printed with their line); the Unavailable ones go to retry (a group's:
- * the group, once); a group's records held back by another's refusal to
- * held. */
+/* Moves record i of from to the call *to (made, of kind group, when
+ * NULL), leaving NULL in its place. */
+static void
+move_record (RankImportCall *from, guint i, RankImportCall **to, gboolean group)
+{
+  if (*to == NULL)
+    *to = rank_import_call_new (group);
+  g_ptr_array_add ((*to)->records, from->records->pdata[i]);
+  from->records->pdata[i] = NULL;
+}
+
 gboolean
-rank_import_recv_flight (RankClient *client, GPtrArray *entries, GArray *lines,
-                         const RankImportFlight *f, GArray *retry, GArray *held,
-                         RankImportStats *stats, GError **error)
+rank_import_recv_call (RankClient *client, RankImportCall *call,
+                       RankImportCall **retry, RankImportCall **held,
+                       RankImportStats *stats, GError **error)
 {
   g_autoptr (GArray) answers = g_array_new (FALSE, TRUE, sizeof (Answer));
+  gboolean unavailable = FALSE, any_held = FALSE;
 
+  *retry = *held = NULL;
   g_array_set_clear_func (answers, answer_clear);
   if (!read_reply (client, answers, error))
     return FALSE;
-  if (answers->len != f->index->len)
+  if (answers->len != call->records->len)
     {
       g_set_error (error, RANK_ERROR, RANK_ERROR_INTERNAL,
                    "UpdateBatch answered %u results for %u requests",
-                   answers->len, f->index->len);
+                   answers->len, call->records->len);
       return FALSE;
     }
-  for (guint i = 0; i < f->index->len; i++)
+  for (guint i = 0; call->group && i < answers->len; i++)
+    {
+      const Answer *a = &g_array_index (answers, Answer, i);
+
+      any_held |= a->kind == ANSWER_INVALID && a->message != NULL
+                  && strstr (a->message, HELD) != NULL;
+    }
+  for (guint i = 0; i < call->records->len; i++)
     {
       const Answer *a = &g_array_index (answers, Answer, i);
       const char *message = a->message != NULL ? a->message : "";
-      guint k = g_array_index (f->index, guint, i);
+      const RankImportRecord *r = call->records->pdata[i];
 
       if (a->kind == ANSWER_APPLIED)
         stats->applied++;
       else if (a->kind == ANSWER_REPEATED)
         stats->repeated++;
-      else if (a->kind == ANSWER_INVALID && f->group >= 0
+      else if (a->kind == ANSWER_INVALID && call->group
                && strstr (message, HELD) != NULL)
-        /* Not applied with its group, for another record's refusal. */
-        g_array_append_val (held, k);
+        /* Not applied with its group, for another record's refusal: the
+         * others go again, as a group of their own (the same one on every
+         * run of the file). */
+        move_record (call, i, held, TRUE);
       else if (a->kind == ANSWER_INVALID)
         {
-          const RankTransferEntry *e = entries->pdata[k];
           const char *own = g_str_has_prefix (message, "requests[")
                                 ? strstr (message, "]: ")
                                 : NULL;
@@ -458,20 +449,21 @@ rank_import_recv_flight (RankClient *client, GPtrArray *entries, GArray *lines,
           /* The item's place in the call means nothing here: its line
            * does. */
           stats->refused++;
-          fprintf (stderr, "rankctl: line %u (member '%s'): %s\n",
-                   g_array_index (lines, guint, k), e->member,
-                   own != NULL ? own + 3 : message);
+          fprintf (stderr,
+                   "rankctl: line %" G_GUINT64_FORMAT " (member '%s'): %s\n",
+                   r->line, r->entry.member, own != NULL ? own + 3 : message);
         }
-      else if (f->group < 0)
-        g_array_append_val (retry, k);
-      else if (retry->len == 0
-               || g_array_index (retry, guint, retry->len - 1)
-                      != (guint) f->group)
-        {
-          guint g = (guint) f->group;
-
-          g_array_append_val (retry, g);
-        }
+      else if (!call->group)
+        move_record (call, i, retry, FALSE);
+      else if (any_held)
+        /* (Not expected: a group is refused or unavailable whole.) */
+        move_record (call, i, held, TRUE);
+      else
+        unavailable = TRUE;
     }
+  /* A group meets Unavailable whole (one script call): it goes again as
+   * it was, under the same request id. */
+  if (unavailable)
+    *retry = call;
   return TRUE;
 }

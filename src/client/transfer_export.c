@@ -8,6 +8,7 @@
 
 #include "api.h"
 #include "error.h"
+#include "spill.h"
 
 /* ---- export ---- */
 
@@ -80,16 +81,92 @@ rank_transfer_write (GString *out, RankTransferFormat format,
     rank_transfer_format_entry (out, format, sorted->pdata[i]);
 }
 
+/* Writes what out has gathered; FALSE (error set) if it cannot. */
+static gboolean
+write_out (FILE *f, GString *out, GError **error)
+{
+  if (out->len > 0 && fwrite (out->str, 1, out->len, f) != out->len)
+    {
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
+                   "cannot write the export: %s", g_strerror (errno));
+      return FALSE;
+    }
+  g_string_truncate (out, 0);
+  return TRUE;
+}
+
+/* The entries of spill (finished: by member, then the order read), each
+ * member's latest (rank_transfer_keep_latest's rule), written to f in
+ * format. */
+static gboolean
+write_sorted (RankSpill *spill, RankTransferFormat format, FILE *f,
+              RankExportStats *stats, GError **error)
+{
+  g_autoptr (GString) out = g_string_sized_new (2 * 1024 * 1024);
+  RankTransferEntry kept = { 0 }, e = { 0 };
+  gboolean ok = TRUE;
+
+  if (format == RANK_TRANSFER_CSV)
+    g_string_append (out, RANK_TRANSFER_CSV_HEADER "\n");
+  while (ok)
+    {
+      RankSpillKey key;
+      const guint8 *rec;
+      gsize len;
+      guint64 seq, line;
+
+      ok = rank_spill_next (spill, &key, &rec, &len, error);
+      if (!ok)
+        break;
+      if (rec != NULL)
+        rank_transfer_entry_unpack (rec, &e, NULL, &seq, &line);
+      /* A new member (or the end): the one before is written. */
+      if (kept.member != NULL
+          && (rec == NULL || strcmp (kept.member, e.member) != 0))
+        {
+          rank_transfer_format_entry (out, format, &kept);
+          rank_transfer_entry_clear (&kept);
+          stats->entries++;
+          if (out->len >= 1024 * 1024)
+            ok = write_out (f, out, error);
+        }
+      if (rec == NULL)
+        break;
+      /* Read later, so kept on equal times. */
+      if (kept.member == NULL || e.timestamp_ms >= kept.timestamp_ms)
+        {
+          rank_transfer_entry_clear (&kept);
+          kept = e;
+          memset (&e, 0, sizeof e);
+        }
+    }
+  rank_transfer_entry_clear (&kept);
+  rank_transfer_entry_clear (&e);
+  if (!ok || !write_out (f, out, error))
+    return FALSE;
+  if (fflush (f) != 0)
+    {
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
+                   "cannot write the export: %s", g_strerror (errno));
+      return FALSE;
+    }
+  return TRUE;
+}
+
 gboolean
 rank_transfer_export (RankClient *client, const char *board,
-                      gint32 periods_back, RankTransferFormat format, FILE *out,
-                      RankExportProgress progress, gpointer progress_data,
-                      RankExportStats *stats, GError **error)
+                      gint32 periods_back, RankTransferFormat format,
+                      gsize memory, FILE *out, RankExportProgress progress,
+                      gpointer progress_data, RankExportStats *stats,
+                      GError **error)
 {
-  g_autoptr (GHashTable) entries = g_hash_table_new_full (
-      g_str_hash, g_str_equal, NULL, rank_transfer_entry_destroy);
+  /* Pages come in the times hash's order: they are sorted by member (and
+   * the order read, for keep_latest's rule) through a spill, in bounded
+   * memory whatever the board's size. */
+  g_autoptr (RankSpill) spill
+      = rank_spill_new (memory, rank_transfer_pack_compare);
+  g_autoptr (GByteArray) packed = g_byte_array_new ();
   g_autofree char *cursor = g_strdup ("");
-  g_autoptr (GString) text = NULL;
 
   memset (stats, 0, sizeof *stats);
   while (cursor != NULL)
@@ -111,9 +188,17 @@ rank_transfer_export (RankClient *client, const char *board,
                                           (GObject *) denied, transport, error);
       for (guint i = 0; i < page->entries->len; i++)
         {
+          RankTransferEntry *e = entry_of_export (page->entries->pdata[i]);
+          RankSpillKey key
+              = { { rank_spill_prefix (e->member, strlen (e->member)), 0, 0 } };
+          gboolean ok;
+
           stats->read++;
-          rank_transfer_keep_latest (entries,
-                                     entry_of_export (page->entries->pdata[i]));
+          rank_transfer_entry_pack (packed, e, stats->read, 0);
+          rank_transfer_entry_free (e);
+          ok = rank_spill_add (spill, &key, packed->data, packed->len, error);
+          if (!ok)
+            return FALSE;
         }
       stats->pages++;
       g_free (cursor);
@@ -121,15 +206,9 @@ rank_transfer_export (RankClient *client, const char *board,
       if (progress != NULL)
         progress (stats, progress_data);
     }
-  stats->entries = g_hash_table_size (entries);
+  if (!rank_spill_finish (spill, error)
+      || !write_sorted (spill, format, out, stats, error))
+    return FALSE;
   stats->superseded = stats->read - stats->entries;
-  text = g_string_sized_new (64 * (stats->entries + 1));
-  rank_transfer_write (text, format, entries);
-  if (fwrite (text->str, 1, text->len, out) != text->len || fflush (out) != 0)
-    {
-      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
-                   "cannot write the export: %s", g_strerror (errno));
-      return FALSE;
-    }
   return TRUE;
 }

@@ -643,3 +643,160 @@ rank_transfer_entry_destroy (gpointer p)
 {
   rank_transfer_entry_free (p);
 }
+
+/* ---- an entry as bytes, for the external sort (transfer_internal.h) ---- */
+
+static void
+put_u32 (GByteArray *out, guint32 v)
+{
+  g_byte_array_append (out, (const guint8 *) &v, sizeof v);
+}
+
+static void
+put_u64 (GByteArray *out, guint64 v)
+{
+  g_byte_array_append (out, (const guint8 *) &v, sizeof v);
+}
+
+static void
+put_bytes (GByteArray *out, const char *s)
+{
+  gsize n = strlen (s);
+
+  put_u32 (out, (guint32) n);
+  g_byte_array_append (out, (const guint8 *) s, (guint) n);
+}
+
+/* None (NULL), as a count of subscores or data entries. */
+#define PACK_NONE G_MAXUINT32
+
+void
+rank_transfer_entry_pack (GByteArray *out, const RankTransferEntry *e,
+                          guint64 number, guint64 line)
+{
+  g_byte_array_set_size (out, 0);
+  put_bytes (out, e->member);
+  put_u64 (out, number);
+  put_u64 (out, line);
+  put_u64 (out, (guint64) e->score);
+  put_u64 (out, (guint64) e->timestamp_ms);
+  put_u32 (out, e->subscores != NULL ? e->subscores->len : PACK_NONE);
+  if (e->subscores != NULL)
+    g_byte_array_append (out, (const guint8 *) e->subscores->data,
+                         e->subscores->len * (guint) sizeof (gint64));
+  put_u32 (out, e->data != NULL ? g_hash_table_size (e->data) : PACK_NONE);
+  if (e->data != NULL)
+    {
+      GHashTableIter it;
+      gpointer k, v;
+
+      g_hash_table_iter_init (&it, e->data);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        {
+          put_bytes (out, k);
+          put_bytes (out, v);
+        }
+    }
+}
+
+/* Reads what put_* wrote, from *p on; the bytes are ours, so well formed. */
+static guint32
+get_u32 (const guint8 **p)
+{
+  guint32 v;
+
+  memcpy (&v, *p, sizeof v);
+  *p += sizeof v;
+  return v;
+}
+
+static guint64
+get_u64 (const guint8 **p)
+{
+  guint64 v;
+
+  memcpy (&v, *p, sizeof v);
+  *p += sizeof v;
+  return v;
+}
+
+static char *
+get_bytes (const guint8 **p)
+{
+  guint32 n = get_u32 (p);
+  char *s = g_strndup ((const char *) *p, n);
+
+  *p += n;
+  return s;
+}
+
+gsize
+rank_transfer_packed_member_len (const guint8 *p)
+{
+  guint32 n;
+
+  memcpy (&n, p, sizeof n);
+  return n;
+}
+
+void
+rank_transfer_entry_unpack (const guint8 *p, RankTransferEntry *e, char *member,
+                            guint64 *number, guint64 *line)
+{
+  guint32 n;
+
+  rank_transfer_entry_clear (e);
+  if (member != NULL)
+    {
+      n = get_u32 (&p);
+      memcpy (member, p, n);
+      member[n] = '\0';
+      p += n;
+      e->member = member;
+    }
+  else
+    e->member = get_bytes (&p);
+  *number = get_u64 (&p);
+  *line = get_u64 (&p);
+  e->score = (gint64) get_u64 (&p);
+  e->timestamp_ms = (gint64) get_u64 (&p);
+  n = get_u32 (&p);
+  if (n != PACK_NONE)
+    {
+      e->subscores = g_array_sized_new (FALSE, FALSE, sizeof (gint64), n);
+      g_array_set_size (e->subscores, n);
+      memcpy (e->subscores->data, p, n * sizeof (gint64));
+      p += n * sizeof (gint64);
+    }
+  n = get_u32 (&p);
+  if (n != PACK_NONE)
+    {
+      e->data = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+      for (guint32 i = 0; i < n; i++)
+        {
+          char *k = get_bytes (&p);
+
+          g_hash_table_insert (e->data, k, get_bytes (&p));
+        }
+    }
+}
+
+int
+rank_transfer_pack_compare (const guint8 *a, gsize a_len, const guint8 *b,
+                            gsize b_len)
+{
+  guint32 an, bn;
+  guint64 x, y;
+  int c;
+
+  (void) a_len;
+  (void) b_len;
+  memcpy (&an, a, sizeof an);
+  memcpy (&bn, b, sizeof bn);
+  c = memcmp (a + 4, b + 4, MIN (an, bn));
+  if (c != 0 || an != bn)
+    return c != 0 ? c : (an > bn) - (an < bn);
+  memcpy (&x, a + 4 + an, sizeof x);
+  memcpy (&y, b + 4 + bn, sizeof y);
+  return (x > y) - (x < y);
+}

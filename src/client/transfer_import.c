@@ -1,40 +1,346 @@
-/* transfer_import.c -- rankctl import: a file's records read, ordered,
- * grouped and sent over several connections (see transfer.h). */
+/* transfer_import.c -- rankctl import: a file's records read and checked,
+ * put in the order they are sent in by an external sort (spill.h), cut
+ * into calls and sent over several connections, all in bounded memory
+ * (see transfer.h).
+ *
+ * The steps:
+ *   1. The file is read whole and every record checked (nothing is sent
+ *      before the last one reads), while a thread computes its SHA-256
+ *      (the request ids' part that names the file). The records go into
+ *      a spill in the order they are sent in: by score, highest first,
+ *      then time, then record number.
+ *   2. That order holds only if no member is there twice, which a file
+ *      sorted by member (as export writes it) shows as it is read. At the
+ *      first member that is not after the one before, the file is read
+ *      again into a spill by member, which gives each member's records
+ *      the place of its first one (so that they stay together and in the
+ *      file's order: its last SET wins), and then into a spill by place.
+ *   3. The records come out of the spill in order, go to a connection by
+ *      their member's hash and are cut into calls there; each connection
+ *      (a lane, a thread) keeps its calls in flight.
+ * What is held at once: the spill's budget (--sort-memory), a few calls a
+ * lane, and of the file at most RELEASE bytes of its mapping.
+ */
 #include "transfer_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "constants.h"
 #include "error.h"
+#include "spill.h"
 
-/* What the connections of an import share: the totals, and the progress
- * shown from them. */
+/* The mapping's bytes read so far are dropped (MADV_DONTNEED) each time
+ * this many have gathered: without it, the file would stay in rankctl's
+ * resident memory as it is read. */
+#define RELEASE (8 * 1024 * 1024)
+/* Calls waiting for a lane, at most, per call it keeps in flight. */
+#define QUEUED_PER_FLIGHT 2
+/* Times a call that meets Unavailable is sent again, the first after 200
+ * ms, each wait twice the one before. */
+#define RETRIES 5
+
+/* ---- the file ---- */
+
+typedef struct
+{
+  const char *text;
+  gsize len;
+  gsize released; /* bytes from text on given back */
+} Mapped;
+
+static gboolean
+map_file (const char *path, Mapped *m, GError **error)
+{
+  struct stat st;
+  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  void *p;
+
+  memset (m, 0, sizeof *m);
+  if (fd < 0 || fstat (fd, &st) != 0)
+    {
+      int e = errno;
+
+      if (fd >= 0)
+        close (fd);
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (e),
+                   "cannot read %s: %s", path, g_strerror (e));
+      return FALSE;
+    }
+  m->len = (gsize) st.st_size;
+  if (m->len == 0)
+    {
+      close (fd);
+      m->text = "";
+      return TRUE;
+    }
+  p = mmap (NULL, m->len, PROT_READ, MAP_PRIVATE, fd, 0);
+  close (fd);
+  if (p == MAP_FAILED)
+    {
+      int e = errno;
+
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (e),
+                   "cannot map %s: %s", path, g_strerror (e));
+      return FALSE;
+    }
+  madvise (p, m->len, MADV_SEQUENTIAL);
+  m->text = p;
+  return TRUE;
+}
+
+static void
+unmap_file (Mapped *m)
+{
+  if (m->len > 0)
+    munmap ((void *) m->text, m->len);
+  memset (m, 0, sizeof *m);
+}
+
+/* Gives back the pages of the mapping before upto, once RELEASE bytes of
+ * them have gathered. */
+static void
+release_to (Mapped *m, gsize upto)
+{
+  gsize page = (gsize) sysconf (_SC_PAGESIZE);
+  gsize end = upto / page * page;
+
+  if (end >= m->released + RELEASE)
+    {
+      madvise ((void *) (m->text + m->released), end - m->released,
+               MADV_DONTNEED);
+      m->released = end;
+    }
+}
+
+/* A file's digest, the part of its records' request ids that names it:
+ * SHA-256 of its bytes, in hex, read with read(2) on a thread of its own
+ * (no page of it stays resident). NULL when it cannot be read (error in
+ * the job). */
+typedef struct
+{
+  const char *path;
+  GError *error;
+} DigestJob;
+
+static gpointer
+digest_of (gpointer data)
+{
+  DigestJob *job = data;
+  g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+  g_autofree guchar *buffer = g_malloc (1024 * 1024);
+  int fd = open (job->path, O_RDONLY | O_CLOEXEC);
+  ssize_t n;
+
+  if (fd < 0)
+    n = -1;
+  else
+    while ((n = read (fd, buffer, 1024 * 1024)) != 0)
+      {
+        if (n < 0 && errno == EINTR)
+          continue;
+        if (n < 0)
+          break;
+        g_checksum_update (sum, buffer, n);
+      }
+  if (n < 0)
+    {
+      int e = errno;
+
+      g_set_error (&job->error, G_FILE_ERROR, g_file_error_from_errno (e),
+                   "cannot read %s: %s", job->path, g_strerror (e));
+    }
+  if (fd >= 0)
+    close (fd);
+  return n < 0 ? NULL : g_strdup (g_checksum_get_string (sum));
+}
+
+/* ---- the order records are sent in ---- */
+
+#define SIGN_BIT G_GUINT64_CONSTANT (0x8000000000000000)
+
+/* A record's place: by score, highest first (on an ascending board, worst
+ * first: as monotone in the sorted set), then time, then its number.
+ * Export writes a board sorted by member, so its scores come in random
+ * order, and each ZADD then finds its place in the sorted set through
+ * nodes Redis has not touched lately; in score order the place of one is
+ * next to the last's, in what Redis's caches still hold (1M entries: about
+ * 0.5-0.8x Redis CPU an entry, bench/README.md of 4968f11, "Import"). */
+static RankSpillKey
+place_of (gint64 score, gint64 timestamp_ms, guint64 number)
+{
+  return (RankSpillKey){ { ~((guint64) score ^ SIGN_BIT),
+                           (guint64) timestamp_ms ^ SIGN_BIT, number } };
+}
+
+/* The fields of a packed entry (rank_transfer_entry_pack) the order
+ * needs. */
+typedef struct
+{
+  const guint8 *member;
+  guint32 member_len;
+  guint64 number;
+  gint64 score, timestamp_ms;
+} Packed;
+
+static Packed
+packed_of (const guint8 *p)
+{
+  Packed k;
+  guint64 v[4];
+
+  memcpy (&k.member_len, p, sizeof k.member_len);
+  k.member = p + 4;
+  memcpy (v, p + 4 + k.member_len, sizeof v);
+  k.number = v[0];
+  k.score = (gint64) v[2];
+  k.timestamp_ms = (gint64) v[3];
+  return k;
+}
+
+typedef enum
+{
+  BY_PLACE,  /* each record's own: a file whose members are sorted */
+  BY_MEMBER, /* member, then number: to find each one's first record */
+} Order;
+
+/* Reads every record of the file into spill, in order, each checked to
+ * fit in a call within max_frame; *count: how many. With BY_PLACE, stops
+ * (TRUE, *sorted FALSE) at the first member that is not after the one
+ * before. FALSE at the first record that does not read or fit, the error
+ * naming its line. */
+static gboolean
+read_records (Mapped *m, RankTransferFormat format, const char *board,
+              guint32 max_frame, RankSpill *spill, Order order,
+              gboolean *sorted, guint64 *count, GError **error)
+{
+  g_autoptr (GByteArray) packed = g_byte_array_new ();
+  g_autofree char *last = NULL;
+  RankTransferReader reader;
+  RankTransferEntry e = { 0 };
+  gsize board_len = strlen (board);
+  gboolean ok = TRUE;
+
+  *sorted = TRUE;
+  *count = 0;
+  rank_transfer_reader_init (&reader, format, m->text, m->len);
+  while (ok)
+    {
+      guint64 line = reader.line;
+      gboolean done = FALSE;
+      gsize size;
+      RankSpillKey key;
+
+      ok = rank_transfer_read (&reader, &e, &done, error);
+      if (!ok || done)
+        break;
+      size
+          = RANK_IMPORT_CALL_OVERHEAD + rank_import_record_size (board_len, &e);
+      if (size > max_frame)
+        {
+          /* rankd would close the connection on it, which reads as rankd
+           * gone, the import as one to retry. */
+          g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                       "line %" G_GUINT64_FORMAT
+                       ": the record takes %" G_GSIZE_FORMAT
+                       " bytes in an UpdateBatch call, over rankd's "
+                       "--max-frame of %u bytes (give import rankd's "
+                       "--max-frame if it is larger)",
+                       line, size, max_frame);
+          ok = FALSE;
+          break;
+        }
+      if (order == BY_PLACE && last != NULL && strcmp (last, e.member) >= 0)
+        {
+          *sorted = FALSE;
+          break;
+        }
+      ++*count;
+      key = order == BY_PLACE
+                ? place_of (e.score, e.timestamp_ms, *count)
+                : (RankSpillKey){
+                    { rank_spill_prefix (e.member, strlen (e.member)), 0, 0 }
+                  };
+      rank_transfer_entry_pack (packed, &e, *count, line);
+      ok = rank_spill_add (spill, &key, packed->data, packed->len, error);
+      if (order == BY_PLACE)
+        {
+          g_free (last);
+          last = g_steal_pointer (&e.member);
+        }
+      release_to (m, (gsize) (reader.p - m->text));
+    }
+  rank_transfer_entry_clear (&e);
+  return ok;
+}
+
+/* The records of by_member (finished) into by_place, each member's at its
+ * first record's place. */
+static gboolean
+first_places (RankSpill *by_member, RankSpill *by_place, GError **error)
+{
+  g_autoptr (GByteArray) member = g_byte_array_new ();
+  RankSpillKey first = { { 0 } };
+
+  for (;;)
+    {
+      RankSpillKey key;
+      const guint8 *rec;
+      gsize len;
+      Packed k;
+
+      if (!rank_spill_next (by_member, &key, &rec, &len, error))
+        return FALSE;
+      if (rec == NULL)
+        return TRUE;
+      k = packed_of (rec);
+      if (k.member_len != member->len
+          || memcmp (k.member, member->data, k.member_len) != 0)
+        {
+          g_byte_array_set_size (member, 0);
+          g_byte_array_append (member, k.member, k.member_len);
+          first = place_of (k.score, k.timestamp_ms, 0);
+        }
+      key = first;
+      key.k[2] = k.number;
+      if (!rank_spill_add (by_place, &key, rec, len, error))
+        return FALSE;
+    }
+}
+
+/* ---- the lanes ---- */
+
+/* What the lanes and the main thread share: the totals and the progress
+ * shown from them, and whether a lane failed (all then stop). */
 typedef struct
 {
   GMutex lock;
+  GCond changed;
   RankImportStats *stats;
   RankImportProgress progress;
   gpointer progress_data;
+  gboolean failed;
 } Shared;
 
 /* One connection's part of an import: the records whose member hashes to
- * it, so that one member's records keep the file's order. */
+ * it (so that one member's records keep their order), in calls the main
+ * thread makes and queues. */
 typedef struct
 {
   RankClient *client;
   const char *board;
-  GPtrArray *entries;
-  GArray *lines;
   const char *digest;
-  /* The file's groups (GArray of guint into entries), or NULL: todo and
-   * retry then hold entries, else groups. */
-  GPtrArray *groups; /* grows (under shared->lock) */
-  guint32 max_frame; /* rankd's: each call fits in it */
-  GArray *todo;      /* guint: into entries, or into groups */
-  GArray *retry;     /* those answered Unavailable */
+  guint window;         /* calls in flight */
+  GQueue queue;         /* RankImportCall *, from the main thread */
+  gboolean closed;      /* no more will come */
+  RankImportCall *open; /* the call the main thread is filling */
+  gsize open_bytes;
   Shared *shared;
   GError *error;
 } Lane;
@@ -54,157 +360,204 @@ lane_count (Lane *lane, const RankImportStats *delta)
   g_mutex_unlock (&s->lock);
 }
 
-/* Sends the lane's records, keeping RANK_TRANSFER_IN_FLIGHT calls in
- * flight: the next call leaves as soon as the oldest is answered, so
- * rankctl encodes while rankd and Redis work. */
+/* The lane's next queued call; waits for one if wait. NULL at the end,
+ * when nothing is queued (and not wait), or once a lane failed. */
+static RankImportCall *
+lane_take (Lane *lane, gboolean wait)
+{
+  Shared *s = lane->shared;
+  RankImportCall *call = NULL;
+
+  g_mutex_lock (&s->lock);
+  while (wait && !s->failed && !lane->closed && g_queue_is_empty (&lane->queue))
+    g_cond_wait (&s->changed, &s->lock);
+  if (!s->failed)
+    call = g_queue_pop_head (&lane->queue);
+  g_cond_broadcast (&s->changed);
+  g_mutex_unlock (&s->lock);
+  return call;
+}
+
+static void
+lane_fail (Lane *lane)
+{
+  g_mutex_lock (&lane->shared->lock);
+  lane->shared->failed = TRUE;
+  g_cond_broadcast (&lane->shared->changed);
+  g_mutex_unlock (&lane->shared->lock);
+}
+
+static guint
+records_in (GQueue *calls)
+{
+  guint n = 0;
+
+  for (GList *l = calls->head; l != NULL; l = l->next)
+    n += ((RankImportCall *) l->data)->records->len;
+  return n;
+}
+
+/* Sends the lane's calls, keeping lane->window of them in flight: the next
+ * leaves as soon as the oldest is answered, so rankctl encodes while rankd
+ * and Redis work. A call that meets Unavailable is sent again after a
+ * wait, before any new one, up to RETRIES times. */
 static gpointer
 lane_run (gpointer data)
 {
   Lane *lane = data;
   RankClientTransport *t = rank_client_get_transport (lane->client);
-  RankImportFlight flights[RANK_TRANSFER_GROUPS_IN_FLIGHT];
-  guint window = lane->groups != NULL ? RANK_TRANSFER_GROUPS_IN_FLIGHT
-                                      : RANK_TRANSFER_IN_FLIGHT;
-  guint next = 0, sent = 0, done = 0;
-  GArray *todo = lane->todo;
-  gboolean ok = TRUE;
+  GQueue flying = G_QUEUE_INIT; /* sent, in order */
+  GQueue again = G_QUEUE_INIT;  /* to send before new ones */
+  GQueue later = G_QUEUE_INIT;  /* met Unavailable: again after a wait */
+  guint attempts = 0;
+  gboolean ok = TRUE, end = FALSE;
 
-  G_STATIC_ASSERT (RANK_TRANSFER_IN_FLIGHT <= RANK_TRANSFER_GROUPS_IN_FLIGHT);
-  G_STATIC_ASSERT (RANK_TRANSFER_GROUP <= RANK_GROUP_MAX_ITEMS);
-  while (ok && (done < sent || next < todo->len))
+  while (ok)
     {
       /* Fill the window; the calls of one fill leave in one write. */
       rank_client_transport_cork (t);
-      for (; ok && sent - done < window && next < todo->len; sent++)
+      while (ok && flying.length < lane->window)
         {
-          RankImportFlight *f = &flights[sent % window];
+          RankImportCall *call = g_queue_pop_head (&again);
 
-          if (lane->groups != NULL)
+          if (call == NULL && g_queue_is_empty (&later) && !end)
             {
-              f->group = (gint) g_array_index (todo, guint, next++);
-              g_mutex_lock (&lane->shared->lock);
-              f->index = g_array_copy (lane->groups->pdata[f->group]);
-              g_mutex_unlock (&lane->shared->lock);
+              call = lane_take (lane, g_queue_is_empty (&flying));
+              end = call == NULL && g_queue_is_empty (&flying);
             }
-          else
-            {
-              guint take = rank_import_records_that_fit (
-                  lane->board, lane->entries, todo, next, RANK_TRANSFER_BATCH,
-                  lane->max_frame);
-
-              f->group = -1;
-              f->index = g_array_sized_new (FALSE, FALSE, sizeof (guint), take);
-              g_array_append_vals (f->index, &g_array_index (todo, guint, next),
-                                   take);
-              next += take;
-            }
-          ok = rank_import_send_flight (lane->client, lane->board,
-                                        lane->entries, lane->digest, f,
-                                        &lane->error);
+          if (call == NULL)
+            break;
+          g_queue_push_tail (&flying, call);
+          ok = rank_import_send_call (lane->client, lane->board, lane->digest,
+                                      call, &lane->error);
         }
       ok = rank_client_transport_uncork (t, ok ? &lane->error : NULL) && ok;
-      if (ok && done < sent)
+      if (!ok || g_queue_is_empty (&flying))
+        break;
+      {
+        RankImportCall *call = g_queue_pop_head (&flying);
+        RankImportCall *retry = NULL, *held = NULL;
+        RankImportStats delta = { 0 };
+
+        ok = rank_import_recv_call (lane->client, call, &retry, &held, &delta,
+                                    &lane->error);
+        if (held != NULL)
+          g_queue_push_tail (&again, held);
+        if (retry != NULL)
+          g_queue_push_tail (&later, retry);
+        if (retry != call)
+          rank_import_call_free (call);
+        if (ok)
+          lane_count (lane, &delta);
+      }
+      /* Once every call in flight is answered, those that met Unavailable
+       * go again, after a wait. */
+      if (ok && g_queue_is_empty (&flying) && !g_queue_is_empty (&later))
         {
-          RankImportFlight *f = &flights[done % window];
-          RankImportStats delta = { 0 };
-          g_autoptr (GArray) held = g_array_new (FALSE, FALSE, sizeof (guint));
-
-          ok = rank_import_recv_flight (lane->client, lane->entries,
-                                        lane->lines, f, lane->retry, held,
-                                        &delta, &lane->error);
-          /* A group with a refused record: the others go again, as a group
-           * of their own (the same one on every run of the file). */
-          if (ok && held->len > 0)
+          if (++attempts > RETRIES)
             {
-              guint g;
-
-              g_mutex_lock (&lane->shared->lock);
-              g = lane->groups->len;
-              g_ptr_array_add (lane->groups, g_steal_pointer (&held));
-              g_mutex_unlock (&lane->shared->lock);
-              g_array_append_val (todo, g);
+              g_set_error (&lane->error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
+                           "%u records still unavailable after %d retries; "
+                           "run the import again (what was applied is not "
+                           "applied twice)",
+                           records_in (&later), RETRIES);
+              ok = FALSE;
+              break;
             }
-          g_array_unref (f->index);
-          f->index = NULL;
-          done++;
-          if (ok)
-            lane_count (lane, &delta);
+          g_usleep ((gulong) (100000 << attempts));
+          while (!g_queue_is_empty (&later))
+            g_queue_push_tail (&again, g_queue_pop_head (&later));
         }
+      else if (ok && g_queue_is_empty (&later) && g_queue_is_empty (&again))
+        attempts = 0;
     }
-  for (; done < sent; done++)
-    g_clear_pointer (&flights[done % window].index, g_array_unref);
+  if (!ok)
+    lane_fail (lane);
+  g_queue_clear_full (&flying, rank_import_call_free);
+  g_queue_clear_full (&again, rank_import_call_free);
+  g_queue_clear_full (&later, rank_import_call_free);
   return NULL;
 }
 
-static gint
-index_compare (gconstpointer a, gconstpointer b)
+/* Queues call for lane, waiting while its queue is full. FALSE (call
+ * freed) once a lane failed. */
+static gboolean
+lane_give (Lane *lane, RankImportCall *call)
 {
-  guint x = *(const guint *) a, y = *(const guint *) b;
+  Shared *s = lane->shared;
+  gboolean ok;
 
-  return x < y ? -1 : x > y;
+  g_mutex_lock (&s->lock);
+  while (!s->failed && lane->queue.length >= QUEUED_PER_FLIGHT * lane->window)
+    g_cond_wait (&s->changed, &s->lock);
+  ok = !s->failed;
+  if (ok)
+    g_queue_push_tail (&lane->queue, call);
+  g_cond_broadcast (&s->changed);
+  g_mutex_unlock (&s->lock);
+  if (!ok)
+    rank_import_call_free (call);
+  return ok;
 }
 
-/* Sends the records listed in todo over RANK_TRANSFER_CONNECTIONS
- * connections (client's and more like it), one thread each: rankd decodes
- * one UpdateBatch of a connection at a time, so more connections keep its
- * workers and Redis busy together. Those answered Unavailable end in
- * retry, in record order. */
+static void
+lane_close (Lane *lane)
+{
+  g_mutex_lock (&lane->shared->lock);
+  lane->closed = TRUE;
+  g_cond_broadcast (&lane->shared->changed);
+  g_mutex_unlock (&lane->shared->lock);
+}
+
 /* The lanes of count records: RANK_TRANSFER_BATCH records each, at most
  * RANK_TRANSFER_CONNECTIONS. */
 static guint
-lanes_for (guint count)
+lanes_for (guint64 count)
 {
-  return MAX (1, MIN (RANK_TRANSFER_CONNECTIONS, count / RANK_TRANSFER_BATCH));
+  return (guint) MAX (
+      1, MIN (RANK_TRANSFER_CONNECTIONS, count / RANK_TRANSFER_BATCH));
 }
 
-/* The lane of record k among n, by its member's hash (hashes: taken as
- * the file was read, so that the records, sent in another order, are not
- * read again for it). */
-static guint
-lane_of (GArray *hashes, guint k, guint n)
+/* Adds a record to its lane's open call, queueing the call first when the
+ * record would not go in it: RANK_TRANSFER_GROUP records a call recorded
+ * as a whole, else RANK_TRANSFER_BATCH, fewer when they would not fit in
+ * max_frame (one at least). The same file gives the same calls every time
+ * (for the same max_frame). */
+static gboolean
+lane_add (Lane *lane, RankImportRecord *r, gboolean grouped, guint32 max_frame)
 {
-  return g_array_index (hashes, guint, k) % n;
-}
+  gsize size = rank_import_record_size (strlen (lane->board), &r->entry);
+  guint most = grouped ? RANK_TRANSFER_GROUP : RANK_TRANSFER_BATCH;
 
-/* The calls recorded as a whole that an import of entries makes, the same
- * every time (for the same max_frame): RANK_TRANSFER_GROUP records of one
- * lane a call, fewer if they would not fit in max_frame, in the order of
- * order (send_order). */
-static GPtrArray *
-make_groups (const char *board, GPtrArray *entries, GArray *hashes,
-             GArray *order, guint32 max_frame)
-{
-  GPtrArray *groups = g_ptr_array_new_with_free_func (
-      (GDestroyNotify) (void (*) (void)) g_array_unref);
-  guint n = lanes_for (hashes->len);
-  GArray *open[RANK_TRANSFER_CONNECTIONS] = { NULL };
-  gsize bytes[RANK_TRANSFER_CONNECTIONS] = { 0 };
-  gsize board_len = strlen (board);
-
-  for (guint i = 0; i < order->len; i++)
+  if (lane->open != NULL
+      && (lane->open->records->len == most
+          || lane->open_bytes + size > max_frame))
     {
-      guint k = g_array_index (order, guint, i);
-      guint lane = lane_of (hashes, k, n);
-      gsize size = rank_import_record_size (board_len, entries->pdata[k]);
+      RankImportCall *full = g_steal_pointer (&lane->open);
 
-      if (open[lane] == NULL || open[lane]->len == RANK_TRANSFER_GROUP
-          || bytes[lane] + size > max_frame)
+      if (!lane_give (lane, full))
         {
-          open[lane] = g_array_sized_new (FALSE, FALSE, sizeof (guint),
-                                          RANK_TRANSFER_GROUP);
-          g_ptr_array_add (groups, open[lane]);
-          bytes[lane] = RANK_IMPORT_CALL_OVERHEAD;
+          rank_import_record_free (r);
+          return FALSE;
         }
-      g_array_append_val (open[lane], k);
-      bytes[lane] += size;
     }
-  return groups;
+  if (lane->open == NULL)
+    {
+      lane->open = rank_import_call_new (grouped);
+      lane->open_bytes = RANK_IMPORT_CALL_OVERHEAD;
+    }
+  g_ptr_array_add (lane->open->records, r);
+  lane->open_bytes += size;
+  return TRUE;
 }
 
+/* Sends the records of spill (finished), in its order, over lanes_for
+ * (count) connections (client's and more like it), one thread each:
+ * rankd decodes one UpdateBatch of a connection at a time, so more
+ * connections keep its workers and Redis busy together. */
 static gboolean
 send_all (RankClient *client, const char *board, guint32 max_frame,
-          GPtrArray *entries, GArray *lines, GArray *hashes, const char *digest,
-          GPtrArray *groups, GArray *todo, GArray *retry,
+          const char *digest, gboolean grouped, RankSpill *spill, guint64 count,
           RankImportStats *stats, RankImportProgress progress,
           gpointer progress_data, GError **error)
 {
@@ -213,50 +566,64 @@ send_all (RankClient *client, const char *board, guint32 max_frame,
                     .progress_data = progress_data };
   Lane lanes[RANK_TRANSFER_CONNECTIONS];
   GThread *threads[RANK_TRANSFER_CONNECTIONS] = { NULL };
-  guint records = todo->len;
-  guint n;
+  guint n = lanes_for (count);
   gboolean ok = TRUE;
 
-  if (groups != NULL)
-    {
-      records = 0;
-      for (guint i = 0; i < todo->len; i++)
-        records
-            += ((GArray *) groups->pdata[g_array_index (todo, guint, i)])->len;
-    }
-  n = lanes_for (records);
-
+  G_STATIC_ASSERT (RANK_TRANSFER_IN_FLIGHT <= RANK_TRANSFER_GROUPS_IN_FLIGHT);
+  G_STATIC_ASSERT (RANK_TRANSFER_GROUP <= RANK_GROUP_MAX_ITEMS);
   g_mutex_init (&shared.lock);
+  g_cond_init (&shared.changed);
   for (guint i = 0; i < n; i++)
-    lanes[i] = (Lane){ .client = i == 0 ? client : NULL,
-                       .board = board,
-                       .entries = entries,
-                       .lines = lines,
-                       .digest = digest,
-                       .groups = groups,
-                       .max_frame = max_frame,
-                       .todo = g_array_new (FALSE, FALSE, sizeof (guint)),
-                       .retry = g_array_new (FALSE, FALSE, sizeof (guint)),
-                       .shared = &shared };
-  /* A group goes with its first record: its records share a lane. */
-  for (guint i = 0; i < todo->len; i++)
     {
-      guint k = g_array_index (todo, guint, i);
-      guint first = groups != NULL
-                        ? g_array_index ((GArray *) groups->pdata[k], guint, 0)
-                        : k;
-
-      g_array_append_val (lanes[lane_of (hashes, first, n)].todo, k);
+      lanes[i] = (Lane){ .client = i == 0 ? client : NULL,
+                         .board = board,
+                         .digest = digest,
+                         .window = grouped ? RANK_TRANSFER_GROUPS_IN_FLIGHT
+                                           : RANK_TRANSFER_IN_FLIGHT,
+                         .shared = &shared };
+      g_queue_init (&lanes[i].queue);
     }
   for (guint i = 1; i < n && ok; i++)
     {
       lanes[i].client = rank_client_connect_again (client, error);
       ok = lanes[i].client != NULL;
     }
-  for (guint i = 1; i < n && ok; i++)
+  for (guint i = 0; i < n && ok; i++)
     threads[i] = g_thread_new ("import", lane_run, &lanes[i]);
-  if (ok)
-    lane_run (&lanes[0]);
+  while (ok)
+    {
+      RankSpillKey key;
+      const guint8 *rec;
+      gsize len;
+      RankImportRecord *r;
+
+      if (!rank_spill_next (spill, &key, &rec, &len, error))
+        {
+          ok = FALSE;
+          break;
+        }
+      if (rec == NULL)
+        break;
+      r = rank_import_record_unpack (rec);
+      if (!lane_add (&lanes[g_str_hash (r->entry.member) % n], r, grouped,
+                     max_frame))
+        break; /* a lane failed: its error says why */
+    }
+  for (guint i = 0; i < n; i++)
+    {
+      if (lanes[i].open != NULL && ok)
+        lane_give (&lanes[i], g_steal_pointer (&lanes[i].open));
+      g_clear_pointer (&lanes[i].open, rank_import_call_free);
+      lane_close (&lanes[i]);
+    }
+  if (!ok)
+    {
+      /* The spill failed: the lanes stop too. */
+      g_mutex_lock (&shared.lock);
+      shared.failed = TRUE;
+      g_cond_broadcast (&shared.changed);
+      g_mutex_unlock (&shared.lock);
+    }
   for (guint i = 0; i < n; i++)
     {
       if (threads[i] != NULL)
@@ -268,13 +635,18 @@ send_all (RankClient *client, const char *board, guint32 max_frame,
           ok = FALSE;
         }
       g_clear_error (&lanes[i].error);
-      g_array_append_vals (retry, lanes[i].retry->data, lanes[i].retry->len);
-      g_array_unref (lanes[i].retry);
-      g_array_unref (lanes[i].todo);
+      g_queue_clear_full (&lanes[i].queue, rank_import_call_free);
       if (i > 0 && lanes[i].client != NULL)
         rank_client_free (lanes[i].client);
     }
-  g_array_sort (retry, index_compare);
+  if (ok && shared.failed)
+    {
+      /* (Not expected: a lane that fails says why.) */
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INTERNAL,
+                   "the import stopped");
+      ok = FALSE;
+    }
+  g_cond_clear (&shared.changed);
   g_mutex_clear (&shared.lock);
   return ok;
 }
@@ -332,264 +704,81 @@ groups_allowed (RankClient *client, const char *board, gboolean *allowed,
   return TRUE;
 }
 
-/* A file's digest, the part of its records' request ids that names it:
- * SHA-256 of its bytes, in hex. */
-typedef struct
+/* Reads and checks the whole file into a spill in the order its records
+ * are sent in (steps 1 and 2 above); *count: its records. */
+static RankSpill *
+sorted_records (const char *path, RankTransferFormat format, const char *board,
+                guint32 max_frame, gsize memory, guint64 *count, GError **error)
 {
-  const char *text;
-  gsize len;
-} DigestJob;
+  g_autoptr (RankSpill) by_place = rank_spill_new (memory, NULL);
+  g_autoptr (RankSpill) by_member = NULL;
+  Mapped m;
+  gboolean sorted = TRUE;
+  gboolean ok = map_file (path, &m, error)
+                && read_records (&m, format, board, max_frame, by_place,
+                                 BY_PLACE, &sorted, count, error);
 
-static gpointer
-digest_of (gpointer data)
-{
-  const DigestJob *job = data;
-
-  return g_compute_checksum_for_data (G_CHECKSUM_SHA256,
-                                      (const guchar *) job->text, job->len);
-}
-
-/* A record's place in the order an import sends (send_order): keys that
- * sort as unsigned integers, the score's first. */
-typedef struct
-{
-  guint64 score_key; /* higher scores first */
-  guint64 time_key;  /* then earlier times */
-  guint index;       /* the record's number, from 0 */
-} Place;
-
-#define SIGN_BIT G_GUINT64_CONSTANT (0x8000000000000000)
-
-static Place
-place_of (const RankTransferEntry *e, guint index)
-{
-  return (Place){ ~((guint64) e->score ^ SIGN_BIT),
-                  (guint64) e->timestamp_ms ^ SIGN_BIT, index };
-}
-
-/* Every record of the file into entries, with its line, its member's
- * hash and its place; sorted: whether the members came in strictly
- * increasing order (as export writes them: then no member is there
- * twice). FALSE at the first record that does not read. */
-static gboolean
-read_entries (RankTransferReader *reader, GPtrArray *entries, GArray *lines,
-              GArray *hashes, GArray *places, gboolean *sorted, GError **error)
-{
-  const RankTransferEntry *last = NULL;
-
-  *sorted = TRUE;
-  for (;;)
+  if (ok && !sorted)
     {
-      RankTransferEntry *e = g_new0 (RankTransferEntry, 1);
-      guint line = (guint) reader->line, hash;
-      gboolean done = FALSE;
-      Place p;
-
-      if (!rank_transfer_read (reader, e, &done, error) || done)
-        {
-          rank_transfer_entry_destroy (e);
-          return done;
-        }
-      if (last != NULL && *sorted && strcmp (last->member, e->member) >= 0)
-        *sorted = FALSE;
-      p = place_of (e, entries->len);
-      g_array_append_val (places, p);
-      g_array_append_val (lines, line);
-      hash = g_str_hash (e->member);
-      g_array_append_val (hashes, hash);
-      g_ptr_array_add (entries, e);
-      last = e;
+      /* Read again from the start, by member; the spill by place so far
+       * is of no use. This spill and the one by place that follows are
+       * both held while the one fills the other: half the budget each. */
+      g_clear_pointer (&by_place, rank_spill_free);
+      unmap_file (&m);
+      by_member = rank_spill_new (memory / 2, rank_transfer_pack_compare);
+      ok = map_file (path, &m, error)
+           && read_records (&m, format, board, max_frame, by_member, BY_MEMBER,
+                            &sorted, count, error);
     }
-}
-
-/* Byte d of a place's keys, the time's 8 first. */
-static inline guint
-place_byte (const Place *p, guint d)
-{
-  return (
-      guint) ((d < 8 ? p->time_key >> (8 * d) : p->score_key >> (8 * (d - 8)))
-              & 0xff);
-}
-
-/* Sorts places by score_key, then time_key, keeping their order where
- * both are equal: a least-significant-byte radix sort, which is stable;
- * a byte that is the same in every place takes no pass. 1M places: about
- * half of g_array_sort's time. */
-static void
-places_sort (GArray *places)
-{
-  guint n = places->len;
-  g_autofree Place *spare = NULL;
-  g_autofree guint *counts = NULL;
-  Place *src = (Place *) (gpointer) places->data, *dst;
-
-  if (n < 2)
-    return;
-  spare = g_new (Place, n);
-  counts = g_new0 (guint, 16 * 256);
-  dst = spare;
-  for (guint i = 0; i < n; i++)
-    for (guint d = 0; d < 16; d++)
-      counts[d * 256 + place_byte (&src[i], d)]++;
-  for (guint d = 0; d < 16; d++)
+  unmap_file (&m);
+  if (!ok)
     {
-      guint *c = counts + d * 256;
-      guint at = 0;
-      Place *t;
-
-      if (c[place_byte (&src[0], d)] == n)
-        continue;
-      for (guint b = 0; b < 256; b++)
-        {
-          guint k = c[b];
-
-          c[b] = at;
-          at += k;
-        }
-      for (guint i = 0; i < n; i++)
-        dst[c[place_byte (&src[i], d)]++] = src[i];
-      t = src;
-      src = dst;
-      dst = t;
+      g_prefix_error (error, "%s: ", path);
+      return NULL;
     }
-  if (src != (Place *) (gpointer) places->data)
-    memcpy (places->data, src, n * sizeof (Place));
-}
-
-/* The order an import sends entries in: by score, highest first (on an
- * ascending board, worst first: as monotone in the sorted set), then time.
- * Export writes a board sorted by member, so its scores come in random
- * order, and each ZADD then finds its place in the sorted set through
- * nodes Redis has not touched lately; in score order the place of one is
- * next to the last's, in what Redis's caches still hold (1M entries: about
- * 0.5-0.8x Redis CPU an entry, bench/README.md of 4968f11, "Import"). The
- * records of one member take its first record's place, so they stay together
- * and in the file's order (its last SET wins); a file whose members are sorted
- * has none twice and needs no table for that. */
-static GArray *
-send_order (GPtrArray *entries, GArray *places, gboolean sorted)
-{
-  GArray *order;
-
-  if (!sorted)
+  if (by_member != NULL)
     {
-      g_autoptr (GHashTable) first = g_hash_table_new (g_str_hash, g_str_equal);
-
-      for (guint k = 0; k < entries->len; k++)
-        {
-          const RankTransferEntry *e = entries->pdata[k];
-          Place *p = &g_array_index (places, Place, k);
-          gpointer was;
-
-          if (g_hash_table_lookup_extended (first, e->member, NULL, &was))
-            {
-              const Place *f
-                  = &g_array_index (places, Place, GPOINTER_TO_UINT (was));
-
-              p->score_key = f->score_key;
-              p->time_key = f->time_key;
-            }
-          else
-            g_hash_table_insert (first, e->member, GUINT_TO_POINTER (k));
-        }
+      by_place = rank_spill_new (memory / 2, NULL);
+      ok = rank_spill_finish (by_member, error)
+           && first_places (by_member, by_place, error);
+      g_clear_pointer (&by_member, rank_spill_free);
     }
-  places_sort (places);
-  order = g_array_sized_new (FALSE, FALSE, sizeof (guint), places->len);
-  for (guint i = 0; i < places->len; i++)
-    g_array_append_val (order, g_array_index (places, Place, i).index);
-  return order;
+  if (!ok || !rank_spill_finish (by_place, error))
+    return NULL;
+  return g_steal_pointer (&by_place);
 }
 
 gboolean
 rank_transfer_import (RankClient *client, const char *board, const char *path,
                       RankTransferFormat format, guint32 max_frame,
-                      RankImportProgress progress, gpointer progress_data,
-                      RankImportStats *stats, GError **error)
+                      gsize memory, RankImportProgress progress,
+                      gpointer progress_data, RankImportStats *stats,
+                      GError **error)
 {
-  g_autofree char *text = NULL;
+  g_autoptr (RankSpill) spill = NULL;
   g_autofree char *digest = NULL;
-  g_autoptr (GPtrArray) entries
-      = g_ptr_array_new_with_free_func (rank_transfer_entry_destroy);
-  g_autoptr (GArray) lines = g_array_new (FALSE, FALSE, sizeof (guint));
-  g_autoptr (GArray) hashes = g_array_new (FALSE, FALSE, sizeof (guint));
-  g_autoptr (GArray) places = g_array_new (FALSE, FALSE, sizeof (Place));
-  g_autoptr (GArray) order = NULL;
-  g_autoptr (GArray) todo = NULL;
-  g_autoptr (GPtrArray) groups = NULL;
-  gboolean grouped = FALSE, sorted;
-  RankTransferReader reader;
-  gsize len = 0;
-  DigestJob job;
+  DigestJob job = { path, NULL };
   GThread *digesting;
-  gboolean all_read;
+  gboolean grouped = FALSE;
+  guint64 count = 0;
 
   memset (stats, 0, sizeof *stats);
-  if (!g_file_get_contents (path, &text, &len, error))
-    return FALSE;
   /* The whole file is read and checked before anything is sent; its
-   * digest is computed meanwhile, on a thread of its own. For 1M entries
-   * the lanes connect 0.6-0.8 s after rankctl starts (perf trace -e
-   * connect), 0.3-0.45 s of it reading the records; reading the file's two
-   * halves on two threads did not connect them sooner (bench/README.md of
-   * 4968f11). */
-  job = (DigestJob){ text, len };
+   * digest is computed meanwhile, on a thread of its own. */
   digesting = g_thread_new ("digest", digest_of, &job);
-  rank_transfer_reader_init (&reader, format, text, len);
-  all_read
-      = read_entries (&reader, entries, lines, hashes, places, &sorted, error);
+  spill
+      = sorted_records (path, format, board, max_frame, memory, &count, error);
   digest = g_thread_join (digesting);
-  if (!all_read
-      || !rank_import_records_fit (board, entries, lines, max_frame, error))
+  if (spill == NULL || digest == NULL)
     {
-      g_prefix_error (error, "%s: ", path);
+      if (spill != NULL)
+        g_propagate_error (error, g_steal_pointer (&job.error));
+      g_clear_error (&job.error);
       return FALSE;
     }
-  stats->records = entries->len;
+  stats->records = count;
   if (!groups_allowed (client, board, &grouped, error))
     return FALSE;
-  order = send_order (entries, places, sorted);
-  g_clear_pointer (&places, g_array_unref);
-  if (grouped)
-    {
-      groups = make_groups (board, entries, hashes, order, max_frame);
-      todo = g_array_sized_new (FALSE, FALSE, sizeof (guint), groups->len);
-      for (guint g = 0; g < groups->len; g++)
-        g_array_append_val (todo, g);
-    }
-  else
-    todo = g_steal_pointer (&order);
-  g_clear_pointer (&order, g_array_unref);
-  for (int attempt = 0; todo->len > 0; attempt++)
-    {
-      g_autoptr (GArray) retry = g_array_new (FALSE, FALSE, sizeof (guint));
-
-      if (attempt > 5)
-        {
-          guint left = todo->len;
-
-          if (groups != NULL)
-            {
-              left = 0;
-              for (guint i = 0; i < todo->len; i++)
-                left += ((GArray *)
-                             groups->pdata[g_array_index (todo, guint, i)])
-                            ->len;
-            }
-          g_set_error (error, RANK_ERROR, RANK_ERROR_UNAVAILABLE,
-                       "%u records still unavailable after 5 retries; run "
-                       "the import again (what was applied is not applied "
-                       "twice)",
-                       left);
-          return FALSE;
-        }
-      if (attempt > 0)
-        g_usleep ((gulong) (100000 << attempt)); /* backoff before a retry */
-      if (!send_all (client, board, max_frame, entries, lines, hashes, digest,
-                     groups, todo, retry, stats, progress, progress_data,
-                     error))
-        return FALSE;
-      g_array_unref (todo);
-      todo = g_steal_pointer (&retry);
-    }
-  return TRUE;
+  return send_all (client, board, max_frame, digest, grouped, spill, count,
+                   stats, progress, progress_data, error);
 }

@@ -17,13 +17,53 @@ gboolean rank_transfer_call_failed (GObject *invalid, GObject *unavailable,
                                     GObject *not_found, GObject *denied,
                                     GError *transport, GError **error);
 
-/* One UpdateBatch call in flight: its records (indexes into the file's
- * entries), and the group they are when the call is recorded as a whole. */
+/* ---- an entry as bytes, for the external sort (spill.h) ---- */
+
+/* e as bytes into out (emptied first): its member first (4 bytes of
+ * length, then its bytes), then number and line (8 bytes each), then the
+ * rest. In this process's byte order: the bytes never leave it. */
+void rank_transfer_entry_pack (GByteArray *out, const RankTransferEntry *e,
+                               guint64 number, guint64 line);
+/* The entry packed at p into e (cleared first), with its number and line;
+ * its member into member (rank_transfer_packed_member_len + 1 bytes, the
+ * caller's: e->member is then not to be freed), or a new string if
+ * NULL. */
+void rank_transfer_entry_unpack (const guint8 *p, RankTransferEntry *e,
+                                 char *member, guint64 *number, guint64 *line);
+gsize rank_transfer_packed_member_len (const guint8 *p);
+/* Orders packed entries by member bytewise, then number (a
+ * RankSpillCompare). */
+int rank_transfer_pack_compare (const guint8 *a, gsize a_len, const guint8 *b,
+                                gsize b_len);
+
+/* ---- import's calls ---- */
+
+/* A record of the file, read: its entry, its number (from 1: its request
+ * id's) and its line; its member in the same allocation. */
 typedef struct
 {
-  GArray *index; /* guint: into the file's entries */
-  gint group;    /* -1: none */
-} RankImportFlight;
+  RankTransferEntry entry;
+  guint64 number;
+  guint64 line;
+  char member[];
+} RankImportRecord;
+
+/* A record of the entry packed at p. */
+RankImportRecord *rank_import_record_unpack (const guint8 *p);
+void rank_import_record_free (gpointer p);
+
+/* One UpdateBatch call: its records (RankImportRecord *, owned), whether
+ * it is recorded as a whole (named by its first record's number and its
+ * size), and how often it met Unavailable. */
+typedef struct
+{
+  GPtrArray *records;
+  gboolean group;
+  guint attempts;
+} RankImportCall;
+
+RankImportCall *rank_import_call_new (gboolean group);
+void rank_import_call_free (gpointer p);
 
 /* What an UpdateBatch call takes besides its records, at most, in the
  * binary protocol: the message header (12 bytes and the name), the
@@ -36,29 +76,19 @@ typedef struct
  * bytes), at most: its UpdateRequest in the binary protocol. */
 gsize rank_import_record_size (gsize board_len, const RankTransferEntry *e);
 
-/* Whether every record fits in a call of its own within max_frame; the
- * error names the first that does not by its line. */
-gboolean rank_import_records_fit (const char *board, GPtrArray *entries,
-                                  GArray *lines, guint32 max_frame,
-                                  GError **error);
+/* Sends call as one UpdateBatch (corked by the caller). */
+gboolean rank_import_send_call (RankClient *client, const char *board,
+                                const char *digest, const RankImportCall *call,
+                                GError **error);
 
-/* How many of the records listed in todo from next on go in the next
- * call: up to most, as many as fit in max_frame (one at least). */
-guint rank_import_records_that_fit (const char *board, GPtrArray *entries,
-                                    GArray *todo, guint next, guint most,
-                                    guint32 max_frame);
-
-/* Sends the records of f as one UpdateBatch (corked by the caller). */
-gboolean rank_import_send_flight (RankClient *client, const char *board,
-                                  GPtrArray *entries, const char *digest,
-                                  const RankImportFlight *f, GError **error);
-
-/* Reads f's answer: counts applied, repeated and refused records; the
- * Unavailable ones go to retry, a group's records held back by another's
- * refusal to held. */
-gboolean rank_import_recv_flight (RankClient *client, GPtrArray *entries,
-                                  GArray *lines, const RankImportFlight *f,
-                                  GArray *retry, GArray *held,
-                                  RankImportStats *stats, GError **error);
+/* Reads call's answer: counts applied, repeated and refused records
+ * (refused ones printed with their line). Returns in *retry what is to be
+ * sent again for Unavailable (the call itself if a group: the caller then
+ * keeps call; else a call of those records, taken from call), and in *held
+ * a group of the records of a group held back by another's refusal (taken
+ * from call); both NULL when none. */
+gboolean rank_import_recv_call (RankClient *client, RankImportCall *call,
+                                RankImportCall **retry, RankImportCall **held,
+                                RankImportStats *stats, GError **error);
 
 #endif /* RANK_TRANSFER_INTERNAL_H */

@@ -55,9 +55,9 @@ cmd_import (Cli *cli)
                  arg (cli, 1));
   if (rankd (cli) == NULL)
     return EXIT_UNAVAILABLE;
-  ok = rank_transfer_import (cli->client, arg (cli, 0), arg (cli, 1), format,
-                             cli->max_frame, tty ? import_progress : NULL,
-                             &start, &stats, &error);
+  ok = rank_transfer_import (
+      cli->client, arg (cli, 0), arg (cli, 1), format, cli->max_frame,
+      cli->sort_memory, tty ? import_progress : NULL, &start, &stats, &error);
   if (tty)
     fputc ('\n', stderr);
   if (!ok)
@@ -113,8 +113,9 @@ cmd_export (Cli *cli)
         return fail (EXIT_INVALID, "--output: cannot write %s: %s", tmp,
                      g_strerror (errno));
       ok = rank_transfer_export (cli->client, arg (cli, 0), cli->periods_back,
-                                 format, out, tty ? export_progress : NULL,
-                                 NULL, &stats, &error);
+                                 format, cli->sort_memory, out,
+                                 tty ? export_progress : NULL, NULL, &stats,
+                                 &error);
       if (fclose (out) != 0 && ok)
         {
           g_set_error (&error, G_FILE_ERROR, g_file_error_from_errno (errno),
@@ -132,9 +133,9 @@ cmd_export (Cli *cli)
         remove (tmp);
     }
   else
-    ok = rank_transfer_export (cli->client, arg (cli, 0), cli->periods_back,
-                               format, out, tty ? export_progress : NULL, NULL,
-                               &stats, &error);
+    ok = rank_transfer_export (
+        cli->client, arg (cli, 0), cli->periods_back, format, cli->sort_memory,
+        out, tty ? export_progress : NULL, NULL, &stats, &error);
   if (tty)
     fputc ('\n', stderr);
   if (!ok)

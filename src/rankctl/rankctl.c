@@ -86,13 +86,18 @@ static const char help_text[]
       "                                calls are made to fit in it; a file "
       "with a\n"
       "                                record that cannot fit is refused by "
-      "its line\n"
+      "its line;\n"
+      "                                --sort-memory MIB for putting records "
+      "in order\n"
+      "                                (default 256; beyond it, runs go to "
+      "TMPDIR)\n"
       "  export BOARD                  every entry, as import reads them "
       "(sorted by\n"
       "                                member: export, import, export gives "
       "the same\n"
       "                                bytes); --format csv|jsonl, --output "
       "FILE\n"
+      "                                (--sort-memory MIB as import's)\n"
       "                                (default stdout, csv). CSV is not\n"
       "                                spreadsheet-safe: members beginning "
       "with =, +,\n"
@@ -174,6 +179,7 @@ enum
   TAKES_OUTPUT = 1 << 7,
   TAKES_WITHOUT_RANK = 1 << 8,
   TAKES_MAX_FRAME = 1 << 9,
+  TAKES_SORT_MEMORY = 1 << 10,
 };
 
 typedef struct
@@ -209,6 +215,7 @@ static const OptionSpec option_specs[] = {
   { "output", TAKES_OUTPUT, "FILE" },
   { "without-rank", TAKES_WITHOUT_RANK, NULL },
   { "max-frame", TAKES_MAX_FRAME, "BYTES" },
+  { "sort-memory", TAKES_SORT_MEMORY, "MIB" },
 };
 
 /* Prints "rankctl: message" on stderr; returns code. */
@@ -544,6 +551,12 @@ apply_option (Cli *cli, const OptionSpec *o, const char *value)
         return FALSE;
       cli->max_frame = (guint32) v;
     }
+  else if (strcmp (name, "sort-memory") == 0)
+    {
+      if (!parse_int ("--sort-memory", value, 1, 1024 * 1024, &v))
+        return FALSE;
+      cli->sort_memory = (gsize) v * 1024 * 1024;
+    }
   else if (strcmp (name, "format") == 0)
     {
       cli->has_format = TRUE;
@@ -580,8 +593,10 @@ static const CommandSpec command_specs[] = {
   { "get-data", "BOARD MEMBER", 2, 2, TAKES_PERIODS_BACK, cmd_get_data },
   { "info", "", 0, 0, 0, cmd_info },
   { "whoami", "", 0, 0, 0, cmd_whoami },
-  { "import", "BOARD FILE", 2, 2, TAKES_FORMAT | TAKES_MAX_FRAME, cmd_import },
-  { "export", "BOARD", 1, 1, TAKES_FORMAT | TAKES_OUTPUT | TAKES_PERIODS_BACK,
+  { "import", "BOARD FILE", 2, 2,
+    TAKES_FORMAT | TAKES_MAX_FRAME | TAKES_SORT_MEMORY, cmd_import },
+  { "export", "BOARD", 1, 1,
+    TAKES_FORMAT | TAKES_OUTPUT | TAKES_PERIODS_BACK | TAKES_SORT_MEMORY,
     cmd_export },
   { "boards", "", 0, 0, 0, cmd_boards },
   { "board-info", "BOARD", 1, 1, 0, cmd_board_info },
@@ -729,6 +744,7 @@ main (int argc, char **argv)
     .protocol = RANK_PROTOCOL_BINARY,
     .timeout_ms = (int) (DEFAULT_TIMEOUT_S * 1000),
     .max_frame = RANK_DEFAULT_MAX_FRAME,
+    .sort_memory = RANK_TRANSFER_SORT_MEMORY,
     .args = g_ptr_array_new (),
     .subscores = g_array_new (FALSE, FALSE, sizeof (gint64)),
     .data = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free),

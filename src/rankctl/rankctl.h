@@ -92,6 +92,7 @@ struct _Cli
   const char *output;    /* --output FILE */
   gboolean without_rank; /* --without-rank: UpdateRequest.with_rank false */
   guint32 max_frame;     /* --max-frame: rankd's, for import's calls */
+  gsize sort_memory;     /* --sort-memory, in bytes: import's and export's */
   RankClient *client;    /* connected by rankd() */
 };
 
