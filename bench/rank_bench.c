@@ -42,17 +42,19 @@ enum
   OP_UPDATE,
   OP_RANK,
   OP_TOP,
-  OP_AROUND,  /* GetAround, radius 5 */
-  OP_RANKS,   /* GetRanks of 10 members */
-  OP_BATCH,   /* UpdateBatch of --batch updates */
-  OP_ENQUEUE, /* Enqueue of --batch updates (a board with queue=on) */
+  OP_AROUND,     /* GetAround, radius 5 */
+  OP_RANKS,      /* GetRanks of 10 members */
+  OP_BATCH,      /* UpdateBatch of --batch updates */
+  OP_ENQUEUE,    /* Enqueue of --batch updates (a board with queue=on) */
+  OP_PERCENTILE, /* GetPercentile of a member */
   N_OPS
 };
 
 #define RANK_BENCH_MAX_PIPELINE 64
 
 static const char *const op_names[N_OPS]
-    = { "update", "rank", "top", "around", "ranks", "batch", "enqueue" };
+    = { "update", "rank",  "top",     "around",
+        "ranks",  "batch", "enqueue", "percentile" };
 
 #define RANK_BENCH_MAX_BATCH 1000
 
@@ -259,6 +261,15 @@ rankd_send (Worker *w, int op, const char *board, const char *member,
         ok = rank_ranking_client_send_get_around (iface, req, &error);
         break;
       }
+    case OP_PERCENTILE:
+      {
+        g_autoptr (rankGetPercentileRequest) req
+            = g_object_new (RANK_TYPE_GET_PERCENTILE_REQUEST, "board", board,
+                            "member", member, NULL);
+
+        ok = rank_ranking_client_send_get_percentile (iface, req, &error);
+        break;
+      }
     case OP_RANKS:
       {
         g_autoptr (rankGetRanksRequest) req
@@ -385,6 +396,14 @@ rankd_recv (Worker *w, int op)
       ok = rank_ranking_client_recv_get_around (
           iface, &w->page, &invalid, &not_found, &unavailable, &denied, &error);
       break;
+    case OP_PERCENTILE:
+      {
+        gdouble pct = 0;
+
+        ok = rank_ranking_client_recv_get_percentile (
+            iface, &pct, &invalid, &not_found, &unavailable, &denied, &error);
+        break;
+      }
     case OP_RANKS:
       g_ptr_array_set_size (w->page, 0);
       ok = rank_ranking_client_recv_get_ranks (iface, &w->page, &invalid,
@@ -774,7 +793,7 @@ parse_mix (Options *o, GError **error)
         {
           g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                        "--mix: '%s' is not OP=WEIGHT with OP update, rank, "
-                       "top, around, ranks, batch or enqueue",
+                       "top, around, ranks, batch, enqueue or percentile",
                        *p);
           return FALSE;
         }
@@ -782,7 +801,7 @@ parse_mix (Options *o, GError **error)
     }
   if (o->direct != NULL
       && (o->weights[OP_AROUND] || o->weights[OP_RANKS] || o->weights[OP_BATCH]
-          || o->weights[OP_ENQUEUE]))
+          || o->weights[OP_ENQUEUE] || o->weights[OP_PERCENTILE]))
     {
       g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                    "--mix: --direct runs update, rank and top only");
@@ -790,7 +809,7 @@ parse_mix (Options *o, GError **error)
     }
   if (o->weights[OP_UPDATE] + o->weights[OP_RANK] + o->weights[OP_TOP]
           + o->weights[OP_AROUND] + o->weights[OP_RANKS] + o->weights[OP_BATCH]
-          + o->weights[OP_ENQUEUE]
+          + o->weights[OP_ENQUEUE] + o->weights[OP_PERCENTILE]
       <= 0)
     {
       g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
@@ -857,7 +876,8 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
     { "mix", 'm', 0, G_OPTION_ARG_STRING, &o->mix,
       "Operation weights of update, rank, top, around (GetAround, radius 5) "
       "and ranks (GetRanks of 10), batch (UpdateBatch of --batch) and "
-      "enqueue (Enqueue of --batch) (update=80,rank=10,top=10)",
+      "enqueue (Enqueue of --batch), percentile (GetPercentile of a member) "
+      "(update=80,rank=10,top=10)",
       "OP=W,..." },
     { "members", 0, 0, G_OPTION_ARG_INT, &o->members,
       "Member population per board (1000000)", "N" },

@@ -109,8 +109,8 @@ def main():
                        "--redis", f"127.0.0.1:{redis_port}"], work)
         run(["--port", str(port), "--preload"])
         run(["--direct", f"127.0.0.1:{redis_port}", "--preload"])
-        run(["--port", str(port), "--mix", "around=1,ranks=1"],
-            ops=("around", "ranks"))
+        run(["--port", str(port), "--mix", "around=1,ranks=1,percentile=1"],
+            ops=("around", "ranks", "percentile"))
         # Pipelined: 24 calls per write, more than rankd runs at once on a
         # connection; every reply must match its call.
         piped = run(["--port", str(port), "--pipeline", "24", "-c", "2",
