@@ -7,6 +7,7 @@ RANKD_TEST_WRAPPER (as for the C tests), if set, is put in front of rankd
 (valgrind); the large board is then smaller.
 """
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -195,6 +196,30 @@ class AdminTest(unittest.TestCase):
         self.assertEqual((fresh.configured, fresh.members, fresh.keys,
                           fresh.memory_bytes, fresh.stored_layout),
                          (False, 0, 0, 0, None))
+
+    def test_board_info_samples_record_hashes(self):
+        """A layout of more than 256 record hashes is counted by 256 of
+        them, evenly spread: GetBoardInfo's MEMORY USAGE commands stop
+        growing with the layout (8,192 hashes took 0.25 s, one each), and
+        its keys and memory stay within a few % of the exact sums."""
+        self.fill("records", 20_000)
+        meta = self.redis_cli("HGET", "rk:{records}:q", "s")
+        hashes = int(meta.strip().strip('"'))
+        self.assertGreater(hashes, 256, meta)
+        keys = self.board_keys("records")
+        exact = sum(int(self.redis_cli("MEMORY", "USAGE", k).split()[-1])
+                    for k in keys)
+
+        def memory_calls():
+            stats = self.redis_cli("INFO", "commandstats")
+            m = re.search(r"cmdstat_memory:calls=(\d+)", stats)
+            return int(m.group(1)) if m else 0
+
+        before = memory_calls()
+        info = self.client.GetBoardInfo(GetBoardInfoRequest(board="records"))
+        self.assertLessEqual(memory_calls() - before, 256 + 10)
+        self.assertAlmostEqual(info.keys, len(keys), delta=len(keys) * 0.05)
+        self.assertAlmostEqual(info.memory_bytes, exact, delta=exact * 0.05)
 
     def test_board_info_periods(self):
         c = self.client

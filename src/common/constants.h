@@ -201,6 +201,9 @@
 /* Board administration: keys per UNLINK, boards per ListBoards page,
  * entries per Export page. */
 #define RANK_ADMIN_UNLINK_MAX 500
+/* GetBoardInfo: record hashes of a layout it reads MEMORY USAGE of, at
+ * most; a larger layout's keys and memory are estimated from them. */
+#define RANK_ADMIN_RECORD_SAMPLE 256
 #define RANK_LIST_BOARDS_MAX 1000
 #define RANK_EXPORT_COUNT_MAX 1000
 
