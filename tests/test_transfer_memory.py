@@ -13,7 +13,11 @@ made for it (so both orders and the duplicates came through the runs
 right), and rankctl's peak RSS (ru_maxrss, through a small process that forks it) for 1,000,000
 entries is within a few MiB of that for 200,000, for import in either
 order and for export. Before the external sort, rankctl held every record:
-a peak of about 350 MiB for 1,000,000 entries.
+a peak of about 350 MiB for 1,000,000 entries. rankd closes a connection
+idle for 1 s: import reads and sorts its file for longer than that before
+it sends (at 50M entries, over rankd's default 60 s), so it must send on
+connections made after the reading (it once sent on the one it opened
+first, and failed with "connection closed by peer").
 """
 import os
 import re
@@ -77,7 +81,8 @@ class TransferMemoryTest(unittest.TestCase):
         cls.rankd, cls.port = start(
             lambda p: [RANKD, "--listen", f"127.0.0.1:{p}", "--redis",
                        f"127.0.0.1:{redis_port}", "--grant",
-                       "anonymous=read,write,admin"], cls.dir)
+                       "anonymous=read,write,admin", "--idle-timeout", "1"],
+            cls.dir)
         cls.files = {}
         for n in (SMALL, BIG):
             path = os.path.join(cls.dir, f"gen{n}.csv")

@@ -756,6 +756,7 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
                       GError **error)
 {
   g_autoptr (RankSpill) spill = NULL;
+  g_autoptr (RankClient) fresh = NULL;
   g_autofree char *digest = NULL;
   DigestJob job = { path, NULL };
   GThread *digesting;
@@ -777,8 +778,12 @@ rank_transfer_import (RankClient *client, const char *board, const char *path,
       return FALSE;
     }
   stats->records = count;
-  if (!groups_allowed (client, board, &grouped, error))
+  /* Reading 50M records takes a minute or more, over rankd's idle timeout
+   * (60 s by default): client's connection may be gone by now. The sending
+   * is done on new ones. */
+  fresh = rank_client_connect_again (client, error);
+  if (fresh == NULL || !groups_allowed (fresh, board, &grouped, error))
     return FALSE;
-  return send_all (client, board, max_frame, digest, grouped, spill, count,
+  return send_all (fresh, board, max_frame, digest, grouped, spill, count,
                    stats, progress, progress_data, error);
 }
