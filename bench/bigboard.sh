@@ -11,7 +11,8 @@
 #
 # Usage: MEMBERS=50000000 bash bench/bigboard.sh     (after building build/)
 #        STEPS="read" MEMBERS=1000000 bash bench/bigboard.sh
-# Environment: MEMBERS (default 50000000), SMALL (default 1000000), BUILD
+# Environment: MEMBERS (default 50000000), SMALL (default 1000000),
+# SHARD_MEMBERS (the sharded board's, default MEMBERS), BUILD
 # (default build/), OUT (default bench/results/bigboard-<time>), GEN_DIR
 # (where generated files are kept for reruns, default
 # bench/results/bigboard-gen), DURATION (s per rank-bench run, default 10),
@@ -45,7 +46,7 @@
 #       how long until used_memory is back within 5% of its value before
 #       the big import (INFO memory every 100 ms, lazyfree_pending_objects).
 #       The single-node Redis is stopped afterwards.
-#   shards: the MEMBERS as board "shard-0" (shards=10) over 3 Redis
+#   shards: SHARD_MEMBERS as board "shard-0" (shards=10) over 3 Redis
 #       processes: import entries/s, then GetRank and GetTopN(10) with the
 #       CPU per call of each process.
 #   delete (sharded): delete-board of shard-0, as the reset above, per
@@ -59,6 +60,7 @@ root=$(cd "$here/.." && pwd)
 bench_setup bigboard
 members=${MEMBERS:-50000000}
 small=${SMALL:-1000000}
+shard_members=${SHARD_MEMBERS:-$members}
 duration=${DURATION:-10}
 conns=${CONNECTIONS:-16}
 steps=" ${STEPS:-import read export zadd shards delete} "
@@ -78,18 +80,19 @@ has() { case "$steps" in *" $1 "*) return 0 ;; esac; return 1; }
 summary=$out/summary.txt
 say() { tee -a "$summary"; }
 
-bench_meta "MEMBERS=$members SMALL=$small DURATION=$duration WARMUP=$warmup CONNECTIONS=$conns STEPS=\"${steps:1:-1}\" bash bench/bigboard.sh" | say
+bench_meta "MEMBERS=$members SMALL=$small SHARD_MEMBERS=$shard_members DURATION=$duration WARMUP=$warmup CONNECTIONS=$conns STEPS=\"${steps:1:-1}\" bash bench/bigboard.sh" | say
 ticks=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hwm() { awk '/VmHWM/{printf "%.0f", $2/1024}' "/proc/$1/status"; } # MiB
-used() { redis-cli -p "$1" INFO memory | awk -F: '/^used_memory:/{print $2+0}'; }
+used() { redis-cli -p "$1" INFO memory | awk -F: '/^used_memory:/{printf "%.0f\n", $2}'; }
 mib() { awk -v b="$1" 'BEGIN{printf "%.1f", b/1048576}'; }
 
 # ---- the entries, generated once ----
 mkdir -p "$gen_dir"
 big_csv=$gen_dir/bigboard-$members.csv
 small_csv=$gen_dir/bigboard-$small.csv
-for n in "$members" "$small"; do
+shard_csv=$gen_dir/bigboard-$shard_members.csv
+for n in "$members" "$small" "$shard_members"; do
   f=$gen_dir/bigboard-$n.csv
   if [ ! -s "$f" ]; then
     t0=$(date +%s.%N)
@@ -180,16 +183,22 @@ import os, socket, sys, time
 out, stop = sys.argv[1], sys.argv[2]
 nodes = [(int(p), int(b)) for p, b in (a.split(":") for a in sys.argv[3:])]
 socks = {p: socket.create_connection(("127.0.0.1", p)) for p, _ in nodes}
+def recv(s):
+    # A Redis gone (the run stopped): so is this poll, rather than spin.
+    data = s.recv(65536)
+    if not data:
+        sys.exit(0)
+    return data
 def info(p):
     s = socks[p]
     s.sendall(b"INFO memory\r\n")
     buf = b""
     while b"\r\n" not in buf:
-        buf += s.recv(65536)
+        buf += recv(s)
     head, rest = buf.split(b"\r\n", 1)
     n = int(head[1:])
     while len(rest) < n + 2:
-        rest += s.recv(65536)
+        rest += recv(s)
     f = dict(l.split(":", 1) for l in rest[:n].decode().splitlines() if ":" in l)
     return int(f["used_memory"]), int(f.get("lazyfree_pending_objects", 0))
 first, stopped = {}, None
@@ -447,10 +456,10 @@ CONF
   ctl=("$rankctl" --timeout 3600)
   for p in "${ports[@]}"; do nodes+=("$p:$(used "$p")"); done
   step_head "import (shards=10 over 3 Redis)" >"$work/shards.md"
-  step_row "shard-0 ($members)" "$members" "$rpids" "$rankd_pid" \
-    "${ctl[@]}" import shard-0 "$big_csv" >>"$work/shards.md"
-  [ "$("${ctl[@]}" --json count shard-0)" = "{\"count\":$members}" ] ||
-    { echo "shard-0 does not hold $members members" >&2; exit 1; }
+  step_row "shard-0 ($shard_members)" "$shard_members" "$rpids" "$rankd_pid" \
+    "${ctl[@]}" import shard-0 "$shard_csv" >>"$work/shards.md"
+  [ "$("${ctl[@]}" --json count shard-0)" = "{\"count\":$shard_members}" ] ||
+    { echo "shard-0 does not hold $shard_members members" >&2; exit 1; }
   if ! has shards; then
     for p in "${ports[@]}"; do redis-cli -p "$p" SLOWLOG RESET >/dev/null; done
   else
@@ -461,7 +470,7 @@ CONF
     for spec in rank:rank=1:10 top10:top=1:10; do
       IFS=: read -r name mix n <<<"$spec"
       "$bench" --port "$rankd_port" --mix "$mix" --top-n "$n" -c "$conns" \
-        -d "$duration" -w "$warmup" --json --members "$members" \
+        -d "$duration" -w "$warmup" --json --members "$shard_members" \
         --board-prefix shard --cpu "$(IFS=,; echo "${cpus[*]}")" \
         >"$out/shards-$name.json"
     done
