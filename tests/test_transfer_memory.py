@@ -13,7 +13,8 @@ made for it (so both orders and the duplicates came through the runs
 right), and rankctl's peak RSS (ru_maxrss, through a small process that forks it) for 1,000,000
 entries is within a few MiB of that for 200,000, for import in either
 order and for export. Before the external sort, rankctl held every record:
-a peak of about 350 MiB for 1,000,000 entries. rankd closes a connection
+a peak of about 350 MiB for 1,000,000 entries. (In a sanitizer build,
+RANKD_SANITIZED set, only the round trips are checked.) rankd closes a connection
 idle for 1 s: import reads and sorts its file for longer than that before
 it sends (at 50M entries, over rankd's default 60 s), so it must send on
 connections made after the reading (it once sent on the one it opened
@@ -143,6 +144,11 @@ class TransferMemoryTest(unittest.TestCase):
         peaks = dict(small_in=small_in, small_out=small_out, big_in=big_in,
                      big_out=big_out, shuffled_in=shuffled_in)
         print("rankctl peak RSS, KiB:", peaks, file=sys.stderr)
+        if os.environ.get("RANKD_SANITIZED"):
+            # AddressSanitizer holds freed memory in quarantine (256 MiB)
+            # and maps shadow memory: RSS there follows what was
+            # allocated. The plain build checks the bound.
+            return
         self.assertLessEqual(big_in, small_in + SLACK_KIB, peaks)
         self.assertLessEqual(shuffled_in, small_in + SLACK_KIB, peaks)
         self.assertLessEqual(big_out, small_out + SLACK_KIB, peaks)
