@@ -63,6 +63,7 @@ static const char *const board_keys[] = { "shards",
                                           "read_cache_ms",
                                           "read_from",
                                           "max_replica_lag_ms",
+                                          "window",
                                           NULL };
 static const char *const redis_keys[]
     = { "nodes",  "user",     "password", "replicas",        "tls",
@@ -78,6 +79,35 @@ static gboolean fail_line (const Loader *loader, int line, GError **error,
                            const char *fmt, ...) G_GNUC_PRINTF (4, 5);
 
 /* "FILE:LINE: message" */
+static gboolean
+window_ok (const Loader *loader, const char *section,
+           const RankBoardOptions *o, GError **error)
+{
+  if (o->window == 0)
+    return TRUE;
+  if (o->period.kind == RANK_PERIOD_NONE)
+    return fail_at (loader, section, "window", error,
+                    "a window combines periods: it needs period=hourly, "
+                    "daily, weekly, monthly or custom");
+  if (o->window - 1 > o->retention)
+    return fail_at (loader, section, "window", error,
+                    "window=%u needs the %u past periods it combines kept: "
+                    "retention=%u is less",
+                    o->window, o->window - 1, o->retention);
+  if (o->mode == RANK_MODE_SET)
+    return fail_at (loader, section, "window", error,
+                    "a window adds up (mode=increment) or keeps the best "
+                    "(mode=best) of its periods; mode=set has no combination");
+  if (o->cap > 0)
+    return fail_at (loader, section, "window", error,
+                    "a capped board drops members a window would still "
+                    "count: not with cap");
+  if (o->rank == RANK_KIND_DENSE)
+    return fail_at (loader, section, "window", error,
+                    "not with rank=dense (ordinal or competition)");
+  return TRUE;
+}
+
 static gboolean
 fail_line (const Loader *loader, int line, GError **error, const char *fmt, ...)
 {
@@ -486,7 +516,9 @@ load_board (const Loader *loader, const char *section, RankBoardOptions *o,
         && get_choice (loader, section, "read_from", sources, source_values,
                        &replica, error)
         && get_uint (loader, section, "max_replica_lag_ms", 1,
-                     RANK_REPLICA_LAG_MAX_MS, &o->max_replica_lag_ms, error);
+                     RANK_REPLICA_LAG_MAX_MS, &o->max_replica_lag_ms, error)
+        && get_uint (loader, section, "window", 2, RANK_WINDOW_MAX, &o->window,
+                     error);
 
   o->queue = queue;
   o->read_cache_tracked = tracked;
@@ -512,7 +544,7 @@ load_board (const Loader *loader, const char *section, RankBoardOptions *o,
         loader, section,
         g_key_file_has_key (loader->file, section, "cap", NULL) ? "cap" : NULL,
         error, "a capped sharded board must have rank=ordinal");
-  return ok;
+  return ok && window_ok (loader, section, o, error);
 }
 
 static gboolean

@@ -132,6 +132,10 @@ typedef struct
    * write this rankd acknowledged on the board (backend.h). */
   gboolean read_from_replica;
   guint max_replica_lag_ms;
+  /* A rolling window (store/lua/window.lua): the combination of the
+   * current period and the window-1 before it (mode=increment: their sum;
+   * best: the best), kept as a board of its own; 0: none. */
+  guint window;
 } RankBoardOptions;
 
 typedef struct _RankConfig RankConfig;

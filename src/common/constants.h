@@ -49,6 +49,13 @@
 /* Periodic boards: custom period length, and past periods kept. */
 #define RANK_PERIOD_SECONDS_MAX (10 * 366 * 24 * 3600)
 #define RANK_RETENTION_MAX 10000
+/* window=N: periods a rolling window combines, at most (an update reads
+ * its member's entry in each). */
+#define RANK_WINDOW_MAX 100
+/* The period labels of a rolling window's keys (rk:{board}:p:window:z ...):
+ * the window served, and the one a roll builds. No period has them. */
+#define RANK_WINDOW_LABEL "window"
+#define RANK_WINDOW_NEXT_LABEL "window-next"
 
 /* cap=K: at most this many members. */
 #define RANK_CAP_MAX 10000000

@@ -68,6 +68,9 @@ options_of (const RankBoardOptions *o)
     g_ptr_array_add (kv, g_strdup_printf ("cap=%u", o->cap));
   else
     g_ptr_array_add (kv, g_strdup ("cap=none"));
+  /* Only when set: the descriptors of boards without one stay as they were. */
+  if (o->window > 0)
+    g_ptr_array_add (kv, g_strdup_printf ("window=%u", o->window));
   return kv;
 }
 
@@ -142,6 +145,12 @@ rank_layout_mismatch (const char *board, const char *stored, const char *wanted)
       g_autofree char *key
           = eq != NULL ? g_strndup (*w, (gsize) (eq - *w)) : g_strdup (*w);
 
+      if (value_of (want + 2, key) == NULL && strcmp (key, "window") == 0)
+        return g_strdup_printf (
+            "board '%s' is stored with %s, but the configuration in force "
+            "sets no window: rankd will not write it without keeping its "
+            "window; restore the board's options, or reset the board",
+            board, *w);
       if (value_of (want + 2, key) == NULL)
         return g_strdup_printf ("board '%s' is stored with %s, which this "
                                 "rankd does not know",
