@@ -75,6 +75,20 @@ cluster_nodes (const RankAddress *nodes, guint n, gpointer data)
   rank_tracking_set_nodes (data, nodes, n);
 }
 
+/* RANKD_TEST_CLOCK_FILE: tests move rankd's clock (Unix ms, as decimal
+ * text in that file, read at every call), for periods and rolling windows
+ * across days without waiting for them. Never for production: main logs
+ * it at start. */
+static gint64
+test_clock (gpointer data)
+{
+  g_autofree char *text = NULL;
+
+  if (!g_file_get_contents (data, &text, NULL, NULL))
+    return g_get_real_time () / 1000;
+  return g_ascii_strtoll (text, NULL, 10);
+}
+
 static void
 worker_init (Worker *w, RankServer *server, guint index)
 {
@@ -114,6 +128,9 @@ worker_init (Worker *w, RankServer *server, guint index)
       w->store, server->config.boards, server->config.dedup_window_ms,
       server->config.protocol, server->config.framed, rank_request_answered);
   rank_handler_set_cache (w->handler, server->cache);
+  if (g_getenv ("RANKD_TEST_CLOCK_FILE") != NULL)
+    rank_handler_set_clock (w->handler, test_clock,
+                            (gpointer) g_getenv ("RANKD_TEST_CLOCK_FILE"));
   if (index == 0)
     w->queue = rank_queue_new (w->loop, w->store, w->handler);
   /* Worker 0 runs the tracking session: on plain nodes of the nodes

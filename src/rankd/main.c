@@ -436,6 +436,10 @@ static void
 warn_if_open (const Options *o, const RankServerConfig *server,
               const RankConfig *config)
 {
+  if (g_getenv ("RANKD_TEST_CLOCK_FILE") != NULL)
+    g_warning ("RANKD_TEST_CLOCK_FILE is set: rankd's clock is read from %s "
+               "(for tests only)",
+               g_getenv ("RANKD_TEST_CLOCK_FILE"));
   /* The viewer's reads are rankd's own calls, which no grant limits. */
   if (o->metrics_listen != NULL && !loopback_host (o->metrics.host))
     g_warning ("the HTTP port (--metrics-listen %s) serves the board viewer "
