@@ -1,0 +1,713 @@
+"""Rolling windows (window=N) against a model: random updates, retries and
+removes over many simulated periods, on daily boards in Europe/Paris across
+both daylight-saving days of a year, an hourly board across the repeated
+hour, a custom one; increment and best, one shard and four, asc and desc,
+with and without subscores, ordinal and competition ranks. After every
+period change (its roll waited for in Redis) and after rounds of updates
+within a period, every read with window=true is compared with the model.
+
+The clock is rankd's test clock: RANKD_TEST_CLOCK_FILE names a file of Unix
+ms that rankd reads as now; the test moves it. The simulated year is the
+next calendar year, so that what rankd writes with an absolute expiry
+(period keys, request-id records) is in Redis's future.
+
+Usage: test_window.py RANKD STUBS_DIR
+RANKD_WINDOW_SEED fixes the random seed (printed on a failure).
+"""
+import datetime
+import json
+import math
+import os
+import random
+import shlex
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import unittest
+from zoneinfo import ZoneInfo
+
+RANKD = os.path.abspath(sys.argv[1])
+WRAPPER = shlex.split(os.environ.get("RANKD_TEST_WRAPPER", ""))
+sys.path.insert(0, sys.argv[2])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+del sys.argv[1:3]
+
+from ranking.ttypes import (  # noqa: E402
+    CountBetweenRequest, CountRequest, GetAroundRequest, GetPercentileRequest,
+    GetRankRequest, GetRanksRequest, GetScoreAtPercentileRequest,
+    GetTopNRequest, NotFound, RemoveRequest, SampleRequest,
+    UpdateBatchRequest, UpdateRequest)
+from servers import connect, start, stop  # noqa: E402
+
+SEED = int(os.environ.get("RANKD_WINDOW_SEED", random.randrange(1 << 30)))
+PARIS = ZoneInfo("Europe/Paris")
+HOUR_MS = 3_600_000
+# Members: a few dozen, some whose bytes order differently from their text.
+MEMBERS = [f"m{i}" for i in range(24)] + ["A", "a", "Z", "é", "m1x", "_"]
+ROLL_DEADLINE = 20.0
+# RANKD_WINDOW_PERIODS_ONLY=1: the model's periods only (no window reads).
+WINDOWS = not os.environ.get("RANKD_WINDOW_PERIODS_ONLY")
+
+
+# ---- Redis, for the roll's state (no client library on the machine) ----
+
+class Resp:
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.file = self.sock.makefile("rb")
+
+    def call(self, *args):
+        parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
+        out = b"*%d\r\n" % len(parts) + b"".join(
+            b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+        self.sock.sendall(out)
+        return self._read()
+
+    def _read(self):
+        line = self.file.readline()[:-2]
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self.file.read(n + 2)[:-2]
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._read() for _ in range(n)]
+        raise RuntimeError(f"bad reply {line!r}")
+
+    def close(self):
+        self.sock.close()
+
+
+# ---- periods ----
+
+def _offset_text(dt):
+    off = int(dt.utcoffset().total_seconds()) // 60
+    sign = "+" if off >= 0 else "-"
+    return f"{sign}{abs(off) // 60:02d}:{abs(off) % 60:02d}"
+
+
+class Rule:
+    """A board's periods: index (consecutive integers), start, end, label."""
+
+    def __init__(self, kind, tz=PARIS, seconds=0, epoch=0):
+        self.kind, self.tz, self.seconds, self.epoch = kind, tz, seconds, epoch
+
+    def index(self, t_ms):
+        if self.kind == "daily":
+            return datetime.datetime.fromtimestamp(
+                t_ms / 1000, self.tz).date().toordinal()
+        if self.kind == "hourly":  # whole-hour offsets (Paris)
+            return t_ms // HOUR_MS
+        return (t_ms // 1000 - self.epoch) // self.seconds
+
+    def bounds(self, i):
+        if self.kind == "daily":
+            def midnight(d):
+                return int(datetime.datetime(
+                    d.year, d.month, d.day, tzinfo=self.tz).timestamp() * 1000)
+            d = datetime.date.fromordinal(i)
+            return midnight(d), midnight(d + datetime.timedelta(days=1))
+        if self.kind == "hourly":
+            return i * HOUR_MS, (i + 1) * HOUR_MS
+        s = (self.epoch + i * self.seconds) * 1000
+        return s, s + self.seconds * 1000
+
+    def label(self, i):
+        if self.kind == "daily":
+            return datetime.date.fromordinal(i).isoformat()
+        if self.kind == "hourly":
+            dt = datetime.datetime.fromtimestamp(i * 3600, self.tz)
+            return dt.strftime("%Y-%m-%dT%H:%M") + _offset_text(dt)
+        return f"n{i}"
+
+
+# ---- the model ----
+
+class Board:
+    def __init__(self, name, rule, window, mode, shards=1, order="desc",
+                 subscores=(), retention=None, rank="ordinal"):
+        self.name, self.rule, self.window, self.mode = name, rule, window, mode
+        self.shards, self.asc, self.subdirs = shards, order == "asc", subscores
+        self.retention = window - 1 if retention is None else retention
+        self.rank_kind = rank
+        self.periods = {}   # period index -> member -> (score, subs, time)
+        self.sent = []      # recent requests of this step, for retries
+        self.removes = []   # recent removes of this step, for retries
+        self.ids = 0
+        self.ts = {}        # period index -> last timestamp used in it
+
+    def config(self):
+        kind = self.rule.kind
+        lines = [f"[board {self.name}]", f"period={kind}",
+                 f"window={self.window}", f"mode={self.mode}",
+                 f"retention={self.retention}", "accept_late=true",
+                 f"order={'asc' if self.asc else 'desc'}",
+                 f"rank={self.rank_kind}"]
+        if kind == "custom":
+            lines += [f"period_seconds={self.rule.seconds}",
+                      f"period_epoch={self.rule.epoch}"]
+        else:
+            lines.append("timezone=Europe/Paris")
+        if self.shards > 1:
+            lines.append(f"shards={self.shards}")
+        if self.subdirs:
+            lines.append("subscores=" + ",".join(self.subdirs))
+        return "\n".join(lines) + "\n"
+
+    # one period, as any periodic board
+
+    def better(self, a, b):
+        """(score, subs) a strictly better than b."""
+        if a[0] != b[0]:
+            return a[0] < b[0] if self.asc else a[0] > b[0]
+        for x, y, d in zip(a[1], b[1], self.subdirs):
+            if x != y:
+                return x < y if d == "asc" else x > y
+        return False
+
+    def apply(self, period, member, value, subs, t):
+        """An update of member in period; its score there after it."""
+        entries = self.periods.setdefault(period, {})
+        old = entries.get(member)
+        zero = tuple(0 for _ in self.subdirs)
+        if self.mode == "increment":
+            new = ((old[0] if old else 0) + value,
+                   subs if subs is not None else (old[1] if old else zero))
+        else:
+            new = (value, subs if subs is not None else zero)
+            if old is not None and not self.better(new, old[:2]):
+                new = old[:2]
+        if old is None or new != old[:2]:
+            entries[member] = (new[0], new[1], t)
+        return entries[member][0]
+
+    def remove(self, period, member):
+        return self.periods.get(period, {}).pop(member, None) is not None
+
+    def score_in(self, period, member):
+        e = self.periods.get(period, {}).get(member)
+        return e[0] if e else 0
+
+    # the window
+
+    def window_periods(self, current):
+        return range(current - self.window + 1, current + 1)
+
+    def labels(self, current):
+        return ",".join(self.rule.label(i)
+                        for i in reversed(self.window_periods(current)))
+
+    def entries(self, current):
+        """The window's entries, ranked: [(member, score, subs, time)]."""
+        per = {}
+        for p in self.window_periods(current):
+            for m, e in self.periods.get(p, {}).items():
+                per.setdefault(m, []).append(e)
+        out = []
+        for m, es in per.items():
+            if self.mode == "increment":
+                last = max(es, key=lambda e: e[2])
+                out.append((m, sum(e[0] for e in es), last[1], last[2]))
+            else:
+                best = es[0]
+                for e in es[1:]:
+                    if self.better(e[:2], best[:2]):
+                        best = e
+                t = min(e[2] for e in es if e[:2] == best[:2])
+                out.append((m, best[0], best[1], t))
+        out.sort(key=self.sort_key)
+        return out
+
+    def sort_key(self, e):
+        m, score, subs, t = e
+        subkey = tuple(x if d == "asc" else -x
+                       for x, d in zip(subs, self.subdirs))
+        return (score if self.asc else -score, subkey, t, m.encode())
+
+    def score_better(self, a, b):
+        return a < b if self.asc else a > b
+
+    def ranks(self, entries):
+        """member -> rank by the board's rank kind."""
+        out = {}
+        for i, e in enumerate(entries):
+            if self.rank_kind == "competition":
+                out[e[0]] = 1 + sum(1 for f in entries
+                                    if self.score_better(f[1], e[1]))
+            else:
+                out[e[0]] = i + 1
+        return out
+
+    def next_id(self):
+        self.ids += 1
+        return f"{self.name}-{self.ids}"
+
+
+def boards():
+    daily, hourly = Rule("daily"), Rule("hourly")
+    custom = Rule("custom", seconds=1800, epoch=0)
+    return [
+        Board("d_inc", daily, 3, "increment", retention=3),
+        Board("d_inc4", daily, 3, "increment", shards=4),
+        Board("d_best", daily, 3, "best"),
+        Board("d_best4s", daily, 3, "best", shards=4,
+              subscores=("desc", "asc"), retention=3),
+        Board("d_asc_best4", daily, 3, "best", shards=4, order="asc"),
+        Board("d_asc_comp", daily, 3, "increment", order="asc",
+              rank="competition"),
+        Board("d_inc_sub", daily, 3, "increment", subscores=("asc",)),
+        Board("h_inc4", hourly, 4, "increment", shards=4, retention=5),
+        Board("c_best_sub", custom, 2, "best", subscores=("asc",)),
+    ]
+
+
+def paris_ms(y, mo, d, h=0, mi=0, s=0, ms=0):
+    return int(datetime.datetime(y, mo, d, h, mi, s, tzinfo=PARIS)
+               .timestamp() * 1000) + ms
+
+
+def last_sunday(year, month):
+    d = datetime.date(year, month + 1, 1) - datetime.timedelta(days=1)
+    return d - datetime.timedelta(days=(d.weekday() + 1) % 7)
+
+
+def timeline(rng, year):
+    """The clock's instants, increasing: daily steps across the spring
+    change (some skipping 2..5 days), hourly ones across the autumn
+    change's repeated hour, daily ones across the autumn change."""
+    spring, autumn = last_sunday(year, 3), last_sunday(year, 10)
+    out = []
+
+    def day(d, *when):
+        for w in when:
+            if w == "first":
+                out.append(paris_ms(d.year, d.month, d.day))
+            elif w == "last":
+                nxt = d + datetime.timedelta(days=1)
+                out.append(paris_ms(nxt.year, nxt.month, nxt.day) - 1)
+            else:
+                out.append(paris_ms(d.year, d.month, d.day, *w))
+
+    s = spring - datetime.timedelta(days=5)
+    for k, skip in enumerate([0, 1, 1, 1, 1, 1, 1, 1, 4, 1, 1, 2, 1, 3, 1,
+                              1, 5, 1, 1]):
+        s += datetime.timedelta(days=skip)
+        if s == spring:
+            day(s, "first", (1, 59), (3, 0), "last")
+        elif k % 3 == 0:
+            day(s, (rng.randrange(24), rng.randrange(60)), "last")
+        elif k % 3 == 1:
+            day(s, "first", (rng.randrange(12, 24), rng.randrange(60)))
+        else:
+            day(s, (rng.randrange(24), rng.randrange(60)))
+    a = autumn - datetime.timedelta(days=2)
+    day(a, (12, 0))
+    # Hourly across the repeated hour: from 22:00 the evening before.
+    t = paris_ms(autumn.year, autumn.month, autumn.day) - 2 * HOUR_MS
+    end = t + 8 * HOUR_MS
+    while t < end:
+        out.append(t)
+        t += rng.choice([20, 35, 60, 60, 75, 130, 300]) * 60_000
+    for skip in [1, 1, 1, 1, 4]:
+        a = max(a, datetime.datetime.fromtimestamp(
+            t / 1000, PARIS).date()) + datetime.timedelta(days=skip)
+        day(a, (rng.randrange(24), rng.randrange(60)))
+    assert out == sorted(out), "the timeline goes back"
+    return out
+
+
+class WindowTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rankd-window-")
+        cls.rng = random.Random(SEED)
+        cls.year = datetime.datetime.now(datetime.timezone.utc).year + 1
+        cls.times = timeline(cls.rng, cls.year)
+        cls.clock_file = os.path.join(cls.dir, "clock")
+        cls.set_clock(cls.times[0])
+        cls.boards = boards()
+        conf = os.path.join(cls.dir, "rankd.conf")
+        with open(conf, "w", encoding="utf-8") as f:
+            f.write("\n".join(b.config() for b in cls.boards))
+        cls.redis, cls.redis_port = start(
+            lambda p: ["redis-server", "--bind", "127.0.0.1", "--port", str(p),
+                       "--save", "", "--appendonly", "no"], cls.dir)
+        os.environ["RANKD_TEST_CLOCK_FILE"] = cls.clock_file
+        cls.rankd, cls.port = start(
+            lambda p: [*WRAPPER, RANKD, "--listen", f"127.0.0.1:{p}",
+                       "--config", conf,
+                       "--redis", f"127.0.0.1:{cls.redis_port}"], cls.dir)
+        cls.client, cls.transport = connect(cls.port)
+        cls.resp = Resp(cls.redis_port)
+        cls.log = open(os.path.join(cls.dir, "ops.jsonl"), "w",
+                       encoding="utf-8")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.transport.close()
+        cls.resp.close()
+        cls.log.close()
+        status = stop(cls.rankd, cls.dir, cls.port)
+        cls.redis.terminate()
+        cls.redis.wait(30)
+        if status == 0 and not os.environ.get("RANKD_WINDOW_KEEP"):
+            shutil.rmtree(cls.dir)
+        else:
+            sys.stderr.write(f"kept {cls.dir}\n")
+        assert status == 0, "rankd did not exit cleanly"
+
+    @classmethod
+    def set_clock(cls, t_ms):
+        cls.now = t_ms
+        tmp = cls.clock_file + ".tmp"
+        with open(tmp, "w", encoding="ascii") as f:
+            f.write(str(t_ms))
+        os.replace(tmp, cls.clock_file)
+
+    def note(self, **what):
+        self.log.write(json.dumps(what, ensure_ascii=False) + "\n")
+
+    def fail_with(self, board, call, expected, got):
+        cur = board.rule.index(self.now)
+        model = board.entries(cur)
+        self.log.flush()
+        self.fail(
+            f"seed {SEED}, board {board.name}, clock {self.now} "
+            f"(period {board.rule.label(cur)}), {call}:\n"
+            f"  expected {expected!r}\n  got      {got!r}\n"
+            f"  the model's window: {model}\n"
+            f"  periods: { {board.rule.label(p): e for p, e in sorted(board.periods.items()) if p > cur - board.window - 2} }\n"
+            f"  operations: {os.path.join(self.dir, 'ops.jsonl')}")
+
+    # ---- the roll ----
+
+    def window_keys(self, board):
+        if board.shards == 1:
+            return [f"rk:{{{board.name}}}:w"]
+        return [f"rk:s:{{{board.name}/{i}}}:w" for i in range(board.shards)]
+
+    def wait_roll(self, board):
+        want = board.labels(board.rule.index(self.now)).encode()
+        end = time.monotonic() + ROLL_DEADLINE
+        states = None
+        while time.monotonic() < end:
+            states = [self.resp.call("HMGET", k, "n", "s")
+                      for k in self.window_keys(board)]
+            if all(n is None and s == want for n, s in states):
+                return
+            time.sleep(0.002)  # polling a condition, with a deadline
+        self.fail(f"seed {SEED}: board {board.name}: the roll to {want!r} "
+                  f"did not complete in {ROLL_DEADLINE} s: {states}")
+
+    # ---- updates ----
+
+    def timestamp(self, board, period):
+        """A time in period: in the current one, at or after the clock's
+        last one there, now and then the same as the last (a tie)."""
+        start, end = board.rule.bounds(period)
+        last = board.ts.get(period)
+        if period != board.rule.index(self.now):
+            return self.rng.randrange(start, end)
+        if last is None:
+            t = max(start, self.now - 1000)
+        elif self.rng.random() < 0.2:
+            t = last
+        else:
+            t = last + self.rng.choice([1, 2, 5, 1000])
+        t = min(max(t, start), end - 1)
+        board.ts[period] = t
+        return t
+
+    def random_update(self, board, late=False):
+        rng = self.rng
+        cur = board.rule.index(self.now)
+        period = cur
+        if late:
+            period = cur - rng.randint(1, board.retention)
+        member = rng.choice(MEMBERS)
+        if board.mode == "increment":
+            value = rng.randint(-6, 12)
+        else:
+            value = rng.randint(-10, 40)
+        subs = None
+        if board.subdirs and (board.mode == "best" or rng.random() < 0.6):
+            subs = tuple(rng.randint(0, 2) for _ in board.subdirs)
+        t = self.timestamp(board, period)
+        return dict(board=board, period=period, member=member, value=value,
+                    subs=subs, t=t, request_id=board.next_id())
+
+    def request(self, u):
+        return UpdateRequest(
+            board=u["board"].name, member=u["member"], value=u["value"],
+            request_id=u["request_id"], timestamp_ms=u["t"],
+            subscores=list(u["subs"]) if u["subs"] is not None else None)
+
+    def answered(self, u, response, retry):
+        board = u["board"]
+        self.note(op="update", board=board.name, member=u["member"],
+                  value=u["value"], subs=u["subs"], t=u["t"],
+                  request_id=u["request_id"], retry=retry,
+                  period=board.rule.label(u["period"]))
+        if retry:
+            want = (board.score_in(u["period"], u["member"]), False)
+        else:
+            want = (board.apply(u["period"], u["member"], u["value"],
+                                u["subs"], u["t"]), True)
+            board.sent.append(u)
+        got = (response.score, response.applied)
+        if got != want:
+            self.fail_with(board, f"Update {u['member']} {u['value']} "
+                           f"{u['subs']} t={u['t']} id={u['request_id']}"
+                           f" retry={retry}", want, got)
+
+    def update_round(self, board, ops):
+        """ops random operations: updates (some late, some retried), removes
+        (some retried), alone or in a batch."""
+        rng = self.rng
+        batch = []
+        for _ in range(ops):
+            r = rng.random()
+            if r < 0.12 and board.sent:
+                batch.append((rng.choice(board.sent[-8:]), True))
+            elif r < 0.22:
+                self.flush(batch)
+                batch = []
+                self.remove(board, retry=bool(board.removes)
+                            and rng.random() < 0.3)
+            elif r < 0.32:
+                batch.append((self.random_update(board, late=True), False))
+            else:
+                batch.append((self.random_update(board), False))
+            if rng.random() < 0.5:
+                self.flush(batch)
+                batch = []
+        self.flush(batch)
+
+    def flush(self, batch):
+        if not batch:
+            return
+        if len(batch) == 1 and self.rng.random() < 0.5:
+            u, retry = batch[0]
+            self.answered(u, self.client.Update(self.request(u)), retry)
+            return
+        # A request id twice in one batch: the second is a retry.
+        seen, marked = set(), []
+        for u, retry in batch:
+            marked.append((u, retry or u["request_id"] in seen))
+            seen.add(u["request_id"])
+        res = self.client.UpdateBatch(UpdateBatchRequest(
+            requests=[self.request(u) for u, _ in marked])).results
+        for (u, retry), r in zip(marked, res):
+            if r.response is None:
+                self.fail_with(u["board"], "UpdateBatch", "a response", r)
+            self.answered(u, r.response, retry)
+
+    def remove(self, board, retry):
+        cur = board.rule.index(self.now)
+        if retry:
+            member, rid = self.rng.choice(board.removes)
+        else:
+            member, rid = self.rng.choice(MEMBERS), board.next_id()
+        self.note(op="remove", board=board.name, member=member,
+                  request_id=rid, retry=retry, period=board.rule.label(cur))
+        got = self.client.Remove(RemoveRequest(
+            board=board.name, member=member, request_id=rid))
+        if retry:
+            if got.applied:
+                self.fail_with(board, f"Remove {member} id={rid} (a retry)",
+                               "applied=False", got)
+            return
+        want = board.remove(cur, member)
+        board.removes.append((member, rid))
+        if (got.applied, got.removed) != (True, want):
+            self.fail_with(board, f"Remove {member} id={rid}",
+                           (True, want), (got.applied, got.removed))
+
+    # ---- the reads, window=true, against the model ----
+
+    def entry_of(self, board, e, rank):
+        m, score, subs, _ = e
+        return (m, score, rank, list(subs) if board.subdirs else None)
+
+    def got_entry(self, x):
+        return (x.member, x.score, x.rank, x.subscores)
+
+    def check(self, board, back=None):
+        """Every read of the window (back None) or of the period back
+        periods before the current one against the model."""
+        rng, c, name = self.rng, self.client, board.name
+        cur = board.rule.index(self.now)
+        if back is None:
+            view, model = {"window": True}, board.entries(cur)
+        else:
+            view = {"periods_back": back}
+            model = sorted(((m, *e) for m, e in
+                            board.periods.get(cur - back, {}).items()),
+                           key=board.sort_key)
+        ranks = board.ranks(model)
+        by_member = {e[0]: e for e in model}
+        total = len(model)
+        want_all = [self.entry_of(board, e, ranks[e[0]]) for e in model]
+
+        def expect(call, want, got):
+            if want != got:
+                self.fail_with(board, f"{call} {view}", want, got)
+
+        got = c.GetTopN(GetTopNRequest(board=name, n=1000, **view))
+        expect("GetTopN n=1000", want_all, [self.got_entry(x) for x in got])
+        off = total // 3
+        got = c.GetTopN(GetTopNRequest(board=name, n=5, offset=off,
+                                       **view))
+        expect(f"GetTopN n=5 offset={off}", want_all[off:off + 5],
+               [self.got_entry(x) for x in got])
+        expect("Count", total, c.Count(CountRequest(board=name, **view)))
+
+        for m in MEMBERS:
+            try:
+                x = c.GetRank(GetRankRequest(board=name, member=m,
+                                             **view))
+                got = self.got_entry(x)
+            except NotFound:
+                got = "NotFound"
+            want = (self.entry_of(board, by_member[m], ranks[m])
+                    if m in by_member else "NotFound")
+            expect(f"GetRank {m}", want, got)
+
+        asked = rng.sample(MEMBERS, 10)
+        got = c.GetRanks(GetRanksRequest(board=name, members=asked,
+                                         **view))
+        want = [(m, True, by_member[m][1], ranks[m]) if m in by_member
+                else (m, False, None, None) for m in asked]
+        expect(f"GetRanks {asked}", want,
+               [(r.member, r.found, r.score, r.rank) for r in got])
+
+        scores = [e[1] for e in model] or [0]
+        lo_s, hi_s = min(scores) - 3, max(scores) + 3
+        for _ in range(3):
+            a, b = sorted(rng.randint(lo_s, hi_s) for _ in range(2))
+            want = sum(1 for e in model if a <= e[1] <= b)
+            expect(f"CountBetween {a} {b}", want, c.CountBetween(
+                CountBetweenRequest(board=name, min_score=a, max_score=b,
+                                    **view)))
+
+        for m in rng.sample(MEMBERS, 4):
+            call = f"GetAround {m} radius 2 {view}"
+            try:
+                got = [self.got_entry(x) for x in c.GetAround(
+                    GetAroundRequest(board=name, member=m, radius=2,
+                                     **view))]
+            except NotFound:
+                got = "NotFound"
+            if m in by_member:
+                i = next(k for k, e in enumerate(model) if e[0] == m)
+                want = want_all[max(0, i - 2):i + 3]
+            else:
+                want = "NotFound"
+            expect(call, want, got)
+
+        for m in rng.sample(MEMBERS, 4):
+            try:
+                got = c.GetPercentile(GetPercentileRequest(
+                    board=name, member=m, **view))
+            except NotFound:
+                got = "NotFound"
+            if m in by_member:
+                s = by_member[m][1]
+                better = sum(1 for e in model if board.score_better(e[1], s))
+                equal = sum(1 for e in model if e[1] == s)
+                want = 100.0 * (total - better - equal) / total
+            else:
+                want = "NotFound"
+            if got != want and not (isinstance(got, float)
+                                    and isinstance(want, float)
+                                    and abs(got - want) < 1e-9):
+                self.fail_with(board, f"GetPercentile {m} {view}", want, got)
+
+        for pct in (0.0, 37.5, 50.0, 99.0, 100.0):
+            try:
+                got = c.GetScoreAtPercentile(GetScoreAtPercentileRequest(
+                    board=name, pct=pct, **view))
+            except NotFound:
+                got = "NotFound"
+            if total:
+                pos = min(max(math.ceil(total * (100.0 - pct) / 100.0), 1),
+                          total)
+                want = model[pos - 1][1]
+            else:
+                want = "NotFound"
+            expect(f"GetScoreAtPercentile {pct}", want, got)
+
+        for _ in range(2):
+            a, b = sorted(rng.randint(lo_s, hi_s) for _ in range(2))
+            count = rng.choice([1, 3, 10, 100])
+            got = c.Sample(SampleRequest(board=name, min_score=a,
+                                         max_score=b, count=count,
+                                         **view))
+            in_range = {e[0] for e in model if a <= e[1] <= b}
+            call = f"Sample {a} {b} count={count} {view}"
+            members = [x.member for x in got]
+            expect(call + ": how many", min(count, len(in_range)),
+                   len(members))
+            expect(call + ": distinct", len(members), len(set(members)))
+            for x in got:
+                if x.member not in in_range:
+                    self.fail_with(board, call, f"members of {in_range}", x)
+                expect(call + f": {x.member}",
+                       self.entry_of(board, by_member[x.member],
+                                     ranks[x.member]),
+                       self.got_entry(x))
+
+    # ---- the run ----
+
+    def test_window_model(self):
+        begin = time.monotonic()
+        rng = self.rng
+        last = {b.name: None for b in self.boards}
+        checks = rolls = 0
+        for t in self.times:
+            self.set_clock(t)
+            self.note(op="clock", t=t)
+            for board in self.boards:
+                board.sent, board.removes = [], []
+                cur = board.rule.index(t)
+                changed = last[board.name] != cur
+                last[board.name] = cur
+                if changed and WINDOWS:
+                    rolls += 1
+                    if rng.random() < 0.3:
+                        # Updates first: the first of them starts the
+                        # roll, which must keep them.
+                        self.update_round(board, 6)
+                    else:
+                        self.client.Count(CountRequest(board=board.name,
+                                                       window=True))
+                    self.wait_roll(board)
+                    self.check(board)
+                    checks += 1
+                self.update_round(board, rng.randint(10, 30))
+                if WINDOWS:
+                    self.check(board)
+                    checks += 1
+                # The periods themselves, now and then (always without
+                # windows): what the windows combine.
+                if not WINDOWS or rng.random() < 0.15:
+                    self.check(board, rng.choice(
+                        [0, rng.randint(0, board.retention)]))
+                    checks += 1
+        took = time.monotonic() - begin
+        sys.stderr.write(f"seed {SEED}: {len(self.times)} clock steps, "
+                         f"{rolls} period changes waited for, {checks} "
+                         f"checks of every read, {took:.1f} s\n")
+
+
+if __name__ == "__main__":
+    unittest.main()
