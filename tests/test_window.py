@@ -269,6 +269,16 @@ def boards():
     ]
 
 
+# The boards of test_window_read_during_roll, and their members.
+ROLL_MEMBERS = 6000
+
+
+def ROLL_BOARDS():
+    daily = Rule("daily")
+    return [Board("roll_inc", daily, 3, "increment"),
+            Board("roll_best4", daily, 3, "best", shards=4)]
+
+
 def paris_ms(y, mo, d, h=0, mi=0, s=0, ms=0):
     return int(datetime.datetime(y, mo, d, h, mi, s, tzinfo=PARIS)
                .timestamp() * 1000) + ms
@@ -310,12 +320,12 @@ def timeline(rng, year):
             day(s, (rng.randrange(24), rng.randrange(60)))
     a = autumn - datetime.timedelta(days=2)
     day(a, (12, 0))
-    # Hourly across the repeated hour: from 22:00 the evening before.
-    t = paris_ms(autumn.year, autumn.month, autumn.day) - 2 * HOUR_MS
-    end = t + 8 * HOUR_MS
-    while t < end:
+    # Hourly across the repeated hour, from 22:00 the evening before: hours
+    # after it (4: 02:00+02:00, 5: 02:00+01:00), some skipping 2 or more.
+    t0 = paris_ms(autumn.year, autumn.month, autumn.day) - 2 * HOUR_MS
+    for h in (0, 1.5, 2, 3, 4, 4.5, 5, 6, 9, 14):
+        t = t0 + int(h * HOUR_MS) + rng.randrange(30) * 60_000
         out.append(t)
-        t += rng.choice([20, 35, 60, 60, 75, 130, 300]) * 60_000
     for skip in [1, 1, 1, 1, 4]:
         a = max(a, datetime.datetime.fromtimestamp(
             t / 1000, PARIS).date()) + datetime.timedelta(days=skip)
@@ -337,7 +347,8 @@ class WindowTest(unittest.TestCase):
         cls.boards = boards()
         conf = os.path.join(cls.dir, "rankd.conf")
         with open(conf, "w", encoding="utf-8") as f:
-            f.write("\n".join(b.config() for b in cls.boards))
+            f.write("\n".join(b.config()
+                               for b in cls.boards + ROLL_BOARDS()))
         cls.redis, cls.redis_port = start(
             lambda p: ["redis-server", "--bind", "127.0.0.1", "--port", str(p),
                        "--save", "", "--appendonly", "no"], cls.dir)
@@ -563,7 +574,7 @@ class WindowTest(unittest.TestCase):
                 self.fail_with(board, f"{call} {view}", want, got)
 
         got = c.GetTopN(GetTopNRequest(board=name, n=1000, **view))
-        expect("GetTopN n=1000", want_all, [self.got_entry(x) for x in got])
+        expect("GetTopN n=1000", want_all[:1000], [self.got_entry(x) for x in got])
         off = total // 3
         got = c.GetTopN(GetTopNRequest(board=name, n=5, offset=off,
                                        **view))
@@ -707,6 +718,78 @@ class WindowTest(unittest.TestCase):
         sys.stderr.write(f"seed {SEED}: {len(self.times)} clock steps, "
                          f"{rolls} period changes waited for, {checks} "
                          f"checks of every read, {took:.1f} s\n")
+
+    def test_window_read_during_roll(self):
+        """A read while a roll runs answers the old window or the new one,
+        whole: thousands of members, so that the roll takes chunks. Runs
+        after test_window_model (by name), on a clock past its year."""
+        if not WINDOWS:
+            self.skipTest("RANKD_WINDOW_PERIODS_ONLY")
+        rng = random.Random(SEED + 1)
+        day = datetime.date(self.year + 1, 1, 10)
+        seen = {}
+        for board in ROLL_BOARDS():
+            old_new = []
+            for back in (2, 1, 0):
+                d = day - datetime.timedelta(days=back)
+                self.set_clock(paris_ms(d.year, d.month, d.day, 12))
+                cur = board.rule.index(self.now)
+                self.client.Count(CountRequest(board=board.name,
+                                               window=True))
+                self.wait_roll(board)
+                # The oldest period holds members of its own, which leave
+                # with it.
+                members = range(ROLL_MEMBERS) if back == 2 else \
+                    range(ROLL_MEMBERS // 3, ROLL_MEMBERS)
+                reqs = []
+                for i in members:
+                    t = self.now + i % 7
+                    v = rng.randint(-50, 100)
+                    m = f"r{i}"
+                    board.apply(cur, m, v, None, t)
+                    reqs.append(UpdateRequest(
+                        board=board.name, member=m, value=v, timestamp_ms=t,
+                        request_id=board.next_id(), with_rank=False))
+                for k in range(0, len(reqs), 1000):
+                    res = self.client.UpdateBatch(UpdateBatchRequest(
+                        requests=reqs[k:k + 1000])).results
+                    self.assertTrue(all(r.response for r in res))
+            old = board.entries(cur)
+            self.set_clock(paris_ms(day.year, day.month, day.day + 1, 12))
+            new = board.entries(board.rule.index(self.now))
+            self.assertNotEqual(len(old), len(new))
+
+            def top(entries):
+                return [(e[0], e[1]) for e in entries[:10]]
+
+            counts = {len(old): "old", len(new): "new"}
+            tops = {tuple(top(old)): "old", tuple(top(new)): "new"}
+            want = board.labels(board.rule.index(self.now)).encode()
+            answers = []
+            end = time.monotonic() + ROLL_DEADLINE
+            done = False
+            while not done:
+                self.assertLess(time.monotonic(), end, "the roll never ended")
+                states = [self.resp.call("HMGET", k, "n", "s")
+                          for k in self.window_keys(board)]
+                done = all(n is None and st == want for n, st in states)
+                n = self.client.Count(CountRequest(board=board.name,
+                                                   window=True))
+                got = self.client.GetTopN(GetTopNRequest(
+                    board=board.name, n=10, window=True))
+                got = tuple((x.member, x.score) for x in got)
+                if n not in counts or got not in tops:
+                    self.fail_with(board, "Count, GetTopN n=10 during the "
+                                   "roll", (len(old), len(new), tops),
+                                   (n, got))
+                answers.append((counts[n], tops[got]))
+            self.assertEqual(answers[-1], ("new", "new"))
+            seen[board.name] = answers
+            self.check(board)
+        sys.stderr.write("reads during the roll (old, new): " + ", ".join(
+            f"{b}: {sum(1 for a in ans if a == ('old', 'old'))}, "
+            f"{sum(1 for a in ans if a == ('new', 'new'))} of {len(ans)}"
+            for b, ans in seen.items()) + "\n")
 
 
 if __name__ == "__main__":
