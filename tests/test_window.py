@@ -361,6 +361,8 @@ class WindowTest(unittest.TestCase):
         cls.resp = Resp(cls.redis_port)
         cls.log = open(os.path.join(cls.dir, "ops.jsonl"), "w",
                        encoding="utf-8")
+        cls.counts = {}
+        cls.failed = False
 
     @classmethod
     def tearDownClass(cls):
@@ -370,7 +372,8 @@ class WindowTest(unittest.TestCase):
         status = stop(cls.rankd, cls.dir, cls.port)
         cls.redis.terminate()
         cls.redis.wait(30)
-        if status == 0 and not os.environ.get("RANKD_WINDOW_KEEP"):
+        if status == 0 and not cls.failed and \
+                not os.environ.get("RANKD_WINDOW_KEEP"):
             shutil.rmtree(cls.dir)
         else:
             sys.stderr.write(f"kept {cls.dir}\n")
@@ -386,11 +389,16 @@ class WindowTest(unittest.TestCase):
 
     def note(self, **what):
         self.log.write(json.dumps(what, ensure_ascii=False) + "\n")
+        key = what["op"] + ("-retry" if what.get("retry") else "")
+        if what["op"] == "update" and what["period"] != what.get("current"):
+            key += "-late"
+        self.counts[key] = self.counts.get(key, 0) + 1
 
     def fail_with(self, board, call, expected, got):
         cur = board.rule.index(self.now)
         model = board.entries(cur)
         self.log.flush()
+        type(self).failed = True
         self.fail(
             f"seed {SEED}, board {board.name}, clock {self.now} "
             f"(period {board.rule.label(cur)}), {call}:\n"
@@ -467,7 +475,8 @@ class WindowTest(unittest.TestCase):
         self.note(op="update", board=board.name, member=u["member"],
                   value=u["value"], subs=u["subs"], t=u["t"],
                   request_id=u["request_id"], retry=retry,
-                  period=board.rule.label(u["period"]))
+                  period=board.rule.label(u["period"]),
+                  current=board.rule.label(board.rule.index(self.now)))
         if retry:
             want = (board.score_in(u["period"], u["member"]), False)
         else:
@@ -684,6 +693,7 @@ class WindowTest(unittest.TestCase):
         rng = self.rng
         last = {b.name: None for b in self.boards}
         checks = rolls = 0
+        sizes = []
         for t in self.times:
             self.set_clock(t)
             self.note(op="clock", t=t)
@@ -708,6 +718,7 @@ class WindowTest(unittest.TestCase):
                 if WINDOWS:
                     self.check(board)
                     checks += 1
+                    sizes.append(len(board.entries(cur)))
                 # The periods themselves, now and then (always without
                 # windows): what the windows combine.
                 if not WINDOWS or rng.random() < 0.15:
@@ -717,7 +728,9 @@ class WindowTest(unittest.TestCase):
         took = time.monotonic() - begin
         sys.stderr.write(f"seed {SEED}: {len(self.times)} clock steps, "
                          f"{rolls} period changes waited for, {checks} "
-                         f"checks of every read, {took:.1f} s\n")
+                         f"checks of every read, {took:.1f} s; window sizes "
+                         f"{min(sizes, default=0)}-{max(sizes, default=0)}, "
+                         f"operations {sorted(self.counts.items())}\n")
 
     def test_window_read_during_roll(self):
         """A read while a roll runs answers the old window or the new one,
