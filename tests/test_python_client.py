@@ -728,7 +728,7 @@ class RequestShapeTest(ServedTest):
         """rankd reports the IDL version this client was generated from
         (the IDL's own constant), its configured boards and uptime."""
         info = self.client.GetServerInfo(GetServerInfoRequest())
-        self.assertEqual(IDL_VERSION, "1.7")
+        self.assertEqual(IDL_VERSION, "1.8")
         self.assertEqual(info.idl_version, IDL_VERSION)
         self.assertRegex(info.version, r"^\d+\.\d+\.\d+$")
         self.assertEqual(info.configured_boards, 1)

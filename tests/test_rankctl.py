@@ -524,7 +524,7 @@ class RankctlTest(unittest.TestCase):
 
     def test_info(self):
         info = self.json("info")
-        self.assertEqual(info["idl_version"], "1.7")
+        self.assertEqual(info["idl_version"], "1.8")
         self.assertRegex(info["version"], r"^\d+\.\d+\.\d+$")
         # The IDL's comment on ServerInfo.version names no other version.
         idl = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
