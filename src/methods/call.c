@@ -277,10 +277,22 @@ handler_resolve (Call *call, const char *board)
 
 gboolean
 handler_resolve_read (Call *call, const char *board, gint64 periods_back,
-                      GError **error)
+                      gboolean window, GError **error)
 {
   if (!rank_validate_board (board, error))
     return FALSE;
   handler_resolve (call, board);
-  return rank_context_read (&call->ctx, periods_back, error);
+  return rank_context_read_window (&call->ctx, periods_back, window, error);
+}
+
+gboolean
+handler_window_data (gboolean window, gboolean with_data, GError **error)
+{
+  if (window && with_data)
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                   "with_data: a rolling window keeps no member data");
+      return FALSE;
+    }
+  return TRUE;
 }
