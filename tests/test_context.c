@@ -733,22 +733,7 @@ test_batch_one_clock (void)
 
 /* ---- rolling windows (IDL 1.8) ---- */
 
-static gint window_hook_calls;
-static char *window_hook_board;
-
-static void
-count_window_hook (RankContext *ctx, gpointer data)
-{
-  g_assert_true (data == &window_hook_calls);
-  g_assert_cmpuint (ctx->options->window, >, 0);
-  g_atomic_int_inc (&window_hook_calls);
-  g_free (window_hook_board);
-  window_hook_board = g_strdup (ctx->board);
-}
-
-/* rank_context_init calls the window hook for the contexts of boards with
- * a window, and only those, in a call (an Update) as when called directly;
- * rank_context_read_window reads the window's label, or refuses. */
+/* rank_context_read_window reads the window's label, or refuses. */
 static void
 test_window (void)
 {
@@ -757,11 +742,8 @@ test_window (void)
   g_autoptr (RankConfig) config = config_of (text);
   g_autoptr (GError) error = NULL;
   RankContext ctx;
-  Worker w;
 
-  rank_context_set_window_hook (count_window_hook, &window_hook_calls);
   rank_context_init (&ctx, config, "wp", 1763800000000, 0, 3600000);
-  g_assert_cmpint (g_atomic_int_get (&window_hook_calls), ==, 0);
   g_assert_false (ctx.window);
   g_assert_false (rank_context_read_window (&ctx, 0, TRUE, &error));
   g_assert_error (error, RANK_ERROR, RANK_ERROR_INVALID);
@@ -772,8 +754,6 @@ test_window (void)
   rank_context_clear (&ctx);
 
   rank_context_init (&ctx, config, "wnd", 1763800000000, 0, 3600000);
-  g_assert_cmpint (g_atomic_int_get (&window_hook_calls), ==, 1);
-  g_assert_cmpstr (window_hook_board, ==, "wnd");
   g_assert_false (rank_context_read_window (&ctx, 1, TRUE, &error));
   g_assert_error (error, RANK_ERROR, RANK_ERROR_INVALID);
   g_assert_true (g_str_has_prefix (
@@ -787,15 +767,6 @@ test_window (void)
   g_assert_true (ctx.window);
   g_assert_cmpstr (ctx.period.label, ==, RANK_WINDOW_LABEL);
   rank_context_clear (&ctx);
-
-  worker_start (&w, text);
-  update_at (&w, "wp", "a", 1, NO_TIME);
-  g_assert_cmpint (g_atomic_int_get (&window_hook_calls), ==, 1);
-  update_at (&w, "wnd", "a", 1, NO_TIME);
-  g_assert_cmpint (g_atomic_int_get (&window_hook_calls), >, 1);
-  worker_stop (&w);
-  rank_context_set_window_hook (NULL, NULL);
-  g_clear_pointer (&window_hook_board, g_free);
 }
 
 int

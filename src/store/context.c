@@ -7,16 +7,6 @@
 #include "error.h"
 #include "policy.h"
 
-static RankContextWindowHook window_hook;
-static gpointer window_hook_data;
-
-void
-rank_context_set_window_hook (RankContextWindowHook hook, gpointer data)
-{
-  window_hook = hook;
-  window_hook_data = data;
-}
-
 void
 rank_context_init (RankContext *ctx, RankConfig *config, const char *board,
                    gint64 now_ms, gint64 decoded_us, gint64 default_window_ms)
@@ -34,8 +24,6 @@ rank_context_init (RankContext *ctx, RankConfig *config, const char *board,
   ctx->fresh_after_us = 0;
   /* Set by rank_context_read or rank_context_write. */
   memset (&ctx->period, 0, sizeof ctx->period);
-  if (ctx->options->window > 0 && window_hook != NULL)
-    window_hook (ctx, window_hook_data);
 }
 
 gboolean

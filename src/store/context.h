@@ -46,18 +46,6 @@ void rank_context_init (RankContext *ctx, RankConfig *config, const char *board,
                         gint64 now_ms, gint64 decoded_us,
                         gint64 default_window_ms);
 
-/* Called by rank_context_init for each context of a call on a board whose
- * options have a rolling window (window=N), once the options, the clock
- * and the dedup window are set (the period is not yet: the call sets it
- * after). It runs on the calling worker's thread, for every call, so it
- * must be cheap and must not block; what it needs to do later it queues
- * itself. */
-typedef void (*RankContextWindowHook) (RankContext *ctx, gpointer data);
-
-/* Sets the window hook (NULL: none, the default). Process-wide: set it
- * before any worker runs, not while calls are decoded. */
-void rank_context_set_window_hook (RankContextWindowHook hook, gpointer data);
-
 /* A read of periods_back periods before the current one: checked against
  * the board's options (policy.h); sets ctx->period. */
 gboolean rank_context_read (RankContext *ctx, gint64 periods_back,
