@@ -4184,7 +4184,8 @@ enum _rankGetRankRequestProperties
   PROP_RANK_GET_RANK_REQUEST_0,
   PROP_RANK_GET_RANK_REQUEST_BOARD,
   PROP_RANK_GET_RANK_REQUEST_MEMBER,
-  PROP_RANK_GET_RANK_REQUEST_PERIODS_BACK
+  PROP_RANK_GET_RANK_REQUEST_PERIODS_BACK,
+  PROP_RANK_GET_RANK_REQUEST_WINDOW
 };
 
 /* reads a get_rank_request object */
@@ -4289,6 +4290,19 @@ rank_get_rank_request_read (ThriftStruct *object, ThriftProtocol *protocol, GErr
           xfer += ret;
         }
         break;
+      case 4:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->window, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_window = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -4366,6 +4380,18 @@ rank_get_rank_request_write (ThriftStruct *object, ThriftProtocol *protocol, GEr
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_window == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "window", T_BOOL, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, this_object->window, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -4403,6 +4429,11 @@ rank_get_rank_request_set_property (GObject *object,
       self->__isset_periods_back = TRUE;
       break;
 
+    case PROP_RANK_GET_RANK_REQUEST_WINDOW:
+      self->window = g_value_get_boolean (value);
+      self->__isset_window = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -4431,6 +4462,10 @@ rank_get_rank_request_get_property (GObject *object,
       g_value_set_int (value, self->periods_back);
       break;
 
+    case PROP_RANK_GET_RANK_REQUEST_WINDOW:
+      g_value_set_boolean (value, self->window);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -4446,6 +4481,8 @@ rank_get_rank_request_instance_init (rankGetRankRequest * object)
   object->member = NULL;
   object->periods_back = 0;
   object->__isset_periods_back = FALSE;
+  object->window = 0;
+  object->__isset_window = FALSE;
 }
 
 static void 
@@ -4511,6 +4548,15 @@ rank_get_rank_request_class_init (rankGetRankRequestClass * cls)
                        G_MAXINT32,
                        0,
                        G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_RANK_REQUEST_WINDOW,
+     g_param_spec_boolean ("window",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
 }
 
 GType
@@ -4552,7 +4598,8 @@ enum _rankGetTopNRequestProperties
   PROP_RANK_GET_TOP_N_REQUEST_N,
   PROP_RANK_GET_TOP_N_REQUEST_OFFSET,
   PROP_RANK_GET_TOP_N_REQUEST_PERIODS_BACK,
-  PROP_RANK_GET_TOP_N_REQUEST_WITH_DATA
+  PROP_RANK_GET_TOP_N_REQUEST_WITH_DATA,
+  PROP_RANK_GET_TOP_N_REQUEST_WINDOW
 };
 
 /* reads a get_top_n_request object */
@@ -4677,6 +4724,19 @@ rank_get_top_n_request_read (ThriftStruct *object, ThriftProtocol *protocol, GEr
           xfer += ret;
         }
         break;
+      case 6:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->window, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_window = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -4778,6 +4838,18 @@ rank_get_top_n_request_write (ThriftStruct *object, ThriftProtocol *protocol, GE
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_window == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "window", T_BOOL, 6, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, this_object->window, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -4823,6 +4895,11 @@ rank_get_top_n_request_set_property (GObject *object,
       self->__isset_with_data = TRUE;
       break;
 
+    case PROP_RANK_GET_TOP_N_REQUEST_WINDOW:
+      self->window = g_value_get_boolean (value);
+      self->__isset_window = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -4859,6 +4936,10 @@ rank_get_top_n_request_get_property (GObject *object,
       g_value_set_boolean (value, self->with_data);
       break;
 
+    case PROP_RANK_GET_TOP_N_REQUEST_WINDOW:
+      g_value_set_boolean (value, self->window);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -4878,6 +4959,8 @@ rank_get_top_n_request_instance_init (rankGetTopNRequest * object)
   object->__isset_periods_back = FALSE;
   object->with_data = 0;
   object->__isset_with_data = FALSE;
+  object->window = 0;
+  object->__isset_window = FALSE;
 }
 
 static void 
@@ -4960,6 +5043,15 @@ rank_get_top_n_request_class_init (rankGetTopNRequestClass * cls)
                            NULL,
                            FALSE,
                            G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_TOP_N_REQUEST_WINDOW,
+     g_param_spec_boolean ("window",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
 }
 
 GType
@@ -5001,7 +5093,8 @@ enum _rankGetAroundRequestProperties
   PROP_RANK_GET_AROUND_REQUEST_MEMBER,
   PROP_RANK_GET_AROUND_REQUEST_RADIUS,
   PROP_RANK_GET_AROUND_REQUEST_PERIODS_BACK,
-  PROP_RANK_GET_AROUND_REQUEST_WITH_DATA
+  PROP_RANK_GET_AROUND_REQUEST_WITH_DATA,
+  PROP_RANK_GET_AROUND_REQUEST_WINDOW
 };
 
 /* reads a get_around_request object */
@@ -5133,6 +5226,19 @@ rank_get_around_request_read (ThriftStruct *object, ThriftProtocol *protocol, GE
           xfer += ret;
         }
         break;
+      case 6:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->window, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_window = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -5240,6 +5346,18 @@ rank_get_around_request_write (ThriftStruct *object, ThriftProtocol *protocol, G
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_window == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "window", T_BOOL, 6, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, this_object->window, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -5286,6 +5404,11 @@ rank_get_around_request_set_property (GObject *object,
       self->__isset_with_data = TRUE;
       break;
 
+    case PROP_RANK_GET_AROUND_REQUEST_WINDOW:
+      self->window = g_value_get_boolean (value);
+      self->__isset_window = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -5322,6 +5445,10 @@ rank_get_around_request_get_property (GObject *object,
       g_value_set_boolean (value, self->with_data);
       break;
 
+    case PROP_RANK_GET_AROUND_REQUEST_WINDOW:
+      g_value_set_boolean (value, self->window);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -5340,6 +5467,8 @@ rank_get_around_request_instance_init (rankGetAroundRequest * object)
   object->__isset_periods_back = FALSE;
   object->with_data = 0;
   object->__isset_with_data = FALSE;
+  object->window = 0;
+  object->__isset_window = FALSE;
 }
 
 static void 
@@ -5425,6 +5554,15 @@ rank_get_around_request_class_init (rankGetAroundRequestClass * cls)
                            NULL,
                            FALSE,
                            G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_AROUND_REQUEST_WINDOW,
+     g_param_spec_boolean ("window",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
 }
 
 GType
@@ -5464,7 +5602,8 @@ enum _rankGetRanksRequestProperties
   PROP_RANK_GET_RANKS_REQUEST_0,
   PROP_RANK_GET_RANKS_REQUEST_BOARD,
   PROP_RANK_GET_RANKS_REQUEST_MEMBERS,
-  PROP_RANK_GET_RANKS_REQUEST_PERIODS_BACK
+  PROP_RANK_GET_RANKS_REQUEST_PERIODS_BACK,
+  PROP_RANK_GET_RANKS_REQUEST_WINDOW
 };
 
 /* reads a get_ranks_request object */
@@ -5588,6 +5727,19 @@ rank_get_ranks_request_read (ThriftStruct *object, ThriftProtocol *protocol, GEr
           xfer += ret;
         }
         break;
+      case 4:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->window, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_window = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -5678,6 +5830,18 @@ rank_get_ranks_request_write (ThriftStruct *object, ThriftProtocol *protocol, GE
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_window == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "window", T_BOOL, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, this_object->window, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -5715,6 +5879,11 @@ rank_get_ranks_request_set_property (GObject *object,
       self->__isset_periods_back = TRUE;
       break;
 
+    case PROP_RANK_GET_RANKS_REQUEST_WINDOW:
+      self->window = g_value_get_boolean (value);
+      self->__isset_window = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -5743,6 +5912,10 @@ rank_get_ranks_request_get_property (GObject *object,
       g_value_set_int (value, self->periods_back);
       break;
 
+    case PROP_RANK_GET_RANKS_REQUEST_WINDOW:
+      g_value_set_boolean (value, self->window);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -5758,6 +5931,8 @@ rank_get_ranks_request_instance_init (rankGetRanksRequest * object)
   object->members = g_ptr_array_new_with_free_func (g_free);
   object->periods_back = 0;
   object->__isset_periods_back = FALSE;
+  object->window = 0;
+  object->__isset_window = FALSE;
 }
 
 static void 
@@ -5823,6 +5998,15 @@ rank_get_ranks_request_class_init (rankGetRanksRequestClass * cls)
                        G_MAXINT32,
                        0,
                        G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_RANKS_REQUEST_WINDOW,
+     g_param_spec_boolean ("window",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
 }
 
 GType
@@ -6243,7 +6427,8 @@ enum _rankCountRequestProperties
 {
   PROP_RANK_COUNT_REQUEST_0,
   PROP_RANK_COUNT_REQUEST_BOARD,
-  PROP_RANK_COUNT_REQUEST_PERIODS_BACK
+  PROP_RANK_COUNT_REQUEST_PERIODS_BACK,
+  PROP_RANK_COUNT_REQUEST_WINDOW
 };
 
 /* reads a count_request object */
@@ -6328,6 +6513,19 @@ rank_count_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError 
           xfer += ret;
         }
         break;
+      case 3:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->window, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_window = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -6387,6 +6585,18 @@ rank_count_request_write (ThriftStruct *object, ThriftProtocol *protocol, GError
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_window == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "window", T_BOOL, 3, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, this_object->window, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -6418,6 +6628,11 @@ rank_count_request_set_property (GObject *object,
       self->__isset_periods_back = TRUE;
       break;
 
+    case PROP_RANK_COUNT_REQUEST_WINDOW:
+      self->window = g_value_get_boolean (value);
+      self->__isset_window = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -6442,6 +6657,10 @@ rank_count_request_get_property (GObject *object,
       g_value_set_int (value, self->periods_back);
       break;
 
+    case PROP_RANK_COUNT_REQUEST_WINDOW:
+      g_value_set_boolean (value, self->window);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -6456,6 +6675,8 @@ rank_count_request_instance_init (rankCountRequest * object)
   object->board = NULL;
   object->periods_back = 0;
   object->__isset_periods_back = FALSE;
+  object->window = 0;
+  object->__isset_window = FALSE;
 }
 
 static void 
@@ -6507,6 +6728,15 @@ rank_count_request_class_init (rankCountRequestClass * cls)
                        G_MAXINT32,
                        0,
                        G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_COUNT_REQUEST_WINDOW,
+     g_param_spec_boolean ("window",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
 }
 
 GType
@@ -6547,7 +6777,8 @@ enum _rankCountBetweenRequestProperties
   PROP_RANK_COUNT_BETWEEN_REQUEST_BOARD,
   PROP_RANK_COUNT_BETWEEN_REQUEST_MIN_SCORE,
   PROP_RANK_COUNT_BETWEEN_REQUEST_MAX_SCORE,
-  PROP_RANK_COUNT_BETWEEN_REQUEST_PERIODS_BACK
+  PROP_RANK_COUNT_BETWEEN_REQUEST_PERIODS_BACK,
+  PROP_RANK_COUNT_BETWEEN_REQUEST_WINDOW
 };
 
 /* reads a count_between_request object */
@@ -6660,6 +6891,19 @@ rank_count_between_request_read (ThriftStruct *object, ThriftProtocol *protocol,
           xfer += ret;
         }
         break;
+      case 5:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->window, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_window = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -6755,6 +6999,18 @@ rank_count_between_request_write (ThriftStruct *object, ThriftProtocol *protocol
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_window == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "window", T_BOOL, 5, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, this_object->window, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -6794,6 +7050,11 @@ rank_count_between_request_set_property (GObject *object,
       self->__isset_periods_back = TRUE;
       break;
 
+    case PROP_RANK_COUNT_BETWEEN_REQUEST_WINDOW:
+      self->window = g_value_get_boolean (value);
+      self->__isset_window = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -6826,6 +7087,10 @@ rank_count_between_request_get_property (GObject *object,
       g_value_set_int (value, self->periods_back);
       break;
 
+    case PROP_RANK_COUNT_BETWEEN_REQUEST_WINDOW:
+      g_value_set_boolean (value, self->window);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -6842,6 +7107,8 @@ rank_count_between_request_instance_init (rankCountBetweenRequest * object)
   object->max_score = 0;
   object->periods_back = 0;
   object->__isset_periods_back = FALSE;
+  object->window = 0;
+  object->__isset_window = FALSE;
 }
 
 static void 
@@ -6915,6 +7182,15 @@ rank_count_between_request_class_init (rankCountBetweenRequestClass * cls)
                        G_MAXINT32,
                        0,
                        G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_COUNT_BETWEEN_REQUEST_WINDOW,
+     g_param_spec_boolean ("window",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
 }
 
 GType
@@ -6954,7 +7230,8 @@ enum _rankGetPercentileRequestProperties
   PROP_RANK_GET_PERCENTILE_REQUEST_0,
   PROP_RANK_GET_PERCENTILE_REQUEST_BOARD,
   PROP_RANK_GET_PERCENTILE_REQUEST_MEMBER,
-  PROP_RANK_GET_PERCENTILE_REQUEST_PERIODS_BACK
+  PROP_RANK_GET_PERCENTILE_REQUEST_PERIODS_BACK,
+  PROP_RANK_GET_PERCENTILE_REQUEST_WINDOW
 };
 
 /* reads a get_percentile_request object */
@@ -7059,6 +7336,19 @@ rank_get_percentile_request_read (ThriftStruct *object, ThriftProtocol *protocol
           xfer += ret;
         }
         break;
+      case 4:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->window, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_window = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -7136,6 +7426,18 @@ rank_get_percentile_request_write (ThriftStruct *object, ThriftProtocol *protoco
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_window == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "window", T_BOOL, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, this_object->window, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -7173,6 +7475,11 @@ rank_get_percentile_request_set_property (GObject *object,
       self->__isset_periods_back = TRUE;
       break;
 
+    case PROP_RANK_GET_PERCENTILE_REQUEST_WINDOW:
+      self->window = g_value_get_boolean (value);
+      self->__isset_window = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -7201,6 +7508,10 @@ rank_get_percentile_request_get_property (GObject *object,
       g_value_set_int (value, self->periods_back);
       break;
 
+    case PROP_RANK_GET_PERCENTILE_REQUEST_WINDOW:
+      g_value_set_boolean (value, self->window);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -7216,6 +7527,8 @@ rank_get_percentile_request_instance_init (rankGetPercentileRequest * object)
   object->member = NULL;
   object->periods_back = 0;
   object->__isset_periods_back = FALSE;
+  object->window = 0;
+  object->__isset_window = FALSE;
 }
 
 static void 
@@ -7281,6 +7594,15 @@ rank_get_percentile_request_class_init (rankGetPercentileRequestClass * cls)
                        G_MAXINT32,
                        0,
                        G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_PERCENTILE_REQUEST_WINDOW,
+     g_param_spec_boolean ("window",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
 }
 
 GType
@@ -7320,7 +7642,8 @@ enum _rankGetScoreAtPercentileRequestProperties
   PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_0,
   PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_BOARD,
   PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_PCT,
-  PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_PERIODS_BACK
+  PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_PERIODS_BACK,
+  PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_WINDOW
 };
 
 /* reads a get_score_at_percentile_request object */
@@ -7419,6 +7742,19 @@ rank_get_score_at_percentile_request_read (ThriftStruct *object, ThriftProtocol 
           xfer += ret;
         }
         break;
+      case 4:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->window, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_window = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -7496,6 +7832,18 @@ rank_get_score_at_percentile_request_write (ThriftStruct *object, ThriftProtocol
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_window == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "window", T_BOOL, 4, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, this_object->window, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -7531,6 +7879,11 @@ rank_get_score_at_percentile_request_set_property (GObject *object,
       self->__isset_periods_back = TRUE;
       break;
 
+    case PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_WINDOW:
+      self->window = g_value_get_boolean (value);
+      self->__isset_window = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -7559,6 +7912,10 @@ rank_get_score_at_percentile_request_get_property (GObject *object,
       g_value_set_int (value, self->periods_back);
       break;
 
+    case PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_WINDOW:
+      g_value_set_boolean (value, self->window);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -7574,6 +7931,8 @@ rank_get_score_at_percentile_request_instance_init (rankGetScoreAtPercentileRequ
   object->pct = 0;
   object->periods_back = 0;
   object->__isset_periods_back = FALSE;
+  object->window = 0;
+  object->__isset_window = FALSE;
 }
 
 static void 
@@ -7636,6 +7995,15 @@ rank_get_score_at_percentile_request_class_init (rankGetScoreAtPercentileRequest
                        G_MAXINT32,
                        0,
                        G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_GET_SCORE_AT_PERCENTILE_REQUEST_WINDOW,
+     g_param_spec_boolean ("window",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
 }
 
 GType
@@ -7677,7 +8045,8 @@ enum _rankSampleRequestProperties
   PROP_RANK_SAMPLE_REQUEST_MIN_SCORE,
   PROP_RANK_SAMPLE_REQUEST_MAX_SCORE,
   PROP_RANK_SAMPLE_REQUEST_COUNT,
-  PROP_RANK_SAMPLE_REQUEST_PERIODS_BACK
+  PROP_RANK_SAMPLE_REQUEST_PERIODS_BACK,
+  PROP_RANK_SAMPLE_REQUEST_WINDOW
 };
 
 /* reads a sample_request object */
@@ -7804,6 +8173,19 @@ rank_sample_request_read (ThriftStruct *object, ThriftProtocol *protocol, GError
           xfer += ret;
         }
         break;
+      case 6:
+        if (ftype == T_BOOL)
+        {
+          if ((ret = thrift_protocol_read_bool (protocol, &this_object->window, error)) < 0)
+            return -1;
+          xfer += ret;
+          this_object->__isset_window = TRUE;
+        } else {
+          if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
+            return -1;
+          xfer += ret;
+        }
+        break;
       default:
         if ((ret = thrift_protocol_skip (protocol, ftype, error)) < 0)
           return -1;
@@ -7917,6 +8299,18 @@ rank_sample_request_write (ThriftStruct *object, ThriftProtocol *protocol, GErro
       return -1;
     xfer += ret;
   }
+  if (this_object->__isset_window == TRUE) {
+    if ((ret = thrift_protocol_write_field_begin (protocol, "window", T_BOOL, 6, error)) < 0)
+      return -1;
+    xfer += ret;
+    if ((ret = thrift_protocol_write_bool (protocol, this_object->window, error)) < 0)
+      return -1;
+    xfer += ret;
+
+    if ((ret = thrift_protocol_write_field_end (protocol, error)) < 0)
+      return -1;
+    xfer += ret;
+  }
   if ((ret = thrift_protocol_write_field_stop (protocol, error)) < 0)
     return -1;
   xfer += ret;
@@ -7960,6 +8354,11 @@ rank_sample_request_set_property (GObject *object,
       self->__isset_periods_back = TRUE;
       break;
 
+    case PROP_RANK_SAMPLE_REQUEST_WINDOW:
+      self->window = g_value_get_boolean (value);
+      self->__isset_window = TRUE;
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -7996,6 +8395,10 @@ rank_sample_request_get_property (GObject *object,
       g_value_set_int (value, self->periods_back);
       break;
 
+    case PROP_RANK_SAMPLE_REQUEST_WINDOW:
+      g_value_set_boolean (value, self->window);
+      break;
+
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, property_id, pspec);
       break;
@@ -8013,6 +8416,8 @@ rank_sample_request_instance_init (rankSampleRequest * object)
   object->count = 0;
   object->periods_back = 0;
   object->__isset_periods_back = FALSE;
+  object->window = 0;
+  object->__isset_window = FALSE;
 }
 
 static void 
@@ -8097,6 +8502,15 @@ rank_sample_request_class_init (rankSampleRequestClass * cls)
                        G_MAXINT32,
                        0,
                        G_PARAM_READWRITE));
+
+  g_object_class_install_property
+    (gobject_class,
+     PROP_RANK_SAMPLE_REQUEST_WINDOW,
+     g_param_spec_boolean ("window",
+                           NULL,
+                           NULL,
+                           FALSE,
+                           G_PARAM_READWRITE));
 }
 
 GType

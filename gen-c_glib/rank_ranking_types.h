@@ -355,6 +355,8 @@ struct _rankGetRankRequest
   gchar * member;
   gint32 periods_back;
   gboolean __isset_periods_back;
+  gboolean window;
+  gboolean __isset_window;
 };
 typedef struct _rankGetRankRequest rankGetRankRequest;
 
@@ -386,6 +388,8 @@ struct _rankGetTopNRequest
   gboolean __isset_periods_back;
   gboolean with_data;
   gboolean __isset_with_data;
+  gboolean window;
+  gboolean __isset_window;
 };
 typedef struct _rankGetTopNRequest rankGetTopNRequest;
 
@@ -416,6 +420,8 @@ struct _rankGetAroundRequest
   gboolean __isset_periods_back;
   gboolean with_data;
   gboolean __isset_with_data;
+  gboolean window;
+  gboolean __isset_window;
 };
 typedef struct _rankGetAroundRequest rankGetAroundRequest;
 
@@ -443,6 +449,8 @@ struct _rankGetRanksRequest
   GPtrArray * members;
   gint32 periods_back;
   gboolean __isset_periods_back;
+  gboolean window;
+  gboolean __isset_window;
 };
 typedef struct _rankGetRanksRequest rankGetRanksRequest;
 
@@ -495,6 +503,8 @@ struct _rankCountRequest
   gchar * board;
   gint32 periods_back;
   gboolean __isset_periods_back;
+  gboolean window;
+  gboolean __isset_window;
 };
 typedef struct _rankCountRequest rankCountRequest;
 
@@ -523,6 +533,8 @@ struct _rankCountBetweenRequest
   gint64 max_score;
   gint32 periods_back;
   gboolean __isset_periods_back;
+  gboolean window;
+  gboolean __isset_window;
 };
 typedef struct _rankCountBetweenRequest rankCountBetweenRequest;
 
@@ -550,6 +562,8 @@ struct _rankGetPercentileRequest
   gchar * member;
   gint32 periods_back;
   gboolean __isset_periods_back;
+  gboolean window;
+  gboolean __isset_window;
 };
 typedef struct _rankGetPercentileRequest rankGetPercentileRequest;
 
@@ -577,6 +591,8 @@ struct _rankGetScoreAtPercentileRequest
   gdouble pct;
   gint32 periods_back;
   gboolean __isset_periods_back;
+  gboolean window;
+  gboolean __isset_window;
 };
 typedef struct _rankGetScoreAtPercentileRequest rankGetScoreAtPercentileRequest;
 
@@ -606,6 +622,8 @@ struct _rankSampleRequest
   gint32 count;
   gint32 periods_back;
   gboolean __isset_periods_back;
+  gboolean window;
+  gboolean __isset_window;
 };
 typedef struct _rankSampleRequest rankSampleRequest;
 
@@ -1234,7 +1252,7 @@ GType rank_queue_status_get_type (void);
 #define RANK_QUEUE_STATUS_GET_CLASS(obj) (G_TYPE_INSTANCE_GET_CLASS ((obj), RANK_TYPE_QUEUE_STATUS, rankQueueStatusClass))
 
 /* constants */
-#define RANK_IDL_VERSION g_strdup ("1.7")
+#define RANK_IDL_VERSION g_strdup ("1.8")
 
 /* struct RankingUpdateArgs */
 struct _rankRankingUpdateArgs

@@ -2,7 +2,7 @@
  * rankd: a leaderboard service over Apache Thrift.
  *
  * This file is the contract between rankd and its clients in every language.
- * Version 1.7 (IDL_VERSION below). From 1.0 on it only grows: new methods,
+ * Version 1.8 (IDL_VERSION below). From 1.0 on it only grows: new methods,
  * new optional fields with new ids, new exceptions on new methods, and one
  * new exception on released methods: PermissionDenied (1.7). Nothing
  * released is removed, renumbered, retyped or made required
@@ -44,7 +44,7 @@ namespace java ranking
 namespace go ranking
 
 /** The version of this contract; rankd reports it in GetServerInfo. */
-const string IDL_VERSION = "1.7"
+const string IDL_VERSION = "1.8"
 
 /** How Update combines the request's value with the member's current score. */
 enum UpdateMode {
@@ -205,6 +205,12 @@ struct GetRankRequest {
    * the board's retention; 0 on other boards. The same in every request below.
    */
   3: optional i32 periods_back = 0
+  /**
+   * (1.8) true: read the board's rolling window (board option window=N): the
+   * combination of the current period and the N-1 before it, instead of one
+   * period; with periods_back 0 only. Default false.
+   */
+  4: optional bool window = false
 }
 
 /** GetTopN: the entries ranked offset+1 .. offset+n. */
@@ -217,6 +223,13 @@ struct GetTopNRequest {
   4: optional i32 periods_back = 0
   /** Each entry carries its member's data (Entry.data). */
   5: optional bool with_data = false
+  /**
+   * (1.8) true: read the board's rolling window (board option window=N): the
+   * combination of the current period and the N-1 before it, instead of one
+   * period; with periods_back 0 only, and not with with_data (a window
+   * keeps no member data). Default false.
+   */
+  6: optional bool window = false
 }
 
 /** GetAround: a member and its neighbours. */
@@ -227,6 +240,13 @@ struct GetAroundRequest {
   3: required i32 radius
   4: optional i32 periods_back = 0
   5: optional bool with_data = false
+  /**
+   * (1.8) true: read the board's rolling window (board option window=N): the
+   * combination of the current period and the N-1 before it, instead of one
+   * period; with periods_back 0 only, and not with with_data (a window
+   * keeps no member data). Default false.
+   */
+  6: optional bool window = false
 }
 
 /** GetRanks: several members' places. */
@@ -235,6 +255,12 @@ struct GetRanksRequest {
   /** 1-1000 members. */
   2: required list<string> members
   3: optional i32 periods_back = 0
+  /**
+   * (1.8) true: read the board's rolling window (board option window=N): the
+   * combination of the current period and the N-1 before it, instead of one
+   * period; with periods_back 0 only. Default false.
+   */
+  4: optional bool window = false
 }
 
 /** Remove: a member leaves the board. */
@@ -249,6 +275,12 @@ struct RemoveRequest {
 struct CountRequest {
   1: required string board
   2: optional i32 periods_back = 0
+  /**
+   * (1.8) true: read the board's rolling window (board option window=N): the
+   * combination of the current period and the N-1 before it, instead of one
+   * period; with periods_back 0 only. Default false.
+   */
+  3: optional bool window = false
 }
 
 /** CountBetween: the members with min_score <= score <= max_score. */
@@ -257,6 +289,12 @@ struct CountBetweenRequest {
   2: required i64 min_score
   3: required i64 max_score
   4: optional i32 periods_back = 0
+  /**
+   * (1.8) true: read the board's rolling window (board option window=N): the
+   * combination of the current period and the N-1 before it, instead of one
+   * period; with periods_back 0 only. Default false.
+   */
+  5: optional bool window = false
 }
 
 /** GetPercentile: the share of members strictly worse than one. */
@@ -264,6 +302,12 @@ struct GetPercentileRequest {
   1: required string board
   2: required string member
   3: optional i32 periods_back = 0
+  /**
+   * (1.8) true: read the board's rolling window (board option window=N): the
+   * combination of the current period and the N-1 before it, instead of one
+   * period; with periods_back 0 only. Default false.
+   */
+  4: optional bool window = false
 }
 
 /** GetScoreAtPercentile: the score at a percentile. */
@@ -272,6 +316,12 @@ struct GetScoreAtPercentileRequest {
   /** 0-100. */
   2: required double pct
   3: optional i32 periods_back = 0
+  /**
+   * (1.8) true: read the board's rolling window (board option window=N): the
+   * combination of the current period and the N-1 before it, instead of one
+   * period; with periods_back 0 only. Default false.
+   */
+  4: optional bool window = false
 }
 
 /** Sample: members drawn at random from a score range. */
@@ -282,6 +332,12 @@ struct SampleRequest {
   /** 1-100. */
   4: required i32 count
   5: optional i32 periods_back = 0
+  /**
+   * (1.8) true: read the board's rolling window (board option window=N): the
+   * combination of the current period and the N-1 before it, instead of one
+   * period; with periods_back 0 only. Default false.
+   */
+  6: optional bool window = false
 }
 
 /** SetMemberData: replaces a member's data. */

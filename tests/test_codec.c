@@ -905,7 +905,8 @@ decode_get_rank (ThriftProtocol *in, GError **error)
   if (a == NULL)
     return NULL;
   o = g_object_new (RANK_TYPE_GET_RANK_REQUEST, "board", a->board, "member",
-                    a->member, "periods_back", a->periods_back, NULL);
+                    a->member, "periods_back", a->periods_back, "window",
+                    a->window, NULL);
   rank_get_rank_args_free (a);
   return THRIFT_STRUCT (o);
 }
@@ -920,7 +921,7 @@ decode_get_top_n (ThriftProtocol *in, GError **error)
     return NULL;
   o = g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board", a->board, "n", a->n,
                     "offset", a->offset, "periods_back", a->periods_back,
-                    "with_data", a->with_data, NULL);
+                    "with_data", a->with_data, "window", a->window, NULL);
   rank_get_top_n_args_free (a);
   return THRIFT_STRUCT (o);
 }
@@ -1117,9 +1118,10 @@ encode_entry (ThriftProtocol *out, ThriftStruct *o, GError **error)
   return rank_codec_write_entry (out, &row, error);
 }
 
-static const char *const get_rank_defaulted[] = { "periods_back", NULL };
+static const char *const get_rank_defaulted[]
+    = { "periods_back", "window", NULL };
 static const char *const get_top_n_defaulted[]
-    = { "offset", "periods_back", "with_data", NULL };
+    = { "offset", "periods_back", "with_data", "window", NULL };
 
 /* One entry per hand codec: a new one (a reply encoder) is one line here
  * and its adapters. */

@@ -16,6 +16,8 @@
 #include "constants.h"
 #include "calls.h"
 #include "connbuf.h"
+#include "context.h"
+#include "error.h"
 #include "handler.h"
 #include "loop.h"
 #include "rank_ranking_types.h"
@@ -729,6 +731,44 @@ test_batch_one_clock (void)
   worker_stop (&w);
 }
 
+/* ---- rolling windows (IDL 1.8) ---- */
+
+/* rank_context_read_window reads the window's label, or refuses. */
+static void
+test_window (void)
+{
+  static const char text[] = "[board wnd]\nperiod=daily\nwindow=3\n"
+                             "retention=2\n[board wp]\nperiod=daily\n";
+  g_autoptr (RankConfig) config = config_of (text);
+  g_autoptr (GError) error = NULL;
+  RankContext ctx;
+
+  rank_context_init (&ctx, config, "wp", 1763800000000, 0, 3600000);
+  g_assert_false (ctx.window);
+  g_assert_false (rank_context_read_window (&ctx, 0, TRUE, &error));
+  g_assert_error (error, RANK_ERROR, RANK_ERROR_INVALID);
+  g_assert_cmpstr (error->message, ==,
+                   "window: board 'wp' has no rolling window (board option "
+                   "window=N)");
+  g_clear_error (&error);
+  rank_context_clear (&ctx);
+
+  rank_context_init (&ctx, config, "wnd", 1763800000000, 0, 3600000);
+  g_assert_false (rank_context_read_window (&ctx, 1, TRUE, &error));
+  g_assert_error (error, RANK_ERROR, RANK_ERROR_INVALID);
+  g_assert_true (g_str_has_prefix (
+      error->message,
+      "window: reads the current window; periods_back must be 0"));
+  g_clear_error (&error);
+  g_assert_true (rank_context_read_window (&ctx, 0, FALSE, &error));
+  g_assert_false (ctx.window);
+  g_assert_cmpstr (ctx.period.label, ==, "2025-11-22");
+  g_assert_true (rank_context_read_window (&ctx, 0, TRUE, &error));
+  g_assert_true (ctx.window);
+  g_assert_cmpstr (ctx.period.label, ==, RANK_WINDOW_LABEL);
+  rank_context_clear (&ctx);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -745,6 +785,7 @@ main (int argc, char **argv)
   g_test_add_func ("/context/clock", test_clock);
   g_test_add_func ("/context/rank-without-script", test_rank_without_script);
   g_test_add_func ("/context/batch-one-clock", test_batch_one_clock);
+  g_test_add_func ("/context/window", test_window);
   g_test_add_func ("/context/batch-one-layout-check",
                    test_batch_one_layout_check);
   status = g_test_run ();

@@ -1,6 +1,7 @@
 /* test_periods.c -- periodic boards: the timestamp picks the period, at
  * exact boundaries (daylight-saving days, month ends, leap day, week starts,
- * half-hour zones); late updates; history reads; retention by key TTL.
+ * half-hour zones); late updates; history reads; retention by key TTL;
+ * window=true on the reads (IDL 1.8), refused where it cannot be.
  *
  * Expected labels and instants were computed independently of rankd, with
  * Python's zoneinfo. Which period an update went to is read from Redis: the
@@ -17,60 +18,70 @@
 static RankClient *client;
 static redisContext *direct;
 
-static const char config_text[] = "[defaults]\n"
-                                  "accept_late=true\n"
-                                  "retention=10000\n"
-                                  "[board ny]\n"
-                                  "period=daily\n"
-                                  "timezone=America/New_York\n"
-                                  "[board ny_sh]\n"
-                                  "period=daily\n"
-                                  "timezone=America/New_York\n"
-                                  "shards=4\n"
-                                  "[board akl]\n"
-                                  "period=monthly\n"
-                                  "timezone=Pacific/Auckland\n"
-                                  "[board utc_month]\n"
-                                  "period=monthly\n"
-                                  "[board week_sun]\n"
-                                  "period=weekly\n"
-                                  "week_start=sunday\n"
-                                  "[board kolkata]\n"
-                                  "period=hourly\n"
-                                  "timezone=Asia/Kolkata\n"
-                                  "[board custom]\n"
-                                  "period=custom\n"
-                                  "period_seconds=600\n"
-                                  "period_epoch=60\n"
-                                  "[board hist]\n"
-                                  "period=custom\n"
-                                  "period_seconds=86400\n"
-                                  "retention=3\n"
-                                  "[board strict]\n"
-                                  "period=daily\n"
-                                  "accept_late=false\n"
-                                  "[board short]\n"
-                                  "period=daily\n"
-                                  "retention=1\n"
-                                  "[board kept]\n"
-                                  "period=daily\n"
-                                  "retention=2\n"
-                                  "[board kept_sh]\n"
-                                  "period=daily\n"
-                                  "retention=2\n"
-                                  "shards=4\n"
-                                  "[board hist_sh]\n"
-                                  "period=custom\n"
-                                  "period_seconds=86400\n"
-                                  "retention=3\n"
-                                  "shards=4\n"
-                                  /* docs/configuration.md's example, + accept_late */
-                                  "[board daily_run_hero]\n"
-                                  "period=daily\n"
-                                  "timezone=Europe/Paris\n"
-                                  "order=asc\n"
-                                  "mode=best\n"
-                                  "rank=competition\n";
+static const char config_text[]
+    = "[defaults]\n"
+      "accept_late=true\n"
+      "retention=10000\n"
+      "[board ny]\n"
+      "period=daily\n"
+      "timezone=America/New_York\n"
+      "[board ny_sh]\n"
+      "period=daily\n"
+      "timezone=America/New_York\n"
+      "shards=4\n"
+      "[board akl]\n"
+      "period=monthly\n"
+      "timezone=Pacific/Auckland\n"
+      "[board utc_month]\n"
+      "period=monthly\n"
+      "[board week_sun]\n"
+      "period=weekly\n"
+      "week_start=sunday\n"
+      "[board kolkata]\n"
+      "period=hourly\n"
+      "timezone=Asia/Kolkata\n"
+      "[board custom]\n"
+      "period=custom\n"
+      "period_seconds=600\n"
+      "period_epoch=60\n"
+      "[board hist]\n"
+      "period=custom\n"
+      "period_seconds=86400\n"
+      "retention=3\n"
+      "[board strict]\n"
+      "period=daily\n"
+      "accept_late=false\n"
+      "[board short]\n"
+      "period=daily\n"
+      "retention=1\n"
+      "[board kept]\n"
+      "period=daily\n"
+      "retention=2\n"
+      "[board kept_sh]\n"
+      "period=daily\n"
+      "retention=2\n"
+      "shards=4\n"
+      "[board hist_sh]\n"
+      "period=custom\n"
+      "period_seconds=86400\n"
+      "retention=3\n"
+      "shards=4\n"
+      /* docs/configuration.md's example, + accept_late */
+      "[board rolling]\n"
+      "period=daily\n"
+      "window=3\n"
+      "retention=2\n"
+      "[board rolling_sh]\n"
+      "period=daily\n"
+      "window=3\n"
+      "retention=2\n"
+      "shards=4\n"
+      "[board daily_run_hero]\n"
+      "period=daily\n"
+      "timezone=Europe/Paris\n"
+      "order=asc\n"
+      "mode=best\n"
+      "rank=competition\n";
 
 static void
 put (const char *board, const char *member, gint64 ts)
@@ -275,6 +286,257 @@ test_retention_ttl (gconstpointer data)
   freeReplyObject (r);
 }
 
+/* ---- window=true (IDL 1.8) ---- */
+
+/* Count of board's current period, window unset. */
+static Result
+count_on (const char *board)
+{
+  Result r = { 0 };
+  g_autoptr (GError) error = NULL;
+  rankInvalidArgument *invalid = NULL;
+  rankUnavailable *unavailable = NULL;
+
+  if (positional_count (rank_client_iface (client), &r.score, board, 0,
+                        &invalid, &unavailable, &error))
+    r.kind = OK;
+  else
+    g_error ("Count of %s failed", board);
+  return r;
+}
+
+/* The nine reads that take window, by the generated client. */
+typedef enum
+{
+  W_GET_RANK,
+  W_GET_TOP_N,
+  W_GET_AROUND,
+  W_GET_RANKS,
+  W_COUNT,
+  W_COUNT_BETWEEN,
+  W_GET_PERCENTILE,
+  W_GET_SCORE_AT_PERCENTILE,
+  W_SAMPLE,
+  W_READS
+} WindowRead;
+
+static const char *const window_read_names[]
+    = { "GetRank", "GetTopN",      "GetAround",     "GetRanks",
+        "Count",   "CountBetween", "GetPercentile", "GetScoreAtPercentile",
+        "Sample" };
+
+/* What a window read answered: OK (with a count, or a list's length, in
+ * r->score), INVALID, NOT_FOUND. */
+static Result
+window_read (WindowRead what, const char *board, gint32 periods_back,
+             gboolean with_data)
+{
+  rankRankingIf *iface = rank_client_iface (client);
+  Result r = { 0 };
+  rankInvalidArgument *invalid = NULL;
+  rankNotFound *not_found = NULL;
+  rankUnavailable *unavailable = NULL;
+  rankPermissionDenied *denied = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GObject) req = NULL;
+  g_autoptr (GPtrArray) list = g_ptr_array_new_with_free_func (g_object_unref);
+  g_autoptr (rankEntry) entry = g_object_new (RANK_TYPE_ENTRY, NULL);
+  gint64 n = 0;
+  double pct = 0;
+  gboolean ok = FALSE;
+
+  switch (what)
+    {
+    case W_GET_RANK:
+      req = g_object_new (RANK_TYPE_GET_RANK_REQUEST, "board", board, "member",
+                          "ann", NULL);
+      break;
+    case W_GET_TOP_N:
+      req = g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board", board, "n", 10,
+                          "with_data", with_data, NULL);
+      break;
+    case W_GET_AROUND:
+      req = g_object_new (RANK_TYPE_GET_AROUND_REQUEST, "board", board,
+                          "member", "ann", "radius", 2, "with_data", with_data,
+                          NULL);
+      break;
+    case W_GET_RANKS:
+      req = g_object_new (RANK_TYPE_GET_RANKS_REQUEST, "board", board, NULL);
+      g_ptr_array_add (RANK_GET_RANKS_REQUEST (req)->members, g_strdup ("ann"));
+      break;
+    case W_COUNT:
+      req = g_object_new (RANK_TYPE_COUNT_REQUEST, "board", board, NULL);
+      break;
+    case W_COUNT_BETWEEN:
+      req = g_object_new (RANK_TYPE_COUNT_BETWEEN_REQUEST, "board", board,
+                          "min_score", (gint64) 0, "max_score", (gint64) 100,
+                          NULL);
+      break;
+    case W_GET_PERCENTILE:
+      req = g_object_new (RANK_TYPE_GET_PERCENTILE_REQUEST, "board", board,
+                          "member", "ann", NULL);
+      break;
+    case W_GET_SCORE_AT_PERCENTILE:
+      req = g_object_new (RANK_TYPE_GET_SCORE_AT_PERCENTILE_REQUEST, "board",
+                          board, "pct", 50.0, NULL);
+      break;
+    case W_SAMPLE:
+      req = g_object_new (RANK_TYPE_SAMPLE_REQUEST, "board", board, "min_score",
+                          (gint64) 0, "max_score", (gint64) 100, "count", 5,
+                          NULL);
+      break;
+    default:
+      g_assert_not_reached ();
+    }
+  g_object_set (req, "periods_back", periods_back, "window", TRUE, NULL);
+  switch (what)
+    {
+    case W_GET_RANK:
+      ok = rank_ranking_if_get_rank (iface, &entry, (gpointer) req, &invalid,
+                                     &not_found, &unavailable, &denied, &error);
+      n = 1;
+      break;
+    case W_GET_TOP_N:
+      ok = rank_ranking_if_get_top_n (iface, &list, (gpointer) req, &invalid,
+                                      &unavailable, &denied, &error);
+      n = list->len;
+      break;
+    case W_GET_AROUND:
+      ok = rank_ranking_if_get_around (iface, &list, (gpointer) req, &invalid,
+                                       &not_found, &unavailable, &denied,
+                                       &error);
+      n = list->len;
+      break;
+    case W_GET_RANKS:
+      ok = rank_ranking_if_get_ranks (iface, &list, (gpointer) req, &invalid,
+                                      &unavailable, &denied, &error);
+      /* The members found. */
+      for (guint i = 0; ok && i < list->len; i++)
+        n += RANK_RANK_OF (list->pdata[i])->found ? 1 : 0;
+      break;
+    case W_COUNT:
+      ok = rank_ranking_if_count (iface, &n, (gpointer) req, &invalid,
+                                  &unavailable, &denied, &error);
+      break;
+    case W_COUNT_BETWEEN:
+      ok = rank_ranking_if_count_between (iface, &n, (gpointer) req, &invalid,
+                                          &unavailable, &denied, &error);
+      break;
+    case W_GET_PERCENTILE:
+      ok = rank_ranking_if_get_percentile (iface, &pct, (gpointer) req,
+                                           &invalid, &not_found, &unavailable,
+                                           &denied, &error);
+      n = 1;
+      break;
+    case W_GET_SCORE_AT_PERCENTILE:
+      ok = rank_ranking_if_get_score_at_percentile (
+          iface, &n, (gpointer) req, &invalid, &not_found, &unavailable,
+          &denied, &error);
+      break;
+    case W_SAMPLE:
+      ok = rank_ranking_if_sample (iface, &list, (gpointer) req, &invalid,
+                                   &unavailable, &denied, &error);
+      n = list->len;
+      break;
+    default:
+      g_assert_not_reached ();
+    }
+  if (ok)
+    {
+      r.kind = OK;
+      r.score = n;
+    }
+  else if (invalid != NULL)
+    {
+      r.kind = INVALID;
+      r.message = g_strdup (invalid->message);
+    }
+  else if (not_found != NULL)
+    r.kind = NOT_FOUND;
+  else
+    g_error ("%s on %s: neither an answer, InvalidArgument nor NotFound: %s",
+             window_read_names[what], board,
+             error != NULL ? error->message : "an exception");
+  g_clear_object (&invalid);
+  g_clear_object (&not_found);
+  g_clear_object (&unavailable);
+  g_clear_object (&denied);
+  return r;
+}
+
+/* window=true where the board has no window, or with periods_back, is
+ * refused by every read, naming the field; with_data too (GetTopN,
+ * GetAround). */
+static void
+test_window_refused (void)
+{
+  for (WindowRead w = 0; w < W_READS; w++)
+    {
+      g_auto (Result) plain = window_read (w, "kept", 0, FALSE);
+      g_auto (Result) unperiodic = window_read (w, "not-periodic", 0, FALSE);
+      g_auto (Result) back = window_read (w, "rolling", 1, FALSE);
+
+      g_test_message ("%s", window_read_names[w]);
+      assert_fails (&plain, INVALID,
+                    "window: board 'kept' has no rolling window");
+      assert_fails (&unperiodic, INVALID, "window: board 'not-periodic'");
+      assert_fails (&back, INVALID,
+                    "window: reads the current window; "
+                    "periods_back must be 0");
+    }
+  for (WindowRead w = W_GET_TOP_N; w <= W_GET_AROUND; w++)
+    {
+      g_auto (Result) data = window_read (w, "rolling", 0, TRUE);
+
+      assert_fails (&data, INVALID,
+                    "with_data: a rolling window keeps no member data");
+    }
+}
+
+/* On a board with a window, every read of it answers; before anything
+ * wrote the window's keys, as an empty board does. Then a member put in
+ * the window's sorted set by hand (where the coordinator's scripts keep
+ * it: rk:{board}:p:window:z, a shard's rk:s:{board/i}:p:window:z) is
+ * counted by a window read, and not by a read of the current period. */
+static void
+test_window_empty (gconstpointer data)
+{
+  const char *b = data;
+  guint shards = strcmp (b, "rolling_sh") == 0 ? 4 : 1;
+  g_autofree char *key
+      = shards > 1 ? g_strdup_printf ("rk:s:{%s/%u}:p:window:z", b,
+                                      rank_shard_of ("ann", 3, shards))
+                   : g_strdup_printf ("rk:{%s}:p:window:z", b);
+  g_auto (Result) window = { 0 };
+  g_auto (Result) period = { 0 };
+  redisReply *reply;
+
+  for (WindowRead w = 0; w < W_READS; w++)
+    {
+      g_auto (Result) r = window_read (w, b, 0, FALSE);
+
+      g_test_message ("%s", window_read_names[w]);
+      if (w == W_GET_RANK || w == W_GET_AROUND || w == W_GET_PERCENTILE
+          || w == W_GET_SCORE_AT_PERCENTILE)
+        assert_fails (&r, NOT_FOUND, NULL);
+      else
+        {
+          assert_ok (&r);
+          g_assert_cmpint (r.score, ==, 0);
+        }
+    }
+  reply = redisCommand (direct, "ZADD %s 0 ann", key);
+  g_assert_cmpint (reply->integer, ==, 1);
+  freeReplyObject (reply);
+  window = window_read (W_COUNT, b, 0, FALSE);
+  period = count_on (b);
+  assert_ok (&window);
+  g_assert_cmpint (window.score, ==, 1);
+  assert_ok (&period);
+  g_assert_cmpint (period.score, ==, 0);
+  freeReplyObject (redisCommand (direct, "DEL %s", key));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -299,6 +561,11 @@ main (int argc, char **argv)
                         test_retention_ttl);
   g_test_add_data_func ("/periods/retention-ttl/sharded", GUINT_TO_POINTER (4),
                         test_retention_ttl);
+  g_test_add_func ("/periods/window/refused", test_window_refused);
+  g_test_add_data_func ("/periods/window/empty/ordinary", "rolling",
+                        test_window_empty);
+  g_test_add_data_func ("/periods/window/empty/sharded", "rolling_sh",
+                        test_window_empty);
   status = g_test_run ();
   redisFree (direct);
   rank_test_bed_stop (&bed);

@@ -649,7 +649,8 @@ class RequestShapeTest(ServedTest):
     fields with IDL defaults."""
     config = "[board shape]\nperiod=daily\naccept_late=true\nretention=2\n"
     # The options' defaults, as the IDL documents them.
-    DEFAULTS = {"offset": 0, "periods_back": 0, "with_data": False}
+    DEFAULTS = {"offset": 0, "periods_back": 0, "with_data": False,
+                "window": False}
 
     def fill(self):
         """Today a 30, b 20, c 10 (a and b with data); yesterday a 5 (with
@@ -724,11 +725,35 @@ class RequestShapeTest(ServedTest):
                         got.sort()
                     self.assertEqual(got, want)
 
+    def test_window_needs_a_board_with_one(self):
+        """window=true (1.8) reads a board's rolling window: on a board
+        without one (shape has period=daily, no window) every read that
+        takes it is refused, naming the field."""
+        b = "shape"
+        for request in (
+                GetRankRequest(board=b, member="a", window=True),
+                GetTopNRequest(board=b, n=10, window=True),
+                GetAroundRequest(board=b, member="a", radius=1, window=True),
+                GetRanksRequest(board=b, members=["a"], window=True),
+                CountRequest(board=b, window=True),
+                CountBetweenRequest(board=b, min_score=0, max_score=9,
+                                    window=True),
+                GetPercentileRequest(board=b, member="a", window=True),
+                GetScoreAtPercentileRequest(board=b, pct=50, window=True),
+                SampleRequest(board=b, min_score=0, max_score=9, count=1,
+                              window=True)):
+            method = type(request).__name__[:-len("Request")]
+            with self.subTest(method):
+                with self.assertRaises(InvalidArgument) as ctx:
+                    getattr(self.client, method)(request)
+                self.assertIn("window: board 'shape' has no rolling window",
+                              ctx.exception.message)
+
     def test_server_info(self):
         """rankd reports the IDL version this client was generated from
         (the IDL's own constant), its configured boards and uptime."""
         info = self.client.GetServerInfo(GetServerInfoRequest())
-        self.assertEqual(IDL_VERSION, "1.7")
+        self.assertEqual(IDL_VERSION, "1.8")
         self.assertEqual(info.idl_version, IDL_VERSION)
         self.assertRegex(info.version, r"^\d+\.\d+\.\d+$")
         self.assertEqual(info.configured_boards, 1)

@@ -45,6 +45,11 @@ mode=best
 period=daily
 retention=2
 
+[board rolling]
+period=daily
+window=3
+retention=2
+
 [board rt_sub]
 subscores=asc,desc
 
@@ -364,6 +369,29 @@ class RankctlTest(unittest.TestCase):
         _, err = self.ctl("count", "daily", "--periods-back", "3", code=2)
         self.assertIn("periods_back", err)
 
+    def test_window(self):
+        # Nothing has written the window's keys: it reads as an empty board.
+        self.assertEqual(self.json("top", "rolling", "--window"), [])
+        self.assertEqual(self.json("count", "rolling", "--window"),
+                         {"count": 0})
+        for args in (("rank", "rolling", "p"), ("around", "rolling", "p"),
+                     ("percentile", "rolling", "p"),
+                     ("score-at-percentile", "rolling", "50")):
+            self.ctl(*args, "--window", code=1)
+        for args in (("ranks", "rolling", "p", "q"),
+                     ("count-between", "rolling", "0", "9"),
+                     ("sample", "rolling", "0", "9")):
+            self.ctl(*args, "--window")
+        _, err = self.ctl("count", "daily", "--window", code=2)
+        self.assertIn("window: board 'daily' has no rolling window", err)
+        _, err = self.ctl("count", "rolling", "--window", "--periods-back",
+                          "1", code=2)
+        self.assertIn("window: reads the current window", err)
+        _, err = self.ctl("top", "rolling", "--window", "--with-data", code=2)
+        self.assertIn("with_data: a rolling window keeps no member data", err)
+        _, err = self.ctl("get-data", "rolling", "p", "--window", code=2)
+        self.assertIn("get-data takes no --window", err)
+
     # ---- exit codes ----
 
     def test_not_found_is_1(self):
@@ -518,13 +546,13 @@ class RankctlTest(unittest.TestCase):
             self.assertIn(code, out)
         self.assertEqual(self.ctl("top", "-h")[0], out)
         self.assertRegex(self.ctl("--version")[0],
-                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.7\)\n$")
+                         r"^rankctl \d+\.\d+\.\d+ \(IDL 1\.8\)\n$")
 
     # ---- the server, import ----
 
     def test_info(self):
         info = self.json("info")
-        self.assertEqual(info["idl_version"], "1.7")
+        self.assertEqual(info["idl_version"], "1.8")
         self.assertRegex(info["version"], r"^\d+\.\d+\.\d+$")
         # The IDL's comment on ServerInfo.version names no other version.
         idl = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
@@ -539,7 +567,7 @@ class RankctlTest(unittest.TestCase):
                          CONFIG.count("[board "))
         self.assertGreaterEqual(info["uptime_seconds"], 0)
         out, _ = self.ctl("info")
-        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.7\n")
+        self.assertRegex(out, r"^version +\d+\.\d+\.\d+\nidl_version +1\.8\n")
 
     def test_first_load_of_scripts_logs_as_normal(self):
         """Redis without rankd's scripts (every first start): loading them

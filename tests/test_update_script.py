@@ -114,7 +114,7 @@ class UpdateScriptTest(unittest.TestCase):
         reply = self.call(
             "FCALL", self.function(), "6", *keys,
             "2127555", "2127554", "2127553", "2127552", "2127551",
-            "1914804900000", "1", "desc", "ordinal", "0", expire_at, "",
+            "1914804900000", "1", "desc", "ordinal", "0", expire_at, "", "",
             "alice", good, "bob", bad)
         self.assertIsInstance(reply, list, reply)
         self.assertEqual((reply[0], reply[2]), (10, 1))  # score, applied

@@ -46,6 +46,10 @@ retention=2
 subscores=asc,desc
 [board zqueued]
 queue=on
+[board zrolling]
+period=daily
+window=3
+retention=2
 """
 
 SCRIPT_MEMBER = "<script>alert(1)</script>"
@@ -225,7 +229,7 @@ class ViewerTest(unittest.TestCase):
         boards = json.loads(body)["boards"]
         self.assertEqual([b["name"] for b in boards],
                          ["adhoc-board", "daily", "plain", "sharded", "subs",
-                          "zqueued"])
+                          "zqueued", "zrolling"])
         self.assertEqual((boards[0]["configured"], boards[0]["members"]),
                          (False, 1))
         self.assertEqual((boards[2]["configured"], boards[2]["members"]),
@@ -236,7 +240,30 @@ class ViewerTest(unittest.TestCase):
         page.feed(self.browse("/"))
         self.assertEqual(page.links, ["/?board=adhoc-board", "/?board=daily",
                                       "/?board=plain", "/?board=sharded",
-                                      "/?board=subs", "/?board=zqueued"])
+                                      "/?board=subs", "/?board=zqueued",
+                                      "/?board=zrolling"])
+
+    def test_rolling_window(self):
+        """window=1 reads the board's rolling window (IDL 1.8), without
+        member data; refused where the board has none."""
+        top = json.loads(get(self.http, "/api/top?board=zrolling&window=1")[2])
+        self.assertEqual((top["window"], top["read_window"], top["entries"]),
+                         (3, True, []))
+        top = json.loads(get(self.http, "/api/top?board=zrolling")[2])
+        self.assertEqual((top["window"], top["read_window"]), (3, False))
+        status, _, body = get(self.http, "/api/top?board=daily&window=1")
+        self.assertEqual(status, 400)
+        self.assertIn("window: board 'daily' has no rolling window",
+                      json.loads(body)["error"])
+        for query in ("board=zrolling&window=2",
+                      "board=zrolling&window=1&periods_back=1"):
+            status, _, body = get(self.http, "/api/top?" + query)
+            self.assertEqual(status, 400, query)
+            self.assertIn("window", json.loads(body)["error"], query)
+        dom = self.browse("/?board=zrolling&window=1")
+        self.assertIn("rolling window of 3", dom)
+        self.assertIn("the last 3 periods, to ", dom)
+        self.assertIn("No entries.", dom)
 
     def test_queued_board_shows_its_backlog(self):
         top = json.loads(get(self.http, "/api/top?board=zqueued")[2])

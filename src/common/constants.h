@@ -56,6 +56,10 @@
  * the window served, and the one a roll builds. No period has them. */
 #define RANK_WINDOW_LABEL "window"
 #define RANK_WINDOW_NEXT_LABEL "window-next"
+/* A board's (a shard's) rolling-window state (window.lua): "rk:{board}:w",
+ * a hash; and the members one call of the roll places, at most. */
+#define RANK_KEY_SUFFIX_WINDOW "w"
+#define RANK_WINDOW_ROLL_CHUNK 100
 
 /* cap=K: at most this many members. */
 #define RANK_CAP_MAX 10000000

@@ -409,7 +409,7 @@ handler_start_get_board_info (Call *call)
   RankCountQuery query = { FALSE, 0, 0 };
   InfoCall *info_call = (InfoCall *) call;
 
-  if (!handler_resolve_read (call, request->board, 0, &error))
+  if (!handler_resolve_read (call, request->board, 0, FALSE, &error))
     {
       handler_reply_error (call, error);
       return;
@@ -608,7 +608,7 @@ handler_start_export (Call *call)
   g_autoptr (GError) error = NULL;
   RankExportCursor cursor;
 
-  if (!handler_resolve_read (call, request->board, request->periods_back,
+  if (!handler_resolve_read (call, request->board, request->periods_back, FALSE,
                              &error))
     ;
   else if (request->count < 1 || request->count > RANK_EXPORT_COUNT_MAX)

@@ -185,6 +185,17 @@ handler_reply_error (Call *call, const GError *err)
 
 /* ---- the call's context ---- */
 
+/* The call proper, on a board whose stored layout fits the options. A
+ * board with a rolling window is rolled to the call's period first, in the
+ * background: reads answer the window served meanwhile. */
+static void
+run_call (Call *call)
+{
+  if (call->ctx.options != NULL && call->ctx.options->window > 0)
+    rank_store_window_ensure (call->handler->store, &call->ctx);
+  call->run (call);
+}
+
 /* Once the board's stored layout fits the options (store.h), the call
  * proper runs. */
 static void
@@ -195,7 +206,7 @@ layout_checked (const GError *error, gpointer data)
   if (error != NULL)
     handler_reply_error (call, error);
   else
-    call->run (call);
+    run_call (call);
 }
 
 gboolean
@@ -224,7 +235,7 @@ handler_proceed (Call *call, void (*run) (Call *call))
   call->run = run;
   if (handler_layout_fits (call->handler, &call->ctx, call->writes,
                            layout_checked, call))
-    run (call);
+    run_call (call);
 }
 
 void
@@ -266,10 +277,22 @@ handler_resolve (Call *call, const char *board)
 
 gboolean
 handler_resolve_read (Call *call, const char *board, gint64 periods_back,
-                      GError **error)
+                      gboolean window, GError **error)
 {
   if (!rank_validate_board (board, error))
     return FALSE;
   handler_resolve (call, board);
-  return rank_context_read (&call->ctx, periods_back, error);
+  return rank_context_read_window (&call->ctx, periods_back, window, error);
+}
+
+gboolean
+handler_window_data (gboolean window, gboolean with_data, GError **error)
+{
+  if (window && with_data)
+    {
+      g_set_error (error, RANK_ERROR, RANK_ERROR_INVALID,
+                   "with_data: a rolling window keeps no member data");
+      return FALSE;
+    }
+  return TRUE;
 }

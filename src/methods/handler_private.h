@@ -198,9 +198,17 @@ void handler_resolve_context (Call *call, RankContext *ctx, const char *board);
 /* The call's context on board (already valid). */
 void handler_resolve (Call *call, const char *board);
 
-/* Validates board, resolves the context and checks periods_back. */
+/* Validates board, resolves the context and checks periods_back and
+ * window (IDL 1.8: the board's rolling window; context.h,
+ * rank_context_read_window). */
 gboolean handler_resolve_read (Call *call, const char *board,
-                               gint64 periods_back, GError **error);
+                               gint64 periods_back, gboolean window,
+                               GError **error);
+
+/* with_data (GetTopN, GetAround) with window: refused, as a rolling window
+ * keeps no member data. */
+gboolean handler_window_data (gboolean window, gboolean with_data,
+                              GError **error);
 
 /* Whether ctx's board's stored layout is known to fit its options now
  * (store.h): then the caller goes on at once. Otherwise checked gets the

@@ -53,6 +53,7 @@ handler_start_count (Call *call)
   gboolean range = call->method == METHOD_COUNT_BETWEEN;
   const char *board;
   gint32 back;
+  gboolean window;
   gint64 min = 0, max = 0;
 
   if (range)
@@ -60,16 +61,16 @@ handler_start_count (Call *call)
       rankCountBetweenRequest *args
           = RANK_RANKING_COUNT_BETWEEN_ARGS (call->args)->request;
 
-      board = args->board, back = args->periods_back;
+      board = args->board, back = args->periods_back, window = args->window;
       min = args->min_score, max = args->max_score;
     }
   else
     {
       rankCountRequest *args = RANK_RANKING_COUNT_ARGS (call->args)->request;
 
-      board = args->board, back = args->periods_back;
+      board = args->board, back = args->periods_back, window = args->window;
     }
-  if (!handler_resolve_read (call, board, back, &error)
+  if (!handler_resolve_read (call, board, back, window, &error)
       || (range
           && (!rank_validate_score ("min_score", min, &error)
               || !rank_validate_score ("max_score", max, &error))))
@@ -123,7 +124,8 @@ handler_start_get_percentile (Call *call)
 
   if (rank_validate_board (args->board, &error)
       && rank_validate_member (args->member, &error)
-      && handler_resolve_read (call, args->board, args->periods_back, &error))
+      && handler_resolve_read (call, args->board, args->periods_back,
+                               args->window, &error))
     rank_policy_countable (args->board, call->ctx.options, "GetPercentile",
                            &error);
   handler_checked (call, error, run_get_percentile);
@@ -157,7 +159,8 @@ handler_start_get_score_at_percentile (Call *call)
       = RANK_RANKING_GET_SCORE_AT_PERCENTILE_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
-  if (!handler_resolve_read (call, args->board, args->periods_back, &error))
+  if (!handler_resolve_read (call, args->board, args->periods_back,
+                             args->window, &error))
     ;
   else if (!(args->pct >= 0 && args->pct <= 100))
     g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
@@ -183,7 +186,8 @@ handler_start_sample (Call *call)
   rankSampleRequest *args = RANK_RANKING_SAMPLE_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
-  if (!handler_resolve_read (call, args->board, args->periods_back, &error)
+  if (!handler_resolve_read (call, args->board, args->periods_back,
+                             args->window, &error)
       || !rank_validate_score ("min_score", args->min_score, &error)
       || !rank_validate_score ("max_score", args->max_score, &error)
       || !rank_policy_countable (args->board, call->ctx.options, "Sample",

@@ -272,7 +272,7 @@ handler_start_get_queue_status (Call *call)
       = RANK_RANKING_GET_QUEUE_STATUS_ARGS (call->args)->request;
   g_autoptr (GError) error = NULL;
 
-  if (!handler_resolve_read (call, request->board, 0, &error))
+  if (!handler_resolve_read (call, request->board, 0, FALSE, &error))
     {
       handler_reply_error (call, error);
       return;

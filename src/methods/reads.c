@@ -96,7 +96,8 @@ handler_start_get_rank (Call *call)
 
   if (rank_validate_board (args->board, &error)
       && rank_validate_member (args->member, &error))
-    handler_resolve_read (call, args->board, args->periods_back, &error);
+    handler_resolve_read (call, args->board, args->periods_back, args->window,
+                          &error);
   handler_checked (call, error, run_get_rank);
 }
 
@@ -156,8 +157,10 @@ handler_start_get_top_n (Call *call)
     {
       handler_resolve (call, args->board);
       if (rank_policy_depth (args->board, call->ctx.options, "offset+n",
-                             args->offset, args->n, &error))
-        rank_context_read (&call->ctx, args->periods_back, &error);
+                             args->offset, args->n, &error)
+          && rank_context_read_window (&call->ctx, args->periods_back,
+                                       args->window, &error))
+        handler_window_data (args->window, args->with_data, &error);
     }
   handler_checked (call, error, run_get_top_n);
 }
@@ -184,7 +187,9 @@ handler_start_get_around (Call *call)
 
   if (!rank_validate_board (args->board, &error)
       || !rank_validate_member (args->member, &error)
-      || !handler_resolve_read (call, args->board, args->periods_back, &error))
+      || !handler_resolve_read (call, args->board, args->periods_back,
+                                args->window, &error)
+      || !handler_window_data (args->window, args->with_data, &error))
     ;
   else if (args->radius < 0 || args->radius > RANK_AROUND_RADIUS_MAX)
     g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
@@ -244,7 +249,8 @@ handler_start_get_ranks (Call *call)
   g_autoptr (GError) error = NULL;
   guint n = args->members->len;
 
-  if (handler_resolve_read (call, args->board, args->periods_back, &error))
+  if (handler_resolve_read (call, args->board, args->periods_back, args->window,
+                            &error))
     {
       if (n < 1 || n > RANK_RANKS_MAX)
         g_set_error (&error, RANK_ERROR, RANK_ERROR_INVALID,
@@ -314,6 +320,6 @@ handler_start_get_member_data (Call *call)
 
   if (rank_validate_board (args->board, &error)
       && rank_validate_member (args->member, &error))
-    handler_resolve_read (call, args->board, args->periods_back, &error);
+    handler_resolve_read (call, args->board, args->periods_back, FALSE, &error);
   handler_checked (call, error, run_get_member_data);
 }

@@ -88,10 +88,10 @@ json_board_options (GString *out, const RankBoardOptions *o)
   g_string_append_printf (
       out,
       "\"shards\":%u,\"order\":\"%s\",\"rank\":\"%s\",\"period\":\"%s\","
-      "\"retention\":%u,\"cap\":%u,\"subscores\":[",
+      "\"retention\":%u,\"window\":%u,\"cap\":%u,\"subscores\":[",
       o->shards, o->order == RANK_ORDER_ASC ? "asc" : "desc", kinds[o->rank],
       periods[o->period.kind],
-      o->period.kind == RANK_PERIOD_NONE ? 0 : o->retention, o->cap);
+      o->period.kind == RANK_PERIOD_NONE ? 0 : o->retention, o->window, o->cap);
   for (guint i = 0; i < o->n_subscores; i++)
     g_string_append_printf (out, "%s\"%s\"", i ? "," : "",
                             o->subscore_asc[i] ? "asc" : "desc");
@@ -151,19 +151,24 @@ declared_exception (rankInvalidArgument *invalid, rankUnavailable *unavailable,
   return TRUE;
 }
 
-/* GetTopN with data. NULL: *status and *message say why. */
+/* GetTopN with data; of the board's rolling window (IDL 1.8), which keeps
+ * no data, when window. NULL: *status and *message say why. */
 static GPtrArray *
 get_top (RankHttp *http, const char *board, int n, int periods_back,
-         unsigned int *status, char **message)
+         gboolean window, unsigned int *status, char **message)
 {
   g_autoptr (rankGetTopNRequest) request
       = g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board", board, "n", n,
-                      "periods_back", periods_back, "with_data", TRUE, NULL);
-  g_autoptr (GObject) args = g_object_new (RANK_TYPE_RANKING_GET_TOP_N_ARGS,
-                                           "request", request, NULL);
+                      "periods_back", periods_back, "with_data", !window, NULL);
+  g_autoptr (GObject) args = NULL;
   g_autoptr (GObject) object
       = g_object_new (RANK_TYPE_RANKING_GET_TOP_N_RESULT, NULL);
   rankRankingGetTopNResult *result = RANK_RANKING_GET_TOP_N_RESULT (object);
+
+  if (window)
+    g_object_set (request, "window", TRUE, NULL);
+  args = g_object_new (RANK_TYPE_RANKING_GET_TOP_N_ARGS, "request", request,
+                       NULL);
 
   if (!call_rankd (http, "GetTopN", args, result, status, message)
       || declared_exception (result->invalid, result->unavailable, status,
@@ -337,7 +342,8 @@ static enum MHD_Result
 serve_top (RankHttp *http, struct MHD_Connection *connection)
 {
   const char *board = NULL, *n_arg = NULL, *back_arg = NULL;
-  int n = RANK_VIEWER_DEFAULT_N, back = 0;
+  const char *window_arg = NULL;
+  int n = RANK_VIEWER_DEFAULT_N, back = 0, window = 0;
   unsigned int status = MHD_HTTP_OK;
   g_autofree char *message = NULL;
   g_autoptr (GString) out = g_string_new ("{");
@@ -347,7 +353,8 @@ serve_top (RankHttp *http, struct MHD_Connection *connection)
 
   if (!query_arg (connection, "board", &board)
       || !query_arg (connection, "n", &n_arg)
-      || !query_arg (connection, "periods_back", &back_arg))
+      || !query_arg (connection, "periods_back", &back_arg)
+      || !query_arg (connection, "window", &window_arg))
     message = g_strdup ("a query argument holds a NUL byte (%00)");
   else if (board == NULL || *board == '\0')
     message = g_strdup ("board: missing (/api/top?board=NAME)");
@@ -356,10 +363,12 @@ serve_top (RankHttp *http, struct MHD_Connection *connection)
   else if (!parse_int (back_arg, 0, RANK_RETENTION_MAX, &back))
     message
         = g_strdup_printf ("periods_back: must be 0-%d", RANK_RETENTION_MAX);
+  else if (!parse_int (window_arg, 0, 1, &window))
+    message = g_strdup ("window: must be 0 or 1");
   if (message != NULL)
     status = MHD_HTTP_BAD_REQUEST;
   else
-    page = get_top (http, board, n, back, &status, &message);
+    page = get_top (http, board, n, back, window == 1, &status, &message);
   if (page == NULL)
     {
       g_string_append (out, "\"error\":");
@@ -373,7 +382,9 @@ serve_top (RankHttp *http, struct MHD_Connection *connection)
   o = rank_config_board (boards, board);
   g_string_append (out, "\"board\":");
   rank_json_string (out, board, RANK_JSON_HTML_SAFE);
-  g_string_append_printf (out, ",\"n\":%d,\"periods_back\":%d,", n, back);
+  g_string_append_printf (out,
+                          ",\"n\":%d,\"periods_back\":%d,\"read_window\":%s,",
+                          n, back, window ? "true" : "false");
   json_board_options (out, o);
   if (o->queue)
     json_queue (http, out, board);

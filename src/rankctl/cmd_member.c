@@ -5,6 +5,15 @@
 /* ---- commands ---- */
 
 /* The UpdateRequest the command line describes (update, enqueue). */
+/* --window: a read of the board's rolling window (IDL 1.8). Left unset
+ * otherwise, so the request is what a 1.7 rankctl sent. */
+static void
+request_window (Cli *cli, gpointer req)
+{
+  if (cli->window)
+    g_object_set (req, "window", TRUE, NULL);
+}
+
 static rankUpdateRequest *
 update_request (Cli *cli, gint64 value, const char *rid)
 {
@@ -198,6 +207,7 @@ cmd_rank (Cli *cli)
   req = g_object_new (RANK_TYPE_GET_RANK_REQUEST, "board", arg (cli, 0),
                       "member", arg (cli, 1), "periods_back", cli->periods_back,
                       NULL);
+  request_window (cli, req);
   ok = rank_ranking_if_get_rank (iface, &entry, req, &call.invalid,
                                  &call.not_found, &call.unavailable,
                                  &call.denied, &call.error);
@@ -249,6 +259,7 @@ cmd_top (Cli *cli)
   req = g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board", arg (cli, 0), "n",
                       n, "offset", cli->offset, "periods_back",
                       cli->periods_back, "with_data", cli->with_data, NULL);
+  request_window (cli, req);
   page = g_ptr_array_new_with_free_func (g_object_unref);
   ok = rank_ranking_if_get_top_n (iface, &page, req, &call.invalid,
                                   &call.unavailable, &call.denied, &call.error);
@@ -272,6 +283,7 @@ cmd_around (Cli *cli)
   req = g_object_new (RANK_TYPE_GET_AROUND_REQUEST, "board", arg (cli, 0),
                       "member", arg (cli, 1), "radius", radius, "periods_back",
                       cli->periods_back, "with_data", cli->with_data, NULL);
+  request_window (cli, req);
   page = g_ptr_array_new_with_free_func (g_object_unref);
   ok = rank_ranking_if_get_around (iface, &page, req, &call.invalid,
                                    &call.not_found, &call.unavailable,
@@ -299,6 +311,7 @@ cmd_sample (Cli *cli)
   req = g_object_new (RANK_TYPE_SAMPLE_REQUEST, "board", arg (cli, 0),
                       "min_score", min, "max_score", max, "count", count,
                       "periods_back", cli->periods_back, NULL);
+  request_window (cli, req);
   page = g_ptr_array_new_with_free_func (g_object_unref);
   ok = rank_ranking_if_sample (iface, &page, req, &call.invalid,
                                &call.unavailable, &call.denied, &call.error);
@@ -325,6 +338,7 @@ cmd_ranks (Cli *cli)
     g_ptr_array_add (req->members, g_strdup (cli->args->pdata[i]));
   req->periods_back = cli->periods_back;
   req->__isset_periods_back = TRUE;
+  request_window (cli, req);
   result = g_ptr_array_new_with_free_func (g_object_unref);
   ok = rank_ranking_if_get_ranks (iface, &result, req, &call.invalid,
                                   &call.unavailable, &call.denied, &call.error);
@@ -435,6 +449,7 @@ cmd_count (Cli *cli)
     return EXIT_UNAVAILABLE;
   req = g_object_new (RANK_TYPE_COUNT_REQUEST, "board", arg (cli, 0),
                       "periods_back", cli->periods_back, NULL);
+  request_window (cli, req);
   ok = rank_ranking_if_count (iface, &count, req, &call.invalid,
                               &call.unavailable, &call.denied, &call.error);
   return count_outcome (cli, ok, &call, "count", count);
@@ -457,6 +472,7 @@ cmd_count_between (Cli *cli)
   req = g_object_new (RANK_TYPE_COUNT_BETWEEN_REQUEST, "board", arg (cli, 0),
                       "min_score", min, "max_score", max, "periods_back",
                       cli->periods_back, NULL);
+  request_window (cli, req);
   ok = rank_ranking_if_count_between (iface, &count, req, &call.invalid,
                                       &call.unavailable, &call.denied,
                                       &call.error);
@@ -480,6 +496,7 @@ cmd_score_at_percentile (Cli *cli)
   req = g_object_new (RANK_TYPE_GET_SCORE_AT_PERCENTILE_REQUEST, "board",
                       arg (cli, 0), "pct", pct, "periods_back",
                       cli->periods_back, NULL);
+  request_window (cli, req);
   ok = rank_ranking_if_get_score_at_percentile (
       iface, &score, req, &call.invalid, &call.not_found, &call.unavailable,
       &call.denied, &call.error);
@@ -502,6 +519,7 @@ cmd_percentile (Cli *cli)
   req = g_object_new (RANK_TYPE_GET_PERCENTILE_REQUEST, "board", arg (cli, 0),
                       "member", arg (cli, 1), "periods_back", cli->periods_back,
                       NULL);
+  request_window (cli, req);
   ok = rank_ranking_if_get_percentile (iface, &pct, req, &call.invalid,
                                        &call.not_found, &call.unavailable,
                                        &call.denied, &call.error);

@@ -25,7 +25,9 @@ static const char help_text[]
       "the answer\n"
       "as an aligned table, or as one JSON document with --json.\n"
       "\n"
-      "Commands (the reads take --periods-back N on periodic boards):\n"
+      "Commands (the reads take --periods-back N on periodic boards, and\n"
+      "--window on boards with a rolling window (board option window=N):\n"
+      "the current period and the N-1 before it; not with --with-data):\n"
       "  update BOARD MEMBER VALUE     record a score, with:\n"
       "      --mode increment|best|set    how VALUE counts (default: the "
       "board's mode)\n"
@@ -180,6 +182,7 @@ enum
   TAKES_WITHOUT_RANK = 1 << 8,
   TAKES_MAX_FRAME = 1 << 9,
   TAKES_SORT_MEMORY = 1 << 10,
+  TAKES_WINDOW = 1 << 11,
 };
 
 typedef struct
@@ -204,6 +207,7 @@ static const OptionSpec option_specs[] = {
   { "version", 0, NULL },
   { "periods-back", TAKES_PERIODS_BACK, "N" },
   { "with-data", TAKES_WITH_DATA, NULL },
+  { "window", TAKES_WINDOW, NULL },
   { "offset", TAKES_OFFSET, "K" },
   { "request-id", TAKES_REQUEST_ID, "ID" },
   { "mode", TAKES_UPDATE, "increment|best|set" },
@@ -513,6 +517,8 @@ apply_option (Cli *cli, const OptionSpec *o, const char *value)
     return parse_i32 ("--periods-back", value, &cli->periods_back);
   else if (strcmp (name, "with-data") == 0)
     cli->with_data = TRUE;
+  else if (strcmp (name, "window") == 0)
+    cli->window = TRUE;
   else if (strcmp (name, "offset") == 0)
     return parse_i32 ("--offset", value, &cli->offset);
   else if (strcmp (name, "request-id") == 0)
@@ -575,20 +581,24 @@ static const CommandSpec command_specs[] = {
   { "enqueue", "BOARD MEMBER VALUE", 3, 3, TAKES_UPDATE | TAKES_REQUEST_ID,
     cmd_enqueue },
   { "queue-status", "BOARD", 1, 1, 0, cmd_queue_status },
-  { "rank", "BOARD MEMBER", 2, 2, TAKES_PERIODS_BACK, cmd_rank },
+  { "rank", "BOARD MEMBER", 2, 2, TAKES_PERIODS_BACK | TAKES_WINDOW, cmd_rank },
   { "top", "BOARD [N]", 1, 2,
-    TAKES_PERIODS_BACK | TAKES_WITH_DATA | TAKES_OFFSET, cmd_top },
+    TAKES_PERIODS_BACK | TAKES_WINDOW | TAKES_WITH_DATA | TAKES_OFFSET,
+    cmd_top },
   { "around", "BOARD MEMBER [RADIUS]", 2, 3,
-    TAKES_PERIODS_BACK | TAKES_WITH_DATA, cmd_around },
-  { "ranks", "BOARD MEMBER...", 2, G_MAXUINT, TAKES_PERIODS_BACK, cmd_ranks },
+    TAKES_PERIODS_BACK | TAKES_WINDOW | TAKES_WITH_DATA, cmd_around },
+  { "ranks", "BOARD MEMBER...", 2, G_MAXUINT, TAKES_PERIODS_BACK | TAKES_WINDOW,
+    cmd_ranks },
   { "remove", "BOARD MEMBER", 2, 2, TAKES_REQUEST_ID, cmd_remove },
-  { "count", "BOARD", 1, 1, TAKES_PERIODS_BACK, cmd_count },
-  { "count-between", "BOARD MIN MAX", 3, 3, TAKES_PERIODS_BACK,
+  { "count", "BOARD", 1, 1, TAKES_PERIODS_BACK | TAKES_WINDOW, cmd_count },
+  { "count-between", "BOARD MIN MAX", 3, 3, TAKES_PERIODS_BACK | TAKES_WINDOW,
     cmd_count_between },
-  { "percentile", "BOARD MEMBER", 2, 2, TAKES_PERIODS_BACK, cmd_percentile },
-  { "score-at-percentile", "BOARD PCT", 2, 2, TAKES_PERIODS_BACK,
+  { "percentile", "BOARD MEMBER", 2, 2, TAKES_PERIODS_BACK | TAKES_WINDOW,
+    cmd_percentile },
+  { "score-at-percentile", "BOARD PCT", 2, 2, TAKES_PERIODS_BACK | TAKES_WINDOW,
     cmd_score_at_percentile },
-  { "sample", "BOARD MIN MAX [COUNT]", 3, 4, TAKES_PERIODS_BACK, cmd_sample },
+  { "sample", "BOARD MIN MAX [COUNT]", 3, 4, TAKES_PERIODS_BACK | TAKES_WINDOW,
+    cmd_sample },
   { "set-data", "BOARD MEMBER [KEY=VALUE]...", 2, G_MAXUINT, 0, cmd_set_data },
   { "get-data", "BOARD MEMBER", 2, 2, TAKES_PERIODS_BACK, cmd_get_data },
   { "info", "", 0, 0, 0, cmd_info },

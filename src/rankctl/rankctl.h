@@ -76,6 +76,7 @@ struct _Cli
   GPtrArray *args;
   /* its options */
   gint32 periods_back;
+  gboolean window; /* --window (IDL 1.8) */
   gboolean with_data;
   gint32 offset;
   const char *request_id;

@@ -143,6 +143,16 @@ script_init (Script *script, const char *name, const char *source,
     }
 }
 
+/* The rolling windows' function, in update.lua's library (window.lua). */
+static const char *
+roll_function (void)
+{
+  static char name[sizeof rank_lua_update_function + 8];
+
+  g_snprintf (name, sizeof name, "%s_roll", rank_lua_update_function);
+  return name;
+}
+
 RankBackend *
 rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
 {
@@ -168,6 +178,8 @@ rank_backend_new (RankLoop *loop, const RankBackendConfig *config)
                rank_lua_export, NULL, 0);
   script_init (&backend->scripts[RANK_SCRIPT_QUEUES], "queues.lua",
                rank_lua_queues, NULL, 0);
+  script_init (&backend->scripts[RANK_SCRIPT_ROLL], "update.lua (roll)",
+               rank_lua_update, roll_function (), 0);
   /* First on every connection, before the scripts load. */
   if (config->password != NULL)
     {

@@ -26,6 +26,7 @@ typedef enum
   RANK_SCRIPT_CLEAR,
   RANK_SCRIPT_EXPORT,
   RANK_SCRIPT_QUEUES,
+  RANK_SCRIPT_ROLL, /* the update library's roll (window.lua) */
   RANK_SCRIPTS,
 } RankScriptId;
 

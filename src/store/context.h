@@ -26,6 +26,11 @@ typedef struct
   gint64 dedup_window_ms; /* the board's */
   guint periods_back;     /* a read's */
   RankPeriod period;      /* the period read or written */
+  /* A read of the board's rolling window (IDL 1.8, window=true; board
+   * option window=N): period.label is RANK_WINDOW_LABEL, so the store's
+   * keys are the window's (rk:{board}:p:window:*), and period's start and
+   * end are the current period's. */
+  gboolean window;
   /* A read from a replica must see what this rankd acknowledged on the
    * board up to this time (g_get_monotonic_time; 0: nothing). */
   gint64 fresh_after_us;
@@ -34,7 +39,9 @@ typedef struct
 /* The context of a call on board at now_ms under config, decoded at
  * decoded_us (g_get_monotonic_time: a handler's call gives its start, so
  * every context of one call agrees); default_window_ms: --dedup-window, for
- * boards without their own. */
+ * boards without their own. Every context of every call (reads, updates,
+ * batches, queue drains, admin) is made here; on a board with a rolling
+ * window it calls the window hook below. */
 void rank_context_init (RankContext *ctx, RankConfig *config, const char *board,
                         gint64 now_ms, gint64 decoded_us,
                         gint64 default_window_ms);
@@ -43,6 +50,14 @@ void rank_context_init (RankContext *ctx, RankConfig *config, const char *board,
  * the board's options (policy.h); sets ctx->period. */
 gboolean rank_context_read (RankContext *ctx, gint64 periods_back,
                             GError **error);
+
+/* A read of the request's periods_back and window (IDL 1.8): window false
+ * is rank_context_read. Window true reads the board's rolling window: the
+ * board must have one (board option window=N) and periods_back must be 0,
+ * else InvalidArgument naming "window"; sets ctx->window and
+ * ctx->period (the current period, labelled RANK_WINDOW_LABEL). */
+gboolean rank_context_read_window (RankContext *ctx, gint64 periods_back,
+                                   gboolean window, GError **error);
 
 /* A write at timestamp_ms: the period it goes to, checked (policy.h). */
 gboolean rank_context_write (RankContext *ctx, gint64 timestamp_ms,

@@ -43,6 +43,7 @@ rank_store_new (RankBackend *backend, guint32 seed)
   store->rank_reads = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                              (GDestroyNotify) g_queue_free);
   rank_backend_watch_writes (backend, store_fence_rank_reads, store);
+  store_windows_init (store);
   return store;
 }
 
@@ -55,6 +56,7 @@ rank_store_free (RankStore *store)
   g_hash_table_unref (store->layouts);
   g_hash_table_unref (store->layout_asks);
   g_hash_table_unref (store->rank_reads);
+  store_windows_free (store);
   if (store->group_head != NULL)
     rank_command_clear (store->group_head);
   g_free (store->group_head);
@@ -74,7 +76,8 @@ spans_periods (const char *suffix)
   return strcmp (suffix, RANK_KEY_SUFFIX_REQUEST) == 0
          || strcmp (suffix, RANK_KEY_SUFFIX_QUEUE) == 0
          || strcmp (suffix, RANK_KEY_SUFFIX_DEAD) == 0
-         || strcmp (suffix, RANK_KEY_SUFFIX_QUEUE_COUNTS) == 0;
+         || strcmp (suffix, RANK_KEY_SUFFIX_QUEUE_COUNTS) == 0
+         || strcmp (suffix, RANK_KEY_SUFFIX_WINDOW) == 0;
 }
 
 /* Appends len bytes of s at out + *at, within KEY_MAX. */

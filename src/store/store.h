@@ -278,6 +278,12 @@ typedef void (*RankStoreNamesFunc) (const char *const *names, guint n,
 void rank_store_list_boards (RankStore *store, const char *after, guint limit,
                              RankStoreNamesFunc func, gpointer data);
 
+/* A call on ctx's board, which has a rolling window (options->window):
+ * makes sure its window is rolled to ctx's period, in the background
+ * (store_window.c); nothing to do when this worker saw it done within the
+ * last second. */
+void rank_store_window_ensure (RankStore *store, const RankContext *ctx);
+
 /* What Redis holds of a board: every key of it (shards, periods, request
  * ids), named from what the board records of itself (store_admin.c). */
 typedef struct

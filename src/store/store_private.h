@@ -32,7 +32,16 @@ struct _RankStore
   guint8 group_of_head[RANK_UPDATE_GROUP_BYTES];
   gint64 group_now_ms;
   guint group_node;
+  /* Rolling windows (store_window.c): "board/shard" -> its roll. */
+  GHashTable *windows;
 };
+
+/* ---- rolling windows (store_window.c) ---- */
+
+void store_windows_init (RankStore *store);
+void store_windows_free (RankStore *store);
+/* update.lua's window argument: "" (no window), "sum" or "best". */
+const char *store_window_combine (const RankBoardOptions *o);
 
 /* The backend's write watcher (rank_backend_watch_writes): store_read.c. */
 void store_fence_rank_reads (const char *tag, gsize tag_len, gpointer data);

@@ -176,7 +176,8 @@ typedef enum
   BATCH_KIND,
   BATCH_CAP,
   BATCH_EXPIRE_AT,
-  BATCH_GROUP, /* '', or the batch's record (see requestid.h) */
+  BATCH_GROUP,  /* '', or the batch's record (see requestid.h) */
+  BATCH_WINDOW, /* '', or the window's combination: sum or best */
   N_BATCH_ARGS,
 } BatchArg;
 
@@ -238,6 +239,7 @@ const char *const rank_store_update_batch_arg_names[] = {
   [BATCH_CAP] = "cap",
   [BATCH_EXPIRE_AT] = "expire_at",
   [BATCH_GROUP] = "group",
+  [BATCH_WINDOW] = "wcombine",
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (rank_store_update_batch_arg_names)
                  == N_BATCH_ARGS);
@@ -330,6 +332,7 @@ update_head (const RankContext *ctx, const RankUpdate *update,
   batch[BATCH_GROUP] = update->group != NULL
                            ? BYTES (update->group, RANK_UPDATE_GROUP_BYTES)
                            : BYTES ("", 0);
+  batch[BATCH_WINDOW] = TEXT (store_window_combine (o));
 
   rank_command_init_script (head, RANK_SCRIPT_UPDATE);
   for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)

@@ -8,7 +8,7 @@
 
 /* The IDL's version (IDL_VERSION in idl/ranking.thrift; the generated
  * RANK_IDL_VERSION allocates). tests/test_codec.c checks they agree. */
-#define RANK_API_IDL_VERSION "1.7"
+#define RANK_API_IDL_VERSION "1.8"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (rankUpdateRequest, g_object_unref)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (rankUpdateResponse, g_object_unref)

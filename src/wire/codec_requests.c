@@ -399,6 +399,7 @@ static const FieldSpec get_rank_specs[] = {
   [1] = FIELD (KIND_STRING, RankGetRankArgs, board, "board"),
   [2] = FIELD (KIND_STRING, RankGetRankArgs, member, "member"),
   [3] = FIELD (KIND_I32, RankGetRankArgs, periods_back, NULL),
+  [4] = FIELD (KIND_BOOL, RankGetRankArgs, window, NULL),
 };
 
 void
@@ -422,6 +423,7 @@ static const FieldSpec get_top_n_specs[] = {
   [3] = FIELD (KIND_I32, RankGetTopNArgs, offset, NULL),
   [4] = FIELD (KIND_I32, RankGetTopNArgs, periods_back, NULL),
   [5] = FIELD (KIND_BOOL, RankGetTopNArgs, with_data, NULL),
+  [6] = FIELD (KIND_BOOL, RankGetTopNArgs, window, NULL),
 };
 
 void

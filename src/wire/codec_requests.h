@@ -79,12 +79,14 @@ RankUpdateFields *rank_update_args_read (ThriftProtocol *in, GError **error);
 void rank_update_args_free (RankUpdateFields *args);
 
 /* GetRank's arguments (Ranking.GetRank's args struct, 1: request): its
- * GetRankRequest, 1: board, 2: member, 3: optional periods_back. */
+ * GetRankRequest, 1: board, 2: member, 3: optional periods_back,
+ * 4: optional window (1.8). */
 typedef struct
 {
   char *board;
   char *member;
   gint32 periods_back;
+  gboolean window;
 } RankGetRankArgs;
 
 RankGetRankArgs *rank_get_rank_args_read (ThriftProtocol *in, GError **error);
@@ -93,7 +95,7 @@ void rank_get_rank_args_free (RankGetRankArgs *args);
 
 /* GetTopN's arguments (Ranking.GetTopN's args struct, 1: request): its
  * GetTopNRequest, 1: board, 2: n, 3: optional offset, 4: optional
- * periods_back, 5: optional with_data. */
+ * periods_back, 5: optional with_data, 6: optional window (1.8). */
 typedef struct
 {
   char *board;
@@ -101,6 +103,7 @@ typedef struct
   gint32 offset;
   gint32 periods_back;
   gboolean with_data;
+  gboolean window;
 } RankGetTopNArgs;
 
 RankGetTopNArgs *rank_get_top_n_args_read (ThriftProtocol *in, GError **error);

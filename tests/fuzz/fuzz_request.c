@@ -71,6 +71,10 @@ LLVMFuzzerInitialize (int *argc, char ***argv)
                            "[board p]\nperiod=daily\n"
                            "timezone=Europe/Paris\nrank=competition\n"
                            "[board r]\nshards=2\nsubscores=asc,desc\n"
+                           /* A rolling window: its reads (window=true)
+                            * and their refusals elsewhere. */
+                           "[board w]\nperiod=daily\nwindow=2\n"
+                           "retention=1\n"
                            /* Admin on some boards: both the refusals and
                             * the admin methods are reached. */
                            "[grant anonymous]\nread=*\nwrite=*\n"

@@ -79,9 +79,10 @@ main (int argc, char **argv)
   for (int server = 0; server < 4; server++)
     {
       gboolean compact = server % 2;
-      const char *boards[] = { "fz", "s", "p" };
+      const char *boards[] = { "fz", "s", "p", "w" };
 
-      for (int b = 0; b < 3; b++)
+      /* On w, the board with a rolling window, the reads read it. */
+      for (int b = 0; b < 4; b++)
         {
           rankUpdateRequest *req = g_object_new (
               RANK_TYPE_UPDATE_REQUEST, "board", boards[b], "member", "ann",
@@ -90,14 +91,14 @@ main (int argc, char **argv)
               NULL);
           GObject *update = g_object_new (RANK_TYPE_RANKING_UPDATE_ARGS,
                                           "request", req, NULL);
-          GObject *rank
-              = args_of (RANK_TYPE_RANKING_GET_RANK_ARGS,
-                         g_object_new (RANK_TYPE_GET_RANK_REQUEST, "board",
-                                       boards[b], "member", "ann", NULL));
-          GObject *top
-              = args_of (RANK_TYPE_RANKING_GET_TOP_N_ARGS,
-                         g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board",
-                                       boards[b], "n", 10, "offset", 0, NULL));
+          GObject *rank = args_of (
+              RANK_TYPE_RANKING_GET_RANK_ARGS,
+              g_object_new (RANK_TYPE_GET_RANK_REQUEST, "board", boards[b],
+                            "member", "ann", "window", b == 3, NULL));
+          GObject *top = args_of (
+              RANK_TYPE_RANKING_GET_TOP_N_ARGS,
+              g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board", boards[b],
+                            "n", 10, "offset", 0, "window", b == 3, NULL));
           struct
           {
             const char *method;

@@ -1,5 +1,6 @@
 // rankd's board viewer: the board list (/) and one board's top 100
-// (/?board=NAME), refreshed every 2 s from /api/top.
+// (/?board=NAME; &window=1: its rolling window), refreshed every 2 s from
+// /api/top.
 //
 // Member names and data are whatever clients sent: they only ever enter the
 // page as text (textContent, setAttribute), never as HTML.
@@ -30,6 +31,7 @@ function optionsText(o) {
   if (o.order === "asc") parts.push("lower first");
   if (o.rank !== "ordinal") parts.push(o.rank + " ranks");
   if (o.period !== "none") parts.push(o.period + ", " + o.retention + " kept");
+  if (o.window > 0) parts.push("rolling window of " + o.window);
   if (o.cap > 0) parts.push("best " + o.cap);
   if (o.subscores.length > 0) parts.push("subscores " + o.subscores.join(","));
   return parts.join(" · ");
@@ -82,6 +84,8 @@ async function showBoards() {
 let board = null;
 let periodsBack = 0;
 let periodsOffered = -1;
+// The board's rolling window (board option window=N) instead of a period.
+let readWindow = false;
 
 function fillPeriods(top) {
   const choice = $("period-choice");
@@ -90,7 +94,12 @@ function fillPeriods(top) {
     return;
   }
   choice.hidden = false;
-  $("period-label").textContent = top.period_label || "";
+  $("window-choice").hidden = !(top.window > 0);
+  $("window").checked = readWindow;
+  $("period").disabled = readWindow;
+  $("period-label").textContent = readWindow
+    ? "the last " + top.window + " periods, to " + (top.period_label || "")
+    : top.period_label || "";
   const count = Math.min(top.retention, PERIODS_SHOWN);
   if (count === periodsOffered) return;
   periodsOffered = count;
@@ -156,7 +165,7 @@ async function refresh() {
   clearTimeout(timer);
   const mine = ++generation;
   const url = "/api/top?board=" + encodeURIComponent(board) + "&n=" + TOP_N +
-    "&periods_back=" + periodsBack;
+    (readWindow ? "&window=1" : "&periods_back=" + periodsBack);
   let top = null;
   let failure = null;
   try {
@@ -187,9 +196,20 @@ function showBoard(name) {
     periodsBack = Number(ev.target.value);
     refresh();
   });
+  $("window").addEventListener("change", (ev) => {
+    readWindow = ev.target.checked;
+    if (readWindow) periodsBack = 0;
+    const url = new URL(location.href);
+    if (readWindow) url.searchParams.set("window", "1");
+    else url.searchParams.delete("window");
+    history.replaceState(null, "", url);
+    refresh();
+  });
   refresh();
 }
 
-const requested = new URLSearchParams(location.search).get("board");
+const params = new URLSearchParams(location.search);
+const requested = params.get("board");
+readWindow = params.get("window") === "1";
 if (requested) showBoard(requested);
 else showBoards();

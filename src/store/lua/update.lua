@@ -29,7 +29,8 @@
 --   kind (ordinal, competition or dense); cap (0: none; else the shard
 --   keeps its best cap members); expire at (Unix ms; periodic boards: when
 --   this period's keys go; 0: never); group ('', or the record of a batch
---   recorded as a whole, below). Numbers rankd formats, as string.format
+--   recorded as a whole, below); the board's rolling window ('': none;
+--   sum or best: window.lua). Numbers rankd formats, as string.format
 --   here costs Redis more.
 -- Then each update's two (a batch of sets has one for all: below; an
 --   argument costs Redis about 1.2k instructions: its parse, its object,
@@ -124,13 +125,13 @@
 -- Try it: load it as a library (the build names it after its text; any
 -- name does), then call it:
 --   (printf '#!lua name=try\nlocal FUNCTION_NAME = "try_update"\n'; \
---    cat prelude.lua update.lua) | sed 's/^local sub, byte = .*/local sub, byte/' |
+--    cat prelude.lua update.lua window.lua) | sed 's/^local sub, byte = .*/local sub, byte/' |
 --     redis-cli -x FUNCTION LOAD
 --   printf '\1\1\1\16\6\10fp01request-1-\1\2\3\4\5\6\0\0\0\0\0\0\0\12' |
 --   redis-cli -x FCALL try_update 6 'rk:{b}:z' 'rk:{b}:t' \
 --   'rk:{b}:q' 'rk:{b}:d' 'rk:{b}:c' 'rk:{b}:a' \
 --   2127555 2127554 2127553 2127552 2127551 1914804900000 1 desc ordinal 0 0 \
---   '' alice
+--   '' '' alice
 -- (-x: the last argument from the pipe, which keeps NUL bytes; 1 1 1 is an
 -- INCREMENT without subscores whose data, given empty, is deleted; 14, 6
 -- and 8 the lengths of its id, prefix and value 10)
@@ -181,10 +182,15 @@ local zkey, tkey, qprefix, dkey, ckey, akey, names, record_expire_at,
   deferred, prefix_of, zscore_of_member, moved_members, was_prefix, data_members,
   data_of, swept_after, results, out, as_sent, set_members, set_hset, set_zadd, set_aset,
   set_adel, sets_with_data, set_prefix, set_zscore, set_found, stopped
+-- Rolling windows: window.lua, which the build appends to this file,
+-- assigns these; wcombine is the batch's argument ('' without a window,
+-- else sum or best), window_on whether this call's period is in one.
+local wcombine, window_on, window_open, window_apply, window_removed,
+  window_all, window_flush
 -- HEAD arguments of the batch (open_call), then PER_UPDATE arguments of
 -- each update (store_update.c, UpdateArg); in a batch of sets (below),
 -- one argument holding all of its updates.
-local HEAD, PER_UPDATE = 12, 2
+local HEAD, PER_UPDATE = 13, 2
 local TIME_BYTES = 6
 local LIMIT = 9007199254740991
 local BUCKETS = 4          -- buckets a record stays live after its own
@@ -609,6 +615,9 @@ local function apply(at)
   -- {the score it had, 1 if it was on the board, 1}.
   if mode == 4 then
     recorded(hash, mark)
+    if key and window_on then
+      window_removed(member)
+    end
     if key then
       if deferred then
         place_member(member, key)
@@ -653,6 +662,18 @@ local function apply(at)
     return error_reply(format(
       'RANK_INVALID value: current score %d + %d is outside -%d..%d',
       old or 0, value, LIMIT, LIMIT))
+  end
+  -- The board's rolling window (window.lua), checked before the first
+  -- write of the update too.
+  if window_on and (new ~= old or new_subs ~= old_subs) then
+    local refused = window_apply(member, old, old_subs, new, new_subs,
+      sub(what, v0 - TIME_BYTES, v0 - 1))
+    if refused then
+      if hash then
+        call('HDEL', hash, idhash)
+      end
+      return error_reply(refused)
+    end
   end
   recorded(hash, mark)
 
@@ -889,6 +910,10 @@ local function apply_group()
     set_as_sent()
     recorded(ghash, gmark)
     as_sent = true
+    if window_on then
+      window_all(set_members)
+      window_flush()
+    end
     return
   end
   for i = 1, count do
@@ -917,6 +942,9 @@ local function apply_group()
   end
   flush()
   recorded(ghash, gmark)
+  if window_on then
+    window_flush()
+  end
 end
 -- The call, in three functions (Lua 5.1 lets a function use at most 60
 -- of the library's locals): the batch's arguments, the board's meta and
@@ -936,6 +964,7 @@ local function open_call()
   cap = ARGV[10]
   expire_at = ARGV[11]
   group = ARGV[12]
+  wcombine = ARGV[13]
   grouped = group ~= ''
 
   -- A batch recorded as a whole whose updates each SET a member of their
@@ -1229,6 +1258,9 @@ local function apply_call()
   end
   if not grouped then
     flush()
+    if window_on then
+      window_flush()
+    end
   end
 
   -- What the records of this batch leave in the meta hash (and, in a bucket's
@@ -1308,6 +1340,7 @@ redis.register_function(FUNCTION_NAME, function(keys, args)
   call, error_reply, tonumber, format, floor, spack, sunpack, unpack, pcall,
     type = builtins()
   open_call()
+  window_open()
   prepare_call()
   return apply_call()
 end)

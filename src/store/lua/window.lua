@@ -1,0 +1,355 @@
+
+-- window.lua: rolling windows (board option window=N), the end of the
+-- update library: the build appends it to update.lua (src/store/embed.cmake),
+-- whose locals it assigns (window_open ..., declared there) and whose
+-- helpers it calls.
+--
+-- A board with a window keeps, beside its periods, the combination of the
+-- current period and the N-1 before it as a board of its own, under the
+-- period label "window" (rk:{board}:p:window:z and :t, as a period's; a
+-- shard's under its own tag). mode=increment boards combine by sum: a
+-- member's window score is the sum of its scores in the window's periods,
+-- its time (the tie-break) the latest of their times, its subscores those
+-- of that latest entry. mode=best boards keep the best (score, subscores)
+-- of its periods, at the earliest time one of them reached it. So the
+-- window at any moment is what a combination of its periods from scratch
+-- gives (a total past +-(2^53-1), which only positive and negative points
+-- near the limit can give, is held at the limit).
+--
+-- The state, rk:{board}:w (a hash): s, the labels of the periods the
+-- window served holds, newest first, comma-separated; hs, the start (Unix
+-- ms) of the newest of them. While a roll builds the next window: n and
+-- ns, the same of the window being built (under the label "window-next"),
+-- src the sources it still reads (the labels of periods, or "window"),
+-- and c the HSCAN cursor in the first of them.
+--
+-- An update of a period the served window holds changes the window in the
+-- same call; while a roll builds the next one, an update of a period that
+-- one holds changes it too (its member computed again from its periods).
+-- The roll (the function registered below, rankd's window.c calls it until
+-- it answers done) is started by the first call after a period ends: it
+-- reads every member of the window served and of the periods that enter,
+-- computes each one's place in the next window from its periods, and
+-- writes it there, a chunk a call; then renames the next window over the
+-- served one in one call. Reads answer the window served until then: the
+-- old window (with the updates of its own periods) until the roll ends,
+-- then the new one, never a mix (on a sharded board, each shard rolls on
+-- its own).
+
+local WINDOW, NEXT = 'window', 'window-next'
+-- This call's window: its state's label lists (and as sets), the keys'
+-- prefixes of the window served and of the one built; its period's label;
+-- whether the call's period is in each.
+local wbase, wserved, wserved_set, wnext, wnext_set, wkeys, xkeys, wlabel,
+  in_served, in_next
+-- Members whose window places change in this call, in order; for each, its
+-- window entry as the updates so far leave it ({score, subscores, time},
+-- false: absent), what the window's times hash held for it before the call
+-- (false: nothing), and whether its place must be computed from its periods.
+local wmembers, wentry, wwas, wagain
+
+local function labels_of(text)
+  local list, set = {}, {}
+  if text then
+    for label in string.gmatch(text, '[^,]+') do
+      list[#list + 1] = label
+      set[label] = true
+    end
+  end
+  return list, set
+end
+
+-- A window entry's score, subscores and time from a times-hash value.
+local function entry_of(v)
+  local nsub = PREFIX_LEN - TIME_BYTES
+  local z = sunpack('>i8', v, PREFIX_LEN + 1)
+  return ascending and z or -z, sub(v, 1, nsub), sub(v, nsub + 1, PREFIX_LEN)
+end
+
+-- Whether (score, subs) beats (s2, subs2) in the board's order.
+local function better(score, subs, s2, subs2)
+  if score ~= s2 then
+    return (ascending and score < s2) or (not ascending and score > s2)
+  end
+  return before(subs, subs2)
+end
+
+-- The member's window entry over the periods labels, from scratch: score,
+-- subscores, time; nil if it is in none of them.
+local function combine(member, labels)
+  local total, score, subs, time
+  for _, label in ipairs(labels) do
+    local v = call_on(wbase .. 'p:' .. label .. ':t', 'hash', 'member times',
+      'HGET', member)
+    if v then
+      local s, u, t = entry_of(v)
+      if wcombine == 'sum' then
+        total = (total or 0) + s
+        if not time or before(time, t) then
+          subs, time = u, t
+        end
+      elseif not score or better(s, u, score, subs) then
+        score, subs, time = s, u, t
+      elseif s == score and u == subs and before(t, time) then
+        time = t
+      end
+    end
+  end
+  if not time then
+    return nil
+  end
+  score = total or score
+  if score > LIMIT then
+    score = LIMIT
+  elseif score < -LIMIT then
+    score = -LIMIT
+  end
+  return score, subs, time
+end
+
+-- Writes member's place in the window whose keys start with keys: score,
+-- subscores, time (score nil: off it); was, what its times hash held
+-- (false: nothing; nil: read it).
+local function place_in(keys, member, was, score, subs, time)
+  if was == nil then
+    was = call('HGET', keys .. 't', member) or false
+  end
+  local value
+  if score then
+    local z = ascending and score or -score
+    value = subs .. time .. spack('>i8', z)
+    if value == was then
+      return
+    end
+  end
+  if was then
+    call('ZREM', keys .. 'z', sub(was, 1, PREFIX_LEN) .. member)
+  end
+  if value then
+    call('ZADD', keys .. 'z', ascending and score or -score,
+      subs .. time .. member)
+    call('HSET', keys .. 't', member, value)
+  elseif was then
+    call('HDEL', keys .. 't', member)
+  end
+end
+
+-- At the call's start, before any write: the window's state and whether
+-- this call's period is in it; the types of the keys it may write.
+window_open = function()
+  window_on = false
+  if wcombine == '' or count == 0 then
+    return
+  end
+  local tag_end = string.find(zkey, '}:', 1, true) + 1
+  wbase = sub(zkey, 1, tag_end)
+  wlabel = sub(zkey, tag_end + 3, -3)
+  local state = call_on(wbase .. 'w', 'hash', 'window state', 'HMGET', 's',
+    'n')
+  wserved, wserved_set = labels_of(state[1])
+  wnext, wnext_set = labels_of(state[2])
+  in_served, in_next = wserved_set[wlabel], wnext_set[wlabel]
+  window_on = in_served or in_next
+  if not window_on then
+    return
+  end
+  wkeys, xkeys = wbase .. 'p:' .. WINDOW .. ':', wbase .. 'p:' .. NEXT .. ':'
+  for _, keys in ipairs({in_served and wkeys, in_next and xkeys}) do
+    if keys then
+      expect(keys .. 'z', 'zset', 'window scores')
+      expect(keys .. 't', 'hash', 'window times')
+    end
+  end
+  wmembers, wentry, wwas, wagain = {}, {}, {}, {}
+end
+
+local function note(member)
+  if wwas[member] == nil then
+    wmembers[#wmembers + 1] = member
+    wwas[member] = false
+    if in_served then
+      local v = call('HGET', wkeys .. 't', member)
+      if v then
+        wwas[member] = v
+        wentry[member] = {entry_of(v)}
+      else
+        wentry[member] = false
+      end
+    end
+  end
+end
+
+-- An update moved member from old (nil: not on the period) to new with
+-- subscores new_subs at time (old_subs: its subscores before). Returns an
+-- error text if the window's total would leave the range (nothing is
+-- written yet), else nil.
+window_apply = function(member, old, old_subs, new, new_subs, time)
+  note(member)
+  if not in_served or wagain[member] then
+    wagain[member] = true
+    return nil
+  end
+  local e = wentry[member]
+  if wcombine == 'sum' then
+    -- The window's time is its latest entry's: exact while this one is
+    -- the latest; else computed again.
+    if (e and before(time, e[3])) or (not e and old) then
+      wagain[member] = true
+      return nil
+    end
+    local total = (e and e[1] or 0) + new - (old or 0)
+    if total > LIMIT or total < -LIMIT then
+      return format('RANK_INVALID value: the window total %d + %d is ' ..
+        'outside -%d..%d', e and e[1] or 0, new - (old or 0), LIMIT, LIMIT)
+    end
+    wentry[member] = {total, new_subs, time}
+    return nil
+  end
+  -- best: an entry that got better can only raise the window's best; one
+  -- that got worse (a SET, a negative INCREMENT) may have been it.
+  if old and better(old, old_subs, new, new_subs) or (not e and old) then
+    wagain[member] = true
+  elseif not e or better(new, new_subs, e[1], e[2]) then
+    wentry[member] = {new, new_subs, time}
+  elseif new == e[1] and new_subs == e[2] and before(time, e[3]) then
+    e[3] = time
+  end
+  return nil
+end
+
+-- The member left this call's period: computed again from its periods.
+window_removed = function(member)
+  note(member)
+  wagain[member] = true
+end
+
+-- Every member of a batch of SETs: computed again.
+window_all = function(members)
+  for _, member in ipairs(members) do
+    window_removed(member)
+  end
+end
+
+-- After the call's writes of its period: each member's place in the
+-- windows.
+window_flush = function()
+  for _, member in ipairs(wmembers) do
+    if in_served then
+      local score, subs, time
+      if wagain[member] then
+        score, subs, time = combine(member, wserved)
+      elseif wentry[member] then
+        score, subs, time = unpack(wentry[member])
+      end
+      place_in(wkeys, member, wwas[member], score, subs, time)
+    end
+    if in_next then
+      place_in(xkeys, member, nil, combine(member, wnext))
+    end
+  end
+  wmembers, wentry, wwas, wagain = nil
+end
+
+-- The roll: keys {rk:{board}:w}; args: the board's combination (sum or
+-- best), order, prefix length, the labels of the window wanted (newest
+-- first, comma-separated), the start of its newest period (Unix ms), when
+-- its keys expire (Unix ms), and the most members to place in this call.
+-- Returns {'done', labels served} or {'more', labels being built}.
+local function roll(keys, args)
+  local skey = keys[1]
+  wbase = sub(skey, 1, -2)
+  wcombine, ascending = args[1], args[2] == 'asc'
+  PREFIX_LEN = tonumber(args[3])
+  local target, start, expire_at = args[4], tonumber(args[5]), args[6]
+  local budget = tonumber(args[7])
+  wkeys, xkeys = wbase .. 'p:' .. WINDOW .. ':', wbase .. 'p:' .. NEXT .. ':'
+  local state = call_on(skey, 'hash', 'window state', 'HMGET', 's', 'hs',
+    'n', 'ns', 'src', 'c')
+  local served, served_start, next_, next_start, src, cursor =
+    state[1], tonumber(state[2]), state[3], tonumber(state[4]), state[5],
+    state[6]
+  for _, k in ipairs({wkeys, xkeys}) do
+    expect(k .. 'z', 'zset', 'window scores')
+    expect(k .. 't', 'hash', 'window times')
+  end
+  local registry = wbase .. 'k'
+  expect(registry, 'zset', 'periods')
+  if next_ and next_ ~= target and next_start < start then
+    -- A period ended while the next window was built: build the newer.
+    call('UNLINK', xkeys .. 'z', xkeys .. 't')
+    next_ = nil
+  end
+  if not next_ then
+    if served == target or (served_start and served_start >= start) then
+      return {'done', served or ''}
+    end
+    -- Start: the members of the window served, and of each period that
+    -- enters it.
+    local _, had = labels_of(served)
+    local sources = {}
+    if served then
+      sources[1] = WINDOW
+    end
+    for _, label in ipairs((labels_of(target))) do
+      if not had[label] then
+        sources[#sources + 1] = label
+      end
+    end
+    call('UNLINK', xkeys .. 'z', xkeys .. 't')
+    next_, next_start, src, cursor = target, start,
+      table.concat(sources, ','), '0'
+    call('ZADD', registry, expire_at, NEXT)
+  end
+  local labels = labels_of(next_)
+  while budget > 0 and src ~= '' do
+    local first = string.match(src, '^[^,]+')
+    local hash = (first == WINDOW and wkeys or wbase .. 'p:' .. first .. ':') ..
+      't'
+    local r = call_on(hash, 'hash', 'member times', 'HSCAN', cursor, 'COUNT',
+      budget)
+    cursor = r[1]
+    local fields = r[2]
+    for i = 1, #fields, 2 do
+      place_in(xkeys, fields[i], nil, combine(fields[i], labels))
+    end
+    budget = budget - #fields / 2 - 1
+    if cursor == '0' then
+      src = sub(src, #first + 2)
+    end
+  end
+  if src ~= '' then
+    call('HSET', skey, 'n', next_, 'ns', next_start, 'src', src, 'c', cursor)
+    call('PEXPIREAT', skey, expire_at)
+    call('PEXPIREAT', xkeys .. 'z', expire_at)
+    call('PEXPIREAT', xkeys .. 't', expire_at)
+    return {'more', next_}
+  end
+  -- The swap: the next window becomes the one served, in this call; the
+  -- old one is freed in the background.
+  local old = wbase .. 'p:window-old:'
+  for _, suffix in ipairs({'z', 't'}) do
+    if call('EXISTS', wkeys .. suffix) == 1 then
+      call('RENAME', wkeys .. suffix, old .. suffix)
+    end
+    if call('EXISTS', xkeys .. suffix) == 1 then
+      call('RENAME', xkeys .. suffix, wkeys .. suffix)
+      call('PEXPIREAT', wkeys .. suffix, expire_at)
+    end
+  end
+  call('UNLINK', old .. 'z', old .. 't')
+  call('HSET', skey, 's', next_, 'hs', next_start)
+  call('HDEL', skey, 'n', 'ns', 'src', 'c')
+  call('PEXPIREAT', skey, expire_at)
+  call('ZREM', registry, NEXT)
+  call('ZADD', registry, 'GT', expire_at, WINDOW)
+  call('PEXPIREAT', registry, expire_at, 'NX')
+  call('PEXPIREAT', registry, expire_at, 'GT')
+  return {'done', next_}
+end
+
+redis.register_function(FUNCTION_NAME .. '_roll', function(keys, args)
+  sub, byte = string.sub, string.byte
+  call, error_reply, tonumber, format, floor, spack, sunpack, unpack, pcall,
+    type = builtins()
+  return roll(keys, args)
+end)

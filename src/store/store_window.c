@@ -1,0 +1,192 @@
+/* store_window.c -- rolling windows (board option window=N): each call on
+ * a board with a window makes sure its window is rolled to the call's
+ * period (lua/window.lua holds the storage and the roll).
+ *
+ * The roll is the update library's second function: one call places at
+ * most RANK_WINDOW_ROLL_CHUNK members in the window being built, and
+ * answers "more" until the last call swaps it in and answers "done". A
+ * worker drives one roll at a time per board and shard, and remembers the
+ * window it last saw done, so a call on a rolled board costs no Redis
+ * command. Several workers (or rankds) may drive the same roll: each call
+ * moves it on atomically.
+ */
+#include <string.h>
+
+#include "store_private.h"
+
+typedef struct
+{
+  RankStore *store;
+  char *key;      /* "board/shard" in store->windows */
+  char *done;     /* the labels of the window last seen done */
+  gint64 done_us; /* when (g_get_monotonic_time) */
+  char *target;   /* of the roll in flight (NULL: none) */
+  /* The roll's arguments, sent again on "more". */
+  char *state_key;
+  const char *combine, *order;
+  gint64 prefix_len, start_ms, expire_ms;
+  guint node;
+} WindowEntry;
+
+static void
+window_entry_free (gpointer data)
+{
+  WindowEntry *e = data;
+
+  g_free (e->key);
+  g_free (e->done);
+  g_free (e->target);
+  g_free (e->state_key);
+  g_free (e);
+}
+
+void
+store_windows_init (RankStore *store)
+{
+  store->windows = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+                                          window_entry_free);
+}
+
+void
+store_windows_free (RankStore *store)
+{
+  g_hash_table_unref (store->windows);
+}
+
+const char *
+store_window_combine (const RankBoardOptions *o)
+{
+  if (o->window == 0)
+    return "";
+  return o->mode == RANK_MODE_BEST ? "best" : "sum";
+}
+
+static void roll_send (WindowEntry *e);
+
+static gboolean
+is_done (gpointer key, gpointer value, gpointer data)
+{
+  return ((WindowEntry *) value)->target == NULL;
+}
+
+static void
+forget_done (RankStore *store)
+{
+  g_hash_table_foreach_remove (store->windows, is_done, NULL);
+}
+
+static void
+rolled (const RankReply *reply, const GError *error, gpointer data)
+{
+  WindowEntry *e = data;
+  const RankReply *what = NULL, *labels = NULL;
+
+  if (error == NULL && reply->type == RANK_REPLY_ARRAY)
+    {
+      what = rank_reply_string_at (reply, 0);
+      labels = rank_reply_string_at (reply, 1);
+    }
+  if (what != NULL && labels != NULL && strcmp (what->str, "more") == 0)
+    {
+      roll_send (e);
+      return;
+    }
+  if (what != NULL && labels != NULL && strcmp (what->str, "done") == 0)
+    {
+      g_free (e->done);
+      e->done = g_strdup (labels->str);
+      e->done_us = g_get_monotonic_time ();
+    }
+  else
+    /* Tried again by the next call on the board. */
+    g_warning ("rolling window of %s: %s", e->key,
+               error != NULL                     ? error->message
+               : reply->type == RANK_REPLY_ERROR ? reply->str
+                                                 : "unexpected reply");
+  g_clear_pointer (&e->target, g_free);
+}
+
+static void
+roll_send (WindowEntry *e)
+{
+  RankCommand cmd;
+
+  rank_command_init_script (&cmd, RANK_SCRIPT_ROLL);
+  rank_command_add_str (&cmd, e->state_key);
+  rank_command_keys_done (&cmd);
+  rank_command_add_str (&cmd, e->combine);
+  rank_command_add_str (&cmd, e->order);
+  rank_command_add_int (&cmd, e->prefix_len);
+  rank_command_add_str (&cmd, e->target);
+  rank_command_add_int (&cmd, e->start_ms);
+  rank_command_add_int (&cmd, e->expire_ms);
+  rank_command_add_int (&cmd, RANK_WINDOW_ROLL_CHUNK);
+  rank_backend_send (e->store->backend, e->node, &cmd, 0, rolled, e);
+}
+
+void
+rank_store_window_ensure (RankStore *store, const RankContext *ctx)
+{
+  const RankBoardOptions *o = ctx->options;
+  RankPeriod current;
+  g_autoptr (GString) target = NULL;
+  gint64 expire_ms;
+
+  if (o->window == 0)
+    return;
+  rank_period_of (&o->period, ctx->now_ms, &current);
+  target = g_string_new (current.label);
+  for (guint back = 1; back < o->window; back++)
+    {
+      RankPeriod p;
+
+      rank_period_back (&o->period, ctx->now_ms, back, &p);
+      g_string_append_c (target, ',');
+      g_string_append (target, p.label);
+    }
+  /* The window's keys go with its newest period's. */
+  expire_ms = rank_period_expiry_ms (&o->period, &current, o->retention);
+  for (guint shard = 0; shard < o->shards; shard++)
+    {
+      g_autofree char *key = g_strdup_printf ("%s/%u", ctx->board, shard);
+      WindowEntry *e = g_hash_table_lookup (store->windows, key);
+
+      /* Asked again after RANK_LAYOUT_RECHECK_MS: a ResetBoard or
+       * DeleteBoard meanwhile took the window's state with the board. */
+      if (e != NULL
+          && (e->target != NULL
+              || (g_strcmp0 (e->done, target->str) == 0
+                  && ctx->decoded_us - e->done_us
+                         < (gint64) RANK_LAYOUT_RECHECK_MS * 1000)))
+        continue;
+      if (e == NULL)
+        {
+          /* Many boards named: forget the rolls done (each is asked
+           * again at its next call, one Redis call). */
+          if (g_hash_table_size (store->windows) >= RANK_LAYOUT_CACHE_MAX)
+            forget_done (store);
+          e = g_new0 (WindowEntry, 1);
+          e->store = store;
+          e->key = g_steal_pointer (&key);
+          g_hash_table_insert (store->windows, e->key, e);
+        }
+      e->target = g_strdup (target->str);
+      e->node = store_node_of (store, shard);
+      g_free (e->state_key);
+      {
+        RankCommand keyed;
+
+        /* The state key, the board's across periods. */
+        rank_command_init_script (&keyed, RANK_SCRIPT_ROLL);
+        store_add_key (&keyed, ctx, shard, RANK_KEY_SUFFIX_WINDOW);
+        e->state_key = g_strndup (keyed.bytes + keyed.offset[0], keyed.len[0]);
+        rank_command_clear (&keyed);
+      }
+      e->combine = store_window_combine (o);
+      e->order = store_order_name (o->order);
+      e->prefix_len = (gint64) store_prefix_len (o);
+      e->start_ms = current.start_ms;
+      e->expire_ms = expire_ms;
+      roll_send (e);
+    }
+}
