@@ -329,6 +329,8 @@ item_update (QueuedEntry *it)
 {
   RankQueueUpdate *u = &it->a->batch->updates[it->index];
 
+  /* As every call on a board with a window (call.c run_call). */
+  rank_store_window_ensure (it->a->s->q->store, &it->ctx);
   rank_store_update (it->a->s->q->store, &it->ctx, &u->update, item_updated,
                      it);
 }

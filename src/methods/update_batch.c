@@ -177,6 +177,9 @@ batch_item_answered (const RankUpdateResult *r, const GError *error,
 static void
 batch_item_run (BatchUpdate *item)
 {
+  /* As every call on a board with a window (call.c run_call): the first
+   * after a period ends starts its roll. */
+  rank_store_window_ensure (item->batch->call.handler->store, &item->ctx);
   rank_store_update (item->batch->call.handler->store, &item->ctx,
                      &item->update, batch_item_answered, item);
 }
