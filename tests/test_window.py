@@ -424,8 +424,11 @@ class WindowTest(unittest.TestCase):
             if all(n is None and s == want for n, s in states):
                 return
             time.sleep(0.002)  # polling a condition, with a deadline
+        type(self).failed = True
+        keys = sorted(k for k in self.resp.call("KEYS", f"*{board.name}*"))
         self.fail(f"seed {SEED}: board {board.name}: the roll to {want!r} "
-                  f"did not complete in {ROLL_DEADLINE} s: {states}")
+                  f"did not complete in {ROLL_DEADLINE} s: {states}; "
+                  f"its keys: {keys}")
 
     # ---- updates ----
 
