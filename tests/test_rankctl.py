@@ -73,6 +73,28 @@ queue=on
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
+def doc_window_example():
+    """docs/configuration.md's "last 7 days" board, as written: its [board]
+    section, and its shell session as (command, expected output) pairs."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                        "docs", "configuration.md")
+    with open(path, encoding="utf-8") as f:
+        text = f.read().split('### A "last 7 days" board', 1)[1]
+    ini, rest = text.split("```ini\n", 1)[1].split("```\n", 1)
+    session = rest.split("```\n", 2)[1]
+    steps = []
+    for line in session.splitlines():
+        if line.startswith("$ "):
+            steps.append([line[2:], ""])
+        else:
+            steps[-1][1] += line + "\n"
+    return ini, steps
+
+
+DOC_WINDOW_INI, DOC_WINDOW_STEPS = doc_window_example()
+CONFIG += "\n" + DOC_WINDOW_INI
+
+
 class StandIn:
     """A Thrift server (framed, binary) that reads one call per connection
     and answers as `mode` says: "exception" (a TApplicationException),
@@ -391,6 +413,21 @@ class RankctlTest(unittest.TestCase):
         self.assertIn("with_data: a rolling window keeps no member data", err)
         _, err = self.ctl("get-data", "rolling", "p", "--window", code=2)
         self.assertIn("get-data takes no --window", err)
+
+    def test_window_doc_example(self):
+        """docs/configuration.md's "last 7 days" session runs as written:
+        each command's output where the page shows one."""
+        environ = dict(os.environ, RANKCTL_CONNECT=f"127.0.0.1:{self.port}",
+                       PATH=os.path.dirname(RANKCTL) + ":"
+                       + os.environ.get("PATH", ""))
+        self.assertGreaterEqual(len(DOC_WINDOW_STEPS), 5)
+        for command, want in DOC_WINDOW_STEPS:
+            self.assertTrue(command.startswith("rankctl "), command)
+            r = subprocess.run(command, shell=True, capture_output=True,
+                               text=True, env=environ, timeout=120)
+            self.assertEqual(r.returncode, 0, (command, r.stderr))
+            if want:
+                self.assertEqual(r.stdout, want, command)
 
     # ---- exit codes ----
 
