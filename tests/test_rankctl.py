@@ -50,6 +50,12 @@ period=daily
 window=3
 retention=2
 
+[board hist_7d]
+period=daily
+window=7
+retention=6
+accept_late=true
+
 [board rt_sub]
 subscores=asc,desc
 
@@ -671,6 +677,25 @@ class RankctlTest(unittest.TestCase):
         self.assertIn("line 3: score: 'x' is not an integer", err)
         self.assertEqual(self.json("ranks", "imp", "ok"),
                          [{"member": "ok", "found": False}])
+
+    def test_import_fills_window_history(self):
+        """An import of entries of past days (their timestamp_ms, on a
+        board with accept_late) fills those days and the rolling window."""
+        now = int(time.time() * 1000)
+        csv = self.write("hist.csv", (
+            "member,score,timestamp_ms,subscores,data\n"
+            f'"a",5,{now - 3 * 86400000},,\n'
+            f'"b",7,{now - 86400000},,\n'
+            f'"c",9,{now},,\n'))
+        self.ctl("import", "hist_7d", csv)
+        self.ctl("update", "hist_7d", "a", "10")
+        self.assertEqual(self.json("top", "hist_7d", "--window"),
+                         [{"rank": 1, "member": "a", "score": 15},
+                          {"rank": 2, "member": "c", "score": 9},
+                          {"rank": 3, "member": "b", "score": 7}])
+        self.assertEqual(self.json("top", "hist_7d"),
+                         [{"rank": 1, "member": "a", "score": 10},
+                          {"rank": 2, "member": "c", "score": 9}])
 
     def test_import_fits_calls_in_max_frame(self):
         """A record larger than rankd's --max-frame refuses the file by its
