@@ -161,7 +161,7 @@ top_on (RankClient *c, const char *board, gint32 n, gint32 offset, Result *r)
 
 static GPtrArray *
 top_call (RankClient *c, const char *board, gint32 n, gint32 offset,
-          gint32 periods_back, gboolean with_data, Result *r)
+          gint32 periods_back, gboolean with_data, gboolean window, Result *r)
 {
   GPtrArray *page = g_ptr_array_new_with_free_func (g_object_unref);
   rankInvalidArgument *invalid = NULL;
@@ -172,6 +172,8 @@ top_call (RankClient *c, const char *board, gint32 n, gint32 offset,
       RANK_TYPE_GET_TOP_N_REQUEST, "board", board, "n", n, "offset", offset,
       "periods_back", periods_back, "with_data", with_data, NULL);
 
+  if (window)
+    g_object_set (request, "window", TRUE, NULL);
   memset (r, 0, sizeof *r);
   if (rank_ranking_if_get_top_n (rank_client_iface (c), &page, request,
                                  &invalid, &unavailable, &denied, &error))
@@ -190,14 +192,21 @@ GPtrArray *
 top_back_on (RankClient *c, const char *board, gint32 n, gint32 offset,
              gint32 periods_back, Result *r)
 {
-  return top_call (c, board, n, offset, periods_back, FALSE, r);
+  return top_call (c, board, n, offset, periods_back, FALSE, FALSE, r);
+}
+
+GPtrArray *
+top_window_on (RankClient *c, const char *board, gint32 n, gint32 offset,
+               Result *r)
+{
+  return top_call (c, board, n, offset, 0, FALSE, TRUE, r);
 }
 
 GPtrArray *
 top_data_on (RankClient *c, const char *board, gint32 n, gint32 offset,
              Result *r)
 {
-  return top_call (c, board, n, offset, 0, TRUE, r);
+  return top_call (c, board, n, offset, 0, TRUE, FALSE, r);
 }
 
 #define RETRY_PAUSE_MS 20

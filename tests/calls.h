@@ -61,6 +61,9 @@ Result get_rank_back_on (RankClient *c, const char *board, const char *member,
 GPtrArray *top_on (RankClient *c, const char *board, gint32 n, gint32 offset,
                    Result *r);
 
+/* GetTopN of the board's rolling window (window=true). */
+GPtrArray *top_window_on (RankClient *c, const char *board, gint32 n,
+                          gint32 offset, Result *r);
 GPtrArray *top_back_on (RankClient *c, const char *board, gint32 n,
                         gint32 offset, gint32 periods_back, Result *r);
 

@@ -257,6 +257,9 @@ rankd_start (void)
                                       "[board c_rr]\nread_from=replica\n"
                                       "max_replica_lag_ms=1000\n"
                                       "[board c_tc]\nread_cache=tracked\n"
+                                      "[board c_win]\nshards=10\n"
+                                      "period=daily\nwindow=3\n"
+                                      "retention=2\naccept_late=true\n"
                                       /* Export and DeleteBoard need admin,
                                        * granted on purpose. */
                                       "[grant anonymous]\nread=*\nwrite=*\n"
@@ -949,6 +952,54 @@ test_tracked_cache (void)
   read_until_cached (replica, "c_tc");
 }
 
+/* A rolling window on a sharded board of the cluster: each shard keeps its
+ * window on its master, updates of today and of yesterday (a late one)
+ * land in it in their own script calls, and the merged top of the window
+ * is their sums. */
+static void
+test_window (void)
+{
+  gint64 now = g_get_real_time () / 1000;
+
+  for (int i = 0; i < 30; i++)
+    {
+      g_autofree char *member = g_strdup_printf ("m%02d", i);
+      g_autofree char *rid = g_strdup_printf ("w-%d", i);
+      g_autofree char *late = g_strdup_printf ("wy-%d", i);
+      g_auto (Result) r
+          = update_on (client, "c_win", member, i, rid, NO_MODE, NO_TIME);
+
+      assert_ok (&r);
+      if (i < 10)
+        {
+          g_auto (Result) y = update_on (client, "c_win", member, 100, late,
+                                         NO_MODE, now - 86400000);
+
+          assert_ok (&y);
+        }
+    }
+  {
+    g_auto (Result) r = { 0 };
+    g_autoptr (GPtrArray) page = top_window_on (client, "c_win", 5, 0, &r);
+    g_auto (Result) today = { 0 };
+    g_autoptr (GPtrArray) day = top_on (client, "c_win", 1, 0, &today);
+
+    assert_ok (&r);
+    g_assert_cmpuint (page->len, ==, 5);
+    for (guint k = 0; k < 5; k++)
+      {
+        rankEntry *e = page->pdata[k];
+        g_autofree char *want = g_strdup_printf ("m%02u", 9 - k);
+
+        g_assert_cmpstr (e->member, ==, want);
+        g_assert_cmpint (e->score, ==, 109 - (gint64) k);
+        g_assert_cmpint (e->rank, ==, k + 1);
+      }
+    assert_ok (&today);
+    g_assert_cmpstr (((rankEntry *) day->pdata[0])->member, ==, "m29");
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -965,6 +1016,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cluster/failover-exactly-once", test_failover);
   g_test_add_func ("/cluster/replica-reads", test_replica_reads);
   g_test_add_func ("/cluster/tracked-cache", test_tracked_cache);
+  g_test_add_func ("/cluster/window", test_window);
   status = g_test_run ();
   rank_client_free (client);
   stop_checked (rankd);

@@ -76,6 +76,10 @@ static const char config_text[]
       "window=3\n"
       "retention=2\n"
       "shards=4\n"
+      "[board rolling_edge]\n"
+      "period=daily\n"
+      "window=3\n"
+      "retention=2\n"
       "[board daily_run_hero]\n"
       "period=daily\n"
       "timezone=Europe/Paris\n"
@@ -537,6 +541,79 @@ test_window_empty (gconstpointer data)
   freeReplyObject (redisCommand (direct, "DEL %s", key));
 }
 
+/* The window's entry of member on board (score; FALSE: not on it). */
+static gboolean
+window_score (const char *board, const char *member, gint64 *score)
+{
+  g_auto (Result) r = { 0 };
+  g_autoptr (GPtrArray) page = top_window_on (client, board, 100, 0, &r);
+
+  assert_ok (&r);
+  for (guint i = 0; i < page->len; i++)
+    {
+      rankEntry *e = page->pdata[i];
+
+      if (strcmp (e->member, member) == 0)
+        {
+          *score = e->score;
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+/* An update that would take a member's window total past 2^53-1 is
+ * refused before its first write: its period, the window and its request
+ * id stay as they were (sent again, it is refused again). A Remove of the
+ * member's entry in today's period leaves the window with yesterday's. */
+static void
+test_window_edges (void)
+{
+  const gint64 limit = G_GINT64_CONSTANT (9007199254740991);
+  gint64 now = g_get_real_time () / 1000, score = 0;
+  gint64 yesterday = now - 86400000;
+
+  {
+    g_auto (Result) a = update_on (client, "rolling_edge", "x", limit - 1,
+                                   "edge-1", NO_MODE, yesterday);
+    assert_ok (&a);
+  }
+  for (int attempt = 0; attempt < 2; attempt++)
+    {
+      g_auto (Result) b
+          = update_on (client, "rolling_edge", "x", 5, "edge-2", NO_MODE, now);
+      g_auto (Result) today = get_rank_on (client, "rolling_edge", "x");
+
+      assert_fails (&b, INVALID, "value: the window total");
+      assert_fails (&today, NOT_FOUND, NULL);
+      g_assert_true (window_score ("rolling_edge", "x", &score));
+      g_assert_cmpint (score, ==, limit - 1);
+    }
+  {
+    g_auto (Result) y = update_on (client, "rolling_edge", "y", 10, "edge-3",
+                                   NO_MODE, yesterday);
+    g_auto (Result) t
+        = update_on (client, "rolling_edge", "y", 5, "edge-4", NO_MODE, now);
+    rankRemoveResponse *removed
+        = g_object_new (RANK_TYPE_REMOVE_RESPONSE, NULL);
+    rankInvalidArgument *invalid = NULL;
+    rankUnavailable *unavailable = NULL;
+    GError *error = NULL;
+
+    assert_ok (&y);
+    assert_ok (&t);
+    g_assert_true (window_score ("rolling_edge", "y", &score));
+    g_assert_cmpint (score, ==, 15);
+    g_assert_true (positional_remove (rank_client_iface (client), &removed,
+                                      "rolling_edge", "y", "edge-5", &invalid,
+                                      &unavailable, &error));
+    g_assert_true (removed->removed);
+    g_clear_object (&removed);
+    g_assert_true (window_score ("rolling_edge", "y", &score));
+    g_assert_cmpint (score, ==, 10);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -562,6 +639,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/periods/retention-ttl/sharded", GUINT_TO_POINTER (4),
                         test_retention_ttl);
   g_test_add_func ("/periods/window/refused", test_window_refused);
+  g_test_add_func ("/periods/window/edges", test_window_edges);
   g_test_add_data_func ("/periods/window/empty/ordinary", "rolling",
                         test_window_empty);
   g_test_add_data_func ("/periods/window/empty/sharded", "rolling_sh",

@@ -50,6 +50,12 @@ period=daily
 window=3
 retention=2
 
+[board hist_7d]
+period=daily
+window=7
+retention=6
+accept_late=true
+
 [board rt_sub]
 subscores=asc,desc
 
@@ -71,6 +77,28 @@ shards=4
 queue=on
 """
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+def doc_window_example():
+    """docs/configuration.md's "last 7 days" board, as written: its [board]
+    section, and its shell session as (command, expected output) pairs."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                        "docs", "configuration.md")
+    with open(path, encoding="utf-8") as f:
+        text = f.read().split('### A "last 7 days" board', 1)[1]
+    ini, rest = text.split("```ini\n", 1)[1].split("```\n", 1)
+    session = rest.split("```\n", 2)[1]
+    steps = []
+    for line in session.splitlines():
+        if line.startswith("$ "):
+            steps.append([line[2:], ""])
+        else:
+            steps[-1][1] += line + "\n"
+    return ini, steps
+
+
+DOC_WINDOW_INI, DOC_WINDOW_STEPS = doc_window_example()
+CONFIG += "\n" + DOC_WINDOW_INI
 
 
 class StandIn:
@@ -392,6 +420,21 @@ class RankctlTest(unittest.TestCase):
         _, err = self.ctl("get-data", "rolling", "p", "--window", code=2)
         self.assertIn("get-data takes no --window", err)
 
+    def test_window_doc_example(self):
+        """docs/configuration.md's "last 7 days" session runs as written:
+        each command's output where the page shows one."""
+        environ = dict(os.environ, RANKCTL_CONNECT=f"127.0.0.1:{self.port}",
+                       PATH=os.path.dirname(RANKCTL) + ":"
+                       + os.environ.get("PATH", ""))
+        self.assertGreaterEqual(len(DOC_WINDOW_STEPS), 5)
+        for command, want in DOC_WINDOW_STEPS:
+            self.assertTrue(command.startswith("rankctl "), command)
+            r = subprocess.run(command, shell=True, capture_output=True,
+                               text=True, env=environ, timeout=120)
+            self.assertEqual(r.returncode, 0, (command, r.stderr))
+            if want:
+                self.assertEqual(r.stdout, want, command)
+
     # ---- exit codes ----
 
     def test_not_found_is_1(self):
@@ -634,6 +677,25 @@ class RankctlTest(unittest.TestCase):
         self.assertIn("line 3: score: 'x' is not an integer", err)
         self.assertEqual(self.json("ranks", "imp", "ok"),
                          [{"member": "ok", "found": False}])
+
+    def test_import_fills_window_history(self):
+        """An import of entries of past days (their timestamp_ms, on a
+        board with accept_late) fills those days and the rolling window."""
+        now = int(time.time() * 1000)
+        csv = self.write("hist.csv", (
+            "member,score,timestamp_ms,subscores,data\n"
+            f'"a",5,{now - 3 * 86400000},,\n'
+            f'"b",7,{now - 86400000},,\n'
+            f'"c",9,{now},,\n'))
+        self.ctl("import", "hist_7d", csv)
+        self.ctl("update", "hist_7d", "a", "10")
+        self.assertEqual(self.json("top", "hist_7d", "--window"),
+                         [{"rank": 1, "member": "a", "score": 15},
+                          {"rank": 2, "member": "c", "score": 9},
+                          {"rank": 3, "member": "b", "score": 7}])
+        self.assertEqual(self.json("top", "hist_7d"),
+                         [{"rank": 1, "member": "a", "score": 10},
+                          {"rank": 2, "member": "c", "score": 9}])
 
     def test_import_fits_calls_in_max_frame(self):
         """A record larger than rankd's --max-frame refuses the file by its

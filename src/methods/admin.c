@@ -323,6 +323,7 @@ describe_options (GHashTable *out, const RankBoardOptions *o, gint64 window_ms)
               g_strdup_printf (
                   "%u", o->period.kind == RANK_PERIOD_NONE ? 0 : o->retention));
   add_option (out, "cap", g_strdup_printf ("%u", o->cap));
+  add_option (out, "window", g_strdup_printf ("%u", o->window));
   add_option (out, "mode", g_strdup (modes[o->mode]));
   add_option (out, "dedup_window_ms",
               g_strdup_printf ("%" G_GINT64_FORMAT, window_ms));

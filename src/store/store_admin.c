@@ -105,7 +105,8 @@ rank_store_list_boards (RankStore *store, const char *after, guint limit,
   RANK_KEY_SUFFIX_SCORES RANK_KEY_SUFFIX_TIMES RANK_KEY_SUFFIX_DATA            \
       RANK_KEY_SUFFIX_DISTINCT RANK_KEY_SUFFIX_COUNTS RANK_KEY_SUFFIX_REQUEST  \
           RANK_KEY_SUFFIX_LAYOUT RANK_KEY_SUFFIX_QUEUE RANK_KEY_SUFFIX_DEAD    \
-              RANK_KEY_SUFFIX_QUEUE_COUNTS RANK_KEY_SUFFIX_PERIODS
+              RANK_KEY_SUFFIX_QUEUE_COUNTS RANK_KEY_SUFFIX_PERIODS             \
+                  RANK_KEY_SUFFIX_WINDOW
 #define PERIOD_SUFFIXES                                                        \
   RANK_KEY_SUFFIX_SCORES RANK_KEY_SUFFIX_TIMES RANK_KEY_SUFFIX_DATA            \
       RANK_KEY_SUFFIX_DISTINCT RANK_KEY_SUFFIX_COUNTS
@@ -638,7 +639,10 @@ walk_finish (Walk *w)
         {
           const WalkScope *s = w->scopes->pdata[i];
 
-          if (s->label != NULL && s->found)
+          /* A rolling window's keys are counted, but it is no period. */
+          if (s->label != NULL && s->found
+              && strcmp (s->label, RANK_WINDOW_LABEL) != 0
+              && strcmp (s->label, RANK_WINDOW_NEXT_LABEL) != 0)
             g_ptr_array_add (w->stats.periods, g_strdup (s->label));
         }
       g_ptr_array_sort (w->stats.periods, period_compare);

@@ -17,10 +17,11 @@
 typedef struct
 {
   RankStore *store;
-  char *key;      /* "board/shard" in store->windows */
-  char *done;     /* the labels of the window last seen done */
-  gint64 done_us; /* when (g_get_monotonic_time) */
-  char *target;   /* of the roll in flight (NULL: none) */
+  char *key;        /* "board/shard" in store->windows */
+  char *done;       /* the labels of the window last seen done */
+  gint64 done_us;   /* when (g_get_monotonic_time) */
+  gint64 warned_us; /* the last failure logged */
+  char *target;     /* of the roll in flight (NULL: none) */
   /* The roll's arguments, sent again on "more". */
   char *state_key;
   const char *combine, *order;

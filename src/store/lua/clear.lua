@@ -18,9 +18,9 @@
 -- KEYS[1]  the scope's sorted set (prefix .. 'z'): routes the call; every
 --          other key shares its hash tag
 -- ARGV[1]  the scope's prefix, "rk:{board}:" or "rk:{board}:p:<label>:"
--- ARGV[2]  what goes: 'entries' (scores, times, data, dense counts: a
---          ResetBoard of the board's own keys, which keeps its request-id
---          records), 'period' (a period's entries), 'all' (entries, the
+-- ARGV[2]  what goes: 'entries' (scores, times, data, dense counts, a
+--          rolling window's state: a ResetBoard of the board's own keys,
+--          which keeps its request-id records), 'period' (a period's entries), 'all' (entries, the
 --          request-id meta, the stored layout and the update queue: a
 --          DeleteBoard of the board's own keys)
 -- ARGV[3], ARGV[4]  with 'period': the tag's registry of periods
@@ -36,6 +36,10 @@
 local prefix, what = ARGV[1], ARGV[2]
 local doomed = {prefix .. 'z', prefix .. 't', prefix .. 'a', prefix .. 'd',
   prefix .. 'c'}
+if what ~= 'period' then
+  -- A rolling window's state (window.lua); its keys are a period's.
+  doomed[#doomed + 1] = prefix .. 'w'
+end
 
 if what == 'all' then
   doomed[#doomed + 1] = prefix .. 'q'

@@ -18,7 +18,8 @@
 --
 -- The state, rk:{board}:w (a hash): s, the labels of the periods the
 -- window served holds, newest first, comma-separated; hs, the start (Unix
--- ms) of the newest of them. While a roll builds the next window: n and
+-- ms) of the newest of them; e, when the window's keys expire (with its
+-- newest period's). While a roll builds the next window: n and
 -- ns, the same of the window being built (under the label "window-next"),
 -- src the sources it still reads (the labels of periods, or "window"),
 -- and c the HSCAN cursor in the first of them.
@@ -41,7 +42,7 @@ local WINDOW, NEXT = 'window', 'window-next'
 -- prefixes of the window served and of the one built; its period's label;
 -- whether the call's period is in each.
 local wbase, wserved, wserved_set, wnext, wnext_set, wkeys, xkeys, wlabel,
-  in_served, in_next
+  in_served, in_next, wexpire, wfresh
 -- Members whose window places change in this call, in order; for each, its
 -- window entry as the updates so far leave it ({score, subscores, time},
 -- false: absent), what the window's times hash held for it before the call
@@ -145,19 +146,30 @@ window_open = function()
   wbase = sub(zkey, 1, tag_end)
   wlabel = sub(zkey, tag_end + 3, -3)
   local state = call_on(wbase .. 'w', 'hash', 'window state', 'HMGET', 's',
-    'n')
+    'n', 'e')
   wserved, wserved_set = labels_of(state[1])
   wnext, wnext_set = labels_of(state[2])
+  wexpire = state[3]
   in_served, in_next = wserved_set[wlabel], wnext_set[wlabel]
   window_on = in_served or in_next
   if not window_on then
     return
   end
   wkeys, xkeys = wbase .. 'p:' .. WINDOW .. ':', wbase .. 'p:' .. NEXT .. ':'
+  -- The keys' types; a window's keys that do not exist yet (the roll left
+  -- it empty, or its last member went) get the window's expiry when this
+  -- call makes them.
+  wfresh = false
   for _, keys in ipairs({in_served and wkeys, in_next and xkeys}) do
     if keys then
-      expect(keys .. 'z', 'zset', 'window scores')
-      expect(keys .. 't', 'hash', 'window times')
+      for _, kt in ipairs({{'z', 'zset', 'window scores'},
+          {'t', 'hash', 'window times'}}) do
+        local found = call('TYPE', keys .. kt[1]).ok
+        if found ~= 'none' and found ~= kt[2] then
+          damaged(keys .. kt[1], found, kt[2], kt[3])
+        end
+        wfresh = wfresh or found == 'none'
+      end
     end
   end
   wmembers, wentry, wwas, wagain = {}, {}, {}, {}
@@ -247,6 +259,14 @@ window_flush = function()
       place_in(xkeys, member, nil, combine(member, wnext))
     end
   end
+  if wfresh and wexpire then
+    for _, keys in ipairs({in_served and wkeys, in_next and xkeys}) do
+      if keys then
+        call('PEXPIREAT', keys .. 'z', wexpire, 'NX')
+        call('PEXPIREAT', keys .. 't', wexpire, 'NX')
+      end
+    end
+  end
   wmembers, wentry, wwas, wagain = nil
 end
 
@@ -318,7 +338,8 @@ local function roll(keys, args)
     end
   end
   if src ~= '' then
-    call('HSET', skey, 'n', next_, 'ns', next_start, 'src', src, 'c', cursor)
+    call('HSET', skey, 'n', next_, 'ns', next_start, 'src', src, 'c', cursor,
+      'e', expire_at)
     call('PEXPIREAT', skey, expire_at)
     call('PEXPIREAT', xkeys .. 'z', expire_at)
     call('PEXPIREAT', xkeys .. 't', expire_at)
@@ -337,7 +358,7 @@ local function roll(keys, args)
     end
   end
   call('UNLINK', old .. 'z', old .. 't')
-  call('HSET', skey, 's', next_, 'hs', next_start)
+  call('HSET', skey, 's', next_, 'hs', next_start, 'e', expire_at)
   call('HDEL', skey, 'n', 'ns', 'src', 'c')
   call('PEXPIREAT', skey, expire_at)
   call('ZREM', registry, NEXT)
