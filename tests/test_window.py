@@ -47,6 +47,10 @@ HOUR_MS = 3_600_000
 # Members: a few dozen, some whose bytes order differently from their text.
 MEMBERS = [f"m{i}" for i in range(24)] + ["A", "a", "Z", "é", "m1x", "_"]
 ROLL_DEADLINE = 20.0
+# Whether a read of a sharded board during a roll must see the old window
+# or the new one whole: rankd rolls each shard on its own (window.lua), so
+# a read merges shards as each is.
+SHARDS_ROLL_TOGETHER = False
 # RANKD_WINDOW_PERIODS_ONLY=1: the model's periods only (no window reads).
 WINDOWS = not os.environ.get("RANKD_WINDOW_PERIODS_ONLY")
 
@@ -84,6 +88,16 @@ class Resp:
 
     def close(self):
         self.sock.close()
+
+
+class Either:
+    """A method of either connection of the test, picked at each call."""
+
+    def __init__(self, test):
+        self.test = test
+
+    def __getattr__(self, method):
+        return getattr(self.test.client, method)
 
 
 # ---- periods ----
@@ -372,8 +386,12 @@ class WindowTest(unittest.TestCase):
         cls.rankd, cls.port = start(
             lambda p: [*WRAPPER, RANKD, "--listen", f"127.0.0.1:{p}",
                        "--config", conf,
-                       "--redis", f"127.0.0.1:{cls.redis_port}"], cls.dir)
-        cls.client, cls.transport = connect(cls.port)
+                       "--redis", f"127.0.0.1:{cls.redis_port}",
+                       "--io-threads", "2"], cls.dir)
+        # Two connections, on rankd's two io threads (each with its own
+        # record of the rolls it saw done): calls go to either at random.
+        cls.connections = [connect(cls.port) for _ in range(2)]
+        cls.pick = random.Random(SEED + 2)
         cls.resp = Resp(cls.redis_port)
         cls.log = open(os.path.join(cls.dir, "ops.jsonl"), "w",
                        encoding="utf-8")
@@ -382,7 +400,8 @@ class WindowTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.transport.close()
+        for _, transport in cls.connections:
+            transport.close()
         cls.resp.close()
         cls.log.close()
         status = stop(cls.rankd, cls.dir, cls.port)
@@ -394,6 +413,10 @@ class WindowTest(unittest.TestCase):
         else:
             sys.stderr.write(f"kept {cls.dir}\n")
         assert status == 0, "rankd did not exit cleanly"
+
+    @property
+    def client(self):
+        return self.pick.choice(self.connections)[0]
 
     @classmethod
     def set_clock(cls, t_ms):
@@ -583,7 +606,8 @@ class WindowTest(unittest.TestCase):
     def check(self, board, back=None):
         """Every read of the window (back None) or of the period back
         periods before the current one against the model."""
-        rng, c, name = self.rng, self.client, board.name
+        rng, name = self.rng, board.name
+        c = Either(self)
         cur = board.rule.index(self.now)
         if back is None:
             view, model = {"window": True}, board.entries(cur)
@@ -793,8 +817,9 @@ class WindowTest(unittest.TestCase):
 
     def test_window_read_during_roll(self):
         """A read while a roll runs answers the old window or the new one,
-        whole: thousands of members, so that the roll takes chunks. Runs
-        after test_window_model (by name), on a clock past its year."""
+        whole (on a sharded board, each shard's: SHARDS_ROLL_TOGETHER):
+        thousands of members, so that the roll takes chunks. Runs after
+        test_window_model (by name), on a clock past its year."""
         if not WINDOWS:
             self.skipTest("RANKD_WINDOW_PERIODS_ONLY")
         day = datetime.date(self.year + 1, 1, 10)
@@ -806,11 +831,25 @@ class WindowTest(unittest.TestCase):
             new = board.entries(board.rule.index(self.now))
             self.assertNotEqual(len(old), len(new))
 
-            def top(entries):
-                return [(e[0], e[1]) for e in entries[:10]]
-
-            counts = {len(old): "old", len(new): "new"}
-            tops = {tuple(top(old)): "old", tuple(top(new)): "new"}
+            # Each shard rolls on its own: a read of a sharded board may
+            # merge shards rolled with shards not yet rolled (each whole).
+            # The views allowed: for each set of shards rolled, the new
+            # window's entries of those shards and the old one's of the
+            # others (unsharded: old or new).
+            shard_of = self.shards_of(board, cur - board.window, cur + 1)
+            views = {}
+            for rolled in range(1 << board.shards):
+                if SHARDS_ROLL_TOGETHER and rolled not in (
+                        0, (1 << board.shards) - 1):
+                    continue
+                view = sorted([e for e in old
+                               if not rolled >> shard_of[e[0]] & 1]
+                              + [e for e in new
+                                 if rolled >> shard_of[e[0]] & 1],
+                              key=board.sort_key)
+                views[rolled] = (len(view),
+                                 tuple((e[0], e[1]) for e in view[:10]))
+            everything = (1 << board.shards) - 1
             want = board.labels(board.rule.index(self.now)).encode()
             answers = []
             end = time.monotonic() + ROLL_DEADLINE
@@ -825,43 +864,71 @@ class WindowTest(unittest.TestCase):
                 got = self.client.GetTopN(GetTopNRequest(
                     board=board.name, n=10, window=True))
                 got = tuple((x.member, x.score) for x in got)
-                if n not in counts or got not in tops:
-                    self.fail_with(board, "Count, GetTopN n=10 during the "
-                                   "roll", (len(old), len(new), tops),
-                                   (n, got))
-                answers.append((counts[n], tops[got]))
-            self.assertEqual(answers[-1], ("new", "new"))
+                count_as = {r for r, v in views.items() if v[0] == n}
+                top_as = {r for r, v in views.items() if v[1] == got}
+                if not count_as or not top_as:
+                    self.fail_with(
+                        board, "Count, GetTopN n=10 during the roll",
+                        f"one of the views (old, new, or shards of each): "
+                        f"{sorted(views.values())[:4]}...", (n, got))
+                answers.append("old" if count_as == top_as == {0} else
+                               "new" if count_as == top_as == {everything}
+                               else "mixed")
+            self.assertEqual(answers[-1], "new")
             seen[board.name] = answers
             self.check(board)
-        sys.stderr.write("reads during the roll (old, new): " + ", ".join(
-            f"{b}: {sum(1 for a in ans if a == ('old', 'old'))}, "
-            f"{sum(1 for a in ans if a == ('new', 'new'))} of {len(ans)}"
-            for b, ans in seen.items()) + "\n")
+        sys.stderr.write("reads during the roll (Count and GetTopN both "
+                         "old, both new, else): " + ", ".join(
+                             f"{b}: {ans.count('old')}, {ans.count('new')}, "
+                             f"{ans.count('mixed')}"
+                             for b, ans in seen.items()) + "\n")
+
+    def shards_of(self, board, first, last):
+        """member -> its shard, from the times hashes of periods first ..
+        last - 1 in Redis."""
+        out = {}
+        for i, key in enumerate(self.window_keys(board)):
+            base = key[:-1]  # rk:{board}: or rk:s:{board/i}:
+            for p in range(first, last):
+                for m in self.resp.call(
+                        "HKEYS", f"{base}p:{board.rule.label(p)}:t"):
+                    out[m.decode()] = i
+        return out
 
     def test_window_updates_during_roll(self):
         """Updates (of the period that enters, of those that stay, of the
         one that leaves), retries and removes while a roll builds the next
-        window a chunk at a time: once it is done, the window is the
-        model's, every entry. Runs last (by name), on a clock past the
+        window a chunk at a time, and another period ends meanwhile: once
+        the last roll is done, the window is the model's, every entry. Runs last (by name), on a clock past the
         others'."""
         if not WINDOWS:
             self.skipTest("RANKD_WINDOW_PERIODS_ONLY")
-        day = datetime.date(self.year + 1, 1, 20)
-        nxt = day + datetime.timedelta(days=1)
         report = []
-        for board in self.roll_boards:
+        for i, board in enumerate(self.roll_boards):
+            day = datetime.date(self.year + 1, 1, 20 + 4 * i)
+            nxt = day + datetime.timedelta(days=1)
             self.fill_for_roll(board, day)
             self.set_clock(paris_ms(nxt.year, nxt.month, nxt.day, 12))
             board.sent, board.removes = [], []
             want = board.labels(board.rule.index(self.now)).encode()
             end = time.monotonic() + ROLL_DEADLINE
             rounds = during = 0
+            moved = False
             while True:
                 self.assertLess(time.monotonic(), end, "the roll never ended")
                 states = [self.resp.call("HMGET", k, "n", "s")
                           for k in self.window_keys(board)]
-                if all(n is None and st == want for n, st in states):
+                done = all(n is None and st == want for n, st in states)
+                if done and moved:
                     break
+                if done or rounds == 2 and not moved:
+                    # Another period ends, while the roll runs (or just
+                    # after it).
+                    after = nxt + datetime.timedelta(days=1)
+                    self.set_clock(paris_ms(after.year, after.month,
+                                            after.day, 12))
+                    want = board.labels(board.rule.index(self.now)).encode()
+                    moved = True
                 during += any(n is not None for n, _ in states)
                 # The first round's first call starts the roll.
                 self.update_round(board, 4)
