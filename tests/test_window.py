@@ -273,7 +273,7 @@ def boards():
     custom = Rule("custom", seconds=1800, epoch=0)
     return [
         Board("d_inc", daily, 3, "increment", retention=3),
-        Board("d_inc4", daily, 3, "increment", shards=4),
+        Board("d_inc4", daily, 3, "increment", shards=4, rank="competition"),
         Board("d_best", daily, 3, "best"),
         Board("d_best4s", daily, 3, "best", shards=4,
               subscores=("desc", "asc"), retention=3),
