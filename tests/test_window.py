@@ -464,7 +464,10 @@ class WindowTest(unittest.TestCase):
                 return
             time.sleep(0.002)  # polling a condition, with a deadline
         type(self).failed = True
-        keys = sorted(k for k in self.resp.call("KEYS", f"*{board.name}*"))
+        keys = sorted(
+            k for k in self.resp.call("KEYS", f"*{board.name}*")
+            if k.startswith((f"rk:{{{board.name}}}:".encode(),
+                             f"rk:s:{{{board.name}/".encode())))
         self.fail(f"seed {SEED}: board {board.name}: the roll to {want!r} "
                   f"did not complete in {ROLL_DEADLINE} s: {states}; "
                   f"its keys: {keys}")
