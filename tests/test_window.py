@@ -37,7 +37,7 @@ del sys.argv[1:3]
 from ranking.ttypes import (  # noqa: E402
     CountBetweenRequest, CountRequest, GetAroundRequest, GetPercentileRequest,
     GetRankRequest, GetRanksRequest, GetScoreAtPercentileRequest,
-    GetTopNRequest, NotFound, RemoveRequest, SampleRequest,
+    GetTopNRequest, InvalidArgument, NotFound, RemoveRequest, SampleRequest,
     UpdateBatchRequest, UpdateRequest)
 from servers import connect, start, stop  # noqa: E402
 
@@ -436,6 +436,9 @@ class WindowTest(unittest.TestCase):
     def fail_with(self, board, call, expected, got):
         cur = board.rule.index(self.now)
         model = board.entries(cur)
+        recent = {board.rule.label(p): e
+                  for p, e in sorted(board.periods.items())
+                  if p > cur - board.window - 2}
         self.log.flush()
         type(self).failed = True
         self.fail(
@@ -443,7 +446,7 @@ class WindowTest(unittest.TestCase):
             f"(period {board.rule.label(cur)}), {call}:\n"
             f"  expected {expected!r}\n  got      {got!r}\n"
             f"  the model's window: {model}\n"
-            f"  periods: { {board.rule.label(p): e for p, e in sorted(board.periods.items()) if p > cur - board.window - 2} }\n"
+            f"  periods: {recent}\n"
             f"  operations: {os.path.join(self.dir, 'ops.jsonl')}")
 
     # ---- the roll ----
@@ -898,12 +901,33 @@ class WindowTest(unittest.TestCase):
                     out[m.decode()] = i
         return out
 
+    def test_window_refusals(self):
+        """window=true reads the current window only, without data, of a
+        board that has one: else InvalidArgument naming the field."""
+        if not WINDOWS:
+            self.skipTest("RANKD_WINDOW_PERIODS_ONLY")
+        for request, field in [
+                (GetTopNRequest(board="d_inc", n=5, periods_back=1,
+                                window=True), "window"),
+                (GetTopNRequest(board="d_inc", n=5, with_data=True,
+                                window=True), "with_data"),
+                (GetAroundRequest(board="d_inc", member="m1", radius=1,
+                                  with_data=True, window=True), "with_data"),
+                (GetTopNRequest(board="no_window", n=5, window=True),
+                 "window")]:
+            method = {GetTopNRequest: "GetTopN",
+                      GetAroundRequest: "GetAround"}[type(request)]
+            with self.assertRaises(InvalidArgument) as cm:
+                getattr(self.client, method)(request)
+            self.assertTrue(cm.exception.message.startswith(field + ":"),
+                            cm.exception.message)
+
     def test_window_updates_during_roll(self):
         """Updates (of the period that enters, of those that stay, of the
         one that leaves), retries and removes while a roll builds the next
         window a chunk at a time, and another period ends meanwhile: once
-        the last roll is done, the window is the model's, every entry. Runs last (by name), on a clock past the
-        others'."""
+        the last roll is done, the window is the model's, every entry.
+        Runs last (by name), on a clock past the others'."""
         if not WINDOWS:
             self.skipTest("RANKD_WINDOW_PERIODS_ONLY")
         report = []
