@@ -9,6 +9,7 @@ Usage: test_update_script.py RANKD STUBS_DIR
 import os
 import shutil
 import socket
+import struct
 import sys
 import tempfile
 import time
@@ -94,9 +95,42 @@ class UpdateScriptTest(unittest.TestCase):
             fields = dict(zip(lib[::2], lib[1::2]))
             for f in fields[b"functions"]:
                 name = dict(zip(f[::2], f[1::2]))[b"name"].decode()
-                if name.startswith("rankd_update_"):
+                # (Its library's other function, the window's roll, is
+                # named after it, with "_roll".)
+                if (name.startswith("rankd_update_")
+                        and not name.endswith("_roll")):
                     return name
         self.fail(f"no update function in {libs}")
+
+    def test_a_layout_move_of_many_records(self):
+        """A hash of the layout being left that holds more records than Lua
+        can unpack into one command's arguments (12,000 live ones, all bound
+        for one hash of the new layout) moves whole: the HSET is cut into
+        parts (it failed with "too many results to unpack", and the update
+        with it)."""
+        keys = [f"rk:{{bulk}}:{s}" for s in "ztqdca"]
+        self.call("HSET", "rk:{bulk}:q", "s", "2", "o", "1", "m", "0")
+        # Live in bucket 2127555 (mod 16: 3, the top 4 bits of the value);
+        # odd selectors (bytes 2-4 of the field): bound for hash 1 of 2.
+        records = []
+        for i in range(12000):
+            records += [b"\0" + struct.pack(">I", 2 * i + 1)[1:] + b"fieldx",
+                        b"\x30\0\0\1"]
+        self.call("HSET", "rk:{bulk}:q:1:0", *records)
+        good = (b"\1\1\1\16\6\10" + b"fp01bulkreq-1-" + b"\1\2\3\4\5\6"
+                + b"\0\0\0\0\0\0\0\12")
+        reply = self.call(
+            "FCALL", self.function(), "6", *keys,
+            "2127555", "2127554", "2127553", "2127552", "2127551",
+            "1914804900000", "1", "desc", "ordinal", "0", "0", "", "",
+            "alice", good)
+        self.assertIsInstance(reply, list, reply)
+        self.assertEqual((reply[0], reply[2]), (10, 1), reply)
+        # The 12,000 records, and perhaps the update's own.
+        self.assertIn(self.call("HLEN", "rk:{bulk}:q:2:1"), (12000, 12001))
+        self.assertEqual(self.call("HEXISTS", "rk:{bulk}:q:2:1",
+                                   records[-2]), 1)
+        self.assertEqual(self.call("EXISTS", "rk:{bulk}:q:1:0"), 0)
 
     def test_an_update_failing_keeps_what_the_call_leaves(self):
         """The batch's second update fails with an error of its own (a
@@ -117,7 +151,7 @@ class UpdateScriptTest(unittest.TestCase):
             "1914804900000", "1", "desc", "ordinal", "0", expire_at, "", "",
             "alice", good, "bob", bad)
         self.assertIsInstance(reply, list, reply)
-        self.assertEqual((reply[0], reply[2]), (10, 1))  # score, applied
+        self.assertEqual((reply[0], reply[2]), (10, 1), reply)  # score, applied
         self.assertIsInstance(reply[4], RuntimeError)
         self.assertEqual(self.call("ZCARD", keys[0]), 1)
         for key in (keys[0], keys[1]):

@@ -461,9 +461,17 @@ local function data_member(member, data)
   data_of[member] = data
 end
 
--- command on key with args, unless there are none.
+-- command on key with args, unless there are none; in parts of at most
+-- UNPACK_MAX arguments (pairs stay whole), as Lua cannot unpack more into
+-- one call's arguments.
+local UNPACK_MAX = 4000
 local function call_with(command, key, args)
-  if #args > 0 then
+  local n = #args
+  if n > UNPACK_MAX then
+    for i = 1, n, UNPACK_MAX do
+      call(command, key, unpack(args, i, math.min(i + UNPACK_MAX - 1, n)))
+    end
+  elseif n > 0 then
     call(command, key, unpack(args))
   end
 end
@@ -1109,7 +1117,7 @@ local function move_share()
     call_with('HDEL', r[2], r[3])
   end
   for _, target in ipairs(targets) do
-    call('HSET', target[1], unpack(target[2]))
+    call_with('HSET', target[1], target[2])
     call('PEXPIREAT', target[1], record_expire_at)
   end
   if #from > 0 then
