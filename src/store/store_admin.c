@@ -660,6 +660,9 @@ walk_finish (Walk *w)
       walk_deliver (w);
       return;
     }
+  /* A rolling window's state went with the board: this worker rolls it
+   * afresh at the board's next call (others within a second). */
+  store_forget_windows (w->store, w->ctx->board, w->ctx->options->shards);
   if (w->kind == WALK_RESET)
     {
       admin_record (w, "done", admin_done_written);

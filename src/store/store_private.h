@@ -40,6 +40,9 @@ struct _RankStore
 
 void store_windows_init (RankStore *store);
 void store_windows_free (RankStore *store);
+/* What this worker learned of board's windows no longer holds (a
+ * ResetBoard or DeleteBoard took their state). */
+void store_forget_windows (RankStore *store, const char *board, guint shards);
 /* update.lua's window argument: "" (no window), "sum" or "best". */
 const char *store_window_combine (const RankBoardOptions *o);
 

@@ -54,6 +54,20 @@ store_windows_free (RankStore *store)
   g_hash_table_unref (store->windows);
 }
 
+void
+store_forget_windows (RankStore *store, const char *board, guint shards)
+{
+  for (guint shard = 0; shard < shards; shard++)
+    {
+      g_autofree char *key = g_strdup_printf ("%s/%u", board, shard);
+      WindowEntry *e = g_hash_table_lookup (store->windows, key);
+
+      /* A roll in flight keeps its entry (its reply comes back to it). */
+      if (e != NULL && e->target == NULL)
+        g_hash_table_remove (store->windows, key);
+    }
+}
+
 const char *
 store_window_combine (const RankBoardOptions *o)
 {
