@@ -27,10 +27,11 @@
 -- An update of a period the served window holds changes the window in the
 -- same call; while a roll builds the next one, an update of a period that
 -- one holds changes it too (its member computed again from its periods).
--- The roll (the function registered below, rankd's window.c calls it until
--- it answers done) is started by the first call after a period ends: it
--- reads every member of the window served and of the periods that enter,
--- computes each one's place in the next window from its periods, and
+-- The roll (the function registered below, rankd's store_window.c calls it
+-- until it answers done) is started by the first call after a period ends:
+-- it reads every member of the window served and of the periods that
+-- enter, computes each one's place in the next window from its periods
+-- (or copies it, when none of the periods that leave or enter has it), and
 -- writes it there, a chunk a call; then renames the next window over the
 -- served one in one call. Reads answer the window served until then: the
 -- old window (with the updates of its own periods) until the roll ends,
@@ -320,7 +321,23 @@ local function roll(keys, args)
       table.concat(sources, ','), '0'
     call('ZADD', registry, expire_at, NEXT)
   end
-  local labels = labels_of(next_)
+  local labels, next_set = labels_of(next_)
+  -- The periods the two windows do not share: a member of the window
+  -- served with an entry in none of them has the same place in the next
+  -- one, copied from its value there (2 HEXISTS, where its periods took
+  -- N HGETs).
+  local served_list, served_set = labels_of(served)
+  local differ = {}
+  for _, label in ipairs(served_list) do
+    if not next_set[label] then
+      differ[#differ + 1] = wbase .. 'p:' .. label .. ':t'
+    end
+  end
+  for _, label in ipairs(labels) do
+    if not served_set[label] then
+      differ[#differ + 1] = wbase .. 'p:' .. label .. ':t'
+    end
+  end
   while budget > 0 and src ~= '' do
     local first = string.match(src, '^[^,]+')
     local hash = (first == WINDOW and wkeys or wbase .. 'p:' .. first .. ':') ..
@@ -330,7 +347,18 @@ local function roll(keys, args)
     cursor = r[1]
     local fields = r[2]
     for i = 1, #fields, 2 do
-      place_in(xkeys, fields[i], nil, combine(fields[i], labels))
+      local member, same = fields[i], first == WINDOW
+      for _, key in ipairs(differ) do
+        if same and call_on(key, 'hash', 'member times', 'HEXISTS', member)
+            == 1 then
+          same = false
+        end
+      end
+      if same then
+        place_in(xkeys, member, nil, entry_of(fields[i + 1]))
+      else
+        place_in(xkeys, member, nil, combine(member, labels))
+      end
     end
     budget = budget - #fields / 2 - 1
     if cursor == '0' then
