@@ -2,11 +2,10 @@
  * logical operations straight against Redis as the baseline.
  *
  * Targets:
- *   rankd (default)    --host/--port: Update (BEST, a fresh request id each),
- *                      GetRank, GetTopN through the generated c_glib client;
- *                      over TLS with --tls (--tls-ca, --tls-cert, --tls-key
- *                      for a client certificate), one context shared by
- *                      every connection.
+ *   rankd (default)    --host/--port: Update (BEST or --mode, a fresh request
+ * id), GetRank, GetTopN through the generated c_glib client; over TLS with
+ * --tls (--tls-ca, --tls-cert, --tls-key for a client certificate), one context
+ * shared by every connection.
  *   --direct HOST:PORT what a team writes by hand with hiredis, one
  *                      connection per thread, no pipelining: FCALL of
  *                      rankd's own update.lua for updates; ZREVRANK then
@@ -86,6 +85,9 @@ typedef struct
   int pipeline;          /* calls in flight per connection */
   int batch;             /* updates per UpdateBatch call */
   gboolean without_rank; /* with_rank=false on Update and UpdateBatch */
+  char *mode;            /* --mode of the updates: increment, best, set */
+  int update_mode;       /* its RANK_UPDATE_MODE_* (BEST by default) */
+  gboolean window;       /* window=true on the reads (IDL 1.8) */
   char *cpu;      /* NAME=PID,...: processes whose CPU per op to report */
   gboolean tls;   /* --tls, or implied by a --tls-* option */
   char *tls_ca;   /* --tls-ca: CAs for rankd's certificate */
@@ -129,7 +131,7 @@ typedef struct
   rankEnqueueResponse *enqueue_resp;
   redisContext *redis;
   guint64 counter;
-  int update_mode; /* RANK_UPDATE_MODE_BEST; the preload SETs */
+  int update_mode; /* --mode (BEST by default); the preload SETs */
   Stats stats;
   GArray *samples; /* RankSample, with --timeline or --plot */
   /* preload: this worker loads members [first, last) */
@@ -207,6 +209,16 @@ send_enqueue (Worker *w, const char *board, GError **error)
   return ok;
 }
 
+/* --window: the read asks for the board's rolling window (field window,
+ * IDL 1.8). Left unset otherwise, so the request is what an older client
+ * sends. */
+static void
+read_window (Worker *w, gpointer req)
+{
+  if (w->o->window)
+    g_object_set (req, "window", TRUE, NULL);
+}
+
 /* Sends one call to rankd: corked (pipelined) it waits in the transport
  * until the batch is sent. */
 static gboolean
@@ -249,6 +261,7 @@ rankd_send (Worker *w, int op, const char *board, const char *member,
         g_autoptr (rankGetRankRequest) req = g_object_new (
             RANK_TYPE_GET_RANK_REQUEST, "board", board, "member", member, NULL);
 
+        read_window (w, req);
         ok = rank_ranking_client_send_get_rank (iface, req, &error);
         break;
       }
@@ -258,6 +271,7 @@ rankd_send (Worker *w, int op, const char *board, const char *member,
             = g_object_new (RANK_TYPE_GET_AROUND_REQUEST, "board", board,
                             "member", member, "radius", 5, NULL);
 
+        read_window (w, req);
         ok = rank_ranking_client_send_get_around (iface, req, &error);
         break;
       }
@@ -267,6 +281,7 @@ rankd_send (Worker *w, int op, const char *board, const char *member,
             = g_object_new (RANK_TYPE_GET_PERCENTILE_REQUEST, "board", board,
                             "member", member, NULL);
 
+        read_window (w, req);
         ok = rank_ranking_client_send_get_percentile (iface, req, &error);
         break;
       }
@@ -280,6 +295,7 @@ rankd_send (Worker *w, int op, const char *board, const char *member,
               req->members,
               g_strdup_printf ("m%d",
                                g_rand_int_range (w->rand, 0, w->o->members)));
+        read_window (w, req);
         ok = rank_ranking_client_send_get_ranks (iface, req, &error);
         break;
       }
@@ -289,6 +305,7 @@ rankd_send (Worker *w, int op, const char *board, const char *member,
             = g_object_new (RANK_TYPE_GET_TOP_N_REQUEST, "board", board, "n",
                             w->o->top_n, NULL);
 
+        read_window (w, req);
         ok = rank_ranking_client_send_get_top_n (iface, req, &error);
         break;
       }
@@ -583,7 +600,7 @@ worker_connect (Worker *w, GError **error)
         }
       return TRUE;
     }
-  w->update_mode = RANK_UPDATE_MODE_BEST;
+  w->update_mode = w->o->update_mode;
   w->client = rank_client_connect_tls (
       w->o->host, (guint16) w->o->port, w->o->framed, w->o->kind, 30000,
       w->o->tls_context, w->o->tls_server_name, error);
@@ -755,6 +772,8 @@ preload_main (gpointer data)
           g_atomic_int_add (&preloaded, end - i);
         }
     }
+  /* The load after it sends --mode's updates, not SETs. */
+  w->update_mode = w->o->update_mode;
   return NULL;
 }
 
@@ -906,6 +925,14 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
       "N" },
     { "without-rank", 0, 0, G_OPTION_ARG_NONE, &o->without_rank,
       "Update and UpdateBatch with with_rank=false: no rank answered", NULL },
+    { "mode", 0, 0, G_OPTION_ARG_STRING, &o->mode,
+      "Mode of the update and batch operations: increment, best (default) "
+      "or set (the preload always SETs)",
+      "M" },
+    { "window", 0, 0, G_OPTION_ARG_NONE, &o->window,
+      "Reads (rank, top, around, ranks, percentile) of the boards' rolling "
+      "windows (window=true; boards with window=N)",
+      NULL },
     { "rate", 0, 0, G_OPTION_ARG_DOUBLE, &o->rate,
       "Calls per second in all, at most (0: as fast as answered)", "R" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &o->json, "Print JSON", NULL },
@@ -975,6 +1002,25 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
     o->protocol = g_strdup ("binary");
   if (!parse_mix (o, error))
     return FALSE;
+  if (o->mode == NULL || g_str_equal (o->mode, "best"))
+    o->update_mode = RANK_UPDATE_MODE_BEST;
+  else if (g_str_equal (o->mode, "increment"))
+    o->update_mode = RANK_UPDATE_MODE_INCREMENT;
+  else if (g_str_equal (o->mode, "set"))
+    o->update_mode = RANK_UPDATE_MODE_SET;
+  else
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--mode: increment, best or set");
+      return FALSE;
+    }
+  if (o->direct != NULL
+      && (o->window || o->update_mode != RANK_UPDATE_MODE_BEST))
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--window and --mode: against rankd only");
+      return FALSE;
+    }
   o->cpu_watch = rank_cpu_watch_new (o->cpu, error);
   if (o->cpu_watch == NULL)
     return FALSE;
@@ -1186,6 +1232,7 @@ finish (Options *o, Worker *workers, GThread **threads, int status)
   g_free (o->direct);
   g_free (o->direct_host);
   g_free (o->mix);
+  g_free (o->mode);
   g_free (o->board_prefix);
   g_free (o->transport);
   g_free (o->protocol);
