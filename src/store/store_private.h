@@ -34,6 +34,7 @@ struct _RankStore
   guint group_node;
   /* Rolling windows (store_window.c): "board/shard" -> its roll. */
   GHashTable *windows;
+  GHashTable *windows_fresh; /* board -> WindowFresh (store_window.c) */
 };
 
 /* ---- rolling windows (store_window.c) ---- */

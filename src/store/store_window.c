@@ -14,6 +14,16 @@
 
 #include "store_private.h"
 
+/* A board whose every shard this worker saw rolled to the period
+ * [start_ms, end_ms), at checked_us at the earliest: a call in that period
+ * within RANK_LAYOUT_RECHECK_MS of it needs nothing (no period labels to
+ * work out: GLib's calendar was a quarter of rankd's time on a window
+ * board). */
+typedef struct
+{
+  gint64 start_ms, end_ms, checked_us;
+} WindowFresh;
+
 typedef struct
 {
   RankStore *store;
@@ -46,17 +56,21 @@ store_windows_init (RankStore *store)
 {
   store->windows = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
                                           window_entry_free);
+  store->windows_fresh
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
 }
 
 void
 store_windows_free (RankStore *store)
 {
   g_hash_table_unref (store->windows);
+  g_hash_table_unref (store->windows_fresh);
 }
 
 void
 store_forget_windows (RankStore *store, const char *board, guint shards)
 {
+  g_hash_table_remove (store->windows_fresh, board);
   for (guint shard = 0; shard < shards; shard++)
     {
       g_autofree char *key = g_strdup_printf ("%s/%u", board, shard);
@@ -112,12 +126,17 @@ rolled (const RankReply *reply, const GError *error, gpointer data)
       e->done = g_strdup (labels->str);
       e->done_us = g_get_monotonic_time ();
     }
-  else
-    /* Tried again by the next call on the board. */
-    g_warning ("rolling window of %s: %s", e->key,
-               error != NULL                     ? error->message
-               : reply->type == RANK_REPLY_ERROR ? reply->str
-                                                 : "unexpected reply");
+  else if (g_get_monotonic_time () - e->warned_us > 10 * G_USEC_PER_SEC)
+    {
+      /* Tried again by the next call on the board; logged at most every
+       * 10 s (every call tries again while Redis is down). */
+      e->warned_us = g_get_monotonic_time ();
+      g_warning ("rolling window of %s: %s; tried again at the next call",
+                 e->key,
+                 error != NULL                     ? error->message
+                 : reply->type == RANK_REPLY_ERROR ? reply->str
+                                                   : "unexpected reply");
+    }
   g_clear_pointer (&e->target, g_free);
 }
 
@@ -147,7 +166,17 @@ rank_store_window_ensure (RankStore *store, const RankContext *ctx)
   g_autoptr (GString) target = NULL;
   gint64 expire_ms;
 
+  WindowFresh *fresh;
+  gboolean all_done = TRUE;
+  gint64 oldest_us = G_MAXINT64;
+
   if (o->window == 0)
+    return;
+  fresh = g_hash_table_lookup (store->windows_fresh, ctx->board);
+  if (fresh != NULL && ctx->now_ms >= fresh->start_ms
+      && ctx->now_ms < fresh->end_ms
+      && ctx->decoded_us - fresh->checked_us
+             < (gint64) RANK_LAYOUT_RECHECK_MS * 1000)
     return;
   rank_period_of (&o->period, ctx->now_ms, &current);
   target = g_string_new (current.label);
@@ -168,11 +197,16 @@ rank_store_window_ensure (RankStore *store, const RankContext *ctx)
 
       /* Asked again after RANK_LAYOUT_RECHECK_MS: a ResetBoard or
        * DeleteBoard meanwhile took the window's state with the board. */
-      if (e != NULL
-          && (e->target != NULL
-              || (g_strcmp0 (e->done, target->str) == 0
-                  && ctx->decoded_us - e->done_us
-                         < (gint64) RANK_LAYOUT_RECHECK_MS * 1000)))
+      if (e != NULL && e->target == NULL
+          && g_strcmp0 (e->done, target->str) == 0
+          && ctx->decoded_us - e->done_us
+                 < (gint64) RANK_LAYOUT_RECHECK_MS * 1000)
+        {
+          oldest_us = MIN (oldest_us, e->done_us);
+          continue;
+        }
+      all_done = FALSE;
+      if (e != NULL && e->target != NULL)
         continue;
       if (e == NULL)
         {
@@ -203,5 +237,19 @@ rank_store_window_ensure (RankStore *store, const RankContext *ctx)
       e->start_ms = current.start_ms;
       e->expire_ms = expire_ms;
       roll_send (e);
+    }
+  if (all_done)
+    {
+      if (fresh == NULL)
+        {
+          if (g_hash_table_size (store->windows_fresh) >= RANK_LAYOUT_CACHE_MAX)
+            g_hash_table_remove_all (store->windows_fresh);
+          fresh = g_new (WindowFresh, 1);
+          g_hash_table_insert (store->windows_fresh, g_strdup (ctx->board),
+                               fresh);
+        }
+      fresh->start_ms = current.start_ms;
+      fresh->end_ms = current.end_ms;
+      fresh->checked_us = oldest_us;
     }
 }

@@ -39,9 +39,10 @@
 -- its own).
 
 local WINDOW, NEXT = 'window', 'window-next'
--- This call's window: its state's label lists (and as sets), the keys'
--- prefixes of the window served and of the one built; its period's label;
--- whether the call's period is in each.
+-- This call's window: the times hashes of the periods of the window served
+-- and of the one built (and their labels, as sets), the keys' prefixes of
+-- the two windows; its period's label; whether the call's period is in
+-- each.
 local wbase, wserved, wserved_set, wnext, wnext_set, wkeys, xkeys, wlabel,
   in_served, in_next, wexpire, wfresh
 -- Members whose window places change in this call, in order; for each, its
@@ -76,13 +77,22 @@ local function better(score, subs, s2, subs2)
   return before(subs, subs2)
 end
 
--- The member's window entry over the periods labels, from scratch: score,
--- subscores, time; nil if it is in none of them.
-local function combine(member, labels)
+-- The times hashes of the periods labels (names made once a call, not
+-- once a member).
+local function times_keys(labels)
+  local keys = {}
+  for i, label in ipairs(labels) do
+    keys[i] = wbase .. 'p:' .. label .. ':t'
+  end
+  return keys
+end
+
+-- The member's window entry over the periods whose times hashes are keys,
+-- from scratch: score, subscores, time; nil if it is in none of them.
+local function combine(member, keys)
   local total, score, subs, time
-  for _, label in ipairs(labels) do
-    local v = call_on(wbase .. 'p:' .. label .. ':t', 'hash', 'member times',
-      'HGET', member)
+  for _, key in ipairs(keys) do
+    local v = call_on(key, 'hash', 'member times', 'HGET', member)
     if v then
       local s, u, t = entry_of(v)
       if wcombine == 'sum' then
@@ -157,6 +167,7 @@ window_open = function()
     return
   end
   wkeys, xkeys = wbase .. 'p:' .. WINDOW .. ':', wbase .. 'p:' .. NEXT .. ':'
+  wserved, wnext = times_keys(wserved), times_keys(wnext)
   -- The keys' types; a window's keys that do not exist yet (the roll left
   -- it empty, or its last member went) get the window's expiry when this
   -- call makes them.
@@ -322,6 +333,7 @@ local function roll(keys, args)
     call('ZADD', registry, expire_at, NEXT)
   end
   local labels, next_set = labels_of(next_)
+  local keys_next = times_keys(labels)
   -- The periods the two windows do not share: a member of the window
   -- served with an entry in none of them has the same place in the next
   -- one, copied from its value there (2 HEXISTS, where its periods took
@@ -357,7 +369,7 @@ local function roll(keys, args)
       if same then
         place_in(xkeys, member, nil, entry_of(fields[i + 1]))
       else
-        place_in(xkeys, member, nil, combine(member, labels))
+        place_in(xkeys, member, nil, combine(member, keys_next))
       end
     end
     budget = budget - #fields / 2 - 1
