@@ -87,36 +87,107 @@ local function times_keys(labels)
   return keys
 end
 
--- The member's window entry over the periods whose times hashes are keys,
--- from scratch: score, subscores, time; nil if it is in none of them.
-local function combine(member, keys)
-  local total, score, subs, time
-  for _, key in ipairs(keys) do
-    local v = call_on(key, 'hash', 'member times', 'HGET', member)
-    if v then
-      local s, u, t = entry_of(v)
-      if wcombine == 'sum' then
-        total = (total or 0) + s
-        if not time or before(time, t) then
-          subs, time = u, t
-        end
-      elseif not score or better(s, u, score, subs) then
-        score, subs, time = s, u, t
-      elseif s == score and u == subs and before(t, time) then
-        time = t
-      end
-    end
+-- Folds one period's entry of a member (its times-hash value v) into acc,
+-- {total or score, subscores, time} (nil: none yet); returns acc.
+local function fold(acc, v)
+  local s, u, t = entry_of(v)
+  if not acc then
+    return {s, u, t}
   end
-  if not time then
+  if wcombine == 'sum' then
+    acc[1] = acc[1] + s
+    if before(acc[3], t) then
+      acc[2], acc[3] = u, t
+    end
+  elseif better(s, u, acc[1], acc[2]) then
+    acc[1], acc[2], acc[3] = s, u, t
+  elseif s == acc[1] and u == acc[2] and before(t, acc[3]) then
+    acc[3] = t
+  end
+  return acc
+end
+
+-- A folded entry's score, subscores and time (nil: in no period); a total
+-- past the range is held at its end.
+local function folded(acc)
+  if not acc then
     return nil
   end
-  score = total or score
+  local score = acc[1]
   if score > LIMIT then
     score = LIMIT
   elseif score < -LIMIT then
     score = -LIMIT
   end
-  return score, subs, time
+  return score, acc[2], acc[3]
+end
+
+-- The member's window entry over the periods whose times hashes are keys,
+-- from scratch: score, subscores, time; nil if it is in none of them.
+local function combine(member, keys)
+  local acc
+  for _, key in ipairs(keys) do
+    local v = call_on(key, 'hash', 'member times', 'HGET', member)
+    if v then
+      acc = fold(acc, v)
+    end
+  end
+  return folded(acc)
+end
+
+-- Many members' entries over the periods of keys (members[j] for j in
+-- which): one HMGET a period. Into entries[j] ({score, subscores, time},
+-- or false).
+local function combine_many(members, which, keys, entries)
+  local names, accs = {}, {}
+  for i, j in ipairs(which) do
+    names[i] = members[j]
+  end
+  for _, key in ipairs(keys) do
+    local values = call_on(key, 'hash', 'member times', 'HMGET',
+      unpack(names))
+    for i = 1, #names do
+      if values[i] then
+        accs[i] = fold(accs[i], values[i])
+      end
+    end
+  end
+  for i, j in ipairs(which) do
+    local score, subs, time = folded(accs[i])
+    entries[j] = score and {score, subs, time} or false
+  end
+end
+
+-- Writes members' places (entries[j]: {score, subscores, time}, or false:
+-- off it) in the window whose keys start with keys: an HMGET of what it
+-- holds, then a command per key and kind.
+local function place_many(keys, members, entries)
+  local was = call('HMGET', keys .. 't', unpack(members))
+  local zrem, zadd, hset, hdel = {}, {}, {}, {}
+  for j, member in ipairs(members) do
+    local e, old = entries[j], was[j]
+    local value
+    if e then
+      value = e[2] .. e[3] .. spack('>i8', ascending and e[1] or -e[1])
+    end
+    if value ~= old then
+      if old then
+        zrem[#zrem + 1] = sub(old, 1, PREFIX_LEN) .. member
+      end
+      if value then
+        zadd[#zadd + 1] = ascending and e[1] or -e[1]
+        zadd[#zadd + 1] = e[2] .. e[3] .. member
+        hset[#hset + 1] = member
+        hset[#hset + 1] = value
+      else
+        hdel[#hdel + 1] = member
+      end
+    end
+  end
+  call_with('ZREM', keys .. 'z', zrem)
+  call_with('ZADD', keys .. 'z', zadd)
+  call_with('HDEL', keys .. 't', hdel)
+  call_with('HSET', keys .. 't', hset)
 end
 
 -- Writes member's place in the window whose keys start with keys: score,
@@ -336,8 +407,10 @@ local function roll(keys, args)
   local keys_next = times_keys(labels)
   -- The periods the two windows do not share: a member of the window
   -- served with an entry in none of them has the same place in the next
-  -- one, copied from its value there (2 HEXISTS, where its periods took
-  -- N HGETs).
+  -- one, copied from its value there. A chunk's members are read and
+  -- written with a command per key (HMGET, ZADD, HSET), not per member: a
+  -- roll of 1M members cost Redis about 18 µs a member one command a
+  -- member at a time.
   local served_list, served_set = labels_of(served)
   local differ = {}
   for _, label in ipairs(served_list) do
@@ -358,21 +431,37 @@ local function roll(keys, args)
       budget)
     cursor = r[1]
     local fields = r[2]
-    for i = 1, #fields, 2 do
-      local member, same = fields[i], first == WINDOW
-      for _, key in ipairs(differ) do
-        if same and call_on(key, 'hash', 'member times', 'HEXISTS', member)
-            == 1 then
-          same = false
+    local members, again, entries = {}, {}, {}
+    for i = 2, #fields, 2 do
+      members[i / 2] = fields[i - 1]
+    end
+    if #members > 0 then
+      -- A member of the window served with an entry in none of the
+      -- periods that leave or enter keeps its place there (its value);
+      -- the others are computed from the next window's periods.
+      local moved = {}
+      if first == WINDOW then
+        for _, key in ipairs(differ) do
+          local has = call_on(key, 'hash', 'member times', 'HMGET',
+            unpack(members))
+          for j = 1, #members do
+            moved[j] = moved[j] or has[j]
+          end
         end
       end
-      if same then
-        place_in(xkeys, member, nil, entry_of(fields[i + 1]))
-      else
-        place_in(xkeys, member, nil, combine(member, keys_next))
+      for j = 1, #members do
+        if first == WINDOW and not moved[j] then
+          entries[j] = {entry_of(fields[2 * j])}
+        else
+          again[#again + 1] = j
+        end
       end
+      if #again > 0 then
+        combine_many(members, again, keys_next, entries)
+      end
+      place_many(xkeys, members, entries)
     end
-    budget = budget - #fields / 2 - 1
+    budget = budget - #members - 1
     if cursor == '0' then
       src = sub(src, #first + 2)
     end
