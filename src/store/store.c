@@ -131,15 +131,20 @@ store_board_key (char *out, const char *board, const char *suffix)
   return board_key (out, board, NULL, 0, 1, suffix);
 }
 
+gsize
+store_key (char *out, const RankContext *ctx, guint shard, const char *suffix)
+{
+  return board_key (out, ctx->board, ctx->period.label, shard,
+                    ctx->options->shards, suffix);
+}
+
 void
 store_add_key (RankCommand *cmd, const RankContext *ctx, guint shard,
                const char *suffix)
 {
   char key[KEY_MAX];
 
-  rank_command_add (cmd, key,
-                    board_key (key, ctx->board, ctx->period.label, shard,
-                               ctx->options->shards, suffix));
+  rank_command_add (cmd, key, store_key (key, ctx, shard, suffix));
 }
 
 void

@@ -57,6 +57,10 @@ void store_fence_rank_reads (const char *tag, gsize tag_len, gpointer data);
  * board's across periods (a retry after midnight is still a retry). */
 void store_add_key (RankCommand *cmd, const RankContext *ctx, guint shard,
                     const char *suffix);
+/* The same key, into out (room for RANK_STORE_KEY_MAX); returns its
+ * length. */
+gsize store_key (char *out, const RankContext *ctx, guint shard,
+                 const char *suffix);
 
 /* The keys with suffix of the board's shards that live on node, but skip
  * (-1: none skipped). */

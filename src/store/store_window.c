@@ -165,7 +165,7 @@ rank_store_window_ensure (RankStore *store, const RankContext *ctx)
   RankPeriod current;
   g_autoptr (GString) target = NULL;
   gint64 expire_ms;
-
+  char state_key[RANK_STORE_KEY_MAX];
   WindowFresh *fresh;
   gboolean all_done = TRUE;
   gint64 oldest_us = G_MAXINT64;
@@ -222,15 +222,9 @@ rank_store_window_ensure (RankStore *store, const RankContext *ctx)
       e->target = g_strdup (target->str);
       e->node = store_node_of (store, shard);
       g_free (e->state_key);
-      {
-        RankCommand keyed;
-
-        /* The state key, the board's across periods. */
-        rank_command_init_script (&keyed, RANK_SCRIPT_ROLL);
-        store_add_key (&keyed, ctx, shard, RANK_KEY_SUFFIX_WINDOW);
-        e->state_key = g_strndup (keyed.bytes + keyed.offset[0], keyed.len[0]);
-        rank_command_clear (&keyed);
-      }
+      /* The state key, the board's across periods. */
+      store_key (state_key, ctx, shard, RANK_KEY_SUFFIX_WINDOW);
+      e->state_key = g_strdup (state_key);
       e->combine = store_window_combine (o);
       e->order = store_order_name (o->order);
       e->prefix_len = (gint64) store_prefix_len (o);

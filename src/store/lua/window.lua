@@ -122,19 +122,6 @@ local function folded(acc)
   return score, acc[2], acc[3]
 end
 
--- The member's window entry over the periods whose times hashes are keys,
--- from scratch: score, subscores, time; nil if it is in none of them.
-local function combine(member, keys)
-  local acc
-  for _, key in ipairs(keys) do
-    local v = call_on(key, 'hash', 'member times', 'HGET', member)
-    if v then
-      acc = fold(acc, v)
-    end
-  end
-  return folded(acc)
-end
-
 -- Many members' entries over the periods of keys (members[j] for j in
 -- which): one HMGET a period. Into entries[j] ({score, subscores, time},
 -- or false).
@@ -159,13 +146,14 @@ local function combine_many(members, which, keys, entries)
 end
 
 -- Writes members' places (entries[j]: {score, subscores, time}, or false:
--- off it) in the window whose keys start with keys: an HMGET of what it
--- holds, then a command per key and kind.
-local function place_many(keys, members, entries)
-  local was = call('HMGET', keys .. 't', unpack(members))
+-- off it) in the window whose keys start with keys, a command per key and
+-- kind; was[j], what its times hash holds for members[j] (false: nothing;
+-- was nil: read with an HMGET).
+local function place_many(keys, members, entries, was)
+  was = was or call('HMGET', keys .. 't', unpack(members))
   local zrem, zadd, hset, hdel = {}, {}, {}, {}
   for j, member in ipairs(members) do
-    local e, old = entries[j], was[j]
+    local e, old = entries[j], was[j] or nil
     local value
     if e then
       value = e[2] .. e[3] .. spack('>i8', ascending and e[1] or -e[1])
@@ -188,33 +176,6 @@ local function place_many(keys, members, entries)
   call_with('ZADD', keys .. 'z', zadd)
   call_with('HDEL', keys .. 't', hdel)
   call_with('HSET', keys .. 't', hset)
-end
-
--- Writes member's place in the window whose keys start with keys: score,
--- subscores, time (score nil: off it); was, what its times hash held
--- (false: nothing; nil: read it).
-local function place_in(keys, member, was, score, subs, time)
-  if was == nil then
-    was = call('HGET', keys .. 't', member) or false
-  end
-  local value
-  if score then
-    local z = ascending and score or -score
-    value = subs .. time .. spack('>i8', z)
-    if value == was then
-      return
-    end
-  end
-  if was then
-    call('ZREM', keys .. 'z', sub(was, 1, PREFIX_LEN) .. member)
-  end
-  if value then
-    call('ZADD', keys .. 'z', ascending and score or -score,
-      subs .. time .. member)
-    call('HSET', keys .. 't', member, value)
-  elseif was then
-    call('HDEL', keys .. 't', member)
-  end
 end
 
 -- At the call's start, before any write: the window's state and whether
@@ -328,19 +289,32 @@ end
 -- After the call's writes of its period: each member's place in the
 -- windows.
 window_flush = function()
-  for _, member in ipairs(wmembers) do
-    if in_served then
-      local score, subs, time
+  if #wmembers == 0 then
+    wmembers, wentry, wwas, wagain = nil
+    return
+  end
+  if in_served then
+    local entries, was, again = {}, {}, {}
+    for j, member in ipairs(wmembers) do
+      was[j] = wwas[member]
       if wagain[member] then
-        score, subs, time = combine(member, wserved)
-      elseif wentry[member] then
-        score, subs, time = unpack(wentry[member])
+        again[#again + 1] = j
+      else
+        entries[j] = wentry[member]
       end
-      place_in(wkeys, member, wwas[member], score, subs, time)
     end
-    if in_next then
-      place_in(xkeys, member, nil, combine(member, wnext))
+    if #again > 0 then
+      combine_many(wmembers, again, wserved, entries)
     end
+    place_many(wkeys, wmembers, entries, was)
+  end
+  if in_next then
+    local all, entries = {}, {}
+    for j = 1, #wmembers do
+      all[j] = j
+    end
+    combine_many(wmembers, all, wnext, entries)
+    place_many(xkeys, wmembers, entries)
   end
   if wfresh and wexpire then
     for _, keys in ipairs({in_served and wkeys, in_next and xkeys}) do
